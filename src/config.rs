@@ -1,0 +1,49 @@
+//! Plugin configuration as the shim hands it over (the Schemastery `Config` in index.js
+//! fills defaults first; these defaults mirror it for the CLI and for tests).
+
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Config {
+    /// Prefix `sessions_send` bodies with the cross-session frame (seed 000).
+    pub frame_messages: bool,
+    /// Longest body `sessions_send` / `send_session_message` accept, in characters.
+    pub max_send_chars: usize,
+    /// `queue` or `steer`: the `sessions_send` mode when the call names none.
+    pub default_send_mode: String,
+    /// May a send wake (resume) a cold session?
+    pub allow_resume: bool,
+    /// Cap on `sessions_list` rows.
+    pub max_list_results: usize,
+    /// Cap on `sessions_read` messages.
+    pub max_read_messages: usize,
+    /// Longer messages are cut with `…[truncated N chars]`.
+    pub max_message_chars: usize,
+    /// `sessions_read` default for `include_injected`.
+    pub include_injected_by_default: bool,
+    /// `auto`, `rc8` (POST /api/session.prompt) or `v2` (POST /api/session/prompt + cookie).
+    pub host_api: String,
+    /// Connect timeout for the host route.
+    pub connect_timeout_ms: u64,
+    /// Timeout for one whole exchange with the host route.
+    pub request_timeout_ms: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            frame_messages: true,
+            max_send_chars: 8000,
+            default_send_mode: "queue".into(),
+            allow_resume: true,
+            max_list_results: 50,
+            max_read_messages: 50,
+            max_message_chars: 4000,
+            include_injected_by_default: false,
+            host_api: "auto".into(),
+            connect_timeout_ms: 2000,
+            request_timeout_ms: 10000,
+        }
+    }
+}

@@ -1,0 +1,16 @@
+//! dsh-session-mail: the Rust core of a DeepSeek Harness plugin that lets one session
+//! list, read and message the other sessions of the same host.
+//!
+//! Every module except `binding` is plain Rust (no napi types) and is tested by `cargo test`.
+//! `binding` is the one thin file that exposes the core to Node.
+
+pub mod error;
+pub mod config;
+pub mod request;
+pub mod store;
+pub mod mail;
+pub mod delivery;
+pub mod render;
+pub mod tools;
+
+mod binding;

@@ -1,0 +1,1 @@
+//! mail (to be written)

@@ -1,0 +1,1 @@
+//! The exact text of every tool result and refusal.

@@ -1,0 +1,77 @@
+//! The one request shape the shim (index.js) or the CLI hands to the core for a tool call.
+//! It carries the model's raw arguments (validated here, never trusted), the caller's identity
+//! as the runtime reports it (`exec.agent`), and the facts only the host process knows.
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::config::Config;
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ToolRequest {
+    /// `sessions_list`, `sessions_read`, `sessions_send` or `send_session_message`.
+    pub tool: String,
+    /// The arguments exactly as the model sent them (any JSON; validated by the core).
+    pub args: Value,
+    /// Who is calling, from the runtime (`exec.agent.session.id`, falling back to `exec.agent.id`).
+    pub caller: Option<Caller>,
+    pub config: Config,
+    pub host: HostInfo,
+    /// The sessions live in this host process right now (from `ctx.agents.list()`).
+    pub live: Vec<LiveSession>,
+    /// For `sessions_read` of a live target: its events as JSON lines, from the host's memory
+    /// (the file lags the live session by up to ~200 ms).
+    pub live_events: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, Default, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Caller {
+    /// `exec.agent.session.id` (preferred) — the durable id of the calling session.
+    pub session_id: Option<String>,
+    /// `exec.agent.id` — fallback.
+    pub agent_id: Option<String>,
+    /// The caller's title, if the shim knows it (used in the `sessions_send` frame).
+    pub title: Option<String>,
+}
+
+impl Caller {
+    /// The sender identity: session id, else agent id. Never taken from tool arguments.
+    pub fn id(&self) -> Option<&str> {
+        self.session_id
+            .as_deref()
+            .filter(|s| !s.trim().is_empty())
+            .or_else(|| self.agent_id.as_deref().filter(|s| !s.trim().is_empty()))
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Default, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HostInfo {
+    /// DSH_HOME as the host resolved it (None: resolve as the host does).
+    pub dsh_home: Option<String>,
+    /// `http://127.0.0.1:<port>` of the host's web server, or None when the profile has none.
+    pub base_url: Option<String>,
+    /// The DSH runtime version if known (e.g. `0.1.0-rc.8`), used by `hostApi: auto`.
+    pub version: Option<String>,
+    /// The browser-session secret (base64url) when the shim read it from the credentials
+    /// service; otherwise the core reads `$DSH_HOME/.credentials.yaml` itself. Never printed.
+    pub secret: Option<String>,
+    /// The profile name, for messages (`web`, `desktop`, `headless`, ...).
+    pub profile: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, Default, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct LiveSession {
+    pub id: String,
+    /// `running` or `idle` (the agent's public status).
+    pub status: String,
+    /// The session header as the host holds it (`cwd`, `parentSession`, `origin`, `agentPreset`, `createdAt`...).
+    pub header: Value,
+    /// Request ids (`source.rpcId`) of the items pending in its inbox, both queues.
+    pub pending_rpc_ids: Vec<String>,
+    /// Pending next-turn items (count), for the stacking guard.
+    pub pending_next_turn: usize,
+}
