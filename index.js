@@ -1,0 +1,100 @@
+// dsh-session-mail: the cordis plugin shim. It declares the Config, registers the four tools,
+// and hands each call — raw arguments, the caller's runtime identity, host facts — to the Rust
+// core, which returns the text the model sees. A tool never throws at the model.
+import Schema from '@deepseek-ai/schemastery'
+import { defineTool } from '@deepseek-ai/dsh-tools'
+import { loadCore } from './lib/native.js'
+import { toolSpecs } from './lib/tools.js'
+import { baseUrlOf, callerOf, detectHostVersion, liveAgents, liveEventsOf } from './lib/host.js'
+
+export const name = 'dsh-session-mail'
+
+// Optional services are declared one by one (the `{required:[…], optional:[…]}` form leaves the row
+// pending in rc.8: shared/host/plugin-contract.md §11).
+export const inject = {
+  tools: { required: true },
+  agents: { required: false },
+  webServer: { required: false },
+}
+
+export const Config = Schema.object({
+  enabled: Schema.boolean().default(true).description('Register the tools. false: the plugin registers nothing.'),
+  frameMessages: Schema.boolean().default(true).description('Frame sessions_send bodies so the receiver can tell a peer from the human.'),
+  maxSendChars: Schema.natural().min(1).default(8000).description('Longest message body, in characters.'),
+  defaultSendMode: Schema.union(['queue', 'steer']).default('queue').description('sessions_send mode when the call names none.'),
+  allowResume: Schema.boolean().default(true).description('May a send wake a cold session?'),
+  maxListResults: Schema.natural().min(1).max(200).default(50).description('Cap on sessions_list rows.'),
+  maxReadMessages: Schema.natural().min(1).max(100).default(50).description('Cap on sessions_read messages.'),
+  maxMessageChars: Schema.natural().min(16).default(4000).description('Longer messages are cut, visibly.'),
+  includeInjectedByDefault: Schema.boolean().default(false).description('sessions_read default for include_injected.'),
+  hostApi: Schema.union(['auto', 'rc8', 'v2']).default('auto').description('Host route generation: rc8 = /api/session.prompt, v2 = /api/session/prompt with the browser-session cookie.'),
+  host: Schema.string().default('').description('Override the web server host (default: the host\'s own, on loopback).'),
+  port: Schema.natural().max(65535).default(0).description('Override the web server port (0: the host\'s bound port).'),
+  connectTimeoutMs: Schema.natural().min(1).default(2000),
+  requestTimeoutMs: Schema.natural().min(1).default(10000),
+})
+
+const CORE_CONFIG_KEYS = [
+  'frameMessages', 'maxSendChars', 'defaultSendMode', 'allowResume', 'maxListResults', 'maxReadMessages',
+  'maxMessageChars', 'includeInjectedByDefault', 'hostApi', 'connectTimeoutMs', 'requestTimeoutMs',
+]
+
+function coreConfig(config) {
+  const out = {}
+  for (const key of CORE_CONFIG_KEYS) if (config[key] !== undefined) out[key] = config[key]
+  return out
+}
+
+/** Build the JSON request the core takes (src/request.rs `ToolRequest`). */
+export function buildRequest(ctx, config, tool, args, exec, hostVersion) {
+  const target = typeof args?.session_id === 'string' ? args.session_id : undefined
+  return {
+    tool,
+    args: args ?? {},
+    caller: callerOf(exec),
+    config: coreConfig(config),
+    host: {
+      dshHome: process.env.DSH_HOME?.trim() || null,
+      baseUrl: baseUrlOf(ctx, config),
+      version: config.hostApi === 'auto' ? hostVersion : null,
+      secret: null,
+      profile: null,
+    },
+    live: liveAgents(ctx),
+    liveEvents: tool === 'sessions_read' ? liveEventsOf(ctx, target) : null,
+  }
+}
+
+/** Run one call through the core; every failure becomes readable text. */
+export async function runTool(ctx, config, tool, args, exec, hostVersion) {
+  const { core, error } = loadCore()
+  if (core === undefined) {
+    return `refused (internal): the dsh-session-mail native addon did not load on this platform (${process.platform}-${process.arch}): ${error?.message ?? error}. Reinstall the plugin for this platform.`
+  }
+  if (exec?.signal?.aborted) return 'refused (cancelled): the call was cancelled before anything was sent.'
+  try {
+    const request = buildRequest(ctx, config, tool, args, exec, hostVersion)
+    return await core.runTool(JSON.stringify(request))
+  } catch (e) {
+    return `refused (internal): ${tool} failed inside the plugin: ${e?.message ?? e}. Nothing was delivered by this call; it is safe to try again.`
+  }
+}
+
+export function apply(ctx, config) {
+  config = Config(config ?? {})
+  if (!config.enabled) return
+  const hostVersion = detectHostVersion()
+  for (const spec of toolSpecs()) {
+    // defineTool compiles the schemas the model sees. Its execute throws ToolArgsError on a bad call;
+    // we keep its definition and replace execute so a bad call becomes a readable refusal from the
+    // core instead (rc.8 packages/core/tools/src/schema.ts `defineTool`; the runtime itself does not
+    // validate arguments: "tools validate their own schema", packages/core/tools/src/index.ts).
+    const defined = defineTool({ ...spec, execute: async () => '' })
+    ctx.tools.register({
+      ...defined,
+      async execute(args, exec) {
+        return runTool(ctx, config, spec.name, args, exec, hostVersion)
+      },
+    })
+  }
+}
