@@ -506,6 +506,51 @@ describe('delivery: dedup, queue, steer, downgrade, idle wake, cold resume', () 
     assert.equal(host.state(sid).status, 'idle')
   })
 
+  test('cancel without keepInbox clears the inbox durably (outcome canceled); hasPromptRequest ignores splice history', async () => {
+    const sid = host.createSession({ cwd, live: true })
+    host.setRunning(sid, true)
+    const args = promptArgs(sid)
+    await call(envelope(args))
+    host.abortTurn(sid, { keepInbox: false })
+    const cleared = host.events(sid).at(-1)
+    assert.deepEqual(cleared.data, { target: 'next-turn', start: 0, removedCount: 1, inserted: [], outcome: 'canceled' })
+    host.completeTurn(sid)
+    assert.equal(host.state(sid).status, 'idle')
+    await call(envelope(args)) // same requestId: admitted again, because only inbox + user/message count
+    assert.equal(insertSplices(host.events(sid), args.request.requestId).length, 2)
+    assert.equal(landings(host.events(sid), args.request.requestId).length, 1)
+  })
+
+  test('setRunning(false) completes turns until idle, landing whatever was pending', async () => {
+    const sid = host.createSession({ cwd, live: true })
+    host.setRunning(sid, true)
+    const a = promptArgs(sid)
+    const b = promptArgs(sid, { mode: 'steer' })
+    await call(envelope(a))
+    await call(envelope(b))
+    host.setRunning(sid, false)
+    const ev = host.events(sid)
+    assert.equal(host.state(sid).status, 'idle')
+    assert.equal(landings(ev, a.request.requestId)[0].seq > landings(ev, b.request.requestId)[0].seq, true)
+    assert.deepEqual(ev.filter(e => e.type === 'turn/end').map(e => e.data.turn), [1, 2])
+  })
+
+  test('autoComplete: every opened turn completes at once', async () => {
+    const h = await startContractHost({ autoComplete: true })
+    try {
+      const c = client(h, readSecret(h.dshHome), Date.now)
+      const sid = h.createSession({ cwd, live: true })
+      const args = promptArgs(sid)
+      await c(envelope(args))
+      assert.equal(landings(h.events(sid), args.request.requestId).length, 1)
+      assert.deepEqual(types(h.events(sid)).slice(-2), ['step/end', 'turn/end'])
+      assert.equal(h.state(sid).status, 'idle')
+    } finally {
+      await h.close()
+      rmSync(h.dshHome, { recursive: true, force: true })
+    }
+  })
+
   test('cold session: resumed on prompt (untagged session/end-seed first), then delivered', async () => {
     const sid = host.createSession({ cwd, preset: 'standard' })
     assert.equal(host.state(sid).live, false)
