@@ -371,6 +371,8 @@ function apply(profile, plan) {
         undo.push(() => renameSync(move.target, join(staging, move.staged)))
       }
     })
+    // Test hook: simulate a failure after the directories moved, before package.json is written.
+    if (process.env.DSH_INSTALL_TEST_FAIL === 'before-manifest') throw new Error('simulated failure (DSH_INSTALL_TEST_FAIL)')
     if (plan.manifestText !== undefined) {
       // Refuse to clobber a concurrent edit (dsh plugin, an editor) made since we read the file.
       if (readFileSync(manifestPath, 'utf8') !== profile.text) {

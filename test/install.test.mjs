@@ -53,6 +53,8 @@ function makeFixturePackage({ addon = true } = {}) {
   writeFileSync(join(dir, 'lib', 'util.js'), 'export const x = 1\n')
   writeFileSync(join(dir, 'README.md'), '# fixture\n')
   writeFileSync(join(dir, 'src', 'lib.rs'), '// not shipped\n')
+  mkdirSync(join(dir, 'examples'))
+  writeFileSync(join(dir, 'examples', 'index.js'), '// not shipped: files entries are anchored at the package root\n')
   writeFileSync(join(dir, 'Cargo.toml'), '[package]\n')
   if (addon) writeFileSync(join(dir, ADDON), Buffer.from([0x7f, 0x45, 0x4c, 0x46, 1, 2, 3]))
   return dir
@@ -70,7 +72,12 @@ function makeProfile({ name = 'web', bundles = WEB_BUNDLES, manifest } = {}) {
 }
 
 function run(...args) {
-  const result = spawnSync(process.execPath, [SCRIPT, ...args], { encoding: 'utf8', env: { ...process.env, DSH_HOME: join(root, 'no-home') } })
+  return runWith({}, ...args)
+}
+
+function runWith(extraEnv, ...args) {
+  const env = { ...process.env, DSH_HOME: join(root, 'no-home'), ...extraEnv }
+  const result = spawnSync(process.execPath, [SCRIPT, ...args], { encoding: 'utf8', env })
   return { code: result.status, stdout: result.stdout, stderr: result.stderr }
 }
 
@@ -120,6 +127,7 @@ describe('install', () => {
     assert.deepEqual(readFileSync(join(installed, ADDON)), readFileSync(join(pkg, ADDON)))
     assert.equal(existsSync(join(installed, 'lib', 'util.js')), true, 'a directory entry in files ships its content')
     assert.equal(existsSync(join(installed, 'src')), false, 'files not listed do not ship')
+    assert.equal(existsSync(join(installed, 'examples')), false, '"index.js" in files means the root index.js only')
 
     const tgz = readFileSync(join(profile, `.${NAME}`, `${NAME}-0.1.0.tgz`))
     const tar = gunzipSync(tgz)
@@ -238,6 +246,36 @@ describe('install', () => {
     assert.equal(r.code, 0, r.stderr)
     assert.deepEqual(readFileSync(join(profile, `.${NAME}`, `${NAME}-0.1.0.tgz`)), readFileSync(tgz))
     assert.deepEqual(readFileSync(join(profile, 'node_modules', NAME, ADDON)), readFileSync(join(pkg, ADDON)))
+  })
+
+  test('a failure midway rolls everything back (install over an older install, and uninstall)', () => {
+    const pkg = makeFixturePackage()
+    const profile = makeProfile()
+    const fresh = snapshot(profile)
+    const failing = { DSH_INSTALL_TEST_FAIL: 'before-manifest' }
+    const r = runWith(failing, '--profile', profile, '--package', pkg)
+    assert.equal(r.code, 1)
+    assert.match(r.stderr, /simulated failure.*\nThe profile was rolled back/s)
+    assert.deepEqual(snapshot(profile), fresh, 'no node_modules, no tarball, no staging dir, no lock')
+
+    assert.equal(run('--profile', profile, '--package', pkg).code, 0)
+    const installed = snapshot(profile)
+    writeFileSync(join(pkg, ADDON), 'rebuilt')
+    assert.equal(runWith(failing, '--profile', profile, '--package', pkg).code, 1)
+    assert.deepEqual(snapshot(profile), installed, 'the previous install is back in place')
+    assert.equal(runWith(failing, '--profile', profile, '--package', pkg, '--uninstall').code, 1)
+    assert.deepEqual(snapshot(profile), installed)
+  })
+
+  test('a node_modules that is a file: refused by the rename, rolled back', () => {
+    const pkg = makeFixturePackage()
+    const profile = makeProfile()
+    writeFileSync(join(profile, 'node_modules'), 'not a directory')
+    const before = snapshot(profile)
+    const r = run('--profile', profile, '--package', pkg)
+    assert.equal(r.code, 1)
+    assert.match(r.stderr, /rolled back/)
+    assert.deepEqual(snapshot(profile), before)
   })
 
   test('--dry-run changes nothing', () => {

@@ -95,7 +95,7 @@ export function kindOf(path) {
   try {
     stat = lstatSync(path)
   } catch (error) {
-    if (error.code === 'ENOENT') return 'missing'
+    if (error.code === 'ENOENT' || error.code === 'ENOTDIR') return 'missing'
     throw error
   }
   if (stat.isSymbolicLink()) return 'symlink'

@@ -44,37 +44,50 @@ function globToRegExp(glob) {
 }
 
 /**
- * Compile the `files` list into one predicate with npm-packlist semantics (gitignore-style):
- * an entry names a file or a directory (then everything below it); an entry without a slash matches
- * at any depth, one with a slash is anchored at the package root; `!entry` excludes; later entries win.
+ * Compile the `files` list with npm-packlist semantics: every entry is anchored at the package root
+ * (`*.node` means root-level .node files, as `npm pack` shows); an entry names a file or a directory
+ * (then everything below it); `!entry` excludes; later entries win.
+ * @returns {{ includes: (path: string) => boolean, mayDescend: (dirPath: string) => boolean }}
  */
 function compileFiles(files) {
   const rules = files.map(raw => {
     let pattern = String(raw).trim()
     const negate = pattern.startsWith('!')
     if (negate) pattern = pattern.slice(1)
-    pattern = pattern.replace(/^\.\//, '')
-    const anchored = pattern.startsWith('/') || pattern.replace(/\/+$/, '').includes('/')
-    pattern = pattern.replace(/^\/+/, '').replace(/\/+$/, '')
-    return { negate, anchored, re: globToRegExp(pattern), empty: pattern === '' }
+    pattern = pattern.replace(/^\.\//, '').replace(/^\/+/, '').replace(/\/+$/, '')
+    const segments = pattern.split('/')
+    return { negate, re: globToRegExp(pattern), segments: segments.map(seg => (seg === '**' ? seg : globToRegExp(seg))), empty: pattern === '' }
   }).filter(rule => !rule.empty)
   const matches = (rule, parts) => {
-    for (let start = 0; start < (rule.anchored ? 1 : parts.length); start++) {
-      for (let end = start + 1; end <= parts.length; end++) {
-        if (rule.re.test(parts.slice(start, end).join('/'))) return true
-      }
+    for (let end = 1; end <= parts.length; end++) {
+      if (rule.re.test(parts.slice(0, end).join('/'))) return true // the path itself, or a directory above it
     }
     return false
   }
-  return path => {
+  const includes = path => {
     const parts = path.split('/')
     let included = false
     for (const rule of rules) if (matches(rule, parts)) included = !rule.negate
     return included
   }
+  // Whether a directory can hold an included file: some rule's leading segments fit its path.
+  const mayDescend = dirPath => {
+    const parts = dirPath.split('/')
+    return rules.some(rule => {
+      if (rule.negate) return false
+      for (let i = 0; i < parts.length; i++) {
+        const seg = rule.segments[i]
+        if (seg === undefined) return matches(rule, parts) // the rule names a directory above this one
+        if (seg === '**') return true
+        if (!seg.test(parts[i])) return false
+      }
+      return true
+    })
+  }
+  return { includes, mayDescend }
 }
 
-function walk(root) {
+function walk(root, mayDescend) {
   const out = []
   const visit = (dir, rel) => {
     for (const dirent of readdirSync(dir, { withFileTypes: true })) {
@@ -87,7 +100,7 @@ function walk(root) {
         continue // dangling link
       }
       if (stat.isDirectory()) {
-        if (!SKIP_DIRS.has(dirent.name)) visit(full, path)
+        if (!SKIP_DIRS.has(dirent.name) && mayDescend(path)) visit(full, path)
       } else if (stat.isFile()) {
         out.push({ path, full, mode: stat.mode & 0o111 ? 0o755 : 0o644 })
       }
@@ -186,15 +199,16 @@ export function packageFromDir(dir, { buildHint, exitCodeForBadPackage }) {
   }
   const selected = compileFiles(manifest.files)
   const main = typeof manifest.main === 'string' ? stripDotSlash(manifest.main) : undefined
+  const mayDescend = path => selected.mayDescend(path) || (main !== undefined && main.startsWith(`${path}/`))
   const entries = []
-  for (const file of walk(dir)) {
+  for (const file of walk(dir, mayDescend)) {
     const { path } = file
     if (ALWAYS_EXCLUDED.some(re => re.test(path))) continue
     const atRoot = !path.includes('/')
     // Root *.node: the locally built napi-rs addon. It is git-ignored and usually not in "files" (a
     // published package gets it from a per-platform optional dependency), but a local install needs it.
     const forced = atRoot && (ALWAYS_INCLUDED_ROOT.some(re => re.test(path)) || path.endsWith('.node'))
-    if (forced || path === main || selected(path)) {
+    if (forced || path === main || selected.includes(path)) {
       entries.push({ path, data: readFileSync(file.full), mode: file.mode })
     }
   }

@@ -70,7 +70,7 @@ export function createTgz(entries) {
     if (pad) parts.push(Buffer.alloc(pad))
   }
   parts.push(Buffer.alloc(BLOCK * 2))
-  return gzipSync(Buffer.concat(parts), { level: 9 })
+  return gzipSync(Buffer.concat(parts))
 }
 
 function readString(buf, start, length) {
