@@ -18,13 +18,13 @@
 //
 // Exit codes: 0 success, 2 bad usage / not a profile, 1 any other failure (message on stderr).
 
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmdirSync, statSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmdirSync } from 'node:fs'
 import { homedir } from 'node:os'
 import { basename, dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { InstallError, usageError } from './lib/errors.mjs'
-import { atomicWriteFile, kindOf, readTree, renameSync, rmSync, takeLock, writeTree } from './lib/fsutil.mjs'
-import { packageFromDir, packageFromTarball } from './lib/package-content.mjs'
+import { atomicWriteFile, kindFollowing, kindOf, readTree, renameSync, rmSync, takeLock, writeTree } from './lib/fsutil.mjs'
+import { packageFromDir, packageFromTarball, packageNameFromTarball, validPackageName } from './lib/package-content.mjs'
 
 const SELF_DIR = fileURLToPath(new URL('..', import.meta.url))
 const BUILD_HINT = 'build it first: npm run build'
@@ -108,8 +108,8 @@ function jsonStyle(text) {
 
 function readProfile(profileArg) {
   const dir = resolve(profileArg)
-  const kind = kindOf(dir) === 'symlink' ? (existsSync(dir) && statSync(dir).isDirectory() ? 'dir' : 'broken') : kindOf(dir)
-  if (kind === 'missing' || kind === 'broken') {
+  const kind = kindFollowing(dir)
+  if (kind === 'missing') {
     const bare = !/[\\/]/.test(profileArg) && profileArg !== '.' && profileArg !== '..'
     const hint = bare ? ` Did you mean the profile named "${profileArg}": --profile ${join(dshHome(), 'profiles', profileArg)} ?` : ''
     throw usageError(`${dir} does not exist.${hint} ${whatAProfileIs()}`)
@@ -162,7 +162,7 @@ function loadPackage(packageArg) {
     return packageFromDir(SELF_DIR, { buildHint: BUILD_HINT, exitCodeForBadPackage: 1 })
   }
   const path = resolve(packageArg)
-  const kind = kindOf(path) === 'symlink' && existsSync(path) ? (statSync(path).isDirectory() ? 'dir' : 'file') : kindOf(path)
+  const kind = kindFollowing(path)
   if (kind === 'dir') return packageFromDir(path, { buildHint: BUILD_HINT, exitCodeForBadPackage: 2 })
   if (kind === 'file') {
     return packageFromTarball(path, {
@@ -183,13 +183,14 @@ function packageNameForUninstall(packageArg) {
   }
   if (packageArg !== undefined) {
     const path = resolve(packageArg)
-    if (kindOf(path) === 'missing') throw usageError(`--package ${packageArg}: no such file or directory`)
-    const name = statSync(path).isDirectory() ? fromManifest(join(path, 'package.json')) : packageFromTarball(path, { buildHint: '' }).name
-    if (typeof name !== 'string') throw usageError(`--package ${packageArg}: cannot read its package name`)
+    const kind = kindFollowing(path)
+    if (kind === 'missing') throw usageError(`--package ${packageArg}: no such file or directory`)
+    const name = kind === 'dir' ? fromManifest(join(path, 'package.json')) : packageNameFromTarball(path)
+    if (!validPackageName(name)) throw usageError(`--package ${packageArg}: cannot read a valid package name from it`)
     return name
   }
   const name = fromManifest(join(SELF_DIR, 'package.json'))
-  return typeof name === 'string' ? name : 'dsh-session-mail'
+  return validPackageName(name) ? name : 'dsh-session-mail'
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -344,11 +345,14 @@ function apply(profile, plan) {
   const { dir, manifestPath } = profile
   const release = takeLock(join(dir, `${plan.store}.lock`))
   const stagingPrefix = `${plan.store}.staging-`
-  // Leftovers of a run that was killed: we hold the lock, so no live run owns them.
+  // A staging dir left by a killed run (or a failed rollback) may hold the previous copy: never delete it blindly.
   for (const entry of readdirSync(dir)) {
-    if (entry.startsWith(stagingPrefix)) rmSync(join(dir, entry), { recursive: true, force: true })
+    if (entry.startsWith(stagingPrefix)) {
+      process.stderr.write(`warning: ${join(dir, entry)} was left by an interrupted run; look inside (old-* is the previous copy) and remove it\n`)
+    }
   }
   const staging = mkdtempSync(join(dir, stagingPrefix))
+  let keepStaging = false
   const undo = []
   try {
     for (const move of plan.moves) {
@@ -380,6 +384,13 @@ function apply(profile, plan) {
       }
       atomicWriteFile(manifestPath, plan.manifestText)
     }
+    for (const path of plan.cleanups) {
+      try {
+        rmdirSync(path) // only succeeds when empty
+      } catch {
+        // not empty (something else lives there) or already gone: leave it
+      }
+    }
   } catch (error) {
     const failures = []
     for (const step of undo.reverse()) {
@@ -390,24 +401,16 @@ function apply(profile, plan) {
       }
     }
     if (failures.length > 0) {
-      error.message += `\nrolling back also failed (${failures.join('; ')}); staged files are kept in ${staging}`
-      release()
-      throw error
+      keepStaging = true
+      error.message += `\nrolling back also failed (${failures.join('; ')}); the staged and the previous files are kept in ${staging}`
+    } else {
+      error.rolledBack = true
     }
-    rmSync(staging, { recursive: true, force: true })
-    release()
-    error.rolledBack = true
     throw error
+  } finally {
+    if (!keepStaging) rmSync(staging, { recursive: true, force: true })
+    release()
   }
-  rmSync(staging, { recursive: true, force: true })
-  for (const path of plan.cleanups) {
-    try {
-      rmdirSync(path) // only succeeds when empty
-    } catch {
-      // not empty (something else lives there) or already gone: leave it
-    }
-  }
-  release()
 }
 
 // ---------------------------------------------------------------------------------------------------------

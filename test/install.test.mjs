@@ -246,6 +246,9 @@ describe('install', () => {
     assert.equal(r.code, 0, r.stderr)
     assert.deepEqual(readFileSync(join(profile, `.${NAME}`, `${NAME}-0.1.0.tgz`)), readFileSync(tgz))
     assert.deepEqual(readFileSync(join(profile, 'node_modules', NAME, ADDON)), readFileSync(join(pkg, ADDON)))
+    const u = run('--profile', profile, '--package', tgz, '--uninstall')
+    assert.equal(u.code, 0, u.stderr)
+    assert.equal(existsSync(join(profile, 'node_modules', NAME)), false)
   })
 
   test('a failure midway rolls everything back (install over an older install, and uninstall)', () => {
@@ -276,6 +279,27 @@ describe('install', () => {
     assert.equal(r.code, 1)
     assert.match(r.stderr, /rolled back/)
     assert.deepEqual(snapshot(profile), before)
+  })
+
+  test('a live lock refuses; a stale lock is taken over; a leftover staging dir is kept and reported', () => {
+    const pkg = makeFixturePackage()
+    const profile = makeProfile()
+    const lock = join(profile, `.${NAME}.lock`)
+    writeFileSync(lock, `${process.pid}\n`) // this test process: alive
+    const before = snapshot(profile)
+    const busy = run('--profile', profile, '--package', pkg)
+    assert.equal(busy.code, 1)
+    assert.match(busy.stderr, new RegExp(`another install/uninstall \\(pid ${process.pid}\\)`))
+    assert.deepEqual(snapshot(profile), before)
+
+    writeFileSync(lock, '2147483646\n') // no such process
+    const leftover = join(profile, `.${NAME}.staging-abc123`)
+    mkdirSync(join(leftover, 'old-0'), { recursive: true })
+    const r = run('--profile', profile, '--package', pkg)
+    assert.equal(r.code, 0, r.stderr)
+    assert.match(r.stderr, /was left by an interrupted run/)
+    assert.equal(existsSync(join(leftover, 'old-0')), true)
+    assert.equal(existsSync(lock), false)
   })
 
   test('--dry-run changes nothing', () => {

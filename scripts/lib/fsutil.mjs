@@ -104,6 +104,18 @@ export function kindOf(path) {
   return 'other'
 }
 
+/** What `path` is after following symlinks: 'missing' (also a dangling link) | 'dir' | 'file' | 'other'. */
+export function kindFollowing(path) {
+  const kind = kindOf(path)
+  if (kind !== 'symlink') return kind
+  try {
+    const stat = statSync(path)
+    return stat.isDirectory() ? 'dir' : stat.isFile() ? 'file' : 'other'
+  } catch {
+    return 'missing'
+  }
+}
+
 function pidAlive(pid) {
   try {
     process.kill(pid, 0)

@@ -127,6 +127,21 @@ function parseManifest(text, where, exitCode) {
   return manifest
 }
 
+/** The name becomes a path under node_modules: accept npm package names only (no `..`, no separators). */
+export function validPackageName(name) {
+  return typeof name === 'string' && name.length <= 214 && /^(?:@[a-z0-9][a-z0-9._~-]*\/)?[a-z0-9][a-z0-9._~-]*$/.test(name)
+}
+
+/** Only the package name inside a tarball (for --uninstall, which needs nothing else). */
+export function packageNameFromTarball(file) {
+  try {
+    const entry = readTgz(readFileSync(file)).findLast(item => item.path === 'package.json')
+    return entry === undefined ? undefined : JSON.parse(entry.data.toString('utf8')).name
+  } catch {
+    return undefined
+  }
+}
+
 /** The bundle patch files a manifest declares (rc.8: a string; 0.1.7 also accepts a list). */
 export function bundlePatchFiles(manifest) {
   const patch = manifest.dsh?.bundle?.patch
@@ -142,8 +157,7 @@ export function bundlePatchFiles(manifest) {
  */
 function describe({ manifest, entries, tgz, origin, buildHint }) {
   const { name, version } = manifest
-  // The name becomes a path under node_modules: accept npm package names only.
-  if (typeof name !== 'string' || !/^(?:@[a-z0-9][a-z0-9._~-]*\/)?[a-z0-9][a-z0-9._~-]*$/.test(name) || name.length > 214) {
+  if (!validPackageName(name)) {
     throw new InstallError(`${origin}: package.json "name" is missing or not a valid npm package name (${JSON.stringify(name)})`)
   }
   if (typeof version !== 'string' || !/^[0-9A-Za-z][0-9A-Za-z.+-]*$/.test(version)) {
