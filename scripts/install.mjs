@@ -51,6 +51,7 @@ function parseArgs(argv) {
     const key = arg.startsWith('--') && eq !== -1 ? arg.slice(0, eq) : arg
     const inline = arg.startsWith('--') && eq !== -1 ? arg.slice(eq + 1) : undefined
     const value = () => {
+      if (inline === '') throw usageError(`${key} needs a value`)
       if (inline !== undefined) return inline
       const next = argv[++i]
       if (next === undefined || next === '') throw usageError(`${key} needs a value`)

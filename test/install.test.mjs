@@ -403,6 +403,7 @@ describe('refusals', () => {
     refuses([], 2, /--profile DIR is required/)
     refuses(['--profile', root, '--bogus'], 2, /unknown argument "--bogus"/)
     refuses(['--profile'], 2, /--profile needs a value/)
+    refuses(['--profile='], 2, /--profile needs a value/)
     refuses(['--profile', makeProfile(), '--package', join(root, 'missing-pkg')], 2, /no such file or directory/)
   })
 })
