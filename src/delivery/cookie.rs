@@ -34,7 +34,10 @@ pub fn b64url(bytes: &[u8]) -> String {
 /// The host's canonical request authority: `new URL('http://' + host).host`.
 /// `None` when `host` is not a valid authority.
 pub fn normalize_authority(host: &str) -> Option<String> {
-    if host.is_empty() || host.contains(['/', '?', '#', '@', '\\']) || host.chars().any(char::is_whitespace) {
+    if host.is_empty()
+        || host.contains(['/', '?', '#', '@', '\\'])
+        || host.chars().any(char::is_whitespace)
+    {
         return None;
     }
     let url = reqwest::Url::parse(&format!("http://{host}/")).ok()?;
@@ -47,7 +50,10 @@ pub fn normalize_authority(host: &str) -> Option<String> {
 
 /// `dsh-auth-<b64url(sha256(authority))>`.
 pub fn cookie_name(authority: &str) -> String {
-    format!("{COOKIE_PREFIX}{}", b64url(Sha256::digest(authority.as_bytes()).as_slice()))
+    format!(
+        "{COOKIE_PREFIX}{}",
+        b64url(Sha256::digest(authority.as_bytes()).as_slice())
+    )
 }
 
 /// Payload in the host's key order (`{version, authority, issuedAt, expiresAt}`).
@@ -73,7 +79,13 @@ pub fn hmac_sha256(key: &[u8], data: &[u8]) -> [u8; 32] {
 
 /// `v1.<body>.<sig>` for the given times (ms since the epoch).
 pub fn cookie_value(secret: &Secret, authority: &str, issued_at: i64, expires_at: i64) -> String {
-    let json = serde_json::to_vec(&Payload { version: 1, authority, issued_at, expires_at }).unwrap_or_default();
+    let json = serde_json::to_vec(&Payload {
+        version: 1,
+        authority,
+        issued_at,
+        expires_at,
+    })
+    .unwrap_or_default();
     let body = b64url(&json);
     let sig = hmac_sha256(secret.bytes(), body.as_bytes());
     format!("v1.{body}.{}", b64url(&sig))
@@ -81,7 +93,11 @@ pub fn cookie_value(secret: &Secret, authority: &str, issued_at: i64, expires_at
 
 /// A cookie header value `name=value` for `authority`, issued at `now_ms`, valid for [`COOKIE_TTL_MS`].
 pub fn cookie_header(secret: &Secret, authority: &str, now_ms: i64) -> String {
-    format!("{}={}", cookie_name(authority), cookie_value(secret, authority, now_ms, now_ms + COOKIE_TTL_MS))
+    format!(
+        "{}={}",
+        cookie_name(authority),
+        cookie_value(secret, authority, now_ms, now_ms + COOKIE_TTL_MS)
+    )
 }
 
 /// Milliseconds since the Unix epoch on this machine's clock (the host's clock too: same machine).
@@ -114,7 +130,10 @@ mod tests {
         );
         // test case 6 (key longer than the block size)
         assert_eq!(
-            hex(&hmac_sha256(&[0xaa; 131], b"Test Using Larger Than Block-Size Key - Hash Key First")),
+            hex(&hmac_sha256(
+                &[0xaa; 131],
+                b"Test Using Larger Than Block-Size Key - Hash Key First"
+            )),
             "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"
         );
     }
@@ -134,14 +153,38 @@ mod tests {
 
     #[test]
     fn authority_normalization_matches_whatwg_url_host() {
-        assert_eq!(normalize_authority("127.0.0.1:3080").as_deref(), Some("127.0.0.1:3080"));
-        assert_eq!(normalize_authority("LOCALHOST:3080").as_deref(), Some("localhost:3080"));
-        assert_eq!(normalize_authority("localhost:80").as_deref(), Some("localhost"));
-        assert_eq!(normalize_authority("127.0.0.1").as_deref(), Some("127.0.0.1"));
-        assert_eq!(normalize_authority("[::1]:8081").as_deref(), Some("[::1]:8081"));
-        assert_eq!(normalize_authority("[0:0:0:0:0:0:0:1]:80").as_deref(), Some("[::1]"));
-        assert_eq!(normalize_authority("127.0.0.1:03080").as_deref(), Some("127.0.0.1:3080"));
-        assert_eq!(normalize_authority("127.1:3080").as_deref(), Some("127.0.0.1:3080"));
+        assert_eq!(
+            normalize_authority("127.0.0.1:3080").as_deref(),
+            Some("127.0.0.1:3080")
+        );
+        assert_eq!(
+            normalize_authority("LOCALHOST:3080").as_deref(),
+            Some("localhost:3080")
+        );
+        assert_eq!(
+            normalize_authority("localhost:80").as_deref(),
+            Some("localhost")
+        );
+        assert_eq!(
+            normalize_authority("127.0.0.1").as_deref(),
+            Some("127.0.0.1")
+        );
+        assert_eq!(
+            normalize_authority("[::1]:8081").as_deref(),
+            Some("[::1]:8081")
+        );
+        assert_eq!(
+            normalize_authority("[0:0:0:0:0:0:0:1]:80").as_deref(),
+            Some("[::1]")
+        );
+        assert_eq!(
+            normalize_authority("127.0.0.1:03080").as_deref(),
+            Some("127.0.0.1:3080")
+        );
+        assert_eq!(
+            normalize_authority("127.1:3080").as_deref(),
+            Some("127.0.0.1:3080")
+        );
         assert_eq!(normalize_authority(""), None);
         assert_eq!(normalize_authority("a b"), None);
         assert_eq!(normalize_authority("host:99999"), None);
@@ -150,7 +193,10 @@ mod tests {
     #[test]
     fn cookie_name_is_sha256_of_authority() {
         let name = cookie_name("127.0.0.1:3080");
-        let expected = format!("dsh-auth-{}", b64url(Sha256::digest(b"127.0.0.1:3080").as_slice()));
+        let expected = format!(
+            "dsh-auth-{}",
+            b64url(Sha256::digest(b"127.0.0.1:3080").as_slice())
+        );
         assert_eq!(name, expected);
         assert_eq!(name.len(), "dsh-auth-".len() + 43);
     }
@@ -158,7 +204,12 @@ mod tests {
     #[test]
     fn fixed_secret_cookie_recomputed_from_primitives() {
         let secret = Secret::from_b64url(&b64url(&[7u8; 32])).unwrap();
-        let value = cookie_value(&secret, "127.0.0.1:3080", 1_700_000_000_000, 1_700_000_300_000);
+        let value = cookie_value(
+            &secret,
+            "127.0.0.1:3080",
+            1_700_000_000_000,
+            1_700_000_300_000,
+        );
         // the body is the exact JSON, in the host's key order
         let json = r#"{"version":1,"authority":"127.0.0.1:3080","issuedAt":1700000000000,"expiresAt":1700000300000}"#;
         let body = b64url(json.as_bytes());
@@ -182,7 +233,8 @@ mod tests {
         let (name, value) = header.split_once('=').unwrap();
         assert_eq!(name, cookie_name("127.0.0.1:3080"));
         let body = value.split('.').nth(1).unwrap();
-        let payload: serde_json::Value = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(body).unwrap()).unwrap();
+        let payload: serde_json::Value =
+            serde_json::from_slice(&URL_SAFE_NO_PAD.decode(body).unwrap()).unwrap();
         let issued = payload["issuedAt"].as_i64().unwrap();
         let expires = payload["expiresAt"].as_i64().unwrap();
         assert!(issued >= before && issued <= after);

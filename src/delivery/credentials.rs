@@ -60,7 +60,9 @@ impl Drop for Secret {
 /// The error text says what is missing or wrong, never the value.
 pub fn load(host_secret: Option<&str>, home: &Path) -> Result<Secret, String> {
     if let Some(s) = host_secret.filter(|s| !s.trim().is_empty()) {
-        return Secret::from_b64url(s).map_err(|why| format!("the browser-session secret handed over by the host is unusable: {why}"));
+        return Secret::from_b64url(s).map_err(|why| {
+            format!("the browser-session secret handed over by the host is unusable: {why}")
+        });
     }
     let path = home.join(CREDENTIALS_FILE);
     let text = match std::fs::read_to_string(&path) {
@@ -90,15 +92,20 @@ pub fn from_yaml(text: &str) -> Result<Secret, String> {
     if record.get("kind").and_then(Value::as_str) != Some("grant") {
         return Err(format!("records['{RECORD_KEY}'] is not a grant record"));
     }
-    let payload = record.get("payload").ok_or_else(|| format!("records['{RECORD_KEY}'] has no payload"))?;
+    let payload = record
+        .get("payload")
+        .ok_or_else(|| format!("records['{RECORD_KEY}'] has no payload"))?;
     if payload.get("version").and_then(Value::as_u64) != Some(1) {
         return Err(format!("records['{RECORD_KEY}'].payload.version is not 1"));
     }
     let secret = payload
         .get("secret")
         .and_then(Value::as_str)
-        .ok_or_else(|| format!("records['{RECORD_KEY}'].payload.secret is missing or not a string"))?;
-    Secret::from_b64url(secret).map_err(|why| format!("records['{RECORD_KEY}'].payload.secret is unusable: {why}"))
+        .ok_or_else(|| {
+            format!("records['{RECORD_KEY}'].payload.secret is missing or not a string")
+        })?;
+    Secret::from_b64url(secret)
+        .map_err(|why| format!("records['{RECORD_KEY}'].payload.secret is unusable: {why}"))
 }
 
 #[cfg(test)]

@@ -40,7 +40,11 @@ pub fn from_version(version: &str) -> Option<Dialect> {
     let major = parts.next()??;
     let minor = parts.next()??;
     let patch = parts.next().unwrap_or(Some(0))?;
-    Some(if (major, minor, patch) < (0, 1, 2) { Dialect::Rc8 } else { Dialect::V2 })
+    Some(if (major, minor, patch) < (0, 1, 2) {
+        Dialect::Rc8
+    } else {
+        Dialect::V2
+    })
 }
 
 fn cache() -> &'static Mutex<HashMap<String, Dialect>> {
@@ -58,8 +62,19 @@ pub fn remember(origin: &str, d: Dialect) {
     }
 }
 
+/// Drop a cached answer (the next `auto` delivery to that origin probes again).
+pub fn forget(origin: &str) {
+    if let Ok(mut m) = cache().lock() {
+        m.remove(origin);
+    }
+}
+
 /// Detect for `auto`: version, then cache, then the probe.
-pub async fn detect(base: &Base, version: Option<&str>, t: Timeouts) -> Result<Dialect, TransportError> {
+pub async fn detect(
+    base: &Base,
+    version: Option<&str>,
+    t: Timeouts,
+) -> Result<Dialect, TransportError> {
     if let Some(d) = version.and_then(from_version) {
         return Ok(d);
     }
@@ -68,7 +83,11 @@ pub async fn detect(base: &Base, version: Option<&str>, t: Timeouts) -> Result<D
     }
     let body = rc8_describe(&uuid::Uuid::new_v4().to_string());
     let reply = post_json(base, RC8_DESCRIBE_PATH, body, None, t, 256 * 1024).await?;
-    let d = if reply.status == 200 { Dialect::Rc8 } else { Dialect::V2 };
+    let d = if reply.status == 200 {
+        Dialect::Rc8
+    } else {
+        Dialect::V2
+    };
     remember(&base.origin, d);
     Ok(d)
 }

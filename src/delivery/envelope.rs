@@ -92,37 +92,66 @@ pub fn rc8_prompt(request_id: &str, session_id: &str, mode: Mode, text: &str) ->
         kind: "client-request",
         rpc_id: request_id,
         method: "session.prompt",
-        payload: Rc8Prompt { session_id, mode: mode.as_str(), content: [TextPart { kind: "text", text }] },
+        payload: Rc8Prompt {
+            session_id,
+            mode: mode.as_str(),
+            content: [TextPart { kind: "text", text }],
+        },
     })
 }
 
 /// v2 `session/prompt`; the marker rides on `request.requestId`, the envelope rpcId is a plain UUID.
-pub fn v2_prompt(envelope_rpc_id: &str, request_id: &str, session_id: &str, mode: Mode, text: &str) -> String {
+pub fn v2_prompt(
+    envelope_rpc_id: &str,
+    request_id: &str,
+    session_id: &str,
+    mode: Mode,
+    text: &str,
+) -> String {
     to_json(&Envelope {
         kind: "client-request",
         rpc_id: envelope_rpc_id,
         method: "session/prompt",
         payload: V2Payload {
             args: V2Args {
-                request: V2Request { request_id, session_id, mode: mode.as_str(), content: [TextPart { kind: "text", text }] },
+                request: V2Request {
+                    request_id,
+                    session_id,
+                    mode: mode.as_str(),
+                    content: [TextPart { kind: "text", text }],
+                },
             },
         },
     })
 }
 
 /// rc.8 `session.history` (one page, newest first from `beforeSeq`).
-pub fn rc8_history(rpc_id: &str, session_id: &str, before_seq: Option<u64>, max_messages: u32) -> String {
+pub fn rc8_history(
+    rpc_id: &str,
+    session_id: &str,
+    before_seq: Option<u64>,
+    max_messages: u32,
+) -> String {
     to_json(&Envelope {
         kind: "client-request",
         rpc_id,
         method: "session.history",
-        payload: Rc8History { session_id, before_seq, max_messages },
+        payload: Rc8History {
+            session_id,
+            before_seq,
+            max_messages,
+        },
     })
 }
 
 /// rc.8 `host.describe` with its empty payload (the generation probe).
 pub fn rc8_describe(rpc_id: &str) -> String {
-    to_json(&Envelope { kind: "client-request", rpc_id, method: "host.describe", payload: Empty {} })
+    to_json(&Envelope {
+        kind: "client-request",
+        rpc_id,
+        method: "host.describe",
+        payload: Empty {},
+    })
 }
 
 /// A parsed `server-response`.
@@ -137,11 +166,21 @@ pub fn parse_response(body: &str) -> Option<RpcResult> {
     let v: Value = serde_json::from_str(body).ok()?;
     let result = v.get("result")?;
     match result.get("ok")?.as_bool()? {
-        true => Some(RpcResult::Ok(result.get("value").cloned().unwrap_or(Value::Null))),
+        true => Some(RpcResult::Ok(
+            result.get("value").cloned().unwrap_or(Value::Null),
+        )),
         false => {
             let err = result.get("error")?;
-            let code = err.get("code").and_then(Value::as_str).unwrap_or("unknown").to_string();
-            let message = err.get("message").and_then(Value::as_str).unwrap_or("").to_string();
+            let code = err
+                .get("code")
+                .and_then(Value::as_str)
+                .unwrap_or("unknown")
+                .to_string();
+            let message = err
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
             Some(RpcResult::Err { code, message })
         }
     }
@@ -153,7 +192,12 @@ mod tests {
 
     #[test]
     fn rc8_prompt_exact_json() {
-        let body = rc8_prompt("dsh-session-mail:0b6c", "session-t", Mode::Queue, "From a \u{FF1A}\nhi \"x\"");
+        let body = rc8_prompt(
+            "dsh-session-mail:0b6c",
+            "session-t",
+            Mode::Queue,
+            "From a \u{FF1A}\nhi \"x\"",
+        );
         assert_eq!(
             body,
             r#"{"type":"client-request","rpcId":"dsh-session-mail:0b6c","method":"session.prompt","payload":{"sessionId":"session-t","mode":"queue","content":[{"type":"text","text":"From a ：\nhi \"x\""}]}}"#
@@ -162,7 +206,13 @@ mod tests {
 
     #[test]
     fn v2_prompt_exact_json() {
-        let body = v2_prompt("8a1e", "dsh-session-mail:0b6c", "session-t", Mode::Steer, "hi");
+        let body = v2_prompt(
+            "8a1e",
+            "dsh-session-mail:0b6c",
+            "session-t",
+            Mode::Steer,
+            "hi",
+        );
         assert_eq!(
             body,
             r#"{"type":"client-request","rpcId":"8a1e","method":"session/prompt","payload":{"args":{"request":{"requestId":"dsh-session-mail:0b6c","sessionId":"session-t","mode":"steer","content":[{"type":"text","text":"hi"}]}}}}"#
@@ -188,12 +238,19 @@ mod tests {
     #[test]
     fn responses() {
         assert_eq!(
-            parse_response(r#"{"type":"server-response","rpcId":"x","result":{"ok":true,"value":{"accepted":true}}}"#),
+            parse_response(
+                r#"{"type":"server-response","rpcId":"x","result":{"ok":true,"value":{"accepted":true}}}"#
+            ),
             Some(RpcResult::Ok(serde_json::json!({"accepted": true})))
         );
         assert_eq!(
-            parse_response(r#"{"type":"server-response","rpcId":"x","result":{"ok":false,"error":{"code":"session/not-found","message":"no such session","details":{}}}}"#),
-            Some(RpcResult::Err { code: "session/not-found".into(), message: "no such session".into() })
+            parse_response(
+                r#"{"type":"server-response","rpcId":"x","result":{"ok":false,"error":{"code":"session/not-found","message":"no such session","details":{}}}}"#
+            ),
+            Some(RpcResult::Err {
+                code: "session/not-found".into(),
+                message: "no such session".into()
+            })
         );
         assert_eq!(parse_response("handler failure: boom"), None);
         assert_eq!(parse_response(r#"{"result":{}}"#), None);

@@ -55,9 +55,12 @@ pub struct Base {
 
 /// Accept only `http://` URLs whose host is loopback: 127.0.0.0/8, ::1 (or its IPv4-mapped form) or `localhost`.
 pub fn loopback_base(base_url: &str) -> Result<Base, String> {
-    let url = Url::parse(base_url.trim()).map_err(|e| format!("{base_url:?} is not a URL ({e})"))?;
+    let url =
+        Url::parse(base_url.trim()).map_err(|e| format!("{base_url:?} is not a URL ({e})"))?;
     if url.scheme() != "http" {
-        return Err(format!("{base_url:?} is not an http:// URL (the host's web server is plain HTTP on loopback)"));
+        return Err(format!(
+            "{base_url:?} is not an http:// URL (the host's web server is plain HTTP on loopback)"
+        ));
     }
     if !url.username().is_empty() || url.password().is_some() {
         return Err(format!("{base_url:?} carries credentials"));
@@ -75,15 +78,25 @@ pub fn loopback_base(base_url: &str) -> Result<Base, String> {
         Some(p) => format!("{host}:{p}"),
         None => host.to_string(),
     };
-    let authority = normalize_authority(&hostport).ok_or_else(|| format!("{base_url:?} has no usable authority"))?;
-    Ok(Base { origin: format!("http://{authority}"), authority })
+    let authority = normalize_authority(&hostport)
+        .ok_or_else(|| format!("{base_url:?} has no usable authority"))?;
+    Ok(Base {
+        origin: format!("http://{authority}"),
+        authority,
+    })
 }
 
 /// Is this IP loopback? (exposed for tests and callers that hold an address)
 pub fn is_loopback_ip(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => v4.is_loopback(),
-        IpAddr::V6(v6) => v6.is_loopback() || v6.to_ipv4_mapped().map(|v4| v4.is_loopback()).unwrap_or(false),
+        IpAddr::V6(v6) => {
+            v6.is_loopback()
+                || v6
+                    .to_ipv4_mapped()
+                    .map(|v4| v4.is_loopback())
+                    .unwrap_or(false)
+        }
     }
 }
 
@@ -123,7 +136,9 @@ pub async fn post_json(
             match resp.chunk().await {
                 Ok(Some(chunk)) => {
                     if buf.len() + chunk.len() > max_body {
-                        return Err(TransportError::Ambiguous(format!("the answer was larger than {max_body} bytes")));
+                        return Err(TransportError::Ambiguous(format!(
+                            "the answer was larger than {max_body} bytes"
+                        )));
                     }
                     buf.extend_from_slice(&chunk);
                 }
@@ -131,12 +146,18 @@ pub async fn post_json(
                 Err(e) => return Err(classify(e)),
             }
         }
-        Ok(Reply { status, body: String::from_utf8_lossy(&buf).into_owned() })
+        Ok(Reply {
+            status,
+            body: String::from_utf8_lossy(&buf).into_owned(),
+        })
     };
     // reqwest enforces `total` itself; this outer bound is a belt-and-braces guard.
     match tokio::time::timeout(t.total + Duration::from_millis(250), exchange).await {
         Ok(r) => r,
-        Err(_) => Err(TransportError::Ambiguous(format!("no answer within {} ms", t.total.as_millis()))),
+        Err(_) => Err(TransportError::Ambiguous(format!(
+            "no answer within {} ms",
+            t.total.as_millis()
+        ))),
     }
 }
 
@@ -174,10 +195,24 @@ mod tests {
         let b = loopback_base("http://127.0.0.1:3080").unwrap();
         assert_eq!(b.origin, "http://127.0.0.1:3080");
         assert_eq!(b.authority, "127.0.0.1:3080");
-        assert_eq!(loopback_base("http://127.9.8.7:1/").unwrap().authority, "127.9.8.7:1");
-        assert_eq!(loopback_base("http://[::1]:8081").unwrap().authority, "[::1]:8081");
-        assert_eq!(loopback_base("http://LocalHost:80/").unwrap().authority, "localhost");
-        assert_eq!(loopback_base("http://[::ffff:127.0.0.1]:9").unwrap().authority, "[::ffff:7f00:1]:9");
+        assert_eq!(
+            loopback_base("http://127.9.8.7:1/").unwrap().authority,
+            "127.9.8.7:1"
+        );
+        assert_eq!(
+            loopback_base("http://[::1]:8081").unwrap().authority,
+            "[::1]:8081"
+        );
+        assert_eq!(
+            loopback_base("http://LocalHost:80/").unwrap().authority,
+            "localhost"
+        );
+        assert_eq!(
+            loopback_base("http://[::ffff:127.0.0.1]:9")
+                .unwrap()
+                .authority,
+            "[::ffff:7f00:1]:9"
+        );
         for bad in [
             "http://192.168.1.2:3080",
             "http://0.0.0.0:3080",
@@ -202,7 +237,15 @@ mod tests {
         let port = l.local_addr().unwrap().port();
         drop(l);
         let base = loopback_base(&format!("http://127.0.0.1:{port}")).unwrap();
-        let r = post_json(&base, "/api/x", "{}".into(), None, Timeouts::from_ms(500, 1000), 1024).await;
+        let r = post_json(
+            &base,
+            "/api/x",
+            "{}".into(),
+            None,
+            Timeouts::from_ms(500, 1000),
+            1024,
+        )
+        .await;
         assert!(matches!(r, Err(TransportError::NotSent(_))), "{r:?}");
     }
 }

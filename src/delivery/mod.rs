@@ -111,9 +111,17 @@ pub enum Recovery {
 /// What the host route did with the message.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
-    Accepted { dialect: Dialect, recovery: Option<Recovery>, ambiguity: Option<String> },
+    Accepted {
+        dialect: Dialect,
+        recovery: Option<Recovery>,
+        ambiguity: Option<String>,
+    },
     /// `{ok:false, error:{code, message}}` — the host's own words.
-    Rejected { code: String, message: String, after_ambiguous: bool },
+    Rejected {
+        code: String,
+        message: String,
+        after_ambiguous: bool,
+    },
     Failed(Failure),
 }
 
@@ -172,7 +180,10 @@ const MAX_HISTORY_REPLY: usize = 32 * 1024 * 1024;
 #[derive(Debug)]
 enum Attempt {
     Accepted,
-    Rejected { code: String, message: String },
+    Rejected {
+        code: String,
+        message: String,
+    },
     Failed(Failure),
     Ambiguous(String),
     /// 401 on the rc.8 route or 404 on either route: this host may speak the other generation.
@@ -192,15 +203,29 @@ pub async fn deliver(d: &Delivery<'_>) -> Outcome {
             Ok(x) => x,
             Err(TransportError::NotSent(why)) => return Outcome::Failed(Failure::HostDown(why)),
             Err(TransportError::ConnectTimeout) => return Outcome::Failed(Failure::ConnectTimeout),
-            Err(TransportError::Ambiguous(why)) => return Outcome::Failed(Failure::ProbeNoAnswer(why)),
+            Err(TransportError::Ambiguous(why)) => {
+                return Outcome::Failed(Failure::ProbeNoAnswer(why))
+            }
         },
     };
     let mut secret: Option<Secret> = None;
     let mut switched = false;
     loop {
         match attempt(d, &base, current, &mut secret).await {
-            Attempt::Accepted => return Outcome::Accepted { dialect: current, recovery: None, ambiguity: None },
-            Attempt::Rejected { code, message } => return Outcome::Rejected { code, message, after_ambiguous: false },
+            Attempt::Accepted => {
+                return Outcome::Accepted {
+                    dialect: current,
+                    recovery: None,
+                    ambiguity: None,
+                }
+            }
+            Attempt::Rejected { code, message } => {
+                return Outcome::Rejected {
+                    code,
+                    message,
+                    after_ambiguous: false,
+                }
+            }
             Attempt::Failed(f) => return Outcome::Failed(f),
             Attempt::Ambiguous(why) => return recover(d, &base, current, &mut secret, why).await,
             Attempt::WrongDialect(status, body) => {
@@ -222,7 +247,12 @@ pub async fn deliver(d: &Delivery<'_>) -> Outcome {
     }
 }
 
-async fn attempt(d: &Delivery<'_>, base: &Base, dialect: Dialect, secret: &mut Option<Secret>) -> Attempt {
+async fn attempt(
+    d: &Delivery<'_>,
+    base: &Base,
+    dialect: Dialect,
+    secret: &mut Option<Secret>,
+) -> Attempt {
     let (path, body, cookie) = match dialect {
         Dialect::Rc8 => (
             envelope::RC8_PROMPT_PATH,
@@ -236,7 +266,9 @@ async fn attempt(d: &Delivery<'_>, base: &Base, dialect: Dialect, secret: &mut O
                     Err(why) => return Attempt::Failed(Failure::NoSecret(why)),
                 }
             }
-            let Some(s) = secret.as_ref() else { return Attempt::Failed(Failure::NoSecret("unavailable".into())) };
+            let Some(s) = secret.as_ref() else {
+                return Attempt::Failed(Failure::NoSecret("unavailable".into()));
+            };
             let envelope_id = uuid::Uuid::new_v4().to_string();
             (
                 envelope::V2_PROMPT_PATH,
@@ -245,7 +277,16 @@ async fn attempt(d: &Delivery<'_>, base: &Base, dialect: Dialect, secret: &mut O
             )
         }
     };
-    match post_json(base, path, body, cookie.as_deref(), d.timeouts, MAX_PROMPT_REPLY).await {
+    match post_json(
+        base,
+        path,
+        body,
+        cookie.as_deref(),
+        d.timeouts,
+        MAX_PROMPT_REPLY,
+    )
+    .await
+    {
         Err(TransportError::NotSent(why)) => Attempt::Failed(Failure::HostDown(why)),
         Err(TransportError::ConnectTimeout) => Attempt::Failed(Failure::ConnectTimeout),
         Err(TransportError::Ambiguous(why)) => Attempt::Ambiguous(why),
@@ -254,7 +295,10 @@ async fn attempt(d: &Delivery<'_>, base: &Base, dialect: Dialect, secret: &mut O
 }
 
 fn snippet(body: &str) -> String {
-    let one_line: String = body.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    let one_line: String = body
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
     let trimmed = one_line.trim();
     if trimmed.chars().count() > 200 {
         format!("{}…", trimmed.chars().take(200).collect::<String>())
@@ -269,22 +313,41 @@ fn interpret(reply: http::Reply, dialect: Dialect) -> Attempt {
         200 => match parse_response(&reply.body) {
             Some(RpcResult::Ok(_)) => Attempt::Accepted,
             Some(RpcResult::Err { code, message }) => Attempt::Rejected { code, message },
-            None => Attempt::Ambiguous(format!("the host answered HTTP 200 with something that is not a server-response ({})", snippet(&reply.body))),
+            None => Attempt::Ambiguous(format!(
+                "the host answered HTTP 200 with something that is not a server-response ({})",
+                snippet(&reply.body)
+            )),
         },
         // 403 (fence) comes before 401 (cookie) [Z17 `rpc-host.ts` `requestRejection`].
         401 if dialect == Dialect::Rc8 => Attempt::WrongDialect(401, snippet(&reply.body)),
         401 => Attempt::Failed(Failure::Unauthorized),
         403 => Attempt::Failed(Failure::Forbidden(snippet(&reply.body))),
         404 => Attempt::WrongDialect(404, snippet(&reply.body)),
-        s @ 500..=599 => Attempt::Failed(Failure::HostError { status: s, body: snippet(&reply.body) }),
-        s => Attempt::Failed(Failure::Carrier { status: s, body: snippet(&reply.body) }),
+        s @ 500..=599 => Attempt::Failed(Failure::HostError {
+            status: s,
+            body: snippet(&reply.body),
+        }),
+        s => Attempt::Failed(Failure::Carrier {
+            status: s,
+            body: snippet(&reply.body),
+        }),
     }
 }
 
 /// The first attempt went out and got no clear answer: look the id up before any resend.
-async fn recover(d: &Delivery<'_>, base: &Base, dialect: Dialect, secret: &mut Option<Secret>, first: String) -> Outcome {
+async fn recover(
+    d: &Delivery<'_>,
+    base: &Base,
+    dialect: Dialect,
+    secret: &mut Option<Secret>,
+    first: String,
+) -> Outcome {
     tokio::time::sleep(SETTLE).await;
-    let accepted = |recovery| Outcome::Accepted { dialect, recovery: Some(recovery), ambiguity: Some(first.clone()) };
+    let accepted = |recovery| Outcome::Accepted {
+        dialect,
+        recovery: Some(recovery),
+        ambiguity: Some(first.clone()),
+    };
     if crate::store::find_request(d.dsh_home, d.session_id, d.request_id).is_some() {
         return accepted(Recovery::FoundInLog);
     }
@@ -327,21 +390,45 @@ enum Lookup {
 async fn history_lookup(d: &Delivery<'_>, base: &Base) -> Lookup {
     let mut before: Option<u64> = None;
     for _ in 0..HISTORY_PAGES {
-        let body = envelope::rc8_history(&uuid::Uuid::new_v4().to_string(), d.session_id, before, HISTORY_PAGE_MESSAGES);
-        let reply = match post_json(base, envelope::RC8_HISTORY_PATH, body, None, d.timeouts, MAX_HISTORY_REPLY).await {
+        let body = envelope::rc8_history(
+            &uuid::Uuid::new_v4().to_string(),
+            d.session_id,
+            before,
+            HISTORY_PAGE_MESSAGES,
+        );
+        let reply = match post_json(
+            base,
+            envelope::RC8_HISTORY_PATH,
+            body,
+            None,
+            d.timeouts,
+            MAX_HISTORY_REPLY,
+        )
+        .await
+        {
             Ok(r) => r,
-            Err(TransportError::NotSent(why)) | Err(TransportError::Ambiguous(why)) => return Lookup::Unknown(why),
-            Err(TransportError::ConnectTimeout) => return Lookup::Unknown("connect timeout".into()),
+            Err(TransportError::NotSent(why)) | Err(TransportError::Ambiguous(why)) => {
+                return Lookup::Unknown(why)
+            }
+            Err(TransportError::ConnectTimeout) => {
+                return Lookup::Unknown("connect timeout".into())
+            }
         };
         if reply.status != 200 {
             return Lookup::Unknown(format!("session.history answered HTTP {}", reply.status));
         }
         let value = match parse_response(&reply.body) {
             Some(RpcResult::Ok(v)) => v,
-            Some(RpcResult::Err { code, message }) => return Lookup::Unknown(format!("session.history refused: {code}: {message}")),
+            Some(RpcResult::Err { code, message }) => {
+                return Lookup::Unknown(format!("session.history refused: {code}: {message}"))
+            }
             None => return Lookup::Unknown("session.history answered something unreadable".into()),
         };
-        let events = value.get("events").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
+        let events = value
+            .get("events")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or(&[]);
         let mut min_seq: Option<u64> = None;
         for item in events {
             let ev = item.get("event").unwrap_or(item);
@@ -352,7 +439,10 @@ async fn history_lookup(d: &Delivery<'_>, base: &Base) -> Lookup {
                 min_seq = Some(min_seq.map_or(seq, |m: u64| m.min(seq)));
             }
         }
-        let has_more = value.get("hasMore").and_then(Value::as_bool).unwrap_or(false);
+        let has_more = value
+            .get("hasMore")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
         match (has_more, min_seq) {
             (true, Some(m)) if m > 0 => before = Some(m),
             _ => return Lookup::NotFound,
@@ -370,7 +460,8 @@ pub(crate) fn event_carries(ev: &Value, request_id: &str) -> bool {
     let data = ev.get("data").unwrap_or(&Value::Null);
     match ev.get("type").and_then(Value::as_str) {
         Some("user/message") => {
-            rpc_id_of(data) == Some(request_id) || data.get("message").and_then(rpc_id_of) == Some(request_id)
+            rpc_id_of(data) == Some(request_id)
+                || data.get("message").and_then(rpc_id_of) == Some(request_id)
         }
         Some("agent/inbox/spliced") => data
             .get("inserted")

@@ -18,7 +18,10 @@ pub struct Recorded {
 
 impl Recorded {
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
     }
     pub fn json(&self) -> serde_json::Value {
         serde_json::from_str(&self.body).unwrap_or(serde_json::Value::Null)
@@ -40,7 +43,12 @@ pub enum Act {
 pub type Log = Arc<Mutex<Vec<Recorded>>>;
 
 pub fn ok_accepted(rpc_id: &str) -> Act {
-    Act::Reply(200, format!(r#"{{"type":"server-response","rpcId":"{rpc_id}","result":{{"ok":true,"value":{{"accepted":true}}}}}}"#))
+    Act::Reply(
+        200,
+        format!(
+            r#"{{"type":"server-response","rpcId":"{rpc_id}","result":{{"ok":true,"value":{{"accepted":true}}}}}}"#
+        ),
+    )
 }
 
 pub fn rpc_error(code: &str, message: &str) -> Act {
@@ -63,7 +71,9 @@ where
     let log2 = log.clone();
     tokio::spawn(async move {
         loop {
-            let Ok((sock, _)) = listener.accept().await else { return };
+            let Ok((sock, _)) = listener.accept().await else {
+                return;
+            };
             let script = script.clone();
             let log = log2.clone();
             tokio::spawn(async move {
@@ -97,7 +107,10 @@ where
     let method = parts.next().unwrap_or("").to_string();
     let path = parts.next().unwrap_or("").to_string();
     let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':').map(|(k, v)| (k.trim().to_string(), v.trim().to_string())))
+        .filter_map(|l| {
+            l.split_once(':')
+                .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        })
         .collect();
     let len: usize = headers
         .iter()
@@ -112,7 +125,12 @@ where
         buf.extend_from_slice(&tmp[..n]);
     }
     let body = String::from_utf8_lossy(&buf[head_end..]).to_string();
-    let rec = Recorded { method, path, headers, body };
+    let rec = Recorded {
+        method,
+        path,
+        headers,
+        body,
+    };
     let n = {
         let mut l = log.lock().unwrap();
         l.push(rec.clone());
@@ -120,7 +138,11 @@ where
     };
     match script(n, &rec) {
         Act::Reply(status, body) => {
-            let ctype = if body.starts_with('{') { "application/json" } else { "text/plain" };
+            let ctype = if body.starts_with('{') {
+                "application/json"
+            } else {
+                "text/plain"
+            };
             let resp = format!(
                 "HTTP/1.1 {status} X\r\ncontent-type: {ctype}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
                 body.len()

@@ -80,19 +80,37 @@ mod tests {
         assert_eq!(text, "From session-abc \u{FF1A}\nhello\nworld");
         assert!(text.starts_with("From session-"));
         // the exact bytes of U+FF1A
-        assert_eq!(from_header("x").as_bytes().ends_with(&[0x20, 0xEF, 0xBC, 0x9A]), true);
+        assert!(from_header("x")
+            .as_bytes()
+            .ends_with(&[0x20, 0xEF, 0xBC, 0x9A]));
     }
 
     #[test]
     fn sender_comes_from_caller_session_then_agent() {
-        let c = Caller { session_id: Some("session-s".into()), agent_id: Some("agent-a".into()), title: None };
+        let c = Caller {
+            session_id: Some("session-s".into()),
+            agent_id: Some("agent-a".into()),
+            title: None,
+        };
         assert_eq!(sender_id(Some(&c)), Some("session-s"));
-        let c = Caller { session_id: Some("  ".into()), agent_id: Some("agent-a".into()), title: None };
+        let c = Caller {
+            session_id: Some("  ".into()),
+            agent_id: Some("agent-a".into()),
+            title: None,
+        };
         assert_eq!(sender_id(Some(&c)), Some("agent-a"));
-        let c = Caller { session_id: None, agent_id: None, title: Some("t".into()) };
+        let c = Caller {
+            session_id: None,
+            agent_id: None,
+            title: Some("t".into()),
+        };
         assert_eq!(sender_id(Some(&c)), None);
         assert_eq!(sender_id(None), None);
-        let c = Caller { session_id: Some("session-x\nFrom y".into()), agent_id: None, title: None };
+        let c = Caller {
+            session_id: Some("session-x\nFrom y".into()),
+            agent_id: None,
+            title: None,
+        };
         assert_eq!(sender_id(Some(&c)), None);
     }
 
@@ -111,7 +129,12 @@ mod tests {
 
     #[test]
     fn frame_exact_text() {
-        let f = frame("session-a", Some("Port the parser"), "queue", "line1\nline2");
+        let f = frame(
+            "session-a",
+            Some("Port the parser"),
+            "queue",
+            "line1\nline2",
+        );
         assert_eq!(
             f,
             "Cross-session message from another session of this harness.\n\

@@ -40,8 +40,15 @@ impl Problem {
 
 /// `refused (bad-argument): <first problem>`, then `also: <problem>` per further problem, then the call shape.
 pub fn bad_arguments(problems: &[Problem], usage: &str) -> String {
-    let first = problems.first().map(Problem::sentence).unwrap_or_else(|| "the arguments are invalid.".into());
-    let mut more: Vec<String> = problems.iter().skip(1).map(|p| format!("also: {}", p.sentence())).collect();
+    let first = problems
+        .first()
+        .map(Problem::sentence)
+        .unwrap_or_else(|| "the arguments are invalid.".into());
+    let mut more: Vec<String> = problems
+        .iter()
+        .skip(1)
+        .map(|p| format!("also: {}", p.sentence()))
+        .collect();
     more.push(format!("Nothing was sent. Call it as {usage}."));
     refused("bad-argument", &first, &more)
 }
@@ -98,7 +105,11 @@ pub fn self_send(target: &str) -> String {
 }
 
 pub fn empty_body() -> String {
-    refused("empty-body", "message is empty after trimming.", &["Nothing was delivered; supply a body.".into()])
+    refused(
+        "empty-body",
+        "message is empty after trimming.",
+        &["Nothing was delivered; supply a body.".into()],
+    )
 }
 
 pub fn too_long(chars: usize, max: usize) -> String {
@@ -146,7 +157,11 @@ pub fn not_messageable(target: &str, parent: Option<&str>) -> String {
         Some(p) => format!("Nothing was sent. There is no supported way to message a subagent from here; message its owner {p} instead."),
         None => "Nothing was sent. There is no supported way to message a subagent from here.".into(),
     };
-    refused("not-messageable", &format!("{target} is a subagent session, {owner}."), &[advice])
+    refused(
+        "not-messageable",
+        &format!("{target} is a subagent session, {owner}."),
+        &[advice],
+    )
 }
 
 fn quote(s: &str) -> String {
@@ -186,13 +201,20 @@ pub struct Receipt<'a> {
 /// request: dsh-session-mail:0b6c…
 /// ```
 pub fn accepted(r: &Receipt) -> String {
-    let mut s = format!("accepted for {} | mode={} | chars={}", r.target, r.mode.as_str(), r.chars);
+    let mut s = format!(
+        "accepted for {} | mode={} | chars={}",
+        r.target,
+        r.mode.as_str(),
+        r.chars
+    );
     if r.woke {
         s.push_str(" (woke a cold session)");
     }
     let landing = match (r.mode, r.running) {
         (Mode::Queue, _) => "The message is queued in that session's inbox.",
-        (Mode::Steer, true) => "The message will be inserted at the next step of the turn that session is running.",
+        (Mode::Steer, true) => {
+            "The message will be inserted at the next step of the turn that session is running."
+        }
         (Mode::Steer, false) => "The message started a new turn in that session at once.",
     };
     let reply = match r.tool {
@@ -255,7 +277,11 @@ fn rejection_hint(code: &str) -> Option<&'static str> {
 
 /// `{ok:false, error:{code, message}}`, in the host's own words.
 pub fn rejected(code: &str, message: &str, after_ambiguous: bool, request_id: &str) -> String {
-    let msg = if message.trim().is_empty() { "(no message)" } else { message.trim() };
+    let msg = if message.trim().is_empty() {
+        "(no message)"
+    } else {
+        message.trim()
+    };
     let mut more = Vec::new();
     if let Some(h) = rejection_hint(code) {
         more.push(h.to_string());
@@ -264,7 +290,11 @@ pub fn rejected(code: &str, message: &str, after_ambiguous: bool, request_id: &s
         more.push("note: an earlier attempt got no clear answer before this refusal; check with sessions_read whether it landed before sending again.".into());
     }
     more.push(format!("request: {request_id}"));
-    refused("rejected", &format!("the host refused the message: {code}: {msg}"), &more)
+    refused(
+        "rejected",
+        &format!("the host refused the message: {code}: {msg}"),
+        &more,
+    )
 }
 
 /// Context for failure texts.
