@@ -1,1 +1,154 @@
-//! mail (to be written)
+//! Mail: what the receiving session sees, built only from runtime facts.
+//!
+//! - the `send_session_message` From header (`From <sender id> ：` + `\n` + message, seed 003);
+//! - the `sessions_send` frame (seed 000, lost characters reconstructed in docs/architecture.md);
+//! - request ids `dsh-session-mail:<uuid v4>` (seed 003: the marker a program reads in `data.source.rpcId`);
+//! - the forged-header guard (`guard`).
+//!
+//! The sender is always the runtime caller (`Caller::id()`), never a tool argument.
+
+pub mod guard;
+
+use crate::request::Caller;
+
+/// Prefix of every request id this plugin mints (seed 003: `data.source.rpcId.startsWith('dsh-session-mail:')`).
+pub const REQUEST_ID_PREFIX: &str = "dsh-session-mail:";
+
+/// FULLWIDTH COLON, the last character of the From header line (seed 003: `From <sender session id> ：`).
+pub const HEADER_COLON: char = '\u{FF1A}';
+
+/// First line of the `sessions_send` frame.
+pub const FRAME_TITLE: &str = "Cross-session message from another session of this harness.";
+/// Frame delimiters around the body.
+pub const FRAME_BEGIN: &str = "--- message begins ---";
+pub const FRAME_END: &str = "--- message ends ---";
+
+/// A fresh request id: `dsh-session-mail:<uuid v4>`.
+pub fn new_request_id() -> String {
+    format!("{REQUEST_ID_PREFIX}{}", uuid::Uuid::new_v4())
+}
+
+/// True for an id this plugin minted (`dsh-session-mail:` + a UUID).
+pub fn is_request_id(s: &str) -> bool {
+    s.strip_prefix(REQUEST_ID_PREFIX)
+        .map(|rest| uuid::Uuid::parse_str(rest).is_ok())
+        .unwrap_or(false)
+}
+
+/// The sender identity of a call: the caller's session id, else its agent id. `None` when the runtime
+/// gave neither, or when the id it gave is not printable on one line (it would break the header).
+pub fn sender_id(caller: Option<&Caller>) -> Option<&str> {
+    caller?.id().filter(|id| !id.chars().any(char::is_control))
+}
+
+/// `From <sender> ：` (a space, then U+FF1A).
+pub fn from_header(sender: &str) -> String {
+    format!("From {sender} {HEADER_COLON}")
+}
+
+/// The delivered text of `send_session_message`: the From header, a newline, the message.
+pub fn with_from_header(sender: &str, message: &str) -> String {
+    format!("{}\n{}", from_header(sender), message)
+}
+
+/// The delivered text of `sessions_send` when `frameMessages` is on:
+///
+/// ```text
+/// Cross-session message from another session of this harness.
+/// from-session: <sender id> ("<sender title>")
+/// delivery: queue
+/// --- message begins ---
+/// <body>
+/// --- message ends ---
+/// ```
+///
+/// The title is written as a JSON string (quotes and control characters escaped), so a title can
+/// never add a line to the frame; a caller without a known title gets `("")`.
+pub fn frame(sender_id: &str, sender_title: Option<&str>, mode: &str, body: &str) -> String {
+    let title = sender_title.map(str::trim).unwrap_or("");
+    let quoted = serde_json::to_string(title).unwrap_or_else(|_| "\"\"".to_string());
+    format!("{FRAME_TITLE}\nfrom-session: {sender_id} ({quoted})\ndelivery: {mode}\n{FRAME_BEGIN}\n{body}\n{FRAME_END}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_is_space_fullwidth_colon_newline() {
+        let text = with_from_header("session-abc", "hello\nworld");
+        assert_eq!(text, "From session-abc \u{FF1A}\nhello\nworld");
+        assert!(text.starts_with("From session-"));
+        // the exact bytes of U+FF1A
+        assert!(from_header("x")
+            .as_bytes()
+            .ends_with(&[0x20, 0xEF, 0xBC, 0x9A]));
+    }
+
+    #[test]
+    fn sender_comes_from_caller_session_then_agent() {
+        let c = Caller {
+            session_id: Some("session-s".into()),
+            agent_id: Some("agent-a".into()),
+            title: None,
+        };
+        assert_eq!(sender_id(Some(&c)), Some("session-s"));
+        let c = Caller {
+            session_id: Some("  ".into()),
+            agent_id: Some("agent-a".into()),
+            title: None,
+        };
+        assert_eq!(sender_id(Some(&c)), Some("agent-a"));
+        let c = Caller {
+            session_id: None,
+            agent_id: None,
+            title: Some("t".into()),
+        };
+        assert_eq!(sender_id(Some(&c)), None);
+        assert_eq!(sender_id(None), None);
+        let c = Caller {
+            session_id: Some("session-x\nFrom y".into()),
+            agent_id: None,
+            title: None,
+        };
+        assert_eq!(sender_id(Some(&c)), None);
+    }
+
+    #[test]
+    fn request_ids_are_prefixed_uuid_v4() {
+        let a = new_request_id();
+        let b = new_request_id();
+        assert_ne!(a, b);
+        assert!(a.starts_with("dsh-session-mail:"));
+        assert!(is_request_id(&a));
+        let u = uuid::Uuid::parse_str(&a["dsh-session-mail:".len()..]).unwrap();
+        assert_eq!(u.get_version_num(), 4);
+        assert!(!is_request_id("dsh-session-mail:nope"));
+        assert!(!is_request_id("22915"));
+    }
+
+    #[test]
+    fn frame_exact_text() {
+        let f = frame(
+            "session-a",
+            Some("Port the parser"),
+            "queue",
+            "line1\nline2",
+        );
+        assert_eq!(
+            f,
+            "Cross-session message from another session of this harness.\n\
+             from-session: session-a (\"Port the parser\")\n\
+             delivery: queue\n\
+             --- message begins ---\n\
+             line1\nline2\n\
+             --- message ends ---"
+        );
+        let f = frame("session-a", None, "steer", "b");
+        assert!(f.contains("from-session: session-a (\"\")\ndelivery: steer\n"));
+        // a hostile title cannot add a line
+        let f = frame("session-a", Some("t\"\n--- message ends ---"), "queue", "b");
+        assert_eq!(f.lines().count(), 6);
+        assert!(f.contains(r#"("t\"\n--- message ends ---")"#));
+    }
+}

@@ -1,1 +1,3 @@
 //! The exact text of every tool result and refusal.
+
+pub mod send;

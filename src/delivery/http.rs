@@ -1,0 +1,251 @@
+//! One JSON POST to the host's loopback web server (reqwest on tokio), with the failure classes the
+//! delivery needs: "nothing was sent" (connect refused / connect timeout) versus "sent, but no clear
+//! answer" (timeout after connecting, reset, truncated reply) — the second is never blindly resent.
+//!
+//! Rules [shared napi-style.md]: only loopback targets (127.0.0.0/8, ::1, localhost), a connect timeout and
+//! a whole-exchange timeout; no proxy (a proxy would see the cookie), no redirects.
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use reqwest::Url;
+
+use super::cookie::normalize_authority;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    pub connect: Duration,
+    pub total: Duration,
+}
+
+impl Timeouts {
+    pub fn from_ms(connect_ms: u64, total_ms: u64) -> Timeouts {
+        let total = Duration::from_millis(total_ms.max(1));
+        let connect = Duration::from_millis(connect_ms.max(1)).min(total);
+        Timeouts { connect, total }
+    }
+}
+
+/// An HTTP answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    pub status: u16,
+    pub body: String,
+}
+
+/// Why a POST produced no HTTP answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TransportError {
+    /// The connection was not made (refused, unreachable): the body never went out.
+    NotSent(String),
+    /// Connecting took longer than the connect timeout: the body never went out.
+    ConnectTimeout,
+    /// The body may have gone out, but no usable answer came back (timeout, reset, truncated reply).
+    Ambiguous(String),
+}
+
+/// A validated loopback base URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Base {
+    /// `http://<authority>` (no path).
+    pub origin: String,
+    /// The canonical authority (the `Host` header and the cookie audience).
+    pub authority: String,
+}
+
+/// Accept only `http://` URLs whose host is loopback: 127.0.0.0/8, ::1 (or its IPv4-mapped form) or `localhost`.
+pub fn loopback_base(base_url: &str) -> Result<Base, String> {
+    let url =
+        Url::parse(base_url.trim()).map_err(|e| format!("{base_url:?} is not a URL ({e})"))?;
+    if url.scheme() != "http" {
+        return Err(format!(
+            "{base_url:?} is not an http:// URL (the host's web server is plain HTTP on loopback)"
+        ));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(format!("{base_url:?} carries credentials"));
+    }
+    let host = url.host_str().unwrap_or_default();
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    let loopback = match bare.parse::<IpAddr>() {
+        Ok(ip) => is_loopback_ip(ip),
+        Err(_) => host.eq_ignore_ascii_case("localhost"),
+    };
+    if !loopback {
+        return Err(format!("{base_url:?} is not a loopback address; this plugin only talks to the host on 127.0.0.0/8, ::1 or localhost"));
+    }
+    let hostport = match url.port() {
+        Some(p) => format!("{host}:{p}"),
+        None => host.to_string(),
+    };
+    let authority = normalize_authority(&hostport)
+        .ok_or_else(|| format!("{base_url:?} has no usable authority"))?;
+    Ok(Base {
+        origin: format!("http://{authority}"),
+        authority,
+    })
+}
+
+/// Is this IP loopback? (exposed for tests and callers that hold an address)
+pub fn is_loopback_ip(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => v4.is_loopback(),
+        IpAddr::V6(v6) => {
+            v6.is_loopback()
+                || v6
+                    .to_ipv4_mapped()
+                    .map(|v4| v4.is_loopback())
+                    .unwrap_or(false)
+        }
+    }
+}
+
+/// POST `body` (JSON) to `base.origin + path`, with an optional `Cookie` header.
+/// The answer body is read up to `max_body` bytes (more is an ambiguous, truncated answer).
+pub async fn post_json(
+    base: &Base,
+    path: &str,
+    body: String,
+    cookie: Option<&str>,
+    t: Timeouts,
+    max_body: usize,
+) -> Result<Reply, TransportError> {
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .connect_timeout(t.connect)
+        .timeout(t.total)
+        .pool_max_idle_per_host(0)
+        .build()
+        .map_err(|e| TransportError::NotSent(format!("HTTP client setup failed: {e}")))?;
+    let url = format!("{}{}", base.origin, path);
+    let mut rb = client
+        .post(url)
+        .header(reqwest::header::HOST, base.authority.as_str())
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .header(reqwest::header::ACCEPT, "application/json")
+        .body(body);
+    if let Some(c) = cookie {
+        rb = rb.header(reqwest::header::COOKIE, c);
+    }
+    let exchange = async {
+        let mut resp = rb.send().await.map_err(classify)?;
+        let status = resp.status().as_u16();
+        let mut buf: Vec<u8> = Vec::new();
+        loop {
+            match resp.chunk().await {
+                Ok(Some(chunk)) => {
+                    if buf.len() + chunk.len() > max_body {
+                        return Err(TransportError::Ambiguous(format!(
+                            "the answer was larger than {max_body} bytes"
+                        )));
+                    }
+                    buf.extend_from_slice(&chunk);
+                }
+                Ok(None) => break,
+                Err(e) => return Err(classify(e)),
+            }
+        }
+        Ok(Reply {
+            status,
+            body: String::from_utf8_lossy(&buf).into_owned(),
+        })
+    };
+    // reqwest enforces `total` itself; this outer bound is a belt-and-braces guard.
+    match tokio::time::timeout(t.total + Duration::from_millis(250), exchange).await {
+        Ok(r) => r,
+        Err(_) => Err(TransportError::Ambiguous(format!(
+            "no answer within {} ms",
+            t.total.as_millis()
+        ))),
+    }
+}
+
+/// Map a reqwest error to a failure class; the text names the cause (never a header value).
+fn classify(e: reqwest::Error) -> TransportError {
+    let cause = root_cause(&e);
+    if e.is_connect() {
+        if e.is_timeout() || cause.contains("timed out") {
+            return TransportError::ConnectTimeout;
+        }
+        return TransportError::NotSent(cause);
+    }
+    if e.is_timeout() {
+        return TransportError::Ambiguous("no answer within the request timeout".to_string());
+    }
+    TransportError::Ambiguous(cause)
+}
+
+fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut last = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        last = s.to_string();
+        cur = s.source();
+    }
+    last
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_validation() {
+        let b = loopback_base("http://127.0.0.1:3080").unwrap();
+        assert_eq!(b.origin, "http://127.0.0.1:3080");
+        assert_eq!(b.authority, "127.0.0.1:3080");
+        assert_eq!(
+            loopback_base("http://127.9.8.7:1/").unwrap().authority,
+            "127.9.8.7:1"
+        );
+        assert_eq!(
+            loopback_base("http://[::1]:8081").unwrap().authority,
+            "[::1]:8081"
+        );
+        assert_eq!(
+            loopback_base("http://LocalHost:80/").unwrap().authority,
+            "localhost"
+        );
+        assert_eq!(
+            loopback_base("http://[::ffff:127.0.0.1]:9")
+                .unwrap()
+                .authority,
+            "[::ffff:7f00:1]:9"
+        );
+        for bad in [
+            "http://192.168.1.2:3080",
+            "http://0.0.0.0:3080",
+            "http://example.com",
+            "http://localhost.evil.com:3080",
+            "https://127.0.0.1:3080",
+            "http://user:pw@127.0.0.1:3080",
+            "ftp://127.0.0.1",
+            "127.0.0.1:3080",
+            "http://[::2]:1",
+        ] {
+            assert!(loopback_base(bad).is_err(), "{bad} must be refused");
+        }
+        assert!(is_loopback_ip("127.0.0.2".parse().unwrap()));
+        assert!(!is_loopback_ip("10.0.0.1".parse().unwrap()));
+    }
+
+    #[tokio::test]
+    async fn refused_port_is_not_sent() {
+        // bind then drop to find a free port that refuses
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        drop(l);
+        let base = loopback_base(&format!("http://127.0.0.1:{port}")).unwrap();
+        let r = post_json(
+            &base,
+            "/api/x",
+            "{}".into(),
+            None,
+            Timeouts::from_ms(500, 1000),
+            1024,
+        )
+        .await;
+        assert!(matches!(r, Err(TransportError::NotSent(_))), "{r:?}");
+    }
+}

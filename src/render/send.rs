@@ -1,0 +1,376 @@
+//! Every text `sessions_send` and `send_session_message` return: receipts and refusals.
+//!
+//! A refusal's first line always starts with `refused (<code>): `. No text here ever contains the
+//! browser-session secret or a cookie: none of these functions is given one.
+
+use serde_json::Value;
+
+use crate::delivery::{Dialect, Failure, Mode, Recovery};
+use crate::mail::guard::Forgery;
+
+/// `refused (<code>): <first>` plus further lines.
+pub fn refused(code: &str, first: &str, more: &[String]) -> String {
+    let mut s = format!("refused ({code}): {first}");
+    for line in more {
+        s.push('\n');
+        s.push_str(line);
+    }
+    s
+}
+
+/// One bad argument: `<name> must be <expected>; got <got>.` and an optional hint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub name: String,
+    pub expected: String,
+    pub got: String,
+    pub hint: Option<String>,
+}
+
+impl Problem {
+    fn sentence(&self) -> String {
+        let mut s = format!("{} must be {}; got {}.", self.name, self.expected, self.got);
+        if let Some(h) = &self.hint {
+            s.push(' ');
+            s.push_str(h);
+        }
+        s
+    }
+}
+
+/// `refused (bad-argument): <first problem>`, then `also: <problem>` per further problem, then the call shape.
+pub fn bad_arguments(problems: &[Problem], usage: &str) -> String {
+    let first = problems
+        .first()
+        .map(Problem::sentence)
+        .unwrap_or_else(|| "the arguments are invalid.".into());
+    let mut more: Vec<String> = problems
+        .iter()
+        .skip(1)
+        .map(|p| format!("also: {}", p.sentence()))
+        .collect();
+    more.push(format!("Nothing was sent. Call it as {usage}."));
+    refused("bad-argument", &first, &more)
+}
+
+/// How a JSON value (or its absence) is described after `got`.
+pub fn describe_got(v: Option<&Value>) -> String {
+    match v {
+        None => "nothing (the argument is missing)".into(),
+        Some(Value::Null) => "null".into(),
+        Some(Value::Bool(b)) => format!("the boolean {b}"),
+        Some(Value::Number(n)) => format!("the number {n}"),
+        Some(Value::String(s)) => {
+            let short: String = s.chars().take(60).collect();
+            let mut q = serde_json::to_string(&short).unwrap_or_else(|_| "\"…\"".into());
+            if s.chars().count() > 60 {
+                q.pop();
+                q.push_str("…\"");
+            }
+            format!("the string {q}")
+        }
+        Some(Value::Array(_)) => "an array".into(),
+        Some(Value::Object(_)) => "an object".into(),
+    }
+}
+
+pub fn no_caller() -> String {
+    refused(
+        "no-caller",
+        "the runtime did not say which session is calling (neither exec.agent.session.id nor exec.agent.id), so the message could not carry a sender.",
+        &["Nothing was sent. The sender is never taken from the arguments.".into()],
+    )
+}
+
+pub fn no_web_server(profile: Option<&str>) -> String {
+    let which = match profile.map(str::trim).filter(|p| !p.is_empty()) {
+        Some(p) => format!("this host (profile {p}) has no web server"),
+        None => "this host has no web server".to_string(),
+    };
+    refused(
+        "no-web-server",
+        &format!("{which}, so there is no route to deliver a message through."),
+        &["The web and desktop profiles mount one; the headless profile does not. Nothing was sent.".into()],
+    )
+}
+
+pub fn self_send(target: &str) -> String {
+    refused(
+        "self-send",
+        "不能发给自己（会形成自问自答的循环）",
+        &[format!(
+            "You cannot send a message to your own session ({target}): it would make a loop of asking and answering yourself. Address another session from sessions_list."
+        )],
+    )
+}
+
+pub fn empty_body() -> String {
+    refused(
+        "empty-body",
+        "message is empty after trimming.",
+        &["Nothing was delivered; supply a body.".into()],
+    )
+}
+
+pub fn too_long(chars: usize, max: usize) -> String {
+    refused(
+        "too-long",
+        &format!("message has {chars} characters; the limit is {max} (maxSendChars)."),
+        &["Nothing was delivered; shorten it, or send the essentials and let the other session ask.".into()],
+    )
+}
+
+pub fn forged_header(f: &Forgery) -> String {
+    let (line, what) = match f {
+        Forgery::FromHeader { line } => (*line, "a From header (From <session id> ：)".to_string()),
+        Forgery::FrameLine { line, what } => (*line, format!("{what} of the cross-session frame")),
+    };
+    refused(
+        "forged-header",
+        &format!("line {line} of message looks like {what}."),
+        &["The plugin writes the sender line itself, from the runtime's session id; a body may not carry one (it would be a forged identity, or a forwarded message that bounces forever). Nothing was delivered; rephrase that line.".into()],
+    )
+}
+
+pub fn not_found(target: &str) -> String {
+    refused(
+        "not-found",
+        &format!("no session with id {} on this host (not live here, and not in this host's session store).", quote(target)),
+        &["Nothing was sent. Re-run sessions_list for a valid id; a session of another DSH instance cannot be reached from here.".into()],
+    )
+}
+
+pub fn resume_disabled(target: &str) -> String {
+    refused(
+        "resume-disabled",
+        &format!("{} is not live in this host, and waking cold sessions is off (allowResume: false).", quote(target)),
+        &["The session was left untouched. Target a live session (sessions_list with live_only: true), or ask the user to enable allowResume.".into()],
+    )
+}
+
+pub fn not_messageable(target: &str, parent: Option<&str>) -> String {
+    let owner = match parent {
+        Some(p) => format!("owned by session {p}"),
+        None => "owned by another agent (its parent session is not recorded)".into(),
+    };
+    let advice = match parent {
+        Some(p) => format!("Nothing was sent. There is no supported way to message a subagent from here; message its owner {p} instead."),
+        None => "Nothing was sent. There is no supported way to message a subagent from here.".into(),
+    };
+    refused(
+        "not-messageable",
+        &format!("{target} is a subagent session, {owner}."),
+        &[advice],
+    )
+}
+
+fn quote(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| s.to_string())
+}
+
+/// Which tool is answering (the reply line differs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendTool {
+    SessionsSend,
+    SendSessionMessage,
+}
+
+/// Everything an accepted receipt says.
+#[derive(Debug, Clone)]
+pub struct Receipt<'a> {
+    pub tool: SendTool,
+    pub target: &'a str,
+    pub mode: Mode,
+    /// Characters of the message as the caller wrote it.
+    pub chars: usize,
+    /// The target was not live: the host resumed it.
+    pub woke: bool,
+    /// The target was live and running a turn.
+    pub running: bool,
+    pub request_id: &'a str,
+    pub dialect: Dialect,
+    pub recovery: Option<Recovery>,
+    pub ambiguity: Option<&'a str>,
+    /// Earlier messages of this plugin still pending in the target's inbox.
+    pub pending_from_plugin: usize,
+}
+
+/// ```text
+/// accepted for session-4b91… | mode=queue | chars=214 (woke a cold session)
+/// The message is queued in that session's inbox. Its reply will not return through this call; read it later with sessions_read.
+/// request: dsh-session-mail:0b6c…
+/// ```
+pub fn accepted(r: &Receipt) -> String {
+    let mut s = format!(
+        "accepted for {} | mode={} | chars={}",
+        r.target,
+        r.mode.as_str(),
+        r.chars
+    );
+    if r.woke {
+        s.push_str(" (woke a cold session)");
+    }
+    let landing = match (r.mode, r.running) {
+        (Mode::Queue, _) => "The message is queued in that session's inbox.",
+        (Mode::Steer, true) => {
+            "The message will be inserted at the next step of the turn that session is running."
+        }
+        (Mode::Steer, false) => "The message started a new turn in that session at once.",
+    };
+    let reply = match r.tool {
+        SendTool::SessionsSend => "Its reply will not return through this call; read it later with sessions_read.".to_string(),
+        SendTool::SendSessionMessage => format!(
+            "Its reply will not return through this call; if that agent answers, the answer arrives here as a message headed From {} ：.",
+            r.target
+        ),
+    };
+    s.push('\n');
+    s.push_str(landing);
+    s.push(' ');
+    s.push_str(&reply);
+    if let Some(rec) = r.recovery {
+        let first = r.ambiguity.unwrap_or("no clear answer");
+        let how = match (rec, r.dialect) {
+            (Recovery::FoundInHistory, _) => "the host's history shows this request id, so it was not sent again",
+            (Recovery::FoundInLog, _) => "the session log shows this request id, so it was not sent again",
+            (Recovery::Resent, Dialect::V2) => "it was resent once with the same request id and accepted; the host deduplicates by request id, so it lands once",
+            (Recovery::Resent, Dialect::Rc8) => "the host's history did not show it, so it was resent once with the same request id and accepted",
+        };
+        s.push_str(&format!("\nnote: confirmed after an ambiguous failure (the first attempt got no clear answer: {first}); {how}."));
+    }
+    if r.pending_from_plugin > 0 {
+        s.push_str(&format!(
+            "\nnote: that session already had {} earlier message(s) from this plugin waiting in its inbox; wait for an answer before sending more.",
+            r.pending_from_plugin
+        ));
+    }
+    s.push_str(&format!("\nrequest: {}", r.request_id));
+    s
+}
+
+/// A hint for a host error code (rc.8 short codes and v2 namespaced codes).
+fn rejection_hint(code: &str) -> Option<&'static str> {
+    // rc.8 [R8 `host/apiproxy/src/api-proxy.ts` `prompt`, `turnAgentFor`]; v2 [Z17
+    // `packages/api/session-controller/src/commands.ts` `prompt`, `agent.ts` `resolve`; `api/gateway/src/index.ts`].
+    Some(match code {
+        "session-not-found" | "session/not-found" => {
+            "The host has no such session (deleted, or it belongs to another DSH instance). Re-run sessions_list."
+        }
+        "agent-busy" | "session/agent-busy" => {
+            "The host would not take it now: the session is owned by a subagent relation, or its agent refused the prompt. Subagent sessions cannot be messaged from here."
+        }
+        "session/writer-held" => {
+            "Another DSH process holds this session's write lock; it can only be messaged through that process."
+        }
+        "model-unavailable" | "session/model-unavailable" => {
+            "That session's model is not served by this host; the user has to select a model for it first."
+        }
+        "invalid-time-zone" | "session/invalid-time-zone" | "attachment-error" | "session/attachment-invalid" => {
+            "The host refused the prompt's content."
+        }
+        c if c.starts_with("gateway/") || c == "bad-request" => {
+            "The host's API refused the call itself (a host/plugin generation mismatch? check hostApi)."
+        }
+        _ => return None,
+    })
+}
+
+/// `{ok:false, error:{code, message}}`, in the host's own words.
+pub fn rejected(code: &str, message: &str, after_ambiguous: bool, request_id: &str) -> String {
+    let msg = if message.trim().is_empty() {
+        "(no message)"
+    } else {
+        message.trim()
+    };
+    let mut more = Vec::new();
+    if let Some(h) = rejection_hint(code) {
+        more.push(h.to_string());
+    }
+    if after_ambiguous {
+        more.push("note: an earlier attempt got no clear answer before this refusal; check with sessions_read whether it landed before sending again.".into());
+    }
+    more.push(format!("request: {request_id}"));
+    refused(
+        "rejected",
+        &format!("the host refused the message: {code}: {msg}"),
+        &more,
+    )
+}
+
+/// Context for failure texts.
+pub struct FailureContext<'a> {
+    pub target: &'a str,
+    pub request_id: &'a str,
+    pub base_url: &'a str,
+    pub connect_timeout_ms: u64,
+}
+
+/// A delivery that reached no decision of the host.
+pub fn failure(f: &Failure, c: &FailureContext) -> String {
+    let req = format!("request: {}", c.request_id);
+    match f {
+        Failure::BadBaseUrl(why) => refused(
+            "unreachable",
+            &format!("the host's web server address is unusable: {why}."),
+            &["Nothing was sent.".into()],
+        ),
+        Failure::NoSecret(why) => refused(
+            "auth-failed",
+            &format!("cannot sign the request for this host (DSH 0.1.2+ needs its browser-session cookie): {why}."),
+            &["Nothing was sent. Start the web connection once (or set hostApi: rc8 for a 0.1.0/0.1.1 host).".into()],
+        ),
+        Failure::Unauthorized => refused(
+            "auth-failed",
+            "the host refused the session cookie (HTTP 401).",
+            &[
+                "The browser-session secret may be stale: the host loads it once at start, so a secret that changed since (or a host started with another DSH_HOME) no longer matches; restarting DSH reloads it.".into(),
+                "Nothing was delivered.".into(),
+            ],
+        ),
+        Failure::Forbidden(body) => refused(
+            "forbidden",
+            &format!("the host's Host/Origin fence refused the request (HTTP 403{}).", if body.is_empty() { String::new() } else { format!(": {body}") }),
+            &["The plugin calls the host only on loopback; check that the web server listens on 127.0.0.1 or localhost (or add the address to trustedHosts). Nothing was delivered.".into()],
+        ),
+        Failure::HostDown(why) => refused(
+            "unreachable",
+            &format!("the host's web server at {} is down or not listening ({why}).", c.base_url),
+            &["Nothing was sent; try again once DSH is running.".into()],
+        ),
+        Failure::ConnectTimeout => refused(
+            "unreachable",
+            &format!("connecting to the host's web server at {} timed out after {} ms.", c.base_url, c.connect_timeout_ms),
+            &["Nothing was sent.".into()],
+        ),
+        Failure::ProbeNoAnswer(why) => refused(
+            "unreachable",
+            &format!("the host did not answer host.describe ({why})."),
+            &["Nothing was sent. Setting hostApi to rc8 or v2 skips this probe.".into()],
+        ),
+        Failure::HostError { status, body } => refused(
+            "unreachable",
+            &format!("the host failed with HTTP {status}{}.", if body.is_empty() { String::new() } else { format!(" ({body})") }),
+            &[
+                format!("The message was probably not delivered; check with sessions_read {{\"session_id\":{}}} before sending it again.", quote(c.target)),
+                req,
+            ],
+        ),
+        Failure::Carrier { status, body } => refused(
+            "unreachable",
+            &format!("the host's prompt route answered HTTP {status}{}.", if body.is_empty() { String::new() } else { format!(" ({body})") }),
+            &["The message was not delivered. If the host generation is wrong, set hostApi (rc8 for 0.1.0/0.1.1, v2 for 0.1.2 and later).".into()],
+        ),
+        Failure::MayHaveLanded { detail } => refused(
+            "unreachable",
+            &format!("the message MAY have landed in {}: {detail}.", c.target),
+            &[
+                format!(
+                    "It was not sent again blindly. Check with sessions_read {{\"session_id\":{}}}: a landed copy shows request={} in its source label. Send it again only if it is not there.",
+                    quote(c.target),
+                    c.request_id
+                ),
+                req,
+            ],
+        ),
+    }
+}
