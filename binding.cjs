@@ -835,5 +835,11 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.checkBody = nativeBinding.checkBody
+module.exports.composeMessage = nativeBinding.composeMessage
 module.exports.coreVersion = nativeBinding.coreVersion
+module.exports.frameMessage = nativeBinding.frameMessage
+module.exports.mintCookie = nativeBinding.mintCookie
+module.exports.newRequestId = nativeBinding.newRequestId
+module.exports.promptEnvelope = nativeBinding.promptEnvelope
 module.exports.runTool = nativeBinding.runTool

@@ -9,8 +9,32 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
+/** `null` when the body may be sent; otherwise why it is refused (a forged From header or frame line). */
+export declare function checkBody(body: string): string | null
+
+/** The delivered body of `send_session_message`: the From header line and the message. */
+export declare function composeMessage(senderId: string, message: string): string
+
 /** The crate version (the shim checks that the binary matches its package). */
 export declare function coreVersion(): string
+
+/** The `sessions_send` frame around `body`. */
+export declare function frameMessage(senderId: string, senderTitle: string | undefined | null, mode: string, body: string): string
+
+/**
+ * The browser-session cookie (`name=value`) for `authority` (`host:port`), issued at `nowMs`,
+ * from the base64url secret. Used by the CLI and the tests; the tools mint their own.
+ */
+export declare function mintCookie(secret: string, authority: string, nowMs: number): string
+
+/** A fresh request id `dsh-session-mail:<uuid>`. */
+export declare function newRequestId(): string
+
+/**
+ * The exact JSON body POSTed to the host route for `dialect` (`rc8` or `v2`).
+ * For v2 `envelopeRpcId` is the plain envelope id; for rc8 the request id is the envelope id.
+ */
+export declare function promptEnvelope(dialect: string, requestId: string, sessionId: string, mode: string, text: string, envelopeRpcId?: string | undefined | null): string
 
 /**
  * Run one tool call. `request` is the JSON of `request::ToolRequest`; the result is the text
