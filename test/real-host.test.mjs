@@ -1,0 +1,292 @@
+// Smoke tests of the real-host e2e harness (test/real-host/) against the npm-installed DSH 0.1.0-rc.8,
+// proven with the slow-tool fixture plugin. Run from the repo root:
+//
+//   eval "$(bash test/real-host/install-host.sh)" && $DSH_NODE --test --test-concurrency=1 test/real-host.test.mjs
+//
+// install-host.sh installs (or reuses) Node 22, pnpm and the pinned host in $DSH_HOST_DIR or .cache/dsh-host.
+// Without the eval the harness runs install-host.sh itself; the runner must still be Node >= 22.15.
+// KEEP_TMP=1 keeps the sandboxes (DSH_HOME, fake-llm.jsonl) for inspection. Timings print as `# metrics {...}`.
+import { describe, test, before, after } from 'node:test'
+import assert from 'node:assert/strict'
+import { spawnSync } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync, appendFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import * as zlib from 'node:zlib'
+import {
+  installHost, makeSandbox, packAndInstall, bootWeb, setRowDisabled, dumpConfig,
+  readSessionLog, findSessionLog, waitForLog, zstdFrames,
+  userTexts, assistantTexts, turnEnd, turnEndCount, turnOfSeq, printMetrics, FIXTURES, DSH_VERSION,
+} from './real-host/harness.mjs'
+import { decide, parseDirectives, TITLE } from './real-host/fake-llm.mjs'
+
+const [major, minor] = process.versions.node.split('.').map(Number)
+if (major < 22 || (major === 22 && minor < 15)) {
+  throw new Error(`run this under Node >= 22.15 (the host's Node 22: $DSH_NODE); this is ${process.version}`)
+}
+
+const SLOW = join(FIXTURES, 'slow-tool-plugin')
+const sleep = ms => new Promise(r => setTimeout(r, ms))
+
+/** Prompt and wait for the turn it opens to end; resolves to { events, reply, ms }. */
+async function turn(web, id, text, { timeout = 20_000 } = {}) {
+  const ends = turnEndCount(await web.history(id))
+  const t0 = Date.now()
+  assert.deepEqual(await web.prompt(id, text), { accepted: true })
+  const events = await web.waitFor(id, ev => turnEndCount(ev) > ends, { timeout })
+  return { events, reply: assistantTexts(events).at(-1)?.text, ms: Date.now() - t0 }
+}
+
+// ------------------------------------------------------------------------------------------ pure parts
+
+describe('harness parts (no host)', () => {
+  test('fake LLM decides from the fresh prompt text', () => {
+    const tools = [{ type: 'function', function: { name: 'slow_tool' } }, { type: 'function', function: { name: 'read' } }]
+    const ctx = { role: 'user', content: 'Current runtime context. This snapshot supersedes …' }
+    // directives in the newest user message, host context after it ignored
+    let d = decide({ tools, messages: [{ role: 'system', content: 's' }, { role: 'user', content: 'go\n@@call slow_tool {"ms": 5}\n  @@call read {"path":"x"}' }, ctx] })
+    assert.deepEqual(d.calls, [{ name: 'slow_tool', args: '{"ms":5}' }, { name: 'read', args: '{"path":"x"}' }])
+    // a tool that is not offered
+    d = decide({ tools, messages: [{ role: 'user', content: '@@call sessions_send {}\n@@call nope' }] })
+    assert.deepEqual([d.kind, d.text], ['text', 'TOOL_NOT_OFFERED: sessions_send, nope'])
+    // after the tool result: the result text, plus an ECHO of a steered message that arrived with it
+    const asked = { role: 'user', content: '@@call slow_tool {"ms":5}' }
+    const call = { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'slow_tool', arguments: '{}' } }] }
+    d = decide({ tools, messages: [asked, call, { role: 'tool', tool_call_id: 'c1', content: 'SLOW_DONE 5' }] })
+    assert.equal(d.text, 'TOOL_RESULT_SEEN: SLOW_DONE 5')
+    d = decide({ tools, messages: [asked, call, { role: 'tool', tool_call_id: 'c1', content: 'SLOW_DONE 5' }, { role: 'user', content: [{ type: 'text', text: 'STEER' }] }, ctx] })
+    assert.equal(d.text, 'TOOL_RESULT_SEEN: SLOW_DONE 5\nECHO: STEER')
+    // plain message, long text cut to 200 chars; title requests (no tools)
+    d = decide({ tools, messages: [{ role: 'user', content: 'x'.repeat(300) }] })
+    assert.equal(d.text, `ECHO: ${'x'.repeat(200)}`)
+    assert.equal(decide({ messages: [{ role: 'user', content: '@@call slow_tool' }] }).text, TITLE)
+    // @@say / @@sleep / @@fail
+    assert.deepEqual(parseDirectives('@@say hi there\n@@sleep 1500\n@@fail 503'), { calls: [], say: 'hi there', sleepMs: 1500, fail: 503 })
+    assert.equal(decide({ tools, messages: [{ role: 'user', content: '@@say exactly this' }] }).text, 'exactly this')
+  })
+
+  test('readSessionLog reads every zstd frame (Node zlib stops after the first) and drops a torn tail', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'dsh-e2e-zstd-'))
+    try {
+      const file = join(dir, 'session.jsonl.zstd')
+      const lines = [{ type: 'session', id: 's' }, { type: 'turn/start', seq: 0 }, { type: 'turn/end', seq: 1 }]
+      const frames = lines.map(l => zlib.zstdCompressSync(Buffer.from(JSON.stringify(l) + '\n')))
+      writeFileSync(file, Buffer.concat(frames))
+      assert.deepEqual(readSessionLog(file), lines)
+      assert.equal(zstdFrames(readFileSync(file)).length, 3)
+      const nodeOnly = zlib.zstdDecompressSync(readFileSync(file)).toString('utf8').split('\n').filter(Boolean).length
+      printMetrics('zstd', { frames: 3, linesNodeZlibDecodes: nodeOnly })
+      appendFileSync(file, frames[0].subarray(0, frames[0].length - 3)) // a writer mid-flush
+      assert.deepEqual(readSessionLog(file), lines)
+    } finally { rmSync(dir, { recursive: true, force: true }) }
+  })
+
+  test('setRowDisabled writes the override list and [] when nothing is disabled', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'dsh-e2e-patch-'))
+    try {
+      assert.equal(setRowDisabled(dir, 'slow-tool', true), '- id: slow-tool\n  disabled: true\n')
+      assert.equal(setRowDisabled(dir, 'other', true), '- id: slow-tool\n  disabled: true\n- id: other\n  disabled: true\n')
+      assert.equal(setRowDisabled(dir, 'slow-tool', false), '- id: other\n  disabled: true\n')
+      assert.equal(setRowDisabled(dir, 'other', false), '[]\n')
+      assert.equal(readFileSync(join(dir, 'cordis.patch.yml'), 'utf8'), '[]\n')
+      writeFileSync(join(dir, 'cordis.patch.yml'), '- id: x\n  config: { a: 1 }\n')
+      assert.throws(() => setRowDisabled(dir, 'slow-tool', true), /does not manage/)
+    } finally { rmSync(dir, { recursive: true, force: true }) }
+  })
+})
+
+// ------------------------------------------------------------------------------------------ the real host
+
+test('installHost: dsh 0.1.0-rc.8 on Node 22 with a local pnpm', () => {
+  const host = installHost()
+  const v = spawnSync(host.dsh, ['--version'], { encoding: 'utf8', env: { ...process.env, PATH: host.path } })
+  assert.equal(v.stdout.trim(), DSH_VERSION)
+  assert.match(spawnSync(host.node, ['-v'], { encoding: 'utf8' }).stdout, /^v22\./)
+  const pnpm = spawnSync('pnpm', ['-v'], { encoding: 'utf8', env: { ...process.env, PATH: host.path } })
+  assert.equal(pnpm.status, 0, 'pnpm on the harness PATH')
+  printMetrics('installHost', { installHostMs: host.installMs, pnpm: pnpm.stdout.trim() })
+})
+
+describe('web host with the slow-tool bundle (manual install)', () => {
+  let box, web, A, B
+  const m = {}
+
+  before(async () => {
+    box = await makeSandbox()
+    m.installManualMs = packAndInstall(box.profileDir('web'), SLOW, { mode: 'manual' }).ms
+    web = await bootWeb(box)
+    m.webReadyMs = web.readyMs
+  })
+  after(async () => {
+    const stop = await web?.stop()
+    if (stop) { m.stopMs = stop.ms; m.stopCode = stop.code }
+    printMetrics('web-slow-tool', m)
+    await box?.cleanup()
+  })
+
+  test('web boots: plugin applied, /api answers, a foreign Origin is refused', async () => {
+    assert.match(web.base, /^http:\/\/127\.0\.0\.1:\d+$/)
+    assert.match(web.stderr(), /\[slow-tool\] apply: registering slow_tool/)
+    const described = await web.rpc('host.describe', {})
+    assert.equal(typeof described, 'object')
+    const foreign = await web.rpcRaw('host.describe', {}, { origin: 'http://evil.example' })
+    assert.equal(foreign.status, 403)
+  })
+
+  test('two sessions are created and listed', async () => {
+    A = await web.createSession(box.ws)
+    B = await web.createSession(box.mkdir('ws-b'))
+    assert.match(A, /^session-/)
+    assert.match(B, /^session-/)
+    assert.notEqual(A, B)
+    const { items } = await web.rpc('session.list', {})
+    const ids = items.map(i => i.sessionId)
+    assert.ok(ids.includes(A) && ids.includes(B), `session.list has both: ${ids}`)
+  })
+
+  test("A's model calls slow_tool via @@call; the result is in A's history, log and next request", async () => {
+    const r = await turn(web, A, 'run the slow tool briefly\n@@call slow_tool {"ms": 50}')
+    m.toolTurnMs = r.ms
+    const call = r.events.find(e => e.type === 'tool/call' && e.data.name === 'slow_tool')
+    assert.ok(call, 'tool/call slow_tool')
+    assert.deepEqual(JSON.parse(call.data.arguments), { ms: 50 })
+    const result = r.events.find(e => e.type === 'tool/result' && e.data.message.source.callId === call.data.callId)
+    assert.equal(result.data.message.content[0].isError, false)
+    assert.equal(result.data.message.content[0].content[0].text, 'SLOW_DONE 50')
+    assert.equal(r.reply, 'TOOL_RESULT_SEEN: SLOW_DONE 50')
+    assert.equal(turnEnd(r.events, 1)?.data.reason.kind, 'completed')
+    // the same facts on disk (batched writes: poll)
+    const t0 = Date.now()
+    const logged = await waitForLog(box.home, A, ev => ev.some(e => e.type === 'turn/end'))
+    m.logFlushMs = Date.now() - t0
+    assert.match(findSessionLog(box.home, A), /session\.jsonl\.zstd$/)
+    assert.equal(logged[0].type, 'session')
+    assert.equal(logged[0].id, A)
+    assert.ok(logged.some(e => e.type === 'tool/result' && JSON.stringify(e.data).includes('SLOW_DONE 50')), 'tool/result in the log')
+    assert.ok(logged.some(e => e.type === 'assistant/message' && JSON.stringify(e.data).includes('TOOL_RESULT_SEEN: SLOW_DONE 50')))
+    // the fake LLM saw it, per session (x-deepseek-harness-session-id)
+    const reqs = box.llm.requestsFor(A)
+    assert.ok(reqs.some(q => q.tools.includes('slow_tool')), 'slow_tool offered to A')
+    assert.ok(reqs.some(q => q.messages.some(msg => msg.role === 'tool' && msg.content === 'SLOW_DONE 50')), 'tool result sent back to the model')
+    assert.equal(box.llm.requestsFor(B).length, 0, 'B untouched')
+  })
+
+  test('while A is inside slow_tool: steer lands in the same turn, queue in the next; B runs meanwhile', async () => {
+    const nonce = Date.now().toString(36)
+    const before = await web.history(A)
+    const ends = turnEndCount(before)
+    const t0 = Date.now()
+    await web.prompt(A, 'hold the turn open\n@@call slow_tool {"ms": 4000}')
+    const started = await web.waitFor(A, ev => ev.some(e => e.type === 'tool/call' && e.seq > before.at(-1).seq))
+    const call = started.filter(e => e.type === 'tool/call').at(-1)
+    m.promptToToolCallMs = Date.now() - t0
+    assert.deepEqual(JSON.parse(call.data.arguments), { ms: 4000 })
+    const tSteer = Date.now()
+    assert.deepEqual(await web.prompt(A, `STEER-${nonce}`, 'steer'), { accepted: true })
+    assert.deepEqual(await web.prompt(A, `QUEUE-${nonce}`, 'queue'), { accepted: true })
+    // another session is not blocked by A's open turn
+    const b = await turn(web, B, `hello B ${nonce}`)
+    m.bTurnDuringAToolMs = b.ms
+    assert.equal(b.reply, `ECHO: hello B ${nonce}`)
+    const events = await web.waitFor(A, ev => turnEndCount(ev) >= ends + 2, { timeout: 20_000 })
+    m.steerToTurnEndMs = Date.now() - tSteer
+    const result = events.find(e => e.type === 'tool/result' && e.data.message.source.callId === call.data.callId)
+    assert.ok(result, 'tool/result of the 4 s call')
+    assert.ok(Date.now() - t0 >= 4000, 'the tool really took 4 s')
+    assert.ok(b.events.filter(e => e.type === 'turn/end').at(-1).time < result.time, "B's turn ended while A was in the tool")
+    const steerTurn = call.data.turn
+    const steer = userTexts(events).find(u => u.text === `STEER-${nonce}`)
+    const queue = userTexts(events).find(u => u.text === `QUEUE-${nonce}`)
+    const end = turnEnd(events, steerTurn)
+    assert.ok(steer && queue && end, 'both messages landed and the turn ended')
+    // steer: accepted while the tool ran (spliced as next-step before the tool/result), delivered in the SAME turn
+    const spliced = events.find(e => e.type === 'agent/inbox/spliced' && e.data.target === 'next-step' &&
+      JSON.stringify(e.data.inserted ?? []).includes(`STEER-${nonce}`))
+    assert.ok(spliced && spliced.seq < result.seq, 'steer queued for the next step while the tool was running')
+    assert.ok(steer.seq > result.seq && steer.seq < end.seq, `steer user/message ${steer.seq} inside turn ${steerTurn} (tool/result ${result.seq}, turn/end ${end.seq})`)
+    assert.equal(steer.turn, steerTurn)
+    // queue: the next turn
+    assert.ok(queue.seq > end.seq, 'queue lands after that turn/end')
+    assert.equal(queue.turn, steerTurn + 1)
+    assert.equal(turnOfSeq(events, queue.seq), steerTurn + 1)
+    // the model of A saw the tool result and the steer in one request, and answered both
+    const replies = assistantTexts(events).filter(a => a.turn === steerTurn)
+    assert.equal(replies.at(-1).text, `TOOL_RESULT_SEEN: SLOW_DONE 4000\nECHO: STEER-${nonce}`)
+    const req = box.llm.requestsFor(A).find(q => q.messages.some(msg => msg.content === `STEER-${nonce}`))
+    const at = req.messages.findIndex(msg => msg.role === 'tool' && msg.content === 'SLOW_DONE 4000')
+    assert.ok(at > 0, 'the request carries the tool result')
+    assert.deepEqual(req.messages[at + 1], { role: 'user', content: `STEER-${nonce}` }, 'the steer right after the tool result')
+    assert.equal(assistantTexts(events).at(-1).text, `ECHO: QUEUE-${nonce}`)
+    m.stepsInSteerTurn = new Set(events.filter(e => e.type === 'step/start' && e.data.turn === steerTurn).map(e => e.data.step)).size
+  })
+
+  test('disabling the slow-tool row in the profile patch hides the tool live; [] brings it back', async () => {
+    const profileDir = box.profileDir('web')
+    const applies = () => (web.stderr().match(/\[slow-tool\] apply/g) ?? []).length
+    const appliesBefore = applies()
+    const probe = '@@call slow_tool {"ms": 0}'
+    // off
+    let t0 = Date.now()
+    setRowDisabled(profileDir, 'slow-tool', true)
+    assert.equal(readFileSync(join(profileDir, 'cordis.patch.yml'), 'utf8'), '- id: slow-tool\n  disabled: true\n')
+    let r; let attempts = 0
+    do {
+      if (attempts++ > 0) await sleep(150)
+      r = await turn(web, B, probe)
+    } while (r.reply !== 'TOOL_NOT_OFFERED: slow_tool' && Date.now() - t0 < 15_000)
+    m.disableVisibleMs = Date.now() - t0
+    m.disableAttempts = attempts
+    assert.equal(r.reply, 'TOOL_NOT_OFFERED: slow_tool')
+    const offered = box.llm.requestsFor(B).filter(q => q.tools.length > 0).at(-1).tools
+    assert.ok(!offered.includes('slow_tool'), 'slow_tool gone from the request')
+    assert.ok(offered.includes('read') && offered.length > 10, 'the other tools stay')
+    assert.ok(web.child.exitCode === null, 'no restart')
+    // on again
+    t0 = Date.now()
+    setRowDisabled(profileDir, 'slow-tool', false)
+    assert.equal(readFileSync(join(profileDir, 'cordis.patch.yml'), 'utf8'), '[]\n')
+    attempts = 0
+    do {
+      if (attempts++ > 0) await sleep(150)
+      r = await turn(web, B, probe)
+    } while (r.reply !== 'TOOL_RESULT_SEEN: SLOW_DONE 0' && Date.now() - t0 < 15_000)
+    m.enableVisibleMs = Date.now() - t0
+    m.enableAttempts = attempts
+    assert.equal(r.reply, 'TOOL_RESULT_SEEN: SLOW_DONE 0')
+    assert.ok(box.llm.requestsFor(B).filter(q => q.tools.length > 0).at(-1).tools.includes('slow_tool'))
+    assert.ok(applies() > appliesBefore, 'the row was applied again (same process)')
+    assert.equal(web.child.exitCode, null)
+  })
+})
+
+describe('other install modes', () => {
+  test("'pnpm' mode (dsh plugin add <tgz>): file: dependency, bundle layer, tool works", async (t) => {
+    const box = await makeSandbox({ t })
+    const inst = packAndInstall(box.profileDir('web'), SLOW, { mode: 'pnpm' })
+    const prof = JSON.parse(readFileSync(join(box.profileDir('web'), 'package.json'), 'utf8'))
+    assert.match(prof.dependencies['dsh-fixture-slow-tool'], /^file:/)
+    assert.deepEqual(prof.dsh.profile.bundles, ['@deepseek-ai/dsh-base', '@deepseek-ai/dsh-web-app', 'dsh-fixture-slow-tool'])
+    assert.match(dumpConfig(box, 'web'), /id: slow-tool/)
+    const web = await bootWeb(box)
+    const id = await web.createSession()
+    const r = await turn(web, id, '@@call slow_tool {"ms": 1}')
+    assert.equal(r.reply, 'TOOL_RESULT_SEEN: SLOW_DONE 1')
+    printMetrics('pnpm-mode', { installPnpmMs: inst.ms, webReadyMs: web.readyMs, turnMs: r.ms })
+  })
+
+  test("'script' mode runs an arbitrary installer with {profile}/{tgz} substituted; a failing one throws", async (t) => {
+    const box = await makeSandbox({ t })
+    const host = box.host
+    const inst = packAndInstall(box.profileDir('web'), SLOW, { mode: 'script', script: [host.dsh, 'plugin', '--profile', '{profile}', 'add', '{tgz}'] })
+    assert.match(inst.tgz, /dsh-fixture-slow-tool-0\.1\.0\.tgz$/)
+    assert.match(dumpConfig(box, 'web'), /id: slow-tool/)
+    // what the installer sees
+    const seen = packAndInstall(box.profileDir('web'), SLOW, {
+      mode: 'script', verify: false,
+      script: ({ profileDir }) => [host.node, '-e', 'console.log(JSON.stringify([process.env.DSH_PROFILE_DIR, process.env.DSH_HOME, process.argv[1], process.versions.node.split(".")[0]]))', profileDir],
+    })
+    assert.deepEqual(JSON.parse(seen.stdout), [box.profileDir('web'), box.home, box.profileDir('web'), '22'])
+    assert.throws(() => packAndInstall(box.profileDir('web'), SLOW, { mode: 'script', script: [host.node, '-e', 'process.exit(3)'] }), /exited 3/)
+    assert.throws(() => packAndInstall(box.profileDir('headless'), SLOW, { mode: 'script', script: [host.node, '-e', '0'] }), /not in dsh\.profile\.bundles/)
+  })
+})
