@@ -14,6 +14,8 @@
 #   export PATH="DIR/node22/bin:DIR/tools/node_modules/.bin:$PATH" DSH_BIN="…" DSH_NODE="…" DSH_HOST_DIR="…"
 # Optional env: PNPM_STORE_DIR, npm_config_cache, NODE_PKG_VERSION, PNPM_VERSION (defaults below).
 set -euo pipefail
+# On failure print a line that makes `eval "$(bash install-host.sh)" && …` fail too (eval "" would succeed).
+trap 'rc=$?; [ $rc -eq 0 ] || { echo "install-host: FAILED (exit $rc)" >&2; echo "false"; }' EXIT
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 TARGET=${1:-${DSH_HOST_DIR:-$REPO/.cache/dsh-host}}
@@ -36,7 +38,7 @@ case "$(uname -s)-$(uname -m)" in
 esac
 if [ "$("$DIR/node22/bin/node" -v 2>/dev/null || true)" != "v$NODE_PKG_VERSION" ]; then
   tmp=$(mktemp -d)
-  (cd "$tmp" && npm pack --silent "$NODE_PKG@$NODE_PKG_VERSION" >/dev/null)
+  (cd "$tmp" && npm pack --loglevel=error "$NODE_PKG@$NODE_PKG_VERSION" >&2)
   rm -rf "$DIR/node22" && mkdir -p "$DIR/node22"
   tar xzf "$tmp"/"$NODE_PKG"-*.tgz -C "$DIR/node22" --strip-components=1
   rm -rf "$tmp"
@@ -49,7 +51,7 @@ say "node $(node -v)"
 if [ "$("$DIR/tools/node_modules/.bin/pnpm" -v 2>/dev/null || true)" != "$PNPM_VERSION" ]; then
   mkdir -p "$DIR/tools"
   [ -f "$DIR/tools/package.json" ] || echo '{"private":true}' > "$DIR/tools/package.json"
-  npm install --silent --prefix "$DIR/tools" --no-audit --no-fund "pnpm@$PNPM_VERSION" >/dev/null
+  npm install --loglevel=error --prefix "$DIR/tools" --no-audit --no-fund "pnpm@$PNPM_VERSION" >&2
 fi
 export PATH="$DIR/tools/node_modules/.bin:$PATH"
 say "pnpm $(pnpm -v)"
