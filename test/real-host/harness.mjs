@@ -7,6 +7,8 @@
 //   bootWeb(box, { profile?, args?, readyTimeoutMs? }) -> web { base, rpc, rpcRaw, createSession, prompt,
 //                                                          history, waitFor, stop, stderr, stdout, child, readyMs }
 //   createSession(web, cwd) / prompt(web, id, text, mode) / waitFor(web, id, predicate, opts)  (also methods)
+//   callTool(web, id, tool, args, opts) -> { text, isError, call, result, events, reply, ms }
+//   initProfile(box, profile)
 //   readSessionLog(file), findSessionLog(home, id), waitForLog(home, id, predicate, opts)
 //   setRowDisabled(profileDir, rowId, disabled), dumpConfig(box, profile)
 //   event helpers: userTexts, assistantTexts, turnEnd, turnEndCount, turnOfSeq, messageText; printMetrics
@@ -239,6 +241,18 @@ export function packAndInstall(profileDir, pkgDir, { mode = 'manual', script, en
   return { name: manifest.name, version: manifest.version, tgz, ms: Date.now() - t0, mode, stdout }
 }
 
+/**
+ * Create `$DSH_HOME/profiles/<profile>` from the host's own template, the way `dsh plugin --profile <p> …`
+ * does (it runs `pnpm --version` there). No-op when the profile exists. Returns the profile dir.
+ */
+export function initProfile(box, profile = 'web') {
+  const dir = box.profileDir(profile)
+  if (!existsSync(join(dir, 'package.json'))) {
+    execFileSync(box.host.dsh, ['plugin', '--profile', profile, '--version'], { cwd: box.dir, env: box.env, stdio: 'ignore' })
+  }
+  return dir
+}
+
 /** `dsh --profile <profile> --dump-config` in the sandbox: the composed profile tree (YAML text). */
 export function dumpConfig(box, profile = 'web') {
   return execFileSync(box.host.dsh, ['--profile', profile, '--dump-config'], {
@@ -251,14 +265,15 @@ export function dumpConfig(box, profile = 'web') {
 /**
  * Switch one row on/off through the profile's user patch layer (`<profileDir>/cordis.patch.yml`), the
  * live switch rc.8 watches: `- id: <row>` / `  disabled: true`. Other rows this helper disabled stay
- * disabled; with none left the file is `[]`. Written atomically (tmp + rename). Returns the new text.
+ * disabled; with none left the file is `[]`. Comments (the template's header) are dropped; any other entry
+ * makes it throw. Written atomically (tmp + rename). Returns the new text.
  */
 export function setRowDisabled(profileDir, rowId, disabled) {
   if (!/^[A-Za-z0-9_.:@/-]+$/.test(rowId)) throw new Error(`setRowDisabled: unsupported row id ${JSON.stringify(rowId)}`)
   const file = join(profileDir, 'cordis.patch.yml')
   const current = existsSync(file) ? readFileSync(file, 'utf8') : '[]\n'
   const rows = new Set([...current.matchAll(/^- id: (\S+)\n\s+disabled: true\s*$/gm)].map(m => m[1]))
-  const rest = current.replace(/^- id: (\S+)\n\s+disabled: true\s*$\n?/gm, '').trim()
+  const rest = current.replace(/^- id: (\S+)\n\s+disabled: true\s*$\n?/gm, '').replace(/^\s*#.*$/gm, '').trim()
   if (rest !== '' && rest !== '[]') throw new Error(`setRowDisabled: ${file} holds entries this helper does not manage:\n${rest}`)
   if (disabled) rows.add(rowId); else rows.delete(rowId)
   const text = rows.size === 0 ? '[]\n' : [...rows].map(id => `- id: ${id}\n  disabled: true\n`).join('')
@@ -325,6 +340,7 @@ export async function bootWeb(box, { profile = 'web', args = [], readyTimeoutMs 
     prompt: (id, text, mode = 'queue') => prompt(web, id, text, mode),
     history: id => history(web, id),
     waitFor: (id, predicate, opts) => waitFor(web, id, predicate, opts),
+    callTool: (id, name, args, opts) => callTool(web, id, name, args, opts),
     /** SIGTERM, then SIGKILL after `graceMs`; resolves to { code, signal, ms }. */
     async stop(graceMs = 5000) {
       const t1 = Date.now()
@@ -374,6 +390,27 @@ export async function waitFor(web, sessionId, predicate, { timeout = 30_000, int
     }
     await sleep(interval)
   }
+}
+
+/**
+ * Make the session's model call one tool (a `@@call` prompt to the fake LLM), wait for that turn to end and
+ * resolve to { text, isError, call, result, events, reply, ms }: `text` is the tool result as the model got it.
+ * Throws if the model did not call the tool (e.g. TOOL_NOT_OFFERED). `prefix` adds prompt text before the directive.
+ */
+export async function callTool(web, sessionId, name, args = {}, { timeout = 30_000, prefix = '' } = {}) {
+  const before = await history(web, sessionId)
+  const lastSeq = before.at(-1)?.seq ?? -1
+  const ends = before.filter(e => e.type === 'turn/end').length
+  const t0 = Date.now()
+  await prompt(web, sessionId, `${prefix}${prefix ? '\n' : ''}@@call ${name} ${JSON.stringify(args)}`)
+  const events = await waitFor(web, sessionId, ev => ev.filter(e => e.type === 'turn/end').length > ends, { timeout })
+  const fresh = events.filter(e => e.seq > lastSeq)
+  const reply = fresh.filter(e => e.type === 'assistant/message').map(e => messageText(e.data?.message)).at(-1)
+  const call = fresh.find(e => e.type === 'tool/call' && e.data?.name === name)
+  if (!call) throw new Error(`${sessionId}: the model did not call ${name}; reply: ${reply}`)
+  const result = fresh.find(e => e.type === 'tool/result' && e.data?.message?.source?.callId === call.data.callId)
+  const block = result?.data?.message?.content?.find(b => b.type === 'tool-result')
+  return { text: messageText(block), isError: block?.isError, call, result, events, reply, ms: Date.now() - t0 }
 }
 
 // ---------------------------------------------------------------------------------------------- session log
