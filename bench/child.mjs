@@ -1,0 +1,103 @@
+// One measurement in a fresh process (spawned by bench/run.mjs; not meant to be run by hand).
+// argv[2] = JSON {op, ...}. Prints exactly one line `BENCH_RESULT <json>` on stdout.
+//
+// Times cover the `core.runTool` call only; process start and addon load are reported apart
+// (`loadMs`), so "cold" means: first call in a process that has no in-process cache yet.
+import { appendFileSync, readFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { pathToFileURL } from 'node:url'
+import zlib from 'node:zlib'
+
+const job = JSON.parse(process.argv[2])
+
+function vmHwmKb() {
+  return Number(/VmHWM:\s+(\d+)/.exec(readFileSync('/proc/self/status', 'utf8'))[1])
+}
+
+const tLoad = performance.now()
+// BENCH_CORE=<module exporting runTool(json)>: bench another implementation (for checking the bench itself).
+const core = process.env.BENCH_CORE
+  ? await import(pathToFileURL(process.env.BENCH_CORE).href)
+  : createRequire(import.meta.url)('../binding.cjs')
+const loadMs = performance.now() - tLoad
+
+const listRequest = (home, limit) => JSON.stringify({
+  tool: 'sessions_list', args: { scope: 'all', limit }, caller: null,
+  config: { maxListResults: limit }, host: { dshHome: home }, live: [],
+})
+const readRequest = (home, id, max) => JSON.stringify({
+  tool: 'sessions_read', args: { session_id: id, max_messages: max }, caller: null,
+  config: { maxReadMessages: max }, host: { dshHome: home }, live: [],
+})
+
+async function timed(request) {
+  const t0 = performance.now()
+  const text = await core.runTool(request)
+  return { ms: performance.now() - t0, text }
+}
+
+function done(result) {
+  process.stdout.write(`BENCH_RESULT ${JSON.stringify({ loadMs, ...result })}\n`)
+}
+
+switch (job.op) {
+  case 'load': // baseline for the RSS metric: the addon loaded, nothing called
+    done({ hwmKb: vmHwmKb() })
+    break
+
+  case 'list': { // cold call, then `warm` more calls in the same process
+    const req = listRequest(job.home, job.limit)
+    const cold = await timed(req)
+    const warm = []
+    let sameAsCold = true
+    const t0 = performance.now()
+    for (let i = 0; i < job.warm; i++) {
+      if (i > 0 && performance.now() - t0 > (job.budgetMs ?? 10_000)) break // a slow list: fewer warm samples
+      const w = await timed(req)
+      warm.push(w.ms)
+      if (w.text !== cold.text) sameAsCold = false
+    }
+    done({ coldMs: cold.ms, warmMs: warm, sameAsCold, text: cold.text })
+    break
+  }
+
+  case 'read': { // one cold read
+    const before = vmHwmKb()
+    const r = await timed(readRequest(job.home, job.id, job.max))
+    done({ coldMs: r.ms, hwmBeforeKb: before, hwmKb: vmHwmKb(), text: r.text })
+    break
+  }
+
+  case 'read-append': { // cold read, then `reps` × (append one frame with one event; timed read)
+    const req = readRequest(job.home, job.id, job.max)
+    const cold = await timed(req)
+    const warm = []
+    const seen = []
+    const opts = { params: { [zlib.constants.ZSTD_c_checksumFlag]: 1 } }
+    let seq = job.lastSeq
+    let time = job.lastTime
+    for (let i = 0; i < job.reps; i++) {
+      seq += 1
+      time += 1000
+      const marker = `bench-append-marker-${i}-${seq}`
+      const event = {
+        type: 'user/message', seq, time,
+        data: {
+          id: `00000000-0000-4000-8000-${String(seq).padStart(12, '0')}`, role: 'user',
+          content: [{ type: 'text', text: `${marker}: one more prompt appended by the bench` }],
+          source: { kind: 'user', rpcId: `bench-${seq}` },
+        },
+        surfaceOp: 'append',
+      }
+      appendFileSync(job.file, zlib.zstdCompressSync(Buffer.from(JSON.stringify(event) + '\n'), opts))
+      const w = await timed(req)
+      warm.push(w.ms)
+      seen.push(w.text.includes(marker))
+    }
+    done({ coldMs: cold.ms, warmMs: warm, sawAppend: seen, coldText: cold.text, lastText: '' })
+    break
+  }
+
+  default:
+    throw new Error(`unknown op ${job.op}`)
+}

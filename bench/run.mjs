@@ -1,0 +1,385 @@
+#!/usr/bin/env node
+// `npm run bench`: performance of sessions_list / sessions_read against baselines measured in the
+// same run. A benchmark, not a test: it prints PASS/MISS per target and exits 0 unless a
+// measurement crashed. See bench/README.md.
+//
+// Options: --quick (small corpus, fewer repetitions; for trying the bench itself), --no-host (skip
+// the real-host comparison), --reps N. Env: BENCH_DIR (default .cache/bench), DSH_HOST_DIR
+// (default .cache/dsh-host), BENCH_QUICK=1.
+import { spawn, spawnSync } from 'node:child_process'
+import { copyFileSync, cpSync, existsSync, mkdirSync, openSync, closeSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync, readdirSync } from 'node:fs'
+import os from 'node:os'
+import { dirname, join, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import zlib from 'node:zlib'
+
+const HERE = dirname(fileURLToPath(import.meta.url))
+const REPO = resolve(HERE, '..')
+const HOST_DIR = resolve(process.env.DSH_HOST_DIR?.trim() || join(REPO, '.cache', 'dsh-host'))
+
+// The corpus writer needs zlib zstd (Node >= 22.15). Under an older Node, re-run with the host's Node 22.
+if (typeof zlib.zstdCompressSync !== 'function') {
+  const node22 = join(HOST_DIR, 'node22', 'bin', 'node')
+  if (!existsSync(node22)) {
+    console.error(`bench: Node ${process.version} has no zlib zstd and ${node22} does not exist; run with Node >= 22.15 or set DSH_HOST_DIR`)
+    process.exit(2)
+  }
+  const r = spawnSync(node22, [fileURLToPath(import.meta.url), ...process.argv.slice(2)], { stdio: 'inherit' })
+  process.exit(r.status ?? 1)
+}
+
+const { ensureCorpus, FULL, QUICK, benchDir } = await import('./gen-corpus.mjs')
+
+const argv = process.argv.slice(2)
+const QUICK_MODE = argv.includes('--quick') || process.env.BENCH_QUICK === '1'
+const NO_HOST = argv.includes('--no-host')
+const REPS = Number(argv[argv.indexOf('--reps') + 1]) > 0 && argv.includes('--reps') ? Number(argv[argv.indexOf('--reps') + 1]) : 3
+const CHEAP_REPS = Math.max(REPS, 5) // cold list, cold read, zstd of one file: cheap, so more samples
+const LIST_LIMIT = 200
+const READ_MAX = 50
+const WARM_CALLS = 5
+const CHILD = join(HERE, 'child.mjs')
+const PLUGIN_SRC = join(HERE, 'host-plugin')
+const PLUGIN_NAME = 'dsh-session-mail-bench-host'
+
+const log = (s) => process.stderr.write(`bench: ${s}\n`)
+const median = (xs) => { const a = xs.filter(Number.isFinite).sort((x, y) => x - y); if (!a.length) return NaN; const m = a.length >> 1; return a.length % 2 ? a[m] : (a[m - 1] + a[m]) / 2 }
+const sleep = (ms) => new Promise(r => setTimeout(r, ms))
+let crashed = false
+
+// ---------------------------------------------------------------- processes
+/** Run bench/child.mjs with one job; resolves to its BENCH_RESULT object or {error}. */
+function child(job, timeoutMs = 600_000) {
+  return new Promise((resolvePromise) => {
+    const p = spawn(process.execPath, [CHILD, JSON.stringify(job)], { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'] })
+    let out = ''; let err = ''
+    p.stdout.on('data', d => { out += d })
+    p.stderr.on('data', d => { err += d; if (err.length > 20_000) err = err.slice(-10_000) })
+    const timer = setTimeout(() => p.kill('SIGKILL'), timeoutMs)
+    p.on('close', (code, signal) => {
+      clearTimeout(timer)
+      const line = out.split('\n').find(l => l.startsWith('BENCH_RESULT '))
+      if (code === 0 && line) return resolvePromise(JSON.parse(line.slice('BENCH_RESULT '.length)))
+      crashed = true
+      resolvePromise({ error: `child ${job.op} exited ${code ?? signal}: ${err.trim().split('\n').slice(-6).join(' | ')}` })
+    })
+  })
+}
+
+/** Wall time of `zstd -dcq <files…> > /dev/null` (one process, files in the given order). */
+function zstdDecompress(files) {
+  return new Promise((resolvePromise, reject) => {
+    const devnull = openSync('/dev/null', 'w')
+    const t0 = performance.now()
+    const p = spawn('zstd', ['-dcq', '--', ...files], { stdio: ['ignore', devnull, 'pipe'] })
+    let err = ''
+    p.stderr.on('data', d => { err += d })
+    p.on('error', reject)
+    p.on('close', (code) => {
+      const ms = performance.now() - t0
+      closeSync(devnull)
+      if (code !== 0) reject(new Error(`zstd -dc exited ${code}: ${err.slice(0, 500)}`))
+      else resolvePromise(ms)
+    })
+  })
+}
+
+
+// ---------------------------------------------------------------- output parsing (sanity checks)
+const isRefusal = (text) => typeof text === 'string' && text.startsWith('refused')
+/** Row ids and titles of a sessions_list text (docs/architecture.md "sessions_list — output"). */
+function listRows(text) {
+  const rows = []; const lines = text.split('\n')
+  for (let i = 0; i < lines.length; i++) {
+    const m = /^- (\S+) \[/.exec(lines[i])
+    if (m) rows.push({ id: m[1], title: lines[i + 1]?.startsWith('  ') ? lines[i + 1].slice(2) : null })
+  }
+  return rows
+}
+const readMessages = (text) => (text.match(/^--- \S+ \(seq \d+/gm) ?? []).length
+
+/** Files the corpus generator did not write: DSH_HOME's top level and the big logs' directories. */
+function foreignFiles(m) {
+  const found = readdirSync(m.home).filter(f => f !== 'sessions')
+  for (const b of Object.values(m.big)) {
+    const dir = dirname(join(m.home, b.file))
+    for (const f of readdirSync(dir)) if (f !== 'session.jsonl.zstd') found.push(join(b.file, '..', f))
+  }
+  return found.length ? found : null
+}
+
+// ---------------------------------------------------------------- the real host's own listing
+async function hostListing(m) {
+  const dsh = join(HOST_DIR, 'host', 'node_modules', '.bin', 'dsh')
+  const nodeBin = join(HOST_DIR, 'node22', 'bin')
+  if (!existsSync(dsh)) return { skipped: `no DSH host at ${dsh} (set DSH_HOST_DIR)` }
+  const base = join(benchDir(), 'host-run')
+  rmSync(base, { recursive: true, force: true })
+  const home = join(base, 'home'); const ws = join(base, 'ws')
+  mkdirSync(home, { recursive: true }); mkdirSync(ws, { recursive: true })
+  // The host reads the corpus in place (read-only: listing and title folds never write a log);
+  // its profile, storages and caches go to the throwaway home.
+  symlinkSync(join(m.home, 'sessions'), join(home, 'sessions'))
+  const out = join(base, 'host-result.json')
+  const env = {
+    ...process.env, PATH: `${nodeBin}:${process.env.PATH}`, DSH_HOME: home,
+    DEEPSEEK_API_KEY: 'fake', DEEPSEEK_BASE_URL: 'http://127.0.0.1:9/v1', DSH_TELEMETRY_DISABLED: '1',
+    DSH_BENCH_HOST_OUT: out, DSH_BENCH_HOST_REPS: String(REPS), DSH_BENCH_HOST_LIMIT: String(LIST_LIMIT),
+  }
+  const dump = spawnSync(dsh, ['--profile', 'web', '--dump-config'], { cwd: ws, env, encoding: 'utf8' })
+  const profile = join(home, 'profiles', 'web')
+  if (dump.status !== 0 || !existsSync(join(profile, 'package.json'))) {
+    return { error: `dsh --profile web --dump-config failed (${dump.status}): ${String(dump.stderr).slice(-500)}` }
+  }
+  // Install the bench plugin by hand: a real directory in the profile's node_modules + the manifest.
+  cpSync(PLUGIN_SRC, join(profile, 'node_modules', PLUGIN_NAME), { recursive: true })
+  const pkgPath = join(profile, 'package.json')
+  const pkg = JSON.parse(readFileSync(pkgPath, 'utf8'))
+  pkg.dependencies = { ...pkg.dependencies, [PLUGIN_NAME]: '0.0.0' }
+  pkg.dsh.profile.bundles = [...pkg.dsh.profile.bundles.filter(b => b !== PLUGIN_NAME), PLUGIN_NAME]
+  writeFileSync(pkgPath, JSON.stringify(pkg, null, 2) + '\n')
+
+  const t0 = performance.now()
+  const host = spawn(dsh, ['web', '--no-open', '--port', '0'], { cwd: ws, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true })
+  let stdout = ''; let stderr = ''; let exited = null
+  host.stdout.on('data', d => { stdout += d })
+  host.stderr.on('data', d => { stderr += d; if (stderr.length > 50_000) stderr = stderr.slice(-20_000) })
+  host.on('exit', (code, signal) => { exited = code ?? signal })
+  const stop = async () => {
+    if (exited !== null) return
+    try { process.kill(-host.pid, 'SIGTERM') } catch {}
+    for (let i = 0; i < 100 && exited === null; i++) await sleep(100)
+    if (exited === null) { try { process.kill(-host.pid, 'SIGKILL') } catch {} }
+  }
+  try {
+    while (!/http:\/\/127\.0\.0\.1:\d+/.test(stdout)) {
+      if (exited !== null) return { error: `host exited (${exited}) before ready: ${stderr.trim().split('\n').slice(-5).join(' | ')}` }
+      if (performance.now() - t0 > 90_000) return { error: 'host not ready after 90 s' }
+      await sleep(50)
+    }
+    const readyMs = performance.now() - t0
+    if (!stderr.includes(`[${PLUGIN_NAME}] apply`)) {
+      await sleep(1000)
+      if (!stderr.includes(`[${PLUGIN_NAME}] apply`)) return { error: `bench host plugin did not load: ${stderr.trim().split('\n').slice(-5).join(' | ')}` }
+    }
+    await sleep(1500) // let boot-time work settle before the timed calls
+    writeFileSync(`${out}.go`, '')
+    const tGo = performance.now()
+    while (!existsSync(out)) {
+      if (exited !== null) return { error: `host exited (${exited}) during the measurement: ${stderr.trim().split('\n').slice(-5).join(' | ')}` }
+      if (performance.now() - tGo > 900_000) return { error: 'host measurement did not finish in 15 min' }
+      await sleep(100)
+    }
+    const result = JSON.parse(readFileSync(out, 'utf8'))
+    if (!result.ok) return { error: `host sessionQuery failed: ${result.error}` }
+    return { readyMs, ...result }
+  } finally {
+    await stop()
+  }
+}
+
+// ---------------------------------------------------------------- main
+function fmtMs(ms) { return !Number.isFinite(ms) ? '—' : ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : ms >= 10 ? `${ms.toFixed(0)} ms` : `${ms.toFixed(2)} ms` }
+const fmtMB = (kb) => Number.isFinite(kb) ? `${(kb / 1024).toFixed(1)} MB` : '—'
+const MiB = 1024 * 1024
+
+async function main() {
+  const params = QUICK_MODE ? QUICK : FULL
+  const tStart = performance.now()
+  const m = ensureCorpus(params, { log })
+  const files = m.sessions.map(s => join(m.home, s.file))
+  const big100 = m.big.big100m; const big1g = m.big.big1g
+  const addon = readdirSync(REPO).find(f => /^dsh-session-mail\..*\.node$/.test(f))
+  const addonMtime = addon ? statSync(join(REPO, addon)).mtime : null
+  const git = spawnSync('git', ['-C', REPO, 'log', '-1', '--format=%h %s'], { encoding: 'utf8' }).stdout.trim()
+  const env = {
+    date: new Date().toISOString(), node: process.version, cpu: os.cpus()[0]?.model, cores: os.cpus().length,
+    memGiB: +(os.totalmem() / 2 ** 30).toFixed(1), git, addon: addon ?? null, addonBuilt: addonMtime?.toISOString() ?? null,
+    zstd: spawnSync('zstd', ['--version'], { encoding: 'utf8' }).stdout.trim(),
+    loadavgStart: os.loadavg().map(x => +x.toFixed(2)),
+  }
+  log(`corpus ${m.dir}: ${m.totals.files} logs, ${(m.totals.plainBytes / MiB).toFixed(0)} MiB decompressed, ${(m.totals.zstdBytes / MiB).toFixed(0)} MiB zstd`)
+  const srcNewest = Math.max(...['src', 'src/store', 'src/tools', 'src/render'].flatMap(d => { try { return readdirSync(join(REPO, d)).map(f => statSync(join(REPO, d, f)).mtimeMs) } catch { return [] } }))
+  if (addonMtime && srcNewest > addonMtime.getTime()) log('warning: src/ is newer than the built addon; rebuild it (see bench/README.md)')
+
+  const R = {}
+
+  // 1. whole-corpus decompression baseline, and the cold list
+  // Baseline and measurement runs alternate, so load from other processes on the machine hits both alike.
+  log(`zstd -dc of the whole corpus ×${REPS} and sessions_list cold ×${CHEAP_REPS} (fresh process each, ${WARM_CALLS} warm calls after), interleaved…`)
+  await zstdDecompress(files) // warm-up (also warms the page cache), not counted
+  const zc = []; const lists = []
+  for (let i = 0; i < CHEAP_REPS; i++) {
+    if (i >= REPS && lists[0].coldMs > 5000) break // not cheap after all
+    if (i < REPS) zc.push(await zstdDecompress(files))
+    lists.push(await child({ op: 'list', home: m.home, limit: LIST_LIMIT, warm: WARM_CALLS }))
+  }
+  R.zstdCorpus = { ms: zc, median: median(zc) }
+  const listErr = lists.find(l => l.error)?.error
+  const listText = lists.find(l => l.text)?.text ?? ''
+  R.list = {
+    coldMs: lists.map(l => l.coldMs), cold: median(lists.map(l => l.coldMs)),
+    warmMs: lists.flatMap(l => l.warmMs ?? []), warm: median(lists.flatMap(l => l.warmMs ?? [])),
+    loadMs: median(lists.map(l => l.loadMs)), warmSameAsCold: lists.every(l => l.sameAsCold),
+    rows: listRows(listText).length, refused: isRefusal(listText), error: listErr, head: listText.slice(0, 300),
+    // A list that leaves files in DSH_HOME (a persistent index) would make later "cold" runs warm.
+    homeWrites: foreignFiles(m),
+  }
+
+  // 2. the same listing by the real host's own session query service
+  if (NO_HOST) R.host = { skipped: '--no-host' }
+  else {
+    log(`real host: dsh web + bench plugin, listSessions + readTitleSnapshots(first ${LIST_LIMIT}) ×${REPS}…`)
+    R.host = await hostListing(m)
+    if (R.host.error) { crashed = true; log(`host: ${R.host.error}`) }
+    if (R.host.runs) {
+      R.host.totalMs = R.host.runs.map(r => r.totalMs); R.host.median = median(R.host.totalMs)
+      const ours = listRows(listText)
+      const theirs = R.host.rows ?? []
+      let sameOrder = ours.length === theirs.length
+      let titleDiffs = 0
+      for (let i = 0; i < Math.min(ours.length, theirs.length); i++) {
+        if (ours[i].id !== theirs[i].id) sameOrder = false
+        else if ((ours[i].title === '(untitled)' ? null : ours[i].title) !== theirs[i].title) titleDiffs++
+      }
+      R.host.agreement = { ourRows: ours.length, hostRows: theirs.length, sameIdsInOrder: sameOrder, titleDiffs }
+      delete R.host.rows
+    }
+  }
+
+  // 3. read the last 50 messages of the 100 MB log, cold, vs zstd -dc of that file
+  const big100File = join(m.home, big100.file)
+  log(`zstd -dc of the ${(big100.plainBytes / MiB).toFixed(0)} MiB log and sessions_read cold, ×${CHEAP_REPS} interleaved…`)
+  await zstdDecompress([big100File])
+  const zb = []; const reads = []
+  for (let i = 0; i < CHEAP_REPS; i++) {
+    if (i >= REPS && reads[0].coldMs > 5000) break // not cheap after all
+    zb.push(await zstdDecompress([big100File]))
+    reads.push(await child({ op: 'read', home: m.home, id: big100.id, max: READ_MAX }))
+  }
+  R.zstdBig100 = { ms: zb, median: median(zb) }
+  const readText = reads.find(r => r.text)?.text ?? ''
+  R.read = {
+    coldMs: reads.map(r => r.coldMs), cold: median(reads.map(r => r.coldMs)), loadMs: median(reads.map(r => r.loadMs)),
+    messages: readMessages(readText), refused: isRefusal(readText), error: reads.find(r => r.error)?.error, head: readText.slice(0, 300),
+  }
+
+  // 4. warm read after one appended event (on a scratch copy: the cached corpus is never modified)
+  log('sessions_read warm after an appended frame…')
+  const scratch = join(benchDir(), 'scratch-home')
+  rmSync(scratch, { recursive: true, force: true })
+  const scratchFile = join(scratch, big100.file)
+  mkdirSync(dirname(scratchFile), { recursive: true })
+  copyFileSync(big100File, scratchFile)
+  const ra = await child({ op: 'read-append', home: scratch, id: big100.id, max: READ_MAX, file: scratchFile, lastSeq: big100.lastSeq, lastTime: big100.lastTime, reps: Math.max(REPS, 5) })
+  R.readAppend = {
+    coldMs: ra.coldMs, warmMs: ra.warmMs ?? [], warm: median(ra.warmMs ?? []),
+    sawAppend: ra.sawAppend ?? [], refused: isRefusal(ra.coldText), error: ra.error,
+  }
+  rmSync(scratch, { recursive: true, force: true })
+
+  // 5. peak RSS reading the 1 GB log
+  log(`peak RSS: addon-only child, then sessions_read of the ${(big1g.plainBytes / MiB).toFixed(0)} MiB log…`)
+  const base = []; const rss = []
+  for (let i = 0; i < REPS; i++) {
+    base.push(await child({ op: 'load' }))
+    rss.push(await child({ op: 'read', home: m.home, id: big1g.id, max: READ_MAX }))
+    if (i === 0 && rss[0].coldMs > 60_000) break // one sample is enough when a read takes minutes
+  }
+  const baseKb = median(base.map(b => b.hwmKb)); const peakKb = median(rss.map(r => r.hwmKb))
+  const rssText = rss.find(r => r.text)?.text ?? ''
+  R.rss = {
+    baseKb, peakKb, deltaKb: peakKb - baseKb, samplesKb: rss.map(r => r.hwmKb), baseSamplesKb: base.map(b => b.hwmKb),
+    readMs: rss.map(r => r.coldMs), messages: readMessages(rssText), refused: isRefusal(rssText), error: rss.find(r => r.error)?.error,
+  }
+
+  // ---------------------------------------------------------------- report
+  const rows = []
+  const verdict = (ok, invalid) => invalid ? 'MISS*' : ok ? 'PASS' : 'MISS'
+  const listInvalid = R.list.refused || !!R.list.error || R.list.rows === 0
+  rows.push({
+    metric: 'list cold (fresh process)', measured: fmtMs(R.list.cold), baseline: `zstd -dc corpus ${fmtMs(R.zstdCorpus.median)}`,
+    ratio: `${(R.list.cold / R.zstdCorpus.median).toFixed(2)}×`, target: '≤ 0.75×', verdict: verdict(R.list.cold / R.zstdCorpus.median <= 0.75, listInvalid),
+    value: R.list.cold, base: R.zstdCorpus.median,
+  })
+  if (R.host.median !== undefined) {
+    const speedup = R.host.median / R.list.cold
+    rows.push({
+      metric: 'list vs host sessionQuery', measured: fmtMs(R.list.cold), baseline: `host ${fmtMs(R.host.median)}`,
+      ratio: `${speedup.toFixed(1)}× faster`, target: '≥ 10× faster', verdict: verdict(speedup >= 10, listInvalid || R.host.runs.some(r => r.rejected > 0)),
+      value: R.list.cold, base: R.host.median,
+    })
+  } else {
+    rows.push({ metric: 'list vs host sessionQuery', measured: fmtMs(R.list.cold), baseline: `host: ${R.host.skipped ?? 'ERROR'}`, ratio: '—', target: '≥ 10× faster', verdict: R.host.skipped ? 'SKIP' : 'ERROR', value: R.list.cold, base: null })
+  }
+  rows.push({
+    metric: 'list warm (same process)', measured: fmtMs(R.list.warm), baseline: `cold ${fmtMs(R.list.cold)}`,
+    ratio: `${(R.list.warm / R.list.cold).toFixed(3)}×`, target: '≤ 20 ms', verdict: verdict(R.list.warm <= 20, listInvalid || !R.list.warmSameAsCold),
+    value: R.list.warm, base: R.list.cold,
+  })
+  const readInvalid = R.read.refused || !!R.read.error || R.read.messages === 0
+  rows.push({
+    metric: `read ${READ_MAX} msgs, ${(big100.plainBytes / MiB).toFixed(0)} MiB log, cold`, measured: fmtMs(R.read.cold), baseline: `zstd -dc file ${fmtMs(R.zstdBig100.median)}`,
+    ratio: `${(R.read.cold / R.zstdBig100.median).toFixed(2)}×`, target: '≤ 1.2×', verdict: verdict(R.read.cold / R.zstdBig100.median <= 1.2, readInvalid),
+    value: R.read.cold, base: R.zstdBig100.median,
+  })
+  const appendInvalid = R.readAppend.refused || !!R.readAppend.error || !R.readAppend.sawAppend.length || !R.readAppend.sawAppend.every(Boolean)
+  rows.push({
+    metric: 'read warm after 1 appended event', measured: fmtMs(R.readAppend.warm), baseline: `cold ${fmtMs(R.readAppend.coldMs)}`,
+    ratio: `${(R.readAppend.warm / R.readAppend.coldMs).toFixed(3)}×`, target: '≤ 5 ms', verdict: verdict(R.readAppend.warm <= 5, appendInvalid),
+    value: R.readAppend.warm, base: R.readAppend.coldMs,
+  })
+  const rssInvalid = R.rss.refused || !!R.rss.error || R.rss.messages === 0
+  rows.push({
+    metric: `peak RSS, read ${(big1g.plainBytes / MiB).toFixed(0)} MiB log (Δ VmHWM)`, measured: fmtMB(R.rss.deltaKb), baseline: `addon only ${fmtMB(R.rss.baseKb)}`,
+    ratio: `${(R.rss.peakKb / R.rss.baseKb).toFixed(2)}× peak`, target: '≤ 64 MB', verdict: verdict(R.rss.deltaKb / 1024 <= 64, rssInvalid),
+    value: R.rss.deltaKb / 1024, base: R.rss.baseKb / 1024,
+  })
+
+  const cols = ['metric', 'measured', 'baseline', 'ratio', 'target', 'verdict']
+  const width = Object.fromEntries(cols.map(c => [c, Math.max(c.length, ...rows.map(r => String(r[c]).length))]))
+  const line = (r) => cols.map(c => String(r[c]).padEnd(width[c])).join('  ').trimEnd()
+  const lines = []
+  env.loadavgEnd = os.loadavg().map(x => +x.toFixed(2))
+  lines.push(`dsh-session-mail bench — ${env.date} — ${env.cpu} ×${env.cores}, ${env.memGiB} GiB — node ${env.node} — load avg ${env.loadavgStart[0]} → ${env.loadavgEnd[0]}`)
+  lines.push(`commit ${env.git} — addon ${env.addon ?? 'MISSING'} built ${env.addonBuilt ?? '—'}`)
+  lines.push(`corpus: ${m.totals.files} logs in ${params.projects} project dirs, ${(m.totals.plainBytes / MiB).toFixed(0)} MiB decompressed / ${(m.totals.zstdBytes / MiB).toFixed(0)} MiB zstd, ${m.totals.frames} frames${QUICK_MODE ? ' (QUICK corpus)' : ''}; medians of ${REPS} (cheap ones: ${CHEAP_REPS})`)
+  lines.push('')
+  lines.push(line(Object.fromEntries(cols.map(c => [c, c]))))
+  lines.push(cols.map(c => '-'.repeat(width[c])).join('  '))
+  for (const r of rows) lines.push(line(r))
+  lines.push('')
+  lines.push(`samples (ms): zstd corpus ${R.zstdCorpus.ms.map(x => x.toFixed(0)).join(' ')} | list cold ${R.list.coldMs.map(x => x?.toFixed(1)).join(' ')} | list warm ${R.list.warmMs.map(x => x.toFixed(2)).join(' ')}`)
+  if (R.host.runs) lines.push(`             host total ${R.host.totalMs.map(x => x.toFixed(0)).join(' ')} (listSessions ${R.host.runs.map(r => r.listMs.toFixed(0)).join(' ')}, readTitleSnapshots ${R.host.runs.map(r => r.titlesMs.toFixed(0)).join(' ')}; boot ${R.host.readyMs.toFixed(0)}, host VmHWM ${fmtMB(R.host.hwmAfterKb)})`)
+  lines.push(`             zstd 100M ${R.zstdBig100.ms.map(x => x.toFixed(0)).join(' ')} | read cold ${R.read.coldMs.map(x => x?.toFixed(1)).join(' ')} | read warm+append ${R.readAppend.warmMs.map(x => x.toFixed(2)).join(' ')} | 1G read ${R.rss.readMs.map(x => x?.toFixed(0)).join(' ')}`)
+  lines.push(`             RSS: addon-only VmHWM ${R.rss.baseSamplesKb.map(fmtMB).join(' ')}; after 1G read ${R.rss.samplesKb.map(fmtMB).join(' ')}; addon load ${fmtMs(R.list.loadMs)}`)
+  const notes = []
+  if (R.list.error) notes.push(`list: ${R.list.error}`)
+  if (R.list.refused) notes.push(`list output is a refusal: ${JSON.stringify(R.list.head.split('\n')[0])}`)
+  else if (!listInvalid && R.list.rows !== Math.min(LIST_LIMIT, m.totals.files)) notes.push(`list shows ${R.list.rows} rows; expected ${Math.min(LIST_LIMIT, m.totals.files)}`)
+  if (R.list.homeWrites) notes.push(`the list wrote into DSH_HOME: ${R.list.homeWrites.join(', ')} (a persistent cache: "cold" runs after the first are not cold)`)
+  if (!R.list.warmSameAsCold) notes.push('warm list output differs from the cold one')
+  if (R.host.agreement) notes.push(`host agreement: our ${R.host.agreement.ourRows} rows vs host ${R.host.agreement.hostRows}, same ids in order: ${R.host.agreement.sameIdsInOrder}, title differences: ${R.host.agreement.titleDiffs}`)
+  if (R.host.runs?.some(r => r.rejected > 0)) notes.push(`host rejected titles: ${R.host.runs[0].rejectReasons.join('; ')}`)
+  if (R.host.error) notes.push(`host: ${R.host.error}`)
+  if (R.read.error) notes.push(`read: ${R.read.error}`)
+  if (R.read.refused) notes.push(`read output is a refusal: ${JSON.stringify(R.read.head.split('\n')[0])}`)
+  else if (!readInvalid && R.read.messages !== READ_MAX) notes.push(`read shows ${R.read.messages} messages; expected ${READ_MAX}`)
+  if (R.readAppend.error) notes.push(`read-append: ${R.readAppend.error}`)
+  if (R.readAppend.sawAppend.length && !R.readAppend.sawAppend.every(Boolean)) notes.push(`warm read did not show the appended event in ${R.readAppend.sawAppend.filter(x => !x).length} of ${R.readAppend.sawAppend.length} reads (stale cache?)`)
+  if (R.rss.error) notes.push(`rss: ${R.rss.error}`)
+  if (notes.length) { lines.push(''); lines.push('notes:'); for (const n of notes) lines.push(`  - ${n}`) }
+  lines.push('')
+  lines.push('MISS* = the measurement is not meaningful (the tool refused, crashed, or its output failed a sanity check); see notes.')
+  lines.push(`total bench time ${((performance.now() - tStart) / 1000).toFixed(0)} s`)
+  console.log(lines.join('\n'))
+
+  const results = { env, corpus: { dir: m.dir, params, totals: m.totals, big: { big100m: { id: big100.id, plainBytes: big100.plainBytes, zBytes: big100.zBytes }, big1g: { id: big1g.id, plainBytes: big1g.plainBytes, zBytes: big1g.zBytes } } }, reps: REPS, quick: QUICK_MODE, table: rows, raw: R, notes }
+  mkdirSync(benchDir(), { recursive: true })
+  writeFileSync(join(benchDir(), 'results.json'), JSON.stringify(results, null, 2) + '\n')
+  log(`results written to ${join(benchDir(), 'results.json')}`)
+  if (process.env.BENCH_KEEP !== '1') rmSync(join(benchDir(), 'host-run'), { recursive: true, force: true })
+}
+
+await main().catch((e) => { console.error(e?.stack ?? e); process.exit(1) })
+process.exit(crashed ? 1 : 0)
