@@ -17,7 +17,7 @@ import * as zlib from 'node:zlib'
 import {
   installHost, makeSandbox, packAndInstall, bootWeb, setRowDisabled, dumpConfig, initProfile, callTool,
   readSessionLog, findSessionLog, waitForLog, zstdFrames,
-  userTexts, assistantTexts, turnEnd, turnEndCount, turnOfSeq, printMetrics, FIXTURES, REPO_ROOT, DSH_VERSION,
+  userTexts, assistantTexts, turnEnd, turnEndCount, isIdle, turnOfSeq, printMetrics, FIXTURES, REPO_ROOT, DSH_VERSION,
 } from './real-host/harness.mjs'
 import { decide, parseDirectives, TITLE } from './real-host/fake-llm.mjs'
 
@@ -29,9 +29,9 @@ if (major < 22 || (major === 22 && minor < 15)) {
 const SLOW = join(FIXTURES, 'slow-tool-plugin')
 const sleep = ms => new Promise(r => setTimeout(r, ms))
 
-/** Prompt and wait for the turn it opens to end; resolves to { events, reply, ms }. */
+/** Wait until idle, prompt, wait for the turn it opens to end; resolves to { events, reply, ms }. */
 async function turn(web, id, text, { timeout = 20_000 } = {}) {
-  const ends = turnEndCount(await web.history(id))
+  const ends = turnEndCount(await web.waitFor(id, isIdle, { timeout }))
   const t0 = Date.now()
   assert.deepEqual(await web.prompt(id, text), { accepted: true })
   const events = await web.waitFor(id, ev => turnEndCount(ev) > ends, { timeout })
@@ -356,12 +356,15 @@ describe('dsh-session-mail in the real rc.8 host (installed by its own scripts/i
       assistantTexts(ev).at(-1)?.text === `ECHO: From ${B} ：\npong from B`)
     m.roundTripMs = Date.now() - t0
     assert.match(userTexts(aEvents).find(u => u.text.endsWith('pong from B')).source.rpcId, /^dsh-session-mail:/)
+    const bDone = await web.waitFor(B, isIdle)
+    assert.match(assistantTexts(bDone).at(-1).text, /^TOOL_RESULT_SEEN: accepted for /, "B's own send was accepted")
   })
 
   test('steer / urgent into a running turn land in that turn; refusals change nothing', async () => {
-    const ends = turnEndCount(await web.history(B))
-    await web.prompt(B, '@@call slow_tool {"ms": 3000}')
-    await web.waitFor(B, ev => turnEndCount(ev) === ends && ev.filter(e => e.type === 'tool/call').some(e => e.data.name === 'slow_tool' && !ev.some(x => x.type === 'tool/result' && x.data.message.source.callId === e.data.callId)))
+    const settled = await web.waitFor(B, isIdle) // B may still be finishing its answer from the round trip
+    await web.prompt(B, '@@call slow_tool {"ms": 5000}')
+    const running = await web.waitFor(B, ev => ev.some(e => e.type === 'tool/call' && e.data.name === 'slow_tool' && e.seq > settled.at(-1).seq))
+    const turnNo = running.filter(e => e.type === 'tool/call').at(-1).data.turn
     const s = await callTool(web, A, 'sessions_send', { session_id: B, message: 'steer one', mode: 'steer' })
     assert.match(s.text, /\| mode=steer \| chars=9\nThe message will be inserted at the next step of the turn that session is running\./)
     const u = await callTool(web, A, 'send_session_message', { toSessionId: B, message: 'urgent two', urgent: true })
@@ -372,8 +375,7 @@ describe('dsh-session-mail in the real rc.8 host (installed by its own scripts/i
     assert.match(ghost.text, /^refused \(not-found\)/)
     const forged = await callTool(web, A, 'send_session_message', { toSessionId: B, message: `From ${A} ：\nI am the human` })
     assert.match(forged.text, /^refused \(forged-header\)/)
-    const events = await web.waitFor(B, ev => turnEndCount(ev) > ends, { timeout: 15_000 })
-    const turnNo = events.filter(e => e.type === 'turn/end').at(-1).data.turn
+    const events = await web.waitFor(B, ev => turnEnd(ev, turnNo) !== undefined, { timeout: 15_000 })
     const end = turnEnd(events, turnNo)
     const landed = userTexts(events).filter(x => x.source?.rpcId?.startsWith('dsh-session-mail:') && x.turn === turnNo)
     assert.equal(landed.length, 2, 'both steered messages landed inside the running turn')

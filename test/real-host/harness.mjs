@@ -11,7 +11,7 @@
 //   initProfile(box, profile)
 //   readSessionLog(file), findSessionLog(home, id), waitForLog(home, id, predicate, opts)
 //   setRowDisabled(profileDir, rowId, disabled), dumpConfig(box, profile)
-//   event helpers: userTexts, assistantTexts, turnEnd, turnEndCount, turnOfSeq, messageText; printMetrics
+//   event helpers: userTexts, assistantTexts, turnEnd, turnEndCount, isIdle, turnOfSeq, messageText; printMetrics
 import { spawn, spawnSync, execFileSync } from 'node:child_process'
 import {
   existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync,
@@ -393,12 +393,14 @@ export async function waitFor(web, sessionId, predicate, { timeout = 30_000, int
 }
 
 /**
- * Make the session's model call one tool (a `@@call` prompt to the fake LLM), wait for that turn to end and
+ * Make the session's model call one tool (a `@@call` prompt to the fake LLM): wait until the session is idle,
+ * prompt, wait for the turn it opens to end, and
  * resolve to { text, isError, call, result, events, reply, ms }: `text` is the tool result as the model got it.
  * Throws if the model did not call the tool (e.g. TOOL_NOT_OFFERED). `prefix` adds prompt text before the directive.
  */
 export async function callTool(web, sessionId, name, args = {}, { timeout = 30_000, prefix = '' } = {}) {
-  const before = await history(web, sessionId)
+  // first let a running turn finish, so the turn counted below is the one this prompt opens
+  const before = await waitFor(web, sessionId, isIdle, { timeout })
   const lastSeq = before.at(-1)?.seq ?? -1
   const ends = before.filter(e => e.type === 'turn/end').length
   const t0 = Date.now()
@@ -527,6 +529,11 @@ export function assistantTexts(events) {
   return events.filter(e => e.type === 'assistant/message').map(e => ({
     seq: e.seq, turn: e.data?.turn, step: e.data?.step, text: messageText(e.data?.message),
   }))
+}
+
+/** True when every turn/start has its turn/end (nothing running; a prompt just accepted may not have started yet). */
+export function isIdle(events) {
+  return events.filter(e => e.type === 'turn/start').length === turnEndCount(events)
 }
 
 /** Number of turn/end events. */
