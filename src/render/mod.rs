@@ -1,1 +1,4 @@
 //! The exact text of every tool result and refusal.
+
+pub mod list;
+pub mod read;
