@@ -181,7 +181,7 @@ impl Splitter {
     pub fn feed(&mut self, chunk: &[u8], base: Loc, out: &mut dyn FnMut(Piece<'_>)) {
         let mut start = 0usize;
         while start < chunk.len() {
-            let nl = chunk[start..].iter().position(|&b| b == b'\n').map(|i| start + i);
+            let nl = memchr::memchr(b'\n', &chunk[start..]).map(|i| start + i);
             let seg_end = nl.unwrap_or(chunk.len());
             let seg = &chunk[start..seg_end];
             let seg_loc = Loc { frame: base.frame, inner: base.inner + start as u64 };

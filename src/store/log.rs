@@ -19,6 +19,18 @@ pub enum Encoding {
     Plain,
 }
 
+/// Buffers reused across the frames of one read: one zstd context, one output buffer.
+struct Scratch {
+    dctx: zstd::zstd_safe::DCtx<'static>,
+    buf: Vec<u8>,
+}
+
+impl Scratch {
+    fn new() -> Scratch {
+        Scratch { dctx: zstd::zstd_safe::DCtx::create(), buf: vec![0u8; 64 * 1024] }
+    }
+}
+
 /// Continue `fold` over `r` (whose trusted size is `size`). Returns the committed fold (safe to
 /// cache and to resume from) and, when the last zstd frame is torn, a view that also holds the
 /// complete lines of that torn frame.
@@ -50,11 +62,12 @@ pub fn continue_fold<R: Read + Seek>(r: &mut R, enc: Encoding, size: u64, mut fo
             Ok((fold, None))
         }
         Encoding::Zstd => {
+            let mut sc = Scratch::new();
             let mut pos = fold.offset;
             while pos < size {
                 match scan_frame(r, pos, size)? {
                     FrameScan::Frame { end } => {
-                        decode_frame(r, pos, end, &mut fold);
+                        decode_frame(r, pos, end, &mut fold, &mut sc);
                         pos = end;
                     }
                     FrameScan::Skippable { end } => pos = end,
@@ -68,14 +81,14 @@ pub fn continue_fold<R: Read + Seek>(r: &mut R, enc: Encoding, size: u64, mut fo
                         // A frame that runs past the end of the file. If a complete frame follows it,
                         // it was a corrupt frame in the middle, not a write in flight.
                         if let Some(next) = next_complete_frame(r, pos + 4, size)? {
-                            decode_frame(r, pos, next, &mut fold);
+                            decode_frame(r, pos, next, &mut fold, &mut sc);
                             pos = next;
                             fold.offset = pos;
                             continue;
                         }
                         let mut tail = fold.clone();
                         let complete_before = tail.lines;
-                        let _ = decode_into(r, pos, size - pos, &mut tail);
+                        let _ = decode_into(r, pos, size - pos, &mut tail, &mut sc);
                         tail.splitter.drop_partial();
                         let kept = tail.lines - complete_before;
                         tail.note(format!("torn last frame at byte {pos} (a write in flight?): kept its {kept} complete lines"));
@@ -101,26 +114,29 @@ fn next_complete_frame<R: Read + Seek>(r: &mut R, from: u64, size: u64) -> io::R
     Ok(None)
 }
 
-fn decode_frame<R: Read + Seek>(r: &mut R, start: u64, end: u64, fold: &mut Fold) {
-    if let Err(e) = decode_into(r, start, end - start, fold) {
+fn decode_frame<R: Read + Seek>(r: &mut R, start: u64, end: u64, fold: &mut Fold, sc: &mut Scratch) {
+    if let Err(e) = decode_into(r, start, end - start, fold, sc) {
         fold.note(format!("corrupt zstd frame at byte {start} ({e}); skipped the rest of it"));
         fold.splitter.drop_partial();
     }
 }
 
-fn decode_into<R: Read + Seek>(r: &mut R, start: u64, len: u64, fold: &mut Fold) -> io::Result<()> {
+fn decode_into<R: Read + Seek>(r: &mut R, start: u64, len: u64, fold: &mut Fold, sc: &mut Scratch) -> io::Result<()> {
     r.seek(SeekFrom::Start(start))?;
-    let mut dec = frame_decoder(&mut *r, len, true)?;
-    let mut buf = vec![0u8; 64 * 1024];
+    sc.dctx
+        .reset(zstd::zstd_safe::ResetDirective::SessionOnly)
+        .map_err(|c| io::Error::other(zstd::zstd_safe::get_error_name(c)))?;
+    let input = BufReader::with_capacity(64 * 1024, (&mut *r).take(len));
+    let mut dec = zstd::stream::read::Decoder::with_context(input, &mut sc.dctx).single_frame();
     let mut inner = 0u64;
     loop {
-        let n = match dec.read(&mut buf) {
+        let n = match dec.read(&mut sc.buf) {
             Ok(0) => return Ok(()),
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         };
-        fold.feed(&buf[..n], Loc { frame: start, inner });
+        fold.feed(&sc.buf[..n], Loc { frame: start, inner });
         inner += n as u64;
     }
 }

@@ -370,3 +370,70 @@ fn unreadable_dirs_symlink_loops_and_aliases() {
     // The alias shows the same sessions again: each is listed once.
     assert_eq!(l.sessions.len(), 6, "{:?}", l.sessions.iter().map(|s| &s.meta.id).collect::<Vec<_>>());
 }
+
+/// Scale check, in two processes so generation does not count in the reader's peak memory:
+/// `BENCH_LOG=<file> BENCH_MB=1024 cargo test --release --lib bench_write -- --ignored`, then
+/// `BENCH_LOG=<file> cargo test --release --lib bench_read -- --ignored --nocapture`.
+#[test]
+#[ignore = "writes a large log to $BENCH_LOG"]
+fn bench_write() {
+    let Ok(path) = std::env::var("BENCH_LOG") else { return };
+    let mb: u64 = std::env::var("BENCH_MB").ok().and_then(|s| s.parse().ok()).unwrap_or(200);
+    let mut out = std::io::BufWriter::new(fs::File::create(&path).unwrap());
+    let mut b = LogBuilder::v0("s-bench", Some("/w"), BASE_TIME);
+    out.write_all(&frame(format!("{}\n", b.header_line()).as_bytes())).unwrap();
+    let (mut written, mut i) = (0u64, 0u64);
+    let mut rng = 0x9E3779B97F4A7C15u64;
+    while written < mb * 1024 * 1024 {
+        let blob: String = (0..20_000)
+            .map(|_| {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                (b'a' + (rng % 26) as u8) as char
+            })
+            .collect();
+        b.prompt(&format!("prompt {i}"), &format!("dsh-session-mail:{i}"));
+        b.tool_round(&format!("c{i}"), "read", "{}", &blob, "p", "m");
+        b.reply(&format!("reply {i}"), "p", "m");
+        b.end_turn();
+        for batch in b.batches.drain(..).filter(|x| !x.is_empty()) {
+            let mut t = batch.join("\n");
+            t.push('\n');
+            written += t.len() as u64;
+            out.write_all(&frame(t.as_bytes())).unwrap();
+        }
+        b.batches.push(Vec::new());
+        if i % 500 == 0 {
+            b.surface.clear();
+        }
+        i += 1;
+    }
+    eprintln!("wrote {} MiB of events in {i} turns", written >> 20);
+}
+
+#[test]
+#[ignore = "reads the large log at $BENCH_LOG"]
+fn bench_read() {
+    let Ok(path) = std::env::var("BENCH_LOG") else { return };
+    let log = zlog(PathBuf::from(path));
+    let t = std::time::Instant::now();
+    let (f, read) = load_log_counted(&log);
+    let cold = t.elapsed();
+    let f = f.unwrap();
+    let t = std::time::Instant::now();
+    let (_, again) = load_log_counted(&log);
+    let warm = t.elapsed();
+    let hwm = fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM")).map(str::to_string))
+        .unwrap_or_default();
+    eprintln!(
+        "cold: {cold:?} for {} MiB compressed, {} events, {} surface nodes, {} requests; warm: {warm:?} ({again} bytes); {hwm}",
+        read >> 20,
+        f.events,
+        f.surface.len(),
+        f.requests.len()
+    );
+    assert_eq!(again, 0);
+}

@@ -387,3 +387,23 @@ Earlier: the user asked to fix the reasoning-effort config.
         assert!(out.starts_with("refused (not-found): session \"s-bad\" exists but its log cannot be read (--w--/s-bad/session.jsonl.zstd: first line is not a session header)"), "{out}");
     }
 }
+
+/// Manual check against a real host's home: `DSH_REAL_HOME=<dir> cargo test --lib real_home -- --ignored --nocapture`.
+#[cfg(test)]
+#[tokio::test]
+#[ignore = "needs DSH_REAL_HOME pointing at a real DSH home"]
+async fn real_home() {
+    let Ok(home) = std::env::var("DSH_REAL_HOME") else { return };
+    let mk = |tool: &str, args: Value| ToolRequest {
+        tool: tool.into(),
+        args,
+        host: crate::request::HostInfo { dsh_home: Some(home.clone()), ..Default::default() },
+        ..Default::default()
+    };
+    let listing = super::list::run(&mk("sessions_list", serde_json::json!({"scope":"all"}))).await;
+    println!("{listing}\n");
+    for s in store::list_sessions(Path::new(&home)).sessions {
+        let out = run(&mk("sessions_read", serde_json::json!({"session_id": s.meta.id, "include_injected": true, "include_system": true}))).await;
+        println!("{out}\n");
+    }
+}
