@@ -1,6 +1,343 @@
-//! `list` tool (stub, to be written).
-use crate::request::ToolRequest;
+//! `sessions_list {query, scope, live_only, limit}`: discover peer sessions (seed 000).
+//! Also the argument helpers shared with `sessions_read`.
 
-pub async fn run(_req: &ToolRequest) -> String {
-    "refused: not implemented yet".to_string()
+use std::collections::HashMap;
+use std::path::Path;
+
+use serde_json::{Map, Value};
+
+use crate::render::list::{bad_argument, describe, refusal, render_list, ListRow, Liveness};
+use crate::request::{LiveSession, ToolRequest};
+use crate::store::{self, Header};
+
+// ---- argument helpers (shared with read.rs) ----
+
+/// The argument object, refusing a non-object and any argument name not in `allowed`.
+pub(crate) fn args_object<'a>(args: &'a Value, tool: &str, allowed: &[&str]) -> Result<Option<&'a Map<String, Value>>, String> {
+    let map = match args {
+        Value::Null => return Ok(None),
+        Value::Object(m) => m,
+        other => {
+            return Err(bad_argument("the arguments", "a JSON object", &describe(other), &format!("{tool} takes {}.", allowed.join(", "))))
+        }
+    };
+    let mut unknown: Vec<&String> = map.keys().filter(|k| !allowed.contains(&k.as_str())).collect();
+    unknown.sort();
+    if let Some(k) = unknown.first() {
+        return Err(refusal(
+            "bad-argument",
+            &format!("{} is not an argument of {tool}; expected only {}.", serde_json::to_string(k).unwrap_or_default(), allowed.join(", ")),
+        ));
+    }
+    Ok(Some(map))
+}
+
+fn present<'a>(map: Option<&'a Map<String, Value>>, name: &str) -> Option<&'a Value> {
+    map.and_then(|m| m.get(name)).filter(|v| !v.is_null())
+}
+
+pub(crate) fn opt_string(map: Option<&Map<String, Value>>, name: &str, hint: &str) -> Result<Option<String>, String> {
+    match present(map, name) {
+        None => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(v) => Err(bad_argument(name, "a string", &describe(v), hint)),
+    }
+}
+
+pub(crate) fn opt_bool(map: Option<&Map<String, Value>>, name: &str) -> Result<Option<bool>, String> {
+    match present(map, name) {
+        None => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(v) => Err(bad_argument(name, "true or false", &describe(v), "Omit it for the default.")),
+    }
+}
+
+/// An integer in `lo..=hi` (an integral float such as `5.0` counts).
+pub(crate) fn opt_int(map: Option<&Map<String, Value>>, name: &str, lo: u64, hi: u64) -> Result<Option<u64>, String> {
+    let Some(v) = present(map, name) else { return Ok(None) };
+    let n = v.as_u64().or_else(|| v.as_f64().filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f <= 1e15).map(|f| f as u64));
+    match n {
+        Some(n) if (lo..=hi).contains(&n) => Ok(Some(n)),
+        _ => Err(bad_argument(name, &format!("an integer from {lo} to {hi}"), &describe(v), "Omit it for the default.")),
+    }
+}
+
+/// Run the blocking store work off the async executor; never panics at the caller.
+pub(crate) async fn blocking<F>(f: F) -> String
+where
+    F: FnOnce() -> String + Send + 'static,
+{
+    let failed = "failed: internal error while reading the session store; nothing was changed.".to_string();
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) => h.spawn_blocking(f).await.unwrap_or(failed),
+        Err(_) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or(failed),
+    }
+}
+
+/// The header a live session reports, merged over the file's (live wins field by field).
+pub(crate) fn merged_header(live: &LiveSession, file: Option<&Header>) -> Header {
+    let l = Header::from_value(&live.header, &live.id);
+    let f = file.cloned().unwrap_or_default();
+    Header {
+        version: l.version.or(f.version),
+        id: live.id.clone(),
+        created_at: l.created_at.or(f.created_at),
+        cwd: l.cwd.or(f.cwd),
+        parent_session: l.parent_session.or(f.parent_session),
+        origin: l.origin.or(f.origin),
+        agent_preset: l.agent_preset.or(f.agent_preset),
+        seed_length: l.seed_length.or(f.seed_length),
+        is_seeded: l.is_seeded.or(f.is_seeded),
+    }
+}
+
+// ---- sessions_list ----
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    TopLevel,
+    Subagents,
+    All,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListArgs {
+    pub query: Option<String>,
+    pub scope: Scope,
+    pub live_only: bool,
+    pub limit: usize,
+}
+
+pub const LIST_ARGS: [&str; 4] = ["query", "scope", "live_only", "limit"];
+
+pub fn parse_args(args: &Value, max_list_results: usize) -> Result<ListArgs, String> {
+    let map = args_object(args, "sessions_list", &LIST_ARGS)?;
+    let query = opt_string(map, "query", "Pass text to match ids, titles, workspaces and presets, or omit it.")?
+        .map(|q| q.trim().to_string())
+        .filter(|q| !q.is_empty());
+    let scope = match present(map, "scope") {
+        None => Scope::TopLevel,
+        Some(Value::String(s)) if s == "top-level" => Scope::TopLevel,
+        Some(Value::String(s)) if s == "subagents" => Scope::Subagents,
+        Some(Value::String(s)) if s == "all" => Scope::All,
+        Some(v) => return Err(bad_argument("scope", "one of \"top-level\", \"subagents\", \"all\"", &describe(v), "Omit it for top-level sessions.")),
+    };
+    let live_only = opt_bool(map, "live_only")?.unwrap_or(false);
+    let cap = max_list_results.clamp(1, 200);
+    let limit = opt_int(map, "limit", 1, 200)?.map_or(cap, |n| (n as usize).min(cap));
+    Ok(ListArgs { query, scope, live_only, limit })
+}
+
+struct Candidate {
+    row: ListRow,
+    created_at: i64,
+}
+
+/// Build the listing text (blocking: reads the store).
+pub fn list_blocking(home: &Path, req: &ToolRequest, args: &ListArgs) -> String {
+    let listing = store::list_sessions(home);
+    let caller = req.caller.as_ref().and_then(|c| c.id()).map(str::to_string);
+    let mut by_id: HashMap<String, usize> = HashMap::new();
+    let mut all: Vec<Candidate> = Vec::new();
+    let mut files: HashMap<String, Header> = HashMap::new();
+    for s in &listing.sessions {
+        let Some(h) = s.fold.header.clone() else { continue };
+        files.insert(h.id.clone(), h);
+    }
+    let push = |all: &mut Vec<Candidate>, by_id: &mut HashMap<String, usize>, h: &Header, title: Option<String>, liveness: Liveness| {
+        let row = ListRow {
+            id: h.id.clone(),
+            liveness,
+            subagent: h.origin.as_deref() == Some("subagent"),
+            parent: h.parent_session.clone(),
+            cwd: h.cwd.clone(),
+            preset: h.agent_preset.clone(),
+            title,
+            is_caller: caller.as_deref() == Some(h.id.as_str()),
+        };
+        match by_id.get(&h.id) {
+            Some(&i) => all[i] = Candidate { row, created_at: h.created_at.unwrap_or(0) },
+            None => {
+                by_id.insert(h.id.clone(), all.len());
+                all.push(Candidate { row, created_at: h.created_at.unwrap_or(0) });
+            }
+        }
+    };
+    for s in &listing.sessions {
+        if let Some(h) = &s.fold.header {
+            push(&mut all, &mut by_id, h, s.fold.display_title().map(str::to_string), Liveness::Cold);
+        }
+    }
+    // Live sessions win over the file (the file lags ~200 ms; a new session has no file yet).
+    for l in &req.live {
+        if l.id.is_empty() {
+            continue;
+        }
+        let h = merged_header(l, files.get(&l.id));
+        let title = by_id.get(&l.id).and_then(|&i| all[i].row.title.clone());
+        push(&mut all, &mut by_id, &h, title, Liveness::Live(l.status.clone()));
+    }
+    let considered = all.len();
+    let q = args.query.as_deref().map(str::to_lowercase);
+    let mut rows: Vec<Candidate> = all
+        .into_iter()
+        .filter(|c| match args.scope {
+            Scope::TopLevel => !c.row.subagent,
+            Scope::Subagents => c.row.subagent,
+            Scope::All => true,
+        })
+        .filter(|c| !args.live_only || matches!(c.row.liveness, Liveness::Live(_)))
+        .filter(|c| match &q {
+            None => true,
+            Some(q) => [Some(&c.row.id), c.row.title.as_ref(), c.row.cwd.as_ref(), c.row.preset.as_ref()]
+                .into_iter()
+                .flatten()
+                .any(|f| f.to_lowercase().contains(q.as_str())),
+        })
+        .collect();
+    // Newest first by createdAt, then id; the caller always last.
+    rows.sort_by(|a, b| {
+        a.row.is_caller.cmp(&b.row.is_caller).then(b.created_at.cmp(&a.created_at)).then(a.row.id.cmp(&b.row.id))
+    });
+    rows.truncate(args.limit);
+    let rows: Vec<ListRow> = rows.into_iter().map(|c| c.row).collect();
+    render_list(&rows, considered, &listing.notes, req.config.allow_resume)
+}
+
+pub async fn run(req: &ToolRequest) -> String {
+    let args = match parse_args(&req.args, req.config.max_list_results) {
+        Ok(a) => a,
+        Err(refused) => return refused,
+    };
+    let home = store::resolve_dsh_home(req.host.dsh_home.as_deref());
+    let req = req.clone();
+    blocking(move || list_blocking(&home, &req, &args)).await
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::request::Caller;
+    use crate::store::testgen::*;
+    use serde_json::json;
+
+    fn req(args: Value, home: &Path) -> ToolRequest {
+        ToolRequest {
+            tool: "sessions_list".into(),
+            args,
+            caller: Some(Caller { session_id: Some(MAIN.into()), agent_id: None, title: None }),
+            host: crate::request::HostInfo { dsh_home: Some(home.display().to_string()), ..Default::default() },
+            ..Default::default()
+        }
+    }
+
+    async fn list(args: Value) -> String {
+        run(&req(args, &fixtures_root())).await
+    }
+
+    #[tokio::test]
+    async fn default_listing_is_top_level_newest_first_caller_last() {
+        let out = list(Value::Null).await;
+        let expected = format!(
+            "\
+- {V4} [cold, top-level] | cwd=/home/ana/proj | preset=standard | send: queue (wakes it)
+  Port the parser
+- {FORK} [cold, top-level] | cwd=/home/ana/proj | preset=standard | fork-of={MAIN} | send: queue (wakes it)
+  inherited prompt
+- {V4FORK} [cold, top-level] | cwd=/srv/api | preset=standard | fork-of={V4} | send: queue (wakes it)
+  inherited v4 prompt
+- {PLAIN} [cold, top-level] | cwd=/srv/api | preset=standard | send: queue (wakes it)
+  Add retries to the upload
+- {MAIN} [cold, top-level] | cwd=/home/ana/proj | preset=standard | this session (you)
+  Fix the newapi reasoning-effort config
+5 of 6 considered sessions
+Top-level sessions are messageable with sessions_send; subagent sessions are not."
+        );
+        assert_eq!(out, expected);
+    }
+
+    #[tokio::test]
+    async fn scope_query_live_and_limit() {
+        let out = list(json!({"scope":"subagents"})).await;
+        assert!(out.starts_with(&format!("- {SUB} [cold, subagent] | cwd=/home/ana/proj | preset=standard | parent={MAIN} | not messageable\n  Bounded completed checkpoint\n1 of 6")), "{out}");
+        let out = list(json!({"query":"SRV/api","scope":"all"})).await;
+        assert!(out.contains(PLAIN) && out.contains(V4FORK) && !out.contains(MAIN), "{out}");
+        assert!(out.contains("2 of 6 considered"), "{out}");
+        let out = list(json!({"query":"port the"})).await;
+        assert!(out.contains("1 of 6") && out.contains(V4), "{out}");
+        let out = list(json!({"limit":2,"scope":"all"})).await;
+        assert!(out.contains("2 of 6") && !out.contains(&format!("- {MAIN} ")), "{out}");
+        let out = list(json!({"live_only":true})).await;
+        assert!(out.starts_with("0 of 6 considered sessions"), "{out}");
+    }
+
+    #[tokio::test]
+    async fn live_sessions_win_and_new_ones_appear() {
+        let mut r = req(json!({}), &fixtures_root());
+        r.live = vec![
+            LiveSession { id: V4.into(), status: "running".into(), header: json!({"cwd":"/moved","createdAt":1}), ..Default::default() },
+            LiveSession { id: "session-brand-new".into(), status: "idle".into(), header: json!({"cwd":"/n","agentPreset":"fast","createdAt":9_999_999_999_999i64}), ..Default::default() },
+            LiveSession { id: MAIN.into(), status: "running".into(), header: Value::Null, ..Default::default() },
+        ];
+        r.config.allow_resume = false;
+        let out = run(&r).await;
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines[0], "- session-brand-new [live, top-level, idle] | cwd=/n | preset=fast | send: queue or steer starts a turn now");
+        assert_eq!(lines[1], "  (untitled)");
+        assert!(out.contains(&format!("- {V4} [live, top-level, running] | cwd=/moved | preset=standard | send: steer lands in its running turn\n  Port the parser")), "{out}");
+        assert!(out.contains(&format!("- {PLAIN} [cold, top-level] | cwd=/srv/api | preset=standard | send: resume disabled")), "{out}");
+        assert!(out.contains(&format!("- {MAIN} [live, top-level, running] | cwd=/home/ana/proj | preset=standard | this session (you)")), "{out}");
+        assert!(out.contains("6 of 7 considered"), "{out}");
+        // V4's createdAt is now 1: it sorts just before the caller.
+        let pos = |id: &str| out.find(&format!("- {id} ")).unwrap();
+        assert!(pos(V4) > pos(PLAIN) && pos(V4) < pos(MAIN), "{out}");
+    }
+
+    #[tokio::test]
+    async fn bad_arguments_are_refused_by_name() {
+        let cases = [
+            (json!({"limit":0}), "refused (bad-argument): limit must be an integer from 1 to 200; got 0."),
+            (json!({"limit":"5"}), "refused (bad-argument): limit must be an integer from 1 to 200; got \"5\" (a string)."),
+            (json!({"limit":2.5}), "refused (bad-argument): limit must be an integer from 1 to 200; got 2.5."),
+            (json!({"scope":"everything"}), "refused (bad-argument): scope must be one of \"top-level\", \"subagents\", \"all\"; got \"everything\" (a string)."),
+            (json!({"live_only":"yes"}), "refused (bad-argument): live_only must be true or false; got \"yes\" (a string)."),
+            (json!({"query":5}), "refused (bad-argument): query must be a string; got 5."),
+            (json!({"sessionId":"x"}), "refused (bad-argument): \"sessionId\" is not an argument of sessions_list; expected only query, scope, live_only, limit."),
+            (json!([1]), "refused (bad-argument): the arguments must be a JSON object; got an array."),
+        ];
+        for (args, want) in cases {
+            let out = list(args.clone()).await;
+            assert!(out.starts_with(want), "{args}: {out}");
+        }
+        // Accepted edge values.
+        assert!(list(json!({"limit":200.0,"query":null})).await.contains("of 6 considered"));
+    }
+
+    #[tokio::test]
+    async fn a_listing_never_writes() {
+        let home = fixture_home();
+        let snap = snapshot(home.path());
+        let out = run(&req(json!({"scope":"all"}), home.path())).await;
+        assert!(out.contains("6 of 6"), "{out}");
+        assert_eq!(snap, snapshot(home.path()));
+    }
+
+    /// (path, bytes, mtime) of every file under `root`.
+    pub(crate) fn snapshot(root: &Path) -> Vec<(std::path::PathBuf, Vec<u8>, std::time::SystemTime)> {
+        let mut out = Vec::new();
+        let mut stack = vec![root.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else {
+                    let m = std::fs::metadata(&p).unwrap();
+                    out.push((p.clone(), std::fs::read(&p).unwrap(), m.modified().unwrap()));
+                }
+            }
+        }
+        out.sort();
+        out
+    }
 }

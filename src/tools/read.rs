@@ -1,6 +1,409 @@
-//! `read` tool (stub, to be written).
-use crate::request::ToolRequest;
+//! `sessions_read {session_id, max_messages, include_injected, include_system}`: a bounded,
+//! text-only window of another session's current model surface, newest first (seed 000).
+//! A read never writes, never resumes, never takes `session.lock`.
 
-pub async fn run(_req: &ToolRequest) -> String {
-    "refused: not implemented yet".to_string()
+use std::io::Cursor;
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::list::{args_object, blocking, merged_header, opt_bool, opt_int};
+use crate::render::list::{bad_argument, describe, refusal};
+use crate::render::read::{render_read, Hidden, ReadHead, ReadMessage};
+use crate::request::ToolRequest;
+use crate::store::events::{Header, Role};
+use crate::store::fold::{Class, Fold, Node};
+use crate::store::log::{continue_fold, fetch_events, Encoding, Source};
+use crate::store::{self, Lookup};
+
+pub const READ_ARGS: [&str; 4] = ["session_id", "max_messages", "include_injected", "include_system"];
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReadArgs {
+    pub session_id: String,
+    pub max_messages: usize,
+    pub include_injected: bool,
+    pub include_system: bool,
+}
+
+pub fn parse_args(args: &Value, cfg: &crate::config::Config) -> Result<ReadArgs, String> {
+    let map = args_object(args, "sessions_read", &READ_ARGS)?;
+    let hint = "Pass a durable session id exactly as sessions_list shows it.";
+    let session_id = match map.and_then(|m| m.get("session_id")) {
+        None | Some(Value::Null) => return Err(bad_argument("session_id", "a session id string", "nothing", hint)),
+        Some(Value::String(s)) if s.trim().is_empty() => return Err(bad_argument("session_id", "a non-empty session id string", "an empty string", hint)),
+        Some(Value::String(s)) => s.clone(),
+        Some(v) => return Err(bad_argument("session_id", "a session id string", &describe(v), hint)),
+    };
+    let cap = cfg.max_read_messages.clamp(1, 100);
+    let max_messages = opt_int(map, "max_messages", 1, 100)?.map_or(cap, |n| (n as usize).min(cap));
+    Ok(ReadArgs {
+        session_id,
+        max_messages,
+        include_injected: opt_bool(map, "include_injected")?.unwrap_or(cfg.include_injected_by_default),
+        include_system: opt_bool(map, "include_system")?.unwrap_or(false),
+    })
+}
+
+/// Readable text of one event's message: text blocks, tool calls and results as short markers;
+/// reasoning blocks never.
+pub fn message_body(role: Role, ev: &Value) -> String {
+    let msg = if role == Role::User { &ev["data"] } else { &ev["data"]["message"] };
+    let Some(content) = msg.get("content").and_then(Value::as_array) else {
+        return "(no content)".into();
+    };
+    let mut parts: Vec<String> = Vec::new();
+    let mut reasoning = false;
+    for block in content {
+        let ty = block.get("type").and_then(Value::as_str).unwrap_or("");
+        match ty {
+            "text" => parts.push(block.get("text").and_then(Value::as_str).unwrap_or("").to_string()),
+            "reasoning" => reasoning = true,
+            "tool-call" => {
+                let name = block.get("name").and_then(Value::as_str).unwrap_or("?");
+                let args = block.get("arguments").and_then(Value::as_str).unwrap_or("");
+                let args: String = if args.chars().count() > 200 { args.chars().take(200).chain("…".chars()).collect() } else { args.to_string() };
+                parts.push(format!("[tool call {name} {args}]"));
+            }
+            // rc.8 wrapper: {type:'tool-result', toolCallId, content:[…], isError} [R8 real log, docs real-host.md]
+            "tool-result" => {
+                for inner in block.get("content").and_then(Value::as_array).into_iter().flatten() {
+                    match inner.get("type").and_then(Value::as_str) {
+                        Some("text") => parts.push(inner.get("text").and_then(Value::as_str).unwrap_or("").to_string()),
+                        Some(other) => parts.push(format!("[{other}]")),
+                        None => {}
+                    }
+                }
+            }
+            "tool-addition" | "tool-removal" => {
+                let name = block.get("toolName").and_then(Value::as_str).unwrap_or("?");
+                parts.push(format!("[{} {name}]", if ty == "tool-addition" { "tool added:" } else { "tool removed:" }));
+            }
+            "" => {}
+            other => parts.push(format!("[{other}]")),
+        }
+    }
+    if parts.is_empty() {
+        return if reasoning { "(reasoning only; not shown)".into() } else { "(no text)".into() };
+    }
+    parts.join("\n")
+}
+
+fn visible(n: &Node, a: &ReadArgs) -> bool {
+    match n.class {
+        Class::Conversation => true,
+        Class::Injected => a.include_injected,
+        Class::System => a.include_system,
+        Class::Empty => false,
+    }
+}
+
+/// Render a window of `fold`, fetching message text from `src`.
+pub fn render_fold(head: &Header, live: bool, fold: &Fold, src: &Source<'_>, a: &ReadArgs, max_chars: usize, mut notes: Vec<String>) -> String {
+    let mut hidden = Hidden::default();
+    let mut shown: Vec<&Node> = Vec::new();
+    let mut readable = 0usize;
+    for n in fold.surface.iter().rev() {
+        if visible(n, a) {
+            readable += 1;
+            if shown.len() < a.max_messages {
+                shown.push(n);
+            }
+        } else {
+            match n.class {
+                Class::Injected => hidden.injected += 1,
+                Class::System => hidden.system += 1,
+                _ => {}
+            }
+        }
+    }
+    let wanted: Vec<(u64, store::frames::Loc)> = shown.iter().map(|n| (n.seq, n.loc)).collect();
+    let events = fetch_events(src, &wanted);
+    let messages: Vec<ReadMessage> = shown
+        .iter()
+        .map(|n| ReadMessage {
+            role: n.role.name(),
+            seq: n.seq,
+            label: n.label.to_string(),
+            request: n.request.as_deref().map(str::to_string),
+            injected: n.class == Class::Injected,
+            replaced: n.replaced,
+            error: n.is_error,
+            body: match events.get(&n.seq) {
+                Some(ev) => message_body(n.role, ev),
+                None => "[text unavailable: the log changed while it was read, or the line is over the 16 MiB cap]".into(),
+            },
+        })
+        .collect();
+    if !fold.notes.is_empty() {
+        notes.push(fold.notes.summary());
+    }
+    let rh = ReadHead {
+        id: head.id.clone(),
+        live,
+        subagent: head.origin.as_deref() == Some("subagent"),
+        parent: head.parent_session.clone(),
+        cwd: head.cwd.clone(),
+        title: fold.display_title().map(str::to_string),
+        readable,
+        captured_through: fold.last_seq,
+    };
+    render_read(&rh, &messages, readable - messages.len(), hidden, &notes, max_chars)
+}
+
+/// Build the read text (blocking: reads the store or the live events).
+pub fn read_blocking(home: &Path, req: &ToolRequest, a: &ReadArgs) -> String {
+    let max_chars = req.config.max_message_chars.max(1);
+    let live = req.live.iter().find(|l| l.id == a.session_id);
+    let lookup = store::load_session(home, &a.session_id);
+    // A live target: its in-memory events win over the file, which lags ~200 ms.
+    if let Some(l) = live {
+        let file_header = match &lookup {
+            Lookup::Found(s) => s.fold.header.clone(),
+            _ => None,
+        };
+        let head = merged_header(l, file_header.as_ref());
+        if let Some(events) = req.live_events.as_deref().filter(|e| !e.trim().is_empty()) {
+            let bytes = events.as_bytes();
+            let first = bytes.split(|&b| b == b'\n').find(|l| !l.iter().all(u8::is_ascii_whitespace)).unwrap_or(b"");
+            let starts_with_header = Header::parse(first).is_ok();
+            let fold = if starts_with_header { Fold::default() } else { Fold::with_header(head.clone()) };
+            let mut cur = Cursor::new(bytes);
+            return match continue_fold(&mut cur, Encoding::Plain, bytes.len() as u64, fold) {
+                Ok((fold, _)) => render_fold(&head, true, &fold, &Source::Memory(bytes), a, max_chars, Vec::new()),
+                Err(e) => format!("failed: could not read the live events of {} ({e}).", a.session_id),
+            };
+        }
+        return match &lookup {
+            Lookup::Found(s) => {
+                let src = Source::File { path: &s.log.path, enc: s.log.enc };
+                let note = "live events were not provided; this is the session's log file, which can lag by ~200 ms".to_string();
+                render_fold(&head, true, &s.fold, &src, a, max_chars, vec![note])
+            }
+            _ => render_fold(&head, true, &Fold::with_header(head.clone()), &Source::Memory(b""), a, max_chars, vec!["the session has no events on disk yet".into()]),
+        };
+    }
+    match lookup {
+        Lookup::Found(s) => {
+            let head = s.fold.header.clone().unwrap_or_default();
+            let src = Source::File { path: &s.log.path, enc: s.log.enc };
+            render_fold(&head, false, &s.fold, &src, a, max_chars, Vec::new())
+        }
+        Lookup::Unreadable(why) => refusal(
+            "not-found",
+            &format!("session {:?} exists but its log cannot be read ({why}). Run sessions_list for readable sessions.", a.session_id),
+        ),
+        Lookup::NotFound => refusal(
+            "not-found",
+            &format!("no session with id {:?} on this host. Run sessions_list for a valid id (ids are exact, e.g. session-…).", a.session_id),
+        ),
+    }
+}
+
+pub async fn run(req: &ToolRequest) -> String {
+    let args = match parse_args(&req.args, &req.config) {
+        Ok(a) => a,
+        Err(refused) => return refused,
+    };
+    let home = store::resolve_dsh_home(req.host.dsh_home.as_deref());
+    let req = req.clone();
+    blocking(move || read_blocking(&home, &req, &args)).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::request::{HostInfo, LiveSession};
+    use crate::store::testgen::*;
+    use crate::tools::list::tests::snapshot;
+    use serde_json::json;
+
+    fn req(args: Value, home: &Path) -> ToolRequest {
+        ToolRequest {
+            tool: "sessions_read".into(),
+            args,
+            host: HostInfo { dsh_home: Some(home.display().to_string()), ..Default::default() },
+            ..Default::default()
+        }
+    }
+
+    async fn read(args: Value) -> String {
+        run(&req(args, &fixtures_root())).await
+    }
+
+    #[tokio::test]
+    async fn reads_the_current_surface_newest_first() {
+        let out = read(json!({"session_id": MAIN})).await;
+        let expected = format!(
+            "\
+session {MAIN} [cold, top-level] | cwd=/home/ana/proj
+title: Fix the newapi reasoning-effort config
+readable messages: 3 | captured through seq: 58
+--- assistant (seq 50, model:opencode-go-deepseek/deepseek-flash) ---
+the reasoning selector is empty for every model
+--- user (seq 37, user, request={REQ_LANDED}) ---
+Cross-session message from another session of this harness.
+from-session: {V4} (\"Port the parser\")
+delivery: queue
+ --- message begins ---
+please also check the selector
+ --- message ends ---
+--- user (seq 55, plugin:compact, replaced) ---
+<compaction-summary>
+Earlier: the user asked to fix the reasoning-effort config.
+</compaction-summary>
+(hidden: 2 harness-injected (include_injected: true); 1 system/plugin notices (include_system: true))"
+        );
+        assert_eq!(out, expected);
+        assert!(!out.contains("SECRET REASONING"));
+    }
+
+    #[tokio::test]
+    async fn include_flags_window_and_truncation() {
+        let mut r = req(json!({"session_id": MAIN, "include_injected": true, "include_system": true, "max_messages": 2}), &fixtures_root());
+        r.config.max_message_chars = 20;
+        let out = run(&r).await;
+        assert!(out.contains("readable messages: 6 | captured through seq: 58"), "{out}");
+        assert!(out.contains("--- user (seq 40, plugin:agent-instructions, harness-injected) ---\n<system-reminder>\nFo…[truncated 33 chars]"), "{out}");
+        assert!(out.contains("--- assistant (seq 50,"), "{out}");
+        assert!(out.ends_with("(4 earlier messages omitted)"), "{out}");
+        assert!(!out.contains("(hidden:"), "{out}");
+        // include_injected defaults from config.
+        let mut r = req(json!({"session_id": MAIN}), &fixtures_root());
+        r.config.include_injected_by_default = true;
+        let out = run(&r).await;
+        assert!(out.contains("readable messages: 5"), "{out}");
+        assert!(out.contains("plugin:@deepseek-ai/dsh-system-prompt/snapshot, harness-injected"), "{out}");
+        // max_messages is capped by maxReadMessages.
+        let mut r = req(json!({"session_id": MAIN, "max_messages": 100}), &fixtures_root());
+        r.config.max_read_messages = 1;
+        let out = run(&r).await;
+        assert_eq!(out.matches("\n--- ").count(), 1, "{out}");
+        assert!(out.contains("(2 earlier messages omitted)"), "{out}");
+    }
+
+    #[tokio::test]
+    async fn v4_tool_results_system_and_developer() {
+        let out = read(json!({"session_id": V4, "include_system": true, "max_messages": 100})).await;
+        // The first turn's system prompt was compacted away; the second turn's is on the surface.
+        assert!(out.contains("--- system (seq 22, system-prompt) ---\nYou are a coding agent."), "{out}");
+        assert!(out.contains("readable messages: 4 | captured through seq: 32"), "{out}");
+        assert!(out.contains(&format!("request={REQ_V4}")), "{out}");
+        assert!(out.contains("compact-checkpoint, replaced) ---"), "{out}");
+        // The compaction shadowed the first turn's tool round; the second turn's reply remains.
+        assert!(out.contains("lexer ported as well"), "{out}");
+        assert!(!out.contains("src/parse.rs:12"), "{out}");
+        // rc.8 tool results (V0 wrapper) come through as text with the call id.
+        let mut b = LogBuilder::v0("s-tools", Some("/w"), BASE_TIME);
+        b.prompt("use the tool", "r");
+        b.tool_round("call_9", "grep", "{}", "HELLO_TOOL_RESULT: hi", "p", "m");
+        let mut v4 = LogBuilder::v4("s-tools4", Some("/w"), BASE_TIME);
+        v4.prompt("use the tool", "r");
+        v4.tool_round("call_8", "grep", "{}", "V4 RESULT", "p", "m");
+        let d = tempfile::tempdir().unwrap();
+        write_tree(d.path(), &[("sessions/--w--/s-tools/session.jsonl.zstd".into(), b.zstd()), ("sessions/--w--/s-tools4/session.v4.jsonl.zstd".into(), v4.zstd())]);
+        let out = run(&req(json!({"session_id":"s-tools"}), d.path())).await;
+        assert!(out.contains("--- tool (seq 8, tool:call_9) ---\nHELLO_TOOL_RESULT: hi\n--- assistant (seq 6, model:p/m) ---\n[tool call grep {}]"), "{out}");
+        let out = run(&req(json!({"session_id":"s-tools4"}), d.path())).await;
+        assert!(out.contains("tool:call_8) ---\nV4 RESULT"), "{out}");
+    }
+
+    #[tokio::test]
+    async fn live_events_win_over_the_file() {
+        let mut r = req(json!({"session_id": MAIN}), &fixtures_root());
+        r.live = vec![LiveSession { id: MAIN.into(), status: "running".into(), header: json!({"cwd":"/live/cwd"}), ..Default::default() }];
+        // The live log has one more landed message than the file.
+        let mut b = main_v0();
+        b.flush();
+        b.prompt("fresh from memory", "dsh-session-mail:live-1");
+        let text = b.text();
+        let events: String = text.lines().skip(1).map(|l| format!("{l}\n")).collect();
+        r.live_events = Some(events.clone());
+        let out = run(&r).await;
+        assert!(out.starts_with(&format!("session {MAIN} [live, top-level] | cwd=/live/cwd\n")), "{out}");
+        assert!(out.contains("--- user (seq 63, user, request=dsh-session-mail:live-1) ---\nfresh from memory"), "{out}");
+        // With the header line included too.
+        r.live_events = Some(text);
+        assert!(run(&r).await.contains("fresh from memory"));
+        // Without live events: the file, with a note.
+        r.live_events = None;
+        let out = run(&r).await;
+        assert!(!out.contains("fresh from memory") && out.contains("note: live events were not provided"), "{out}");
+        // A live session with no file yet.
+        r.args = json!({"session_id":"session-new"});
+        r.live = vec![LiveSession { id: "session-new".into(), status: "idle".into(), header: json!({"cwd":"/n"}), ..Default::default() }];
+        let out = run(&r).await;
+        assert!(out.starts_with("session session-new [live, top-level] | cwd=/n\ntitle: (untitled)\nreadable messages: 0 | captured through seq: (none)\n(no readable messages)"), "{out}");
+    }
+
+    #[tokio::test]
+    async fn subagent_and_fork_heads() {
+        let out = read(json!({"session_id": SUB})).await;
+        assert!(out.starts_with(&format!("session {SUB} [cold, subagent] | cwd=/home/ana/proj | parent={MAIN}\ntitle: Bounded completed checkpoint")), "{out}");
+        let out = read(json!({"session_id": FORK})).await;
+        assert!(out.starts_with(&format!("session {FORK} [cold, top-level] | cwd=/home/ana/proj | fork-of={MAIN}")), "{out}");
+        // The fork's model surface includes what it inherited.
+        assert!(out.contains("inherited reply") && out.contains("fork reply"), "{out}");
+    }
+
+    #[tokio::test]
+    async fn bad_arguments_and_unknown_ids() {
+        let cases = [
+            (json!({}), "refused (bad-argument): session_id must be a session id string; got nothing."),
+            (Value::Null, "refused (bad-argument): session_id must be a session id string; got nothing."),
+            (json!({"session_id": 5}), "refused (bad-argument): session_id must be a session id string; got 5."),
+            (json!({"session_id": "  "}), "refused (bad-argument): session_id must be a non-empty session id string; got an empty string."),
+            (json!({"session_id": MAIN, "max_messages": 101}), "refused (bad-argument): max_messages must be an integer from 1 to 100; got 101."),
+            (json!({"session_id": MAIN, "max_messages": -1}), "refused (bad-argument): max_messages must be an integer from 1 to 100; got -1."),
+            (json!({"session_id": MAIN, "include_system": 1}), "refused (bad-argument): include_system must be true or false; got 1."),
+            (json!({"session_id": MAIN, "include_injected": "true"}), "refused (bad-argument): include_injected must be true or false; got \"true\" (a string)."),
+            (json!({"session_id": MAIN, "limit": 3}), "refused (bad-argument): \"limit\" is not an argument of sessions_read; expected only session_id, max_messages, include_injected, include_system."),
+            (json!("session-x"), "refused (bad-argument): the arguments must be a JSON object; got \"session-x\" (a string)."),
+            (json!({"session_id": "session-e218a09e"}), "refused (not-found): no session with id \"session-e218a09e\" on this host."),
+            (json!({"session_id": "../../etc"}), "refused (not-found): no session with id \"../../etc\" on this host."),
+        ];
+        for (args, want) in cases {
+            let out = read(args.clone()).await;
+            assert!(out.starts_with(want), "{args}: {out}");
+        }
+    }
+
+    #[tokio::test]
+    async fn reading_a_cold_session_never_modifies_it() {
+        let home = fixture_home();
+        let before = snapshot(home.path());
+        for id in [MAIN, V4, PLAIN, FORK] {
+            let out = run(&req(json!({"session_id": id, "include_injected": true, "include_system": true}), home.path())).await;
+            assert!(out.starts_with(&format!("session {id} [cold")), "{out}");
+        }
+        assert_eq!(before, snapshot(home.path()), "bytes and mtimes unchanged, no lock file created");
+    }
+
+    #[tokio::test]
+    async fn a_broken_log_is_refused_with_its_reason() {
+        let d = tempfile::tempdir().unwrap();
+        write_tree(d.path(), &[("sessions/--w--/s-bad/session.jsonl.zstd".into(), frame(b"{\"type\":\"nope\"}\n"))]);
+        let out = run(&req(json!({"session_id":"s-bad"}), d.path())).await;
+        assert!(out.starts_with("refused (not-found): session \"s-bad\" exists but its log cannot be read (--w--/s-bad/session.jsonl.zstd: first line is not a session header)"), "{out}");
+    }
+}
+
+/// Manual check against a real host's home: `DSH_REAL_HOME=<dir> cargo test --lib real_home -- --ignored --nocapture`.
+#[cfg(test)]
+#[tokio::test]
+#[ignore = "needs DSH_REAL_HOME pointing at a real DSH home"]
+async fn real_home() {
+    let Ok(home) = std::env::var("DSH_REAL_HOME") else { return };
+    let mk = |tool: &str, args: Value| ToolRequest {
+        tool: tool.into(),
+        args,
+        host: crate::request::HostInfo { dsh_home: Some(home.clone()), ..Default::default() },
+        ..Default::default()
+    };
+    let listing = super::list::run(&mk("sessions_list", serde_json::json!({"scope":"all"}))).await;
+    println!("{listing}\n");
+    for s in store::list_sessions(Path::new(&home)).sessions {
+        let out = run(&mk("sessions_read", serde_json::json!({"session_id": s.meta.id, "include_injected": true, "include_system": true}))).await;
+        println!("{out}\n");
+    }
 }

@@ -1,0 +1,204 @@
+//! Text of `sessions_list` and of the argument refusals shared by `sessions_list` / `sessions_read`
+//! (docs/architecture.md "sessions_list — output", "Common rules").
+
+use serde_json::Value;
+
+/// `refused (<code>): <message>`.
+pub fn refusal(code: &str, message: &str) -> String {
+    format!("refused ({code}): {message}")
+}
+
+/// `refused (bad-argument): <name> must be <expected>; got <what>. <hint>`
+pub fn bad_argument(name: &str, expected: &str, got: &str, hint: &str) -> String {
+    let mut s = refusal("bad-argument", &format!("{name} must be {expected}; got {got}."));
+    if !hint.is_empty() {
+        s.push(' ');
+        s.push_str(hint);
+    }
+    s
+}
+
+/// How a JSON value is described in a refusal's `got` part.
+pub fn describe(v: &Value) -> String {
+    match v {
+        Value::Null => "null".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => {
+            let short: String = s.chars().take(60).collect();
+            let quoted = serde_json::to_string(&short).unwrap_or_default();
+            if s.chars().count() > 60 {
+                format!("{}…\" (a string)", &quoted[..quoted.len() - 1])
+            } else {
+                format!("{quoted} (a string)")
+            }
+        }
+        Value::Array(_) => "an array".into(),
+        Value::Object(_) => "an object".into(),
+    }
+}
+
+/// One-line text for a row field (titles and paths are data from logs: no newlines or controls).
+pub fn one_line(s: &str) -> String {
+    let cleaned: String = s.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    cleaned.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Live state of a session, as the host reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Liveness {
+    Cold,
+    /// The agent's public status (`running`, `idle`, …).
+    Live(String),
+}
+
+/// One `sessions_list` row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListRow {
+    pub id: String,
+    pub liveness: Liveness,
+    pub subagent: bool,
+    /// `parentSession` of the session (a fork's origin, or a subagent's owner).
+    pub parent: Option<String>,
+    pub cwd: Option<String>,
+    pub preset: Option<String>,
+    pub title: Option<String>,
+    pub is_caller: bool,
+}
+
+/// What a send can do to this row now.
+pub fn send_hint(row: &ListRow, allow_resume: bool) -> String {
+    if row.is_caller {
+        return "this session (you)".into();
+    }
+    if row.subagent {
+        return "not messageable".into();
+    }
+    match &row.liveness {
+        Liveness::Live(s) if s == "running" => "send: steer lands in its running turn".into(),
+        Liveness::Live(_) => "send: queue or steer starts a turn now".into(),
+        Liveness::Cold if allow_resume => "send: queue (wakes it)".into(),
+        Liveness::Cold => "send: resume disabled".into(),
+    }
+}
+
+fn row_text(row: &ListRow, allow_resume: bool) -> String {
+    let mut tags = vec![
+        match &row.liveness {
+            Liveness::Cold => "cold".to_string(),
+            Liveness::Live(_) => "live".to_string(),
+        },
+        if row.subagent { "subagent" } else { "top-level" }.to_string(),
+    ];
+    if let Liveness::Live(s) = &row.liveness {
+        if !s.is_empty() {
+            tags.push(one_line(s));
+        }
+    }
+    let mut s = format!(
+        "- {} [{}] | cwd={} | preset={}",
+        one_line(&row.id),
+        tags.join(", "),
+        row.cwd.as_deref().map_or("(none)".into(), one_line),
+        row.preset.as_deref().map_or("(none)".into(), one_line),
+    );
+    if let Some(p) = &row.parent {
+        s.push_str(&format!(" | {}={}", if row.subagent { "parent" } else { "fork-of" }, one_line(p)));
+    }
+    s.push_str(" | ");
+    s.push_str(&send_hint(row, allow_resume));
+    s.push_str("\n  ");
+    s.push_str(&row.title.as_deref().map(one_line).filter(|t| !t.is_empty()).unwrap_or_else(|| "(untitled)".into()));
+    s
+}
+
+/// Most notes printed under a listing.
+pub const MAX_NOTES: usize = 5;
+
+/// The whole `sessions_list` result: rows (already ordered and cut), the footer, then notes.
+pub fn render_list(rows: &[ListRow], considered: usize, notes: &[String], allow_resume: bool) -> String {
+    let mut out: Vec<String> = rows.iter().map(|r| row_text(r, allow_resume)).collect();
+    out.push(format!("{} of {} considered sessions", rows.len(), considered));
+    out.push("Top-level sessions are messageable with sessions_send; subagent sessions are not.".into());
+    for n in notes.iter().take(MAX_NOTES) {
+        out.push(format!("note: {}", one_line(n)));
+    }
+    if notes.len() > MAX_NOTES {
+        out.push(format!("note: … and {} more", notes.len() - MAX_NOTES));
+    }
+    out.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(id: &str) -> ListRow {
+        ListRow {
+            id: id.into(),
+            liveness: Liveness::Cold,
+            subagent: false,
+            parent: None,
+            cwd: Some("/w".into()),
+            preset: Some("standard".into()),
+            title: Some("A title".into()),
+            is_caller: false,
+        }
+    }
+
+    #[test]
+    fn rows_and_footer_match_the_contract() {
+        let mut live = row("session-77aa");
+        live.liveness = Liveness::Live("running".into());
+        let mut sub = row("019c3d96");
+        sub.subagent = true;
+        sub.parent = Some("session-p".into());
+        sub.title = None;
+        let mut me = row("session-me");
+        me.liveness = Liveness::Live("idle".into());
+        me.is_caller = true;
+        let mut fork = row("session-f");
+        fork.parent = Some("session-p".into());
+        fork.cwd = None;
+        let notes: Vec<String> = (0..7).map(|i| format!("p{i}: bad\nthing")).collect();
+        let text = render_list(&[row("session-e2"), live, fork, sub, me], 60, &notes, true);
+        let expected = "\
+- session-e2 [cold, top-level] | cwd=/w | preset=standard | send: queue (wakes it)
+  A title
+- session-77aa [live, top-level, running] | cwd=/w | preset=standard | send: steer lands in its running turn
+  A title
+- session-f [cold, top-level] | cwd=(none) | preset=standard | fork-of=session-p | send: queue (wakes it)
+  A title
+- 019c3d96 [cold, subagent] | cwd=/w | preset=standard | parent=session-p | not messageable
+  (untitled)
+- session-me [live, top-level, idle] | cwd=/w | preset=standard | this session (you)
+  A title
+5 of 60 considered sessions
+Top-level sessions are messageable with sessions_send; subagent sessions are not.
+note: p0: bad thing
+note: p1: bad thing
+note: p2: bad thing
+note: p3: bad thing
+note: p4: bad thing
+note: … and 2 more";
+        assert_eq!(text, expected);
+    }
+
+    #[test]
+    fn resume_disabled_and_idle_hints() {
+        let mut idle = row("s");
+        idle.liveness = Liveness::Live("idle".into());
+        assert_eq!(send_hint(&idle, false), "send: queue or steer starts a turn now");
+        assert_eq!(send_hint(&row("s"), false), "send: resume disabled");
+    }
+
+    #[test]
+    fn refusals_name_the_argument() {
+        assert_eq!(
+            bad_argument("limit", "an integer from 1 to 200", &describe(&serde_json::json!(500)), "Omit it for the default."),
+            "refused (bad-argument): limit must be an integer from 1 to 200; got 500. Omit it for the default."
+        );
+        assert_eq!(describe(&serde_json::json!("x".repeat(70))), format!("\"{}…\" (a string)", "x".repeat(60)));
+        assert_eq!(one_line("a\n\tb\u{1b}c"), "a b c");
+    }
+}

@@ -1,0 +1,814 @@
+//! Folds over one session's events: title, current model surface, request landing, lineage.
+//!
+//! The fold keeps no message text: each surface node records where its event starts in the log
+//! ([`Loc`]) and the little needed to filter and label it. A read fetches the text of the few
+//! nodes it shows afterwards (`log::fetch_events`). Memory is bounded by the number of surface
+//! nodes, never by the size of the log.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::value::RawValue;
+
+use super::events::{
+    is_chunk_row, ChunkRowData, EndSeedData, Envelope, Header, MessageLite, Role, SpliceData, SurfaceOp,
+    TitleData, TurnData, Wrapped,
+};
+use super::frames::{Loc, Piece, Splitter};
+
+/// Request ids this plugin puts on its deliveries (`source.rpcId`).
+pub const REQUEST_PREFIX: &str = "dsh-session-mail:";
+
+/// Content prefixes of harness-injected `user/message`s (seed 000 §sessions_read "What it filters";
+/// the first prefix was lost in the seed's conversion, `<system-reminder>` is our reconstruction:
+/// agent-instructions bakes it into content [R8 `packages/core/session/src/surface.ts` `deriveEventMessage` comment]).
+pub const INJECTED_PREFIXES: [&str; 4] =
+    ["<system-reminder>", "[MNEMON]", "MNEMON RUNTIME MEMORY SNAPSHOT", "Current runtime context."];
+
+/// Context forms that are injected context rather than conversation
+/// [R8 `packages/llm/llm/src/message.ts` `ContextForm`].
+const INJECTED_FORMS: [&str; 4] = ["instructions", "catalog", "snapshot", "recall"];
+
+/// Producers (rc.8 `plugin` names and their V4 kinds) whose messages are injected context
+/// [Z17 `packages/session/session-format-v3-to-v4/src/sources.ts` `RENAMED_PRODUCERS`,
+/// `RELEASED_SAME_NAME_PRODUCERS`; R8 `packages/core/agent-loop/src/runtime-context.ts` `SOURCE`].
+const INJECTED_PRODUCERS: [&str; 15] = [
+    "runtime-context",
+    "system-prompt",
+    "@deepseek-ai/dsh-system-prompt",
+    "agent-instructions",
+    "time-context",
+    "tmux-context",
+    "skill-invocation",
+    "skill-catalog",
+    "session-reference",
+    "ptc-mode",
+    "tools-code-mode",
+    "tools-ptc",
+    "goal",
+    "tool-goal",
+    "model-selection",
+];
+
+/// How a surface message is filtered by `sessions_read`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    /// Human prompts, model replies, tool results, compaction checkpoints, agent relays.
+    Conversation,
+    /// Harness-injected context (hidden unless `include_injected`).
+    Injected,
+    /// System/developer messages and plugin-authored notices (hidden unless `include_system`).
+    System,
+    /// A node that projects to no message (empty assistant/system/developer content).
+    Empty,
+}
+
+/// One node of the current model surface.
+#[derive(Debug, Clone)]
+pub struct Node {
+    pub seq: u64,
+    pub role: Role,
+    pub class: Class,
+    /// Entered the surface by replacing others (compaction checkpoint, pruned tool result).
+    pub replaced: bool,
+    pub is_error: bool,
+    /// `user`, `model:<provider>/<model>`, `plugin:<name>/<form>`, `tool:<callId>`, or a V4 producer kind.
+    pub label: Arc<str>,
+    /// The `source.rpcId` when it is one of ours (`dsh-session-mail:`).
+    pub request: Option<Arc<str>>,
+    pub loc: Loc,
+}
+
+/// What the log says about one request id (`source.rpcId`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RequestTrace {
+    /// Inserted into the inbox: (seq of the splice, target queue).
+    pub queued: Option<(u64, String)>,
+    /// Landed as a `user/message`: (seq, turn of the enclosing `turn/start`).
+    pub landed: Option<(u64, Option<u64>)>,
+    /// Removed from the inbox with `outcome:'canceled'` before landing.
+    pub canceled: bool,
+}
+
+/// Bounded list of notes about one log.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Notes {
+    pub items: Vec<String>,
+    pub more: usize,
+}
+
+impl Notes {
+    pub const MAX: usize = 8;
+    pub fn push(&mut self, s: String) {
+        if self.items.len() < Self::MAX {
+            self.items.push(s);
+        } else {
+            self.more += 1;
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+    pub fn summary(&self) -> String {
+        let mut s = self.items.join("; ");
+        if self.more > 0 {
+            s.push_str(&format!("; and {} more", self.more));
+        }
+        s
+    }
+}
+
+/// The folded state of one log (or of live events), resumable at `offset`.
+#[derive(Debug, Clone, Default)]
+pub struct Fold {
+    pub header: Option<Header>,
+    pub header_error: Option<String>,
+    /// Last `session/title` title.
+    pub title: Option<String>,
+    /// The host's deterministic fallback from the first eligible human prompt.
+    pub fallback_title: Option<String>,
+    pub surface: Vec<Node>,
+    pub last_seq: Option<u64>,
+    pub events: u64,
+    turn: Option<u64>,
+    pub requests: HashMap<String, RequestTrace>,
+    inbox_next_turn: Vec<Option<String>>,
+    inbox_next_step: Vec<Option<String>>,
+    /// Events with a lower seq were inherited from the parent (fork/seed prefix).
+    pub inherited_cut: Option<u64>,
+    pub notes: Notes,
+    pub lines: u64,
+    gap_noted: bool,
+    /// Resume point: byte offset after the last committed frame (zstd) or line (plain).
+    pub offset: u64,
+    pub(crate) splitter: Splitter,
+    labels: Vec<Arc<str>>,
+}
+
+impl Fold {
+    /// A fold whose header is known already (live events, which carry no header line).
+    pub fn with_header(h: Header) -> Fold {
+        Fold { header: Some(h), ..Fold::default() }
+    }
+
+    /// The title a listing shows: the last `session/title`, else the host's fallback.
+    pub fn display_title(&self) -> Option<&str> {
+        self.title.as_deref().or(self.fallback_title.as_deref())
+    }
+
+    pub fn note(&mut self, s: String) {
+        self.notes.push(s);
+    }
+
+    /// Feed decompressed bytes whose first byte sits at `base`.
+    pub fn feed(&mut self, chunk: &[u8], base: Loc) {
+        let mut sp = std::mem::take(&mut self.splitter);
+        sp.feed(chunk, base, &mut |p| self.piece(p));
+        self.splitter = sp;
+    }
+
+    fn piece(&mut self, p: Piece<'_>) {
+        self.lines += 1;
+        match p {
+            Piece::Oversized { len, .. } => {
+                let what = if self.header.is_none() && self.header_error.is_none() {
+                    self.header_error = Some(format!("header line of {len} bytes exceeds the line cap"));
+                    return;
+                } else {
+                    format!("line {}: skipped a {} line (over the 16 MiB cap)", self.lines, human_bytes(len))
+                };
+                self.note(what);
+            }
+            Piece::Line { bytes, loc } => self.line(bytes, loc),
+        }
+    }
+
+    fn line(&mut self, bytes: &[u8], loc: Loc) {
+        if self.header_error.is_some() {
+            return;
+        }
+        if self.header.is_none() {
+            match Header::parse(bytes) {
+                Ok(h) => self.header = Some(h),
+                Err(e) => self.header_error = Some(e),
+            }
+            return;
+        }
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return;
+        }
+        let env: Envelope<'_> = match serde_json::from_slice(bytes) {
+            Ok(e) => e,
+            Err(e) => {
+                let why = if std::str::from_utf8(bytes).is_err() { "invalid UTF-8".to_string() } else { format!("invalid JSON ({e})") };
+                self.note(format!("line {}: {why}; skipped", self.lines));
+                return;
+            }
+        };
+        let data = env.data.map(RawValue::get).unwrap_or("null");
+        if is_chunk_row(&env.ty) {
+            if let (Some(seq0), Ok(d)) = (env.seq0, serde_json::from_str::<ChunkRowData>(data)) {
+                if d.members() > 0 {
+                    self.saw_seq(seq0);
+                    let end = seq0 + d.members() as u64 - 1;
+                    self.last_seq = Some(self.last_seq.map_or(end, |l| l.max(end)));
+                }
+            }
+            return;
+        }
+        let Some(seq) = env.seq else {
+            self.note(format!("line {}: event {:?} has no seq; skipped", self.lines, truncate_for_note(&env.ty)));
+            return;
+        };
+        self.saw_seq(seq);
+        self.events += 1;
+        let ty: &str = &env.ty;
+        match ty {
+            "turn/start" => {
+                if let Ok(t) = serde_json::from_str::<TurnData>(data) {
+                    self.turn = t.turn;
+                }
+            }
+            // Title: last `session/title` wins [R8 `packages/session/session-title/src/index.ts` `foldSessionTitle`].
+            "session/title" => match serde_json::from_str::<TitleData>(data) {
+                Ok(t) => self.title = Some(t.title),
+                Err(_) => self.note(format!("seq {seq}: unreadable session/title; ignored")),
+            },
+            "agent/inbox/spliced" => self.splice(seq, data),
+            "session/end-seed" => {
+                if let Ok(d) = serde_json::from_str::<EndSeedData>(data) {
+                    if d.inherited == Some(true) {
+                        // Everything before the last tagged marker is the parent's prefix.
+                        self.inherited_cut = Some(seq);
+                        self.requests.clear();
+                        self.inbox_next_turn.clear();
+                        self.inbox_next_step.clear();
+                    }
+                }
+            }
+            _ => {
+                if let Some(role) = Role::of_event(ty) {
+                    self.surface_event(role, seq, env.surface_op.as_ref(), data, loc);
+                }
+                // Every other type (known or not) is log-only for us: skipped, never fatal.
+            }
+        }
+    }
+
+    fn saw_seq(&mut self, seq: u64) {
+        if let Some(last) = self.last_seq {
+            if seq != last + 1 && !self.gap_noted {
+                self.gap_noted = true;
+                self.note(format!("seq {seq} follows seq {last} (not contiguous)"));
+            }
+            if seq <= last {
+                return;
+            }
+        }
+        self.last_seq = Some(seq);
+    }
+
+    fn inherited(&self, seq: u64) -> bool {
+        // V0: `seedLength` events are the parent's prefix [R8 `packages/core/session/src/types.ts` `seedLength`;
+        // R8 `packages/core/agent/src/inbox.ts` replays splices after `seedLength`]. V4: the last tagged end-seed.
+        let v0 = self.header.as_ref().and_then(|h| h.seed_length).is_some_and(|n| seq < n);
+        v0 || self.inherited_cut.is_some_and(|c| seq < c)
+    }
+
+    fn splice(&mut self, seq: u64, data: &str) {
+        if self.inherited(seq) {
+            return;
+        }
+        let d: SpliceData<'_> = match serde_json::from_str(data) {
+            Ok(d) => d,
+            Err(_) => {
+                self.note(format!("seq {seq}: unreadable agent/inbox/spliced; ignored"));
+                return;
+            }
+        };
+        let target = d.target.to_string();
+        let inserted: Vec<Option<String>> =
+            d.inserted.iter().map(|m| m.source.rpc_id.as_deref().map(str::to_string)).collect();
+        let list = match target.as_str() {
+            "next-turn" => &mut self.inbox_next_turn,
+            "next-step" => &mut self.inbox_next_step,
+            _ => return,
+        };
+        let start = (d.start as usize).min(list.len());
+        let end = start.saturating_add(d.removed_count as usize).min(list.len());
+        let removed: Vec<Option<String>> = list.splice(start..end, inserted.iter().cloned()).collect();
+        if d.outcome.as_deref() == Some("canceled") {
+            for id in removed.into_iter().flatten() {
+                if let Some(r) = self.requests.get_mut(&id) {
+                    if r.landed.is_none() {
+                        r.canceled = true;
+                    }
+                }
+            }
+        }
+        for id in inserted.into_iter().flatten() {
+            let r = self.requests.entry(id).or_default();
+            r.queued = Some((seq, target.clone()));
+            r.canceled = false;
+        }
+    }
+
+    fn intern(&mut self, s: String) -> Arc<str> {
+        if let Some(a) = self.labels.iter().find(|a| ***a == *s) {
+            return a.clone();
+        }
+        let a: Arc<str> = s.into();
+        if self.labels.len() >= 32 {
+            self.labels.remove(0);
+        }
+        self.labels.push(a.clone());
+        a
+    }
+
+    fn surface_event(&mut self, role: Role, seq: u64, op: Option<&serde_json::Value>, data: &str, loc: Loc) {
+        let Some(op) = op.and_then(SurfaceOp::parse) else {
+            self.note(format!("seq {seq}: {} without a valid surfaceOp; ignored", role.name()));
+            return;
+        };
+        let parsed = match role {
+            Role::User => serde_json::from_str::<MessageLite<'_>>(data),
+            _ => serde_json::from_str::<Wrapped<'_>>(data).map(|w| w.message),
+        };
+        let (class, label, request, is_error) = match &parsed {
+            Ok(m) => {
+                let (class, label) = classify(role, m);
+                let rpc = m.source.rpc_id.as_deref();
+                let request = rpc.filter(|r| r.starts_with(REQUEST_PREFIX)).map(Arc::<str>::from);
+                if role == Role::User {
+                    if let Some(r) = rpc {
+                        if !self.inherited(seq) {
+                            let turn = self.turn;
+                            self.requests.entry(r.to_string()).or_default().landed = Some((seq, turn));
+                        }
+                    }
+                    if self.fallback_title.is_none() && m.source.kind.as_deref() == Some("user") {
+                        let text: Vec<&str> = m
+                            .content
+                            .iter()
+                            .filter(|b| b.ty.as_deref() == Some("text"))
+                            .filter_map(|b| b.text.as_deref())
+                            .collect();
+                        let t = fallback_session_title(&text.join("\n"), 5, 40);
+                        if !t.is_empty() {
+                            self.fallback_title = Some(t);
+                        }
+                    }
+                }
+                let is_error = m.is_error == Some(true)
+                    || m.content.iter().any(|b| b.ty.as_deref() == Some("tool-result") && b.is_error == Some(true));
+                (class, label, request, is_error)
+            }
+            Err(_) => {
+                self.note(format!("seq {seq}: unreadable {} message", role.name()));
+                (Class::Conversation, "unknown".to_string(), None, false)
+            }
+        };
+        let label = self.intern(label);
+        let mut node = Node { seq, role, class, replaced: false, is_error, label, request, loc };
+        match op {
+            SurfaceOp::Append => self.surface.push(node),
+            SurfaceOp::Replace { start, end } => {
+                // Positions are found in the CURRENT surface, not as a numeric range
+                // [R8 `packages/core/session/src/surface.ts` `replacementRange`].
+                node.replaced = true;
+                let si = self.surface.iter().rposition(|n| n.seq == start);
+                let ei = self.surface.iter().rposition(|n| n.seq == end);
+                match (si, ei) {
+                    (Some(si), Some(ei)) if si <= ei => {
+                        self.surface.splice(si..=ei, [node]);
+                    }
+                    _ => {
+                        self.note(format!("seq {seq}: replaces {start}..{end}, which is not on the surface; appended instead"));
+                        self.surface.push(node);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Label and filter class of one surface message.
+pub fn classify(role: Role, m: &MessageLite<'_>) -> (Class, String) {
+    let src = &m.source;
+    let kind = src.kind.as_deref().unwrap_or("");
+    let label = match kind {
+        "user" => "user".to_string(),
+        "plugin" => match (src.plugin.as_deref(), src.form.as_deref()) {
+            (Some(p), Some(f)) => format!("plugin:{p}/{f}"),
+            (Some(p), None) => format!("plugin:{p}"),
+            _ => "plugin".to_string(),
+        },
+        "model" => format!("model:{}/{}", src.provider.as_deref().unwrap_or("?"), src.model.as_deref().unwrap_or("?")),
+        "tool" => format!("tool:{}", src.call_id.as_deref().or(m.tool_call_id.as_deref()).unwrap_or("?")),
+        "" if role == Role::Tool => format!(
+            "tool:{}",
+            m.tool_call_id
+                .as_deref()
+                .or_else(|| m.content.iter().find_map(|b| b.tool_call_id.as_deref()))
+                .unwrap_or("?")
+        ),
+        "" => "unknown".to_string(),
+        k => k.to_string(),
+    };
+    // Empty system/developer/assistant content projects to no message [Z17 `surface.ts` `deriveEventMessage`;
+    // R8 same for assistant/message].
+    let class = match role {
+        Role::Assistant | Role::System | Role::Developer if m.content.is_empty() => Class::Empty,
+        Role::System | Role::Developer => Class::System,
+        Role::Assistant | Role::Tool => Class::Conversation,
+        Role::User => classify_user(m),
+    };
+    (class, label)
+}
+
+fn classify_user(m: &MessageLite<'_>) -> Class {
+    let src = &m.source;
+    let first_text = m.content.iter().find(|b| b.ty.as_deref() == Some("text")).and_then(|b| b.text.as_deref());
+    if let Some(t) = first_text {
+        let t = t.trim_start();
+        if INJECTED_PREFIXES.iter().any(|p| t.starts_with(p)) {
+            return Class::Injected;
+        }
+    }
+    let kind = src.kind.as_deref().unwrap_or("");
+    if kind == "user" {
+        return Class::Conversation;
+    }
+    let producer = if kind == "plugin" { src.plugin.as_deref().unwrap_or("") } else { kind };
+    // Compaction checkpoint: rc.8 `{kind:'plugin', plugin:'compact'}` [R8 `packages/compaction/compaction/src/checkpoint.ts`
+    // `COMPACT_CHECKPOINT_MARKER`], V4 `compact-checkpoint` [Z17 `sources.ts` `RENAMED_PRODUCERS`]: the condensed history.
+    if producer == "compact" || producer == "compact-checkpoint" {
+        return Class::Conversation;
+    }
+    // A message another agent addressed to this one (`relay` form; V4 `agent-message`).
+    if src.form.as_deref() == Some("relay") || producer == "agent-message" {
+        return Class::Conversation;
+    }
+    if src.form.as_deref().is_some_and(|f| INJECTED_FORMS.contains(&f)) || INJECTED_PRODUCERS.contains(&producer) {
+        return Class::Injected;
+    }
+    // Any other plugin/producer-authored message (notices, reminders, hooks, approvals, unknown kinds).
+    Class::System
+}
+
+fn truncate_for_note(s: &str) -> String {
+    s.chars().take(40).collect()
+}
+
+pub fn human_bytes(n: u64) -> String {
+    if n >= 1024 * 1024 {
+        format!("{:.1} MiB", n as f64 / (1024.0 * 1024.0))
+    } else if n >= 1024 {
+        format!("{:.1} KiB", n as f64 / 1024.0)
+    } else {
+        format!("{n} B")
+    }
+}
+
+// ---- session-title fallback [R8 `packages/session/session-title/src/normalize.ts`] ----
+
+fn strip_osc(s: &str) -> String {
+    // /(?:\u001B\]|\u009D)(?:(?!\u0007|\u001B\\)[\s\S])*(?:\u0007|\u001B\\|$)/gu
+    let cs: Vec<char> = s.chars().collect();
+    let mut out = String::with_capacity(s.len());
+    let mut i = 0;
+    while i < cs.len() {
+        let intro = if cs[i] == '\u{1B}' && cs.get(i + 1) == Some(&']') {
+            2
+        } else if cs[i] == '\u{9D}' {
+            1
+        } else {
+            0
+        };
+        if intro == 0 {
+            out.push(cs[i]);
+            i += 1;
+            continue;
+        }
+        i += intro;
+        while i < cs.len() {
+            if cs[i] == '\u{07}' {
+                i += 1;
+                break;
+            }
+            if cs[i] == '\u{1B}' && cs.get(i + 1) == Some(&'\\') {
+                i += 2;
+                break;
+            }
+            i += 1;
+        }
+    }
+    out
+}
+
+fn strip_csi(s: &str) -> String {
+    // /(?:\u001B\[|\u009B)[0-?]*[ -/]*[@-~]/gu
+    let cs: Vec<char> = s.chars().collect();
+    let mut out = String::with_capacity(s.len());
+    let mut i = 0;
+    while i < cs.len() {
+        let intro = if cs[i] == '\u{1B}' && cs.get(i + 1) == Some(&'[') {
+            2
+        } else if cs[i] == '\u{9B}' {
+            1
+        } else {
+            0
+        };
+        if intro > 0 {
+            let mut j = i + intro;
+            while j < cs.len() && ('0'..='?').contains(&cs[j]) {
+                j += 1;
+            }
+            while j < cs.len() && (' '..='/').contains(&cs[j]) {
+                j += 1;
+            }
+            if j < cs.len() && ('@'..='~').contains(&cs[j]) {
+                i = j + 1;
+                continue;
+            }
+        }
+        out.push(cs[i]);
+        i += 1;
+    }
+    out
+}
+
+fn clean_title_text(input: &str) -> String {
+    let s = strip_csi(&strip_osc(input));
+    // /\u001B[@-_]/gu
+    let cs: Vec<char> = s.chars().collect();
+    let mut t = String::with_capacity(s.len());
+    let mut i = 0;
+    while i < cs.len() {
+        if cs[i] == '\u{1B}' && cs.get(i + 1).is_some_and(|c| ('@'..='_').contains(c)) {
+            i += 2;
+            continue;
+        }
+        t.push(cs[i]);
+        i += 1;
+    }
+    let t: String = t
+        .chars()
+        .filter(|&c| {
+            let u = c as u32;
+            let control = matches!(u, 0x00..=0x08 | 0x0B | 0x0C | 0x0E..=0x1F | 0x7F..=0x9F);
+            let directional = matches!(u, 0x200B | 0x200E | 0x200F | 0x202A..=0x202E | 0x2060..=0x2064 | 0x2066..=0x206F | 0xFEFF);
+            !control && !directional
+        })
+        .collect();
+    t.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Longest leading code-point prefix within `max_bytes` UTF-8 bytes [R8 `normalize.ts` `truncateTitleUtf8`].
+pub fn truncate_utf8(s: &str, max_bytes: usize) -> &str {
+    if s.len() <= max_bytes {
+        return s;
+    }
+    let mut end = 0;
+    for (i, c) in s.char_indices() {
+        if i + c.len_utf8() > max_bytes {
+            break;
+        }
+        end = i + c.len_utf8();
+    }
+    &s[..end]
+}
+
+/// The host's first-prompt fallback title: the first `max_words` words, cut to `max_bytes`
+/// [R8 `normalize.ts` `fallbackSessionTitle`; base config 5 words / 40 bytes: R8 `packages/bundle/base/cordis.patch.yml` `session-title`].
+pub fn fallback_session_title(input: &str, max_words: usize, max_bytes: usize) -> String {
+    let clean = clean_title_text(input);
+    let words: Vec<&str> = clean.split(' ').filter(|w| !w.is_empty()).take(max_words).collect();
+    truncate_utf8(&words.join(" "), max_bytes).trim_end().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fold_lines(lines: &[String]) -> Fold {
+        let mut f = Fold::default();
+        let mut text = lines.join("\n");
+        text.push('\n');
+        f.feed(text.as_bytes(), Loc::default());
+        f
+    }
+
+    const H0: &str = r#"{"type":"session","version":0,"id":"s","createdAt":1,"delegationDepth":0}"#;
+
+    fn um(seq: u64, text: &str, source: &str, op: &str) -> String {
+        format!(
+            r#"{{"type":"user/message","seq":{seq},"time":1,"data":{{"id":"m{seq}","role":"user","content":[{{"type":"text","text":{}}}],"source":{source}}},"surfaceOp":{op}}}"#,
+            serde_json::to_string(text).unwrap()
+        )
+    }
+
+    #[test]
+    fn fallback_title_follows_the_host_rule() {
+        assert_eq!(fallback_session_title("  please   greet the world with hello_tool", 5, 40), "please greet the world with");
+        // 40-byte cut, never splitting a code point, then trimEnd.
+        assert_eq!(fallback_session_title("abcdefghij abcdefghij abcdefghij abcdefghij", 5, 40), "abcdefghij abcdefghij abcdefghij abcdefg");
+        assert_eq!(fallback_session_title("ééééééééééééééééééééé", 5, 41), "éééééééééééééééééééé");
+        // Escape sequences and controls vanish.
+        assert_eq!(fallback_session_title("\u{1b}[31mred\u{1b}[0m \u{1b}]0;title\u{7}text\u{200b}", 5, 40), "red text");
+        assert_eq!(fallback_session_title(" \n\t ", 5, 40), "");
+    }
+
+    #[test]
+    fn title_is_the_last_session_title_else_the_first_human_prompt() {
+        let f = fold_lines(&[
+            H0.into(),
+            um(0, "Current runtime context. x y z", r#"{"kind":"plugin","plugin":"p"}"#, r#""append""#),
+            um(1, "   ", r#"{"kind":"user"}"#, r#""append""#),
+            um(2, "Fix the parser crash on empty input please", r#"{"kind":"user"}"#, r#""append""#),
+            um(3, "second prompt", r#"{"kind":"user"}"#, r#""append""#),
+        ]);
+        assert_eq!(f.title, None);
+        assert_eq!(f.display_title(), Some("Fix the parser crash on"));
+        let f = fold_lines(&[
+            H0.into(),
+            um(0, "hello there", r#"{"kind":"user"}"#, r#""append""#),
+            r#"{"type":"session/title","seq":1,"time":1,"data":{"title":"First","messageSeqs":[0],"source":{"kind":"fallback"}}}"#.into(),
+            r#"{"type":"session/title","seq":2,"time":1,"data":{"title":"Second","messageSeqs":[0],"source":{"kind":"user"}}}"#.into(),
+        ]);
+        assert_eq!(f.display_title(), Some("Second"));
+    }
+
+    #[test]
+    fn surface_replace_uses_positions_in_the_current_surface() {
+        let f = fold_lines(&[
+            H0.into(),
+            um(0, "a", r#"{"kind":"user"}"#, r#""append""#),
+            um(1, "b", r#"{"kind":"user"}"#, r#""append""#),
+            um(2, "c", r#"{"kind":"user"}"#, r#""append""#),
+            um(3, "d", r#"{"kind":"user"}"#, r#""append""#),
+            // rc.8 shape
+            um(4, "summary", r#"{"kind":"plugin","plugin":"compact","compactionId":"c1"}"#, r#"{"op":"replace","start":0,"end":1}"#),
+            // V4 shape, range spans the previous checkpoint
+            um(5, "summary2", r#"{"kind":"compact-checkpoint"}"#, r#"{"op":"replace","startSeq":4,"endSeq":2}"#),
+        ]);
+        let seqs: Vec<u64> = f.surface.iter().map(|n| n.seq).collect();
+        assert_eq!(seqs, vec![5, 3]);
+        assert!(f.surface[0].replaced && !f.surface[1].replaced);
+        assert_eq!(f.surface[0].class, Class::Conversation);
+        assert_eq!(&*f.surface[0].label, "compact-checkpoint");
+        assert!(f.notes.is_empty(), "{:?}", f.notes);
+    }
+
+    #[test]
+    fn a_replace_outside_the_surface_is_noted_and_appended() {
+        let f = fold_lines(&[
+            H0.into(),
+            um(0, "a", r#"{"kind":"user"}"#, r#""append""#),
+            um(1, "x", r#"{"kind":"user"}"#, r#"{"op":"replace","start":7,"end":9}"#),
+        ]);
+        assert_eq!(f.surface.len(), 2);
+        assert!(f.notes.summary().contains("not on the surface"));
+    }
+
+    #[test]
+    fn classification_of_user_messages() {
+        let cases = [
+            (r#"{"kind":"user"}"#, "hi", Class::Conversation, "user"),
+            (r#"{"kind":"user"}"#, "<system-reminder>be nice", Class::Injected, "user"),
+            (r#"{"kind":"user"}"#, "[MNEMON] memory", Class::Injected, "user"),
+            (r#"{"kind":"plugin","plugin":"@deepseek-ai/dsh-system-prompt","form":"snapshot"}"#, "x", Class::Injected, "plugin:@deepseek-ai/dsh-system-prompt/snapshot"),
+            (r#"{"kind":"plugin","plugin":"plan-mode","form":"notice","summary":"s"}"#, "x", Class::System, "plugin:plan-mode/notice"),
+            (r#"{"kind":"plugin","plugin":"compact","compactionId":"c"}"#, "x", Class::Conversation, "plugin:compact"),
+            (r#"{"kind":"runtime-context","form":"snapshot"}"#, "x", Class::Injected, "runtime-context"),
+            (r#"{"kind":"agent-instructions"}"#, "x", Class::Injected, "agent-instructions"),
+            (r#"{"kind":"agent-message","form":"relay","senderSessionId":"p"}"#, "x", Class::Conversation, "agent-message"),
+            (r#"{"kind":"repeat-tool-reminder"}"#, "x", Class::System, "repeat-tool-reminder"),
+        ];
+        for (src, text, class, label) in cases {
+            let f = fold_lines(&[H0.into(), um(0, text, src, r#""append""#)]);
+            assert_eq!((f.surface[0].class, &*f.surface[0].label), (class, label), "{src} {text}");
+        }
+    }
+
+    #[test]
+    fn assistant_tool_system_developer_projection() {
+        let f = fold_lines(&[
+            H0.into(),
+            r#"{"type":"system/message","seq":0,"time":1,"data":{"turn":1,"step":1,"message":{"id":"s","role":"system","source":{"kind":"system-prompt"},"content":[]}},"surfaceOp":"append"}"#.into(),
+            r#"{"type":"developer/message","seq":1,"time":1,"data":{"turn":1,"step":1,"message":{"id":"d","role":"developer","source":{"kind":"tools"},"content":[{"type":"text","text":"t"}]}},"surfaceOp":"append"}"#.into(),
+            r#"{"type":"assistant/message","seq":2,"time":1,"data":{"turn":1,"step":1,"message":{"id":"a","role":"assistant","content":[],"source":{"kind":"model","provider":"p","model":"m"}}},"surfaceOp":"append"}"#.into(),
+            r#"{"type":"assistant/message","seq":3,"time":1,"data":{"turn":1,"step":1,"message":{"id":"b","role":"assistant","content":[{"type":"text","text":"ok"}],"source":{"kind":"model","provider":"p","model":"m"}}},"surfaceOp":"append"}"#.into(),
+            r#"{"type":"tool/result","seq":4,"time":1,"data":{"turn":1,"step":1,"message":{"id":"t","role":"user","source":{"kind":"tool","callId":"c1"},"content":[{"type":"tool-result","toolCallId":"c1","content":[{"type":"text","text":"r"}],"isError":true}]}},"surfaceOp":"append"}"#.into(),
+            r#"{"type":"tool/result","seq":5,"time":1,"data":{"turn":1,"step":1,"message":{"id":"u","role":"tool","source":{"kind":"tool","callId":"c2"},"toolCallId":"c2","content":[{"type":"text","text":"r"}]}},"surfaceOp":"append"}"#.into(),
+            r#"{"type":"tool/call","seq":6,"time":1,"data":{"turn":1,"step":1,"callId":"c2","name":"n","arguments":"{}"}}"#.into(),
+            r#"{"type":"brand/new-thing","seq":7,"time":1,"data":{"x":1},"ignorable":true}"#.into(),
+        ]);
+        let got: Vec<(u64, Class, String, bool)> =
+            f.surface.iter().map(|n| (n.seq, n.class, n.label.to_string(), n.is_error)).collect();
+        assert_eq!(
+            got,
+            vec![
+                (0, Class::Empty, "system-prompt".into(), false),
+                (1, Class::System, "tools".into(), false),
+                (2, Class::Empty, "model:p/m".into(), false),
+                (3, Class::Conversation, "model:p/m".into(), false),
+                (4, Class::Conversation, "tool:c1".into(), true),
+                (5, Class::Conversation, "tool:c2".into(), false),
+            ]
+        );
+        assert_eq!(f.last_seq, Some(7));
+        assert!(f.notes.is_empty(), "{:?}", f.notes);
+    }
+
+    #[test]
+    fn requests_queue_land_and_cancel() {
+        let ins = |seq: u64, target: &str, rpc: &str| {
+            format!(r#"{{"type":"agent/inbox/spliced","seq":{seq},"time":1,"data":{{"target":"{target}","start":0,"inserted":[{{"id":"i","role":"user","content":[],"source":{{"kind":"user","rpcId":"{rpc}"}}}}]}}}}"#)
+        };
+        let f = fold_lines(&[
+            H0.into(),
+            ins(0, "next-turn", "dsh-session-mail:a"),
+            ins(1, "next-turn", "dsh-session-mail:b"),
+            ins(2, "next-step", "dsh-session-mail:c"),
+            r#"{"type":"turn/start","seq":3,"time":1,"data":{"turn":7}}"#.into(),
+            // claim next-step (c), then one next-turn item (the first: b was inserted at 0, so b)
+            r#"{"type":"agent/inbox/spliced","seq":4,"time":1,"data":{"target":"next-step","start":0,"removedCount":1,"inserted":[]}}"#.into(),
+            r#"{"type":"agent/inbox/spliced","seq":5,"time":1,"data":{"target":"next-turn","start":0,"removedCount":1,"inserted":[]}}"#.into(),
+            um(6, "c", r#"{"kind":"user","rpcId":"dsh-session-mail:c"}"#, r#""append""#),
+            um(7, "b", r#"{"kind":"user","rpcId":"dsh-session-mail:b"}"#, r#""append""#),
+            // cancel the remaining next-turn item (a)
+            r#"{"type":"agent/inbox/spliced","seq":8,"time":1,"data":{"target":"next-turn","start":0,"removedCount":1,"inserted":[],"outcome":"canceled"}}"#.into(),
+        ]);
+        let r = |k: &str| f.requests.get(k).cloned().unwrap();
+        assert_eq!(r("dsh-session-mail:b").landed, Some((7, Some(7))));
+        assert_eq!(r("dsh-session-mail:c").queued, Some((2, "next-step".into())));
+        assert_eq!(r("dsh-session-mail:c").landed, Some((6, Some(7))));
+        let a = r("dsh-session-mail:a");
+        assert!(a.canceled && a.landed.is_none());
+        assert_eq!(&*f.surface[0].request.clone().unwrap(), "dsh-session-mail:c");
+    }
+
+    #[test]
+    fn inherited_requests_of_a_fork_are_not_the_childs() {
+        let v0 = r#"{"type":"session","version":0,"id":"f","createdAt":1,"parentSession":"p","seedLength":2,"delegationDepth":0}"#;
+        let f = fold_lines(&[
+            v0.into(),
+            um(0, "x", r#"{"kind":"user","rpcId":"dsh-session-mail:old"}"#, r#""append""#),
+            r#"{"type":"turn/end","seq":1,"time":1,"data":{"turn":1,"reason":{"kind":"forked"}}}"#.into(),
+            um(2, "y", r#"{"kind":"user","rpcId":"dsh-session-mail:new"}"#, r#""append""#),
+        ]);
+        assert!(!f.requests.contains_key("dsh-session-mail:old"));
+        assert!(f.requests.contains_key("dsh-session-mail:new"));
+        let v4 = r#"{"type":"session","version":4,"id":"f","createdAt":1,"parentSession":"p","isSeeded":true,"delegationDepth":0}"#;
+        let f = fold_lines(&[
+            v4.into(),
+            um(0, "x", r#"{"kind":"user","rpcId":"dsh-session-mail:old"}"#, r#""append""#),
+            r#"{"type":"session/end-seed","seq":1,"time":1,"data":{"inherited":true}}"#.into(),
+            um(2, "y", r#"{"kind":"user","rpcId":"dsh-session-mail:new"}"#, r#""append""#),
+        ]);
+        assert!(!f.requests.contains_key("dsh-session-mail:old"));
+        assert!(f.requests.contains_key("dsh-session-mail:new"));
+        assert_eq!(f.inherited_cut, Some(1));
+        // The inherited messages are still on the child's surface (its model sees them).
+        assert_eq!(f.surface.len(), 2);
+    }
+
+    #[test]
+    fn bad_lines_are_noted_and_skipped() {
+        let mut f = Fold::default();
+        let mut text = Vec::new();
+        text.extend_from_slice(H0.as_bytes());
+        text.extend_from_slice(b"\n{oops\n");
+        text.extend_from_slice(b"{\"type\":\"user/message\",\"seq\":0,\"data\":{\"content\":[{\"type\":\"text\",\"text\":\"\xff\"}]}}\n");
+        text.extend_from_slice(b"{\"type\":\"x\"}\n");
+        text.extend_from_slice(um(0, "fine", r#"{"kind":"user"}"#, r#""append""#).as_bytes());
+        text.push(b'\n');
+        f.feed(&text, Loc::default());
+        let s = f.notes.summary();
+        assert!(s.contains("line 2: invalid JSON"), "{s}");
+        assert!(s.contains("line 3: invalid UTF-8"), "{s}");
+        assert!(s.contains("has no seq"), "{s}");
+        assert_eq!(f.surface.len(), 1);
+        assert_eq!(f.display_title(), Some("fine"));
+    }
+
+    #[test]
+    fn a_broken_header_stops_the_fold_with_a_reason() {
+        let f = fold_lines(&["{\"type\":\"session\"".into(), um(0, "x", r#"{"kind":"user"}"#, r#""append""#)]);
+        assert!(f.header.is_none());
+        assert!(f.header_error.as_deref().unwrap().contains("not valid JSON"));
+        assert!(f.surface.is_empty());
+    }
+
+    #[test]
+    fn packed_chunk_rows_advance_the_seq() {
+        let f = fold_lines(&[
+            H0.into(),
+            r#"{"type":"text-chunks","seq0":0,"time0":1,"data":{"turn":1,"step":1,"index":0,"dt":[0,1],"texts":["a","b","c"]}}"#.into(),
+            r#"{"type":"assistant/chunk","seq":3,"time":1,"data":{"turn":1,"step":1,"chunk":{"type":"finish"}}}"#.into(),
+        ]);
+        assert_eq!(f.last_seq, Some(3));
+        assert!(f.notes.is_empty(), "{:?}", f.notes);
+    }
+}

@@ -1,0 +1,214 @@
+//! Reading a log into a [`Fold`] (from its resume point) and fetching the text of a few events.
+//! Files are opened read-only; nothing here writes or locks.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::fold::Fold;
+use super::frames::{find_magic, frame_decoder, scan_frame, FrameScan, Loc, LINE_CAP};
+
+/// Physical encoding of a log file: `.jsonl.zstd` or `.jsonl`
+/// [R8 `packages/session/session-persistence-jsonl/src/format.ts` `logSuffix`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    Zstd,
+    Plain,
+}
+
+/// Buffers reused across the frames of one read: one zstd context, one output buffer.
+struct Scratch {
+    dctx: zstd::zstd_safe::DCtx<'static>,
+    buf: Vec<u8>,
+}
+
+impl Scratch {
+    fn new() -> Scratch {
+        Scratch { dctx: zstd::zstd_safe::DCtx::create(), buf: vec![0u8; 64 * 1024] }
+    }
+}
+
+/// Continue `fold` over `r` (whose trusted size is `size`). Returns the committed fold (safe to
+/// cache and to resume from) and, when the last zstd frame is torn, a view that also holds the
+/// complete lines of that torn frame.
+pub fn continue_fold<R: Read + Seek>(r: &mut R, enc: Encoding, size: u64, mut fold: Fold) -> io::Result<(Fold, Option<Fold>)> {
+    match enc {
+        Encoding::Plain => {
+            let start = fold.offset;
+            r.seek(SeekFrom::Start(start))?;
+            let mut reader = r.take(size.saturating_sub(start));
+            let mut buf = vec![0u8; 64 * 1024];
+            let mut pos = start;
+            loop {
+                let n = reader.read(&mut buf)?;
+                if n == 0 {
+                    break;
+                }
+                fold.feed(&buf[..n], Loc { frame: 0, inner: pos });
+                pos += n as u64;
+            }
+            // A final line without its newline is a torn tail: not committed, re-read next time
+            // [R8 `format.ts` `SessionLogScanner.finish` "ignoring a final record without a newline"].
+            fold.offset = match fold.splitter.partial_start() {
+                Some(loc) => {
+                    fold.splitter.drop_partial();
+                    loc.inner
+                }
+                None => pos,
+            };
+            Ok((fold, None))
+        }
+        Encoding::Zstd => {
+            let mut sc = Scratch::new();
+            let mut pos = fold.offset;
+            while pos < size {
+                match scan_frame(r, pos, size)? {
+                    FrameScan::Frame { end } => {
+                        decode_frame(r, pos, end, &mut fold, &mut sc);
+                        pos = end;
+                    }
+                    FrameScan::Skippable { end } => pos = end,
+                    FrameScan::Garbage(why) => {
+                        let next = find_magic(r, pos + 1, size)?.unwrap_or(size);
+                        fold.note(format!("byte {pos}: {why}; skipped {} bytes", next - pos));
+                        fold.splitter.drop_partial();
+                        pos = next;
+                    }
+                    FrameScan::Torn => {
+                        // A frame that runs past the end of the file. If a complete frame follows it,
+                        // it was a corrupt frame in the middle, not a write in flight.
+                        if let Some(next) = next_complete_frame(r, pos + 4, size)? {
+                            decode_frame(r, pos, next, &mut fold, &mut sc);
+                            pos = next;
+                            fold.offset = pos;
+                            continue;
+                        }
+                        let mut tail = fold.clone();
+                        let complete_before = tail.lines;
+                        let _ = decode_into(r, pos, size - pos, &mut tail, &mut sc);
+                        tail.splitter.drop_partial();
+                        let kept = tail.lines - complete_before;
+                        tail.note(format!("torn last frame at byte {pos} (a write in flight?): kept its {kept} complete lines"));
+                        fold.offset = pos;
+                        return Ok((fold, Some(tail)));
+                    }
+                }
+                fold.offset = pos;
+            }
+            Ok((fold, None))
+        }
+    }
+}
+
+fn next_complete_frame<R: Read + Seek>(r: &mut R, from: u64, size: u64) -> io::Result<Option<u64>> {
+    let mut at = from;
+    while let Some(m) = find_magic(r, at, size)? {
+        if let FrameScan::Frame { .. } = scan_frame(r, m, size)? {
+            return Ok(Some(m));
+        }
+        at = m + 1;
+    }
+    Ok(None)
+}
+
+fn decode_frame<R: Read + Seek>(r: &mut R, start: u64, end: u64, fold: &mut Fold, sc: &mut Scratch) {
+    if let Err(e) = decode_into(r, start, end - start, fold, sc) {
+        fold.note(format!("corrupt zstd frame at byte {start} ({e}); skipped the rest of it"));
+        fold.splitter.drop_partial();
+    }
+}
+
+fn decode_into<R: Read + Seek>(r: &mut R, start: u64, len: u64, fold: &mut Fold, sc: &mut Scratch) -> io::Result<()> {
+    r.seek(SeekFrom::Start(start))?;
+    sc.dctx
+        .reset(zstd::zstd_safe::ResetDirective::SessionOnly)
+        .map_err(|c| io::Error::other(zstd::zstd_safe::get_error_name(c)))?;
+    let input = BufReader::with_capacity(64 * 1024, (&mut *r).take(len));
+    let mut dec = zstd::stream::read::Decoder::with_context(input, &mut sc.dctx).single_frame();
+    let mut inner = 0u64;
+    loop {
+        let n = match dec.read(&mut sc.buf) {
+            Ok(0) => return Ok(()),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        fold.feed(&sc.buf[..n], Loc { frame: start, inner });
+        inner += n as u64;
+    }
+}
+
+/// Where the events to fetch live.
+pub enum Source<'a> {
+    File { path: &'a Path, enc: Encoding },
+    Memory(&'a [u8]),
+}
+
+/// Fetch the full JSON of the events at `wanted` (seq → where its line starts). An event that
+/// cannot be found again (the file changed meanwhile) or whose line is over the cap is absent.
+pub fn fetch_events(src: &Source<'_>, wanted: &[(u64, Loc)]) -> HashMap<u64, Value> {
+    let mut out = HashMap::new();
+    let mut groups: BTreeMap<u64, Vec<(u64, u64)>> = BTreeMap::new();
+    for &(seq, loc) in wanted {
+        groups.entry(loc.frame).or_default().push((loc.inner, seq));
+    }
+    for (frame, mut items) in groups {
+        items.sort_unstable();
+        let _ = fetch_group(src, frame, &items, &mut out);
+    }
+    out
+}
+
+fn fetch_group(src: &Source<'_>, frame: u64, items: &[(u64, u64)], out: &mut HashMap<u64, Value>) -> io::Result<()> {
+    let mut keep = |seq: u64, line: &[u8]| {
+        if line.len() > LINE_CAP {
+            return;
+        }
+        if let Ok(v) = serde_json::from_slice::<Value>(line) {
+            if v.get("seq").and_then(Value::as_u64) == Some(seq) {
+                out.insert(seq, v);
+            }
+        }
+    };
+    match src {
+        Source::Memory(bytes) => {
+            for &(inner, seq) in items {
+                let Some(rest) = bytes.get(inner as usize..) else { continue };
+                let end = rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len());
+                keep(seq, &rest[..end]);
+            }
+        }
+        Source::File { path, enc: Encoding::Plain } => {
+            let mut reader = BufReader::new(File::open(path)?);
+            for &(inner, seq) in items {
+                reader.seek(SeekFrom::Start(inner))?;
+                let mut line = Vec::new();
+                (&mut reader).take(LINE_CAP as u64 + 1).read_until(b'\n', &mut line)?;
+                keep(seq, &line);
+            }
+        }
+        Source::File { path, enc: Encoding::Zstd } => {
+            let mut f = File::open(path)?;
+            let size = f.metadata()?.len();
+            f.seek(SeekFrom::Start(frame))?;
+            // Not single-frame: a line may continue into the next frame.
+            let mut reader = BufReader::new(frame_decoder(f, size.saturating_sub(frame), false)?);
+            let mut pos = 0u64;
+            for &(inner, seq) in items {
+                if inner < pos {
+                    continue;
+                }
+                io::copy(&mut (&mut reader).take(inner - pos), &mut io::sink())?;
+                pos = inner;
+                let mut line = Vec::new();
+                let n = (&mut reader).take(LINE_CAP as u64 + 1).read_until(b'\n', &mut line)?;
+                pos += n as u64;
+                keep(seq, &line);
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,439 @@
+//! Store tests over the committed fixtures (written by `testgen`) and generated bad input.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use super::fold::Class;
+use super::frames::{scan_frame, FrameScan};
+use super::index::load_log_counted;
+use super::layout::LogFile;
+use super::log::Encoding;
+use super::testgen::*;
+use super::*;
+
+fn log_of(home: &Path, proj: &str, id: &str, name: &str) -> PathBuf {
+    home.join("sessions").join(proj).join(id).join(name)
+}
+
+fn zlog(path: PathBuf) -> LogFile {
+    LogFile { path, enc: Encoding::Zstd, generation: 0 }
+}
+
+fn frames_in(bytes: &[u8]) -> usize {
+    let mut c = std::io::Cursor::new(bytes.to_vec());
+    let (mut pos, mut n) = (0u64, 0);
+    while let Ok(FrameScan::Frame { end }) = scan_frame(&mut c, pos, bytes.len() as u64) {
+        pos = end;
+        n += 1;
+    }
+    n
+}
+
+#[test]
+fn committed_fixtures_match_the_generator() {
+    let root = fixtures_root();
+    for (rel, bytes) in fixture_files() {
+        let on_disk = fs::read(root.join(&rel)).unwrap_or_else(|e| panic!("{rel}: {e} (run regenerate_fixtures)"));
+        if rel.ends_with(".zstd") {
+            let a = zstd::stream::decode_all(&on_disk[..]).unwrap();
+            let b = zstd::stream::decode_all(&bytes[..]).unwrap();
+            assert!(a == b, "{rel} differs from the generator; run `cargo test --lib regenerate_fixtures -- --ignored`");
+            assert_eq!(frames_in(&on_disk), frames_in(&bytes), "{rel}: frame layout");
+        } else {
+            assert!(on_disk == bytes, "{rel} differs from the generator");
+        }
+    }
+}
+
+#[test]
+fn fixture_logs_are_multi_frame() {
+    let bytes = fs::read(log_of(&fixtures_root(), PROJ, MAIN, "session.jsonl.zstd")).unwrap();
+    assert!(frames_in(&bytes) >= 8, "{}", frames_in(&bytes));
+    // Decoding only the first frame would give the header alone.
+    let first = zstd::stream::read::Decoder::new(&bytes[..]).unwrap().single_frame();
+    let mut s = String::new();
+    std::io::Read::read_to_string(&mut { first }, &mut s).unwrap();
+    assert_eq!(s.lines().count(), 1);
+}
+
+#[test]
+fn listing_the_fixture_home() {
+    let home = fixtures_root();
+    let l = list_sessions(&home);
+    assert!(l.notes.is_empty(), "{:?}", l.notes);
+    let get = |id: &str| l.sessions.iter().find(|s| s.meta.id == id).unwrap_or_else(|| panic!("{id} missing"));
+    assert_eq!(l.sessions.len(), 6);
+    assert_eq!(get(MAIN).meta.title.as_deref(), Some("Fix the newapi reasoning-effort config"));
+    // The newest generation (v4) wins over session.jsonl.zstd; .tmp and v05 names are ignored.
+    assert_eq!(get(V4).meta.title.as_deref(), Some("Port the parser"));
+    assert!(get(V4).log.path.ends_with("session.v4.jsonl.zstd"));
+    assert!(get(SUB).meta.is_subagent() && !get(SUB).meta.is_fork());
+    assert!(get(FORK).meta.is_fork() && !get(FORK).meta.is_subagent());
+    assert_eq!(get(FORK).meta.parent_session.as_deref(), Some(MAIN));
+    // No session/title in the plain log: the host's 5-word fallback.
+    assert_eq!(get(PLAIN).meta.title.as_deref(), Some("Add retries to the upload"));
+    assert_eq!(get(PLAIN).log.enc, Encoding::Plain);
+    assert_eq!(get(MAIN).meta.cwd.as_deref(), Some("/home/ana/proj"));
+    assert_eq!(get(MAIN).meta.agent_preset.as_deref(), Some("standard"));
+}
+
+#[test]
+fn main_v0_surface_after_prune_and_compaction() {
+    let f = match load_session(&fixtures_root(), MAIN) {
+        Lookup::Found(s) => s.fold,
+        other => panic!("{other:?}"),
+    };
+    let got: Vec<(u64, &str, Class, bool)> = f.surface.iter().map(|n| (n.seq, n.role.name(), n.class, n.replaced)).collect();
+    assert_eq!(
+        got,
+        vec![
+            (55, "user", Class::Conversation, true), // compaction checkpoint replacing 7..27
+            (37, "user", Class::Conversation, false),
+            (38, "user", Class::Injected, false),   // runtime context snapshot
+            (39, "user", Class::System, false),     // plan-mode notice
+            (40, "user", Class::Injected, false),   // <system-reminder>
+            (50, "assistant", Class::Conversation, false),
+        ]
+    );
+    assert_eq!(&*f.surface[0].label, "plugin:compact");
+    assert_eq!(f.surface[1].request.as_deref(), Some(REQ_LANDED));
+    assert_eq!(&*f.surface[5].label, "model:opencode-go-deepseek/deepseek-flash");
+    assert_eq!(f.last_seq, Some(58));
+    assert!(f.notes.is_empty(), "{:?}", f.notes);
+}
+
+#[test]
+fn v4_surface_and_title() {
+    let f = match load_session(&fixtures_root(), V4) {
+        Lookup::Found(s) => s.fold,
+        other => panic!("{other:?}"),
+    };
+    let roles: Vec<(&str, &str, bool)> = f.surface.iter().map(|n| (n.role.name(), &*n.label, n.replaced)).collect();
+    assert_eq!(
+        roles,
+        vec![
+            ("user", "compact-checkpoint", true),
+            ("system", "system-prompt", false),
+            ("user", "user", false),
+            ("user", "runtime-context", false),
+            ("assistant", "model:deepseek-official/deepseek-v4-flash", false),
+        ]
+    );
+    assert_eq!(f.title.as_deref(), Some("Port the parser"));
+}
+
+#[test]
+fn find_request_landed_queued_and_unknown() {
+    let home = fixtures_root();
+    assert_eq!(find_request(&home, MAIN, REQ_LANDED), Some(Landing::Landed { seq: 37, turn: Some(2) }));
+    assert_eq!(find_request(&home, MAIN, "22915"), Some(Landing::Landed { seq: 7, turn: Some(1) }));
+    assert_eq!(find_request(&home, MAIN, REQ_QUEUED), Some(Landing::Queued { seq: 58, target: "next-turn".into() }));
+    assert_eq!(find_request(&home, MAIN, "dsh-session-mail:nope"), None);
+    assert_eq!(find_request(&home, "session-nope", REQ_LANDED), None);
+    assert!(matches!(find_request(&home, V4, REQ_V4), Some(Landing::Landed { .. })));
+    // Forks: the parent's requests they inherited are not theirs.
+    assert_eq!(find_request(&home, FORK, "dsh-session-mail:inherited-1"), None);
+    assert!(matches!(find_request(&home, FORK, "dsh-session-mail:fork-own"), Some(Landing::Landed { .. })));
+    assert_eq!(find_request(&home, V4FORK, "dsh-session-mail:inherited-v4"), None);
+    assert!(matches!(find_request(&home, V4FORK, "dsh-session-mail:own-v4"), Some(Landing::Landed { .. })));
+    // The stub's contract: find_session still answers by exact id.
+    let m = find_session(&home, SUB).unwrap();
+    assert_eq!((m.id.as_str(), m.is_subagent()), (SUB, true));
+    assert_eq!(find_session(&home, "019c3d96"), None);
+}
+
+#[test]
+fn a_grown_log_is_read_only_from_its_new_frames() {
+    let d = tempfile::tempdir().unwrap();
+    let mut b = main_v0();
+    let p = d.path().join("session.jsonl.zstd");
+    let first = b.zstd();
+    fs::write(&p, &first).unwrap();
+    let log = zlog(p.clone());
+    let (f1, read1) = load_log_counted(&log);
+    assert_eq!(read1, first.len() as u64);
+    let (_, warm) = load_log_counted(&log);
+    assert_eq!(warm, 0, "an unchanged log is not read again");
+    // Append one batch as the host does: one more frame.
+    b.flush();
+    b.prompt("a later prompt", "dsh-session-mail:later");
+    b.title("Later title", serde_json::json!({"kind":"user"}), &[]);
+    b.end_turn();
+    let all = b.zstd();
+    let mut fh = fs::OpenOptions::new().append(true).open(&p).unwrap();
+    fh.write_all(&all[first.len()..]).unwrap();
+    drop(fh);
+    let (f2, read2) = load_log_counted(&log);
+    assert_eq!(read2, (all.len() - first.len()) as u64, "only the new frames");
+    let f2 = f2.unwrap();
+    assert_eq!(f2.title.as_deref(), Some("Later title"));
+    assert!(f2.requests.contains_key("dsh-session-mail:later"));
+    // Same state as a cold fold of the whole file.
+    super::index::forget(&p);
+    let (cold, _) = load_log_counted(&log);
+    let cold = cold.unwrap();
+    let seqs = |f: &Fold| f.surface.iter().map(|n| (n.seq, n.loc)).collect::<Vec<_>>();
+    assert_eq!(seqs(&f2), seqs(&cold));
+    assert_eq!((f2.last_seq, f2.offset), (cold.last_seq, cold.offset));
+    assert!(f1.unwrap().surface.len() < f2.surface.len());
+}
+
+#[test]
+fn a_torn_last_frame_keeps_what_is_complete_and_is_resumed_later() {
+    let d = tempfile::tempdir().unwrap();
+    let mut b = main_v0();
+    let head = b.zstd();
+    b.flush();
+    b.prompt("the torn prompt", "dsh-session-mail:torn");
+    b.title("Torn title", serde_json::json!({"kind":"user"}), &[]);
+    let all = b.zstd();
+    let p = d.path().join("session.jsonl.zstd");
+    // The last frame of `all` is the one we tear.
+    let mut c = std::io::Cursor::new(all.clone());
+    let mut last_start = head.len() as u64;
+    while let Ok(FrameScan::Frame { end }) = scan_frame(&mut c, last_start, all.len() as u64) {
+        if end == all.len() as u64 {
+            break;
+        }
+        last_start = end;
+    }
+    assert!(last_start > head.len() as u64);
+    let torn_len = last_start as usize + (all.len() - last_start as usize) / 2;
+    fs::write(&p, &all[..torn_len]).unwrap();
+    let log = zlog(p.clone());
+    let (f, _) = load_log_counted(&log);
+    let f = f.unwrap();
+    assert!(f.notes.summary().contains("torn last frame"), "{:?}", f.notes);
+    assert_eq!(f.title.as_deref(), Some("Fix the newapi reasoning-effort config"), "committed part intact");
+    assert_eq!(f.surface.len(), 6);
+    // The writer finishes the frame: the next read resumes at the torn frame's start.
+    fs::write(&p, &all).unwrap();
+    let (f, read) = load_log_counted(&log);
+    let f = f.unwrap();
+    assert_eq!(read, all.len() as u64 - last_start, "resumed at the torn frame's start");
+    assert_eq!(f.title.as_deref(), Some("Torn title"));
+    assert!(f.notes.is_empty(), "{:?}", f.notes);
+}
+
+#[test]
+fn a_torn_multi_block_frame_keeps_its_complete_lines() {
+    // A frame big enough for several zstd blocks: cut it, and the lines of its decodable
+    // blocks still count.
+    let d = tempfile::tempdir().unwrap();
+    let mut b = LogBuilder::v0("s-big", Some("/w"), BASE_TIME);
+    b.flush();
+    for i in 0..400 {
+        b.prompt(&format!("prompt {i} {}", "x".repeat(i * 7 % 500)), &format!("r{i}"));
+    }
+    let all = b.zstd();
+    let p = d.path().join("session.jsonl.zstd");
+    fs::write(&p, &all[..all.len() - 10]).unwrap();
+    let (f, _) = load_log_counted(&zlog(p));
+    let f = f.unwrap();
+    assert!(f.notes.summary().contains("torn last frame"));
+    assert!(f.surface.len() > 100, "kept {} nodes", f.surface.len());
+}
+
+#[test]
+fn a_corrupt_frame_in_the_middle_is_skipped_and_the_rest_read() {
+    let d = tempfile::tempdir().unwrap();
+    let b = main_v0();
+    let mut bytes = b.zstd();
+    // Find the 4th frame and damage its payload (keep the block headers intact).
+    let mut c = std::io::Cursor::new(bytes.clone());
+    let mut starts = vec![0u64];
+    while let Ok(FrameScan::Frame { end }) = scan_frame(&mut c, *starts.last().unwrap(), bytes.len() as u64) {
+        starts.push(end);
+    }
+    let (s, e) = (starts[3] as usize, starts[4] as usize);
+    for byte in &mut bytes[s + 12..e - 6] {
+        *byte ^= 0x5A;
+    }
+    let p = d.path().join("session.jsonl.zstd");
+    fs::write(&p, &bytes).unwrap();
+    let (f, _) = load_log_counted(&zlog(p));
+    let f = f.unwrap();
+    assert!(f.notes.summary().contains("corrupt zstd frame"), "{:?}", f.notes);
+    // The damaged frame held the provider title: lost, so the earlier fallback title stands;
+    // later frames were read (the queued request of the last frame is there).
+    assert_eq!(f.title.as_deref(), Some("Fix the newapi reasoning"));
+    assert!(f.requests.contains_key(REQ_QUEUED));
+    assert!(f.requests.contains_key(REQ_LANDED));
+}
+
+#[test]
+fn garbage_between_frames_is_skipped() {
+    let d = tempfile::tempdir().unwrap();
+    let b = main_v0();
+    let bytes = b.zstd();
+    let mut c = std::io::Cursor::new(bytes.clone());
+    let FrameScan::Frame { end } = scan_frame(&mut c, 0, bytes.len() as u64).unwrap() else { panic!() };
+    let mut out = bytes[..end as usize].to_vec();
+    out.extend_from_slice(b"\x00\x01garbage garbage");
+    out.extend_from_slice(&bytes[end as usize..]);
+    let p = d.path().join("session.jsonl.zstd");
+    fs::write(&p, &out).unwrap();
+    let (f, _) = load_log_counted(&zlog(p));
+    let f = f.unwrap();
+    assert!(f.notes.summary().contains("skipped 17 bytes"), "{:?}", f.notes);
+    assert_eq!(f.surface.len(), 6);
+}
+
+fn home_with(files: Vec<(String, Vec<u8>)>) -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    write_tree(d.path(), &fixture_files());
+    write_tree(d.path(), &files);
+    d
+}
+
+#[test]
+fn bad_logs_give_notes_and_the_rest_is_listed() {
+    let bad = |id: &str| format!("sessions/--bad--/{id}/session.jsonl.zstd");
+    let mut lines = LogBuilder::v0("s-lines", Some("/w"), BASE_TIME);
+    lines.prompt("good one", "g");
+    lines.raw("{this is not json".into());
+    lines.raw("{\"type\":\"user/message\",\"seq\":99,\"data\":\"\u{0}\"}".into());
+    let mut text = lines.text().into_bytes();
+    text.extend_from_slice(b"{\"type\":\"x\",\"seq\":100,\"data\":\"\xff\xfe\"}\n");
+    let home = home_with(vec![
+        (bad("s-header"), frame(b"{\"type\":\"session\",\"id\":\n")),
+        (bad("s-notheader"), frame(b"{\"type\":\"turn/start\",\"seq\":0}\n")),
+        (bad("s-empty"), Vec::new()),
+        (bad("s-lines"), frame(&text)),
+        ("sessions/--bad--/s-nolog/session.lock".into(), Vec::new()),
+        ("sessions/stray-file".into(), b"x".to_vec()),
+    ]);
+    let l = list_sessions(home.path());
+    let ids: Vec<&str> = l.sessions.iter().map(|s| s.meta.id.as_str()).collect();
+    assert!(ids.contains(&MAIN) && ids.contains(&"s-lines"), "{ids:?}");
+    assert_eq!(l.sessions.len(), 7);
+    let notes = l.notes.join("\n");
+    assert!(notes.contains("--bad--/s-header/session.jsonl.zstd: header line is not valid JSON"), "{notes}");
+    assert!(notes.contains("s-notheader/session.jsonl.zstd: first line is not a session header"), "{notes}");
+    assert!(notes.contains("s-empty/session.jsonl.zstd: empty log"), "{notes}");
+    assert!(notes.contains("s-nolog: no session log"), "{notes}");
+    assert!(notes.contains("s-lines/session.jsonl.zstd: line 8: invalid JSON"), "{notes}");
+    assert!(notes.contains("invalid UTF-8"), "{notes}");
+    assert!(!notes.contains("stray-file"), "{notes}");
+    // A broken session is reported by a lookup, not silently "not found".
+    assert!(matches!(load_session(home.path(), "s-header"), Lookup::Unreadable(n) if n.contains("not valid JSON")));
+    let s = l.sessions.iter().find(|s| s.meta.id == "s-lines").unwrap();
+    assert_eq!(s.meta.title.as_deref(), Some("good one"));
+}
+
+#[test]
+fn a_50_mib_line_is_skipped_with_a_note() {
+    let mut b = LogBuilder::v0("s-huge", Some("/w"), BASE_TIME);
+    b.prompt("before the big one", "a");
+    let huge = "A".repeat(50 * 1024 * 1024);
+    b.tool_result("call_x", &huge, serde_json::json!("append"), None);
+    b.flush();
+    b.prompt("after the big one", "dsh-session-mail:after");
+    let plain = b.text();
+    let home = home_with(vec![
+        ("sessions/--big--/s-huge/session.jsonl.zstd".into(), b.zstd()),
+        ("sessions/--big2--/s-huge-plain/session.jsonl".into(), plain.replace("\"s-huge\"", "\"s-huge-plain\"").into_bytes()),
+    ]);
+    drop(huge);
+    for id in ["s-huge", "s-huge-plain"] {
+        let Lookup::Found(s) = load_session(home.path(), id) else { panic!("{id}") };
+        let notes = s.fold.notes.summary();
+        assert!(notes.contains("skipped a 50.0 MiB line"), "{id}: {notes}");
+        assert!(s.fold.requests.contains_key("dsh-session-mail:after"), "{id}: read past it");
+        assert_eq!(s.fold.surface.iter().filter(|n| n.role == super::events::Role::Tool).count(), 0);
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn unreadable_dirs_symlink_loops_and_aliases() {
+    use std::os::unix::fs::{symlink, PermissionsExt};
+    let home = home_with(vec![]);
+    let sessions = home.path().join("sessions");
+    symlink(sessions.join("loop"), sessions.join("loop")).unwrap();
+    symlink(sessions.join(PROJ), sessions.join("alias-of-proj")).unwrap();
+    fs::create_dir_all(sessions.join("--p--")).unwrap();
+    symlink(sessions.join("--p--/nowhere"), sessions.join("--p--/dangling")).unwrap();
+    let locked = sessions.join("--locked--");
+    fs::create_dir_all(locked.join("s-x")).unwrap();
+    fs::set_permissions(&locked, fs::Permissions::from_mode(0o000)).unwrap();
+    let root_can_read = fs::read_dir(&locked).is_ok();
+    let l = list_sessions(home.path());
+    fs::set_permissions(&locked, fs::Permissions::from_mode(0o755)).unwrap();
+    let notes = l.notes.join("\n");
+    assert!(notes.contains("loop: unreadable"), "{notes}");
+    assert!(notes.contains("--p--/dangling: unreadable"), "{notes}");
+    if !root_can_read {
+        assert!(notes.contains("--locked--: unreadable directory"), "{notes}");
+    }
+    // The alias shows the same sessions again: each is listed once.
+    assert_eq!(l.sessions.len(), 6, "{:?}", l.sessions.iter().map(|s| &s.meta.id).collect::<Vec<_>>());
+}
+
+/// Scale check, in two processes so generation does not count in the reader's peak memory:
+/// `BENCH_LOG=<file> BENCH_MB=1024 cargo test --release --lib bench_write -- --ignored`, then
+/// `BENCH_LOG=<file> cargo test --release --lib bench_read -- --ignored --nocapture`.
+#[test]
+#[ignore = "writes a large log to $BENCH_LOG"]
+fn bench_write() {
+    let Ok(path) = std::env::var("BENCH_LOG") else { return };
+    let mb: u64 = std::env::var("BENCH_MB").ok().and_then(|s| s.parse().ok()).unwrap_or(200);
+    let mut out = std::io::BufWriter::new(fs::File::create(&path).unwrap());
+    let mut b = LogBuilder::v0("s-bench", Some("/w"), BASE_TIME);
+    out.write_all(&frame(format!("{}\n", b.header_line()).as_bytes())).unwrap();
+    let (mut written, mut i) = (0u64, 0u64);
+    let mut rng = 0x9E3779B97F4A7C15u64;
+    while written < mb * 1024 * 1024 {
+        let blob: String = (0..20_000)
+            .map(|_| {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                (b'a' + (rng % 26) as u8) as char
+            })
+            .collect();
+        b.prompt(&format!("prompt {i}"), &format!("dsh-session-mail:{i}"));
+        b.tool_round(&format!("c{i}"), "read", "{}", &blob, "p", "m");
+        b.reply(&format!("reply {i}"), "p", "m");
+        b.end_turn();
+        for batch in b.batches.drain(..).filter(|x| !x.is_empty()) {
+            let mut t = batch.join("\n");
+            t.push('\n');
+            written += t.len() as u64;
+            out.write_all(&frame(t.as_bytes())).unwrap();
+        }
+        b.batches.push(Vec::new());
+        if i % 500 == 0 {
+            b.surface.clear();
+        }
+        i += 1;
+    }
+    eprintln!("wrote {} MiB of events in {i} turns", written >> 20);
+}
+
+#[test]
+#[ignore = "reads the large log at $BENCH_LOG"]
+fn bench_read() {
+    let Ok(path) = std::env::var("BENCH_LOG") else { return };
+    let log = zlog(PathBuf::from(path));
+    let t = std::time::Instant::now();
+    let (f, read) = load_log_counted(&log);
+    let cold = t.elapsed();
+    let f = f.unwrap();
+    let t = std::time::Instant::now();
+    let (_, again) = load_log_counted(&log);
+    let warm = t.elapsed();
+    let hwm = fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM")).map(str::to_string))
+        .unwrap_or_default();
+    eprintln!(
+        "cold: {cold:?} for {} MiB compressed, {} events, {} surface nodes, {} requests; warm: {warm:?} ({again} bytes); {hwm}",
+        read >> 20,
+        f.events,
+        f.surface.len(),
+        f.requests.len()
+    );
+    assert_eq!(again, 0);
+}
