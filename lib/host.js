@@ -65,6 +65,7 @@ export function liveAgents(ctx) {
       status: String(attempt(() => agent.status, '') ?? ''),
       header: plainHeader(attempt(() => agent.session?.header, undefined)),
       pendingRpcIds: rpcIdsOf([...nextTurn, ...nextStep]),
+      pendingNextTurnRpcIds: rpcIdsOf(nextTurn),
       pendingNextTurn: nextTurn.length,
     }
   })
