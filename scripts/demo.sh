@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The README's first command: build the plugin and run the demo in the real DSH host.
+# On a fresh machine it installs what it needs (Node 22, pnpm, DSH 0.1.0-rc.8 pinned; .cache/dsh-host).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+eval "$(bash test/real-host/install-host.sh)"
+export PATH="$(dirname "$DSH_NODE"):$PATH"
+npm ci --no-audit --no-fund --loglevel=error
+npx napi build --platform --profile ci --js binding.cjs --dts binding.d.ts
+node scripts/link-host-peers.mjs >/dev/null
+exec node scripts/demo.mjs
