@@ -835,11 +835,20 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.authProbeJson = nativeBinding.authProbeJson
 module.exports.checkBody = nativeBinding.checkBody
 module.exports.composeMessage = nativeBinding.composeMessage
 module.exports.coreVersion = nativeBinding.coreVersion
+module.exports.defaultSenderJson = nativeBinding.defaultSenderJson
 module.exports.frameMessage = nativeBinding.frameMessage
+module.exports.listSessionsJson = nativeBinding.listSessionsJson
 module.exports.mintCookie = nativeBinding.mintCookie
 module.exports.newRequestId = nativeBinding.newRequestId
+module.exports.patchRowStateJson = nativeBinding.patchRowStateJson
+module.exports.projectKey = nativeBinding.projectKey
 module.exports.promptEnvelope = nativeBinding.promptEnvelope
+module.exports.readSessionJson = nativeBinding.readSessionJson
+module.exports.resolveDshHome = nativeBinding.resolveDshHome
 module.exports.runTool = nativeBinding.runTool
+module.exports.sendJson = nativeBinding.sendJson
+module.exports.verifyRequestJson = nativeBinding.verifyRequestJson

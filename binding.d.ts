@@ -9,6 +9,12 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
+/**
+ * Is a cookie minted from `$DSH_HOME/.credentials.yaml` accepted by the host at `baseUrl`?
+ * `{state: ok|rejected|forbidden|no-secret|unreachable|bad-url, status?, detail?}`; never the secret.
+ */
+export declare function authProbeJson(request: string): Promise<string>
+
 /** `null` when the body may be sent; otherwise why it is refused (a forged From header or frame line). */
 export declare function checkBody(body: string): string | null
 
@@ -18,8 +24,17 @@ export declare function composeMessage(senderId: string, message: string): strin
 /** The crate version (the shim checks that the binary matches its package). */
 export declare function coreVersion(): string
 
+/**
+ * `{ok:true, id, logPath, modifiedMs, project}` — the newest top-level session of `cwd`'s project —
+ * or `{ok:false, error, project}`.
+ */
+export declare function defaultSenderJson(dshHome: string | undefined | null, cwd: string): string
+
 /** The `sessions_send` frame around `body`. */
 export declare function frameMessage(senderId: string, senderTitle: string | undefined | null, mode: string, body: string): string
+
+/** `sessions_list` as JSON data; `request` is a ToolRequest (tool `sessions_list`). */
+export declare function listSessionsJson(request: string): Promise<string>
 
 /**
  * The browser-session cookie (`name=value`) for `authority` (`host:port`), issued at `nowMs`,
@@ -31,13 +46,37 @@ export declare function mintCookie(secret: string, authority: string, nowMs: num
 export declare function newRequestId(): string
 
 /**
+ * The cordis patch layers' verdict on one row: `{inserted, disabled, disabledBy, configEnabled, errors, notes}`.
+ * `layers` is `[{label, text|null}]` in the host's order (bundle patches, profile, home).
+ */
+export declare function patchRowStateJson(layers: string, rowId: string, module: string): string
+
+/** The host's session directory key for a project path (`null` for an empty path). */
+export declare function projectKey(cwd: string): string | null
+
+/**
  * The exact JSON body POSTed to the host route for `dialect` (`rc8` or `v2`).
  * For v2 `envelopeRpcId` is the plain envelope id; for rc8 the request id is the envelope id.
  */
 export declare function promptEnvelope(dialect: string, requestId: string, sessionId: string, mode: string, text: string, envelopeRpcId?: string | undefined | null): string
+
+/** `sessions_read` of a stored session as JSON data; `request` is a ToolRequest (tool `sessions_read`). */
+export declare function readSessionJson(request: string): Promise<string>
+
+/** DSH_HOME as the host resolves it: `explicit` → `$DSH_HOME` → `~/.dsh`. */
+export declare function resolveDshHome(explicit?: string | undefined | null): string
 
 /**
  * Run one tool call. `request` is the JSON of `request::ToolRequest`; the result is the text
  * the model sees (a receipt, a listing, a window, or a readable refusal).
  */
 export declare function runTool(request: string): Promise<string>
+
+/** Run a send tool and describe the outcome: `{accepted, code, mayHaveLanded, requestId, text}`. */
+export declare function sendJson(request: string): Promise<string>
+
+/**
+ * Where a request id is: `{state: landed|queued|canceled|unknown, sessionId, seq, turn|target, searched}`.
+ * `request` is `{dshHome?, requestId, sessionId?}`.
+ */
+export declare function verifyRequestJson(request: string): Promise<string>

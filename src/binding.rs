@@ -91,3 +91,118 @@ pub fn prompt_envelope(
         other => Err(to_napi(CoreError::new(ErrorCode::BadRequest, format!("dialect must be rc8 or v2, got {other:?}")))),
     }
 }
+
+// ---- the command line (bin/dsh-session-mail.mjs); logic in `cli_support` ----
+
+fn parse<T: serde::de::DeserializeOwned>(json: &str, what: &str) -> Result<T> {
+    serde_json::from_str(json)
+        .map_err(|e| to_napi(CoreError::new(ErrorCode::BadRequest, format!("{what} is not valid JSON: {e}"))))
+}
+
+fn home_of(explicit: Option<&str>) -> std::path::PathBuf {
+    crate::store::resolve_dsh_home(explicit)
+}
+
+/// DSH_HOME as the host resolves it: `explicit` → `$DSH_HOME` → `~/.dsh`.
+#[napi(catch_unwind)]
+pub fn resolve_dsh_home(explicit: Option<String>) -> String {
+    home_of(explicit.as_deref()).display().to_string()
+}
+
+/// The host's session directory key for a project path (`null` for an empty path).
+#[napi(catch_unwind)]
+pub fn project_key(cwd: String) -> Option<String> {
+    crate::cli_support::project_key(&cwd)
+}
+
+/// `{ok:true, id, logPath, modifiedMs, project}` — the newest top-level session of `cwd`'s project —
+/// or `{ok:false, error, project}`.
+#[napi(catch_unwind)]
+pub fn default_sender_json(dsh_home: Option<String>, cwd: String) -> String {
+    let home = home_of(dsh_home.as_deref());
+    let project = crate::cli_support::project_key(&cwd);
+    let v = match crate::cli_support::default_sender(&home, &cwd) {
+        Ok(s) => serde_json::json!({"ok": true, "id": s.id, "logPath": s.log_path.display().to_string(), "modifiedMs": s.modified_ms, "project": project}),
+        Err(e) => serde_json::json!({"ok": false, "error": e, "project": project}),
+    };
+    v.to_string()
+}
+
+/// `sessions_list` as JSON data; `request` is a ToolRequest (tool `sessions_list`).
+#[napi]
+pub async fn list_sessions_json(request: String) -> Result<String> {
+    let req: crate::request::ToolRequest = parse(&request, "list request")?;
+    let home = home_of(req.host.dsh_home.as_deref());
+    Ok(crate::tools::list::blocking(move || crate::cli_support::list_value(&home, &req).to_string()).await)
+}
+
+/// `sessions_read` of a stored session as JSON data; `request` is a ToolRequest (tool `sessions_read`).
+#[napi]
+pub async fn read_session_json(request: String) -> Result<String> {
+    let req: crate::request::ToolRequest = parse(&request, "read request")?;
+    let home = home_of(req.host.dsh_home.as_deref());
+    Ok(crate::tools::list::blocking(move || crate::cli_support::read_value(&home, &req).to_string()).await)
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct VerifyRequest {
+    dsh_home: Option<String>,
+    request_id: String,
+    session_id: Option<String>,
+}
+
+/// Where a request id is: `{state: landed|queued|canceled|unknown, sessionId, seq, turn|target, searched}`.
+/// `request` is `{dshHome?, requestId, sessionId?}`.
+#[napi]
+pub async fn verify_request_json(request: String) -> Result<String> {
+    let r: VerifyRequest = parse(&request, "verify request")?;
+    let home = home_of(r.dsh_home.as_deref());
+    Ok(crate::tools::list::blocking(move || {
+        let v = crate::cli_support::verify(&home, &r.request_id, r.session_id.as_deref());
+        crate::cli_support::verification_value(&v, &r.request_id).to_string()
+    })
+    .await)
+}
+
+/// Run a send tool and describe the outcome: `{accepted, code, mayHaveLanded, requestId, text}`.
+#[napi]
+pub async fn send_json(request: String) -> Result<String> {
+    let req: crate::request::ToolRequest = parse(&request, "send request")?;
+    Ok(crate::cli_support::send_value(req).await.to_string())
+}
+
+#[derive(serde::Deserialize)]
+struct LayerJson {
+    label: String,
+    text: Option<String>,
+}
+
+/// The cordis patch layers' verdict on one row: `{inserted, disabled, disabledBy, configEnabled, errors, notes}`.
+/// `layers` is `[{label, text|null}]` in the host's order (bundle patches, profile, home).
+#[napi(catch_unwind)]
+pub fn patch_row_state_json(layers: String, row_id: String, module: String) -> Result<String> {
+    let layers: Vec<LayerJson> = parse(&layers, "patch layers")?;
+    let layers: Vec<crate::cli_support::Layer> =
+        layers.into_iter().map(|l| crate::cli_support::Layer { label: l.label, text: l.text }).collect();
+    Ok(crate::cli_support::row_state(&layers, &row_id, &module).to_string())
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct AuthProbeRequest {
+    base_url: String,
+    dsh_home: Option<String>,
+    connect_timeout_ms: Option<u64>,
+    request_timeout_ms: Option<u64>,
+}
+
+/// Is a cookie minted from `$DSH_HOME/.credentials.yaml` accepted by the host at `baseUrl`?
+/// `{state: ok|rejected|forbidden|no-secret|unreachable|bad-url, status?, detail?}`; never the secret.
+#[napi]
+pub async fn auth_probe_json(request: String) -> Result<String> {
+    let r: AuthProbeRequest = parse(&request, "auth probe request")?;
+    let home = home_of(r.dsh_home.as_deref());
+    let t = crate::delivery::http::Timeouts::from_ms(r.connect_timeout_ms.unwrap_or(2000), r.request_timeout_ms.unwrap_or(5000));
+    Ok(crate::cli_support::auth_probe(&r.base_url, &home, None, t).await.to_string())
+}

@@ -12,5 +12,6 @@ pub mod mail;
 pub mod delivery;
 pub mod render;
 pub mod tools;
+pub mod cli_support;
 
 mod binding;

@@ -128,13 +128,30 @@ pub fn parse_args(args: &Value, max_list_results: usize) -> Result<ListArgs, Str
     Ok(ListArgs { query, scope, live_only, limit })
 }
 
-struct Candidate {
-    row: ListRow,
-    created_at: i64,
+/// One row of a listing and its sort key.
+pub struct Candidate {
+    pub row: ListRow,
+    pub created_at: i64,
+}
+
+/// The rows a listing shows (filtered, sorted, limited), before rendering.
+pub struct Selection {
+    pub rows: Vec<Candidate>,
+    /// All readable sessions found (files + live), before filters.
+    pub considered: usize,
+    /// Store notes about unreadable logs.
+    pub notes: Vec<String>,
 }
 
 /// Build the listing text (blocking: reads the store).
 pub fn list_blocking(home: &Path, req: &ToolRequest, args: &ListArgs) -> String {
+    let s = select(home, req, args);
+    let rows: Vec<ListRow> = s.rows.into_iter().map(|c| c.row).collect();
+    render_list(&rows, s.considered, &s.notes, req.config.allow_resume)
+}
+
+/// Select the rows of a listing (blocking: reads the store). The text and the CLI's JSON share it.
+pub fn select(home: &Path, req: &ToolRequest, args: &ListArgs) -> Selection {
     let listing = store::list_sessions(home);
     let caller = req.caller.as_ref().and_then(|c| c.id()).map(str::to_string);
     let mut by_id: HashMap<String, usize> = HashMap::new();
@@ -200,8 +217,7 @@ pub fn list_blocking(home: &Path, req: &ToolRequest, args: &ListArgs) -> String 
         a.row.is_caller.cmp(&b.row.is_caller).then(b.created_at.cmp(&a.created_at)).then(a.row.id.cmp(&b.row.id))
     });
     rows.truncate(args.limit);
-    let rows: Vec<ListRow> = rows.into_iter().map(|c| c.row).collect();
-    render_list(&rows, considered, &listing.notes, req.config.allow_resume)
+    Selection { rows, considered, notes: listing.notes }
 }
 
 pub async fn run(req: &ToolRequest) -> String {

@@ -98,8 +98,24 @@ fn visible(n: &Node, a: &ReadArgs) -> bool {
     }
 }
 
+/// A window of one session, before rendering (newest first).
+pub struct Window {
+    pub head: ReadHead,
+    pub messages: Vec<ReadMessage>,
+    /// Readable messages left out by `max_messages`.
+    pub omitted: usize,
+    pub hidden: Hidden,
+    pub notes: Vec<String>,
+}
+
 /// Render a window of `fold`, fetching message text from `src`.
-pub fn render_fold(head: &Header, live: bool, fold: &Fold, src: &Source<'_>, a: &ReadArgs, max_chars: usize, mut notes: Vec<String>) -> String {
+pub fn render_fold(head: &Header, live: bool, fold: &Fold, src: &Source<'_>, a: &ReadArgs, max_chars: usize, notes: Vec<String>) -> String {
+    let w = window(head, live, fold, src, a, notes);
+    render_read(&w.head, &w.messages, w.omitted, w.hidden, &w.notes, max_chars)
+}
+
+/// Select the window of `fold` and fetch its message text from `src` (the text and the CLI's JSON share it).
+pub fn window(head: &Header, live: bool, fold: &Fold, src: &Source<'_>, a: &ReadArgs, mut notes: Vec<String>) -> Window {
     let mut hidden = Hidden::default();
     let mut shown: Vec<&Node> = Vec::new();
     let mut readable = 0usize;
@@ -148,7 +164,7 @@ pub fn render_fold(head: &Header, live: bool, fold: &Fold, src: &Source<'_>, a: 
         readable,
         captured_through: fold.last_seq,
     };
-    render_read(&rh, &messages, readable - messages.len(), hidden, &notes, max_chars)
+    Window { head: rh, omitted: readable - messages.len(), messages, hidden, notes }
 }
 
 /// Build the read text (blocking: reads the store or the live events).
