@@ -1,0 +1,84 @@
+// Argument parsing for the dsh-session-mail command line: node:util parseArgs (strict) with our own
+// messages, plus the checks parseArgs does not do (integers, required options, positionals).
+import { parseArgs } from 'node:util'
+
+/** Exit codes (README "Command line"). */
+export const EXIT = Object.freeze({
+  OK: 0,
+  FAILED: 1, // a check failed, a request id is unknown, an internal error
+  USAGE: 2, // bad usage: unknown option, missing or malformed value
+  REFUSED: 3, // the core refused (send: not-found, self-send, forged-header, auth-failed, …; read: not-found)
+  UNREACHABLE: 4, // the host is down, or the message MAY have landed
+  PENDING: 5, // verify: queued (or canceled) but not landed
+})
+
+/** A usage error: printed with the command's usage line, exit 2. */
+export class UsageError extends Error {
+  constructor(message, command) {
+    super(message)
+    this.command = command
+  }
+}
+
+/**
+ * Parse `argv` for one command.
+ * @param {string} command - for messages
+ * @param {string[]} argv
+ * @param {Record<string, {type: 'string'|'boolean', short?: string}>} options
+ * @param {{ positionals?: string[] }} [spec] - names of the positionals the command takes (all required)
+ */
+export function parse(command, argv, options, { positionals = [] } = {}) {
+  let parsed
+  try {
+    parsed = parseArgs({ args: argv, options: { help: { type: 'boolean', short: 'h' }, ...options }, strict: true, allowPositionals: true })
+  } catch (e) {
+    throw new UsageError(cleanParseError(e), command)
+  }
+  const { values } = parsed
+  if (values.help) return { help: true, values, positionals: parsed.positionals }
+  if (parsed.positionals.length > positionals.length) {
+    const extra = parsed.positionals.slice(positionals.length).map(p => JSON.stringify(p)).join(' ')
+    throw new UsageError(`unexpected argument${parsed.positionals.length - positionals.length > 1 ? 's' : ''} ${extra}`, command)
+  }
+  if (parsed.positionals.length < positionals.length) {
+    throw new UsageError(`missing ${positionals[parsed.positionals.length]}`, command)
+  }
+  for (const [name, value] of Object.entries(values)) {
+    if (typeof value === 'string' && value.trim() === '' && name !== 'message') {
+      throw new UsageError(`--${name} needs a value`, command)
+    }
+  }
+  return { help: false, values, positionals: parsed.positionals }
+}
+
+function cleanParseError(e) {
+  const msg = String(e?.message ?? e)
+  // "Unknown option '--x'. To specify a positional argument starting with a '-', place it at the end…"
+  const unknown = /Unknown option '([^']+)'/.exec(msg)
+  if (unknown) return `unknown option ${unknown[1]}`
+  const missing = /Option '([^']+?)(?: <value>)?' argument missing/.exec(msg)
+  if (missing) return `${missing[1].replace(/^-\w, /, '')} needs a value`
+  const noValue = /Option '([^']+)' does not take an argument/.exec(msg)
+  if (noValue) return `${noValue[1].replace(/^-\w, /, '')} takes no value`
+  return msg.split('\n')[0]
+}
+
+/** An integer option in [lo, hi], or `undefined` when absent. */
+export function intOption(command, values, name, lo, hi) {
+  const raw = values[name]
+  if (raw === undefined) return undefined
+  if (!/^\d+$/.test(raw.trim())) throw new UsageError(`--${name} must be an integer from ${lo} to ${hi}; got ${JSON.stringify(raw)}`, command)
+  const n = Number(raw.trim())
+  if (n < lo || n > hi) throw new UsageError(`--${name} must be an integer from ${lo} to ${hi}; got ${n}`, command)
+  return n
+}
+
+/** A duration like `90s`, `15m`, `2h`, `1d` or plain seconds → milliseconds. */
+export function durationOption(command, values, name) {
+  const raw = values[name]
+  if (raw === undefined) return undefined
+  const m = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?$/.exec(raw.trim())
+  if (!m) throw new UsageError(`--${name} must be a duration such as 30s, 15m, 2h or 1d; got ${JSON.stringify(raw)}`, command)
+  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2] ?? 's']
+  return Math.round(Number(m[1]) * unit)
+}
