@@ -366,6 +366,9 @@ describe('GitHub workflows', () => {
     assert.match(runs, /pre-publish \$flags/)
     assert.match(runs, /flags="-t npm/)
     assert.match(runs, /--provenance/)
+    const removal = runs.indexOf('rm -f ./*.node')
+    assert.ok(removal > runs.indexOf('napi artifacts') && removal < runs.indexOf('npm publish'),
+      'the root copies napi artifacts leaves must be removed before the root package is packed')
     const download = job.steps.find(s => String(s.uses).startsWith('actions/download-artifact'))
     assert.equal(download.with.pattern, 'bindings-*')
     assert.equal(download.with.path, 'artifacts')
