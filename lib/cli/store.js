@@ -47,7 +47,7 @@ async function withProgress(what, home, promise, { stderr = process.stderr } = {
   let shown = false
   const tick = () => {
     shown = true
-    stderr.write(`\r\x1b[K${what} under ${home}/sessions … ${Math.round((Date.now() - t0) / 1000)} s (first scan; later ones are cached)`)
+    stderr.write(`\r\x1b[K${what} under ${home}/sessions … ${Math.round((Date.now() - t0) / 1000)} s (reading every log once)`)
   }
   const timer = setInterval(tick, 1000)
   try {
