@@ -2,7 +2,7 @@
 // messages, plus the checks parseArgs does not do (integers, required options, positionals).
 import { parseArgs } from 'node:util'
 
-/** Exit codes (README "Command line"). */
+/** Exit codes (also in `dsh-session-mail --help`). */
 export const EXIT = Object.freeze({
   OK: 0,
   FAILED: 1, // a check failed, a request id is unknown, an internal error
