@@ -5,7 +5,7 @@ import Schema from '@deepseek-ai/schemastery'
 import { defineTool } from '@deepseek-ai/dsh-tools'
 import { loadCore } from './lib/native.js'
 import { toolSpecs } from './lib/tools.js'
-import { baseUrlOf, callerOf, detectHostVersion, liveAgents, liveEventsOf } from './lib/host.js'
+import { baseUrlOf, browserSessionSecret, callerOf, detectHostVersion, liveAgents, liveEventsOf } from './lib/host.js'
 
 export const name = 'dsh-session-mail'
 
@@ -15,6 +15,7 @@ export const inject = {
   tools: { required: true },
   agents: { required: false },
   webServer: { required: false },
+  credentials: { required: false },
 }
 
 export const Config = Schema.object({
@@ -46,7 +47,7 @@ function coreConfig(config) {
 }
 
 /** Build the JSON request the core takes (src/request.rs `ToolRequest`). */
-export function buildRequest(ctx, config, tool, args, exec, hostVersion) {
+export function buildRequest(ctx, config, tool, args, exec, hostVersion, secret = null) {
   const target = typeof args?.session_id === 'string' ? args.session_id : undefined
   return {
     tool,
@@ -57,7 +58,7 @@ export function buildRequest(ctx, config, tool, args, exec, hostVersion) {
       dshHome: process.env.DSH_HOME?.trim() || null,
       baseUrl: baseUrlOf(ctx, config),
       version: config.hostApi === 'auto' ? hostVersion : null,
-      secret: null,
+      secret,
       profile: null,
     },
     live: liveAgents(ctx),
@@ -73,7 +74,9 @@ export async function runTool(ctx, config, tool, args, exec, hostVersion) {
   }
   if (exec?.signal?.aborted) return 'refused (cancelled): the call was cancelled before anything was sent.'
   try {
-    const request = buildRequest(ctx, config, tool, args, exec, hostVersion)
+    const sends = tool === 'sessions_send' || tool === 'send_session_message'
+    const secret = sends ? await browserSessionSecret(ctx) : null
+    const request = buildRequest(ctx, config, tool, args, exec, hostVersion, secret)
     return await core.runTool(JSON.stringify(request))
   } catch (e) {
     return `refused (internal): ${tool} failed inside the plugin: ${e?.message ?? e}. Nothing was delivered by this call; it is safe to try again.`

@@ -105,3 +105,23 @@ export function baseUrlOf(ctx, config) {
   if (host.includes(':') && !host.startsWith('[')) host = `[${host}]`
   return `http://${host}:${port}`
 }
+
+/**
+ * The browser-session secret from the host's credentials service, when it has records
+ * (0.1.7: `ctx.credentials.readRecord(credentialKey('client-connection', 'browser-session'))`
+ * → `{kind:'grant', payload:{version:1, secret}}`, packages/credentials/credentials/README.md and
+ * packages/client/connection/README.md). A CredentialKey is a branded `<owner>/<id>` string.
+ * null on rc.8 (no records API) or on any failure: the core then reads $DSH_HOME/.credentials.yaml.
+ * The value is handed to the core only; it is never logged or returned.
+ */
+export async function browserSessionSecret(ctx) {
+  const credentials = attempt(() => ctx.credentials, undefined)
+  if (typeof credentials?.readRecord !== 'function') return null
+  try {
+    const record = await credentials.readRecord('client-connection/browser-session')
+    const secret = record?.payload?.secret
+    return typeof secret === 'string' && secret !== '' ? secret : null
+  } catch {
+    return null
+  }
+}

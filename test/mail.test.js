@@ -171,3 +171,27 @@ test('sessions_send frames the body with the sender id and the delivery mode', a
   assert.match(text, /^Cross-session message from another session of this harness\.\nfrom-session: session-aaa \(/)
   assert.match(text, /\ndelivery: queue\n--- message begins ---\nstatus\?\n--- message ends ---$/)
 })
+
+test('the cookie secret comes from the credentials service when it has records, else the file', async () => {
+  const { readFileSync, writeFileSync } = await import('node:fs')
+  const b = host.createSession({ cwd: '/tmp/ws-e', preset: 'standard' })
+  ids.push(b)
+  const original = readFileSync(host.credentialsPath, 'utf8')
+  const stale = b64url(Buffer.alloc(32, 9))
+  try {
+    writeFileSync(host.credentialsPath, original.replace(host.secret, stale))
+    const fromFile = toolsOf({ hostApi: 'v2' }, host)
+    const refused = await fromFile.send_session_message.execute({ toSessionId: b, message: 'one' }, execAs('session-aaa'))
+    assert.match(refused, /^refused \(auth-failed\)/, refused)
+    assert.ok(!refused.includes(stale) && !refused.includes(host.secret), 'no secret in the text')
+    // 0.1.7 records API shape: readRecord('<owner>/<id>') -> {kind:'grant', payload:{version:1, secret}}
+    const ctx = hostContext(host)
+    ctx.credentials = { readRecord: async key => (key === 'client-connection/browser-session' ? { kind: 'grant', payload: { version: 1, secret: host.secret } } : undefined) }
+    plugin.apply(ctx, { hostApi: 'v2' })
+    const send = ctx.registered.find(t => t.name === 'send_session_message')
+    const ok = await send.execute({ toSessionId: b, message: 'two' }, execAs('session-aaa'))
+    assert.match(ok, /^accepted for /, ok)
+  } finally {
+    writeFileSync(host.credentialsPath, original)
+  }
+})
