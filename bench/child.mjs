@@ -17,7 +17,7 @@ function vmHwmKb() {
 const tLoad = performance.now()
 // BENCH_CORE=<module exporting runTool(json)>: bench another implementation (for checking the bench itself).
 const core = process.env.BENCH_CORE
-  ? await import(pathToFileURL(process.env.BENCH_CORE).href)
+  ? await import(pathToFileURL(process.env.BENCH_CORE).href).then(m => (typeof m.runTool === 'function' ? m : m.default))
   : createRequire(import.meta.url)('../binding.cjs')
 const loadMs = performance.now() - tLoad
 
@@ -30,10 +30,14 @@ const readRequest = (home, id, max) => JSON.stringify({
   config: { maxReadMessages: max }, host: { dshHome: home }, live: [],
 })
 
+/** Wall time and process CPU time (all threads, user + system) of one call. */
 async function timed(request) {
+  const c0 = process.cpuUsage()
   const t0 = performance.now()
   const text = await core.runTool(request)
-  return { ms: performance.now() - t0, text }
+  const ms = performance.now() - t0
+  const c = process.cpuUsage(c0)
+  return { ms, cpuMs: (c.user + c.system) / 1000, text }
 }
 
 function done(result) {
@@ -57,14 +61,14 @@ switch (job.op) {
       warm.push(w.ms)
       if (w.text !== cold.text) sameAsCold = false
     }
-    done({ coldMs: cold.ms, warmMs: warm, sameAsCold, text: cold.text })
+    done({ coldMs: cold.ms, coldCpuMs: cold.cpuMs, warmMs: warm, sameAsCold, text: cold.text })
     break
   }
 
   case 'read': { // one cold read
     const before = vmHwmKb()
     const r = await timed(readRequest(job.home, job.id, job.max))
-    done({ coldMs: r.ms, hwmBeforeKb: before, hwmKb: vmHwmKb(), text: r.text })
+    done({ coldMs: r.ms, coldCpuMs: r.cpuMs, hwmBeforeKb: before, hwmKb: vmHwmKb(), text: r.text })
     break
   }
 

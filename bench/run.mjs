@@ -66,20 +66,31 @@ function child(job, timeoutMs = 600_000) {
   })
 }
 
-/** Wall time of `zstd -dcq <files…> > /dev/null` (one process, files in the given order). */
+const TIME_BIN = existsSync('/usr/bin/time') ? '/usr/bin/time' : null
+/**
+ * `zstd -dcq <files…> > /dev/null` (one process, files in the given order): wall ms, and CPU ms
+ * (user + system, 10 ms resolution) when /usr/bin/time exists.
+ */
 function zstdDecompress(files) {
   return new Promise((resolvePromise, reject) => {
     const devnull = openSync('/dev/null', 'w')
+    const timeOut = join(benchDir(), `.zstd-time-${process.pid}`)
+    const [cmd, args] = TIME_BIN ? [TIME_BIN, ['-f', '%U %S', '-o', timeOut, 'zstd', '-dcq', '--', ...files]] : ['zstd', ['-dcq', '--', ...files]]
     const t0 = performance.now()
-    const p = spawn('zstd', ['-dcq', '--', ...files], { stdio: ['ignore', devnull, 'pipe'] })
+    const p = spawn(cmd, args, { stdio: ['ignore', devnull, 'pipe'] })
     let err = ''
     p.stderr.on('data', d => { err += d })
     p.on('error', reject)
     p.on('close', (code) => {
       const ms = performance.now() - t0
       closeSync(devnull)
-      if (code !== 0) reject(new Error(`zstd -dc exited ${code}: ${err.slice(0, 500)}`))
-      else resolvePromise(ms)
+      if (code !== 0) return reject(new Error(`zstd -dc exited ${code}: ${err.slice(0, 500)}`))
+      let cpuMs = null
+      if (TIME_BIN) {
+        try { cpuMs = readFileSync(timeOut, 'utf8').trim().split(/\s+/).map(Number).reduce((a, b) => a + b, 0) * 1000 } catch {}
+        rmSync(timeOut, { force: true })
+      }
+      resolvePromise({ ms, cpuMs })
     })
   })
 }
@@ -178,8 +189,24 @@ async function hostListing(m) {
   }
 }
 
+/** Whether an ELF64 little-endian file has a `.debug_info` section (null when not such a file). */
+function elfHasDebugInfo(buf) {
+  if (buf.length < 64 || buf.readUInt32BE(0) !== 0x7f454c46 || buf[4] !== 2 || buf[5] !== 1) return null
+  const shoff = Number(buf.readBigUInt64LE(0x28)); const shentsize = buf.readUInt16LE(0x3a)
+  const shnum = buf.readUInt16LE(0x3c); const shstrndx = buf.readUInt16LE(0x3e)
+  if (!shoff || shstrndx >= shnum || shoff + shnum * shentsize > buf.length) return null
+  const strOff = Number(buf.readBigUInt64LE(shoff + shstrndx * shentsize + 0x18))
+  for (let i = 0; i < shnum; i++) {
+    const nameOff = buf.readUInt32LE(shoff + i * shentsize)
+    const end = buf.indexOf(0, strOff + nameOff)
+    if (buf.toString('latin1', strOff + nameOff, end) === '.debug_info') return true
+  }
+  return false
+}
+
 // ---------------------------------------------------------------- main
 function fmtMs(ms) { return !Number.isFinite(ms) ? '—' : ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : ms >= 10 ? `${ms.toFixed(0)} ms` : `${ms.toFixed(2)} ms` }
+const cpuRatio = (a, b) => Number.isFinite(a / b) && b > 0 ? `${(a / b).toFixed(2)}×` : '—'
 const fmtMB = (kb) => Number.isFinite(kb) ? `${(kb / 1024).toFixed(1)} MB` : '—'
 const MiB = 1024 * 1024
 
@@ -191,16 +218,20 @@ async function main() {
   const big100 = m.big.big100m; const big1g = m.big.big1g
   const addon = readdirSync(REPO).find(f => /^dsh-session-mail\..*\.node$/.test(f))
   const addonMtime = addon ? statSync(join(REPO, addon)).mtime : null
+  // An unoptimized build (napi build without --release/--profile ci) carries DWARF sections.
+  const addonDebug = addon ? elfHasDebugInfo(readFileSync(join(REPO, addon))) : null
   const git = spawnSync('git', ['-C', REPO, 'log', '-1', '--format=%h %s'], { encoding: 'utf8' }).stdout.trim()
   const env = {
     date: new Date().toISOString(), node: process.version, cpu: os.cpus()[0]?.model, cores: os.cpus().length,
-    memGiB: +(os.totalmem() / 2 ** 30).toFixed(1), git, addon: addon ?? null, addonBuilt: addonMtime?.toISOString() ?? null,
+    memGiB: +(os.totalmem() / 2 ** 30).toFixed(1), git, addon: addon ?? null, addonBuilt: addonMtime?.toISOString() ?? null, addonDebug,
+    core: process.env.BENCH_CORE ? 'BENCH_CORE' : 'binding.cjs',
     zstd: spawnSync('zstd', ['--version'], { encoding: 'utf8' }).stdout.trim(),
     loadavgStart: os.loadavg().map(x => +x.toFixed(2)),
   }
   log(`corpus ${m.dir}: ${m.totals.files} logs, ${(m.totals.plainBytes / MiB).toFixed(0)} MiB decompressed, ${(m.totals.zstdBytes / MiB).toFixed(0)} MiB zstd`)
   const srcNewest = Math.max(...['src', 'src/store', 'src/tools', 'src/render'].flatMap(d => { try { return readdirSync(join(REPO, d)).map(f => statSync(join(REPO, d, f)).mtimeMs) } catch { return [] } }))
   if (addonMtime && srcNewest > addonMtime.getTime()) log('warning: src/ is newer than the built addon; rebuild it (see bench/README.md)')
+  if (addonDebug && !process.env.BENCH_CORE) log('warning: the addon is a debug build (it has .debug_info); build with --profile ci or --release for meaningful numbers')
 
   const R = {}
 
@@ -214,11 +245,11 @@ async function main() {
     if (i < REPS) zc.push(await zstdDecompress(files))
     lists.push(await child({ op: 'list', home: m.home, limit: LIST_LIMIT, warm: WARM_CALLS }))
   }
-  R.zstdCorpus = { ms: zc, median: median(zc) }
+  R.zstdCorpus = { ms: zc.map(z => z.ms), median: median(zc.map(z => z.ms)), cpuMs: zc.map(z => z.cpuMs), cpu: median(zc.map(z => z.cpuMs)) }
   const listErr = lists.find(l => l.error)?.error
   const listText = lists.find(l => l.text)?.text ?? ''
   R.list = {
-    coldMs: lists.map(l => l.coldMs), cold: median(lists.map(l => l.coldMs)),
+    coldMs: lists.map(l => l.coldMs), cold: median(lists.map(l => l.coldMs)), coldCpu: median(lists.map(l => l.coldCpuMs)),
     warmMs: lists.flatMap(l => l.warmMs ?? []), warm: median(lists.flatMap(l => l.warmMs ?? [])),
     loadMs: median(lists.map(l => l.loadMs)), warmSameAsCold: lists.every(l => l.sameAsCold),
     rows: listRows(listText).length, refused: isRefusal(listText), error: listErr, head: listText.slice(0, 300),
@@ -233,16 +264,19 @@ async function main() {
     R.host = await hostListing(m)
     if (R.host.error) { crashed = true; log(`host: ${R.host.error}`) }
     if (R.host.runs) {
-      R.host.totalMs = R.host.runs.map(r => r.totalMs); R.host.median = median(R.host.totalMs)
+      R.host.totalMs = R.host.runs.map(r => r.totalMs); R.host.median = median(R.host.totalMs); R.host.cpu = median(R.host.runs.map(r => r.cpuMs))
       const ours = listRows(listText)
       const theirs = R.host.rows ?? []
       let sameOrder = ours.length === theirs.length
-      let titleDiffs = 0
+      let titleDiffs = 0; const examples = []
       for (let i = 0; i < Math.min(ours.length, theirs.length); i++) {
         if (ours[i].id !== theirs[i].id) sameOrder = false
-        else if ((ours[i].title === '(untitled)' ? null : ours[i].title) !== theirs[i].title) titleDiffs++
+        else if ((ours[i].title === '(untitled)' ? null : ours[i].title) !== theirs[i].title) {
+          titleDiffs++
+          if (examples.length < 3) examples.push(`${ours[i].id}: ours ${JSON.stringify(ours[i].title)} vs host ${JSON.stringify(theirs[i].title)}`)
+        }
       }
-      R.host.agreement = { ourRows: ours.length, hostRows: theirs.length, sameIdsInOrder: sameOrder, titleDiffs }
+      R.host.agreement = { ourRows: ours.length, hostRows: theirs.length, sameIdsInOrder: sameOrder, titleDiffs, examples }
       delete R.host.rows
     }
   }
@@ -257,10 +291,10 @@ async function main() {
     zb.push(await zstdDecompress([big100File]))
     reads.push(await child({ op: 'read', home: m.home, id: big100.id, max: READ_MAX }))
   }
-  R.zstdBig100 = { ms: zb, median: median(zb) }
+  R.zstdBig100 = { ms: zb.map(z => z.ms), median: median(zb.map(z => z.ms)), cpuMs: zb.map(z => z.cpuMs), cpu: median(zb.map(z => z.cpuMs)) }
   const readText = reads.find(r => r.text)?.text ?? ''
   R.read = {
-    coldMs: reads.map(r => r.coldMs), cold: median(reads.map(r => r.coldMs)), loadMs: median(reads.map(r => r.loadMs)),
+    coldMs: reads.map(r => r.coldMs), cold: median(reads.map(r => r.coldMs)), coldCpu: median(reads.map(r => r.coldCpuMs)), loadMs: median(reads.map(r => r.loadMs)),
     messages: readMessages(readText), refused: isRefusal(readText), error: reads.find(r => r.error)?.error, head: readText.slice(0, 300),
   }
 
@@ -299,14 +333,14 @@ async function main() {
   const listInvalid = R.list.refused || !!R.list.error || R.list.rows === 0
   rows.push({
     metric: 'list cold (fresh process)', measured: fmtMs(R.list.cold), baseline: `zstd -dc corpus ${fmtMs(R.zstdCorpus.median)}`,
-    ratio: `${(R.list.cold / R.zstdCorpus.median).toFixed(2)}×`, target: '≤ 0.75×', verdict: verdict(R.list.cold / R.zstdCorpus.median <= 0.75, listInvalid),
+    ratio: `${(R.list.cold / R.zstdCorpus.median).toFixed(2)}×`, cpu: cpuRatio(R.list.coldCpu, R.zstdCorpus.cpu), target: '≤ 0.75×', verdict: verdict(R.list.cold / R.zstdCorpus.median <= 0.75, listInvalid),
     value: R.list.cold, base: R.zstdCorpus.median,
   })
   if (R.host.median !== undefined) {
     const speedup = R.host.median / R.list.cold
     rows.push({
       metric: 'list vs host sessionQuery', measured: fmtMs(R.list.cold), baseline: `host ${fmtMs(R.host.median)}`,
-      ratio: `${speedup.toFixed(1)}× faster`, target: '≥ 10× faster', verdict: verdict(speedup >= 10, listInvalid || R.host.runs.some(r => r.rejected > 0)),
+      ratio: `${speedup.toFixed(1)}× faster`, cpu: Number.isFinite(R.host.cpu / R.list.coldCpu) ? `${(R.host.cpu / R.list.coldCpu).toFixed(1)}× less` : '—', target: '≥ 10× faster', verdict: verdict(speedup >= 10, listInvalid || R.host.runs.some(r => r.rejected > 0)),
       value: R.list.cold, base: R.host.median,
     })
   } else {
@@ -320,7 +354,7 @@ async function main() {
   const readInvalid = R.read.refused || !!R.read.error || R.read.messages === 0
   rows.push({
     metric: `read ${READ_MAX} msgs, ${(big100.plainBytes / MiB).toFixed(0)} MiB log, cold`, measured: fmtMs(R.read.cold), baseline: `zstd -dc file ${fmtMs(R.zstdBig100.median)}`,
-    ratio: `${(R.read.cold / R.zstdBig100.median).toFixed(2)}×`, target: '≤ 1.2×', verdict: verdict(R.read.cold / R.zstdBig100.median <= 1.2, readInvalid),
+    ratio: `${(R.read.cold / R.zstdBig100.median).toFixed(2)}×`, cpu: cpuRatio(R.read.coldCpu, R.zstdBig100.cpu), target: '≤ 1.2×', verdict: verdict(R.read.cold / R.zstdBig100.median <= 1.2, readInvalid),
     value: R.read.cold, base: R.zstdBig100.median,
   })
   const appendInvalid = R.readAppend.refused || !!R.readAppend.error || !R.readAppend.sawAppend.length || !R.readAppend.sawAppend.every(Boolean)
@@ -336,13 +370,18 @@ async function main() {
     value: R.rss.deltaKb / 1024, base: R.rss.baseKb / 1024,
   })
 
-  const cols = ['metric', 'measured', 'baseline', 'ratio', 'target', 'verdict']
+  for (const r of rows) r.cpu ??= ''
+  const cols = ['metric', 'measured', 'baseline', 'ratio', 'cpu ratio', 'target', 'verdict']
+  for (const r of rows) r['cpu ratio'] = r.cpu
   const width = Object.fromEntries(cols.map(c => [c, Math.max(c.length, ...rows.map(r => String(r[c]).length))]))
   const line = (r) => cols.map(c => String(r[c]).padEnd(width[c])).join('  ').trimEnd()
   const lines = []
   env.loadavgEnd = os.loadavg().map(x => +x.toFixed(2))
   lines.push(`dsh-session-mail bench — ${env.date} — ${env.cpu} ×${env.cores}, ${env.memGiB} GiB — node ${env.node} — load avg ${env.loadavgStart[0]} → ${env.loadavgEnd[0]}`)
-  lines.push(`commit ${env.git} — addon ${env.addon ?? 'MISSING'} built ${env.addonBuilt ?? '—'}`)
+  const addonNow = addon ? statSync(join(REPO, addon)).mtime.toISOString() : null
+  lines.push(process.env.BENCH_CORE
+    ? `commit ${env.git} — core: BENCH_CORE (not the repo's addon)`
+    : `commit ${env.git} — addon ${env.addon ?? 'MISSING'} built ${env.addonBuilt ?? '—'}${addonDebug ? ' — DEBUG BUILD' : ''}`)
   lines.push(`corpus: ${m.totals.files} logs in ${params.projects} project dirs, ${(m.totals.plainBytes / MiB).toFixed(0)} MiB decompressed / ${(m.totals.zstdBytes / MiB).toFixed(0)} MiB zstd, ${m.totals.frames} frames${QUICK_MODE ? ' (QUICK corpus)' : ''}; medians of ${REPS} (cheap ones: ${CHEAP_REPS})`)
   lines.push('')
   lines.push(line(Object.fromEntries(cols.map(c => [c, c]))))
@@ -359,7 +398,7 @@ async function main() {
   else if (!listInvalid && R.list.rows !== Math.min(LIST_LIMIT, m.totals.files)) notes.push(`list shows ${R.list.rows} rows; expected ${Math.min(LIST_LIMIT, m.totals.files)}`)
   if (R.list.homeWrites) notes.push(`the list wrote into DSH_HOME: ${R.list.homeWrites.join(', ')} (a persistent cache: "cold" runs after the first are not cold)`)
   if (!R.list.warmSameAsCold) notes.push('warm list output differs from the cold one')
-  if (R.host.agreement) notes.push(`host agreement: our ${R.host.agreement.ourRows} rows vs host ${R.host.agreement.hostRows}, same ids in order: ${R.host.agreement.sameIdsInOrder}, title differences: ${R.host.agreement.titleDiffs}`)
+  if (R.host.agreement) notes.push(`host agreement: our ${R.host.agreement.ourRows} rows vs host ${R.host.agreement.hostRows}, same ids in order: ${R.host.agreement.sameIdsInOrder}, title differences: ${R.host.agreement.titleDiffs}${R.host.agreement.examples.length ? ` (${R.host.agreement.examples.join('; ')})` : ''}`)
   if (R.host.runs?.some(r => r.rejected > 0)) notes.push(`host rejected titles: ${R.host.runs[0].rejectReasons.join('; ')}`)
   if (R.host.error) notes.push(`host: ${R.host.error}`)
   if (R.read.error) notes.push(`read: ${R.read.error}`)
@@ -368,8 +407,11 @@ async function main() {
   if (R.readAppend.error) notes.push(`read-append: ${R.readAppend.error}`)
   if (R.readAppend.sawAppend.length && !R.readAppend.sawAppend.every(Boolean)) notes.push(`warm read did not show the appended event in ${R.readAppend.sawAppend.filter(x => !x).length} of ${R.readAppend.sawAppend.length} reads (stale cache?)`)
   if (R.rss.error) notes.push(`rss: ${R.rss.error}`)
+  if (addonDebug && !process.env.BENCH_CORE) notes.push('the addon is a debug build: rebuild with `--profile ci` (or `--release`) before reading these numbers')
+  if (addonNow !== env.addonBuilt && !process.env.BENCH_CORE) notes.push(`the addon was rebuilt during the run (${env.addonBuilt} → ${addonNow}): rows may mix two builds`)
   if (notes.length) { lines.push(''); lines.push('notes:'); for (const n of notes) lines.push(`  - ${n}`) }
   lines.push('')
+  lines.push('ratio = wall-time ratio (what the target is about); cpu ratio = the same ratio in CPU time (user + system, all threads), less sensitive to other load on the machine.')
   lines.push('MISS* = the measurement is not meaningful (the tool refused, crashed, or its output failed a sanity check); see notes.')
   lines.push(`total bench time ${((performance.now() - tStart) / 1000).toFixed(0)} s`)
   console.log(lines.join('\n'))

@@ -24,15 +24,17 @@ async function measure(query, reps, limit) {
   const runs = []
   let rows = null
   for (let i = 0; i < reps; i++) {
+    const c0 = process.cpuUsage()
     const t0 = performance.now()
     const records = await query.listSessions()
     const t1 = performance.now()
     const ids = records.slice(0, limit).map(r => r.header.id)
     const titles = await query.readTitleSnapshots(ids)
     const t2 = performance.now()
+    const cpu = process.cpuUsage(c0)
     const rejected = titles.filter(t => t.status === 'rejected')
     runs.push({
-      totalMs: t2 - t0, listMs: t1 - t0, titlesMs: t2 - t1,
+      totalMs: t2 - t0, listMs: t1 - t0, titlesMs: t2 - t1, cpuMs: (cpu.user + cpu.system) / 1000,
       considered: records.length, rows: ids.length, rejected: rejected.length,
       rejectReasons: rejected.slice(0, 3).map(t => `${t.sessionId}: ${t.reason?.message ?? t.reason}`),
     })
