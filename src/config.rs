@@ -28,6 +28,17 @@ pub struct Config {
     pub connect_timeout_ms: u64,
     /// Timeout for one whole exchange with the host route.
     pub request_timeout_ms: u64,
+    /// Length of the sliding send-budget window, in seconds (0 turns both budgets off).
+    pub budget_window_secs: u64,
+    /// Sends one sender may make to one target within the window (0: no pair budget).
+    pub budget_per_pair: u32,
+    /// Sends one sender may make to all targets together within the window (0: no sender budget).
+    pub budget_per_sender: u32,
+    /// Extra urgent / steer sends allowed beyond each budget, so a correction can still interrupt.
+    pub urgent_reserve: u32,
+    /// Queued (next-turn) messages from one sender a target may hold unclaimed before more queueing is
+    /// refused (0: no stacking guard). Urgent / steer sends are never refused by it.
+    pub max_stacked_per_sender: u32,
 }
 
 impl Default for Config {
@@ -44,6 +55,11 @@ impl Default for Config {
             host_api: "auto".into(),
             connect_timeout_ms: 2000,
             request_timeout_ms: 10000,
+            budget_window_secs: 600,
+            budget_per_pair: 6,
+            budget_per_sender: 20,
+            urgent_reserve: 2,
+            max_stacked_per_sender: 2,
         }
     }
 }

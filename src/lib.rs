@@ -9,6 +9,7 @@ pub mod config;
 pub mod request;
 pub mod store;
 pub mod mail;
+pub mod ledger;
 pub mod delivery;
 pub mod render;
 pub mod tools;

@@ -74,4 +74,8 @@ pub struct LiveSession {
     pub pending_rpc_ids: Vec<String>,
     /// Pending next-turn items (count), for the stacking guard.
     pub pending_next_turn: usize,
+    /// Request ids (`source.rpcId`) of the pending next-turn items only, in inbox order (filled by the
+    /// shim from `agent.inbox.nextTurn`); the stacking guard intersects them with the sender's ledger.
+    #[serde(default)]
+    pub pending_next_turn_rpc_ids: Vec<String>,
 }

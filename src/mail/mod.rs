@@ -7,7 +7,9 @@
 //!
 //! The sender is always the runtime caller (`Caller::id()`), never a tool argument.
 
+pub mod budget;
 pub mod guard;
+pub mod stacking;
 
 use crate::request::Caller;
 

@@ -6,7 +6,10 @@
 use serde_json::Value;
 
 use crate::delivery::{Dialect, Failure, Mode, Recovery};
+use crate::ledger::time::{format_utc_secs, human_secs};
+use crate::mail::budget::{Allowance, Exceeded, Which};
 use crate::mail::guard::Forgery;
+use crate::mail::stacking::Stacked;
 
 /// `refused (<code>): <first>` plus further lines.
 pub fn refused(code: &str, first: &str, more: &[String]) -> String {
@@ -193,11 +196,170 @@ pub struct Receipt<'a> {
     pub ambiguity: Option<&'a str>,
     /// Earlier messages of this plugin still pending in the target's inbox.
     pub pending_from_plugin: usize,
+    /// Items (anyone's) already waiting in the target's next-turn inbox, when it is live.
+    pub pending_next_turn: usize,
+    /// What is left of the send budget after this send (`None`: budgets off).
+    pub budget: Option<Allowance>,
+}
+
+/// What happened to an accepted message, in one line (`outcome: …`).
+///
+/// The host's own downgrade of a steer (the target's turn was being aborted: `send()` then resolves the
+/// target to next-turn) cannot be seen in the HTTP answer, so the steer line says so instead of guessing.
+pub fn outcome_line(mode: Mode, running: bool, woke: bool, pending_next_turn: usize) -> String {
+    let behind = if pending_next_turn > 0 {
+        format!(", behind {pending_next_turn} item(s) already waiting there")
+    } else {
+        String::new()
+    };
+    match (mode, running, woke) {
+        (Mode::Queue, true, _) => format!(
+            "outcome: queued for the next turn: it lands after the turn that session is running now ends{behind}."
+        ),
+        (Mode::Queue, false, false) => format!(
+            "outcome: queued for the next turn: that session is idle, so the host starts that turn now{behind}."
+        ),
+        (Mode::Queue, false, true) => {
+            "outcome: queued for the next turn: the session was not live, so the host resumed it and its next turn starts with this message.".into()
+        }
+        (Mode::Steer, true, _) => {
+            "outcome: steered into the next step of its running turn (steer requested; if that session's turn was being aborted the host queues it for the next turn instead).".into()
+        }
+        (Mode::Steer, false, false) => {
+            "outcome: started a turn: that session was idle, so the steer started a new turn at once.".into()
+        }
+        (Mode::Steer, false, true) => {
+            "outcome: started a turn: the session was not live, so the host resumed it and the steer started a new turn.".into()
+        }
+    }
+}
+
+/// `budget: 4 of 6 left for this pair in the next 10 min; 17 of 20 left for all your sends.`
+pub fn budget_line(a: &Allowance) -> Option<String> {
+    let w = human_secs(a.window_secs);
+    let mut parts = Vec::new();
+    if let Some(p) = a.pair {
+        let mut t = format!(
+            "{} of {} left for this pair in the next {w}",
+            p.left(),
+            p.limit
+        );
+        if p.in_reserve() || p.left() == 0 {
+            t.push_str(&format!(
+                " (urgent reserve: {} of {} left)",
+                p.reserve_left(),
+                p.reserve
+            ));
+        }
+        parts.push(t);
+    }
+    if let Some(s) = a.sender {
+        let mut t = format!("{} of {} left for all your sends", s.left(), s.limit);
+        if a.pair.is_none() {
+            t.push_str(&format!(" in the next {w}"));
+        }
+        if s.in_reserve() || s.left() == 0 {
+            t.push_str(&format!(
+                " (urgent reserve: {} of {} left)",
+                s.reserve_left(),
+                s.reserve
+            ));
+        }
+        parts.push(t);
+    }
+    if parts.is_empty() {
+        None
+    } else {
+        Some(format!("budget: {}.", parts.join("; ")))
+    }
+}
+
+/// The argument spelling of an urgent send for each tool.
+fn urgent_spelling(tool: SendTool) -> &'static str {
+    match tool {
+        SendTool::SessionsSend => r#"mode: "steer""#,
+        SendTool::SendSessionMessage => "urgent: true",
+    }
+}
+
+/// `refused (budget): …` — which budget, how many were sent in the window, when one more send is possible.
+pub fn budget_refused(e: &Exceeded, target: &str, tool: SendTool) -> String {
+    let w = human_secs(e.window_secs);
+    let reserve = if e.urgent && e.urgent_reserve > 0 {
+        format!(
+            " plus {} urgent (urgentReserve), used up as well",
+            e.urgent_reserve
+        )
+    } else {
+        String::new()
+    };
+    let first = match e.which {
+        Which::Pair => format!(
+            "you already sent {} message(s) to {target} in the last {w}; the budget for this pair is {} per {w} (budgetPerPair){reserve}.",
+            e.sent, e.limit
+        ),
+        Which::Sender => format!(
+            "you already sent {} message(s) to other sessions in the last {w}; the budget for all your sends is {} per {w} (budgetPerSender){reserve}.",
+            e.sent, e.limit
+        ),
+    };
+    let mut more = vec![format!(
+        "It resets enough for one more send in {} s (at {} UTC). Nothing was sent.",
+        e.wait_secs(),
+        format_utc_secs(e.next_at_ms)
+    )];
+    match e.also {
+        Some(Which::Sender) => {
+            more.push("The budget for all your sends (budgetPerSender) is used up as well.".into())
+        }
+        Some(Which::Pair) => more.push(format!(
+            "The budget for this pair (budgetPerPair, {target}) is used up as well."
+        )),
+        None => {}
+    }
+    if e.urgent_left > 0 {
+        more.push(format!(
+            "A correction that makes an earlier message wrong can still go now with {} ({} urgent send(s) left in reserve).",
+            urgent_spelling(tool),
+            e.urgent_left
+        ));
+    }
+    more.push("Two or three exchanges are usually enough: take the conclusion back to the user instead of sending more.".into());
+    refused("budget", &first, &more)
+}
+
+/// `refused (stacked): …` — this sender's queued messages the target has not taken yet.
+pub fn stacked(s: &Stacked, target: &str, tool: SendTool) -> String {
+    let n = s.waiting.len();
+    refused(
+        "stacked",
+        &format!(
+            "{n} of your earlier messages to {target} are still waiting unclaimed in its next-turn inbox (limit {}, maxStackedPerSender).",
+            s.limit
+        ),
+        &[
+            format!("waiting: {}", s.waiting.join(", ")),
+            format!(
+                "Wait for an answer before queueing more: they would stack up and land one turn after another. A correction that makes an earlier message wrong can go now with {}. Nothing was sent.",
+                urgent_spelling(tool)
+            ),
+        ],
+    )
+}
+
+/// Add a `note: …` line before the final `request: …` line (or at the end when there is none).
+pub fn with_note(text: String, note: &str) -> String {
+    match text.rfind("\nrequest: ") {
+        Some(i) => format!("{}\nnote: {note}{}", &text[..i], &text[i..]),
+        None => format!("{text}\nnote: {note}"),
+    }
 }
 
 /// ```text
 /// accepted for session-4b91… | mode=queue | chars=214 (woke a cold session)
 /// The message is queued in that session's inbox. Its reply will not return through this call; read it later with sessions_read.
+/// outcome: queued for the next turn: the session was not live, so the host resumed it and its next turn starts with this message.
+/// budget: 5 of 6 left for this pair in the next 10 min; 19 of 20 left for all your sends.
 /// request: dsh-session-mail:0b6c…
 /// ```
 pub fn accepted(r: &Receipt) -> String {
@@ -228,6 +390,13 @@ pub fn accepted(r: &Receipt) -> String {
     s.push_str(landing);
     s.push(' ');
     s.push_str(&reply);
+    s.push('\n');
+    s.push_str(&outcome_line(
+        r.mode,
+        r.running,
+        r.woke,
+        r.pending_next_turn,
+    ));
     if let Some(rec) = r.recovery {
         let first = r.ambiguity.unwrap_or("no clear answer");
         let how = match (rec, r.dialect) {
@@ -243,6 +412,10 @@ pub fn accepted(r: &Receipt) -> String {
             "\nnote: that session already had {} earlier message(s) from this plugin waiting in its inbox; wait for an answer before sending more.",
             r.pending_from_plugin
         ));
+    }
+    if let Some(line) = r.budget.as_ref().and_then(budget_line) {
+        s.push('\n');
+        s.push_str(&line);
     }
     s.push_str(&format!("\nrequest: {}", r.request_id));
     s

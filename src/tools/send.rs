@@ -8,19 +8,30 @@
 //! 3. a web server to deliver through (`no-web-server`);
 //! 4. the target is the caller (`self-send`);
 //! 5. the body: `empty-body`, `too-long` (`maxSendChars`), `forged-header`;
-//! 6. `resume-disabled`: a target not live in `req.live` while `allowResume` is false — decided before the
+//! 6. the send budget (`budget`, `mail::budget`): counted from the audit ledger; nothing of the target
+//!    has been read yet;
+//! 7. `resume-disabled`: a target not live in `req.live` while `allowResume` is false — decided before the
 //!    target is resolved, so not even its log is opened (seed 000 ordering guarantee 1);
-//! 7. resolve: live registry, else the session store (`not-found`);
-//! 8. `not-messageable` (subagent) — before anything is sent (seed 000 ordering guarantee 2);
-//! 9. deliver (`rejected`, `unreachable`, `auth-failed`, `forbidden`) or the receipt.
+//! 8. resolve: live registry, else the session store (`not-found`);
+//! 9. `not-messageable` (subagent) — before anything is sent (seed 000 ordering guarantee 2);
+//! 10. the stacking guard (`stacked`, `mail::stacking`): queue sends only;
+//! 11. deliver (`rejected`, `unreachable`, `auth-failed`, `forbidden`) or the receipt.
 //!
 //! Both tools apply the same guards; `allowResume` and `maxSendChars` govern both.
+//!
+//! Every attempt, refused or not, is one line of the audit ledger (`crate::ledger`), written after the
+//! outcome is known. A ledger that cannot be written does not stop the send: the text ends with
+//! `note: audit ledger not written: <reason>`.
+
+use std::path::Path;
 
 use serde_json::{Map, Value};
 
 use crate::config::Config;
-use crate::delivery::{self, http::Timeouts, Delivery, Mode, Outcome};
-use crate::mail::{self, guard};
+use crate::delivery::{self, http::Timeouts, Delivery, Failure, Mode, Outcome};
+use crate::ledger::{self, time};
+use crate::mail::budget::{self, Allowance, Reservation};
+use crate::mail::{self, guard, stacking};
 use crate::render::send::{self as text, describe_got, FailureContext, Problem, Receipt, SendTool};
 use crate::request::{LiveSession, ToolRequest};
 use crate::store;
@@ -273,7 +284,7 @@ pub fn parse_args(tool: SendTool, args: &Value, cfg: &Config) -> Result<SendArgs
 }
 
 /// What the send will do once every check passed.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Plan {
     pub tool: SendTool,
     pub target: String,
@@ -286,14 +297,28 @@ pub struct Plan {
     pub woke: bool,
     pub running: bool,
     pub pending_from_plugin: usize,
+    /// Items already waiting in the live target's next-turn inbox.
+    pub pending_next_turn: usize,
+    /// What is left of the budget once this send is accepted (`None`: budgets off).
+    pub budget: Option<Allowance>,
+    /// Holds this send's budget slot until its ledger line is written.
+    pub reservation: Option<Reservation>,
+    /// `note:` lines for the receipt (e.g. the budget could not be checked).
+    pub notes: Vec<String>,
 }
 
 fn header_str<'a>(h: &'a Value, key: &str) -> Option<&'a str> {
     h.get(key).and_then(Value::as_str).filter(|s| !s.is_empty())
 }
 
-/// Every check up to (not including) delivery. `Err` is the refusal text.
+/// Every check up to (not including) delivery, at the current time. `Err` is the refusal text.
 pub fn plan(req: &ToolRequest) -> Result<Plan, String> {
+    let home = store::resolve_dsh_home(req.host.dsh_home.as_deref());
+    plan_at(req, &home, time::now_ms())
+}
+
+/// [`plan`] with DSH_HOME resolved and the clock given (ms since the epoch).
+pub fn plan_at(req: &ToolRequest, home: &Path, now_ms: i64) -> Result<Plan, String> {
     let tool = SendTool::from_name(&req.tool);
     let args = parse_args(tool, &req.args, &req.config)
         .map_err(|p| text::bad_arguments(&p, tool.usage()))?;
@@ -330,6 +355,11 @@ pub fn plan(req: &ToolRequest) -> Result<Plan, String> {
     }
     guard::check_body(&args.message).map_err(|f| text::forged_header(&f))?;
 
+    // The budget comes from the ledger alone: nothing of the target has been read or touched yet.
+    let urgent = args.mode == Mode::Steer;
+    let admitted = budget::check(home, &sender, &args.target, urgent, now_ms, cfg)
+        .map_err(|e| text::budget_refused(&e, &args.target, tool))?;
+
     // Ordering guarantee 1: decided from the live registry alone, before the target is resolved.
     let live: Option<&LiveSession> = req.live.iter().find(|l| l.id == args.target);
     if live.is_none() && !cfg.allow_resume {
@@ -343,18 +373,18 @@ pub fn plan(req: &ToolRequest) -> Result<Plan, String> {
             header_str(&l.header, "origin") == Some("subagent"),
             header_str(&l.header, "parentSession").map(str::to_string),
         ),
-        None => {
-            let home = store::resolve_dsh_home(req.host.dsh_home.as_deref());
-            match store::find_session(&home, &args.target) {
-                Some(meta) => (meta.is_subagent(), meta.parent_session.clone()),
-                None => return Err(text::not_found(&args.target)),
-            }
-        }
+        None => match store::find_session(home, &args.target) {
+            Some(meta) => (meta.is_subagent(), meta.parent_session.clone()),
+            None => return Err(text::not_found(&args.target)),
+        },
     };
     // Ordering guarantee 2: a subagent is refused before anything is sent.
     if subagent {
         return Err(text::not_messageable(&args.target, parent.as_deref()));
     }
+    // Stacking: queue sends only; a live target's pending ids, or a cold target's log.
+    stacking::check(home, &sender, &args.target, urgent, live, now_ms, cfg)
+        .map_err(|st| text::stacked(&st, &args.target, tool))?;
 
     let delivered = match tool {
         SendTool::SendSessionMessage => mail::with_from_header(&sender, &args.message),
@@ -381,19 +411,141 @@ pub fn plan(req: &ToolRequest) -> Result<Plan, String> {
                 .filter(|id| id.starts_with(mail::REQUEST_ID_PREFIX))
                 .count()
         }),
+        pending_next_turn: live.map_or(0, |l| {
+            l.pending_next_turn.max(l.pending_next_turn_rpc_ids.len())
+        }),
+        budget: admitted.allowance,
+        reservation: admitted.reservation,
+        notes: admitted.note.into_iter().collect(),
     })
+}
+
+/// What the ledger records about a call whose plan was refused: whatever the raw arguments say.
+struct Facts {
+    sender: Option<String>,
+    target: Option<String>,
+    mode: Option<&'static str>,
+    body: Option<String>,
+}
+
+fn facts(req: &ToolRequest, tool: SendTool) -> Facts {
+    let args = req.args.as_object();
+    let get = |k: &str| args.and_then(|a| a.get(k));
+    let mode = match tool {
+        SendTool::SendSessionMessage => match get("urgent") {
+            None | Some(Value::Bool(false)) => Some("queue"),
+            Some(Value::Bool(true)) => Some("steer"),
+            _ => None,
+        },
+        SendTool::SessionsSend => match get("mode") {
+            None => Some(
+                Mode::parse(req.config.default_send_mode.trim())
+                    .unwrap_or(Mode::Queue)
+                    .as_str(),
+            ),
+            Some(Value::String(m)) => Mode::parse(m).map(Mode::as_str),
+            _ => None,
+        },
+    };
+    Facts {
+        sender: mail::sender_id(req.caller.as_ref()).map(str::to_string),
+        target: get(tool.target_arg())
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        mode,
+        body: get("message").and_then(Value::as_str).map(str::to_string),
+    }
+}
+
+/// The ledger outcome of a refusal text: `refused:<code>`.
+fn refusal_outcome(text: &str) -> String {
+    let code = text
+        .strip_prefix("refused (")
+        .and_then(|r| r.split(')').next())
+        .filter(|c| !c.is_empty())
+        .unwrap_or("unknown");
+    format!("refused:{code}")
+}
+
+/// The ledger outcome of a delivery.
+fn delivery_outcome(o: &Outcome) -> String {
+    match o {
+        Outcome::Accepted { .. } => "accepted".into(),
+        Outcome::Rejected { .. } => "refused:rejected".into(),
+        Outcome::Failed(Failure::MayHaveLanded { .. }) => "may-have-landed".into(),
+        Outcome::Failed(Failure::NoSecret(_) | Failure::Unauthorized) => {
+            "refused:auth-failed".into()
+        }
+        Outcome::Failed(Failure::Forbidden(_)) => "refused:forbidden".into(),
+        Outcome::Failed(_) => "unreachable".into(),
+    }
+}
+
+/// Write one ledger line; `Some(note)` when it could not be written.
+#[allow(clippy::too_many_arguments)]
+fn record(
+    home: &Path,
+    now_ms: i64,
+    sender: Option<&str>,
+    target: Option<&str>,
+    tool: SendTool,
+    mode: Option<&str>,
+    request_id: Option<&str>,
+    outcome: &str,
+    body: Option<&str>,
+) -> Option<String> {
+    let entry = ledger::Entry::new(
+        now_ms,
+        sender,
+        target,
+        tool.name(),
+        mode,
+        request_id,
+        outcome,
+        body,
+    );
+    ledger::append(home, &entry)
+        .err()
+        .map(|why| format!("audit ledger not written: {why}"))
 }
 
 /// Run `sessions_send` or `send_session_message`; the result is the text the model sees.
 pub async fn run(req: &ToolRequest) -> String {
-    let p = match plan(req) {
-        Ok(p) => p,
-        Err(refusal) => return refusal,
-    };
     let home = store::resolve_dsh_home(req.host.dsh_home.as_deref());
+    run_at(req, &home, time::now_ms()).await
+}
+
+/// [`run`] with DSH_HOME resolved and the clock given (the budget window and the ledger line use it).
+pub async fn run_at(req: &ToolRequest, home: &Path, now_ms: i64) -> String {
+    let tool = SendTool::from_name(&req.tool);
+    let p = match plan_at(req, home, now_ms) {
+        Ok(p) => p,
+        Err(refusal) => {
+            let f = facts(req, tool);
+            let note = record(
+                home,
+                now_ms,
+                f.sender.as_deref(),
+                f.target.as_deref(),
+                tool,
+                f.mode,
+                None,
+                &refusal_outcome(&refusal),
+                f.body.as_deref(),
+            );
+            return match note {
+                Some(n) => text::with_note(refusal, &n),
+                None => refusal,
+            };
+        }
+    };
+    let message = match &req.args {
+        Value::Object(a) => a.get("message").and_then(Value::as_str),
+        _ => None,
+    };
     let d = Delivery {
         base_url: &p.base_url,
-        dsh_home: &home,
+        dsh_home: home,
         host_secret: req.host.secret.as_deref(),
         host_version: req.host.version.as_deref(),
         host_api: &req.config.host_api,
@@ -403,7 +555,22 @@ pub async fn run(req: &ToolRequest) -> String {
         text: &p.text,
         request_id: &p.request_id,
     };
-    match delivery::deliver(&d).await {
+    let outcome = delivery::deliver(&d).await;
+    let sender = mail::sender_id(req.caller.as_ref());
+    let ledger_note = record(
+        home,
+        now_ms,
+        sender,
+        Some(&p.target),
+        tool,
+        Some(p.mode.as_str()),
+        Some(&p.request_id),
+        &delivery_outcome(&outcome),
+        message,
+    );
+    // The slot is released only now that the ledger line (or its failure) is settled.
+    drop(p.reservation);
+    let mut out = match outcome {
         Outcome::Accepted {
             dialect,
             recovery,
@@ -420,6 +587,8 @@ pub async fn run(req: &ToolRequest) -> String {
             recovery,
             ambiguity: ambiguity.as_deref(),
             pending_from_plugin: p.pending_from_plugin,
+            pending_next_turn: p.pending_next_turn,
+            budget: p.budget,
         }),
         Outcome::Rejected {
             code,
@@ -435,7 +604,11 @@ pub async fn run(req: &ToolRequest) -> String {
                 connect_timeout_ms: req.config.connect_timeout_ms,
             },
         ),
+    };
+    for n in p.notes.iter().chain(ledger_note.iter()) {
+        out = text::with_note(out, n);
     }
+    out
 }
 
 #[cfg(test)]
@@ -531,6 +704,7 @@ mod tests {
             header,
             pending_rpc_ids: vec![],
             pending_next_turn: 0,
+            pending_next_turn_rpc_ids: vec![],
         }
     }
 
@@ -905,9 +1079,11 @@ mod tests {
             "accepted for session-cold | mode=queue | chars=5 (woke a cold session)"
         );
         assert_eq!(lines[1], "The message is queued in that session's inbox. Its reply will not return through this call; read it later with sessions_read.");
-        let rid = lines[2].strip_prefix("request: ").unwrap();
+        assert_eq!(lines[2], "outcome: queued for the next turn: the session was not live, so the host resumed it and its next turn starts with this message.");
+        assert_eq!(lines[3], "budget: 5 of 6 left for this pair in the next 10 min; 19 of 20 left for all your sends.");
+        let rid = lines[4].strip_prefix("request: ").unwrap();
         assert!(crate::mail::is_request_id(rid), "{rid}");
-        assert_eq!(lines.len(), 3);
+        assert_eq!(lines.len(), 5);
         let reqs = env.requests();
         assert_eq!(reqs.len(), 1);
         let j = reqs[0].json();
@@ -1143,5 +1319,451 @@ mod tests {
             );
             assert!(!t.contains("dsh-auth-"), "cookie leaked: {t}");
         }
+    }
+    const NOW: i64 = 1_761_741_296_789;
+
+    fn rid_of(out: &str) -> String {
+        out.lines()
+            .find_map(|l| l.strip_prefix("request: "))
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    fn ssm(env: &Env, target: &str, message: &str, urgent: bool, l: LiveSession) -> ToolRequest {
+        let mut r = env.req(
+            "send_session_message",
+            json!({"toSessionId": target, "message": message, "urgent": urgent}),
+        );
+        r.live = vec![l];
+        r
+    }
+
+    #[tokio::test]
+    async fn receipts_say_what_happened() {
+        let env = Env::online(accept_all()).await;
+        let mut busy = live("session-peer", "running", json!({}));
+        busy.pending_next_turn = 2;
+        let out = run_at(
+            &ssm(&env, "session-peer", "a", false, busy.clone()),
+            env.home.path(),
+            NOW,
+        )
+        .await;
+        assert!(out.contains("\noutcome: queued for the next turn: it lands after the turn that session is running now ends, behind 2 item(s) already waiting there.\n"), "{out}");
+        let out = run_at(
+            &ssm(&env, "session-peer", "b", true, busy),
+            env.home.path(),
+            NOW,
+        )
+        .await;
+        assert!(out.contains("\noutcome: steered into the next step of its running turn (steer requested; if that session's turn was being aborted the host queues it for the next turn instead).\n"), "{out}");
+        let idle = live("session-peer", "idle", json!({}));
+        let out = run_at(
+            &ssm(&env, "session-peer", "c", false, idle.clone()),
+            env.home.path(),
+            NOW,
+        )
+        .await;
+        assert!(out.contains("\noutcome: queued for the next turn: that session is idle, so the host starts that turn now.\n"), "{out}");
+        let out = run_at(
+            &ssm(&env, "session-peer", "d", true, idle),
+            env.home.path(),
+            NOW,
+        )
+        .await;
+        assert!(out.contains("\noutcome: started a turn: that session was idle, so the steer started a new turn at once.\n"), "{out}");
+        assert!(out.contains("\nbudget: 2 of 6 left for this pair in the next 10 min; 16 of 20 left for all your sends.\nrequest: dsh-session-mail:"), "{out}");
+        assert!(crate::mail::is_request_id(&rid_of(&out)));
+    }
+
+    #[tokio::test]
+    async fn pair_budget_refuses_before_touching_the_target_and_keeps_an_urgent_reserve() {
+        let env = Env::online(accept_all()).await;
+        let h = env.home.path();
+        let peer = || live("session-peer", "idle", json!({}));
+        for i in 0..6 {
+            let out = run_at(
+                &ssm(&env, "session-peer", "hi", false, peer()),
+                h,
+                NOW + i * 1000,
+            )
+            .await;
+            assert!(out.starts_with("accepted"), "{out}");
+            assert!(
+                out.contains(&format!("budget: {} of 6 left for this pair", 5 - i)),
+                "{out}"
+            );
+        }
+        let out = run_at(
+            &ssm(&env, "session-peer", "hi", false, peer()),
+            h,
+            NOW + 10_000,
+        )
+        .await;
+        let reset = crate::ledger::time::format_utc_secs(NOW + 600_000);
+        assert_eq!(
+            out,
+            format!("refused (budget): you already sent 6 message(s) to session-peer in the last 10 min; the budget for this pair is 6 per 10 min (budgetPerPair).\n\
+             It resets enough for one more send in 590 s (at {reset} UTC). Nothing was sent.\n\
+             A correction that makes an earlier message wrong can still go now with urgent: true (2 urgent send(s) left in reserve).\n\
+             Two or three exchanges are usually enough: take the conclusion back to the user instead of sending more.")
+        );
+        assert_eq!(
+            env.requests().len(),
+            6,
+            "the refused send never reached the host"
+        );
+        // the other tool shares the budget
+        let mut r = env.req(
+            "sessions_send",
+            json!({"session_id": "session-peer", "message": "hi"}),
+        );
+        r.live = vec![peer()];
+        let out = run_at(&r, h, NOW + 11_000).await;
+        assert_eq!(code(&out), "budget");
+        assert!(
+            out.contains(r#"can still go now with mode: "steer""#),
+            "{out}"
+        );
+        // the reserve: two urgent sends
+        for left in [1, 0] {
+            let out = run_at(
+                &ssm(&env, "session-peer", "correction", true, peer()),
+                h,
+                NOW + 12_000,
+            )
+            .await;
+            assert!(out.starts_with("accepted"), "{out}");
+            assert!(out.contains(&format!("budget: 0 of 6 left for this pair in the next 10 min (urgent reserve: {left} of 2 left)")), "{out}");
+        }
+        let out = run_at(
+            &ssm(&env, "session-peer", "again", true, peer()),
+            h,
+            NOW + 13_000,
+        )
+        .await;
+        assert!(out.starts_with("refused (budget): you already sent 8 message(s) to session-peer in the last 10 min; the budget for this pair is 6 per 10 min (budgetPerPair) plus 2 urgent (urgentReserve), used up as well."), "{out}");
+        assert!(!out.contains("can still go now"), "{out}");
+        assert_eq!(env.requests().len(), 8);
+        // the window slides: with 8 in the window a queue send needs 3 of them to leave it
+        // (the third, sent at NOW + 2 s, leaves at NOW + 2 s + 10 min)
+        let out = run_at(
+            &ssm(&env, "session-peer", "hi", false, peer()),
+            h,
+            NOW + 601_000,
+        )
+        .await;
+        assert_eq!(code(&out), "budget", "{out}");
+        let out = run_at(
+            &ssm(&env, "session-peer", "hi", false, peer()),
+            h,
+            NOW + 602_000,
+        )
+        .await;
+        assert!(out.starts_with("accepted"), "{out}");
+        // other pairs are unaffected
+        let out = run_at(
+            &ssm(
+                &env,
+                "session-other",
+                "hi",
+                false,
+                live("session-other", "idle", json!({})),
+            ),
+            h,
+            NOW + 602_000,
+        )
+        .await;
+        assert!(out.starts_with("accepted"), "{out}");
+    }
+
+    #[tokio::test]
+    async fn sender_budget_counts_all_targets() {
+        let env = Env::online(accept_all()).await;
+        let h = env.home.path();
+        let targets = ["session-t1", "session-t2", "session-t3", "session-t4"];
+        let mut live_all: Vec<LiveSession> =
+            targets.iter().map(|t| live(t, "idle", json!({}))).collect();
+        live_all.truncate(4);
+        for (i, t) in targets.iter().take(3).enumerate() {
+            let mut r = env.req(
+                "send_session_message",
+                json!({"toSessionId": t, "message": "hi"}),
+            );
+            r.config.budget_per_sender = 3;
+            r.live = live_all.clone();
+            let out = run_at(&r, h, NOW + i as i64 * 1000).await;
+            assert!(out.starts_with("accepted"), "{out}");
+        }
+        let mut r = env.req(
+            "send_session_message",
+            json!({"toSessionId": "session-t4", "message": "hi"}),
+        );
+        r.config.budget_per_sender = 3;
+        r.live = live_all;
+        let out = run_at(&r, h, NOW + 5000).await;
+        assert!(out.starts_with("refused (budget): you already sent 3 message(s) to other sessions in the last 10 min; the budget for all your sends is 3 per 10 min (budgetPerSender).\nIt resets enough for one more send in 595 s"), "{out}");
+    }
+
+    #[tokio::test]
+    async fn stacking_refuses_a_third_queued_message_but_not_a_correction() {
+        let env = Env::online(accept_all()).await;
+        let h = env.home.path();
+        let busy = |pending: Vec<String>| {
+            let mut l = live("session-peer", "running", json!({}));
+            l.pending_next_turn = pending.len();
+            l.pending_rpc_ids = pending.clone();
+            l.pending_next_turn_rpc_ids = pending;
+            l
+        };
+        let a = rid_of(
+            &run_at(
+                &ssm(&env, "session-peer", "one", false, busy(vec![])),
+                h,
+                NOW,
+            )
+            .await,
+        );
+        let b = rid_of(
+            &run_at(
+                &ssm(&env, "session-peer", "two", false, busy(vec![a.clone()])),
+                h,
+                NOW + 1000,
+            )
+            .await,
+        );
+        assert!(crate::mail::is_request_id(&a) && crate::mail::is_request_id(&b));
+        // another sender's item and a typed prompt are waiting too; they are not ours
+        let pending = vec![
+            a.clone(),
+            "dsh-session-mail:00000000-0000-4000-8000-000000000000".into(),
+            "22915".into(),
+            b.clone(),
+        ];
+        let out = run_at(
+            &ssm(&env, "session-peer", "three", false, busy(pending.clone())),
+            h,
+            NOW + 2000,
+        )
+        .await;
+        assert_eq!(
+            out,
+            format!("refused (stacked): 2 of your earlier messages to session-peer are still waiting unclaimed in its next-turn inbox (limit 2, maxStackedPerSender).\n\
+             waiting: {b}, {a}\n\
+             Wait for an answer before queueing more: they would stack up and land one turn after another. A correction that makes an earlier message wrong can go now with urgent: true. Nothing was sent.")
+        );
+        assert_eq!(env.requests().len(), 2);
+        let out = run_at(
+            &ssm(&env, "session-peer", "correction", true, busy(pending)),
+            h,
+            NOW + 3000,
+        )
+        .await;
+        assert!(out.starts_with("accepted"), "{out}");
+        // the target took one: queueing is open again
+        let out = run_at(
+            &ssm(&env, "session-peer", "three", false, busy(vec![b.clone()])),
+            h,
+            NOW + 4000,
+        )
+        .await;
+        assert!(out.starts_with("accepted"), "{out}");
+        // the refusal is in the ledger
+        let r = crate::ledger::read_ledger(
+            h,
+            &crate::ledger::Filter {
+                outcome: Some("refused:stacked".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(r.entries.len(), 1);
+        assert_eq!(r.entries[0].body_chars, Some(5));
+    }
+
+    #[tokio::test]
+    async fn every_attempt_is_one_ledger_line_without_the_body() {
+        let env = Env::online(|n, r: &Recorded| {
+            if n == 1 {
+                rpc_error("session/writer-held", "held")
+            } else {
+                ok_accepted(r.json()["rpcId"].as_str().unwrap_or(""))
+            }
+        })
+        .await;
+        let h = env.home.path();
+        let body = "the secret plan is hunter2";
+        let peer = || live("session-peer", "idle", json!({}));
+        run_at(&ssm(&env, "session-peer", body, false, peer()), h, NOW).await; // accepted
+        run_at(&ssm(&env, "session-peer", body, true, peer()), h, NOW + 1).await; // rejected by the host
+        run_at(
+            &env.req(
+                "send_session_message",
+                json!({"toSessionId": "session-me", "message": body}),
+            ),
+            h,
+            NOW + 2,
+        )
+        .await; // self
+        run_at(
+            &env.req("sessions_send", json!({"session_id": 5})),
+            h,
+            NOW + 3,
+        )
+        .await; // bad argument
+        let mut r = env.req(
+            "sessions_send",
+            json!({"session_id": "session-peer", "message": body}),
+        );
+        r.caller = None;
+        run_at(&r, h, NOW + 4).await; // no caller
+        let text = std::fs::read_to_string(crate::ledger::path(h)).unwrap();
+        assert!(
+            !text.contains("hunter2") && !text.contains("secret plan"),
+            "{text}"
+        );
+        let all = crate::ledger::read_ledger(h, &Default::default())
+            .unwrap()
+            .entries;
+        type Row<'a> = (
+            Option<&'a str>,
+            Option<&'a str>,
+            &'a str,
+            Option<&'a str>,
+            &'a str,
+            bool,
+        );
+        let got: Vec<Row> = all
+            .iter()
+            .map(|e| {
+                (
+                    e.sender.as_deref(),
+                    e.target.as_deref(),
+                    e.tool.as_str(),
+                    e.mode.as_deref(),
+                    e.outcome.as_str(),
+                    e.request_id.is_some(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    Some("session-me"),
+                    Some("session-peer"),
+                    "send_session_message",
+                    Some("queue"),
+                    "accepted",
+                    true
+                ),
+                (
+                    Some("session-me"),
+                    Some("session-peer"),
+                    "send_session_message",
+                    Some("steer"),
+                    "refused:rejected",
+                    true
+                ),
+                (
+                    Some("session-me"),
+                    Some("session-me"),
+                    "send_session_message",
+                    Some("queue"),
+                    "refused:self-send",
+                    false
+                ),
+                (
+                    Some("session-me"),
+                    None,
+                    "sessions_send",
+                    Some("queue"),
+                    "refused:bad-argument",
+                    false
+                ),
+                (
+                    None,
+                    Some("session-peer"),
+                    "sessions_send",
+                    Some("queue"),
+                    "refused:no-caller",
+                    false
+                ),
+            ]
+        );
+        assert_eq!(
+            all[0].body_sha256.as_deref(),
+            Some(crate::ledger::sha256_hex(body).as_str())
+        );
+        assert_eq!(all[3].body_chars, None);
+        // an unreachable host
+        let off = Env::offline();
+        let out = run_at(
+            &ssm(&off, "session-peer", "x", false, peer()),
+            off.home.path(),
+            NOW,
+        )
+        .await;
+        assert_eq!(code(&out), "unreachable");
+        let e = crate::ledger::read_ledger(off.home.path(), &Default::default())
+            .unwrap()
+            .entries;
+        assert_eq!(e[0].outcome, "unreachable");
+        // unreachable sends are free: they do not count against the budget
+        assert!(!e[0].counts_as_sent());
+    }
+
+    #[tokio::test]
+    async fn an_unwritable_ledger_never_blocks_a_send() {
+        let env = Env::online(accept_all()).await;
+        let h = env.home.path();
+        std::fs::write(crate::ledger::dir(h), "not a directory").unwrap();
+        let out = run_at(
+            &ssm(
+                &env,
+                "session-peer",
+                "hi",
+                false,
+                live("session-peer", "idle", json!({})),
+            ),
+            h,
+            NOW,
+        )
+        .await;
+        assert!(out.starts_with("accepted for session-peer"), "{out}");
+        let lines: Vec<&str> = out.lines().collect();
+        let n = lines.len();
+        assert!(
+            lines[n - 3]
+                .starts_with("note: send budget not checked: the audit ledger could not be read ("),
+            "{out}"
+        );
+        assert!(
+            lines[n - 2].starts_with("note: audit ledger not written: "),
+            "{out}"
+        );
+        assert!(
+            lines[n - 1].starts_with("request: dsh-session-mail:"),
+            "{out}"
+        );
+        assert_eq!(env.requests().len(), 1);
+        // a refusal says so as well
+        let out = run_at(
+            &env.req(
+                "send_session_message",
+                json!({"toSessionId": "session-me", "message": "hi"}),
+            ),
+            h,
+            NOW,
+        )
+        .await;
+        assert_eq!(code(&out), "self-send");
+        assert!(
+            out.lines()
+                .last()
+                .unwrap()
+                .starts_with("note: audit ledger not written: "),
+            "{out}"
+        );
     }
 }

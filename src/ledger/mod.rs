@@ -1,0 +1,429 @@
+//! The audit ledger: one append-only JSONL file per DSH home with one line per send attempt, readable
+//! by the user (the CLI's `ledger` command) and the source of the send budget (`mail::budget`).
+//!
+//! - Where: `$DSH_HOME/dsh-session-mail/ledger.jsonl`; the directory is 0700 and the file 0600 (Unix),
+//!   tightened when found looser.
+//! - A line: `{"time","sender","target","tool","mode","requestId","outcome","bodyChars","bodySha256"}`.
+//!   Never the body, never a secret or a cookie (nothing here is handed one). `bodySha256` is the hex
+//!   SHA-256 of the message as the caller wrote it (before the From header or the frame) — note that a
+//!   very short body can be guessed from its hash, which is one more reason the file is owner-only.
+//! - Outcomes: `accepted`, `refused:<code>` (the refusal code of the tool text), `unreachable` (nothing
+//!   reached a decision of the host), `may-have-landed` (the message went out and no clear answer came back).
+//! - Writes: the whole line (newline included) in one `write(2)` on a file opened with `O_APPEND`, under a
+//!   process-wide mutex, so concurrent senders in one host never interleave; between processes `O_APPEND`
+//!   keeps each line whole on a local file system. A line left torn (disk full, crash) is repaired on the
+//!   next append by starting on a fresh line; readers skip torn or unreadable lines and count them.
+//! - Rotation by size: when a line would take `ledger.jsonl` past [`ROTATE_BYTES`], it becomes
+//!   `ledger.1.jsonl` (`.1` → `.2` → `.3`; [`KEEP_ROTATED`] rotated files are kept, the oldest is dropped).
+//! - A ledger that cannot be written never blocks a send: the send goes out and its text ends with
+//!   `note: audit ledger not written: <reason>` (see `tools::send`).
+
+pub mod time;
+mod verify;
+
+pub use verify::{verify, verify_status, verify_with, Verified};
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// The plugin's directory under DSH_HOME.
+pub const DIR_NAME: &str = "dsh-session-mail";
+/// The live ledger file.
+pub const FILE_NAME: &str = "ledger.jsonl";
+/// Rotate when the live file would grow past this many bytes.
+pub const ROTATE_BYTES: u64 = 8 * 1024 * 1024;
+/// Rotated files kept (`ledger.1.jsonl` … `ledger.3.jsonl`).
+pub const KEEP_ROTATED: usize = 3;
+/// Longest id written into a line (longer ones are cut and marked with `…`).
+const MAX_FIELD_CHARS: usize = 512;
+
+/// Serializes appends and rotations inside this process.
+static WRITE_LOCK: Mutex<()> = Mutex::new(());
+
+/// One ledger line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct Entry {
+    /// UTC, `YYYY-MM-DDTHH:MM:SS.mmmZ`.
+    pub time: String,
+    /// The calling session (from the runtime), `null` when the runtime gave none.
+    pub sender: Option<String>,
+    /// The target as the caller named it, `null` when the call had none.
+    pub target: Option<String>,
+    /// `sessions_send` or `send_session_message`.
+    pub tool: String,
+    /// `queue` or `steer`, `null` when the arguments did not say (bad call).
+    pub mode: Option<String>,
+    /// `dsh-session-mail:<uuid>`, `null` for a refusal decided before an id was minted.
+    pub request_id: Option<String>,
+    /// `accepted`, `refused:<code>`, `unreachable` or `may-have-landed`.
+    pub outcome: String,
+    /// Characters of the message as written, `null` when the message was not a string.
+    pub body_chars: Option<usize>,
+    /// Hex SHA-256 of the message as written, `null` when the message was not a string.
+    pub body_sha256: Option<String>,
+}
+
+impl Entry {
+    /// A line for one attempt at `now_ms`; the body itself is only hashed and counted.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        now_ms: i64,
+        sender: Option<&str>,
+        target: Option<&str>,
+        tool: &str,
+        mode: Option<&str>,
+        request_id: Option<&str>,
+        outcome: &str,
+        body: Option<&str>,
+    ) -> Entry {
+        Entry {
+            time: time::format_utc_ms(now_ms),
+            sender: sender.map(cap),
+            target: target.map(cap),
+            tool: cap(tool),
+            mode: mode.map(cap),
+            request_id: request_id.map(cap),
+            outcome: cap(outcome),
+            body_chars: body.map(|b| b.chars().count()),
+            body_sha256: body.map(sha256_hex),
+        }
+    }
+
+    /// The time in ms since the epoch, if the line's time is readable.
+    pub fn time_ms(&self) -> Option<i64> {
+        time::parse_utc(&self.time)
+    }
+
+    /// Does this attempt count against the send budget? Accepted sends, and sends that may have landed.
+    pub fn counts_as_sent(&self) -> bool {
+        self.outcome == "accepted" || self.outcome == "may-have-landed"
+    }
+}
+
+fn cap(s: &str) -> String {
+    if s.chars().count() > MAX_FIELD_CHARS {
+        let mut t: String = s.chars().take(MAX_FIELD_CHARS).collect();
+        t.push('…');
+        t
+    } else {
+        s.to_string()
+    }
+}
+
+/// Hex SHA-256.
+pub fn sha256_hex(s: &str) -> String {
+    Sha256::digest(s.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// `<home>/dsh-session-mail`.
+pub fn dir(home: &Path) -> PathBuf {
+    home.join(DIR_NAME)
+}
+
+/// `<home>/dsh-session-mail/ledger.jsonl`.
+pub fn path(home: &Path) -> PathBuf {
+    dir(home).join(FILE_NAME)
+}
+
+/// `<home>/dsh-session-mail/ledger.<n>.jsonl` (n ≥ 1).
+pub fn rotated_path(home: &Path, n: usize) -> PathBuf {
+    dir(home).join(format!("ledger.{n}.jsonl"))
+}
+
+/// Append one line. `Err` is a short reason for the `note: audit ledger not written: …` line.
+pub fn append(home: &Path, entry: &Entry) -> Result<(), String> {
+    append_with_limit(home, entry, ROTATE_BYTES)
+}
+
+/// [`append`] with an explicit rotation size (tests).
+pub fn append_with_limit(home: &Path, entry: &Entry, rotate_bytes: u64) -> Result<(), String> {
+    let mut line =
+        serde_json::to_string(entry).map_err(|e| format!("cannot encode the line: {e}"))?;
+    line.push('\n');
+    let _guard = WRITE_LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    let d = dir(home);
+    ensure_private_dir(&d).map_err(|e| format!("{}: {e}", d.display()))?;
+    let p = path(home);
+    let size = match fs::metadata(&p) {
+        Ok(m) => m.len(),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => 0,
+        Err(e) => return Err(format!("{}: {e}", p.display())),
+    };
+    if size > 0 && size + line.len() as u64 > rotate_bytes {
+        rotate(home).map_err(|e| format!("rotating {}: {e}", p.display()))?;
+    }
+    let mut f = open_append(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+    // A torn last line (an earlier short write, a crash) would swallow this one: start afresh.
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    if len > 0 && !ends_with_newline(&p, len) {
+        line.insert(0, '\n');
+    }
+    let n = f
+        .write(line.as_bytes())
+        .map_err(|e| format!("{}: {e}", p.display()))?;
+    if n != line.len() {
+        return Err(format!(
+            "{}: short write ({n} of {} bytes)",
+            p.display(),
+            line.len()
+        ));
+    }
+    Ok(())
+}
+
+fn ends_with_newline(p: &Path, len: u64) -> bool {
+    let Ok(mut f) = File::open(p) else {
+        return true;
+    };
+    let mut b = [0u8; 1];
+    f.seek(SeekFrom::Start(len - 1)).is_ok() && f.read_exact(&mut b).is_ok() && b[0] == b'\n'
+}
+
+fn rotate(home: &Path) -> io::Result<()> {
+    let oldest = rotated_path(home, KEEP_ROTATED);
+    match fs::remove_file(&oldest) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    for n in (1..KEEP_ROTATED).rev() {
+        let from = rotated_path(home, n);
+        if from.exists() {
+            fs::rename(&from, rotated_path(home, n + 1))?;
+        }
+    }
+    fs::rename(path(home), rotated_path(home, 1))
+}
+
+#[cfg(unix)]
+fn ensure_private_dir(d: &Path) -> io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    if !d.is_dir() {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(d)?;
+    }
+    let mode = fs::metadata(d)?.permissions().mode();
+    if mode & 0o077 != 0 {
+        fs::set_permissions(d, fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn ensure_private_dir(d: &Path) -> io::Result<()> {
+    fs::create_dir_all(d)
+}
+
+#[cfg(unix)]
+fn open_append(p: &Path) -> io::Result<File> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let f = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .open(p)?;
+    let mode = f.metadata()?.permissions().mode();
+    if mode & 0o077 != 0 {
+        f.set_permissions(fs::Permissions::from_mode(0o600))?;
+    }
+    Ok(f)
+}
+
+#[cfg(not(unix))]
+fn open_append(p: &Path) -> io::Result<File> {
+    OpenOptions::new().append(true).create(true).open(p)
+}
+
+/// Which lines [`read_ledger`] returns. Every set field must match; `None` matches anything.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Filter {
+    pub sender: Option<String>,
+    pub target: Option<String>,
+    /// Either the sender or the target.
+    pub session: Option<String>,
+    pub request_id: Option<String>,
+    pub tool: Option<String>,
+    /// Exact outcome (`accepted`), or a prefix ending in `:` (`refused:`).
+    pub outcome: Option<String>,
+    /// Only lines at or after this instant (ms since the epoch). Rotated files older than it are not read.
+    pub since_ms: Option<i64>,
+    /// Only lines before this instant.
+    pub until_ms: Option<i64>,
+    /// Keep only the newest N matching lines.
+    pub limit: Option<usize>,
+}
+
+impl Filter {
+    pub fn matches(&self, e: &Entry) -> bool {
+        let eq = |want: &Option<String>, got: &Option<String>| {
+            want.as_ref()
+                .is_none_or(|w| got.as_deref() == Some(w.as_str()))
+        };
+        if !eq(&self.sender, &e.sender)
+            || !eq(&self.target, &e.target)
+            || !eq(&self.request_id, &e.request_id)
+        {
+            return false;
+        }
+        if let Some(s) = &self.session {
+            if e.sender.as_deref() != Some(s) && e.target.as_deref() != Some(s) {
+                return false;
+            }
+        }
+        if self.tool.as_ref().is_some_and(|t| *t != e.tool) {
+            return false;
+        }
+        if let Some(o) = &self.outcome {
+            let ok = if o.ends_with(':') {
+                e.outcome.starts_with(o.as_str())
+            } else {
+                e.outcome == *o
+            };
+            if !ok {
+                return false;
+            }
+        }
+        if self.since_ms.is_some() || self.until_ms.is_some() {
+            let Some(t) = e.time_ms() else { return false };
+            if self.since_ms.is_some_and(|s| t < s) || self.until_ms.is_some_and(|u| t >= u) {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// What [`read_ledger`] found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LedgerRead {
+    /// Matching lines, oldest first.
+    pub entries: Vec<Entry>,
+    /// Files read, oldest first.
+    pub files: Vec<PathBuf>,
+    /// Lines that were not a ledger entry (garbage, or torn by a crash in the middle of a file).
+    pub unreadable: usize,
+    /// The live file ends in a torn line (a write in progress, or a crash): skipped, not an error.
+    pub torn_tail: bool,
+}
+
+/// Read the ledger (rotated files, then the live one) and keep the lines `filter` matches.
+/// A missing ledger is empty; an unreadable file is an error (`Err` names it).
+pub fn read_ledger(home: &Path, filter: &Filter) -> Result<LedgerRead, String> {
+    // Newest first, so that a `since` bound can stop before older rotated files.
+    let mut chunks: Vec<(PathBuf, Vec<Entry>, usize, bool)> = Vec::new();
+    let candidates =
+        std::iter::once(path(home)).chain((1..=KEEP_ROTATED).map(|n| rotated_path(home, n)));
+    for (i, p) in candidates.enumerate() {
+        let f = match File::open(&p) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(format!("{}: {e}", p.display())),
+        };
+        let (entries, unreadable, torn) =
+            read_file(f).map_err(|e| format!("{}: {e}", p.display()))?;
+        let oldest = entries.iter().find_map(Entry::time_ms);
+        chunks.push((p, entries, unreadable, torn && i == 0));
+        if let (Some(since), Some(oldest)) = (filter.since_ms, oldest) {
+            if oldest < since {
+                break;
+            }
+        }
+    }
+    let mut out = LedgerRead::default();
+    for (p, entries, unreadable, torn) in chunks.into_iter().rev() {
+        out.files.push(p);
+        out.unreadable += unreadable;
+        out.torn_tail |= torn;
+        out.entries
+            .extend(entries.into_iter().filter(|e| filter.matches(e)));
+    }
+    if let Some(n) = filter.limit {
+        let drop = out.entries.len().saturating_sub(n);
+        out.entries.drain(..drop);
+    }
+    Ok(out)
+}
+
+/// Parse one file: (entries, unreadable lines, ends in a torn line).
+fn read_file(f: File) -> io::Result<(Vec<Entry>, usize, bool)> {
+    let mut r = BufReader::new(f);
+    let mut entries = Vec::new();
+    let mut unreadable = 0;
+    let mut torn = false;
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        if r.read_until(b'\n', &mut buf)? == 0 {
+            break;
+        }
+        let complete = buf.last() == Some(&b'\n');
+        let text = String::from_utf8_lossy(&buf);
+        let text = text.trim();
+        if text.is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<Entry>(text) {
+            Ok(e) if complete => entries.push(e),
+            // A last line without its newline is a write in progress or a torn one: never trusted.
+            Ok(_) | Err(_) if !complete => torn = true,
+            _ => unreadable += 1,
+        }
+    }
+    Ok((entries, unreadable, torn))
+}
+
+/// The ledger for people (the CLI's `ledger` command): one line per attempt, oldest first.
+///
+/// ```text
+/// 2026-10-29T12:34:56.789Z session-a → session-b send_session_message queue accepted chars=12 sha256=3f1a…c2 dsh-session-mail:…
+/// ```
+pub fn render(read: &LedgerRead) -> String {
+    let mut s = String::new();
+    for e in &read.entries {
+        let sha = e
+            .body_sha256
+            .as_deref()
+            .map(|h| {
+                if h.len() > 12 {
+                    format!("{}…", &h[..12])
+                } else {
+                    h.to_string()
+                }
+            })
+            .unwrap_or_else(|| "-".into());
+        s.push_str(&format!(
+            "{} {} → {} {} {} {} chars={} sha256={} {}\n",
+            e.time,
+            e.sender.as_deref().unwrap_or("(no sender)"),
+            e.target.as_deref().unwrap_or("(no target)"),
+            e.tool,
+            e.mode.as_deref().unwrap_or("-"),
+            e.outcome,
+            e.body_chars.map_or_else(|| "-".into(), |c| c.to_string()),
+            sha,
+            e.request_id.as_deref().unwrap_or("-"),
+        ));
+    }
+    s.push_str(&format!("{} attempt(s)", read.entries.len()));
+    if read.unreadable > 0 {
+        s.push_str(&format!("; {} unreadable line(s) skipped", read.unreadable));
+    }
+    if read.torn_tail {
+        s.push_str("; a torn last line skipped");
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests;

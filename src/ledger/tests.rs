@@ -1,0 +1,464 @@
+use super::*;
+use crate::store::Landing;
+
+const NOW: i64 = 1_761_741_296_789;
+
+fn e(i: i64, sender: &str, target: &str, outcome: &str) -> Entry {
+    Entry::new(
+        NOW + i,
+        Some(sender),
+        Some(target),
+        "send_session_message",
+        Some("queue"),
+        Some(&format!("dsh-session-mail:{i}")),
+        outcome,
+        Some("hello"),
+    )
+}
+
+fn lines(p: &Path) -> Vec<String> {
+    std::fs::read_to_string(p)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn a_line_has_exactly_the_documented_fields() {
+    let home = tempfile::tempdir().unwrap();
+    append(home.path(), &e(0, "session-a", "session-b", "accepted")).unwrap();
+    let l = lines(&path(home.path()));
+    assert_eq!(l.len(), 1);
+    let v: serde_json::Value = serde_json::from_str(&l[0]).unwrap();
+    let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            "bodyChars",
+            "bodySha256",
+            "mode",
+            "outcome",
+            "requestId",
+            "sender",
+            "target",
+            "time",
+            "tool"
+        ]
+    );
+    assert_eq!(v["time"], "2025-10-29T12:34:56.789Z");
+    assert_eq!(v["bodyChars"], 5);
+    assert_eq!(
+        v["bodySha256"],
+        "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
+    );
+    // a refusal before an id was minted, for a call without a message string
+    let r = Entry::new(
+        NOW,
+        None,
+        None,
+        "sessions_send",
+        None,
+        None,
+        "refused:no-caller",
+        None,
+    );
+    let j = serde_json::to_value(&r).unwrap();
+    assert!(
+        j["sender"].is_null()
+            && j["requestId"].is_null()
+            && j["bodyChars"].is_null()
+            && j["bodySha256"].is_null()
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn owner_only_and_tightened() {
+    use std::os::unix::fs::PermissionsExt;
+    let home = tempfile::tempdir().unwrap();
+    append(home.path(), &e(0, "a", "b", "accepted")).unwrap();
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&dir(home.path())), 0o700);
+    assert_eq!(mode(&path(home.path())), 0o600);
+    // found looser: tightened on the next append
+    std::fs::set_permissions(dir(home.path()), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(path(home.path()), std::fs::Permissions::from_mode(0o644)).unwrap();
+    append(home.path(), &e(1, "a", "b", "accepted")).unwrap();
+    assert_eq!(mode(&dir(home.path())), 0o700);
+    assert_eq!(mode(&path(home.path())), 0o600);
+}
+
+#[test]
+fn never_the_body_nor_a_secret() {
+    let home = tempfile::tempdir().unwrap();
+    let secret = "BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc";
+    let body = format!("the deploy password is hunter2-{secret}; cookie dsh-auth-abc=v1.xyz");
+    let entry = Entry::new(
+        NOW,
+        Some("session-a"),
+        Some("session-b"),
+        "sessions_send",
+        Some("steer"),
+        Some("dsh-session-mail:1"),
+        "accepted",
+        Some(&body),
+    );
+    append(home.path(), &entry).unwrap();
+    let text = std::fs::read_to_string(path(home.path())).unwrap();
+    for needle in [
+        "hunter2",
+        secret,
+        &secret[..16],
+        "dsh-auth-",
+        "password",
+        "v1.xyz",
+    ] {
+        assert!(!text.contains(needle), "{needle} leaked: {text}");
+    }
+    assert!(text.contains(&sha256_hex(&body)));
+    assert!(text.contains(&format!("\"bodyChars\":{}", body.chars().count())));
+}
+
+#[test]
+fn read_filters_and_renders() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    assert_eq!(
+        read_ledger(h, &Filter::default()).unwrap(),
+        LedgerRead::default(),
+        "no ledger yet: empty"
+    );
+    append(h, &e(0, "session-a", "session-b", "accepted")).unwrap();
+    append(h, &e(1000, "session-b", "session-a", "refused:budget")).unwrap();
+    append(h, &e(2000, "session-a", "session-c", "may-have-landed")).unwrap();
+    let all = read_ledger(h, &Filter::default()).unwrap();
+    assert_eq!(all.entries.len(), 3);
+    assert_eq!(all.files, vec![path(h)]);
+    let f = |filter: Filter| read_ledger(h, &filter).unwrap().entries.len();
+    assert_eq!(
+        f(Filter {
+            sender: Some("session-a".into()),
+            ..Filter::default()
+        }),
+        2
+    );
+    assert_eq!(
+        f(Filter {
+            session: Some("session-a".into()),
+            ..Filter::default()
+        }),
+        3
+    );
+    assert_eq!(
+        f(Filter {
+            target: Some("session-b".into()),
+            ..Filter::default()
+        }),
+        1
+    );
+    assert_eq!(
+        f(Filter {
+            outcome: Some("refused:".into()),
+            ..Filter::default()
+        }),
+        1
+    );
+    assert_eq!(
+        f(Filter {
+            outcome: Some("accepted".into()),
+            ..Filter::default()
+        }),
+        1
+    );
+    assert_eq!(
+        f(Filter {
+            since_ms: Some(NOW + 1000),
+            ..Filter::default()
+        }),
+        2
+    );
+    assert_eq!(
+        f(Filter {
+            until_ms: Some(NOW + 1000),
+            ..Filter::default()
+        }),
+        1
+    );
+    assert_eq!(
+        f(Filter {
+            request_id: Some("dsh-session-mail:2000".into()),
+            ..Filter::default()
+        }),
+        1
+    );
+    let last = read_ledger(
+        h,
+        &Filter {
+            limit: Some(1),
+            ..Filter::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        last.entries[0].outcome, "may-have-landed",
+        "limit keeps the newest"
+    );
+    let text = render(&all);
+    assert!(text.starts_with("2025-10-29T12:34:56.789Z session-a → session-b send_session_message queue accepted chars=5 sha256=2cf24dba5fb0… dsh-session-mail:0\n"), "{text}");
+    assert!(text.ends_with("3 attempt(s)"), "{text}");
+}
+
+#[test]
+fn a_torn_last_line_is_tolerated_and_repaired() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    append(h, &e(0, "a", "b", "accepted")).unwrap();
+    append(h, &e(1, "a", "b", "accepted")).unwrap();
+    // a crash in the middle of the third write
+    let full = serde_json::to_string(&e(2, "a", "b", "accepted")).unwrap();
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(path(h))
+        .unwrap();
+    f.write_all(&full.as_bytes()[..full.len() / 2]).unwrap();
+    drop(f);
+    let r = read_ledger(h, &Filter::default()).unwrap();
+    assert_eq!((r.entries.len(), r.unreadable, r.torn_tail), (2, 0, true));
+    assert!(render(&r).ends_with("2 attempt(s); a torn last line skipped"));
+    // a complete-looking line without its newline is not trusted either
+    let home2 = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir(home2.path())).unwrap();
+    std::fs::write(path(home2.path()), &full).unwrap();
+    assert_eq!(
+        read_ledger(home2.path(), &Filter::default())
+            .unwrap()
+            .entries
+            .len(),
+        0
+    );
+    // the next append starts on a fresh line: the torn one stays unreadable, the new one is whole
+    append(h, &e(3, "a", "b", "accepted")).unwrap();
+    let r = read_ledger(h, &Filter::default()).unwrap();
+    assert_eq!((r.entries.len(), r.unreadable, r.torn_tail), (3, 1, false));
+    assert_eq!(
+        r.entries[2].request_id.as_deref(),
+        Some("dsh-session-mail:3")
+    );
+    // garbage lines in the middle are counted, not fatal
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(path(h))
+        .unwrap();
+    f.write_all(b"not json\n{\"time\":1}\n\n").unwrap();
+    drop(f);
+    append(h, &e(4, "a", "b", "accepted")).unwrap();
+    let r = read_ledger(h, &Filter::default()).unwrap();
+    assert_eq!((r.entries.len(), r.unreadable), (4, 3));
+}
+
+#[test]
+fn rotation_keeps_three_files() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let mut first = e(0, "session-a", "session-b", "accepted");
+    first.request_id = Some("dsh-session-mail:000".into());
+    let one = serde_json::to_string(&first).unwrap().len() as u64 + 1;
+    let limit = one * 10; // ten lines per file
+    for i in 0..55 {
+        let mut x = e(i, "session-a", "session-b", "accepted");
+        x.request_id = Some(format!("dsh-session-mail:{i:03}")); // equal line lengths
+        append_with_limit(h, &x, limit).unwrap();
+    }
+    assert!(
+        rotated_path(h, 1).exists() && rotated_path(h, 2).exists() && rotated_path(h, 3).exists()
+    );
+    assert!(!rotated_path(h, 4).exists());
+    for p in [
+        path(h),
+        rotated_path(h, 1),
+        rotated_path(h, 2),
+        rotated_path(h, 3),
+    ] {
+        assert!(
+            std::fs::metadata(&p).unwrap().len() <= limit,
+            "{}",
+            p.display()
+        );
+    }
+    let r = read_ledger(h, &Filter::default()).unwrap();
+    // 55 lines written, 10 per file: the live file has 5, three rotated files hold 30, 20 were dropped
+    assert_eq!(r.entries.len(), 35);
+    let ids: Vec<i64> = r
+        .entries
+        .iter()
+        .map(|x| {
+            x.request_id.as_deref().unwrap()["dsh-session-mail:".len()..]
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(
+        ids,
+        (20..55).collect::<Vec<_>>(),
+        "oldest first, across files, nothing lost or reordered"
+    );
+    assert_eq!(r.files.first(), Some(&rotated_path(h, 3)));
+    // a since bound newer than every rotated file reads only the live one
+    let r = read_ledger(
+        h,
+        &Filter {
+            since_ms: Some(NOW + 52),
+            ..Filter::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(r.files, vec![path(h)]);
+    assert_eq!(r.entries.len(), 3);
+    // one that reaches into the previous file reads it too
+    let r = read_ledger(
+        h,
+        &Filter {
+            since_ms: Some(NOW + 45),
+            ..Filter::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(r.files, vec![rotated_path(h, 1), path(h)]);
+    assert_eq!(r.entries.len(), 10);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(path(h)).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+    }
+}
+
+#[test]
+fn concurrent_appends_never_interleave() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path().to_path_buf();
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let h = h.clone();
+            std::thread::spawn(move || {
+                for i in 0..50 {
+                    // long bodies make long lines (hash only, but long ids too)
+                    let target = format!("session-{t}-{}", "x".repeat(300));
+                    let entry = Entry::new(
+                        NOW + i,
+                        Some(&format!("session-t{t}")),
+                        Some(&target),
+                        "sessions_send",
+                        Some("queue"),
+                        Some(&format!("dsh-session-mail:{t}-{i}")),
+                        "accepted",
+                        Some(&"y".repeat(1000)),
+                    );
+                    append(&h, &entry).unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let l = lines(&path(&h));
+    assert_eq!(l.len(), 400);
+    for line in &l {
+        let entry: Entry = serde_json::from_str(line).unwrap_or_else(|err| panic!("{err}: {line}"));
+        assert_eq!(entry.outcome, "accepted");
+    }
+    let r = read_ledger(&h, &Filter::default()).unwrap();
+    assert_eq!(
+        (r.entries.len(), r.unreadable, r.torn_tail),
+        (400, 0, false)
+    );
+    let mut ids: Vec<String> = r.entries.into_iter().filter_map(|x| x.request_id).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 400);
+}
+
+#[test]
+fn long_fields_are_capped() {
+    let long = "s".repeat(5000);
+    let x = Entry::new(
+        NOW,
+        Some(&long),
+        Some(&long),
+        "sessions_send",
+        None,
+        None,
+        "refused:bad-argument",
+        None,
+    );
+    assert_eq!(
+        x.sender.as_ref().unwrap().chars().count(),
+        MAX_FIELD_CHARS + 1
+    );
+    assert!(x.target.as_ref().unwrap().ends_with('…'));
+}
+
+#[test]
+fn an_unwritable_ledger_is_an_error_not_a_panic() {
+    let home = tempfile::tempdir().unwrap();
+    // a file where the directory should be
+    std::fs::write(dir(home.path()), "x").unwrap();
+    let err = append(home.path(), &e(0, "a", "b", "accepted")).unwrap_err();
+    assert!(err.contains(DIR_NAME), "{err}");
+}
+
+#[test]
+fn verify_reports_the_three_states_and_the_ledger() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let rid = "dsh-session-mail:0";
+    append(h, &e(0, "session-a", "session-b", "accepted")).unwrap();
+    let queued = verify_with(h, "session-b", rid, |_, s, r| {
+        assert_eq!((s, r), ("session-b", rid));
+        Some(Landing::Queued {
+            seq: 12,
+            target: "next-turn".into(),
+        })
+    });
+    assert!(queued.starts_with("queued (seq 12)\nsession-b holds it in its next-turn inbox; it has not landed yet.\nledger: 2025-10-29T12:34:56.789Z session-a → session-b via send_session_message (queue): accepted"), "{queued}");
+    let landed = verify_with(h, "session-b", rid, |_, _, _| {
+        Some(Landing::Landed {
+            seq: 40,
+            turn: Some(3),
+        })
+    });
+    assert!(
+        landed.starts_with("landed at seq 40 (turn 3)\n"),
+        "{landed}"
+    );
+    let landed = verify_with(h, "session-b", rid, |_, _, _| {
+        Some(Landing::Landed {
+            seq: 40,
+            turn: None,
+        })
+    });
+    assert!(landed.starts_with("landed at seq 40\n"), "{landed}");
+    let unknown = verify_with(h, "session-b", "dsh-session-mail:nope", |_, _, _| None);
+    assert!(
+        unknown.starts_with("unknown\nThe log of session-b does not show dsh-session-mail:nope"),
+        "{unknown}"
+    );
+    assert!(
+        unknown.ends_with("ledger: no attempt with this request id in this host's audit ledger."),
+        "{unknown}"
+    );
+    // the store stub knows nothing yet
+    assert_eq!(verify_status(h, "session-b", rid), Verified::Unknown);
+    assert!(verify(h, "session-b", rid).starts_with("unknown\n"));
+    // asked about the wrong session
+    let wrong = verify_with(h, "session-c", rid, |_, _, _| None);
+    assert!(
+        wrong.contains("(note: sent to session-b, not to session-c)"),
+        "{wrong}"
+    );
+}
