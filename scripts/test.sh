@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The one test command (README "Run all tests"; .ci/run calls exactly this).
+# On a fresh machine it installs what it needs: Node 22 + pnpm + the pinned real DSH 0.1.0-rc.8 host
+# (test/real-host/install-host.sh, into .cache/dsh-host), the napi CLI (npm ci), then builds the addon
+# and runs: Rust unit tests, the node suites (unit, contract host, real host).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+t0=$(date +%s)
+step() { echo "== $* ($(( $(date +%s) - t0 )) s)"; }
+
+step "host toolchain: Node 22, pnpm, DSH 0.1.0-rc.8"
+eval "$(bash test/real-host/install-host.sh)"
+export DSH_BIN DSH_NODE
+NODE22=${DSH_NODE:-$(command -v node)}
+NODE22_DIR=$(dirname "$NODE22")
+export PATH="$NODE22_DIR:$PATH"
+node --version
+
+step "npm ci (napi CLI)"
+npm ci --no-audit --no-fund --loglevel=error
+
+step "cargo test"
+cargo test --lib --quiet 2>&1 | tail -n 30
+
+step "build the addon (profile ci)"
+npx napi build --platform --profile ci --js binding.cjs --dts binding.d.ts >/dev/null
+
+step "link the host peers for the node suites"
+node scripts/link-host-peers.mjs
+
+step "node suites"
+node --test --test-concurrency=1 test/*.test.js test/*.test.mjs
+step "all tests passed"
