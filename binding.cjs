@@ -847,6 +847,7 @@ module.exports.newRequestId = nativeBinding.newRequestId
 module.exports.patchRowStateJson = nativeBinding.patchRowStateJson
 module.exports.projectKey = nativeBinding.projectKey
 module.exports.promptEnvelope = nativeBinding.promptEnvelope
+module.exports.readLedgerJson = nativeBinding.readLedgerJson
 module.exports.readSessionJson = nativeBinding.readSessionJson
 module.exports.resolveDshHome = nativeBinding.resolveDshHome
 module.exports.runTool = nativeBinding.runTool

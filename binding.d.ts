@@ -60,6 +60,9 @@ export declare function projectKey(cwd: string): string | null
  */
 export declare function promptEnvelope(dialect: string, requestId: string, sessionId: string, mode: string, text: string, envelopeRpcId?: string | undefined | null): string
 
+/** The audit ledger as JSON; `request` is `{dshHome?, session?, sinceMs?, limit?}`. */
+export declare function readLedgerJson(request: string): Promise<string>
+
 /** `sessions_read` of a stored session as JSON data; `request` is a ToolRequest (tool `sessions_read`). */
 export declare function readSessionJson(request: string): Promise<string>
 

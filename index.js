@@ -33,11 +33,17 @@ export const Config = Schema.object({
   port: Schema.natural().max(65535).default(0).description('Override the web server port (0: the host\'s bound port).'),
   connectTimeoutMs: Schema.natural().min(1).default(2000),
   requestTimeoutMs: Schema.natural().min(1).default(10000),
+  budgetWindowSecs: Schema.natural().default(600).description('Sliding window of the send budgets, in seconds (0: budgets off).'),
+  budgetPerPair: Schema.natural().default(6).description('Sends one session may make to one target per window (0: no pair budget).'),
+  budgetPerSender: Schema.natural().default(20).description('Sends one session may make to all targets per window (0: no sender budget).'),
+  urgentReserve: Schema.natural().default(2).description('Extra urgent/steer sends per pair beyond budgetPerPair, so a correction can still interrupt.'),
+  maxStackedPerSender: Schema.natural().default(2).description('Queued messages from one sender that may wait unclaimed in a target inbox (0: no limit).'),
 })
 
 const CORE_CONFIG_KEYS = [
   'frameMessages', 'maxSendChars', 'defaultSendMode', 'allowResume', 'maxListResults', 'maxReadMessages',
   'maxMessageChars', 'includeInjectedByDefault', 'hostApi', 'connectTimeoutMs', 'requestTimeoutMs',
+  'budgetWindowSecs', 'budgetPerPair', 'budgetPerSender', 'urgentReserve', 'maxStackedPerSender',
 ]
 
 function coreConfig(config) {

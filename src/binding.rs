@@ -206,3 +206,26 @@ pub async fn auth_probe_json(request: String) -> Result<String> {
     let t = crate::delivery::http::Timeouts::from_ms(r.connect_timeout_ms.unwrap_or(2000), r.request_timeout_ms.unwrap_or(5000));
     Ok(crate::cli_support::auth_probe(&r.base_url, &home, None, t).await.to_string())
 }
+
+#[derive(serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct LedgerRequest {
+    dsh_home: Option<String>,
+    session: Option<String>,
+    since_ms: Option<f64>,
+    limit: Option<usize>,
+}
+
+/// The audit ledger as JSON; `request` is `{dshHome?, session?, sinceMs?, limit?}`.
+#[napi]
+pub async fn read_ledger_json(request: String) -> Result<String> {
+    let r: LedgerRequest = parse(&request, "ledger request")?;
+    let home = home_of(r.dsh_home.as_deref());
+    let filter = crate::ledger::Filter {
+        session: r.session,
+        since_ms: r.since_ms.map(|v| v as i64),
+        limit: r.limit,
+        ..Default::default()
+    };
+    Ok(crate::tools::list::blocking(move || crate::cli_support::ledger_value(&home, &filter).to_string()).await)
+}

@@ -268,7 +268,16 @@ fn rank(f: &Fate) -> u8 {
 /// Look a request id up: in `session` when given, else in every session's log (the folds keep
 /// every request id, so a warm scan is cheap).
 pub fn verify(home: &Path, request_id: &str, session: Option<&str>) -> Verification {
-    if let Some(id) = session {
+    // Without a session, the audit ledger knows the target of every request id this plugin minted.
+    let from_ledger = if session.is_none() {
+        let filter = crate::ledger::Filter { request_id: Some(request_id.to_string()), ..Default::default() };
+        crate::ledger::read_ledger(home, &filter)
+            .ok()
+            .and_then(|r| r.entries.into_iter().rev().find_map(|e| e.target))
+    } else {
+        None
+    };
+    if let Some(id) = session.or(from_ledger.as_deref()) {
         return match store::load_session(home, id) {
             Lookup::Found(s) => Verification {
                 fate: s.fold.requests.get(request_id).map(fate_of).unwrap_or(Fate::Unknown),
@@ -687,5 +696,21 @@ mod tests {
         let dead = format!("http://127.0.0.1:{}", l.local_addr().unwrap().port());
         drop(l);
         assert_eq!(auth_probe(&dead, home.path(), Some(secret), t).await["state"], "unreachable");
+    }
+}
+
+/// The audit ledger as JSON data for the CLI's `ledger` command: `{entries, files, unreadable, tornTail, text}`.
+pub fn ledger_value(home: &Path, filter: &crate::ledger::Filter) -> Value {
+    match crate::ledger::read_ledger(home, filter) {
+        Ok(read) => json!({
+            "ok": true,
+            "path": crate::ledger::path(home).display().to_string(),
+            "entries": read.entries,
+            "files": read.files.len(),
+            "unreadable": read.unreadable,
+            "tornTail": read.torn_tail,
+            "text": crate::ledger::render(&read),
+        }),
+        Err(why) => json!({ "ok": false, "error": why }),
     }
 }

@@ -73,15 +73,17 @@ describe('usage', () => {
     })
   })
 
-  test('--help per command, ledger not in this build', async () => {
+  test('--help per command; ledger on an empty home', async () => {
     for (const cmd of ['list', 'read', 'send', 'verify', 'ledger', 'doctor']) {
       const r = await cli([cmd, '--help'])
       assert.equal(r.code, 0, cmd)
       assert.match(r.stdout, new RegExp(`^usage: dsh-session-mail ${cmd}`), cmd)
     }
-    const l = await cli(['ledger'])
-    assert.equal(l.code, 1)
-    assert.match(l.stderr, /not available in this build/)
+    const l = await cli(['ledger', '--home', tmp()])
+    assert.equal(l.code, 0, l.stderr)
+    assert.match(l.stdout, /^no send attempts recorded \(/)
+    const bad = await cli(['ledger', '--limit', '0', '--home', tmp()])
+    assert.equal(bad.code, 2)
   })
 
   test("projectKey is the host's rule (contract host store.mjs and the installed rc.8 format.ts)", () => {
@@ -145,7 +147,14 @@ describe('contract host (DSH 0.1.2+)', () => {
     assert.equal(v.code, 0, v.stdout)
     assert.equal(v.stdout.trim(), `landed in ${B} at seq ${landed.seq} (turn 2)`)
     v = await cli(['verify', rid, '--json'], { env: env() })
-    assert.deepEqual([v.json.state, v.json.seq, v.json.turn, v.json.searched], ['landed', landed.seq, 2, 2])
+    // The audit ledger names the target of a request id this plugin minted: one log read, not a scan.
+    assert.deepEqual([v.json.state, v.json.seq, v.json.turn, v.json.searched], ['landed', landed.seq, 2, 1])
+    const led = await cli(['ledger', '--json'], { env: env() })
+    assert.equal(led.code, 0, led.stderr)
+    const entry = led.json.entries.find(e => e.requestId === rid)
+    assert.deepEqual([entry.sender, entry.target, entry.tool, entry.mode, entry.outcome, entry.bodyChars],
+      [A, B, 'send_session_message', 'queue', 'accepted', 'the build is green'.length])
+    assert.ok(!JSON.stringify(led.json).includes('the build is green'), 'the ledger never holds a body')
     // --urgent steers into the running turn: next-step, landing at the next step boundary
     host.setRunning(B, true)
     const u = await cli(['send', '--to', B, '--message', 'correction: use v2', '--urgent', '--json'], { cwd: projA, env: env() })

@@ -12,7 +12,7 @@ export const HELP = `usage: dsh-session-mail <command> [options]   (dsh-session-
   read ID   a window of one session's messages (as sessions_read shows it)
   send      deliver a message into a session, signed "From <sender> ："
   verify    where a sent message is: landed, queued, or unknown
-  ledger    the audit ledger of sent messages (not in this build)
+  ledger    the audit ledger of every send attempt (never the bodies)
   doctor    check the install, the host and one real delivery
 
 Common options: --home DIR (DSH_HOME; default $DSH_HOME, else ~/.dsh), --json (for scripts).

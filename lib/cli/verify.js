@@ -1,5 +1,5 @@
-// `verify` (where did a request id go?) and `ledger` (the audit ledger; not in this build yet).
-import { EXIT, durationOption, parse } from './args.js'
+// `verify` (where did a request id go?) and `ledger` (the audit ledger of every send attempt).
+import { EXIT, UsageError, durationOption, parse } from './args.js'
 import { core, json } from './core.js'
 
 export const VERIFY_HELP = `usage: dsh-session-mail verify REQUEST_ID [--session ID] [--wait DURATION] [--json] [--home DIR]
@@ -17,10 +17,17 @@ The logs lag a live session by ~200 ms.
 Exit: 0 landed, 5 queued or canceled (not landed), 1 unknown, 2 bad usage.
 `
 
-export const LEDGER_HELP = `usage: dsh-session-mail ledger [--since DURATION] [--session ID] [--json] [--home DIR]
+export const LEDGER_HELP = `usage: dsh-session-mail ledger [--since DURATION] [--session ID] [--limit N] [--json] [--home DIR]
 
-The audit ledger of messages this plugin sent. Not available in this build.
-Exit: 1 (not available), 2 bad usage.
+The audit ledger: one line per send attempt through this plugin (accepted or refused), with time, sender,
+target, tool, mode, request id, outcome, body length and SHA-256 — never the body. It lives in
+$DSH_HOME/dsh-session-mail/ledger.jsonl (owner-only, rotated by size).
+
+  --since DURATION   only attempts newer than DURATION (e.g. 30m, 2h)
+  --session ID       only attempts sent by or to this session
+  --limit N          only the newest N
+  --json             {path, entries: [...], files, unreadable, tornTail}
+Exit: 0 ok (also when empty), 1 the ledger could not be read, 2 bad usage.
 `
 
 const sleep = ms => new Promise(r => setTimeout(r, ms))
@@ -69,13 +76,33 @@ export async function verify(argv, out) {
 
 export async function ledger(argv, out) {
   const { help, values } = parse('ledger', argv, {
-    since: { type: 'string' }, session: { type: 'string' }, json: { type: 'boolean' }, home: { type: 'string' },
+    since: { type: 'string' }, session: { type: 'string' }, limit: { type: 'string' }, json: { type: 'boolean' }, home: { type: 'string' },
   })
   if (help) return out.help(LEDGER_HELP)
-  durationOption('ledger', values, 'since')
-  const text = 'ledger: not available in this build (the audit ledger ships with a later version). '
-    + 'To check one message, use: dsh-session-mail verify <request id>'
-  if (values.json) out.stdout(JSON.stringify({ available: false, text }, null, 2))
-  else out.stderr(text)
-  return EXIT.FAILED
+  const sinceMs = durationOption('ledger', values, 'since')
+  let limit = null
+  if (values.limit !== undefined) {
+    limit = Number(values.limit)
+    if (!Number.isInteger(limit) || limit < 1) throw new UsageError(`--limit must be a whole number >= 1; got ${JSON.stringify(values.limit)}`, 'ledger')
+  }
+  const c = core()
+  const home = c.resolveDshHome(values.home ?? null)
+  const r = json(await c.readLedgerJson(JSON.stringify({
+    dshHome: home, session: values.session ?? null, sinceMs: sinceMs === undefined ? null : Date.now() - sinceMs, limit,
+  })))
+  if (!r.ok) {
+    out.stderr(`ledger: ${r.error}`)
+    return EXIT.FAILED
+  }
+  if (values.json) {
+    const { text: _text, ...data } = r
+    out.stdout(JSON.stringify(data, null, 2))
+  } else if (r.entries.length === 0) {
+    out.stdout(`no send attempts recorded${values.session ? ` for ${values.session}` : ''} (${r.path})`)
+  } else {
+    out.stdout(r.text.trimEnd())
+    if (r.tornTail) out.stderr('note: the last line is being written (or was torn by a crash) and is not shown')
+    if (r.unreadable > 0) out.stderr(`note: ${r.unreadable} unreadable line(s) skipped`)
+  }
+  return EXIT.OK
 }
