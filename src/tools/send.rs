@@ -389,8 +389,13 @@ pub fn plan_at(req: &ToolRequest, home: &Path, now_ms: i64) -> Result<Plan, Stri
     let delivered = match tool {
         SendTool::SendSessionMessage => mail::with_from_header(&sender, &args.message),
         SendTool::SessionsSend if cfg.frame_messages => {
-            let title = req.caller.as_ref().and_then(|c| c.title.as_deref());
-            mail::frame(&sender, title, args.mode.as_str(), &args.message)
+            // The shim does not know the caller's title; the store folds it from the caller's own log
+            // (a live caller's log is flushed before each model request, so it is on disk mid-turn).
+            let stored_title = match req.caller.as_ref().and_then(|c| c.title.clone()) {
+                Some(t) => Some(t),
+                None => store::find_session(home, &sender).and_then(|m| m.title),
+            };
+            mail::frame(&sender, stored_title.as_deref(), args.mode.as_str(), &args.message)
         }
         SendTool::SessionsSend => args.message.clone(),
     };
@@ -1092,6 +1097,34 @@ mod tests {
         assert_eq!(
             j["payload"]["content"][0]["text"],
             "Cross-session message from another session of this harness.\nfrom-session: session-me (\"Port the parser\")\ndelivery: queue\n--- message begins ---\nhello\n--- message ends ---"
+        );
+    }
+
+    #[tokio::test]
+    async fn frame_title_is_folded_from_the_callers_own_log_when_the_shim_has_none() {
+        let env = Env::online(accept_all()).await;
+        env.cold("session-cold", json!({}));
+        // The caller's own log: a title event (rc.8 `session/title`, packages/session/session-title).
+        let dir = env.home.path().join("sessions").join("-w").join("session-me");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("session.jsonl"),
+            concat!(
+                r#"{"type":"session","version":0,"id":"session-me","createdAt":1,"cwd":"/w"}"#, "\n",
+                r#"{"type":"session/title","seq":0,"time":2,"data":{"title":"Fix the build","messageSeqs":[],"source":{"kind":"user"}}}"#, "\n",
+            ),
+        )
+        .unwrap();
+        let mut req = env.req("sessions_send", json!({"session_id": "session-cold", "message": "hi"}));
+        if let Some(c) = req.caller.as_mut() {
+            c.title = None;
+        }
+        let out = run(&req).await;
+        assert!(out.starts_with("accepted for session-cold"), "{out}");
+        let text = env.requests()[0].json()["payload"]["content"][0]["text"].clone();
+        assert!(
+            text.as_str().unwrap_or("").contains("from-session: session-me (\"Fix the build\")"),
+            "{text}"
         );
     }
 
