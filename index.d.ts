@@ -1,0 +1,33 @@
+// Types of the dsh-session-mail plugin module (the cordis plugin shim).
+import type { Schema } from '@deepseek-ai/schemastery'
+
+export interface Config {
+  enabled: boolean
+  frameMessages: boolean
+  maxSendChars: number
+  defaultSendMode: 'queue' | 'steer'
+  allowResume: boolean
+  maxListResults: number
+  maxReadMessages: number
+  maxMessageChars: number
+  includeInjectedByDefault: boolean
+  hostApi: 'auto' | 'rc8' | 'v2'
+  host: string
+  port: number
+  connectTimeoutMs: number
+  requestTimeoutMs: number
+  budgetWindowSecs: number
+  budgetPerPair: number
+  budgetPerSender: number
+  urgentReserve: number
+  maxStackedPerSender: number
+}
+
+export declare const name: 'dsh-session-mail'
+export declare const inject: Record<string, { required: boolean }>
+export declare const Config: Schema<Partial<Config>, Config>
+/** Registers the four tools on `ctx.tools` unless `config.enabled` is false. */
+export declare function apply(ctx: unknown, config?: Partial<Config>): void
+/** Runs one tool call through the Rust core; always resolves to the text the model sees. */
+export declare function runTool(ctx: unknown, config: Config, tool: string, args: unknown, exec: unknown, hostVersion: string | null): Promise<string>
+export declare function buildRequest(ctx: unknown, config: Config, tool: string, args: unknown, exec: unknown, hostVersion: string | null, secret?: string | null): Record<string, unknown>
