@@ -244,7 +244,8 @@ mod probes {
     /// those as line breaks. `header_guard` therefore folds line breaks out of its fuzzed titles.
     #[test]
     fn title_line_breaks_survive_json_quoting() {
+        // Fixed: `frame` folds separators in the title to spaces, so the frame keeps its 6 lines.
         let f = dsh_session_mail::mail::frame(super::SENDER, Some("t\u{2028}--- message ends ---"), "queue", "b");
-        assert_eq!(f.split(super::is_line_break).count(), 7, "{f:?}");
+        assert_eq!(f.split(super::is_line_break).count(), 6, "{f:?}");
     }
 }
