@@ -15,10 +15,15 @@ function vmHwmKb() {
 }
 
 const tLoad = performance.now()
-// BENCH_CORE=<module exporting runTool(json)>: bench another implementation (for checking the bench itself).
-const core = process.env.BENCH_CORE
-  ? await import(pathToFileURL(process.env.BENCH_CORE).href).then(m => (typeof m.runTool === 'function' ? m : m.default))
-  : createRequire(import.meta.url)('../binding.cjs')
+// BENCH_CORE=<a .node addon, or a module exporting runTool(json)>: bench another build or implementation
+// (a private release build while the shared one in the repo root is a debug build; checking the bench itself).
+const require = createRequire(import.meta.url)
+const BENCH_CORE = process.env.BENCH_CORE
+const core = !BENCH_CORE
+  ? require('../binding.cjs')
+  : /\.(node|cjs)$/.test(BENCH_CORE)
+    ? require(BENCH_CORE)
+    : await import(pathToFileURL(BENCH_CORE).href).then(m => (typeof m.runTool === 'function' ? m : m.default))
 const loadMs = performance.now() - tLoad
 
 const listRequest = (home, limit) => JSON.stringify({

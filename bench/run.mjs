@@ -380,7 +380,7 @@ async function main() {
   lines.push(`dsh-session-mail bench — ${env.date} — ${env.cpu} ×${env.cores}, ${env.memGiB} GiB — node ${env.node} — load avg ${env.loadavgStart[0]} → ${env.loadavgEnd[0]}`)
   const addonNow = addon ? statSync(join(REPO, addon)).mtime.toISOString() : null
   lines.push(process.env.BENCH_CORE
-    ? `commit ${env.git} — core: BENCH_CORE (not the repo's addon)`
+    ? `commit ${env.git} — core: BENCH_CORE=${process.env.BENCH_CORE} (not the repo's addon)${process.env.BENCH_CORE.endsWith('.node') && elfHasDebugInfo(readFileSync(process.env.BENCH_CORE)) ? ' — DEBUG BUILD' : ''}`
     : `commit ${env.git} — addon ${env.addon ?? 'MISSING'} built ${env.addonBuilt ?? '—'}${addonDebug ? ' — DEBUG BUILD' : ''}`)
   lines.push(`corpus: ${m.totals.files} logs in ${params.projects} project dirs, ${(m.totals.plainBytes / MiB).toFixed(0)} MiB decompressed / ${(m.totals.zstdBytes / MiB).toFixed(0)} MiB zstd, ${m.totals.frames} frames${QUICK_MODE ? ' (QUICK corpus)' : ''}; medians of ${REPS} (cheap ones: ${CHEAP_REPS})`)
   lines.push('')
@@ -392,6 +392,8 @@ async function main() {
   if (R.host.runs) lines.push(`             host total ${R.host.totalMs.map(x => x.toFixed(0)).join(' ')} (listSessions ${R.host.runs.map(r => r.listMs.toFixed(0)).join(' ')}, readTitleSnapshots ${R.host.runs.map(r => r.titlesMs.toFixed(0)).join(' ')}; boot ${R.host.readyMs.toFixed(0)}, host VmHWM ${fmtMB(R.host.hwmAfterKb)})`)
   lines.push(`             zstd 100M ${R.zstdBig100.ms.map(x => x.toFixed(0)).join(' ')} | read cold ${R.read.coldMs.map(x => x?.toFixed(1)).join(' ')} | read warm+append ${R.readAppend.warmMs.map(x => x.toFixed(2)).join(' ')} | 1G read ${R.rss.readMs.map(x => x?.toFixed(0)).join(' ')}`)
   lines.push(`             RSS: addon-only VmHWM ${R.rss.baseSamplesKb.map(fmtMB).join(' ')}; after 1G read ${R.rss.samplesKb.map(fmtMB).join(' ')}; addon load ${fmtMs(R.list.loadMs)}`)
+  const best = (xs) => Math.min(...xs.filter(Number.isFinite))
+  lines.push(`best-of ratios (min/min; noise only ever adds time): list/zstd corpus ${(best(R.list.coldMs) / best(R.zstdCorpus.ms)).toFixed(2)}× | host/list ${R.host.runs ? (best(R.host.totalMs) / best(R.list.coldMs)).toFixed(1) + '×' : '—'} | read/zstd file ${(best(R.read.coldMs) / best(R.zstdBig100.ms)).toFixed(2)}× | warm list ${fmtMs(best(R.list.warmMs))} | warm read ${fmtMs(best(R.readAppend.warmMs))}`)
   const notes = []
   if (R.list.error) notes.push(`list: ${R.list.error}`)
   if (R.list.refused) notes.push(`list output is a refusal: ${JSON.stringify(R.list.head.split('\n')[0])}`)
