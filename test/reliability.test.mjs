@@ -366,10 +366,7 @@ test('fault: connection reset after the host accepted → accepted, confirmed fr
   assert.equal(r.insertions, 1, 'inserted exactly once')
 })
 
-test('fault: every delivery-stage refusal names its request id (docs/architecture.md: "Refusals after the request id was minted end with `request: <id>`")', {
-  todo: 'src/render/send.rs `failure`: the HostDown, ConnectTimeout, Unauthorized and Forbidden texts (also Carrier, NoSecret) '
-    + 'carry no `request:` line although plan() minted the id before delivery and the ledger line records it',
-}, () => {
+test('fault: every delivery-stage refusal names its request id (docs/architecture.md: "Refusals after the request id was minted end with `request: <id>`")', () => {
   for (const name of ['host-down', 'wrong-port', 'stale-cookie-401', 'injected-403', 'http-503']) {
     const r = faultResults[name]
     assert.ok(r, `${name} ran`)

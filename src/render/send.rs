@@ -485,12 +485,18 @@ pub fn failure(f: &Failure, c: &FailureContext) -> String {
         Failure::BadBaseUrl(why) => refused(
             "unreachable",
             &format!("the host's web server address is unusable: {why}."),
-            &["Nothing was sent.".into()],
+            &[
+                "Nothing was sent.".into(),
+                req,
+            ],
         ),
         Failure::NoSecret(why) => refused(
             "auth-failed",
             &format!("cannot sign the request for this host (DSH 0.1.2+ needs its browser-session cookie): {why}."),
-            &["Nothing was sent. Start the web connection once (or set hostApi: rc8 for a 0.1.0/0.1.1 host).".into()],
+            &[
+                "Nothing was sent. Start the web connection once (or set hostApi: rc8 for a 0.1.0/0.1.1 host).".into(),
+                req,
+            ],
         ),
         Failure::Unauthorized => refused(
             "auth-failed",
@@ -498,27 +504,40 @@ pub fn failure(f: &Failure, c: &FailureContext) -> String {
             &[
                 "The browser-session secret may be stale: the host loads it once at start, so a secret that changed since (or a host started with another DSH_HOME) no longer matches; restarting DSH reloads it.".into(),
                 "Nothing was delivered.".into(),
+                req,
             ],
         ),
         Failure::Forbidden(body) => refused(
             "forbidden",
             &format!("the host's Host/Origin fence refused the request (HTTP 403{}).", if body.is_empty() { String::new() } else { format!(": {body}") }),
-            &["The plugin calls the host only on loopback; check that the web server listens on 127.0.0.1 or localhost (or add the address to trustedHosts). Nothing was delivered.".into()],
+            &[
+                "The plugin calls the host only on loopback; check that the web server listens on 127.0.0.1 or localhost (or add the address to trustedHosts). Nothing was delivered.".into(),
+                req,
+            ],
         ),
         Failure::HostDown(why) => refused(
             "unreachable",
             &format!("the host's web server at {} is down or not listening ({why}).", c.base_url),
-            &["Nothing was sent; try again once DSH is running.".into()],
+            &[
+                "Nothing was sent; try again once DSH is running.".into(),
+                req,
+            ],
         ),
         Failure::ConnectTimeout => refused(
             "unreachable",
             &format!("connecting to the host's web server at {} timed out after {} ms.", c.base_url, c.connect_timeout_ms),
-            &["Nothing was sent.".into()],
+            &[
+                "Nothing was sent.".into(),
+                req,
+            ],
         ),
         Failure::ProbeNoAnswer(why) => refused(
             "unreachable",
             &format!("the host did not answer host.describe ({why})."),
-            &["Nothing was sent. Setting hostApi to rc8 or v2 skips this probe.".into()],
+            &[
+                "Nothing was sent. Setting hostApi to rc8 or v2 skips this probe.".into(),
+                req,
+            ],
         ),
         Failure::HostError { status, body } => refused(
             "unreachable",
@@ -531,7 +550,10 @@ pub fn failure(f: &Failure, c: &FailureContext) -> String {
         Failure::Carrier { status, body } => refused(
             "unreachable",
             &format!("the host's prompt route answered HTTP {status}{}.", if body.is_empty() { String::new() } else { format!(" ({body})") }),
-            &["The message was not delivered. If the host generation is wrong, set hostApi (rc8 for 0.1.0/0.1.1, v2 for 0.1.2 and later).".into()],
+            &[
+                "The message was not delivered. If the host generation is wrong, set hostApi (rc8 for 0.1.0/0.1.1, v2 for 0.1.2 and later).".into(),
+                req,
+            ],
         ),
         Failure::MayHaveLanded { detail } => refused(
             "unreachable",
