@@ -10,7 +10,7 @@
 import { describe, test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync, writeFileSync, appendFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync, appendFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import * as zlib from 'node:zlib'
@@ -383,6 +383,22 @@ describe('dsh-session-mail in the real rc.8 host (installed by its own scripts/i
     assert.ok(!userTexts(events).some(x => /I am the human|^me$/.test(x.text)), 'refused bodies never arrived')
   })
 
+  test('steer (urgent) on an idle target starts a turn at once', async () => {
+    const idle = await web.waitFor(B, isIdle)
+    const ends = turnEndCount(idle)
+    const t0 = Date.now()
+    const r = await callTool(web, A, 'send_session_message', { toSessionId: B, message: 'idle steer', urgent: true })
+    assert.match(r.text, /\| mode=steer \| chars=10\n/, r.text)
+    const rid = /^request: (dsh-session-mail:\S+)$/m.exec(r.text)?.[1]
+    const events = await web.waitFor(B, ev => turnEndCount(ev) > ends, { timeout: 15_000 })
+    m.idleSteerToTurnEndMs = Date.now() - t0
+    const landed = userTexts(events).find(u => u.source?.rpcId === rid)
+    assert.ok(landed, 'landed')
+    const newTurn = events.filter(e => e.type === 'turn/start').at(-1)
+    assert.ok(landed.seq > newTurn.seq, 'inside the turn it opened')
+    assert.equal(assistantTexts(events).at(-1).text, `ECHO: From ${A} ：\nidle steer`)
+  })
+
   test('sessions_list shows both sessions, the caller last', async () => {
     const r = await callTool(web, A, 'sessions_list', { scope: 'all' })
     assert.ok(r.text.includes(B), 'B listed')
@@ -420,6 +436,18 @@ describe('dsh-session-mail in the real rc.8 host (installed by its own scripts/i
     assert.equal(stop.code, 0)
     web = await bootWeb(box)
     const C = await web.createSession(box.mkdir('ws-c'))
+    // A read of the cold session is never a wake: its log is byte-for-byte unchanged and no turn starts.
+    const logB = findSessionLog(box.home, B)
+    const before = { bytes: readFileSync(logB), mtime: statSync(logB).mtimeMs }
+    const read = await callTool(web, C, 'sessions_read', { session_id: B, max_messages: 5 })
+    assert.match(read.text, new RegExp(`^session ${B} \\[cold, top-level\\]`), read.text)
+    assert.match(read.text, /^readable messages: \d+ \| captured through seq: \d+$/m)
+    await sleep(500)
+    assert.ok(readFileSync(logB).equals(before.bytes), 'log bytes unchanged')
+    assert.equal(statSync(logB).mtimeMs, before.mtime, 'log mtime unchanged')
+    assert.equal(turnEndCount(await web.history(B)), ends, 'no turn started by the read')
+    const listed = await callTool(web, C, 'sessions_list', {})
+    assert.match(listed.text, new RegExp(`^- ${B} \\[cold, top-level\\] .*\\| send: queue \\(wakes it\\)$`, 'm'), listed.text)
     const r = await callTool(web, C, 'sessions_send', { session_id: B, message: 'wake up B' })
     assert.match(r.text, new RegExp(`^accepted for ${B} \\| mode=queue \\| chars=9 \\(woke a cold session\\)\\n`))
     const t0 = Date.now()
