@@ -10,6 +10,7 @@ export const SEND_SESSION_MESSAGE_DESCRIPTION = [
   'Conventions: answer only when the message asks for something or explicitly asks for a reply (a reply is not a message to auto-answer); stop after two or three exchanges and take the conclusion back to your human; do not queue several messages before the other side answers (they stack up in its inbox).',
   'urgent=false (default): the message waits until the target finishes its current turn and becomes its next turn. urgent=true: it is inserted at the next step of the turn the target is running now — use it only for a correction, retraction or changed conclusion, i.e. when this message makes an earlier one wrong.',
   'Delivery is one-way and asynchronous: the result says the message was accepted into the target inbox, not that it was read. Find session ids with sessions_list; you cannot message yourself or a subagent session.',
+  'Sends are budgeted per target and per sender in a sliding window (the result shows what is left), and a third queued message to a session that has not yet taken your earlier ones is refused: wait for its answer instead.',
 ].join('\n')
 
 export const SESSIONS_LIST_DESCRIPTION = [
