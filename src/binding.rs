@@ -16,7 +16,10 @@ fn to_napi(e: CoreError) -> napi::Error {
 #[napi]
 pub async fn run_tool(request: String) -> Result<String> {
     let req: crate::request::ToolRequest = serde_json::from_str(&request).map_err(|e| {
-        to_napi(CoreError::new(ErrorCode::BadRequest, format!("tool request is not valid JSON: {e}")))
+        to_napi(CoreError::new(
+            ErrorCode::BadRequest,
+            format!("tool request is not valid JSON: {e}"),
+        ))
     })?;
     Ok(crate::tools::run(req).await)
 }
@@ -31,7 +34,10 @@ fn mode_of(mode: &str) -> Result<crate::delivery::Mode> {
     match mode {
         "queue" => Ok(crate::delivery::Mode::Queue),
         "steer" => Ok(crate::delivery::Mode::Steer),
-        other => Err(to_napi(CoreError::new(ErrorCode::BadRequest, format!("mode must be queue or steer, got {other:?}")))),
+        other => Err(to_napi(CoreError::new(
+            ErrorCode::BadRequest,
+            format!("mode must be queue or steer, got {other:?}"),
+        ))),
     }
 }
 
@@ -41,9 +47,17 @@ fn mode_of(mode: &str) -> Result<crate::delivery::Mode> {
 pub fn mint_cookie(secret: String, authority: String, now_ms: f64) -> Result<String> {
     let secret = crate::delivery::credentials::Secret::from_b64url(&secret)
         .map_err(|why| to_napi(CoreError::new(ErrorCode::BadKey, why)))?;
-    let authority = crate::delivery::cookie::normalize_authority(&authority)
-        .ok_or_else(|| to_napi(CoreError::new(ErrorCode::BadRequest, "authority must be host[:port]")))?;
-    Ok(crate::delivery::cookie::cookie_header(&secret, &authority, now_ms as i64))
+    let authority = crate::delivery::cookie::normalize_authority(&authority).ok_or_else(|| {
+        to_napi(CoreError::new(
+            ErrorCode::BadRequest,
+            "authority must be host[:port]",
+        ))
+    })?;
+    Ok(crate::delivery::cookie::cookie_header(
+        &secret,
+        &authority,
+        now_ms as i64,
+    ))
 }
 
 /// The delivered body of `send_session_message`: the From header line and the message.
@@ -54,14 +68,21 @@ pub fn compose_message(sender_id: String, message: String) -> String {
 
 /// The `sessions_send` frame around `body`.
 #[napi(catch_unwind)]
-pub fn frame_message(sender_id: String, sender_title: Option<String>, mode: String, body: String) -> String {
+pub fn frame_message(
+    sender_id: String,
+    sender_title: Option<String>,
+    mode: String,
+    body: String,
+) -> String {
     crate::mail::frame(&sender_id, sender_title.as_deref(), &mode, &body)
 }
 
 /// `null` when the body may be sent; otherwise why it is refused (a forged From header or frame line).
 #[napi(catch_unwind)]
 pub fn check_body(body: String) -> Option<String> {
-    crate::mail::guard::check_body(&body).err().map(|f| format!("{f:?}"))
+    crate::mail::guard::check_body(&body)
+        .err()
+        .map(|f| format!("{f:?}"))
 }
 
 /// A fresh request id `dsh-session-mail:<uuid>`.
@@ -83,20 +104,38 @@ pub fn prompt_envelope(
 ) -> Result<String> {
     let mode = mode_of(&mode)?;
     match dialect.as_str() {
-        "rc8" => Ok(crate::delivery::envelope::rc8_prompt(&request_id, &session_id, mode, &text)),
+        "rc8" => Ok(crate::delivery::envelope::rc8_prompt(
+            &request_id,
+            &session_id,
+            mode,
+            &text,
+        )),
         "v2" => {
             let env = envelope_rpc_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-            Ok(crate::delivery::envelope::v2_prompt(&env, &request_id, &session_id, mode, &text))
+            Ok(crate::delivery::envelope::v2_prompt(
+                &env,
+                &request_id,
+                &session_id,
+                mode,
+                &text,
+            ))
         }
-        other => Err(to_napi(CoreError::new(ErrorCode::BadRequest, format!("dialect must be rc8 or v2, got {other:?}")))),
+        other => Err(to_napi(CoreError::new(
+            ErrorCode::BadRequest,
+            format!("dialect must be rc8 or v2, got {other:?}"),
+        ))),
     }
 }
 
 // ---- the command line (bin/dsh-session-mail.mjs); logic in `cli_support` ----
 
 fn parse<T: serde::de::DeserializeOwned>(json: &str, what: &str) -> Result<T> {
-    serde_json::from_str(json)
-        .map_err(|e| to_napi(CoreError::new(ErrorCode::BadRequest, format!("{what} is not valid JSON: {e}"))))
+    serde_json::from_str(json).map_err(|e| {
+        to_napi(CoreError::new(
+            ErrorCode::BadRequest,
+            format!("{what} is not valid JSON: {e}"),
+        ))
+    })
 }
 
 fn home_of(explicit: Option<&str>) -> std::path::PathBuf {
@@ -122,7 +161,9 @@ pub fn default_sender_json(dsh_home: Option<String>, cwd: String) -> String {
     let home = home_of(dsh_home.as_deref());
     let project = crate::cli_support::project_key(&cwd);
     let v = match crate::cli_support::default_sender(&home, &cwd) {
-        Ok(s) => serde_json::json!({"ok": true, "id": s.id, "logPath": s.log_path.display().to_string(), "modifiedMs": s.modified_ms, "project": project}),
+        Ok(s) => {
+            serde_json::json!({"ok": true, "id": s.id, "logPath": s.log_path.display().to_string(), "modifiedMs": s.modified_ms, "project": project})
+        }
         Err(e) => serde_json::json!({"ok": false, "error": e, "project": project}),
     };
     v.to_string()
@@ -133,7 +174,10 @@ pub fn default_sender_json(dsh_home: Option<String>, cwd: String) -> String {
 pub async fn list_sessions_json(request: String) -> Result<String> {
     let req: crate::request::ToolRequest = parse(&request, "list request")?;
     let home = home_of(req.host.dsh_home.as_deref());
-    Ok(crate::tools::list::blocking(move || crate::cli_support::list_value(&home, &req).to_string()).await)
+    Ok(crate::tools::list::blocking(move || {
+        crate::cli_support::list_value(&home, &req).to_string()
+    })
+    .await)
 }
 
 /// `sessions_read` of a stored session as JSON data; `request` is a ToolRequest (tool `sessions_read`).
@@ -141,7 +185,10 @@ pub async fn list_sessions_json(request: String) -> Result<String> {
 pub async fn read_session_json(request: String) -> Result<String> {
     let req: crate::request::ToolRequest = parse(&request, "read request")?;
     let home = home_of(req.host.dsh_home.as_deref());
-    Ok(crate::tools::list::blocking(move || crate::cli_support::read_value(&home, &req).to_string()).await)
+    Ok(crate::tools::list::blocking(move || {
+        crate::cli_support::read_value(&home, &req).to_string()
+    })
+    .await)
 }
 
 #[derive(serde::Deserialize)]
@@ -183,8 +230,13 @@ struct LayerJson {
 #[napi(catch_unwind)]
 pub fn patch_row_state_json(layers: String, row_id: String, module: String) -> Result<String> {
     let layers: Vec<LayerJson> = parse(&layers, "patch layers")?;
-    let layers: Vec<crate::cli_support::Layer> =
-        layers.into_iter().map(|l| crate::cli_support::Layer { label: l.label, text: l.text }).collect();
+    let layers: Vec<crate::cli_support::Layer> = layers
+        .into_iter()
+        .map(|l| crate::cli_support::Layer {
+            label: l.label,
+            text: l.text,
+        })
+        .collect();
     Ok(crate::cli_support::row_state(&layers, &row_id, &module).to_string())
 }
 
@@ -203,8 +255,13 @@ struct AuthProbeRequest {
 pub async fn auth_probe_json(request: String) -> Result<String> {
     let r: AuthProbeRequest = parse(&request, "auth probe request")?;
     let home = home_of(r.dsh_home.as_deref());
-    let t = crate::delivery::http::Timeouts::from_ms(r.connect_timeout_ms.unwrap_or(2000), r.request_timeout_ms.unwrap_or(5000));
-    Ok(crate::cli_support::auth_probe(&r.base_url, &home, None, t).await.to_string())
+    let t = crate::delivery::http::Timeouts::from_ms(
+        r.connect_timeout_ms.unwrap_or(2000),
+        r.request_timeout_ms.unwrap_or(5000),
+    );
+    Ok(crate::cli_support::auth_probe(&r.base_url, &home, None, t)
+        .await
+        .to_string())
 }
 
 #[derive(serde::Deserialize, Default)]
@@ -227,5 +284,8 @@ pub async fn read_ledger_json(request: String) -> Result<String> {
         limit: r.limit,
         ..Default::default()
     };
-    Ok(crate::tools::list::blocking(move || crate::cli_support::ledger_value(&home, &filter).to_string()).await)
+    Ok(crate::tools::list::blocking(move || {
+        crate::cli_support::ledger_value(&home, &filter).to_string()
+    })
+    .await)
 }

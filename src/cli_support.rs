@@ -75,7 +75,13 @@ fn mtime_ms(p: &Path) -> Option<u64> {
 pub fn default_sender(home: &Path, cwd: &str) -> Result<Sender, String> {
     let key = project_key(cwd).ok_or_else(|| "the current directory is empty".to_string())?;
     let dir = home.join("sessions").join(&key);
-    let entries = std::fs::read_dir(&dir).map_err(|e| format!("no sessions for this directory's project ({}: {})", dir.display(), layout::short_io(&e)))?;
+    let entries = std::fs::read_dir(&dir).map_err(|e| {
+        format!(
+            "no sessions for this directory's project ({}: {})",
+            dir.display(),
+            layout::short_io(&e)
+        )
+    })?;
     let mut logs: Vec<(u64, layout::LogFile)> = Vec::new();
     for e in entries.flatten() {
         let p = e.path();
@@ -88,21 +94,35 @@ pub fn default_sender(home: &Path, cwd: &str) -> Result<Sender, String> {
     }
     logs.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.path.cmp(&b.1.path)));
     for (modified_ms, log) in logs {
-        let Ok(fold) = store::index::load_log(&log) else { continue };
-        let Some(h) = fold.header.as_ref() else { continue };
+        let Ok(fold) = store::index::load_log(&log) else {
+            continue;
+        };
+        let Some(h) = fold.header.as_ref() else {
+            continue;
+        };
         if h.origin.as_deref() == Some("subagent") || h.id.is_empty() {
             continue;
         }
-        return Ok(Sender { id: h.id.clone(), log_path: log.path.clone(), modified_ms });
+        return Ok(Sender {
+            id: h.id.clone(),
+            log_path: log.path.clone(),
+            modified_ms,
+        });
     }
-    Err(format!("no readable top-level session in this directory's project ({})", dir.display()))
+    Err(format!(
+        "no readable top-level session in this directory's project ({})",
+        dir.display()
+    ))
 }
 
 // ---------------------------------------------------------------------------------------------------
 // list / read as data
 
 fn refusal_code(text: &str) -> String {
-    text.strip_prefix("refused (").and_then(|r| r.split(')').next()).unwrap_or("internal").to_string()
+    text.strip_prefix("refused (")
+        .and_then(|r| r.split(')').next())
+        .unwrap_or("internal")
+        .to_string()
 }
 
 fn failure(text: String) -> Value {
@@ -175,7 +195,10 @@ pub fn read_value(home: &Path, req: &ToolRequest) -> Value {
         _ => return failure(read::read_blocking(home, req, &a)),
     };
     let head = s.fold.header.clone().unwrap_or_default();
-    let src = store::log::Source::File { path: &s.log.path, enc: s.log.enc };
+    let src = store::log::Source::File {
+        path: &s.log.path,
+        enc: s.log.enc,
+    };
     let w = read::window(&head, false, &s.fold, &src, &a, Vec::new());
     let max = req.config.max_message_chars.max(1);
     let messages: Vec<Value> = w
@@ -225,11 +248,20 @@ pub fn read_value(home: &Path, req: &ToolRequest) -> Value {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Fate {
     /// Landed as a `user/message` at this seq (turn if known).
-    Landed { seq: u64, turn: Option<u64> },
+    Landed {
+        seq: u64,
+        turn: Option<u64>,
+    },
     /// Inserted into the inbox (`next-turn` or `next-step`) at this seq, not landed yet.
-    Queued { seq: u64, target: String },
+    Queued {
+        seq: u64,
+        target: String,
+    },
     /// Inserted, then removed with `outcome: canceled` before landing.
-    Canceled { seq: u64, target: String },
+    Canceled {
+        seq: u64,
+        target: String,
+    },
     Unknown,
 }
 
@@ -250,8 +282,14 @@ fn fate_of(t: &store::RequestTrace) -> Fate {
         return Fate::Landed { seq, turn };
     }
     match (&t.queued, t.canceled) {
-        (Some((seq, target)), true) => Fate::Canceled { seq: *seq, target: target.clone() },
-        (Some((seq, target)), false) => Fate::Queued { seq: *seq, target: target.clone() },
+        (Some((seq, target)), true) => Fate::Canceled {
+            seq: *seq,
+            target: target.clone(),
+        },
+        (Some((seq, target)), false) => Fate::Queued {
+            seq: *seq,
+            target: target.clone(),
+        },
         (None, _) => Fate::Unknown,
     }
 }
@@ -270,7 +308,10 @@ fn rank(f: &Fate) -> u8 {
 pub fn verify(home: &Path, request_id: &str, session: Option<&str>) -> Verification {
     // Without a session, the audit ledger knows the target of every request id this plugin minted.
     let from_ledger = if session.is_none() {
-        let filter = crate::ledger::Filter { request_id: Some(request_id.to_string()), ..Default::default() };
+        let filter = crate::ledger::Filter {
+            request_id: Some(request_id.to_string()),
+            ..Default::default()
+        };
         crate::ledger::read_ledger(home, &filter)
             .ok()
             .and_then(|r| r.entries.into_iter().rev().find_map(|e| e.target))
@@ -280,16 +321,31 @@ pub fn verify(home: &Path, request_id: &str, session: Option<&str>) -> Verificat
     if let Some(id) = session.or(from_ledger.as_deref()) {
         return match store::load_session(home, id) {
             Lookup::Found(s) => Verification {
-                fate: s.fold.requests.get(request_id).map(fate_of).unwrap_or(Fate::Unknown),
+                fate: s
+                    .fold
+                    .requests
+                    .get(request_id)
+                    .map(fate_of)
+                    .unwrap_or(Fate::Unknown),
                 session_id: Some(id.to_string()),
                 searched: 1,
                 session_missing: false,
             },
-            _ => Verification { fate: Fate::Unknown, session_id: Some(id.to_string()), searched: 0, session_missing: true },
+            _ => Verification {
+                fate: Fate::Unknown,
+                session_id: Some(id.to_string()),
+                searched: 0,
+                session_missing: true,
+            },
         };
     }
     let listing = store::list_sessions(home);
-    let mut best = Verification { fate: Fate::Unknown, session_id: None, searched: listing.sessions.len(), session_missing: false };
+    let mut best = Verification {
+        fate: Fate::Unknown,
+        session_id: None,
+        searched: listing.sessions.len(),
+        session_missing: false,
+    };
     for s in &listing.sessions {
         if let Some(t) = s.fold.requests.get(request_id) {
             let f = fate_of(t);
@@ -315,7 +371,14 @@ pub fn verification_value(v: &Verification, request_id: &str) -> Value {
             o.insert("turn".into(), json!(turn));
         }
         Fate::Queued { seq, target } | Fate::Canceled { seq, target } => {
-            o.insert("state".into(), json!(if matches!(v.fate, Fate::Queued { .. }) { "queued" } else { "canceled" }));
+            o.insert(
+                "state".into(),
+                json!(if matches!(v.fate, Fate::Queued { .. }) {
+                    "queued"
+                } else {
+                    "canceled"
+                }),
+            );
             o.insert("seq".into(), json!(seq));
             o.insert("target".into(), json!(target));
         }
@@ -339,9 +402,17 @@ pub async fn send_value(req: ToolRequest) -> Value {
 /// Classify a send tool's text (docs/architecture.md "sessions_send / send_session_message — output").
 pub fn send_outcome(text: &str) -> Value {
     let accepted = text.starts_with("accepted for ");
-    let code = if accepted { None } else { Some(refusal_code(text)) };
+    let code = if accepted {
+        None
+    } else {
+        Some(refusal_code(text))
+    };
     let may_have_landed = !accepted && text.contains("MAY have landed");
-    let request_id = text.lines().rev().find_map(|l| l.strip_prefix("request: ")).map(str::to_string);
+    let request_id = text
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("request: "))
+        .map(str::to_string);
     json!({
         "accepted": accepted,
         "code": code,
@@ -392,7 +463,10 @@ pub fn row_state(layers: &[Layer], row_id: &str, module: &str) -> Value {
             Yaml::Null => continue,
             Yaml::Sequence(s) => s,
             _ => {
-                errors.push(format!("{}: must be a top-level YAML array of patch entries", layer.label));
+                errors.push(format!(
+                    "{}: must be a top-level YAML array of patch entries",
+                    layer.label
+                ));
                 continue;
             }
         };
@@ -406,7 +480,10 @@ pub fn row_state(layers: &[Layer], row_id: &str, module: &str) -> Value {
                     let Yaml::Mapping(r) = row else { continue };
                     if yaml_str(r, "id") == Some(row_id) {
                         inserted_by = Some(layer.label.clone());
-                        disabled = matches!(r.get(Yaml::String("disabled".into())), Some(Yaml::Bool(true)));
+                        disabled = matches!(
+                            r.get(Yaml::String("disabled".into())),
+                            Some(Yaml::Bool(true))
+                        );
                         disabled_by = disabled.then(|| layer.label.clone());
                         config = r.get(Yaml::String("config".into())).cloned();
                         config_by = config.as_ref().map(|_| layer.label.clone());
@@ -469,7 +546,10 @@ pub async fn auth_probe(base_url: &str, home: &Path, secret: Option<&str>, t: Ti
         Ok(s) => s,
         Err(why) => return json!({ "state": "no-secret", "detail": why }),
     };
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0);
     let c = cookie::cookie_header(&s, &base.authority, now);
     let body = json!({
         "type": "client-request",
@@ -480,10 +560,16 @@ pub async fn auth_probe(base_url: &str, home: &Path, secret: Option<&str>, t: Ti
     .to_string();
     match post_json(&base, "/api/host/describe", body, Some(&c), t, 256 * 1024).await {
         Ok(r) if r.status == 401 => json!({ "state": "rejected", "status": 401 }),
-        Ok(r) if r.status == 403 => json!({ "state": "forbidden", "status": 403, "detail": r.body.chars().take(200).collect::<String>() }),
+        Ok(r) if r.status == 403 => {
+            json!({ "state": "forbidden", "status": 403, "detail": r.body.chars().take(200).collect::<String>() })
+        }
         Ok(r) => json!({ "state": "ok", "status": r.status }),
-        Err(TransportError::NotSent(why)) | Err(TransportError::Ambiguous(why)) => json!({ "state": "unreachable", "detail": why }),
-        Err(TransportError::ConnectTimeout) => json!({ "state": "unreachable", "detail": "connect timeout" }),
+        Err(TransportError::NotSent(why)) | Err(TransportError::Ambiguous(why)) => {
+            json!({ "state": "unreachable", "detail": why })
+        }
+        Err(TransportError::ConnectTimeout) => {
+            json!({ "state": "unreachable", "detail": "connect timeout" })
+        }
     }
 }
 
@@ -505,14 +591,20 @@ mod tests {
         assert_eq!(project_key("rel/dir.v2_x-y").unwrap(), "--rel-dir.v2_x-y--");
         assert_eq!(project_key(""), None);
         let long = format!("/{}", "a".repeat(300));
-        assert_eq!(project_key(&long).unwrap(), format!("--{}--", "a".repeat(251)));
+        assert_eq!(
+            project_key(&long).unwrap(),
+            format!("--{}--", "a".repeat(251))
+        );
         // A cut never splits an escape mid-way in a way that breaks UTF-8 (all ASCII).
         let esc = format!("/{}", "é".repeat(100));
         assert_eq!(project_key(&esc).unwrap().len(), 255);
     }
 
     fn write_session(home: &Path, cwd: &str, id: &str, extra: &str) -> PathBuf {
-        let dir = home.join("sessions").join(project_key(cwd).unwrap()).join(id);
+        let dir = home
+            .join("sessions")
+            .join(project_key(cwd).unwrap())
+            .join(id);
         std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join("session.jsonl");
         std::fs::write(&p, format!("{{\"type\":\"session\",\"version\":0,\"id\":\"{id}\",\"createdAt\":1,\"cwd\":\"{cwd}\"{extra}}}\n")).unwrap();
@@ -521,7 +613,8 @@ mod tests {
 
     fn set_mtime(p: &Path, secs: u64) {
         let f = std::fs::File::options().append(true).open(p).unwrap();
-        f.set_modified(UNIX_EPOCH + std::time::Duration::from_secs(secs)).unwrap();
+        f.set_modified(UNIX_EPOCH + std::time::Duration::from_secs(secs))
+            .unwrap();
     }
 
     #[test]
@@ -529,7 +622,12 @@ mod tests {
         let home = tempfile::tempdir().unwrap();
         let a = write_session(home.path(), "/w/p", "session-a", "");
         let b = write_session(home.path(), "/w/p", "session-b", "");
-        let sub = write_session(home.path(), "/w/p", "session-sub", ",\"origin\":\"subagent\",\"parentSession\":\"session-a\"");
+        let sub = write_session(
+            home.path(),
+            "/w/p",
+            "session-sub",
+            ",\"origin\":\"subagent\",\"parentSession\":\"session-a\"",
+        );
         let other = write_session(home.path(), "/w/q", "session-q", "");
         set_mtime(&a, 1_000);
         set_mtime(&b, 2_000);
@@ -541,11 +639,18 @@ mod tests {
         set_mtime(&a, 5_000);
         assert_eq!(default_sender(home.path(), "/w/p").unwrap().id, "session-a");
         let e = default_sender(home.path(), "/w/none").unwrap_err();
-        assert!(e.contains("no sessions for this directory's project"), "{e}");
+        assert!(
+            e.contains("no sessions for this directory's project"),
+            "{e}"
+        );
     }
 
     fn req(tool: &str, args: Value) -> ToolRequest {
-        ToolRequest { tool: tool.into(), args, ..Default::default() }
+        ToolRequest {
+            tool: tool.into(),
+            args,
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -554,16 +659,39 @@ mod tests {
         let v = list_value(&home, &req("sessions_list", json!({"scope":"all"})));
         assert_eq!(v["ok"], true);
         assert_eq!(v["considered"], 6);
-        let ids: Vec<&str> = v["rows"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
-        let text = list::list_blocking(&home, &req("sessions_list", json!({"scope":"all"})), &list::parse_args(&json!({"scope":"all"}), 50).unwrap());
-        let text_ids: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("- ")).map(|l| l.split(' ').next().unwrap()).collect();
+        let ids: Vec<&str> = v["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].as_str().unwrap())
+            .collect();
+        let text = list::list_blocking(
+            &home,
+            &req("sessions_list", json!({"scope":"all"})),
+            &list::parse_args(&json!({"scope":"all"}), 50).unwrap(),
+        );
+        let text_ids: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("- "))
+            .map(|l| l.split(' ').next().unwrap())
+            .collect();
         assert_eq!(ids, text_ids);
-        let sub = v["rows"].as_array().unwrap().iter().find(|r| r["id"] == SUB).unwrap();
+        let sub = v["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["id"] == SUB)
+            .unwrap();
         assert_eq!(sub["scope"], "subagent");
         assert_eq!(sub["parentSession"], MAIN);
         assert_eq!(sub["forkOf"], Value::Null);
         assert_eq!(sub["messageable"], false);
-        let fork = v["rows"].as_array().unwrap().iter().find(|r| r["id"] == FORK).unwrap();
+        let fork = v["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["id"] == FORK)
+            .unwrap();
         assert_eq!(fork["forkOf"], MAIN);
         assert_eq!(fork["liveness"], "cold");
 
@@ -571,19 +699,35 @@ mod tests {
         assert_eq!(bad["ok"], false);
         assert_eq!(bad["code"], "bad-argument");
 
-        let r = read_value(&home, &req("sessions_read", json!({"session_id": MAIN, "max_messages": 2})));
+        let r = read_value(
+            &home,
+            &req(
+                "sessions_read",
+                json!({"session_id": MAIN, "max_messages": 2}),
+            ),
+        );
         assert_eq!(r["ok"], true, "{r}");
         assert_eq!(r["session"]["id"], MAIN);
         assert_eq!(r["messages"].as_array().unwrap().len(), 2);
         let text = {
-            let a = read::parse_args(&json!({"session_id": MAIN, "max_messages": 2}), &Default::default()).unwrap();
+            let a = read::parse_args(
+                &json!({"session_id": MAIN, "max_messages": 2}),
+                &Default::default(),
+            )
+            .unwrap();
             read::read_blocking(&home, &req("sessions_read", Value::Null), &a)
         };
         let first_seq = r["messages"][0]["seq"].as_u64().unwrap();
         assert!(text.contains(&format!("seq {first_seq},")), "{text}");
-        let missing = read_value(&home, &req("sessions_read", json!({"session_id": "session-nope"})));
+        let missing = read_value(
+            &home,
+            &req("sessions_read", json!({"session_id": "session-nope"})),
+        );
         assert_eq!(missing["code"], "not-found");
-        assert!(missing["text"].as_str().unwrap().starts_with("refused (not-found): no session with id"));
+        assert!(missing["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("refused (not-found): no session with id"));
     }
 
     #[test]
@@ -598,9 +742,19 @@ mod tests {
             json!({"type":"agent/inbox/spliced","seq":0,"time":1,"data":{"target":"next-turn","start":0,"inserted":[msg]}}),
         ];
         let log = dir.join("session.jsonl");
-        std::fs::write(&log, lines.iter().map(|l| format!("{l}\n")).collect::<String>()).unwrap();
+        std::fs::write(
+            &log,
+            lines.iter().map(|l| format!("{l}\n")).collect::<String>(),
+        )
+        .unwrap();
         let v = verify(home.path(), rid, None);
-        assert_eq!(v.fate, Fate::Queued { seq: 0, target: "next-turn".into() });
+        assert_eq!(
+            v.fate,
+            Fate::Queued {
+                seq: 0,
+                target: "next-turn".into()
+            }
+        );
         assert_eq!(v.session_id.as_deref(), Some("session-t"));
         let more = [
             json!({"type":"turn/start","seq":1,"time":2,"data":{"turn":3}}),
@@ -611,11 +765,21 @@ mod tests {
         text.push_str(&more.iter().map(|l| format!("{l}\n")).collect::<String>());
         std::fs::write(&log, text).unwrap();
         let v = verify(home.path(), rid, Some("session-t"));
-        assert_eq!(v.fate, Fate::Landed { seq: 3, turn: Some(3) }, "{v:?}");
+        assert_eq!(
+            v.fate,
+            Fate::Landed {
+                seq: 3,
+                turn: Some(3)
+            },
+            "{v:?}"
+        );
         let val = verification_value(&v, rid);
         assert_eq!(val["state"], "landed");
         assert_eq!(val["turn"], 3);
-        assert_eq!(verify(home.path(), "dsh-session-mail:nope", None).fate, Fate::Unknown);
+        assert_eq!(
+            verify(home.path(), "dsh-session-mail:nope", None).fate,
+            Fate::Unknown
+        );
         let gone = verify(home.path(), rid, Some("session-gone"));
         assert!(gone.session_missing);
     }
@@ -635,39 +799,96 @@ mod tests {
     }
 
     fn layer(label: &str, text: Option<&str>) -> Layer {
-        Layer { label: label.into(), text: text.map(str::to_string) }
+        Layer {
+            label: label.into(),
+            text: text.map(str::to_string),
+        }
     }
 
     #[test]
     fn row_state_applies_the_layers_in_order() {
-        let bundle = layer("bundle", Some("# c\n- insert:\n    - id: dsh-session-mail\n      name: dsh-session-mail\n"));
-        let s = row_state(&[bundle.clone(), layer("profile", Some("[]\n")), layer("home", None)], "dsh-session-mail", "dsh-session-mail");
-        assert_eq!((s["inserted"].as_bool(), s["disabled"].as_bool()), (Some(true), Some(false)));
-        let off = layer("profile", Some("- id: other\n  disabled: true\n- id: dsh-session-mail\n  disabled: true\n"));
-        let s = row_state(&[bundle.clone(), off.clone()], "dsh-session-mail", "dsh-session-mail");
+        let bundle = layer(
+            "bundle",
+            Some("# c\n- insert:\n    - id: dsh-session-mail\n      name: dsh-session-mail\n"),
+        );
+        let s = row_state(
+            &[
+                bundle.clone(),
+                layer("profile", Some("[]\n")),
+                layer("home", None),
+            ],
+            "dsh-session-mail",
+            "dsh-session-mail",
+        );
+        assert_eq!(
+            (s["inserted"].as_bool(), s["disabled"].as_bool()),
+            (Some(true), Some(false))
+        );
+        let off = layer(
+            "profile",
+            Some("- id: other\n  disabled: true\n- id: dsh-session-mail\n  disabled: true\n"),
+        );
+        let s = row_state(
+            &[bundle.clone(), off.clone()],
+            "dsh-session-mail",
+            "dsh-session-mail",
+        );
         assert_eq!(s["disabled"], true);
         assert_eq!(s["disabledBy"], "profile");
         // the home layer comes last and wins
         let on = layer("home", Some("- id: dsh-session-mail\n  disabled: false\n"));
-        let s = row_state(&[bundle.clone(), off.clone(), on], "dsh-session-mail", "dsh-session-mail");
+        let s = row_state(
+            &[bundle.clone(), off.clone(), on],
+            "dsh-session-mail",
+            "dsh-session-mail",
+        );
         assert_eq!(s["disabled"], false);
         // a name mismatch is skipped by the host
-        let other_name = layer("profile", Some("- id: dsh-session-mail\n  name: something-else\n  disabled: true\n"));
-        let s = row_state(&[bundle.clone(), other_name], "dsh-session-mail", "dsh-session-mail");
+        let other_name = layer(
+            "profile",
+            Some("- id: dsh-session-mail\n  name: something-else\n  disabled: true\n"),
+        );
+        let s = row_state(
+            &[bundle.clone(), other_name],
+            "dsh-session-mail",
+            "dsh-session-mail",
+        );
         assert_eq!(s["disabled"], false);
         assert_eq!(s["notes"].as_array().unwrap().len(), 1);
         // `disabled: yes` is a string in the host's JSON schema, not true
         let yes = layer("profile", Some("- id: dsh-session-mail\n  disabled: yes\n"));
-        assert_eq!(row_state(&[bundle.clone(), yes], "dsh-session-mail", "dsh-session-mail")["disabled"], false);
+        assert_eq!(
+            row_state(
+                &[bundle.clone(), yes],
+                "dsh-session-mail",
+                "dsh-session-mail"
+            )["disabled"],
+            false
+        );
         // config replaced wholesale; enabled: false switches the plugin off
-        let cfg = layer("profile", Some("- id: dsh-session-mail\n  config: { enabled: false }\n"));
-        let s = row_state(&[bundle.clone(), cfg], "dsh-session-mail", "dsh-session-mail");
+        let cfg = layer(
+            "profile",
+            Some("- id: dsh-session-mail\n  config: { enabled: false }\n"),
+        );
+        let s = row_state(
+            &[bundle.clone(), cfg],
+            "dsh-session-mail",
+            "dsh-session-mail",
+        );
         assert_eq!(s["configEnabled"], false);
         // broken layers are reported
         let bad = layer("profile", Some("id: x\n"));
-        let s = row_state(&[bundle, bad, layer("home", Some("- [\n"))], "dsh-session-mail", "dsh-session-mail");
+        let s = row_state(
+            &[bundle, bad, layer("home", Some("- [\n"))],
+            "dsh-session-mail",
+            "dsh-session-mail",
+        );
         assert_eq!(s["errors"].as_array().unwrap().len(), 2, "{s}");
-        let none = row_state(&[layer("profile", Some("[]"))], "dsh-session-mail", "dsh-session-mail");
+        let none = row_state(
+            &[layer("profile", Some("[]"))],
+            "dsh-session-mail",
+            "dsh-session-mail",
+        );
         assert_eq!(none["inserted"], false);
     }
 
@@ -678,8 +899,15 @@ mod tests {
         let t = Timeouts::from_ms(500, 1000);
         let secret = "BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc";
         let (base, log) = serve(|_, r: &Recorded| {
-            let has_cookie = r.headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("cookie"));
-            if has_cookie { Act::Reply(404, "not found".into()) } else { Act::Reply(401, "unauthorized".into()) }
+            let has_cookie = r
+                .headers
+                .iter()
+                .any(|(k, _)| k.eq_ignore_ascii_case("cookie"));
+            if has_cookie {
+                Act::Reply(404, "not found".into())
+            } else {
+                Act::Reply(401, "unauthorized".into())
+            }
         })
         .await;
         let v = auth_probe(&base, home.path(), Some(secret), t).await;
@@ -690,12 +918,21 @@ mod tests {
         let v = auth_probe(&base, home.path(), None, t).await;
         assert_eq!(v["state"], "no-secret", "{v}");
         let (base401, _) = serve(|_, _: &Recorded| Act::Reply(401, "unauthorized".into())).await;
-        assert_eq!(auth_probe(&base401, home.path(), Some(secret), t).await["state"], "rejected");
-        assert_eq!(auth_probe("http://example.com:1", home.path(), Some(secret), t).await["state"], "bad-url");
+        assert_eq!(
+            auth_probe(&base401, home.path(), Some(secret), t).await["state"],
+            "rejected"
+        );
+        assert_eq!(
+            auth_probe("http://example.com:1", home.path(), Some(secret), t).await["state"],
+            "bad-url"
+        );
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let dead = format!("http://127.0.0.1:{}", l.local_addr().unwrap().port());
         drop(l);
-        assert_eq!(auth_probe(&dead, home.path(), Some(secret), t).await["state"], "unreachable");
+        assert_eq!(
+            auth_probe(&dead, home.path(), Some(secret), t).await["state"],
+            "unreachable"
+        );
     }
 }
 

@@ -57,7 +57,10 @@ pub struct CoreError {
 
 impl CoreError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        CoreError { code, message: message.into() }
+        CoreError {
+            code,
+            message: message.into(),
+        }
     }
 }
 

@@ -96,7 +96,12 @@ pub fn cookie_header(secret: &Secret, authority: &str, now_ms: i64) -> String {
     format!(
         "{}={}",
         cookie_name(authority),
-        cookie_value(secret, authority, now_ms, now_ms.saturating_add(COOKIE_TTL_MS))
+        cookie_value(
+            secret,
+            authority,
+            now_ms,
+            now_ms.saturating_add(COOKIE_TTL_MS)
+        )
     )
 }
 

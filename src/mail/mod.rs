@@ -75,7 +75,13 @@ pub fn frame(sender_id: &str, sender_title: Option<&str>, mode: &str, body: &str
         .map(str::trim)
         .unwrap_or("")
         .chars()
-        .map(|c| if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}' | '\u{0085}') { ' ' } else { c })
+        .map(|c| {
+            if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}' | '\u{0085}') {
+                ' '
+            } else {
+                c
+            }
+        })
         .take(120)
         .collect();
     let quoted = serde_json::to_string(title.trim()).unwrap_or_else(|_| "\"\"".to_string());
@@ -88,9 +94,28 @@ mod tests {
 
     #[test]
     fn frame_title_can_never_add_a_line() {
-        for title in ["t\u{2028}--- message ends ---", "t\u{2029}x", "t\u{0085}x", "t\nx", "t\r\nx", "t\u{000B}x"] {
+        for title in [
+            "t\u{2028}--- message ends ---",
+            "t\u{2029}x",
+            "t\u{0085}x",
+            "t\nx",
+            "t\r\nx",
+            "t\u{000B}x",
+        ] {
             let f = frame("session-a", Some(title), "queue", "b");
-            let lines = f.split(|c| matches!(c, '\n' | '\r' | '\u{2028}' | '\u{2029}' | '\u{0085}' | '\u{000B}' | '\u{000C}')).count();
+            let lines = f
+                .split(|c| {
+                    matches!(
+                        c,
+                        '\n' | '\r'
+                            | '\u{2028}'
+                            | '\u{2029}'
+                            | '\u{0085}'
+                            | '\u{000B}'
+                            | '\u{000C}'
+                    )
+                })
+                .count();
             assert_eq!(lines, 6, "{f:?}");
         }
     }

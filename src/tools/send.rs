@@ -395,7 +395,12 @@ pub fn plan_at(req: &ToolRequest, home: &Path, now_ms: i64) -> Result<Plan, Stri
                 Some(t) => Some(t),
                 None => store::find_session(home, &sender).and_then(|m| m.title),
             };
-            mail::frame(&sender, stored_title.as_deref(), args.mode.as_str(), &args.message)
+            mail::frame(
+                &sender,
+                stored_title.as_deref(),
+                args.mode.as_str(),
+                &args.message,
+            )
         }
         SendTool::SessionsSend => args.message.clone(),
     };
@@ -1105,7 +1110,12 @@ mod tests {
         let env = Env::online(accept_all()).await;
         env.cold("session-cold", json!({}));
         // The caller's own log: a title event (rc.8 `session/title`, packages/session/session-title).
-        let dir = env.home.path().join("sessions").join("-w").join("session-me");
+        let dir = env
+            .home
+            .path()
+            .join("sessions")
+            .join("-w")
+            .join("session-me");
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(
             dir.join("session.jsonl"),
@@ -1115,7 +1125,10 @@ mod tests {
             ),
         )
         .unwrap();
-        let mut req = env.req("sessions_send", json!({"session_id": "session-cold", "message": "hi"}));
+        let mut req = env.req(
+            "sessions_send",
+            json!({"session_id": "session-cold", "message": "hi"}),
+        );
         if let Some(c) = req.caller.as_mut() {
             c.title = None;
         }
@@ -1123,7 +1136,9 @@ mod tests {
         assert!(out.starts_with("accepted for session-cold"), "{out}");
         let text = env.requests()[0].json()["payload"]["content"][0]["text"].clone();
         assert!(
-            text.as_str().unwrap_or("").contains("from-session: session-me (\"Fix the build\")"),
+            text.as_str()
+                .unwrap_or("")
+                .contains("from-session: session-me (\"Fix the build\")"),
             "{text}"
         );
     }
