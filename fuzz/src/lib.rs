@@ -10,7 +10,8 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use dsh_session_mail::delivery::{cookie, credentials::Secret, envelope, Mode};
 use dsh_session_mail::mail::{self, guard};
-use dsh_session_mail::store;
+use dsh_session_mail::store::{self, brief, fold::Fold, log::{continue_fold, Encoding, Scratch}};
+use std::io::Cursor;
 use serde_json::Value;
 
 /// The fixed sender of the header property.
@@ -174,32 +175,65 @@ fn scratch() -> &'static PathBuf {
 const SESSION: &str = "session-fuzz";
 const LOG_NAMES: [&str; 4] = ["session.v4.jsonl.zstd", "session.v4.jsonl", "session.jsonl.zstd", "session.jsonl"];
 
-/// `log_reader`: the store never panics on any session log, plain or zstd (valid frames or garbage).
-///
-/// TODO(store-merge): the store's log reader API is being rewritten on another branch. Once it lands, feed
-/// `data` to the reader directly here (events, torn frames, folds, `find_request`) instead of going
-/// through `find_session` on a temp dir; keep the three encodings below.
+/// `log_reader`: the store never panics on any session log, plain or zstd (valid frames or garbage), and
+/// the two readers agree: the listing's brief scan (`store::brief::scan`, frames decoded from the end
+/// backwards) gives the same header and title as the full fold (`store::log::continue_fold`), and a fold
+/// resumed after an append equals a cold fold of the whole input. Then the lookups through a temp home
+/// (`find_session`, `find_request`).
 pub fn log_reader(data: &[u8]) {
+    let (sel, rest) = data.split_first().unwrap_or((&0, &[]));
+    let (name, bytes): (&str, Vec<u8>) = match sel % 4 {
+        0 => ("session.jsonl", rest.to_vec()),
+        1 => ("session.v4.jsonl", rest.to_vec()),
+        // valid zstd frames around the input, cut at NULs (so lines may run across frames)
+        2 => ("session.v4.jsonl.zstd", rest.split_inclusive(|&b| b == 0).flat_map(|c| zstd::encode_all(c, 1).unwrap_or_default()).collect()),
+        // raw bytes where a zstd frame should be
+        _ => ("session.jsonl.zstd", rest.to_vec()),
+    };
+    let enc = if name.ends_with(".zstd") { Encoding::Zstd } else { Encoding::Plain };
+    readers_agree(&bytes, enc);
+
     let home = scratch();
     let dir = home.join("sessions").join("-w").join(SESSION);
     for n in LOG_NAMES {
         let _ = std::fs::remove_file(dir.join(n));
     }
-    let (sel, rest) = data.split_first().unwrap_or((&0, &[]));
-    let (name, bytes): (&str, Vec<u8>) = match sel % 4 {
-        0 => ("session.jsonl", rest.to_vec()),
-        1 => ("session.v4.jsonl", rest.to_vec()),
-        // a valid zstd frame around the input
-        2 => ("session.v4.jsonl.zstd", zstd::encode_all(rest, 1).unwrap_or_default()),
-        // raw bytes where a zstd frame should be
-        _ => ("session.jsonl.zstd", rest.to_vec()),
-    };
     std::fs::write(dir.join(name), &bytes).expect("write the log");
     if let Some(meta) = store::find_session(home, SESSION) {
         assert_eq!(meta.log_path, dir.join(name));
         let _ = meta.is_subagent();
     }
     let _ = store::find_request(home, SESSION, "dsh-session-mail:00000000-0000-4000-8000-000000000000");
+}
+
+/// The fold's view (the committed state plus a torn last frame's complete lines).
+fn fold_view(bytes: &[u8], enc: Encoding, base: Fold) -> Option<(Fold, Fold)> {
+    let (committed, tail) = continue_fold(&mut Cursor::new(bytes), enc, bytes.len() as u64, base).ok()?;
+    let view = tail.unwrap_or_else(|| committed.clone());
+    Some((committed, view))
+}
+
+fn readers_agree(bytes: &[u8], enc: Encoding) {
+    let Some((_, view)) = fold_view(bytes, enc, Fold::default()) else { return };
+    let mut sc = Scratch::new();
+    let Ok((b, _)) = brief::scan(&mut Cursor::new(bytes), enc, bytes.len() as u64, None, &mut sc) else { return };
+    assert_eq!(b.header, view.header, "brief and fold disagree on the header");
+    assert_eq!(b.header_error, view.header_error, "brief and fold disagree on the header error");
+    if view.header.is_some() {
+        assert_eq!(b.display_title(), view.display_title(), "brief and fold disagree on the title");
+    }
+    // Resume after a prefix (an append): same surface and title as the cold fold.
+    if let Some(cut) = bytes.len().checked_div(2).filter(|&c| c > 0) {
+        if let Some((first, _)) = fold_view(&bytes[..cut], enc, Fold::default()) {
+            if let Some((_, resumed)) = fold_view(bytes, enc, first) {
+                let seqs = |f: &Fold| f.surface.iter().map(|n| n.seq).collect::<Vec<_>>();
+                if view.notes.is_empty() && resumed.notes.is_empty() {
+                    assert_eq!(seqs(&resumed), seqs(&view), "a resumed fold differs from a cold one");
+                    assert_eq!(resumed.display_title(), view.display_title());
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -346,17 +346,8 @@ impl Fold {
                             self.requests.entry(r.to_string()).or_default().landed = Some((seq, turn));
                         }
                     }
-                    if self.fallback_title.is_none() && m.source.kind.as_deref() == Some("user") {
-                        let text: Vec<&str> = m
-                            .content
-                            .iter()
-                            .filter(|b| b.ty.as_deref() == Some("text"))
-                            .filter_map(|b| b.text.as_deref())
-                            .collect();
-                        let t = fallback_session_title(&text.join("\n"), 5, 40);
-                        if !t.is_empty() {
-                            self.fallback_title = Some(t);
-                        }
+                    if self.fallback_title.is_none() {
+                        self.fallback_title = prompt_fallback_title(m);
                     }
                 }
                 let is_error = m.is_error == Some(true)
@@ -390,6 +381,17 @@ impl Fold {
             }
         }
     }
+}
+
+/// The host's fallback title from one surface `user/message`: only a human prompt (source kind
+/// `user`) counts, and only when its text gives a non-empty title.
+pub fn prompt_fallback_title(m: &MessageLite<'_>) -> Option<String> {
+    if m.source.kind.as_deref() != Some("user") {
+        return None;
+    }
+    let text: Vec<&str> = m.content.iter().filter(|b| b.ty.as_deref() == Some("text")).filter_map(|b| b.text.as_deref()).collect();
+    let t = fallback_session_title(&text.join("\n"), 5, 40);
+    (!t.is_empty()).then_some(t)
 }
 
 /// Label and filter class of one surface message.

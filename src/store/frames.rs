@@ -119,7 +119,7 @@ pub fn find_magic<R: Read + Seek>(r: &mut R, from: u64, size: u64) -> io::Result
         let want = ((size - pos) as usize).min(buf.len());
         r.seek(SeekFrom::Start(pos))?;
         r.read_exact(&mut buf[..want])?;
-        if let Some(i) = buf[..want].windows(4).position(|w| w == ZSTD_MAGIC) {
+        if let Some(i) = memchr::memmem::find(&buf[..want], &ZSTD_MAGIC) {
             return Ok(Some(pos + i as u64));
         }
         if want < 4 {
@@ -128,6 +128,95 @@ pub fn find_magic<R: Read + Seek>(r: &mut R, from: u64, size: u64) -> io::Result
         pos += (want - 3) as u64;
     }
     Ok(None)
+}
+
+/// The start of the next structurally complete frame in `[from, size)`, if any (a torn frame
+/// followed by a complete one was a corrupt frame in the middle, not a write in flight).
+pub fn next_complete_frame<R: Read + Seek>(r: &mut R, from: u64, size: u64) -> io::Result<Option<u64>> {
+    let mut at = from;
+    while let Some(m) = find_magic(r, at, size)? {
+        if let FrameScan::Frame { .. } = scan_frame(r, m, size)? {
+            return Ok(Some(m));
+        }
+        at = m + 1;
+    }
+    Ok(None)
+}
+
+/// A positional reader with a read-ahead window: the many small reads of a frame walk (magic,
+/// frame header, block headers) and the frame bytes that follow cost a copy, not a syscall.
+/// Seeking only moves the cursor.
+pub struct Windowed<R> {
+    inner: R,
+    buf: Vec<u8>,
+    /// File offset of `buf[0]`, and how many bytes of `buf` are valid.
+    base: u64,
+    len: usize,
+    pos: u64,
+}
+
+impl<R: Read + Seek> Windowed<R> {
+    pub fn new(inner: R, window: usize) -> Self {
+        Self::with_buffer(inner, vec![0u8; window.max(4096)])
+    }
+
+    /// Use `buf` (its length is the window) as the window; get it back with [`Windowed::into_buffer`].
+    pub fn with_buffer(inner: R, buf: Vec<u8>) -> Self {
+        Windowed { inner, buf, base: 0, len: 0, pos: 0 }
+    }
+
+    pub fn into_buffer(self) -> Vec<u8> {
+        self.buf
+    }
+}
+
+impl<R: Read + Seek> Read for Windowed<R> {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        if out.is_empty() {
+            return Ok(0);
+        }
+        let in_window = self.pos >= self.base && self.pos < self.base + self.len as u64;
+        if !in_window {
+            self.inner.seek(SeekFrom::Start(self.pos))?;
+            if out.len() >= self.buf.len() {
+                // A big read: straight into the caller's buffer.
+                let n = self.inner.read(out)?;
+                self.pos += n as u64;
+                return Ok(n);
+            }
+            let n = loop {
+                match self.inner.read(&mut self.buf) {
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    other => break other?,
+                }
+            };
+            self.base = self.pos;
+            self.len = n;
+            if n == 0 {
+                return Ok(0);
+            }
+        }
+        let off = (self.pos - self.base) as usize;
+        let n = out.len().min(self.len - off);
+        out[..n].copy_from_slice(&self.buf[off..off + n]);
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl<R: Read + Seek> Seek for Windowed<R> {
+    fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
+        self.pos = match to {
+            SeekFrom::Start(p) => p,
+            SeekFrom::Current(d) => self.pos.checked_add_signed(d).ok_or_else(|| io::Error::other("seek before the start"))?,
+            SeekFrom::End(_) => {
+                let p = self.inner.seek(to)?;
+                self.len = 0;
+                p
+            }
+        };
+        Ok(self.pos)
+    }
 }
 
 /// One item out of the splitter.

@@ -2,16 +2,19 @@
 //! (dev/ino where available) + size + mtime. A grown log is read only from the byte after its
 //! last complete frame; an unchanged one is not read at all. A cold scan spreads over the cores.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
+use std::ffi::OsString;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::SystemTime;
 
+use super::brief::{self, Brief, Resume};
 use super::fold::Fold;
 use super::layout::{self, file_key, short_io, LogFile, SessionDir};
-use super::log::continue_fold;
+use super::log::{continue_fold, Scratch};
 
 /// Most logs the in-process cache remembers (least recently used ones go first).
 const CACHE_CAP: usize = 2048;
@@ -95,6 +98,133 @@ fn load_inner(log: &LogFile) -> Result<(Arc<Fold>, u64), String> {
     Ok((view, read))
 }
 
+// ---- briefs: what a listing needs (header, title), cached apart from the full folds ----
+
+struct BriefEntry {
+    ident: Ident,
+    brief: Arc<Brief>,
+    /// Where a scan of the grown file starts again (None: from the start).
+    resume: Option<Resume>,
+    used: u64,
+}
+
+fn brief_cache() -> &'static Mutex<HashMap<OsString, BriefEntry>> {
+    static CACHE: OnceLock<Mutex<HashMap<OsString, BriefEntry>>> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+fn brief_lock() -> std::sync::MutexGuard<'static, HashMap<OsString, BriefEntry>> {
+    brief_cache().lock().unwrap_or_else(|p| p.into_inner())
+}
+
+thread_local! {
+    /// Per-thread decoding buffers, reused across the logs one worker scans.
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::new());
+}
+
+/// The brief of one log (header, title), reusing the cached one when the file is unchanged (one
+/// `stat`) and scanning only the new frames when it only grew. Err: a short reason.
+pub fn load_brief(log: &LogFile) -> Result<Arc<Brief>, String> {
+    load_brief_counted(log).0
+}
+
+/// [`load_brief`], also returning the offset the scan started at (`None` when it was a cache hit).
+pub fn load_brief_counted(log: &LogFile) -> (Result<Arc<Brief>, String>, Option<u64>) {
+    match brief_inner(log) {
+        Ok((b, from)) => (Ok(b), from),
+        Err(e) => (Err(e), None),
+    }
+}
+
+fn brief_inner(log: &LogFile) -> Result<(Arc<Brief>, Option<u64>), String> {
+    let meta = fs::metadata(&log.path).map_err(|e| short_io(&e))?;
+    let ident = Ident { key: file_key(&meta), size: meta.len(), mtime: meta.modified().ok() };
+    let tick = TICK.fetch_add(1, Ordering::Relaxed);
+    let base = {
+        let mut map = brief_lock();
+        match map.get_mut(log.path.as_os_str()) {
+            Some(e) if e.ident == ident => {
+                e.used = tick;
+                return Ok((e.brief.clone(), None));
+            }
+            Some(e) if e.ident.key.is_some() && e.ident.key == ident.key && ident.size > e.ident.size => {
+                e.resume.clone().filter(|r| r.offset <= ident.size)
+            }
+            _ => None,
+        }
+    };
+    let from = base.as_ref().map_or(0, |r| r.offset);
+    let mut file = File::open(&log.path).map_err(|e| short_io(&e))?;
+    let (b, resume) = SCRATCH
+        .with(|sc| {
+            let mut sc = sc.borrow_mut();
+            let out = brief::scan(&mut file, log.enc, ident.size, base.as_ref(), &mut sc);
+            sc.trim();
+            out
+        })
+        .map_err(|e| short_io(&e))?;
+    let b = Arc::new(b);
+    let mut map = brief_lock();
+    if map.len() >= CACHE_CAP && !map.contains_key(log.path.as_os_str()) {
+        if let Some(oldest) = map.iter().min_by_key(|(_, e)| e.used).map(|(k, _)| k.clone()) {
+            map.remove(&oldest);
+        }
+    }
+    map.insert(log.path.as_os_str().to_owned(), BriefEntry { ident, brief: b.clone(), resume, used: tick });
+    Ok((b, Some(from)))
+}
+
+/// One session directory after a brief scan.
+#[derive(Debug, Clone)]
+pub struct Briefed {
+    pub dir: PathBuf,
+    pub log: Option<LogFile>,
+    pub brief: Result<Arc<Brief>, String>,
+}
+
+/// Run `f` over `items` on up to 8 threads (the available cores), results in input order.
+fn parallel<T: Sync, U: Send>(items: &[T], f: impl Fn(&T) -> U + Sync) -> Vec<U> {
+    let n = items.len();
+    let workers = std::thread::available_parallelism().map_or(1, |p| p.get()).clamp(1, 8).min(n.max(1));
+    if workers <= 1 || n < 4 {
+        return items.iter().map(f).collect();
+    }
+    let slots: Vec<Mutex<Option<U>>> = (0..n).map(|_| Mutex::new(None)).collect();
+    let next = AtomicUsize::new(0);
+    let work = || loop {
+        let i = next.fetch_add(1, Ordering::Relaxed);
+        if i >= n {
+            break;
+        }
+        let u = f(&items[i]);
+        *slots[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(u);
+    };
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(work);
+        }
+    });
+    slots.into_iter().filter_map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner())).collect()
+}
+
+/// Walk and brief-scan every session under `home`: the directory `stat`s and the briefs run
+/// on the available cores; the result (and the notes) come in walk order.
+pub fn scan_briefs(home: &Path, notes: &mut Vec<String>) -> Vec<Briefed> {
+    let items = layout::walk_items(home);
+    type Loaded = Option<Result<Arc<Brief>, String>>;
+    let done: Vec<Option<(layout::Visited, Loaded)>> = parallel(&items, |item| {
+        let v = layout::visit(item.dir()?);
+        let b = v.log().map(|log| std::panic::catch_unwind(|| load_brief(log)).unwrap_or_else(|_| Err("internal error while reading".into())));
+        Some((v, b))
+    });
+    let (visited, mut briefs): (Vec<Option<layout::Visited>>, Vec<Loaded>) =
+        done.into_iter().map(|d| d.map_or((None, None), |(v, b)| (Some(v), b))).unzip();
+    layout::assemble(items, visited, notes)
+        .into_iter()
+        .map(|(i, d)| Briefed { brief: briefs[i].take().unwrap_or_else(|| Err("no session log".to_string())), dir: d.dir, log: d.log })
+        .collect()
+}
+
 /// One session directory after folding.
 #[derive(Debug, Clone)]
 pub struct Scanned {
@@ -105,32 +235,13 @@ pub struct Scanned {
 
 /// Fold many directories, spread over the available cores (at most 8 threads).
 pub fn fold_all(dirs: Vec<SessionDir>) -> Vec<Scanned> {
-    let n = dirs.len();
-    let workers = std::thread::available_parallelism().map_or(1, |p| p.get()).clamp(1, 8).min(n.max(1));
-    let slots: Vec<Mutex<Option<Scanned>>> = (0..n).map(|_| Mutex::new(None)).collect();
-    let next = AtomicUsize::new(0);
-    let work = || loop {
-        let i = next.fetch_add(1, Ordering::Relaxed);
-        if i >= n {
-            break;
-        }
-        let d = &dirs[i];
+    parallel(&dirs, |d| {
         let fold = match &d.log {
             None => Err("no session log".to_string()),
             Some(log) => std::panic::catch_unwind(|| load_log(log)).unwrap_or_else(|_| Err("internal error while reading".into())),
         };
-        *slots[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(Scanned { dir: d.dir.clone(), log: d.log.clone(), fold });
-    };
-    if workers <= 1 || n < 4 {
-        work();
-    } else {
-        std::thread::scope(|s| {
-            for _ in 0..workers {
-                s.spawn(work);
-            }
-        });
-    }
-    slots.into_iter().filter_map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner())).collect()
+        Scanned { dir: d.dir.clone(), log: d.log.clone(), fold }
+    })
 }
 
 /// Walk and fold every session under `home`.
@@ -142,4 +253,5 @@ pub fn scan(home: &Path, notes: &mut Vec<String>) -> Vec<Scanned> {
 #[cfg(test)]
 pub(crate) fn forget(path: &Path) {
     lock().remove(path);
+    brief_lock().remove(path.as_os_str());
 }

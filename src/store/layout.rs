@@ -1,9 +1,12 @@
 //! On-disk layout: `$DSH_HOME/sessions/<project>/<session>/<generation file>`
 //! [R8 and Z17 `packages/session/session-persistence-jsonl/src/format.ts` `projectDir`, `sessionDir`, `logPath`].
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::ffi::OsString;
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, SystemTime};
 
 use super::log::Encoding;
 
@@ -82,6 +85,72 @@ pub fn encode_segment(raw: &str) -> String {
     out
 }
 
+// ---- directory cache: a directory whose mtime has not changed has the same entries ----
+
+/// A directory modified this recently is read again next time (its mtime may not show a change
+/// made in the same clock tick).
+const RACY: Duration = Duration::from_secs(2);
+
+#[derive(Default)]
+struct DirCache {
+    /// Sorted entries of a directory, by (path, mtime).
+    entries: HashMap<OsString, (SystemTime, Arc<Vec<PathBuf>>)>,
+    /// The generation picked in a session directory, by (path, mtime).
+    picks: HashMap<OsString, (SystemTime, Option<LogFile>)>,
+}
+
+fn dir_cache() -> std::sync::MutexGuard<'static, DirCache> {
+    static C: OnceLock<Mutex<DirCache>> = OnceLock::new();
+    C.get_or_init(|| Mutex::new(DirCache::default())).lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Settled: modified long enough ago that a later change must move the mtime.
+fn settled(mtime: SystemTime) -> bool {
+    SystemTime::now().duration_since(mtime).is_ok_and(|age| age >= RACY)
+}
+
+/// The sorted entries of `dir` (read again unless `mtime` shows it unchanged).
+fn entries(dir: &Path, mtime: Option<SystemTime>) -> std::io::Result<Arc<Vec<PathBuf>>> {
+    if let Some(m) = mtime {
+        if let Some((cm, v)) = dir_cache().entries.get(dir.as_os_str()) {
+            if *cm == m {
+                return Ok(v.clone());
+            }
+        }
+    }
+    let mut v: Vec<PathBuf> = fs::read_dir(dir)?.flatten().map(|e| e.path()).collect();
+    v.sort();
+    let v = Arc::new(v);
+    if let Some(m) = mtime.filter(|m| settled(*m)) {
+        let mut c = dir_cache();
+        if c.entries.len() > 100_000 {
+            c.entries.clear();
+        }
+        c.entries.insert(dir.as_os_str().to_owned(), (m, v.clone()));
+    }
+    Ok(v)
+}
+
+/// [`pick_generation`], remembered while the directory's mtime does not change.
+fn pick_cached(dir: &Path, mtime: Option<SystemTime>) -> std::io::Result<Option<LogFile>> {
+    if let Some(m) = mtime {
+        if let Some((cm, v)) = dir_cache().picks.get(dir.as_os_str()) {
+            if *cm == m {
+                return Ok(v.clone());
+            }
+        }
+    }
+    let v = pick_generation(dir)?;
+    if let Some(m) = mtime.filter(|m| settled(*m)) {
+        let mut c = dir_cache();
+        if c.picks.len() > 100_000 {
+            c.picks.clear();
+        }
+        c.picks.insert(dir.as_os_str().to_owned(), (m, v.clone()));
+    }
+    Ok(v)
+}
+
 /// A session directory found by the walk.
 #[derive(Debug, Clone)]
 pub struct SessionDir {
@@ -92,61 +161,119 @@ pub struct SessionDir {
 /// Walk `<home>/sessions/*/*`. Unreadable directories, symlink loops and other oddities become
 /// notes; the walk goes on. Each physical directory is visited once (symlink aliases).
 pub fn walk(home: &Path, notes: &mut Vec<String>) -> Vec<SessionDir> {
+    let items = walk_items(home);
+    let visited: Vec<Option<Visited>> = items.iter().map(|i| i.dir().map(visit)).collect();
+    assemble(items, visited, notes).into_iter().map(|(_, d)| d).collect()
+}
+
+/// The first, sequential part of a walk: project directories and the session directories in
+/// them, in walk order, with the notes about projects where they belong.
+#[derive(Debug, Clone)]
+pub enum WalkItem {
+    Note(String),
+    Dir(PathBuf),
+}
+
+impl WalkItem {
+    pub fn dir(&self) -> Option<&Path> {
+        match self {
+            WalkItem::Dir(d) => Some(d),
+            WalkItem::Note(_) => None,
+        }
+    }
+}
+
+/// What one candidate session directory holds (the part of a walk that can run in parallel).
+#[derive(Debug, Clone)]
+pub enum Visited {
+    Note(String),
+    NotADir,
+    Dir { key: Option<(u64, u64)>, log: Result<Option<LogFile>, String> },
+}
+
+impl Visited {
+    pub fn log(&self) -> Option<&LogFile> {
+        match self {
+            Visited::Dir { log: Ok(Some(l)), .. } => Some(l),
+            _ => None,
+        }
+    }
+}
+
+pub fn walk_items(home: &Path) -> Vec<WalkItem> {
     let root = home.join("sessions");
     let mut out = Vec::new();
-    let projects = match fs::read_dir(&root) {
-        Ok(rd) => rd,
+    let root_mtime = fs::metadata(&root).ok().and_then(|m| m.modified().ok());
+    let projects = match entries(&root, root_mtime) {
+        Ok(v) => v,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return out,
         Err(e) => {
-            notes.push(format!("{}: unreadable directory ({e})", root.display()));
+            out.push(WalkItem::Note(format!("{}: unreadable directory ({e})", root.display())));
             return out;
         }
     };
-    let mut seen: HashSet<(u64, u64)> = HashSet::new();
-    let mut projects: Vec<PathBuf> = projects.flatten().map(|e| e.path()).collect();
-    projects.sort();
-    for project in projects {
-        match fs::metadata(&project) {
-            Ok(m) if m.is_dir() => {}
+    for project in projects.iter() {
+        let pmeta = match fs::metadata(project) {
+            Ok(m) if m.is_dir() => m,
             Ok(_) => continue, // a stray file
             Err(e) => {
-                notes.push(format!("{}: unreadable ({})", project.display(), short_io(&e)));
-                continue;
-            }
-        }
-        let sessions = match fs::read_dir(&project) {
-            Ok(rd) => rd,
-            Err(e) => {
-                notes.push(format!("{}: unreadable directory ({})", project.display(), short_io(&e)));
+                out.push(WalkItem::Note(format!("{}: unreadable ({})", project.display(), short_io(&e))));
                 continue;
             }
         };
-        let mut dirs: Vec<PathBuf> = sessions.flatten().map(|e| e.path()).collect();
-        dirs.sort();
-        for dir in dirs {
-            let meta = match fs::metadata(&dir) {
-                Ok(m) => m,
-                Err(e) => {
-                    notes.push(format!("{}: unreadable ({})", dir.display(), short_io(&e)));
-                    continue;
-                }
-            };
-            if !meta.is_dir() {
+        match entries(project, pmeta.modified().ok()) {
+            Ok(v) => out.extend(v.iter().cloned().map(WalkItem::Dir)),
+            Err(e) => out.push(WalkItem::Note(format!("{}: unreadable directory ({})", project.display(), short_io(&e)))),
+        }
+    }
+    out
+}
+
+/// Look at one candidate session directory: one `stat`, and its generation files only when
+/// its mtime changed.
+pub fn visit(dir: &Path) -> Visited {
+    let meta = match fs::metadata(dir) {
+        Ok(m) => m,
+        Err(e) => return Visited::Note(format!("{}: unreadable ({})", dir.display(), short_io(&e))),
+    };
+    if !meta.is_dir() {
+        return Visited::NotADir;
+    }
+    let log = pick_cached(dir, meta.modified().ok()).map_err(|e| format!("{}: unreadable directory ({})", dir.display(), short_io(&e)));
+    Visited::Dir { key: file_key(&meta), log }
+}
+
+/// Put a walk together in order: notes where they occurred, each physical directory once
+/// (symlink aliases). Returns (item index, directory).
+pub fn assemble(items: Vec<WalkItem>, visited: Vec<Option<Visited>>, notes: &mut Vec<String>) -> Vec<(usize, SessionDir)> {
+    let mut seen: HashSet<(u64, u64)> = HashSet::new();
+    let mut out = Vec::new();
+    for (i, (item, v)) in items.into_iter().zip(visited).enumerate() {
+        let dir = match item {
+            WalkItem::Note(n) => {
+                notes.push(n);
                 continue;
             }
-            if let Some(key) = file_key(&meta) {
-                if !seen.insert(key) {
-                    continue;
-                }
-            }
-            match pick_generation(&dir) {
-                Ok(log) => {
-                    if log.is_none() {
-                        notes.push(format!("{}: no session log", dir.display()));
+            WalkItem::Dir(d) => d,
+        };
+        match v {
+            None | Some(Visited::NotADir) => {}
+            Some(Visited::Note(n)) => notes.push(n),
+            Some(Visited::Dir { key, log }) => {
+                if let Some(key) = key {
+                    if !seen.insert(key) {
+                        continue;
                     }
-                    out.push(SessionDir { dir, log });
                 }
-                Err(e) => notes.push(format!("{}: unreadable directory ({})", dir.display(), short_io(&e))),
+                match log {
+                    Ok(log) => {
+                        if log.is_none() {
+                            notes.push(format!("{}: no session log", dir.display()));
+                        }
+                        out.push((i, SessionDir { dir, log }));
+                    }
+                    Err(n) => notes.push(n),
+                }
             }
         }
     }

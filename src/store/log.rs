@@ -9,7 +9,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::fold::Fold;
-use super::frames::{find_magic, frame_decoder, scan_frame, FrameScan, Loc, LINE_CAP};
+use super::frames::{find_magic, frame_decoder, next_complete_frame, scan_frame, FrameScan, Loc, Windowed, LINE_CAP};
 
 /// Physical encoding of a log file: `.jsonl.zstd` or `.jsonl`
 /// [R8 `packages/session/session-persistence-jsonl/src/format.ts` `logSuffix`].
@@ -19,15 +19,119 @@ pub enum Encoding {
     Plain,
 }
 
-/// Buffers reused across the frames of one read: one zstd context, one output buffer.
-struct Scratch {
+/// Frames whose compressed bytes are at most this long are read whole with one read.
+const CBUF_MAX: u64 = 8 * 1024 * 1024;
+/// Frames that declare at most this many decompressed bytes are decoded in one call.
+const BULK_MAX: u64 = 8 * 1024 * 1024;
+/// Read-ahead window of a frame walk.
+pub(crate) const WINDOW: usize = 256 * 1024;
+
+/// Buffers reused across the frames of one read: one zstd context, the compressed bytes of a
+/// frame, its decompressed bytes, and a chunk buffer for the streaming path.
+pub struct Scratch {
     dctx: zstd::zstd_safe::DCtx<'static>,
     buf: Vec<u8>,
+    cbuf: Vec<u8>,
+    out: Vec<u8>,
+    window: Vec<u8>,
+}
+
+impl Default for Scratch {
+    fn default() -> Self {
+        Scratch::new()
+    }
 }
 
 impl Scratch {
-    fn new() -> Scratch {
-        Scratch { dctx: zstd::zstd_safe::DCtx::create(), buf: vec![0u8; 64 * 1024] }
+    pub fn new() -> Scratch {
+        Scratch { dctx: zstd::zstd_safe::DCtx::create(), buf: vec![0u8; 64 * 1024], cbuf: Vec::new(), out: Vec::new(), window: Vec::new() }
+    }
+
+    /// A single-frame streaming decoder over `input`, using this context.
+    pub(crate) fn stream_decoder<R: BufRead>(&mut self, input: R) -> io::Result<zstd::stream::read::Decoder<'_, R>> {
+        self.dctx
+            .reset(zstd::zstd_safe::ResetDirective::SessionOnly)
+            .map_err(|c| io::Error::other(zstd::zstd_safe::get_error_name(c)))?;
+        Ok(zstd::stream::read::Decoder::with_context(input, &mut self.dctx).single_frame())
+    }
+
+    pub(crate) fn take_window(&mut self) -> Vec<u8> {
+        let w = std::mem::take(&mut self.window);
+        if w.len() == WINDOW { w } else { vec![0u8; WINDOW] }
+    }
+
+    pub(crate) fn put_window(&mut self, w: Vec<u8>) {
+        self.window = w;
+    }
+
+    /// Drop buffers a huge frame left behind (keeps memory bounded between logs).
+    pub(crate) fn trim(&mut self) {
+        for v in [&mut self.cbuf, &mut self.out] {
+            if v.capacity() > 1024 * 1024 {
+                *v = Vec::new();
+            }
+        }
+    }
+}
+
+/// Decode the complete frame `[start, end)` of `r`, handing its decompressed bytes to `sink`
+/// (chunk, offset of the chunk inside the frame). A frame that declares its size is decoded in
+/// one call into a reused buffer; others, and damaged ones, stream (so the lines before the
+/// damage still reach `sink`). Err: why the frame could not be decoded to its end.
+pub(crate) fn decode_unit<R: Read + Seek>(
+    r: &mut R,
+    start: u64,
+    end: u64,
+    sc: &mut Scratch,
+    sink: &mut dyn FnMut(&[u8], u64),
+) -> io::Result<Result<(), String>> {
+    let len = end - start;
+    if len > CBUF_MAX {
+        // Rare: stream it from the file.
+        r.seek(SeekFrom::Start(start))?;
+        sc.dctx
+            .reset(zstd::zstd_safe::ResetDirective::SessionOnly)
+            .map_err(|c| io::Error::other(zstd::zstd_safe::get_error_name(c)))?;
+        let input = BufReader::with_capacity(64 * 1024, (&mut *r).take(len));
+        let dec = zstd::stream::read::Decoder::with_context(input, &mut sc.dctx).single_frame();
+        return Ok(stream_into(dec, &mut sc.buf, sink));
+    }
+    let Scratch { dctx, buf, cbuf, out, .. } = sc;
+    cbuf.clear();
+    cbuf.resize(len as usize, 0);
+    r.seek(SeekFrom::Start(start))?;
+    r.read_exact(cbuf)?;
+    if let Ok(Some(n)) = zstd::zstd_safe::get_frame_content_size(cbuf) {
+        if n <= BULK_MAX {
+            out.clear();
+            out.reserve(n as usize);
+            let _ = dctx.reset(zstd::zstd_safe::ResetDirective::SessionOnly);
+            if let Ok(got) = dctx.decompress(out, cbuf) {
+                if got > 0 {
+                    sink(&out[..got], 0);
+                }
+                return Ok(Ok(()));
+            }
+        }
+    }
+    if let Err(c) = dctx.reset(zstd::zstd_safe::ResetDirective::SessionOnly) {
+        return Err(io::Error::other(zstd::zstd_safe::get_error_name(c)));
+    }
+    let dec = zstd::stream::read::Decoder::with_context(&cbuf[..], dctx).single_frame();
+    Ok(stream_into(dec, buf, sink))
+}
+
+fn stream_into<D: Read>(mut dec: D, buf: &mut [u8], sink: &mut dyn FnMut(&[u8], u64)) -> Result<(), String> {
+    let mut inner = 0u64;
+    loop {
+        let n = match dec.read(buf) {
+            Ok(0) => return Ok(()),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e.to_string()),
+        };
+        sink(&buf[..n], inner);
+        inner += n as u64;
     }
 }
 
@@ -63,6 +167,7 @@ pub fn continue_fold<R: Read + Seek>(r: &mut R, enc: Encoding, size: u64, mut fo
         }
         Encoding::Zstd => {
             let mut sc = Scratch::new();
+            let r = &mut Windowed::new(r, WINDOW);
             let mut pos = fold.offset;
             while pos < size {
                 match scan_frame(r, pos, size)? {
@@ -103,22 +208,15 @@ pub fn continue_fold<R: Read + Seek>(r: &mut R, enc: Encoding, size: u64, mut fo
     }
 }
 
-fn next_complete_frame<R: Read + Seek>(r: &mut R, from: u64, size: u64) -> io::Result<Option<u64>> {
-    let mut at = from;
-    while let Some(m) = find_magic(r, at, size)? {
-        if let FrameScan::Frame { .. } = scan_frame(r, m, size)? {
-            return Ok(Some(m));
-        }
-        at = m + 1;
-    }
-    Ok(None)
-}
-
 fn decode_frame<R: Read + Seek>(r: &mut R, start: u64, end: u64, fold: &mut Fold, sc: &mut Scratch) {
-    if let Err(e) = decode_into(r, start, end - start, fold, sc) {
-        fold.note(format!("corrupt zstd frame at byte {start} ({e}); skipped the rest of it"));
-        fold.splitter.drop_partial();
-    }
+    let res = decode_unit(r, start, end, sc, &mut |chunk, inner| fold.feed(chunk, Loc { frame: start, inner }));
+    let why = match res {
+        Ok(Ok(())) => return,
+        Ok(Err(why)) => why,
+        Err(e) => e.to_string(),
+    };
+    fold.note(format!("corrupt zstd frame at byte {start} ({why}); skipped the rest of it"));
+    fold.splitter.drop_partial();
 }
 
 fn decode_into<R: Read + Seek>(r: &mut R, start: u64, len: u64, fold: &mut Fold, sc: &mut Scratch) -> io::Result<()> {

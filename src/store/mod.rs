@@ -6,6 +6,7 @@
 //!
 //! Nothing here writes, renames, or takes `session.lock`: files are opened read-only.
 
+pub mod brief;
 pub mod events;
 pub mod fold;
 pub mod frames;
@@ -153,10 +154,7 @@ fn stored(home: &Path, s: index::Scanned, notes: &mut Vec<String>) -> Option<Sto
 pub fn list_sessions(home: &Path) -> Listing {
     let mut raw_notes = Vec::new();
     let scanned = index::scan(home, &mut raw_notes);
-    let mut notes: Vec<String> = raw_notes
-        .into_iter()
-        .map(|n| n.strip_prefix(&format!("{}/", home.join("sessions").display())).map(str::to_string).unwrap_or(n))
-        .collect();
+    let mut notes = strip_notes(home, raw_notes);
     let mut sessions = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for s in scanned {
@@ -169,6 +167,71 @@ pub fn list_sessions(home: &Path) -> Listing {
         }
     }
     Listing { sessions, notes }
+}
+
+/// One session as a listing sees it: its log and its brief (the header is always there).
+#[derive(Debug, Clone)]
+pub struct BriefSession {
+    pub log: LogFile,
+    pub brief: Arc<brief::Brief>,
+}
+
+impl BriefSession {
+    pub fn header(&self) -> &Header {
+        self.brief.header.as_ref().expect("a listed brief has a header")
+    }
+
+    pub fn meta(&self) -> SessionMeta {
+        SessionMeta::from_header(self.header(), self.brief.display_title(), self.log.path.clone())
+    }
+}
+
+/// Every readable session under a home as a listing needs it (header and title, not the full
+/// fold), plus notes about what could not be read. Warm and unchanged: one `stat` per log.
+#[derive(Debug, Clone, Default)]
+pub struct BriefListing {
+    pub sessions: Vec<BriefSession>,
+    pub notes: Vec<String>,
+}
+
+fn strip_notes(home: &Path, raw: Vec<String>) -> Vec<String> {
+    let prefix = format!("{}/", home.join("sessions").display());
+    raw.into_iter().map(|n| n.strip_prefix(&prefix).map(str::to_string).unwrap_or(n)).collect()
+}
+
+/// List every session under `home` for a listing (cached, incremental, parallel on a cold start).
+/// Notes: see [`brief`] (header, frame structure, titles; line problems are `sessions_read`'s).
+pub fn list_briefs(home: &Path) -> BriefListing {
+    let mut raw_notes = Vec::new();
+    let scanned = index::scan_briefs(home, &mut raw_notes);
+    let mut notes = strip_notes(home, raw_notes);
+    let mut sessions = Vec::with_capacity(scanned.len());
+    let mut seen = std::collections::HashSet::with_capacity(scanned.len());
+    for s in scanned {
+        let Some(log) = s.log else { continue };
+        let where_ = |log: &LogFile| rel(home, &log.path);
+        let b = match s.brief {
+            Ok(b) => b,
+            Err(e) => {
+                notes.push(format!("{}: {e}", where_(&log)));
+                continue;
+            }
+        };
+        let Some(h) = b.header.as_ref() else {
+            let why = b.header_error.clone().unwrap_or_else(|| "empty log (no header line)".into());
+            notes.push(format!("{}: {why}", where_(&log)));
+            continue;
+        };
+        if !b.notes.is_empty() {
+            notes.push(format!("{}: {}", where_(&log), b.notes.summary()));
+        }
+        if seen.insert(h.id.clone()) {
+            sessions.push(BriefSession { log, brief: b });
+        } else {
+            notes.push(format!("{}: duplicate session id {}; ignored", where_(&log), h.id));
+        }
+    }
+    BriefListing { sessions, notes }
 }
 
 /// Look one session up by exact id: first in `<project>/<encodeSegment(id)>`, then (if the
@@ -198,18 +261,45 @@ pub fn load_session(home: &Path, id: &str) -> Lookup {
     if let Some(u) = unreadable {
         return Lookup::Unreadable(u);
     }
-    match list_sessions(home).sessions.into_iter().find(|s| s.meta.id == id) {
-        Some(s) => Lookup::Found(s),
-        None => Lookup::NotFound,
+    // The directory is not named after the id: find it by header (briefs, not full folds).
+    let Some(hit) = list_briefs(home).sessions.into_iter().find(|s| s.header().id == id) else {
+        return Lookup::NotFound;
+    };
+    let dir = hit.log.path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let fold = index::load_log(&hit.log);
+    let mut notes = Vec::new();
+    match stored(home, index::Scanned { dir, log: Some(hit.log), fold }, &mut notes) {
+        Some(st) if st.meta.id == id => Lookup::Found(st),
+        // The file changed between the two reads.
+        _ => Lookup::NotFound,
     }
 }
 
 /// Find one session by exact id under `<home>/sessions/<project>/<id>/`.
+/// Only the header and the title are read (a brief), never the full fold.
 pub fn find_session(home: &Path, id: &str) -> Option<SessionMeta> {
-    match load_session(home, id) {
-        Lookup::Found(s) => Some(s.meta),
-        _ => None,
+    let mut unreadable = false;
+    for dir in layout::candidate_dirs(home, id) {
+        let log = match layout::pick_generation(&dir) {
+            Ok(Some(l)) => l,
+            _ => {
+                unreadable = true;
+                continue;
+            }
+        };
+        match index::load_brief(&log) {
+            Ok(b) => match &b.header {
+                Some(h) if h.id == id => return Some(SessionMeta::from_header(h, b.display_title(), log.path.clone())),
+                Some(_) => {}
+                None => unreadable = true,
+            },
+            Err(_) => unreadable = true,
+        }
     }
+    if unreadable {
+        return None;
+    }
+    list_briefs(home).sessions.into_iter().find(|s| s.header().id == id).map(|s| s.meta())
 }
 
 /// Everything the log says about one request id (`source.rpcId`) in one session, ignoring the

@@ -437,3 +437,324 @@ fn bench_read() {
     );
     assert_eq!(again, 0);
 }
+
+// ---- briefs (the listing's backward title scan) against the full fold ----
+
+mod briefs {
+    use super::*;
+    use crate::store::brief::{self, Brief, Resume};
+    use crate::store::log::{continue_fold, Scratch};
+    use serde_json::json;
+    use std::io::Cursor;
+
+    /// One checksummed frame that declares its content size (as the host's one-shot compressor writes it).
+    fn sized(bytes: &[u8]) -> Vec<u8> {
+        let mut c = zstd::bulk::Compressor::new(3).unwrap();
+        c.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(true)).unwrap();
+        c.compress(bytes).unwrap()
+    }
+
+    fn brief_of(bytes: &[u8], enc: Encoding) -> (Brief, Option<Resume>) {
+        brief::scan(&mut Cursor::new(bytes.to_vec()), enc, bytes.len() as u64, None, &mut Scratch::new()).unwrap()
+    }
+
+    fn view_of(bytes: &[u8], enc: Encoding) -> Fold {
+        let (c, t) = continue_fold(&mut Cursor::new(bytes.to_vec()), enc, bytes.len() as u64, Fold::default()).unwrap();
+        t.unwrap_or(c)
+    }
+
+    /// The brief agrees with the full fold on header and title; returns the brief.
+    fn agree(bytes: &[u8], enc: Encoding) -> Brief {
+        let (b, _) = brief_of(bytes, enc);
+        let f = view_of(bytes, enc);
+        assert_eq!(b.header, f.header, "header");
+        assert_eq!(b.header_error, f.header_error, "header error");
+        if f.header.is_some() {
+            assert_eq!(b.display_title(), f.display_title(), "title (fold notes: {:?}; brief notes: {:?})", f.notes, b.notes);
+        }
+        b
+    }
+
+    /// Frames cut from `text` at the given byte offsets (so lines may run across frames).
+    fn cut(text: &[u8], at: &[usize], mk: fn(&[u8]) -> Vec<u8>) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut prev = 0;
+        for &a in at.iter().chain(std::iter::once(&text.len())) {
+            if a > prev {
+                out.extend(mk(&text[prev..a]));
+                prev = a;
+            }
+        }
+        out
+    }
+
+    fn long_log(title_turn: Option<usize>, turns: usize) -> LogBuilder {
+        let mut b = LogBuilder::v0("s-brief", Some("/w"), BASE_TIME);
+        for t in 0..turns {
+            let p = b.prompt(&format!("prompt number {t} with some words"), &format!("r{t}"));
+            if Some(t) == title_turn {
+                b.title(&format!("Title of turn {t}"), json!({"kind":"user"}), &[p]);
+            }
+            b.reply(&format!("reply {t}"), "p", "m");
+            b.end_turn();
+        }
+        b
+    }
+
+    fn starts(bytes: &[u8]) -> Vec<u64> {
+        let mut c = Cursor::new(bytes.to_vec());
+        let mut v = vec![0u64];
+        while let Ok(FrameScan::Frame { end }) = scan_frame(&mut c, *v.last().unwrap(), bytes.len() as u64) {
+            v.push(end);
+        }
+        v
+    }
+
+    #[test]
+    fn title_in_the_last_frame_in_the_middle_and_none() {
+        for mk in [frame as fn(&[u8]) -> Vec<u8>, sized] {
+            let mut b = long_log(Some(3), 6);
+            b.title("The last word", json!({"kind":"user"}), &[]);
+            let bytes = b.batches.iter().filter(|x| !x.is_empty()).fold(mk(format!("{}\n", b.header_line()).as_bytes()), |mut acc, batch| {
+                acc.extend(mk(format!("{}\n", batch.join("\n")).as_bytes()));
+                acc
+            });
+            assert_eq!(agree(&bytes, Encoding::Zstd).title.as_deref(), Some("The last word"));
+            let mid = long_log(Some(3), 8).zstd();
+            assert_eq!(agree(&mid, Encoding::Zstd).title.as_deref(), Some("Title of turn 3"));
+            let none = long_log(None, 5).zstd();
+            let bn = agree(&none, Encoding::Zstd);
+            assert_eq!((bn.title.as_deref(), bn.display_title()), (None, Some("prompt number 0 with some")));
+            let plain = long_log(Some(2), 4).text();
+            assert_eq!(agree(plain.as_bytes(), Encoding::Plain).title.as_deref(), Some("Title of turn 2"));
+        }
+    }
+
+    #[test]
+    fn torn_last_frame_and_corrupt_middle_frame() {
+        let bytes = long_log(Some(1), 6).zstd();
+        let s = starts(&bytes);
+        // Torn: cut the last frame in half.
+        let last = s[s.len() - 2] as usize;
+        let torn = &bytes[..last + (bytes.len() - last) / 2];
+        let b = agree(torn, Encoding::Zstd);
+        assert!(b.notes.summary().contains("torn last frame"), "{:?}", b.notes);
+        // Torn inside the frame that holds the last title: its complete lines still count.
+        let mut t = long_log(Some(1), 3);
+        t.flush();
+        t.title("Torn but complete", json!({"kind":"user"}), &[]);
+        t.raw("{\"type\":\"turn/start\",\"seq\":999,\"time\":1,\"data\":{\"turn\":9}}".into());
+        let mut rng = 7u64;
+        for i in 0..1500 {
+            // Poorly compressible, so the frame spans several blocks.
+            let noise: String = (0..200)
+                .map(|_| {
+                    rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    (b'a' + (rng >> 59) as u8) as char
+                })
+                .collect();
+            t.raw(format!("{{\"type\":\"x/y\",\"seq\":{},\"time\":1,\"data\":{{\"n\":\"{noise}\"}}}}", 1000 + i));
+        }
+        let all = t.zstd();
+        let b = agree(&all[..all.len() - 5], Encoding::Zstd);
+        assert_eq!(b.title.as_deref(), Some("Torn but complete"));
+        // Corrupt: damage the payload of the frame holding the title (turn 1), keep its block headers.
+        let frames = starts(&bytes);
+        for k in 1..frames.len() - 1 {
+            let mut bad = bytes.clone();
+            let (a, z) = (frames[k] as usize, frames[k + 1] as usize);
+            if z - a < 30 {
+                continue;
+            }
+            for byte in &mut bad[a + 12..z - 6] {
+                *byte ^= 0x5A;
+            }
+            let b = agree(&bad, Encoding::Zstd);
+            let _ = b;
+        }
+    }
+
+    #[test]
+    fn lines_across_frames_garbage_escapes_and_bad_titles() {
+        let mut b = long_log(Some(2), 5);
+        b.title("Split across", json!({"kind":"user"}), &[]);
+        b.reply("after", "p", "m");
+        let text = b.text();
+        let pos = text.find("Split across").unwrap();
+        // A frame boundary inside the title line, and others at arbitrary places.
+        for mk in [frame as fn(&[u8]) -> Vec<u8>, sized] {
+            for at in [vec![pos], vec![pos - 40, pos + 3], vec![10, 500, pos + 30], vec![text.len() - 1]] {
+                let mut cuts = vec![b.header_line().len() + 1];
+                cuts.extend(at);
+                cuts.sort();
+                let bytes = cut(text.as_bytes(), &cuts, mk);
+                assert_eq!(agree(&bytes, Encoding::Zstd).title.as_deref(), Some("Split across"), "{cuts:?}");
+            }
+        }
+        // Garbage between frames, a skippable frame, escaped type, an unreadable later title.
+        let mut e = long_log(Some(1), 3);
+        e.raw(r#"{"type":"session\/title","seq":500,"time":1,"data":{"title":"Escaped"}}"#.into());
+        e.raw(r#"{"type":"session/title","seq":501,"time":1,"data":{"title":5}}"#.into());
+        e.raw(r#"{"type":"session/title","time":1,"data":{"title":"no seq"}}"#.into());
+        e.raw(r#"{"type":"session/title","seq":502,"time":1,"data":{"title":"bad json"}"#.into());
+        let mut bytes = e.zstd();
+        let s = starts(&bytes);
+        let at = s[2] as usize;
+        bytes.splice(at..at, b"\x00garbage!".iter().copied());
+        bytes.extend([0x50, 0x2A, 0x4D, 0x18, 2, 0, 0, 0, 9, 9]);
+        let b = agree(&bytes, Encoding::Zstd);
+        assert_eq!(b.title.as_deref(), Some("Escaped"));
+        let notes = b.notes.summary();
+        assert!(notes.contains("skipped 9 bytes") && notes.contains("seq 501: unreadable session/title"), "{notes}");
+    }
+
+    #[test]
+    fn headers_that_fail_and_empty_logs() {
+        for bytes in [frame(b"{\"type\":\"session\",\"id\":\n"), frame(b"{\"type\":\"x\",\"seq\":0}\n"), Vec::new(), frame(b""), b"junk".to_vec()] {
+            agree(&bytes, Encoding::Zstd);
+        }
+        // The header spread over two frames.
+        let b = long_log(Some(0), 2);
+        let text = b.text();
+        let bytes = cut(text.as_bytes(), &[7, 20], sized);
+        assert_eq!(agree(&bytes, Encoding::Zstd).title.as_deref(), Some("Title of turn 0"));
+    }
+
+    /// Pseudo-random logs, frame cuts and damage: the brief always agrees with the fold.
+    #[test]
+    fn randomized_agreement_with_the_fold() {
+        let mut rng = 0x2545F4914F6CDD1Du64;
+        let mut next = move |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n.max(1)
+        };
+        for _ in 0..120 {
+            let turns = 1 + next(6) as usize;
+            let mut b = LogBuilder::v0("s-rand", Some("/w"), BASE_TIME);
+            for t in 0..turns {
+                let p = b.prompt(&format!("rand prompt {t} {}", "w ".repeat(next(8) as usize)), &format!("r{t}"));
+                if next(3) == 0 {
+                    b.title(&format!("T{t}"), json!({"kind":"user"}), &[p]);
+                }
+                b.reply(&"z".repeat(next(300) as usize), "p", "m");
+                if next(2) == 0 {
+                    b.end_turn();
+                }
+            }
+            let text = b.text().into_bytes();
+            let mut cuts: Vec<usize> = (0..next(6)).map(|_| 1 + next(text.len() as u64 - 1) as usize).collect();
+            if next(2) == 0 {
+                cuts.push(b.header_line().len() + 1);
+            }
+            cuts.sort();
+            cuts.dedup();
+            let mk = if next(2) == 0 { frame as fn(&[u8]) -> Vec<u8> } else { sized };
+            let mut bytes = if cuts.is_empty() { b.zstd() } else { cut(&text, &cuts, mk) };
+            match next(5) {
+                0 => {
+                    let n = bytes.len() as u64;
+                    bytes.truncate(1 + next(n - 1) as usize);
+                }
+                1 => {
+                    let i = next(bytes.len() as u64) as usize;
+                    bytes[i] ^= 0x41;
+                }
+                2 => {
+                    let i = next(bytes.len() as u64) as usize;
+                    bytes.splice(i..i, b"zz\x00".iter().copied());
+                }
+                _ => {}
+            }
+            agree(&bytes, Encoding::Zstd);
+            agree(&text[..next(text.len() as u64) as usize + 1], Encoding::Plain);
+        }
+    }
+
+    #[test]
+    fn a_grown_log_resumes_its_brief_and_an_unchanged_one_is_not_read() {
+        let d = tempfile::tempdir().unwrap();
+        let mut b = long_log(Some(1), 3);
+        let p = d.path().join("session.jsonl.zstd");
+        let first = b.zstd();
+        fs::write(&p, &first).unwrap();
+        let log = zlog(p.clone());
+        let (b1, from) = super::super::index::load_brief_counted(&log);
+        assert_eq!((b1.unwrap().title.as_deref(), from), (Some("Title of turn 1"), Some(0)));
+        let (_, warm) = super::super::index::load_brief_counted(&log);
+        assert_eq!(warm, None, "an unchanged log is not read again");
+        // Append: one frame without a title, then one with.
+        b.flush();
+        b.prompt("later", "r-later");
+        let all = b.zstd();
+        fs::OpenOptions::new().append(true).open(&p).unwrap().write_all(&all[first.len()..]).unwrap();
+        let (b2, from) = super::super::index::load_brief_counted(&log);
+        assert_eq!((b2.unwrap().title.as_deref(), from), (Some("Title of turn 1"), Some(first.len() as u64)));
+        b.flush();
+        b.title("Renamed later", json!({"kind":"user"}), &[]);
+        let all2 = b.zstd();
+        fs::OpenOptions::new().append(true).open(&p).unwrap().write_all(&all2[all.len()..]).unwrap();
+        let (b3, from) = super::super::index::load_brief_counted(&log);
+        assert_eq!((b3.unwrap().title.as_deref(), from), (Some("Renamed later"), Some(all.len() as u64)));
+        // A torn append is read again from the start next time, and still agrees.
+        let before = all2.len();
+        b.flush();
+        b.title("Being written", json!({"kind":"user"}), &[]);
+        let all3 = b.zstd();
+        fs::OpenOptions::new().append(true).open(&p).unwrap().write_all(&all3[before..all3.len() - 3]).unwrap();
+        let (b4, _) = super::super::index::load_brief_counted(&log);
+        assert!(b4.unwrap().notes.summary().contains("torn last frame"));
+        fs::OpenOptions::new().append(true).open(&p).unwrap().write_all(&all3[all3.len() - 3..]).unwrap();
+        let (b5, from) = super::super::index::load_brief_counted(&log);
+        let b5 = b5.unwrap();
+        assert_eq!((b5.title.as_deref(), from), (Some("Being written"), Some(0)));
+        assert!(b5.notes.is_empty(), "{:?}", b5.notes);
+    }
+
+    #[test]
+    fn brief_listing_matches_the_full_listing() {
+        let home = fixtures_root();
+        let full = list_sessions(&home);
+        let briefs = list_briefs(&home);
+        let a: Vec<(String, Option<String>)> = full.sessions.iter().map(|s| (s.meta.id.clone(), s.meta.title.clone())).collect();
+        let b: Vec<(String, Option<String>)> = briefs.sessions.iter().map(|s| (s.meta().id, s.meta().title)).collect();
+        assert_eq!(a, b);
+        // find_session answers from the brief, with the same meta as the full fold.
+        for s in &full.sessions {
+            assert_eq!(find_session(&home, &s.meta.id).as_ref(), Some(&s.meta));
+        }
+    }
+
+    #[test]
+    fn bad_logs_in_a_brief_listing() {
+        let bad = |id: &str| format!("sessions/--bad--/{id}/session.jsonl.zstd");
+        let d = tempfile::tempdir().unwrap();
+        write_tree(d.path(), &fixture_files());
+        let good = long_log(Some(1), 3).zstd();
+        let s = starts(&good);
+        let torn = good[..(s[s.len() - 2] as usize + 5)].to_vec();
+        let mut garbage = good.clone();
+        garbage.splice(s[1] as usize..s[1] as usize, b"xyz".iter().copied());
+        write_tree(
+            d.path(),
+            &[
+                (bad("s-header"), frame(b"{\"type\":\"session\",\"id\":\n")),
+                (bad("s-empty"), Vec::new()),
+                (bad("s-torn"), torn),
+                (bad("s-garbage"), garbage.clone()),
+                ("sessions/--bad--/s-nolog/session.lock".into(), Vec::new()),
+                ("sessions/--bad2--/s-dup/session.jsonl.zstd".into(), garbage),
+            ],
+        );
+        let l = list_briefs(d.path());
+        let notes = l.notes.join("\n");
+        assert!(notes.contains("--bad--/s-header/session.jsonl.zstd: header line is not valid JSON"), "{notes}");
+        assert!(notes.contains("s-empty/session.jsonl.zstd: empty log"), "{notes}");
+        assert!(notes.contains("s-nolog: no session log"), "{notes}");
+        assert!(notes.contains("s-torn/session.jsonl.zstd: torn last frame at byte"), "{notes}");
+        assert!(notes.contains("s-garbage/session.jsonl.zstd: byte "), "{notes}");
+        assert!(notes.contains("duplicate session id s-brief; ignored"), "{notes}");
+        assert_eq!(l.sessions.len(), 7);
+    }
+}

@@ -152,15 +152,11 @@ pub fn list_blocking(home: &Path, req: &ToolRequest, args: &ListArgs) -> String 
 
 /// Select the rows of a listing (blocking: reads the store). The text and the CLI's JSON share it.
 pub fn select(home: &Path, req: &ToolRequest, args: &ListArgs) -> Selection {
-    let listing = store::list_sessions(home);
+    let listing = store::list_briefs(home);
     let caller = req.caller.as_ref().and_then(|c| c.id()).map(str::to_string);
-    let mut by_id: HashMap<String, usize> = HashMap::new();
-    let mut all: Vec<Candidate> = Vec::new();
-    let mut files: HashMap<String, Header> = HashMap::new();
-    for s in &listing.sessions {
-        let Some(h) = s.fold.header.clone() else { continue };
-        files.insert(h.id.clone(), h);
-    }
+    let mut by_id: HashMap<String, usize> = HashMap::with_capacity(listing.sessions.len() + req.live.len());
+    let mut all: Vec<Candidate> = Vec::with_capacity(listing.sessions.len() + req.live.len());
+    let files: HashMap<&str, &Header> = listing.sessions.iter().map(|s| (s.header().id.as_str(), s.header())).collect();
     let push = |all: &mut Vec<Candidate>, by_id: &mut HashMap<String, usize>, h: &Header, title: Option<String>, liveness: Liveness| {
         let row = ListRow {
             id: h.id.clone(),
@@ -181,16 +177,14 @@ pub fn select(home: &Path, req: &ToolRequest, args: &ListArgs) -> Selection {
         }
     };
     for s in &listing.sessions {
-        if let Some(h) = &s.fold.header {
-            push(&mut all, &mut by_id, h, s.fold.display_title().map(str::to_string), Liveness::Cold);
-        }
+        push(&mut all, &mut by_id, s.header(), s.brief.display_title().map(str::to_string), Liveness::Cold);
     }
     // Live sessions win over the file (the file lags ~200 ms; a new session has no file yet).
     for l in &req.live {
         if l.id.is_empty() {
             continue;
         }
-        let h = merged_header(l, files.get(&l.id));
+        let h = merged_header(l, files.get(l.id.as_str()).copied());
         let title = by_id.get(&l.id).and_then(|&i| all[i].row.title.clone());
         push(&mut all, &mut by_id, &h, title, Liveness::Live(l.status.clone()));
     }
