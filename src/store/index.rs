@@ -72,9 +72,12 @@ fn load_inner(log: &LogFile) -> Result<(Arc<Fold>, u64), String> {
                 e.used = tick;
                 return Ok((e.view.clone(), 0));
             }
-            // Same file, longer: an append. Resume after the last complete frame.
+            // Same file, longer: an append. Resume after the last complete frame, taking the
+            // cached state over when no reader holds it any more (no copy of the fold).
             Some(e) if e.ident.key.is_some() && e.ident.key == ident.key && ident.size > e.ident.size && e.committed.offset <= ident.size => {
-                (*e.committed).clone()
+                let e = map.remove(&log.path).expect("present");
+                drop(e.view);
+                Arc::try_unwrap(e.committed).unwrap_or_else(|shared| (*shared).clone())
             }
             _ => Fold::default(),
         }

@@ -253,11 +253,70 @@ pub fn fetch_events(src: &Source<'_>, wanted: &[(u64, Loc)]) -> HashMap<u64, Val
     for &(seq, loc) in wanted {
         groups.entry(loc.frame).or_default().push((loc.inner, seq));
     }
+    // zstd: one open file, one read-ahead window and one decoder context for all the frames.
+    let mut reuse = match src {
+        Source::File { path, enc: Encoding::Zstd } => File::open(path)
+            .and_then(|f| Ok((f.metadata()?.len(), f)))
+            .ok()
+            .map(|(size, f)| (size, Windowed::new(f, 64 * 1024), Scratch::new(), Vec::new())),
+        _ => None,
+    };
     for (frame, mut items) in groups {
         items.sort_unstable();
+        if let Some((size, w, sc, buf)) = reuse.as_mut() {
+            if fetch_in_frame(w, *size, sc, buf, frame, &items, &mut out) {
+                continue;
+            }
+        }
         let _ = fetch_group(src, frame, &items, &mut out);
     }
     out
+}
+
+/// Fetch lines that lie wholly inside the complete frame at `frame` (the usual case: a frame
+/// holds whole lines). False: not that case, or the frame could not be read; use [`fetch_group`].
+fn fetch_in_frame<R: Read + Seek>(
+    w: &mut R,
+    size: u64,
+    sc: &mut Scratch,
+    buf: &mut Vec<u8>,
+    frame: u64,
+    items: &[(u64, u64)],
+    out: &mut HashMap<u64, Value>,
+) -> bool {
+    let Ok(FrameScan::Frame { end }) = scan_frame(w, frame, size) else { return false };
+    buf.clear();
+    let mut big = false;
+    let res = decode_unit(w, frame, end, sc, &mut |chunk, _| {
+        if buf.len() + chunk.len() > 2 * LINE_CAP {
+            big = true;
+        } else {
+            buf.extend_from_slice(chunk);
+        }
+    });
+    if big || !matches!(res, Ok(Ok(()))) {
+        return false;
+    }
+    let mut lines = Vec::with_capacity(items.len());
+    for &(inner, seq) in items {
+        let Some(rest) = buf.get(inner as usize..) else { return false };
+        let Some(nl) = memchr::memchr(b'\n', rest) else { return false };
+        lines.push((seq, &rest[..nl]));
+    }
+    for (seq, line) in lines {
+        // The same cap as the streaming path, which counts the newline.
+        if line.len() < LINE_CAP {
+            if let Ok(v) = serde_json::from_slice::<Value>(line) {
+                if v.get("seq").and_then(Value::as_u64) == Some(seq) {
+                    out.insert(seq, v);
+                }
+            }
+        }
+    }
+    if buf.capacity() > 1024 * 1024 {
+        *buf = Vec::new();
+    }
+    true
 }
 
 fn fetch_group(src: &Source<'_>, frame: u64, items: &[(u64, u64)], out: &mut HashMap<u64, Value>) -> io::Result<()> {

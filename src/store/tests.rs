@@ -672,6 +672,32 @@ mod briefs {
         }
     }
 
+    /// Message text is fetched the same whether lines sit inside one frame (the one-frame path)
+    /// or run across frames (the streaming path).
+    #[test]
+    fn fetched_events_do_not_depend_on_the_framing() {
+        use crate::store::log::{fetch_events, Source};
+        let b = main_v0();
+        let text = b.text();
+        let d = tempfile::tempdir().unwrap();
+        let plain = d.path().join("p.jsonl");
+        fs::write(&plain, &text).unwrap();
+        let want = |f: &Fold| f.surface.iter().map(|n| (n.seq, n.loc)).collect::<Vec<_>>();
+        let pf = view_of(text.as_bytes(), Encoding::Plain);
+        let reference = fetch_events(&Source::File { path: &plain, enc: Encoding::Plain }, &want(&pf));
+        assert_eq!(reference.len(), pf.surface.len());
+        for cuts in [vec![], vec![b.header_line().len() + 1, 900, 2500, 4000], vec![333, 1234, 5555]] {
+            for mk in [frame as fn(&[u8]) -> Vec<u8>, sized] {
+                let bytes = if cuts.is_empty() { b.zstd() } else { cut(text.as_bytes(), &cuts, mk) };
+                let z = d.path().join("z.jsonl.zstd");
+                fs::write(&z, &bytes).unwrap();
+                let zf = view_of(&bytes, Encoding::Zstd);
+                let got = fetch_events(&Source::File { path: &z, enc: Encoding::Zstd }, &want(&zf));
+                assert_eq!(got, reference, "{cuts:?}");
+            }
+        }
+    }
+
     #[test]
     fn a_grown_log_resumes_its_brief_and_an_unchanged_one_is_not_read() {
         let d = tempfile::tempdir().unwrap();
