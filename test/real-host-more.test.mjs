@@ -226,7 +226,7 @@ describe('dsh-session-mail in rc.8: subagent targets, ambiguous failures, host d
     const before = (await web.history(B)).length
     const r = await callTool(web, A, 'sessions_send', { session_id: B, message: 'DOWN-1 nobody listens' })
     m.hostDownToolMs = toolMs(r)
-    assert.match(r.text, new RegExp(`^refused \\(unreachable\\): the host's web server at http://127\\.0\\.0\\.1:${port} is down or not listening \\([^\\n]+\\)\\.\\nNothing was sent; try again once DSH is running\\.$`))
+    assert.match(r.text, new RegExp(`^refused \\(unreachable\\): the host's web server at http://127\\.0\\.0\\.1:${port} is down or not listening \\([^\\n]+\\)\\.\\nNothing was sent; try again once DSH is running\\.\\nrequest: dsh-session-mail:[0-9a-f-]{36}$`))
     assert.ok(toolMs(r) < 2500, `bounded: ${toolMs(r)} ms`)
     assert.equal(turnEnd(r.events, r.call.data.turn)?.data.reason.kind, 'completed', "A's turn goes on")
     await sleep(500)
