@@ -38,6 +38,18 @@ pub fn describe(v: &Value) -> String {
     }
 }
 
+/// A caller-supplied string quoted as JSON for a refusal, cut to `max` characters (with `…`) so a huge
+/// argument name or id never comes back whole.
+pub fn quote_short(s: &str, max: usize) -> String {
+    if s.chars().count() > max {
+        let short: String = s.chars().take(max).collect();
+        let q = serde_json::to_string(&short).unwrap_or_default();
+        format!("{}…\"", &q[..q.len() - 1])
+    } else {
+        serde_json::to_string(s).unwrap_or_default()
+    }
+}
+
 /// One-line text for a row field (titles and paths are data from logs: no newlines or controls).
 pub fn one_line(s: &str) -> String {
     let cleaned: String = s.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();

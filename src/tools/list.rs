@@ -26,7 +26,7 @@ pub(crate) fn args_object<'a>(args: &'a Value, tool: &str, allowed: &[&str]) -> 
     if let Some(k) = unknown.first() {
         return Err(refusal(
             "bad-argument",
-            &format!("{} is not an argument of {tool}; expected only {}.", serde_json::to_string(k).unwrap_or_default(), allowed.join(", ")),
+            &format!("{} is not an argument of {tool}; expected only {}.", crate::render::list::quote_short(k, 40), allowed.join(", ")),
         ));
     }
     Ok(Some(map))

@@ -207,11 +207,11 @@ pub fn read_blocking(home: &Path, req: &ToolRequest, a: &ReadArgs) -> String {
         }
         Lookup::Unreadable(why) => refusal(
             "not-found",
-            &format!("session {:?} exists but its log cannot be read ({why}). Run sessions_list for readable sessions.", a.session_id),
+            &format!("session {} exists but its log cannot be read ({why}). Run sessions_list for readable sessions.", crate::render::list::quote_short(&a.session_id, 60)),
         ),
         Lookup::NotFound => refusal(
             "not-found",
-            &format!("no session with id {:?} on this host. Run sessions_list for a valid id (ids are exact, e.g. session-…).", a.session_id),
+            &format!("no session with id {} on this host. Run sessions_list for a valid id (ids are exact, e.g. session-…).", crate::render::list::quote_short(&a.session_id, 60)),
         ),
     }
 }
@@ -381,6 +381,20 @@ Earlier: the user asked to fix the reasoning-effort config.
         for (args, want) in cases {
             let out = read(args.clone()).await;
             assert!(out.starts_with(want), "{args}: {out}");
+        }
+    }
+
+    #[tokio::test]
+    async fn huge_ids_and_argument_names_come_back_cut() {
+        let long = "k".repeat(100_000);
+        let mut named = serde_json::Map::new();
+        named.insert("session_id".into(), json!(MAIN));
+        named.insert(long.clone(), json!(1));
+        for args in [json!({"session_id": long.clone()}), Value::Object(named)] {
+            let out = read(args).await;
+            assert!(out.starts_with("refused ("), "{}", &out[..80.min(out.len())]);
+            assert!(out.chars().count() < 400, "{} chars", out.chars().count());
+            assert!(out.contains("kkkk…\""), "{out}");
         }
     }
 
