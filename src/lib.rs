@@ -4,15 +4,15 @@
 //! Every module except `binding` is plain Rust (no napi types) and is tested by `cargo test`.
 //! `binding` is the one thin file that exposes the core to Node.
 
-pub mod error;
+pub mod cli_support;
 pub mod config;
+pub mod delivery;
+pub mod error;
+pub mod ledger;
+pub mod mail;
+pub mod render;
 pub mod request;
 pub mod store;
-pub mod mail;
-pub mod ledger;
-pub mod delivery;
-pub mod render;
 pub mod tools;
-pub mod cli_support;
 
 mod binding;

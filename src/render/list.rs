@@ -10,7 +10,10 @@ pub fn refusal(code: &str, message: &str) -> String {
 
 /// `refused (bad-argument): <name> must be <expected>; got <what>. <hint>`
 pub fn bad_argument(name: &str, expected: &str, got: &str, hint: &str) -> String {
-    let mut s = refusal("bad-argument", &format!("{name} must be {expected}; got {got}."));
+    let mut s = refusal(
+        "bad-argument",
+        &format!("{name} must be {expected}; got {got}."),
+    );
     if !hint.is_empty() {
         s.push(' ');
         s.push_str(hint);
@@ -52,7 +55,10 @@ pub fn quote_short(s: &str, max: usize) -> String {
 
 /// One-line text for a row field (titles and paths are data from logs: no newlines or controls).
 pub fn one_line(s: &str) -> String {
-    let cleaned: String = s.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    let cleaned: String = s
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
     cleaned.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
@@ -100,7 +106,12 @@ fn row_text(row: &ListRow, allow_resume: bool) -> String {
             Liveness::Cold => "cold".to_string(),
             Liveness::Live(_) => "live".to_string(),
         },
-        if row.subagent { "subagent" } else { "top-level" }.to_string(),
+        if row.subagent {
+            "subagent"
+        } else {
+            "top-level"
+        }
+        .to_string(),
     ];
     if let Liveness::Live(s) = &row.liveness {
         if !s.is_empty() {
@@ -115,12 +126,22 @@ fn row_text(row: &ListRow, allow_resume: bool) -> String {
         row.preset.as_deref().map_or("(none)".into(), one_line),
     );
     if let Some(p) = &row.parent {
-        s.push_str(&format!(" | {}={}", if row.subagent { "parent" } else { "fork-of" }, one_line(p)));
+        s.push_str(&format!(
+            " | {}={}",
+            if row.subagent { "parent" } else { "fork-of" },
+            one_line(p)
+        ));
     }
     s.push_str(" | ");
     s.push_str(&send_hint(row, allow_resume));
     s.push_str("\n  ");
-    s.push_str(&row.title.as_deref().map(one_line).filter(|t| !t.is_empty()).unwrap_or_else(|| "(untitled)".into()));
+    s.push_str(
+        &row.title
+            .as_deref()
+            .map(one_line)
+            .filter(|t| !t.is_empty())
+            .unwrap_or_else(|| "(untitled)".into()),
+    );
     s
 }
 
@@ -128,10 +149,21 @@ fn row_text(row: &ListRow, allow_resume: bool) -> String {
 pub const MAX_NOTES: usize = 5;
 
 /// The whole `sessions_list` result: rows (already ordered and cut), the footer, then notes.
-pub fn render_list(rows: &[ListRow], considered: usize, notes: &[String], allow_resume: bool) -> String {
+pub fn render_list(
+    rows: &[ListRow],
+    considered: usize,
+    notes: &[String],
+    allow_resume: bool,
+) -> String {
     let mut out: Vec<String> = rows.iter().map(|r| row_text(r, allow_resume)).collect();
-    out.push(format!("{} of {} considered sessions", rows.len(), considered));
-    out.push("Top-level sessions are messageable with sessions_send; subagent sessions are not.".into());
+    out.push(format!(
+        "{} of {} considered sessions",
+        rows.len(),
+        considered
+    ));
+    out.push(
+        "Top-level sessions are messageable with sessions_send; subagent sessions are not.".into(),
+    );
     for n in notes.iter().take(MAX_NOTES) {
         out.push(format!("note: {}", one_line(n)));
     }
@@ -200,7 +232,10 @@ note: … and 2 more";
     fn resume_disabled_and_idle_hints() {
         let mut idle = row("s");
         idle.liveness = Liveness::Live("idle".into());
-        assert_eq!(send_hint(&idle, false), "send: queue or steer starts a turn now");
+        assert_eq!(
+            send_hint(&idle, false),
+            "send: queue or steer starts a turn now"
+        );
         assert_eq!(send_hint(&row("s"), false), "send: resume disabled");
     }
 
@@ -210,7 +245,10 @@ note: … and 2 more";
             bad_argument("limit", "an integer from 1 to 200", &describe(&serde_json::json!(500)), "Omit it for the default."),
             "refused (bad-argument): limit must be an integer from 1 to 200; got 500. Omit it for the default."
         );
-        assert_eq!(describe(&serde_json::json!("x".repeat(70))), format!("\"{}…\" (a string)", "x".repeat(60)));
+        assert_eq!(
+            describe(&serde_json::json!("x".repeat(70))),
+            format!("\"{}…\" (a string)", "x".repeat(60))
+        );
         assert_eq!(one_line("a\n\tb\u{1b}c"), "a b c");
     }
 }

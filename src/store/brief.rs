@@ -20,7 +20,9 @@ use serde_json::value::RawValue;
 
 use super::events::{is_chunk_row, Envelope, Header, MessageLite, SurfaceOp, TitleData};
 use super::fold::{prompt_fallback_title, Notes};
-use super::frames::{find_magic, next_complete_frame, scan_frame, FrameScan, Loc, Piece, Splitter, Windowed};
+use super::frames::{
+    find_magic, next_complete_frame, scan_frame, FrameScan, Loc, Piece, Splitter, Windowed,
+};
 use super::log::{decode_unit, Encoding, Scratch};
 
 /// The listing's view of one log.
@@ -89,11 +91,15 @@ fn judge(bytes: &[u8], fallback: bool) -> Verdict {
     if !may_matter(bytes, fallback) {
         return Verdict::Nothing;
     }
-    let Ok(env) = serde_json::from_slice::<Envelope<'_>>(bytes) else { return Verdict::Nothing };
+    let Ok(env) = serde_json::from_slice::<Envelope<'_>>(bytes) else {
+        return Verdict::Nothing;
+    };
     if is_chunk_row(&env.ty) {
         return Verdict::Nothing;
     }
-    let Some(seq) = env.seq else { return Verdict::Nothing };
+    let Some(seq) = env.seq else {
+        return Verdict::Nothing;
+    };
     let data = env.data.map(RawValue::get).unwrap_or("null");
     match &*env.ty {
         "session/title" => match serde_json::from_str::<TitleData>(data) {
@@ -104,7 +110,11 @@ fn judge(bytes: &[u8], fallback: bool) -> Verdict {
             if env.surface_op.as_ref().and_then(SurfaceOp::parse).is_none() {
                 return Verdict::Nothing;
             }
-            match serde_json::from_str::<MessageLite<'_>>(data).ok().as_ref().and_then(prompt_fallback_title) {
+            match serde_json::from_str::<MessageLite<'_>>(data)
+                .ok()
+                .as_ref()
+                .and_then(prompt_fallback_title)
+            {
                 Some(t) => Verdict::Fallback(t),
                 None => Verdict::Nothing,
             }
@@ -138,7 +148,8 @@ impl State {
         match p {
             Piece::Oversized { len, .. } => {
                 if !self.header_decided() {
-                    self.header_error = Some(format!("header line of {len} bytes exceeds the line cap"));
+                    self.header_error =
+                        Some(format!("header line of {len} bytes exceeds the line cap"));
                 }
             }
             Piece::Line { bytes, loc } => {
@@ -154,7 +165,9 @@ impl State {
                 }
                 match judge(bytes, self.fallback.is_none()) {
                     Verdict::Title(t) => self.title = Some(t),
-                    Verdict::BadTitle(seq) => notes.push(((loc.frame, 0, loc.inner), bad_title(seq))),
+                    Verdict::BadTitle(seq) => {
+                        notes.push(((loc.frame, 0, loc.inner), bad_title(seq)))
+                    }
                     Verdict::Fallback(t) => self.fallback = Some(t),
                     Verdict::Nothing => {}
                 }
@@ -167,19 +180,40 @@ impl State {
         for (_, n) in notes {
             base.push(n);
         }
-        let fallback_title = if self.title.is_none() { self.fallback } else { None };
-        Brief { header: self.header, header_error: self.header_error, title: self.title, fallback_title, notes: base }
+        let fallback_title = if self.title.is_none() {
+            self.fallback
+        } else {
+            None
+        };
+        Brief {
+            header: self.header,
+            header_error: self.header_error,
+            title: self.title,
+            fallback_title,
+            notes: base,
+        }
     }
 
     fn of(b: &Brief) -> State {
-        State { header: b.header.clone(), header_error: b.header_error.clone(), title: b.title.clone(), fallback: b.fallback_title.clone() }
+        State {
+            header: b.header.clone(),
+            header_error: b.header_error.clone(),
+            title: b.title.clone(),
+            fallback: b.fallback_title.clone(),
+        }
     }
 }
 
 /// Scan a log (of trusted size `size`) for its brief, from `base` when the file only grew.
 /// Returns the brief and, when a later scan of the grown file may start where this one ended,
 /// the point to resume from.
-pub fn scan<R: Read + Seek>(r: &mut R, enc: Encoding, size: u64, base: Option<&Resume>, sc: &mut Scratch) -> io::Result<(Brief, Option<Resume>)> {
+pub fn scan<R: Read + Seek>(
+    r: &mut R,
+    enc: Encoding,
+    size: u64,
+    base: Option<&Resume>,
+    sc: &mut Scratch,
+) -> io::Result<(Brief, Option<Resume>)> {
     match enc {
         Encoding::Plain => scan_plain(r, size, base),
         Encoding::Zstd => {
@@ -191,7 +225,11 @@ pub fn scan<R: Read + Seek>(r: &mut R, enc: Encoding, size: u64, base: Option<&R
     }
 }
 
-fn scan_plain<R: Read + Seek>(r: &mut R, size: u64, base: Option<&Resume>) -> io::Result<(Brief, Option<Resume>)> {
+fn scan_plain<R: Read + Seek>(
+    r: &mut R,
+    size: u64,
+    base: Option<&Resume>,
+) -> io::Result<(Brief, Option<Resume>)> {
     let (mut st, start, base_notes) = match base {
         Some(b) => (State::of(&b.brief), b.offset, b.brief.notes.clone()),
         None => (State::default(), 0, Notes::default()),
@@ -209,7 +247,14 @@ fn scan_plain<R: Read + Seek>(r: &mut R, size: u64, base: Option<&Resume>) -> io
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         };
-        sp.feed(&buf[..n], Loc { frame: 0, inner: pos }, &mut |p| st.forward(&mut notes, p));
+        sp.feed(
+            &buf[..n],
+            Loc {
+                frame: 0,
+                inner: pos,
+            },
+            &mut |p| st.forward(&mut notes, p),
+        );
         pos += n as u64;
     }
     // A final line without its newline is not a line yet (the fold's rule): resume at its start.
@@ -243,32 +288,55 @@ enum End {
 }
 
 /// Walk the frames of `[from, size)` without decoding them (the fold's walk, same notes).
-fn walk<R: Read + Seek>(w: &mut R, from: u64, size: u64, notes: &mut Vec<NoteAt>) -> io::Result<Vec<Unit>> {
+fn walk<R: Read + Seek>(
+    w: &mut R,
+    from: u64,
+    size: u64,
+    notes: &mut Vec<NoteAt>,
+) -> io::Result<Vec<Unit>> {
     let mut units = Vec::new();
     let mut pos = from;
     let mut fresh = false;
     while pos < size {
         match scan_frame(w, pos, size)? {
             FrameScan::Frame { end } => {
-                units.push(Unit { start: pos, end, torn: false, fresh });
+                units.push(Unit {
+                    start: pos,
+                    end,
+                    torn: false,
+                    fresh,
+                });
                 fresh = false;
                 pos = end;
             }
             FrameScan::Skippable { end } => pos = end,
             FrameScan::Garbage(why) => {
                 let next = find_magic(w, pos + 1, size)?.unwrap_or(size);
-                notes.push(((pos, 0, 0), format!("byte {pos}: {why}; skipped {} bytes", next - pos)));
+                notes.push((
+                    (pos, 0, 0),
+                    format!("byte {pos}: {why}; skipped {} bytes", next - pos),
+                ));
                 fresh = true;
                 pos = next;
             }
             FrameScan::Torn => {
                 if let Some(next) = next_complete_frame(w, pos + 4, size)? {
-                    units.push(Unit { start: pos, end: next, torn: false, fresh });
+                    units.push(Unit {
+                        start: pos,
+                        end: next,
+                        torn: false,
+                        fresh,
+                    });
                     fresh = false;
                     pos = next;
                     continue;
                 }
-                units.push(Unit { start: pos, end: size, torn: true, fresh });
+                units.push(Unit {
+                    start: pos,
+                    end: size,
+                    torn: true,
+                    fresh,
+                });
                 break;
             }
         }
@@ -301,10 +369,17 @@ fn decode<R: Read + Seek>(
                 match dec.read(&mut buf) {
                     Ok(0) => break,
                     Ok(n) => {
-                        sp.feed(&buf[..n], Loc { frame: start, inner }, &mut |p| {
-                            kept += 1;
-                            on(p)
-                        });
+                        sp.feed(
+                            &buf[..n],
+                            Loc {
+                                frame: start,
+                                inner,
+                            },
+                            &mut |p| {
+                                kept += 1;
+                                on(p)
+                            },
+                        );
                         inner += n as u64;
                     }
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -319,12 +394,22 @@ fn decode<R: Read + Seek>(
     let mut any = false;
     let res = decode_unit(w, start, u.end, sc, &mut |chunk, inner| {
         any = true;
-        let loc = Loc { frame: start, inner };
+        let loc = Loc {
+            frame: start,
+            inner,
+        };
         if filter && !sp.has_partial() && !may_matter(chunk, false) {
             // Nothing here can be a title: keep only the unfinished last line, if any.
             match memchr::memrchr(b'\n', chunk) {
                 Some(i) if i + 1 == chunk.len() => {}
-                Some(i) => sp.feed(&chunk[i + 1..], Loc { frame: start, inner: inner + i as u64 + 1 }, on),
+                Some(i) => sp.feed(
+                    &chunk[i + 1..],
+                    Loc {
+                        frame: start,
+                        inner: inner + i as u64 + 1,
+                    },
+                    on,
+                ),
                 None => sp.feed(chunk, loc, on),
             }
         } else {
@@ -336,14 +421,22 @@ fn decode<R: Read + Seek>(
         Ok(()) if !any => End::Empty,
         Ok(()) => End::Clean,
         Err(why) => {
-            notes.push(((start, 1, 0), format!("corrupt zstd frame at byte {start} ({why}); skipped the rest of it")));
+            notes.push((
+                (start, 1, 0),
+                format!("corrupt zstd frame at byte {start} ({why}); skipped the rest of it"),
+            ));
             sp.drop_partial();
             End::Dropped
         }
     })
 }
 
-fn scan_zstd<R: Read + Seek>(w: &mut Windowed<R>, size: u64, base: Option<&Resume>, sc: &mut Scratch) -> io::Result<(Brief, Option<Resume>)> {
+fn scan_zstd<R: Read + Seek>(
+    w: &mut Windowed<R>,
+    size: u64,
+    base: Option<&Resume>,
+    sc: &mut Scratch,
+) -> io::Result<(Brief, Option<Resume>)> {
     let mut walk_notes = Vec::new();
     let from = base.map_or(0, |b| b.offset);
     let units = walk(w, from, size, &mut walk_notes)?;
@@ -362,7 +455,9 @@ fn scan_zstd<R: Read + Seek>(w: &mut Windowed<R>, size: u64, base: Option<&Resum
                 sp.drop_partial();
             }
             let mut line_notes = Vec::new();
-            decode(w, units[k], sc, &mut sp, &mut head_notes, false, &mut |p| st.forward(&mut line_notes, p))?;
+            decode(w, units[k], sc, &mut sp, &mut head_notes, false, &mut |p| {
+                st.forward(&mut line_notes, p)
+            })?;
             head_notes.extend(line_notes);
             k += 1;
         }
@@ -412,7 +507,15 @@ fn scan_zstd<R: Read + Seek>(w: &mut Windowed<R>, size: u64, base: Option<&Resum
             if inner == 0 && i > k && !u.fresh {
                 // Its first line starts a line only if the frame before it ended one.
                 let mut sp = Splitter::default();
-                let prev = decode(w, units[i - 1], sc, &mut sp, &mut Vec::new(), true, &mut |_| {})?;
+                let prev = decode(
+                    w,
+                    units[i - 1],
+                    sc,
+                    &mut sp,
+                    &mut Vec::new(),
+                    true,
+                    &mut |_| {},
+                )?;
                 if !matches!(prev, End::Clean | End::Dropped) {
                     ok = false;
                     break;
@@ -436,7 +539,9 @@ fn scan_zstd<R: Read + Seek>(w: &mut Windowed<R>, size: u64, base: Option<&Resum
                 if units[j].fresh {
                     sp.drop_partial();
                 }
-                decode(w, units[j], sc, &mut sp, &mut Vec::new(), false, &mut |p| st.forward(&mut Vec::new(), p))?;
+                decode(w, units[j], sc, &mut sp, &mut Vec::new(), false, &mut |p| {
+                    st.forward(&mut Vec::new(), p)
+                })?;
                 j += 1;
             }
         }
@@ -449,15 +554,25 @@ fn scan_zstd<R: Read + Seek>(w: &mut Windowed<R>, size: u64, base: Option<&Resum
                 sp.drop_partial();
             }
             let mut line_notes = Vec::new();
-            last_end = decode(w, u, sc, &mut sp, &mut notes, false, &mut |p| st.forward(&mut line_notes, p))?;
+            last_end = decode(w, u, sc, &mut sp, &mut notes, false, &mut |p| {
+                st.forward(&mut line_notes, p)
+            })?;
             notes.extend(line_notes);
         }
     }
     let torn = units.last().is_some_and(|u| u.torn);
-    let resumable = !torn && if n == k { head_clean } else { matches!(last_end, End::Clean | End::Dropped) };
+    let resumable = !torn
+        && if n == k {
+            head_clean
+        } else {
+            matches!(last_end, End::Clean | End::Dropped)
+        };
     // Not torn: the walk consumed everything up to `size` (frames, skippable frames, garbage).
     let offset = size;
     let brief = st.finish(base_notes, notes);
-    let resume = resumable.then(|| Resume { offset, brief: brief.clone() });
+    let resume = resumable.then(|| Resume {
+        offset,
+        brief: brief.clone(),
+    });
     Ok((brief, resume))
 }

@@ -55,7 +55,9 @@ impl Header {
         Header {
             version: v.get("version").and_then(Value::as_i64),
             id: id.to_string(),
-            created_at: v.get("createdAt").and_then(|x| x.as_i64().or_else(|| x.as_f64().map(|f| f as i64))),
+            created_at: v
+                .get("createdAt")
+                .and_then(|x| x.as_i64().or_else(|| x.as_f64().map(|f| f as i64))),
             cwd: s("cwd"),
             parent_session: s("parentSession"),
             origin: s("origin"),
@@ -99,7 +101,10 @@ impl SurfaceOp {
             return None;
         }
         let get = |a: &str, b: &str| v.get(a).or_else(|| v.get(b)).and_then(Value::as_u64);
-        Some(SurfaceOp::Replace { start: get("start", "startSeq")?, end: get("end", "endSeq")? })
+        Some(SurfaceOp::Replace {
+            start: get("start", "startSeq")?,
+            end: get("end", "endSeq")?,
+        })
     }
 }
 
@@ -244,7 +249,10 @@ pub struct ChunkRowData {
 
 impl ChunkRowData {
     pub fn members(&self) -> usize {
-        self.texts.as_ref().or(self.args.as_ref()).map_or(0, Vec::len)
+        self.texts
+            .as_ref()
+            .or(self.args.as_ref())
+            .map_or(0, Vec::len)
     }
 }
 
@@ -260,18 +268,44 @@ mod tests {
     fn surface_op_reads_both_generations() {
         let r8: Value = serde_json::json!({"op":"replace","start":3,"end":9});
         let v4: Value = serde_json::json!({"op":"replace","startSeq":4,"endSeq":5});
-        assert_eq!(SurfaceOp::parse(&r8), Some(SurfaceOp::Replace { start: 3, end: 9 }));
-        assert_eq!(SurfaceOp::parse(&v4), Some(SurfaceOp::Replace { start: 4, end: 5 }));
-        assert_eq!(SurfaceOp::parse(&Value::from("append")), Some(SurfaceOp::Append));
-        assert_eq!(SurfaceOp::parse(&serde_json::json!({"op":"replace","start":1})), None);
+        assert_eq!(
+            SurfaceOp::parse(&r8),
+            Some(SurfaceOp::Replace { start: 3, end: 9 })
+        );
+        assert_eq!(
+            SurfaceOp::parse(&v4),
+            Some(SurfaceOp::Replace { start: 4, end: 5 })
+        );
+        assert_eq!(
+            SurfaceOp::parse(&Value::from("append")),
+            Some(SurfaceOp::Append)
+        );
+        assert_eq!(
+            SurfaceOp::parse(&serde_json::json!({"op":"replace","start":1})),
+            None
+        );
     }
 
     #[test]
     fn header_parse_reports_why() {
-        assert!(Header::parse(b"{\"type\":\"x\"}").unwrap_err().contains("not a session header"));
-        assert!(Header::parse(b"{not json").unwrap_err().contains("not valid JSON"));
-        assert!(Header::parse(b"{\"type\":\"session\",\"id\":\"\xff\"}").unwrap_err().contains("UTF-8"));
+        assert!(Header::parse(b"{\"type\":\"x\"}")
+            .unwrap_err()
+            .contains("not a session header"));
+        assert!(Header::parse(b"{not json")
+            .unwrap_err()
+            .contains("not valid JSON"));
+        assert!(Header::parse(b"{\"type\":\"session\",\"id\":\"\xff\"}")
+            .unwrap_err()
+            .contains("UTF-8"));
         let h = Header::parse(br#"{"type":"session","version":4,"id":"s1","createdAt":5,"isSeeded":true,"parentSession":"p"}"#).unwrap();
-        assert_eq!((h.id.as_str(), h.created_at, h.is_seeded, h.parent_session.as_deref()), ("s1", Some(5), Some(true), Some("p")));
+        assert_eq!(
+            (
+                h.id.as_str(),
+                h.created_at,
+                h.is_seeded,
+                h.parent_session.as_deref()
+            ),
+            ("s1", Some(5), Some(true), Some("p"))
+        );
     }
 }

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use serde_json::value::RawValue;
 
 use super::events::{
-    is_chunk_row, ChunkRowData, EndSeedData, Envelope, Header, MessageLite, Role, SpliceData, SurfaceOp,
-    TitleData, TurnData, Wrapped,
+    is_chunk_row, ChunkRowData, EndSeedData, Envelope, Header, MessageLite, Role, SpliceData,
+    SurfaceOp, TitleData, TurnData, Wrapped,
 };
 use super::frames::{Loc, Piece, Splitter};
 
@@ -22,8 +22,12 @@ pub const REQUEST_PREFIX: &str = "dsh-session-mail:";
 /// Content prefixes of harness-injected `user/message`s (seed 000 §sessions_read "What it filters";
 /// the first prefix was lost in the seed's conversion, `<system-reminder>` is our reconstruction:
 /// agent-instructions bakes it into content [R8 `packages/core/session/src/surface.ts` `deriveEventMessage` comment]).
-pub const INJECTED_PREFIXES: [&str; 4] =
-    ["<system-reminder>", "[MNEMON]", "MNEMON RUNTIME MEMORY SNAPSHOT", "Current runtime context."];
+pub const INJECTED_PREFIXES: [&str; 4] = [
+    "<system-reminder>",
+    "[MNEMON]",
+    "MNEMON RUNTIME MEMORY SNAPSHOT",
+    "Current runtime context.",
+];
 
 /// Context forms that are injected context rather than conversation
 /// [R8 `packages/llm/llm/src/message.ts` `ContextForm`].
@@ -148,7 +152,10 @@ pub struct Fold {
 impl Fold {
     /// A fold whose header is known already (live events, which carry no header line).
     pub fn with_header(h: Header) -> Fold {
-        Fold { header: Some(h), ..Fold::default() }
+        Fold {
+            header: Some(h),
+            ..Fold::default()
+        }
     }
 
     /// The title a listing shows: the last `session/title`, else the host's fallback.
@@ -172,10 +179,15 @@ impl Fold {
         match p {
             Piece::Oversized { len, .. } => {
                 let what = if self.header.is_none() && self.header_error.is_none() {
-                    self.header_error = Some(format!("header line of {len} bytes exceeds the line cap"));
+                    self.header_error =
+                        Some(format!("header line of {len} bytes exceeds the line cap"));
                     return;
                 } else {
-                    format!("line {}: skipped a {} line (over the 16 MiB cap)", self.lines, human_bytes(len))
+                    format!(
+                        "line {}: skipped a {} line (over the 16 MiB cap)",
+                        self.lines,
+                        human_bytes(len)
+                    )
                 };
                 self.note(what);
             }
@@ -200,7 +212,11 @@ impl Fold {
         let env: Envelope<'_> = match serde_json::from_slice(bytes) {
             Ok(e) => e,
             Err(e) => {
-                let why = if std::str::from_utf8(bytes).is_err() { "invalid UTF-8".to_string() } else { format!("invalid JSON ({e})") };
+                let why = if std::str::from_utf8(bytes).is_err() {
+                    "invalid UTF-8".to_string()
+                } else {
+                    format!("invalid JSON ({e})")
+                };
                 self.note(format!("line {}: {why}; skipped", self.lines));
                 return;
             }
@@ -217,7 +233,11 @@ impl Fold {
             return;
         }
         let Some(seq) = env.seq else {
-            self.note(format!("line {}: event {:?} has no seq; skipped", self.lines, truncate_for_note(&env.ty)));
+            self.note(format!(
+                "line {}: event {:?} has no seq; skipped",
+                self.lines,
+                truncate_for_note(&env.ty)
+            ));
             return;
         };
         self.saw_seq(seq);
@@ -271,7 +291,11 @@ impl Fold {
     fn inherited(&self, seq: u64) -> bool {
         // V0: `seedLength` events are the parent's prefix [R8 `packages/core/session/src/types.ts` `seedLength`;
         // R8 `packages/core/agent/src/inbox.ts` replays splices after `seedLength`]. V4: the last tagged end-seed.
-        let v0 = self.header.as_ref().and_then(|h| h.seed_length).is_some_and(|n| seq < n);
+        let v0 = self
+            .header
+            .as_ref()
+            .and_then(|h| h.seed_length)
+            .is_some_and(|n| seq < n);
         v0 || self.inherited_cut.is_some_and(|c| seq < c)
     }
 
@@ -282,21 +306,29 @@ impl Fold {
         let d: SpliceData<'_> = match serde_json::from_str(data) {
             Ok(d) => d,
             Err(_) => {
-                self.note(format!("seq {seq}: unreadable agent/inbox/spliced; ignored"));
+                self.note(format!(
+                    "seq {seq}: unreadable agent/inbox/spliced; ignored"
+                ));
                 return;
             }
         };
         let target = d.target.to_string();
-        let inserted: Vec<Option<String>> =
-            d.inserted.iter().map(|m| m.source.rpc_id.as_deref().map(str::to_string)).collect();
+        let inserted: Vec<Option<String>> = d
+            .inserted
+            .iter()
+            .map(|m| m.source.rpc_id.as_deref().map(str::to_string))
+            .collect();
         let list = match target.as_str() {
             "next-turn" => &mut self.inbox_next_turn,
             "next-step" => &mut self.inbox_next_step,
             _ => return,
         };
         let start = (d.start as usize).min(list.len());
-        let end = start.saturating_add(d.removed_count as usize).min(list.len());
-        let removed: Vec<Option<String>> = list.splice(start..end, inserted.iter().cloned()).collect();
+        let end = start
+            .saturating_add(d.removed_count as usize)
+            .min(list.len());
+        let removed: Vec<Option<String>> =
+            list.splice(start..end, inserted.iter().cloned()).collect();
         if d.outcome.as_deref() == Some("canceled") {
             for id in removed.into_iter().flatten() {
                 if let Some(r) = self.requests.get_mut(&id) {
@@ -325,9 +357,19 @@ impl Fold {
         a
     }
 
-    fn surface_event(&mut self, role: Role, seq: u64, op: Option<&serde_json::Value>, data: &str, loc: Loc) {
+    fn surface_event(
+        &mut self,
+        role: Role,
+        seq: u64,
+        op: Option<&serde_json::Value>,
+        data: &str,
+        loc: Loc,
+    ) {
         let Some(op) = op.and_then(SurfaceOp::parse) else {
-            self.note(format!("seq {seq}: {} without a valid surfaceOp; ignored", role.name()));
+            self.note(format!(
+                "seq {seq}: {} without a valid surfaceOp; ignored",
+                role.name()
+            ));
             return;
         };
         let parsed = match role {
@@ -338,12 +380,15 @@ impl Fold {
             Ok(m) => {
                 let (class, label) = classify(role, m);
                 let rpc = m.source.rpc_id.as_deref();
-                let request = rpc.filter(|r| r.starts_with(REQUEST_PREFIX)).map(Arc::<str>::from);
+                let request = rpc
+                    .filter(|r| r.starts_with(REQUEST_PREFIX))
+                    .map(Arc::<str>::from);
                 if role == Role::User {
                     if let Some(r) = rpc {
                         if !self.inherited(seq) {
                             let turn = self.turn;
-                            self.requests.entry(r.to_string()).or_default().landed = Some((seq, turn));
+                            self.requests.entry(r.to_string()).or_default().landed =
+                                Some((seq, turn));
                         }
                     }
                     if self.fallback_title.is_none() {
@@ -351,7 +396,9 @@ impl Fold {
                     }
                 }
                 let is_error = m.is_error == Some(true)
-                    || m.content.iter().any(|b| b.ty.as_deref() == Some("tool-result") && b.is_error == Some(true));
+                    || m.content.iter().any(|b| {
+                        b.ty.as_deref() == Some("tool-result") && b.is_error == Some(true)
+                    });
                 (class, label, request, is_error)
             }
             Err(_) => {
@@ -360,7 +407,16 @@ impl Fold {
             }
         };
         let label = self.intern(label);
-        let mut node = Node { seq, role, class, replaced: false, is_error, label, request, loc };
+        let mut node = Node {
+            seq,
+            role,
+            class,
+            replaced: false,
+            is_error,
+            label,
+            request,
+            loc,
+        };
         match op {
             SurfaceOp::Append => self.surface.push(node),
             SurfaceOp::Replace { start, end } => {
@@ -389,7 +445,12 @@ pub fn prompt_fallback_title(m: &MessageLite<'_>) -> Option<String> {
     if m.source.kind.as_deref() != Some("user") {
         return None;
     }
-    let text: Vec<&str> = m.content.iter().filter(|b| b.ty.as_deref() == Some("text")).filter_map(|b| b.text.as_deref()).collect();
+    let text: Vec<&str> = m
+        .content
+        .iter()
+        .filter(|b| b.ty.as_deref() == Some("text"))
+        .filter_map(|b| b.text.as_deref())
+        .collect();
     let t = fallback_session_title(&text.join("\n"), 5, 40);
     (!t.is_empty()).then_some(t)
 }
@@ -405,8 +466,18 @@ pub fn classify(role: Role, m: &MessageLite<'_>) -> (Class, String) {
             (Some(p), None) => format!("plugin:{p}"),
             _ => "plugin".to_string(),
         },
-        "model" => format!("model:{}/{}", src.provider.as_deref().unwrap_or("?"), src.model.as_deref().unwrap_or("?")),
-        "tool" => format!("tool:{}", src.call_id.as_deref().or(m.tool_call_id.as_deref()).unwrap_or("?")),
+        "model" => format!(
+            "model:{}/{}",
+            src.provider.as_deref().unwrap_or("?"),
+            src.model.as_deref().unwrap_or("?")
+        ),
+        "tool" => format!(
+            "tool:{}",
+            src.call_id
+                .as_deref()
+                .or(m.tool_call_id.as_deref())
+                .unwrap_or("?")
+        ),
         "" if role == Role::Tool => format!(
             "tool:{}",
             m.tool_call_id
@@ -430,7 +501,11 @@ pub fn classify(role: Role, m: &MessageLite<'_>) -> (Class, String) {
 
 fn classify_user(m: &MessageLite<'_>) -> Class {
     let src = &m.source;
-    let first_text = m.content.iter().find(|b| b.ty.as_deref() == Some("text")).and_then(|b| b.text.as_deref());
+    let first_text = m
+        .content
+        .iter()
+        .find(|b| b.ty.as_deref() == Some("text"))
+        .and_then(|b| b.text.as_deref());
     if let Some(t) = first_text {
         let t = t.trim_start();
         if INJECTED_PREFIXES.iter().any(|p| t.starts_with(p)) {
@@ -441,7 +516,11 @@ fn classify_user(m: &MessageLite<'_>) -> Class {
     if kind == "user" {
         return Class::Conversation;
     }
-    let producer = if kind == "plugin" { src.plugin.as_deref().unwrap_or("") } else { kind };
+    let producer = if kind == "plugin" {
+        src.plugin.as_deref().unwrap_or("")
+    } else {
+        kind
+    };
     // Compaction checkpoint: rc.8 `{kind:'plugin', plugin:'compact'}` [R8 `packages/compaction/compaction/src/checkpoint.ts`
     // `COMPACT_CHECKPOINT_MARKER`], V4 `compact-checkpoint` [Z17 `sources.ts` `RENAMED_PRODUCERS`]: the condensed history.
     if producer == "compact" || producer == "compact-checkpoint" {
@@ -451,7 +530,12 @@ fn classify_user(m: &MessageLite<'_>) -> Class {
     if src.form.as_deref() == Some("relay") || producer == "agent-message" {
         return Class::Conversation;
     }
-    if src.form.as_deref().is_some_and(|f| INJECTED_FORMS.contains(&f)) || INJECTED_PRODUCERS.contains(&producer) {
+    if src
+        .form
+        .as_deref()
+        .is_some_and(|f| INJECTED_FORMS.contains(&f))
+        || INJECTED_PRODUCERS.contains(&producer)
+    {
         return Class::Injected;
     }
     // Any other plugin/producer-authored message (notices, reminders, hooks, approvals, unknown kinds).
@@ -585,8 +669,14 @@ pub fn truncate_utf8(s: &str, max_bytes: usize) -> &str {
 /// [R8 `normalize.ts` `fallbackSessionTitle`; base config 5 words / 40 bytes: R8 `packages/bundle/base/cordis.patch.yml` `session-title`].
 pub fn fallback_session_title(input: &str, max_words: usize, max_bytes: usize) -> String {
     let clean = clean_title_text(input);
-    let words: Vec<&str> = clean.split(' ').filter(|w| !w.is_empty()).take(max_words).collect();
-    truncate_utf8(&words.join(" "), max_bytes).trim_end().to_string()
+    let words: Vec<&str> = clean
+        .split(' ')
+        .filter(|w| !w.is_empty())
+        .take(max_words)
+        .collect();
+    truncate_utf8(&words.join(" "), max_bytes)
+        .trim_end()
+        .to_string()
 }
 
 #[cfg(test)]
@@ -612,12 +702,28 @@ mod tests {
 
     #[test]
     fn fallback_title_follows_the_host_rule() {
-        assert_eq!(fallback_session_title("  please   greet the world with hello_tool", 5, 40), "please greet the world with");
+        assert_eq!(
+            fallback_session_title("  please   greet the world with hello_tool", 5, 40),
+            "please greet the world with"
+        );
         // 40-byte cut, never splitting a code point, then trimEnd.
-        assert_eq!(fallback_session_title("abcdefghij abcdefghij abcdefghij abcdefghij", 5, 40), "abcdefghij abcdefghij abcdefghij abcdefg");
-        assert_eq!(fallback_session_title("ééééééééééééééééééééé", 5, 41), "éééééééééééééééééééé");
+        assert_eq!(
+            fallback_session_title("abcdefghij abcdefghij abcdefghij abcdefghij", 5, 40),
+            "abcdefghij abcdefghij abcdefghij abcdefg"
+        );
+        assert_eq!(
+            fallback_session_title("ééééééééééééééééééééé", 5, 41),
+            "éééééééééééééééééééé"
+        );
         // Escape sequences and controls vanish.
-        assert_eq!(fallback_session_title("\u{1b}[31mred\u{1b}[0m \u{1b}]0;title\u{7}text\u{200b}", 5, 40), "red text");
+        assert_eq!(
+            fallback_session_title(
+                "\u{1b}[31mred\u{1b}[0m \u{1b}]0;title\u{7}text\u{200b}",
+                5,
+                40
+            ),
+            "red text"
+        );
         assert_eq!(fallback_session_title(" \n\t ", 5, 40), "");
     }
 
@@ -625,9 +731,19 @@ mod tests {
     fn title_is_the_last_session_title_else_the_first_human_prompt() {
         let f = fold_lines(&[
             H0.into(),
-            um(0, "Current runtime context. x y z", r#"{"kind":"plugin","plugin":"p"}"#, r#""append""#),
+            um(
+                0,
+                "Current runtime context. x y z",
+                r#"{"kind":"plugin","plugin":"p"}"#,
+                r#""append""#,
+            ),
             um(1, "   ", r#"{"kind":"user"}"#, r#""append""#),
-            um(2, "Fix the parser crash on empty input please", r#"{"kind":"user"}"#, r#""append""#),
+            um(
+                2,
+                "Fix the parser crash on empty input please",
+                r#"{"kind":"user"}"#,
+                r#""append""#,
+            ),
             um(3, "second prompt", r#"{"kind":"user"}"#, r#""append""#),
         ]);
         assert_eq!(f.title, None);
@@ -650,9 +766,19 @@ mod tests {
             um(2, "c", r#"{"kind":"user"}"#, r#""append""#),
             um(3, "d", r#"{"kind":"user"}"#, r#""append""#),
             // rc.8 shape
-            um(4, "summary", r#"{"kind":"plugin","plugin":"compact","compactionId":"c1"}"#, r#"{"op":"replace","start":0,"end":1}"#),
+            um(
+                4,
+                "summary",
+                r#"{"kind":"plugin","plugin":"compact","compactionId":"c1"}"#,
+                r#"{"op":"replace","start":0,"end":1}"#,
+            ),
             // V4 shape, range spans the previous checkpoint
-            um(5, "summary2", r#"{"kind":"compact-checkpoint"}"#, r#"{"op":"replace","startSeq":4,"endSeq":2}"#),
+            um(
+                5,
+                "summary2",
+                r#"{"kind":"compact-checkpoint"}"#,
+                r#"{"op":"replace","startSeq":4,"endSeq":2}"#,
+            ),
         ]);
         let seqs: Vec<u64> = f.surface.iter().map(|n| n.seq).collect();
         assert_eq!(seqs, vec![5, 3]);
@@ -667,7 +793,12 @@ mod tests {
         let f = fold_lines(&[
             H0.into(),
             um(0, "a", r#"{"kind":"user"}"#, r#""append""#),
-            um(1, "x", r#"{"kind":"user"}"#, r#"{"op":"replace","start":7,"end":9}"#),
+            um(
+                1,
+                "x",
+                r#"{"kind":"user"}"#,
+                r#"{"op":"replace","start":7,"end":9}"#,
+            ),
         ]);
         assert_eq!(f.surface.len(), 2);
         assert!(f.notes.summary().contains("not on the surface"));
@@ -677,19 +808,68 @@ mod tests {
     fn classification_of_user_messages() {
         let cases = [
             (r#"{"kind":"user"}"#, "hi", Class::Conversation, "user"),
-            (r#"{"kind":"user"}"#, "<system-reminder>be nice", Class::Injected, "user"),
-            (r#"{"kind":"user"}"#, "[MNEMON] memory", Class::Injected, "user"),
-            (r#"{"kind":"plugin","plugin":"@deepseek-ai/dsh-system-prompt","form":"snapshot"}"#, "x", Class::Injected, "plugin:@deepseek-ai/dsh-system-prompt/snapshot"),
-            (r#"{"kind":"plugin","plugin":"plan-mode","form":"notice","summary":"s"}"#, "x", Class::System, "plugin:plan-mode/notice"),
-            (r#"{"kind":"plugin","plugin":"compact","compactionId":"c"}"#, "x", Class::Conversation, "plugin:compact"),
-            (r#"{"kind":"runtime-context","form":"snapshot"}"#, "x", Class::Injected, "runtime-context"),
-            (r#"{"kind":"agent-instructions"}"#, "x", Class::Injected, "agent-instructions"),
-            (r#"{"kind":"agent-message","form":"relay","senderSessionId":"p"}"#, "x", Class::Conversation, "agent-message"),
-            (r#"{"kind":"repeat-tool-reminder"}"#, "x", Class::System, "repeat-tool-reminder"),
+            (
+                r#"{"kind":"user"}"#,
+                "<system-reminder>be nice",
+                Class::Injected,
+                "user",
+            ),
+            (
+                r#"{"kind":"user"}"#,
+                "[MNEMON] memory",
+                Class::Injected,
+                "user",
+            ),
+            (
+                r#"{"kind":"plugin","plugin":"@deepseek-ai/dsh-system-prompt","form":"snapshot"}"#,
+                "x",
+                Class::Injected,
+                "plugin:@deepseek-ai/dsh-system-prompt/snapshot",
+            ),
+            (
+                r#"{"kind":"plugin","plugin":"plan-mode","form":"notice","summary":"s"}"#,
+                "x",
+                Class::System,
+                "plugin:plan-mode/notice",
+            ),
+            (
+                r#"{"kind":"plugin","plugin":"compact","compactionId":"c"}"#,
+                "x",
+                Class::Conversation,
+                "plugin:compact",
+            ),
+            (
+                r#"{"kind":"runtime-context","form":"snapshot"}"#,
+                "x",
+                Class::Injected,
+                "runtime-context",
+            ),
+            (
+                r#"{"kind":"agent-instructions"}"#,
+                "x",
+                Class::Injected,
+                "agent-instructions",
+            ),
+            (
+                r#"{"kind":"agent-message","form":"relay","senderSessionId":"p"}"#,
+                "x",
+                Class::Conversation,
+                "agent-message",
+            ),
+            (
+                r#"{"kind":"repeat-tool-reminder"}"#,
+                "x",
+                Class::System,
+                "repeat-tool-reminder",
+            ),
         ];
         for (src, text, class, label) in cases {
             let f = fold_lines(&[H0.into(), um(0, text, src, r#""append""#)]);
-            assert_eq!((f.surface[0].class, &*f.surface[0].label), (class, label), "{src} {text}");
+            assert_eq!(
+                (f.surface[0].class, &*f.surface[0].label),
+                (class, label),
+                "{src} {text}"
+            );
         }
     }
 
@@ -706,8 +886,11 @@ mod tests {
             r#"{"type":"tool/call","seq":6,"time":1,"data":{"turn":1,"step":1,"callId":"c2","name":"n","arguments":"{}"}}"#.into(),
             r#"{"type":"brand/new-thing","seq":7,"time":1,"data":{"x":1},"ignorable":true}"#.into(),
         ]);
-        let got: Vec<(u64, Class, String, bool)> =
-            f.surface.iter().map(|n| (n.seq, n.class, n.label.to_string(), n.is_error)).collect();
+        let got: Vec<(u64, Class, String, bool)> = f
+            .surface
+            .iter()
+            .map(|n| (n.seq, n.class, n.label.to_string(), n.is_error))
+            .collect();
         assert_eq!(
             got,
             vec![
@@ -726,7 +909,9 @@ mod tests {
     #[test]
     fn requests_queue_land_and_cancel() {
         let ins = |seq: u64, target: &str, rpc: &str| {
-            format!(r#"{{"type":"agent/inbox/spliced","seq":{seq},"time":1,"data":{{"target":"{target}","start":0,"inserted":[{{"id":"i","role":"user","content":[],"source":{{"kind":"user","rpcId":"{rpc}"}}}}]}}}}"#)
+            format!(
+                r#"{{"type":"agent/inbox/spliced","seq":{seq},"time":1,"data":{{"target":"{target}","start":0,"inserted":[{{"id":"i","role":"user","content":[],"source":{{"kind":"user","rpcId":"{rpc}"}}}}]}}}}"#
+            )
         };
         let f = fold_lines(&[
             H0.into(),
@@ -744,11 +929,17 @@ mod tests {
         ]);
         let r = |k: &str| f.requests.get(k).cloned().unwrap();
         assert_eq!(r("dsh-session-mail:b").landed, Some((7, Some(7))));
-        assert_eq!(r("dsh-session-mail:c").queued, Some((2, "next-step".into())));
+        assert_eq!(
+            r("dsh-session-mail:c").queued,
+            Some((2, "next-step".into()))
+        );
         assert_eq!(r("dsh-session-mail:c").landed, Some((6, Some(7))));
         let a = r("dsh-session-mail:a");
         assert!(a.canceled && a.landed.is_none());
-        assert_eq!(&*f.surface[0].request.clone().unwrap(), "dsh-session-mail:c");
+        assert_eq!(
+            &*f.surface[0].request.clone().unwrap(),
+            "dsh-session-mail:c"
+        );
     }
 
     #[test]
@@ -756,18 +947,39 @@ mod tests {
         let v0 = r#"{"type":"session","version":0,"id":"f","createdAt":1,"parentSession":"p","seedLength":2,"delegationDepth":0}"#;
         let f = fold_lines(&[
             v0.into(),
-            um(0, "x", r#"{"kind":"user","rpcId":"dsh-session-mail:old"}"#, r#""append""#),
-            r#"{"type":"turn/end","seq":1,"time":1,"data":{"turn":1,"reason":{"kind":"forked"}}}"#.into(),
-            um(2, "y", r#"{"kind":"user","rpcId":"dsh-session-mail:new"}"#, r#""append""#),
+            um(
+                0,
+                "x",
+                r#"{"kind":"user","rpcId":"dsh-session-mail:old"}"#,
+                r#""append""#,
+            ),
+            r#"{"type":"turn/end","seq":1,"time":1,"data":{"turn":1,"reason":{"kind":"forked"}}}"#
+                .into(),
+            um(
+                2,
+                "y",
+                r#"{"kind":"user","rpcId":"dsh-session-mail:new"}"#,
+                r#""append""#,
+            ),
         ]);
         assert!(!f.requests.contains_key("dsh-session-mail:old"));
         assert!(f.requests.contains_key("dsh-session-mail:new"));
         let v4 = r#"{"type":"session","version":4,"id":"f","createdAt":1,"parentSession":"p","isSeeded":true,"delegationDepth":0}"#;
         let f = fold_lines(&[
             v4.into(),
-            um(0, "x", r#"{"kind":"user","rpcId":"dsh-session-mail:old"}"#, r#""append""#),
+            um(
+                0,
+                "x",
+                r#"{"kind":"user","rpcId":"dsh-session-mail:old"}"#,
+                r#""append""#,
+            ),
             r#"{"type":"session/end-seed","seq":1,"time":1,"data":{"inherited":true}}"#.into(),
-            um(2, "y", r#"{"kind":"user","rpcId":"dsh-session-mail:new"}"#, r#""append""#),
+            um(
+                2,
+                "y",
+                r#"{"kind":"user","rpcId":"dsh-session-mail:new"}"#,
+                r#""append""#,
+            ),
         ]);
         assert!(!f.requests.contains_key("dsh-session-mail:old"));
         assert!(f.requests.contains_key("dsh-session-mail:new"));
@@ -797,9 +1009,16 @@ mod tests {
 
     #[test]
     fn a_broken_header_stops_the_fold_with_a_reason() {
-        let f = fold_lines(&["{\"type\":\"session\"".into(), um(0, "x", r#"{"kind":"user"}"#, r#""append""#)]);
+        let f = fold_lines(&[
+            "{\"type\":\"session\"".into(),
+            um(0, "x", r#"{"kind":"user"}"#, r#""append""#),
+        ]);
         assert!(f.header.is_none());
-        assert!(f.header_error.as_deref().unwrap().contains("not valid JSON"));
+        assert!(f
+            .header_error
+            .as_deref()
+            .unwrap()
+            .contains("not valid JSON"));
         assert!(f.surface.is_empty());
     }
 

@@ -58,7 +58,11 @@ pub fn scan_frame<R: Read + Seek>(r: &mut R, start: u64, size: u64) -> io::Resul
         let mut len = [0u8; 4];
         r.read_exact(&mut len)?;
         let end = start + 8 + u32::from_le_bytes(len) as u64;
-        return Ok(if end > size { FrameScan::Torn } else { FrameScan::Skippable { end } });
+        return Ok(if end > size {
+            FrameScan::Torn
+        } else {
+            FrameScan::Skippable { end }
+        });
     }
     if magic != ZSTD_MAGIC {
         return Ok(FrameScan::Garbage("not a zstd frame"));
@@ -71,7 +75,9 @@ pub fn scan_frame<R: Read + Seek>(r: &mut R, start: u64, size: u64) -> io::Resul
     r.read_exact(&mut fhd)?;
     let fhd = fhd[0];
     if fhd & 0x08 != 0 {
-        return Ok(FrameScan::Garbage("reserved bit set in a zstd frame header"));
+        return Ok(FrameScan::Garbage(
+            "reserved bit set in a zstd frame header",
+        ));
     }
     let single_segment = fhd & 0x20 != 0;
     let checksum = fhd & 0x04 != 0;
@@ -108,7 +114,11 @@ pub fn scan_frame<R: Read + Seek>(r: &mut R, start: u64, size: u64) -> io::Resul
     if checksum {
         pos += 4;
     }
-    Ok(if pos > size { FrameScan::Torn } else { FrameScan::Frame { end: pos } })
+    Ok(if pos > size {
+        FrameScan::Torn
+    } else {
+        FrameScan::Frame { end: pos }
+    })
 }
 
 /// The next offset in `[from, size)` where a zstd frame magic starts, reading in bounded chunks.
@@ -132,7 +142,11 @@ pub fn find_magic<R: Read + Seek>(r: &mut R, from: u64, size: u64) -> io::Result
 
 /// The start of the next structurally complete frame in `[from, size)`, if any (a torn frame
 /// followed by a complete one was a corrupt frame in the middle, not a write in flight).
-pub fn next_complete_frame<R: Read + Seek>(r: &mut R, from: u64, size: u64) -> io::Result<Option<u64>> {
+pub fn next_complete_frame<R: Read + Seek>(
+    r: &mut R,
+    from: u64,
+    size: u64,
+) -> io::Result<Option<u64>> {
     let mut at = from;
     while let Some(m) = find_magic(r, at, size)? {
         if let FrameScan::Frame { .. } = scan_frame(r, m, size)? {
@@ -162,7 +176,13 @@ impl<R: Read + Seek> Windowed<R> {
 
     /// Use `buf` (its length is the window) as the window; get it back with [`Windowed::into_buffer`].
     pub fn with_buffer(inner: R, buf: Vec<u8>) -> Self {
-        Windowed { inner, buf, base: 0, len: 0, pos: 0 }
+        Windowed {
+            inner,
+            buf,
+            base: 0,
+            len: 0,
+            pos: 0,
+        }
     }
 
     pub fn into_buffer(self) -> Vec<u8> {
@@ -208,7 +228,10 @@ impl<R: Read + Seek> Seek for Windowed<R> {
     fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
         self.pos = match to {
             SeekFrom::Start(p) => p,
-            SeekFrom::Current(d) => self.pos.checked_add_signed(d).ok_or_else(|| io::Error::other("seek before the start"))?,
+            SeekFrom::Current(d) => self
+                .pos
+                .checked_add_signed(d)
+                .ok_or_else(|| io::Error::other("seek before the start"))?,
             SeekFrom::End(_) => {
                 let p = self.inner.seek(to)?;
                 self.len = 0;
@@ -222,9 +245,15 @@ impl<R: Read + Seek> Seek for Windowed<R> {
 /// One item out of the splitter.
 #[derive(Debug)]
 pub enum Piece<'a> {
-    Line { bytes: &'a [u8], loc: Loc },
+    Line {
+        bytes: &'a [u8],
+        loc: Loc,
+    },
     /// A line longer than [`LINE_CAP`] was skipped; `len` bytes (the newline excluded).
-    Oversized { loc: Loc, len: u64 },
+    Oversized {
+        loc: Loc,
+        len: u64,
+    },
 }
 
 /// Splits decompressed bytes into lines. A line may cross frames; it is never buffered past
@@ -246,7 +275,13 @@ impl Default for Splitter {
 
 impl Splitter {
     pub fn new(cap: usize) -> Self {
-        Splitter { cap, pending: Vec::new(), pending_loc: Loc::default(), skipping: false, skipped: 0 }
+        Splitter {
+            cap,
+            pending: Vec::new(),
+            pending_loc: Loc::default(),
+            skipping: false,
+            skipped: 0,
+        }
     }
 
     /// Bytes of an unfinished line held over (0 at a clean line boundary).
@@ -273,7 +308,10 @@ impl Splitter {
             let nl = memchr::memchr(b'\n', &chunk[start..]).map(|i| start + i);
             let seg_end = nl.unwrap_or(chunk.len());
             let seg = &chunk[start..seg_end];
-            let seg_loc = Loc { frame: base.frame, inner: base.inner + start as u64 };
+            let seg_loc = Loc {
+                frame: base.frame,
+                inner: base.inner + start as u64,
+            };
             let fresh = self.pending.is_empty() && !self.skipping;
             if fresh {
                 self.pending_loc = seg_loc;
@@ -286,7 +324,10 @@ impl Splitter {
                 self.skipping = true;
             } else if nl.is_some() && fresh {
                 // Whole line inside this chunk: no copy.
-                out(Piece::Line { bytes: seg, loc: seg_loc });
+                out(Piece::Line {
+                    bytes: seg,
+                    loc: seg_loc,
+                });
                 start = seg_end + 1;
                 continue;
             } else {
@@ -294,12 +335,18 @@ impl Splitter {
             }
             if nl.is_some() {
                 if self.skipping {
-                    out(Piece::Oversized { loc: self.pending_loc, len: self.skipped });
+                    out(Piece::Oversized {
+                        loc: self.pending_loc,
+                        len: self.skipped,
+                    });
                     self.skipping = false;
                     self.skipped = 0;
                 } else {
                     let line = std::mem::take(&mut self.pending);
-                    out(Piece::Line { bytes: &line, loc: self.pending_loc });
+                    out(Piece::Line {
+                        bytes: &line,
+                        loc: self.pending_loc,
+                    });
                 }
                 start = seg_end + 1;
             } else {
@@ -318,7 +365,11 @@ pub fn frame_decoder<'a, R: Read + 'a>(
 ) -> io::Result<Box<dyn Read + 'a>> {
     let reader = io::BufReader::with_capacity(64 * 1024, r.take(len));
     let dec = zstd::stream::read::Decoder::with_buffer(reader)?;
-    Ok(if single { Box::new(dec.single_frame()) } else { Box::new(dec) })
+    Ok(if single {
+        Box::new(dec.single_frame())
+    } else {
+        Box::new(dec)
+    })
 }
 
 #[cfg(test)]
@@ -341,14 +392,28 @@ mod tests {
         all.extend_from_slice(&b);
         let size = all.len() as u64;
         let mut c = Cursor::new(all.clone());
-        assert_eq!(scan_frame(&mut c, 0, size).unwrap(), FrameScan::Frame { end: a.len() as u64 });
-        assert_eq!(scan_frame(&mut c, a.len() as u64, size).unwrap(), FrameScan::Frame { end: size });
+        assert_eq!(
+            scan_frame(&mut c, 0, size).unwrap(),
+            FrameScan::Frame {
+                end: a.len() as u64
+            }
+        );
+        assert_eq!(
+            scan_frame(&mut c, a.len() as u64, size).unwrap(),
+            FrameScan::Frame { end: size }
+        );
         // Cut the second frame: torn.
         let cut = size - 5;
-        assert_eq!(scan_frame(&mut c, a.len() as u64, cut).unwrap(), FrameScan::Torn);
+        assert_eq!(
+            scan_frame(&mut c, a.len() as u64, cut).unwrap(),
+            FrameScan::Torn
+        );
         // Not a frame.
         let mut g = Cursor::new(b"hello world".to_vec());
-        assert!(matches!(scan_frame(&mut g, 0, 11).unwrap(), FrameScan::Garbage(_)));
+        assert!(matches!(
+            scan_frame(&mut g, 0, 11).unwrap(),
+            FrameScan::Garbage(_)
+        ));
         // Resync finds the second magic.
         assert_eq!(find_magic(&mut c, 1, size).unwrap(), Some(a.len() as u64));
     }
@@ -359,18 +424,29 @@ mod tests {
         data.extend(frame("a\n"));
         let size = data.len() as u64;
         let mut c = Cursor::new(data);
-        assert_eq!(scan_frame(&mut c, 0, size).unwrap(), FrameScan::Skippable { end: 11 });
-        assert!(matches!(scan_frame(&mut c, 11, size).unwrap(), FrameScan::Frame { .. }));
+        assert_eq!(
+            scan_frame(&mut c, 0, size).unwrap(),
+            FrameScan::Skippable { end: 11 }
+        );
+        assert!(matches!(
+            scan_frame(&mut c, 11, size).unwrap(),
+            FrameScan::Frame { .. }
+        ));
     }
 
     fn collect(s: &mut Splitter, chunks: &[(&[u8], Loc)]) -> Vec<String> {
         let mut out = Vec::new();
         for (chunk, loc) in chunks {
             s.feed(chunk, *loc, &mut |p| match p {
-                Piece::Line { bytes, loc } => {
-                    out.push(format!("{}@{}:{}", String::from_utf8_lossy(bytes), loc.frame, loc.inner))
+                Piece::Line { bytes, loc } => out.push(format!(
+                    "{}@{}:{}",
+                    String::from_utf8_lossy(bytes),
+                    loc.frame,
+                    loc.inner
+                )),
+                Piece::Oversized { loc, len } => {
+                    out.push(format!("<{len}>@{}:{}", loc.frame, loc.inner))
                 }
-                Piece::Oversized { loc, len } => out.push(format!("<{len}>@{}:{}", loc.frame, loc.inner)),
             });
         }
         out
@@ -381,7 +457,10 @@ mod tests {
         let mut s = Splitter::new(100);
         let got = collect(
             &mut s,
-            &[(b"ab\ncd", Loc { frame: 0, inner: 0 }), (b"ef\ng", Loc { frame: 9, inner: 0 })],
+            &[
+                (b"ab\ncd", Loc { frame: 0, inner: 0 }),
+                (b"ef\ng", Loc { frame: 9, inner: 0 }),
+            ],
         );
         assert_eq!(got, vec!["ab@0:0", "cdef@0:3"]);
         assert!(s.has_partial());
@@ -393,7 +472,17 @@ mod tests {
         let big = vec![b'z'; 20];
         let got = collect(
             &mut s,
-            &[(b"ok\n", Loc::default()), (&big, Loc { frame: 0, inner: 3 }), (b"zz\nnext\n", Loc { frame: 0, inner: 23 })],
+            &[
+                (b"ok\n", Loc::default()),
+                (&big, Loc { frame: 0, inner: 3 }),
+                (
+                    b"zz\nnext\n",
+                    Loc {
+                        frame: 0,
+                        inner: 23,
+                    },
+                ),
+            ],
         );
         assert_eq!(got, vec!["ok@0:0", "<22>@0:3", "next@0:26"]);
         assert!(s.pending.capacity() <= 16, "never buffered the big line");

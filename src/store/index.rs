@@ -63,7 +63,11 @@ pub fn load_log_counted(log: &LogFile) -> (Result<Arc<Fold>, String>, u64) {
 
 fn load_inner(log: &LogFile) -> Result<(Arc<Fold>, u64), String> {
     let meta = fs::metadata(&log.path).map_err(|e| short_io(&e))?;
-    let ident = Ident { key: file_key(&meta), size: meta.len(), mtime: meta.modified().ok() };
+    let ident = Ident {
+        key: file_key(&meta),
+        size: meta.len(),
+        mtime: meta.modified().ok(),
+    };
     let tick = TICK.fetch_add(1, Ordering::Relaxed);
     let base = {
         let mut map = lock();
@@ -74,7 +78,12 @@ fn load_inner(log: &LogFile) -> Result<(Arc<Fold>, u64), String> {
             }
             // Same file, longer: an append. Resume after the last complete frame, taking the
             // cached state over when no reader holds it any more (no copy of the fold).
-            Some(e) if e.ident.key.is_some() && e.ident.key == ident.key && ident.size > e.ident.size && e.committed.offset <= ident.size => {
+            Some(e)
+                if e.ident.key.is_some()
+                    && e.ident.key == ident.key
+                    && ident.size > e.ident.size
+                    && e.committed.offset <= ident.size =>
+            {
                 let e = map.remove(&log.path).expect("present");
                 drop(e.view);
                 Arc::try_unwrap(e.committed).unwrap_or_else(|shared| (*shared).clone())
@@ -84,7 +93,8 @@ fn load_inner(log: &LogFile) -> Result<(Arc<Fold>, u64), String> {
     };
     let start = base.offset;
     let mut file = File::open(&log.path).map_err(|e| short_io(&e))?;
-    let (committed, tail) = continue_fold(&mut file, log.enc, ident.size, base).map_err(|e| short_io(&e))?;
+    let (committed, tail) =
+        continue_fold(&mut file, log.enc, ident.size, base).map_err(|e| short_io(&e))?;
     let read = ident.size.saturating_sub(start);
     let committed = Arc::new(committed);
     let view = match tail {
@@ -93,11 +103,23 @@ fn load_inner(log: &LogFile) -> Result<(Arc<Fold>, u64), String> {
     };
     let mut map = lock();
     if map.len() >= CACHE_CAP && !map.contains_key(&log.path) {
-        if let Some(oldest) = map.iter().min_by_key(|(_, e)| e.used).map(|(k, _)| k.clone()) {
+        if let Some(oldest) = map
+            .iter()
+            .min_by_key(|(_, e)| e.used)
+            .map(|(k, _)| k.clone())
+        {
             map.remove(&oldest);
         }
     }
-    map.insert(log.path.clone(), Entry { ident, committed, view: view.clone(), used: tick });
+    map.insert(
+        log.path.clone(),
+        Entry {
+            ident,
+            committed,
+            view: view.clone(),
+            used: tick,
+        },
+    );
     Ok((view, read))
 }
 
@@ -141,7 +163,11 @@ pub fn load_brief_counted(log: &LogFile) -> (Result<Arc<Brief>, String>, Option<
 
 fn brief_inner(log: &LogFile) -> Result<(Arc<Brief>, Option<u64>), String> {
     let meta = fs::metadata(&log.path).map_err(|e| short_io(&e))?;
-    let ident = Ident { key: file_key(&meta), size: meta.len(), mtime: meta.modified().ok() };
+    let ident = Ident {
+        key: file_key(&meta),
+        size: meta.len(),
+        mtime: meta.modified().ok(),
+    };
     let tick = TICK.fetch_add(1, Ordering::Relaxed);
     let base = {
         let mut map = brief_lock();
@@ -150,7 +176,11 @@ fn brief_inner(log: &LogFile) -> Result<(Arc<Brief>, Option<u64>), String> {
                 e.used = tick;
                 return Ok((e.brief.clone(), None));
             }
-            Some(e) if e.ident.key.is_some() && e.ident.key == ident.key && ident.size > e.ident.size => {
+            Some(e)
+                if e.ident.key.is_some()
+                    && e.ident.key == ident.key
+                    && ident.size > e.ident.size =>
+            {
                 e.resume.clone().filter(|r| r.offset <= ident.size)
             }
             _ => None,
@@ -169,11 +199,23 @@ fn brief_inner(log: &LogFile) -> Result<(Arc<Brief>, Option<u64>), String> {
     let b = Arc::new(b);
     let mut map = brief_lock();
     if map.len() >= CACHE_CAP && !map.contains_key(log.path.as_os_str()) {
-        if let Some(oldest) = map.iter().min_by_key(|(_, e)| e.used).map(|(k, _)| k.clone()) {
+        if let Some(oldest) = map
+            .iter()
+            .min_by_key(|(_, e)| e.used)
+            .map(|(k, _)| k.clone())
+        {
             map.remove(&oldest);
         }
     }
-    map.insert(log.path.as_os_str().to_owned(), BriefEntry { ident, brief: b.clone(), resume, used: tick });
+    map.insert(
+        log.path.as_os_str().to_owned(),
+        BriefEntry {
+            ident,
+            brief: b.clone(),
+            resume,
+            used: tick,
+        },
+    );
     Ok((b, Some(from)))
 }
 
@@ -188,7 +230,10 @@ pub struct Briefed {
 /// Run `f` over `items` on up to 8 threads (the available cores), results in input order.
 fn parallel<T: Sync, U: Send>(items: &[T], f: impl Fn(&T) -> U + Sync) -> Vec<U> {
     let n = items.len();
-    let workers = std::thread::available_parallelism().map_or(1, |p| p.get()).clamp(1, 8).min(n.max(1));
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |p| p.get())
+        .clamp(1, 8)
+        .min(n.max(1));
     if workers <= 1 || n < 4 {
         return items.iter().map(f).collect();
     }
@@ -207,7 +252,10 @@ fn parallel<T: Sync, U: Send>(items: &[T], f: impl Fn(&T) -> U + Sync) -> Vec<U>
             s.spawn(work);
         }
     });
-    slots.into_iter().filter_map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner())).collect()
+    slots
+        .into_iter()
+        .filter_map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner()))
+        .collect()
 }
 
 /// Walk and brief-scan every session under `home`: the directory `stat`s and the briefs run
@@ -217,14 +265,25 @@ pub fn scan_briefs(home: &Path, notes: &mut Vec<String>) -> Vec<Briefed> {
     type Loaded = Option<Result<Arc<Brief>, String>>;
     let done: Vec<Option<(layout::Visited, Loaded)>> = parallel(&items, |item| {
         let v = layout::visit(item.dir()?);
-        let b = v.log().map(|log| std::panic::catch_unwind(|| load_brief(log)).unwrap_or_else(|_| Err("internal error while reading".into())));
+        let b = v.log().map(|log| {
+            std::panic::catch_unwind(|| load_brief(log))
+                .unwrap_or_else(|_| Err("internal error while reading".into()))
+        });
         Some((v, b))
     });
-    let (visited, mut briefs): (Vec<Option<layout::Visited>>, Vec<Loaded>) =
-        done.into_iter().map(|d| d.map_or((None, None), |(v, b)| (Some(v), b))).unzip();
+    let (visited, mut briefs): (Vec<Option<layout::Visited>>, Vec<Loaded>) = done
+        .into_iter()
+        .map(|d| d.map_or((None, None), |(v, b)| (Some(v), b)))
+        .unzip();
     layout::assemble(items, visited, notes)
         .into_iter()
-        .map(|(i, d)| Briefed { brief: briefs[i].take().unwrap_or_else(|| Err("no session log".to_string())), dir: d.dir, log: d.log })
+        .map(|(i, d)| Briefed {
+            brief: briefs[i]
+                .take()
+                .unwrap_or_else(|| Err("no session log".to_string())),
+            dir: d.dir,
+            log: d.log,
+        })
         .collect()
 }
 
@@ -241,9 +300,14 @@ pub fn fold_all(dirs: Vec<SessionDir>) -> Vec<Scanned> {
     parallel(&dirs, |d| {
         let fold = match &d.log {
             None => Err("no session log".to_string()),
-            Some(log) => std::panic::catch_unwind(|| load_log(log)).unwrap_or_else(|_| Err("internal error while reading".into())),
+            Some(log) => std::panic::catch_unwind(|| load_log(log))
+                .unwrap_or_else(|_| Err("internal error while reading".into())),
         };
-        Scanned { dir: d.dir.clone(), log: d.log.clone(), fold }
+        Scanned {
+            dir: d.dir.clone(),
+            log: d.log.clone(),
+            fold,
+        }
     })
 }
 

@@ -49,17 +49,28 @@ pub fn pick_generation(dir: &Path) -> std::io::Result<Option<LogFile>> {
     for entry in fs::read_dir(dir)? {
         let Ok(entry) = entry else { continue };
         let name = entry.file_name();
-        let Some((generation, enc)) = name.to_str().and_then(parse_log_name) else { continue };
+        let Some((generation, enc)) = name.to_str().and_then(parse_log_name) else {
+            continue;
+        };
         let path = entry.path();
         if !path.is_file() {
             continue;
         }
         let better = match &best {
             None => true,
-            Some(b) => generation > b.generation || (generation == b.generation && enc == Encoding::Zstd && b.enc == Encoding::Plain),
+            Some(b) => {
+                generation > b.generation
+                    || (generation == b.generation
+                        && enc == Encoding::Zstd
+                        && b.enc == Encoding::Plain)
+            }
         };
         if better {
-            best = Some(LogFile { path, enc, generation });
+            best = Some(LogFile {
+                path,
+                enc,
+                generation,
+            });
         }
     }
     Ok(best)
@@ -76,7 +87,8 @@ pub fn encode_segment(raw: &str) -> String {
     }
     let mut out = String::with_capacity(raw.len());
     for unit in raw.encode_utf16() {
-        let c = char::from_u32(u32::from(unit)).filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+        let c = char::from_u32(u32::from(unit))
+            .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
         match c {
             Some(c) => out.push(c),
             None => out.push_str(&format!("~{unit:04X}")),
@@ -101,12 +113,16 @@ struct DirCache {
 
 fn dir_cache() -> std::sync::MutexGuard<'static, DirCache> {
     static C: OnceLock<Mutex<DirCache>> = OnceLock::new();
-    C.get_or_init(|| Mutex::new(DirCache::default())).lock().unwrap_or_else(|p| p.into_inner())
+    C.get_or_init(|| Mutex::new(DirCache::default()))
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
 }
 
 /// Settled: modified long enough ago that a later change must move the mtime.
 fn settled(mtime: SystemTime) -> bool {
-    SystemTime::now().duration_since(mtime).is_ok_and(|age| age >= RACY)
+    SystemTime::now()
+        .duration_since(mtime)
+        .is_ok_and(|age| age >= RACY)
 }
 
 /// The sorted entries of `dir` (read again unless `mtime` shows it unchanged).
@@ -163,7 +179,10 @@ pub struct SessionDir {
 pub fn walk(home: &Path, notes: &mut Vec<String>) -> Vec<SessionDir> {
     let items = walk_items(home);
     let visited: Vec<Option<Visited>> = items.iter().map(|i| i.dir().map(visit)).collect();
-    assemble(items, visited, notes).into_iter().map(|(_, d)| d).collect()
+    assemble(items, visited, notes)
+        .into_iter()
+        .map(|(_, d)| d)
+        .collect()
 }
 
 /// The first, sequential part of a walk: project directories and the session directories in
@@ -188,13 +207,18 @@ impl WalkItem {
 pub enum Visited {
     Note(String),
     NotADir,
-    Dir { key: Option<(u64, u64)>, log: Result<Option<LogFile>, String> },
+    Dir {
+        key: Option<(u64, u64)>,
+        log: Result<Option<LogFile>, String>,
+    },
 }
 
 impl Visited {
     pub fn log(&self) -> Option<&LogFile> {
         match self {
-            Visited::Dir { log: Ok(Some(l)), .. } => Some(l),
+            Visited::Dir {
+                log: Ok(Some(l)), ..
+            } => Some(l),
             _ => None,
         }
     }
@@ -208,7 +232,10 @@ pub fn walk_items(home: &Path) -> Vec<WalkItem> {
         Ok(v) => v,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return out,
         Err(e) => {
-            out.push(WalkItem::Note(format!("{}: unreadable directory ({e})", root.display())));
+            out.push(WalkItem::Note(format!(
+                "{}: unreadable directory ({e})",
+                root.display()
+            )));
             return out;
         }
     };
@@ -217,13 +244,21 @@ pub fn walk_items(home: &Path) -> Vec<WalkItem> {
             Ok(m) if m.is_dir() => m,
             Ok(_) => continue, // a stray file
             Err(e) => {
-                out.push(WalkItem::Note(format!("{}: unreadable ({})", project.display(), short_io(&e))));
+                out.push(WalkItem::Note(format!(
+                    "{}: unreadable ({})",
+                    project.display(),
+                    short_io(&e)
+                )));
                 continue;
             }
         };
         match entries(project, pmeta.modified().ok()) {
             Ok(v) => out.extend(v.iter().cloned().map(WalkItem::Dir)),
-            Err(e) => out.push(WalkItem::Note(format!("{}: unreadable directory ({})", project.display(), short_io(&e)))),
+            Err(e) => out.push(WalkItem::Note(format!(
+                "{}: unreadable directory ({})",
+                project.display(),
+                short_io(&e)
+            ))),
         }
     }
     out
@@ -234,18 +269,28 @@ pub fn walk_items(home: &Path) -> Vec<WalkItem> {
 pub fn visit(dir: &Path) -> Visited {
     let meta = match fs::metadata(dir) {
         Ok(m) => m,
-        Err(e) => return Visited::Note(format!("{}: unreadable ({})", dir.display(), short_io(&e))),
+        Err(e) => {
+            return Visited::Note(format!("{}: unreadable ({})", dir.display(), short_io(&e)))
+        }
     };
     if !meta.is_dir() {
         return Visited::NotADir;
     }
-    let log = pick_cached(dir, meta.modified().ok()).map_err(|e| format!("{}: unreadable directory ({})", dir.display(), short_io(&e)));
-    Visited::Dir { key: file_key(&meta), log }
+    let log = pick_cached(dir, meta.modified().ok())
+        .map_err(|e| format!("{}: unreadable directory ({})", dir.display(), short_io(&e)));
+    Visited::Dir {
+        key: file_key(&meta),
+        log,
+    }
 }
 
 /// Put a walk together in order: notes where they occurred, each physical directory once
 /// (symlink aliases). Returns (item index, directory).
-pub fn assemble(items: Vec<WalkItem>, visited: Vec<Option<Visited>>, notes: &mut Vec<String>) -> Vec<(usize, SessionDir)> {
+pub fn assemble(
+    items: Vec<WalkItem>,
+    visited: Vec<Option<Visited>>,
+    notes: &mut Vec<String>,
+) -> Vec<(usize, SessionDir)> {
     let mut seen: HashSet<(u64, u64)> = HashSet::new();
     let mut out = Vec::new();
     for (i, (item, v)) in items.into_iter().zip(visited).enumerate() {
@@ -286,8 +331,14 @@ pub fn candidate_dirs(home: &Path, id: &str) -> Vec<PathBuf> {
         return Vec::new();
     }
     let seg = encode_segment(id);
-    let Ok(rd) = fs::read_dir(home.join("sessions")) else { return Vec::new() };
-    let mut v: Vec<PathBuf> = rd.flatten().map(|e| e.path().join(&seg)).filter(|p| p.is_dir()).collect();
+    let Ok(rd) = fs::read_dir(home.join("sessions")) else {
+        return Vec::new();
+    };
+    let mut v: Vec<PathBuf> = rd
+        .flatten()
+        .map(|e| e.path().join(&seg))
+        .filter(|p| p.is_dir())
+        .collect();
     v.sort();
     v
 }
@@ -318,10 +369,29 @@ mod tests {
     #[test]
     fn canonical_names_only() {
         assert_eq!(parse_log_name("session.jsonl"), Some((0, Encoding::Plain)));
-        assert_eq!(parse_log_name("session.jsonl.zstd"), Some((0, Encoding::Zstd)));
-        assert_eq!(parse_log_name("session.v4.jsonl.zstd"), Some((4, Encoding::Zstd)));
-        assert_eq!(parse_log_name("session.v12.jsonl"), Some((12, Encoding::Plain)));
-        for bad in ["session.v0.jsonl", "session.v04.jsonl", "Session.jsonl", "session.V4.jsonl", "session.v4.jsonl.zstd.tmp", "session.jsonl.tmp", "session.v.jsonl", "session.lock", "x.jsonl"] {
+        assert_eq!(
+            parse_log_name("session.jsonl.zstd"),
+            Some((0, Encoding::Zstd))
+        );
+        assert_eq!(
+            parse_log_name("session.v4.jsonl.zstd"),
+            Some((4, Encoding::Zstd))
+        );
+        assert_eq!(
+            parse_log_name("session.v12.jsonl"),
+            Some((12, Encoding::Plain))
+        );
+        for bad in [
+            "session.v0.jsonl",
+            "session.v04.jsonl",
+            "Session.jsonl",
+            "session.V4.jsonl",
+            "session.v4.jsonl.zstd.tmp",
+            "session.jsonl.tmp",
+            "session.v.jsonl",
+            "session.lock",
+            "x.jsonl",
+        ] {
             assert_eq!(parse_log_name(bad), None, "{bad}");
         }
     }
@@ -329,7 +399,15 @@ mod tests {
     #[test]
     fn newest_generation_wins() {
         let d = tempfile::tempdir().unwrap();
-        for n in ["session.jsonl.zstd", "session.v3.jsonl", "session.v4.jsonl.zstd", "session.v4.jsonl", "session.v10.jsonl.tmp", "session.v05.jsonl", "session.lock"] {
+        for n in [
+            "session.jsonl.zstd",
+            "session.v3.jsonl",
+            "session.v4.jsonl.zstd",
+            "session.v4.jsonl",
+            "session.v10.jsonl.tmp",
+            "session.v05.jsonl",
+            "session.lock",
+        ] {
             fs::write(d.path().join(n), b"").unwrap();
         }
         let g = pick_generation(d.path()).unwrap().unwrap();

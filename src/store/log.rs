@@ -9,7 +9,9 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::fold::Fold;
-use super::frames::{find_magic, frame_decoder, next_complete_frame, scan_frame, FrameScan, Loc, Windowed, LINE_CAP};
+use super::frames::{
+    find_magic, frame_decoder, next_complete_frame, scan_frame, FrameScan, Loc, Windowed, LINE_CAP,
+};
 
 /// Physical encoding of a log file: `.jsonl.zstd` or `.jsonl`
 /// [R8 `packages/session/session-persistence-jsonl/src/format.ts` `logSuffix`].
@@ -44,11 +46,20 @@ impl Default for Scratch {
 
 impl Scratch {
     pub fn new() -> Scratch {
-        Scratch { dctx: zstd::zstd_safe::DCtx::create(), buf: vec![0u8; 64 * 1024], cbuf: Vec::new(), out: Vec::new(), window: Vec::new() }
+        Scratch {
+            dctx: zstd::zstd_safe::DCtx::create(),
+            buf: vec![0u8; 64 * 1024],
+            cbuf: Vec::new(),
+            out: Vec::new(),
+            window: Vec::new(),
+        }
     }
 
     /// A single-frame streaming decoder over `input`, using this context.
-    pub(crate) fn stream_decoder<R: BufRead>(&mut self, input: R) -> io::Result<zstd::stream::read::Decoder<'_, R>> {
+    pub(crate) fn stream_decoder<R: BufRead>(
+        &mut self,
+        input: R,
+    ) -> io::Result<zstd::stream::read::Decoder<'_, R>> {
         self.dctx
             .reset(zstd::zstd_safe::ResetDirective::SessionOnly)
             .map_err(|c| io::Error::other(zstd::zstd_safe::get_error_name(c)))?;
@@ -57,7 +68,11 @@ impl Scratch {
 
     pub(crate) fn take_window(&mut self) -> Vec<u8> {
         let w = std::mem::take(&mut self.window);
-        if w.len() == WINDOW { w } else { vec![0u8; WINDOW] }
+        if w.len() == WINDOW {
+            w
+        } else {
+            vec![0u8; WINDOW]
+        }
     }
 
     pub(crate) fn put_window(&mut self, w: Vec<u8>) {
@@ -96,7 +111,13 @@ pub(crate) fn decode_unit<R: Read + Seek>(
         let dec = zstd::stream::read::Decoder::with_context(input, &mut sc.dctx).single_frame();
         return Ok(stream_into(dec, &mut sc.buf, sink));
     }
-    let Scratch { dctx, buf, cbuf, out, .. } = sc;
+    let Scratch {
+        dctx,
+        buf,
+        cbuf,
+        out,
+        ..
+    } = sc;
     cbuf.clear();
     cbuf.resize(len as usize, 0);
     r.seek(SeekFrom::Start(start))?;
@@ -121,7 +142,11 @@ pub(crate) fn decode_unit<R: Read + Seek>(
     Ok(stream_into(dec, buf, sink))
 }
 
-fn stream_into<D: Read>(mut dec: D, buf: &mut [u8], sink: &mut dyn FnMut(&[u8], u64)) -> Result<(), String> {
+fn stream_into<D: Read>(
+    mut dec: D,
+    buf: &mut [u8],
+    sink: &mut dyn FnMut(&[u8], u64),
+) -> Result<(), String> {
     let mut inner = 0u64;
     loop {
         let n = match dec.read(buf) {
@@ -138,7 +163,12 @@ fn stream_into<D: Read>(mut dec: D, buf: &mut [u8], sink: &mut dyn FnMut(&[u8], 
 /// Continue `fold` over `r` (whose trusted size is `size`). Returns the committed fold (safe to
 /// cache and to resume from) and, when the last zstd frame is torn, a view that also holds the
 /// complete lines of that torn frame.
-pub fn continue_fold<R: Read + Seek>(r: &mut R, enc: Encoding, size: u64, mut fold: Fold) -> io::Result<(Fold, Option<Fold>)> {
+pub fn continue_fold<R: Read + Seek>(
+    r: &mut R,
+    enc: Encoding,
+    size: u64,
+    mut fold: Fold,
+) -> io::Result<(Fold, Option<Fold>)> {
     match enc {
         Encoding::Plain => {
             let start = fold.offset;
@@ -151,7 +181,13 @@ pub fn continue_fold<R: Read + Seek>(r: &mut R, enc: Encoding, size: u64, mut fo
                 if n == 0 {
                     break;
                 }
-                fold.feed(&buf[..n], Loc { frame: 0, inner: pos });
+                fold.feed(
+                    &buf[..n],
+                    Loc {
+                        frame: 0,
+                        inner: pos,
+                    },
+                );
                 pos += n as u64;
             }
             // A final line without its newline is a torn tail: not committed, re-read next time
@@ -208,18 +244,40 @@ pub fn continue_fold<R: Read + Seek>(r: &mut R, enc: Encoding, size: u64, mut fo
     }
 }
 
-fn decode_frame<R: Read + Seek>(r: &mut R, start: u64, end: u64, fold: &mut Fold, sc: &mut Scratch) {
-    let res = decode_unit(r, start, end, sc, &mut |chunk, inner| fold.feed(chunk, Loc { frame: start, inner }));
+fn decode_frame<R: Read + Seek>(
+    r: &mut R,
+    start: u64,
+    end: u64,
+    fold: &mut Fold,
+    sc: &mut Scratch,
+) {
+    let res = decode_unit(r, start, end, sc, &mut |chunk, inner| {
+        fold.feed(
+            chunk,
+            Loc {
+                frame: start,
+                inner,
+            },
+        )
+    });
     let why = match res {
         Ok(Ok(())) => return,
         Ok(Err(why)) => why,
         Err(e) => e.to_string(),
     };
-    fold.note(format!("corrupt zstd frame at byte {start} ({why}); skipped the rest of it"));
+    fold.note(format!(
+        "corrupt zstd frame at byte {start} ({why}); skipped the rest of it"
+    ));
     fold.splitter.drop_partial();
 }
 
-fn decode_into<R: Read + Seek>(r: &mut R, start: u64, len: u64, fold: &mut Fold, sc: &mut Scratch) -> io::Result<()> {
+fn decode_into<R: Read + Seek>(
+    r: &mut R,
+    start: u64,
+    len: u64,
+    fold: &mut Fold,
+    sc: &mut Scratch,
+) -> io::Result<()> {
     r.seek(SeekFrom::Start(start))?;
     sc.dctx
         .reset(zstd::zstd_safe::ResetDirective::SessionOnly)
@@ -234,7 +292,13 @@ fn decode_into<R: Read + Seek>(r: &mut R, start: u64, len: u64, fold: &mut Fold,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         };
-        fold.feed(&sc.buf[..n], Loc { frame: start, inner });
+        fold.feed(
+            &sc.buf[..n],
+            Loc {
+                frame: start,
+                inner,
+            },
+        );
         inner += n as u64;
     }
 }
@@ -255,10 +319,20 @@ pub fn fetch_events(src: &Source<'_>, wanted: &[(u64, Loc)]) -> HashMap<u64, Val
     }
     // zstd: one open file, one read-ahead window and one decoder context for all the frames.
     let mut reuse = match src {
-        Source::File { path, enc: Encoding::Zstd } => File::open(path)
+        Source::File {
+            path,
+            enc: Encoding::Zstd,
+        } => File::open(path)
             .and_then(|f| Ok((f.metadata()?.len(), f)))
             .ok()
-            .map(|(size, f)| (size, Windowed::new(f, 64 * 1024), Scratch::new(), Vec::new())),
+            .map(|(size, f)| {
+                (
+                    size,
+                    Windowed::new(f, 64 * 1024),
+                    Scratch::new(),
+                    Vec::new(),
+                )
+            }),
         _ => None,
     };
     for (frame, mut items) in groups {
@@ -284,7 +358,9 @@ fn fetch_in_frame<R: Read + Seek>(
     items: &[(u64, u64)],
     out: &mut HashMap<u64, Value>,
 ) -> bool {
-    let Ok(FrameScan::Frame { end }) = scan_frame(w, frame, size) else { return false };
+    let Ok(FrameScan::Frame { end }) = scan_frame(w, frame, size) else {
+        return false;
+    };
     buf.clear();
     let mut big = false;
     let res = decode_unit(w, frame, end, sc, &mut |chunk, _| {
@@ -299,8 +375,12 @@ fn fetch_in_frame<R: Read + Seek>(
     }
     let mut lines = Vec::with_capacity(items.len());
     for &(inner, seq) in items {
-        let Some(rest) = buf.get(inner as usize..) else { return false };
-        let Some(nl) = memchr::memchr(b'\n', rest) else { return false };
+        let Some(rest) = buf.get(inner as usize..) else {
+            return false;
+        };
+        let Some(nl) = memchr::memchr(b'\n', rest) else {
+            return false;
+        };
         lines.push((seq, &rest[..nl]));
     }
     for (seq, line) in lines {
@@ -319,7 +399,12 @@ fn fetch_in_frame<R: Read + Seek>(
     true
 }
 
-fn fetch_group(src: &Source<'_>, frame: u64, items: &[(u64, u64)], out: &mut HashMap<u64, Value>) -> io::Result<()> {
+fn fetch_group(
+    src: &Source<'_>,
+    frame: u64,
+    items: &[(u64, u64)],
+    out: &mut HashMap<u64, Value>,
+) -> io::Result<()> {
     let mut keep = |seq: u64, line: &[u8]| {
         if line.len() > LINE_CAP {
             return;
@@ -333,21 +418,31 @@ fn fetch_group(src: &Source<'_>, frame: u64, items: &[(u64, u64)], out: &mut Has
     match src {
         Source::Memory(bytes) => {
             for &(inner, seq) in items {
-                let Some(rest) = bytes.get(inner as usize..) else { continue };
+                let Some(rest) = bytes.get(inner as usize..) else {
+                    continue;
+                };
                 let end = rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len());
                 keep(seq, &rest[..end]);
             }
         }
-        Source::File { path, enc: Encoding::Plain } => {
+        Source::File {
+            path,
+            enc: Encoding::Plain,
+        } => {
             let mut reader = BufReader::new(File::open(path)?);
             for &(inner, seq) in items {
                 reader.seek(SeekFrom::Start(inner))?;
                 let mut line = Vec::new();
-                (&mut reader).take(LINE_CAP as u64 + 1).read_until(b'\n', &mut line)?;
+                (&mut reader)
+                    .take(LINE_CAP as u64 + 1)
+                    .read_until(b'\n', &mut line)?;
                 keep(seq, &line);
             }
         }
-        Source::File { path, enc: Encoding::Zstd } => {
+        Source::File {
+            path,
+            enc: Encoding::Zstd,
+        } => {
             let mut f = File::open(path)?;
             let size = f.metadata()?.len();
             f.seek(SeekFrom::Start(frame))?;
@@ -361,7 +456,9 @@ fn fetch_group(src: &Source<'_>, frame: u64, items: &[(u64, u64)], out: &mut Has
                 io::copy(&mut (&mut reader).take(inner - pos), &mut io::sink())?;
                 pos = inner;
                 let mut line = Vec::new();
-                let n = (&mut reader).take(LINE_CAP as u64 + 1).read_until(b'\n', &mut line)?;
+                let n = (&mut reader)
+                    .take(LINE_CAP as u64 + 1)
+                    .read_until(b'\n', &mut line)?;
                 pos += n as u64;
                 keep(seq, &line);
             }

@@ -79,7 +79,10 @@ pub enum Landing {
 /// [R8 `packages/util/home-paths/src/index.ts` `resolveDshHome`]
 pub fn resolve_dsh_home(explicit: Option<&str>) -> PathBuf {
     fn expand(p: &str) -> PathBuf {
-        let home = std::env::var_os("HOME").or_else(|| std::env::var_os("USERPROFILE")).map(PathBuf::from).unwrap_or_default();
+        let home = std::env::var_os("HOME")
+            .or_else(|| std::env::var_os("USERPROFILE"))
+            .map(PathBuf::from)
+            .unwrap_or_default();
         if p == "~" {
             home
         } else if let Some(rest) = p.strip_prefix("~/").or_else(|| p.strip_prefix("~\\")) {
@@ -125,7 +128,10 @@ pub enum Lookup {
 }
 
 fn rel(home: &Path, p: &Path) -> String {
-    p.strip_prefix(home.join("sessions")).unwrap_or(p).display().to_string()
+    p.strip_prefix(home.join("sessions"))
+        .unwrap_or(p)
+        .display()
+        .to_string()
 }
 
 fn stored(home: &Path, s: index::Scanned, notes: &mut Vec<String>) -> Option<StoredSession> {
@@ -139,7 +145,10 @@ fn stored(home: &Path, s: index::Scanned, notes: &mut Vec<String>) -> Option<Sto
         }
     };
     let Some(h) = fold.header.as_ref() else {
-        let why = fold.header_error.clone().unwrap_or_else(|| "empty log (no header line)".into());
+        let why = fold
+            .header_error
+            .clone()
+            .unwrap_or_else(|| "empty log (no header line)".into());
         notes.push(format!("{where_}: {why}"));
         return None;
     };
@@ -162,7 +171,11 @@ pub fn list_sessions(home: &Path) -> Listing {
             if seen.insert(st.meta.id.clone()) {
                 sessions.push(st);
             } else {
-                notes.push(format!("{}: duplicate session id {}; ignored", rel(home, &st.log.path), st.meta.id));
+                notes.push(format!(
+                    "{}: duplicate session id {}; ignored",
+                    rel(home, &st.log.path),
+                    st.meta.id
+                ));
             }
         }
     }
@@ -178,11 +191,18 @@ pub struct BriefSession {
 
 impl BriefSession {
     pub fn header(&self) -> &Header {
-        self.brief.header.as_ref().expect("a listed brief has a header")
+        self.brief
+            .header
+            .as_ref()
+            .expect("a listed brief has a header")
     }
 
     pub fn meta(&self) -> SessionMeta {
-        SessionMeta::from_header(self.header(), self.brief.display_title(), self.log.path.clone())
+        SessionMeta::from_header(
+            self.header(),
+            self.brief.display_title(),
+            self.log.path.clone(),
+        )
     }
 }
 
@@ -196,7 +216,9 @@ pub struct BriefListing {
 
 fn strip_notes(home: &Path, raw: Vec<String>) -> Vec<String> {
     let prefix = format!("{}/", home.join("sessions").display());
-    raw.into_iter().map(|n| n.strip_prefix(&prefix).map(str::to_string).unwrap_or(n)).collect()
+    raw.into_iter()
+        .map(|n| n.strip_prefix(&prefix).map(str::to_string).unwrap_or(n))
+        .collect()
 }
 
 /// List every session under `home` for a listing (cached, incremental, parallel on a cold start).
@@ -218,7 +240,10 @@ pub fn list_briefs(home: &Path) -> BriefListing {
             }
         };
         let Some(h) = b.header.as_ref() else {
-            let why = b.header_error.clone().unwrap_or_else(|| "empty log (no header line)".into());
+            let why = b
+                .header_error
+                .clone()
+                .unwrap_or_else(|| "empty log (no header line)".into());
             notes.push(format!("{}: {why}", where_(&log)));
             continue;
         };
@@ -228,7 +253,11 @@ pub fn list_briefs(home: &Path) -> BriefListing {
         if seen.insert(h.id.clone()) {
             sessions.push(BriefSession { log, brief: b });
         } else {
-            notes.push(format!("{}: duplicate session id {}; ignored", where_(&log), h.id));
+            notes.push(format!(
+                "{}: duplicate session id {}; ignored",
+                where_(&log),
+                h.id
+            ));
         }
     }
     BriefListing { sessions, notes }
@@ -246,13 +275,25 @@ pub fn load_session(home: &Path, id: &str) -> Lookup {
                 continue;
             }
             Err(e) => {
-                unreadable = Some(format!("{}: unreadable directory ({})", rel(home, &dir), layout::short_io(&e)));
+                unreadable = Some(format!(
+                    "{}: unreadable directory ({})",
+                    rel(home, &dir),
+                    layout::short_io(&e)
+                ));
                 continue;
             }
         };
         let mut notes = Vec::new();
         let fold = index::load_log(&log);
-        match stored(home, index::Scanned { dir, log: Some(log), fold }, &mut notes) {
+        match stored(
+            home,
+            index::Scanned {
+                dir,
+                log: Some(log),
+                fold,
+            },
+            &mut notes,
+        ) {
             Some(st) if st.meta.id == id => return Lookup::Found(st),
             Some(_) => {}
             None => unreadable = notes.pop(),
@@ -262,13 +303,30 @@ pub fn load_session(home: &Path, id: &str) -> Lookup {
         return Lookup::Unreadable(u);
     }
     // The directory is not named after the id: find it by header (briefs, not full folds).
-    let Some(hit) = list_briefs(home).sessions.into_iter().find(|s| s.header().id == id) else {
+    let Some(hit) = list_briefs(home)
+        .sessions
+        .into_iter()
+        .find(|s| s.header().id == id)
+    else {
         return Lookup::NotFound;
     };
-    let dir = hit.log.path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let dir = hit
+        .log
+        .path
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
     let fold = index::load_log(&hit.log);
     let mut notes = Vec::new();
-    match stored(home, index::Scanned { dir, log: Some(hit.log), fold }, &mut notes) {
+    match stored(
+        home,
+        index::Scanned {
+            dir,
+            log: Some(hit.log),
+            fold,
+        },
+        &mut notes,
+    ) {
         Some(st) if st.meta.id == id => Lookup::Found(st),
         // The file changed between the two reads.
         _ => Lookup::NotFound,
@@ -289,7 +347,13 @@ pub fn find_session(home: &Path, id: &str) -> Option<SessionMeta> {
         };
         match index::load_brief(&log) {
             Ok(b) => match &b.header {
-                Some(h) if h.id == id => return Some(SessionMeta::from_header(h, b.display_title(), log.path.clone())),
+                Some(h) if h.id == id => {
+                    return Some(SessionMeta::from_header(
+                        h,
+                        b.display_title(),
+                        log.path.clone(),
+                    ))
+                }
                 Some(_) => {}
                 None => unreadable = true,
             },
@@ -299,7 +363,11 @@ pub fn find_session(home: &Path, id: &str) -> Option<SessionMeta> {
     if unreadable {
         return None;
     }
-    list_briefs(home).sessions.into_iter().find(|s| s.header().id == id).map(|s| s.meta())
+    list_briefs(home)
+        .sessions
+        .into_iter()
+        .find(|s| s.header().id == id)
+        .map(|s| s.meta())
 }
 
 /// Everything the log says about one request id (`source.rpcId`) in one session, ignoring the
@@ -321,5 +389,6 @@ pub fn find_request(home: &Path, session_id: &str, rpc_id: &str) -> Option<Landi
     if let Some((seq, turn)) = t.landed {
         return Some(Landing::Landed { seq, turn });
     }
-    t.queued.map(|(seq, target)| Landing::Queued { seq, target })
+    t.queued
+        .map(|(seq, target)| Landing::Queued { seq, target })
 }

@@ -61,7 +61,16 @@ impl LogBuilder {
     }
 
     fn with(header: Value, v4: bool) -> LogBuilder {
-        LogBuilder { header, batches: vec![Vec::new()], seq: 0, surface: Vec::new(), v4, turn: 0, step: 0, ids: 0 }
+        LogBuilder {
+            header,
+            batches: vec![Vec::new()],
+            seq: 0,
+            surface: Vec::new(),
+            v4,
+            turn: 0,
+            step: 0,
+            ids: 0,
+        }
     }
 
     fn time(&self) -> u64 {
@@ -71,7 +80,11 @@ impl LogBuilder {
     fn id(&mut self) -> String {
         self.ids += 1;
         let h = self.header["id"].as_str().unwrap_or("x").len() as u64;
-        format!("{:08x}-0000-4000-8000-{:012x}", self.ids, h * 1000 + self.ids)
+        format!(
+            "{:08x}-0000-4000-8000-{:012x}",
+            self.ids,
+            h * 1000 + self.ids
+        )
     }
 
     /// Append a raw row to the current batch.
@@ -105,8 +118,16 @@ impl LogBuilder {
         if op == "append" {
             self.surface.push(seq);
         } else {
-            let a = op.get("start").or(op.get("startSeq")).and_then(Value::as_u64).unwrap();
-            let z = op.get("end").or(op.get("endSeq")).and_then(Value::as_u64).unwrap();
+            let a = op
+                .get("start")
+                .or(op.get("startSeq"))
+                .and_then(Value::as_u64)
+                .unwrap();
+            let z = op
+                .get("end")
+                .or(op.get("endSeq"))
+                .and_then(Value::as_u64)
+                .unwrap();
             let i = self.surface.iter().position(|&x| x == a).unwrap();
             let j = self.surface.iter().position(|&x| x == z).unwrap();
             self.surface.splice(i..=j, [seq]);
@@ -133,13 +154,19 @@ impl LogBuilder {
     /// the landed `user/message`, the runtime-context snapshot. Returns the prompt's seq.
     pub fn prompt(&mut self, text: &str, rpc: &str) -> u64 {
         let msg = self.user_msg(text, json!({"kind":"user","rpcId":rpc}));
-        self.ev("agent/inbox/spliced", json!({"target":"next-turn","start":0,"inserted":[msg.clone()]}));
+        self.ev(
+            "agent/inbox/spliced",
+            json!({"target":"next-turn","start":0,"inserted":[msg.clone()]}),
+        );
         self.flush();
         self.turn += 1;
         self.step = 1;
         let turn = self.turn;
         self.ev("turn/start", json!({"turn":turn}));
-        self.ev("agent/inbox/spliced", json!({"target":"next-turn","start":0,"removedCount":1,"inserted":[]}));
+        self.ev(
+            "agent/inbox/spliced",
+            json!({"target":"next-turn","start":0,"removedCount":1,"inserted":[]}),
+        );
         self.ev("step/start", json!({"turn":turn,"step":1}));
         if self.v4 {
             let sys = json!({"turn":turn,"step":1,"message":{"id":self.id(),"role":"system","source":{"kind":"system-prompt"},"content":[{"type":"text","text":"You are a coding agent."}]}});
@@ -158,17 +185,27 @@ impl LogBuilder {
     }
 
     pub fn title(&mut self, title: &str, source: Value, message_seqs: &[u64]) -> u64 {
-        self.ev("session/title", json!({"title":title,"messageSeqs":message_seqs,"source":source}))
+        self.ev(
+            "session/title",
+            json!({"title":title,"messageSeqs":message_seqs,"source":source}),
+        )
     }
 
     /// Model streaming rows (rc.8 `assistant/chunk` + a packed `text-chunks` row), then the message.
     pub fn reply(&mut self, text: &str, provider: &str, model: &str) -> u64 {
         let (turn, step) = (self.turn, self.step);
         let mut sources = Vec::new();
-        self.ev("request/header", json!({"header":{"config":{"provider":provider,"model":model}},"reason":"initial"}));
+        self.ev(
+            "request/header",
+            json!({"header":{"config":{"provider":provider,"model":model}},"reason":"initial"}),
+        );
         if !self.v4 {
             sources.push(self.ev("assistant/chunk", json!({"turn":turn,"step":step,"chunk":{"type":"block-start","index":0,"blockType":"text"}})));
-            let parts: Vec<String> = text.as_bytes().chunks(8).map(|c| String::from_utf8_lossy(c).into_owned()).collect();
+            let parts: Vec<String> = text
+                .as_bytes()
+                .chunks(8)
+                .map(|c| String::from_utf8_lossy(c).into_owned())
+                .collect();
             if parts.len() >= 3 {
                 let seq0 = self.seq;
                 let dt: Vec<u64> = vec![1; parts.len() - 1];
@@ -179,23 +216,42 @@ impl LogBuilder {
                 }
                 self.seq += parts.len() as u64;
             }
-            sources.push(self.ev("assistant/chunk", json!({"turn":turn,"step":step,"chunk":{"type":"finish","reason":{"kind":"stop"}}})));
+            sources.push(self.ev(
+                "assistant/chunk",
+                json!({"turn":turn,"step":step,"chunk":{"type":"finish","reason":{"kind":"stop"}}}),
+            ));
         }
         let mut data = json!({"turn":turn,"step":step,"message":{"role":"assistant","content":[{"type":"reasoning","text":"SECRET REASONING"},{"type":"text","text":text}],"source":{"kind":"model","provider":provider,"model":model},"id":self.id()},"usage":{"inputTokens":10,"outputTokens":5}});
         if self.v4 {
             data["stream"] = json!([]);
         }
-        let seq = self.surf("assistant/message", data, "append".into(), if self.v4 { None } else { Some(sources) });
+        let seq = self.surf(
+            "assistant/message",
+            data,
+            "append".into(),
+            if self.v4 { None } else { Some(sources) },
+        );
         self.ev("step/end", json!({"turn":turn,"step":step}));
         seq
     }
 
     /// One tool round: assistant tool-call message, tool/call, tool/result (V0 wrapper or V4 tool role).
-    pub fn tool_round(&mut self, call: &str, name: &str, args: &str, result: &str, provider: &str, model: &str) -> u64 {
+    pub fn tool_round(
+        &mut self,
+        call: &str,
+        name: &str,
+        args: &str,
+        result: &str,
+        provider: &str,
+        model: &str,
+    ) -> u64 {
         let (turn, step) = (self.turn, self.step);
         let data = json!({"turn":turn,"step":step,"message":{"role":"assistant","content":[{"type":"tool-call","id":call,"name":name,"arguments":args}],"source":{"kind":"model","provider":provider,"model":model},"id":self.id()}});
         self.surf("assistant/message", data, "append".into(), None);
-        let call_seq = self.ev("tool/call", json!({"turn":turn,"step":step,"callId":call,"name":name,"arguments":args}));
+        let call_seq = self.ev(
+            "tool/call",
+            json!({"turn":turn,"step":step,"callId":call,"name":name,"arguments":args}),
+        );
         let seq = self.tool_result(call, result, json!("append"), Some(vec![call_seq]));
         self.ev("step/end", json!({"turn":turn,"step":step}));
         self.step += 1;
@@ -204,19 +260,33 @@ impl LogBuilder {
         seq
     }
 
-    pub fn tool_result(&mut self, call: &str, result: &str, op: Value, sources: Option<Vec<u64>>) -> u64 {
+    pub fn tool_result(
+        &mut self,
+        call: &str,
+        result: &str,
+        op: Value,
+        sources: Option<Vec<u64>>,
+    ) -> u64 {
         let (turn, step) = (self.turn, self.step);
         let message = if self.v4 {
             json!({"id":self.id(),"role":"tool","source":{"kind":"tool","callId":call},"toolCallId":call,"content":[{"type":"text","text":result}]})
         } else {
             json!({"source":{"kind":"tool","callId":call},"content":[{"type":"tool-result","toolCallId":call,"content":[{"type":"text","text":result}],"isError":false}],"role":"user","id":self.id()})
         };
-        self.surf("tool/result", json!({"turn":turn,"step":step,"message":message}), op, sources)
+        self.surf(
+            "tool/result",
+            json!({"turn":turn,"step":step,"message":message}),
+            op,
+            sources,
+        )
     }
 
     pub fn end_turn(&mut self) {
         let turn = self.turn;
-        self.ev("turn/end", json!({"turn":turn,"reason":{"kind":"completed"}}));
+        self.ev(
+            "turn/end",
+            json!({"turn":turn,"reason":{"kind":"completed"}}),
+        );
         self.flush();
     }
 
@@ -227,10 +297,20 @@ impl LogBuilder {
         let j = self.surface.iter().position(|&x| x == end).unwrap();
         let shadowed: Vec<u64> = self.surface[i..=j].to_vec();
         let shadowed = &shadowed[..];
-        let start_seq = self.ev("compaction/start", json!({"compactionId":"cmp-1","turn":null}));
+        let start_seq = self.ev(
+            "compaction/start",
+            json!({"compactionId":"cmp-1","turn":null}),
+        );
         let summary_seq = self.ev("compaction/summary", json!({"compactionId":"cmp-1","summary":[{"type":"text","text":summary}],"shadowedRange":{"start":start,"end":end},"shadowedSeqs":shadowed,"shadowedTokenCount":1000,"provider":"p","model":"m"}));
-        let src = if self.v4 { json!({"kind":"compact-checkpoint","compactionId":"cmp-1"}) } else { json!({"kind":"plugin","plugin":"compact","compactionId":"cmp-1"}) };
-        let msg = self.user_msg(&format!("<compaction-summary>\n{summary}\n</compaction-summary>"), src);
+        let src = if self.v4 {
+            json!({"kind":"compact-checkpoint","compactionId":"cmp-1"})
+        } else {
+            json!({"kind":"plugin","plugin":"compact","compactionId":"cmp-1"})
+        };
+        let msg = self.user_msg(
+            &format!("<compaction-summary>\n{summary}\n</compaction-summary>"),
+            src,
+        );
         let mut sources = vec![start_seq, summary_seq];
         sources.extend_from_slice(shadowed);
         let op = self.replace(start, end);
@@ -250,7 +330,10 @@ impl LogBuilder {
     /// A steer/queue delivery from another session still pending in the inbox.
     pub fn queued(&mut self, text: &str, rpc: &str, target: &str) -> u64 {
         let msg = self.user_msg(text, json!({"kind":"user","rpcId":rpc}));
-        let s = self.ev("agent/inbox/spliced", json!({"target":target,"start":0,"inserted":[msg]}));
+        let s = self.ev(
+            "agent/inbox/spliced",
+            json!({"target":target,"start":0,"inserted":[msg]}),
+        );
         self.flush();
         s
     }
@@ -302,12 +385,34 @@ pub fn main_v0() -> LogBuilder {
     b.ev("permission/preset", json!({"preset":"workspace-write"}));
     b.ev("sandbox/mode", json!({"mode":"workspace-write"}));
     b.ev("approval/policy", json!({"policy":"ask"}));
-    let p1 = b.prompt("Fix the newapi reasoning-effort config for every model entry", "22915");
-    b.title("Fix the newapi reasoning", json!({"kind":"fallback"}), &[p1]);
-    let r = b.tool_round("call_1", "read_file", r#"{"path":"config.yaml"}"#, &"models:\n  - id: flash\n".repeat(40), DS.0, DS.1);
-    let r1 = b.reply("fixed. root cause: reasoningEfforts was never declared per model entry", DS.0, DS.1);
+    let p1 = b.prompt(
+        "Fix the newapi reasoning-effort config for every model entry",
+        "22915",
+    );
+    b.title(
+        "Fix the newapi reasoning",
+        json!({"kind":"fallback"}),
+        &[p1],
+    );
+    let r = b.tool_round(
+        "call_1",
+        "read_file",
+        r#"{"path":"config.yaml"}"#,
+        &"models:\n  - id: flash\n".repeat(40),
+        DS.0,
+        DS.1,
+    );
+    let r1 = b.reply(
+        "fixed. root cause: reasoningEfforts was never declared per model entry",
+        DS.0,
+        DS.1,
+    );
     b.end_turn();
-    b.title("Fix the newapi reasoning-effort config", json!({"kind":"provider","provider":"session-title-first-prompt-llm"}), &[p1]);
+    b.title(
+        "Fix the newapi reasoning-effort config",
+        json!({"kind":"provider","provider":"session-title-first-prompt-llm"}),
+        &[p1],
+    );
     b.flush();
     b.prune(r, "call_1", "[pruned: 480 chars]");
     b.flush();
@@ -315,15 +420,29 @@ pub fn main_v0() -> LogBuilder {
         "Cross-session message from another session of this harness.\nfrom-session: session-4b91c0de-1f2a-4c3b-9d8e-7f6a5b4c3d2e (\"Port the parser\")\ndelivery: queue\n--- message begins ---\nplease also check the selector\n--- message ends ---",
         REQ_LANDED,
     );
-    let notice = b.user_msg("Plan mode is on: propose before editing.", json!({"kind":"plugin","plugin":"plan-mode","form":"notice","summary":"plan mode on"}));
+    let notice = b.user_msg(
+        "Plan mode is on: propose before editing.",
+        json!({"kind":"plugin","plugin":"plan-mode","form":"notice","summary":"plan mode on"}),
+    );
     b.surf("user/message", notice, "append".into(), None);
-    let reminder = b.user_msg("<system-reminder>\nFollow AGENTS.md\n</system-reminder>", json!({"kind":"plugin","plugin":"agent-instructions"}));
+    let reminder = b.user_msg(
+        "<system-reminder>\nFollow AGENTS.md\n</system-reminder>",
+        json!({"kind":"plugin","plugin":"agent-instructions"}),
+    );
     b.surf("user/message", reminder, "append".into(), None);
-    b.reply("the reasoning selector is empty for every model", DS.0, DS.1);
+    b.reply(
+        "the reasoning selector is empty for every model",
+        DS.0,
+        DS.1,
+    );
     b.end_turn();
     let _ = p2;
     // Compact the first turn: from the first prompt through the first reply.
-    b.compact(p1, r1, "Earlier: the user asked to fix the reasoning-effort config.");
+    b.compact(
+        p1,
+        r1,
+        "Earlier: the user asked to fix the reasoning-effort config.",
+    );
     b.ev("brand-new/future-event", json!({"x":1}));
     b.queued("one more thing", REQ_QUEUED, "next-turn");
     b
@@ -336,11 +455,26 @@ pub fn v4_main() -> LogBuilder {
     b.title("Port the parser", json!({"kind":"fallback"}), &[p1]);
     let dev = json!({"turn":1,"step":1,"message":{"id":"dev-1","role":"developer","source":{"kind":"tool-catalog"},"content":[{"type":"text","text":"Tools changed: +grep"}]}});
     b.surf("developer/message", dev, "append".into(), None);
-    b.tool_round("call_a", "grep", r#"{"q":"tokenize"}"#, "src/parse.rs:12: fn tokenize", "deepseek-official", "deepseek-v4-flash");
-    let r1 = b.reply("ported tokenize; tests pass", "deepseek-official", "deepseek-v4-flash");
+    b.tool_round(
+        "call_a",
+        "grep",
+        r#"{"q":"tokenize"}"#,
+        "src/parse.rs:12: fn tokenize",
+        "deepseek-official",
+        "deepseek-v4-flash",
+    );
+    let r1 = b.reply(
+        "ported tokenize; tests pass",
+        "deepseek-official",
+        "deepseek-v4-flash",
+    );
     b.end_turn();
     b.prompt("now the lexer too", REQ_V4);
-    b.reply("lexer ported as well", "deepseek-official", "deepseek-v4-flash");
+    b.reply(
+        "lexer ported as well",
+        "deepseek-official",
+        "deepseek-v4-flash",
+    );
     b.end_turn();
     // Compact everything from the first system message through the first reply.
     b.compact(p1 - 1, r1, "The parser was ported to the new tokenizer.");
@@ -361,13 +495,20 @@ pub fn subagent() -> LogBuilder {
     b.header["parentSession"] = MAIN.into();
     b.header["origin"] = "subagent".into();
     b.header["delegationDepth"] = 1.into();
-    let brief = b.user_msg("Summarize the checkpoint", json!({"kind":"plugin","plugin":"subagent","form":"instructions"}));
+    let brief = b.user_msg(
+        "Summarize the checkpoint",
+        json!({"kind":"plugin","plugin":"subagent","form":"instructions"}),
+    );
     b.turn = 1;
     b.ev("turn/start", json!({"turn":1}));
     b.surf("user/message", brief, "append".into(), None);
     b.reply("done", DS.0, DS.1);
     b.end_turn();
-    b.title("Bounded completed checkpoint", json!({"kind":"provider","provider":"x"}), &[]);
+    b.title(
+        "Bounded completed checkpoint",
+        json!({"kind":"provider","provider":"x"}),
+        &[],
+    );
     b
 }
 
@@ -387,7 +528,10 @@ pub fn fork_v0() -> LogBuilder {
     b.turn = parent.turn;
     b.ids = 100;
     b.flush();
-    b.prompt("continue from here in the fork", "dsh-session-mail:fork-own");
+    b.prompt(
+        "continue from here in the fork",
+        "dsh-session-mail:fork-own",
+    );
     b.reply("fork reply", DS.0, DS.1);
     b.end_turn();
     b
@@ -410,7 +554,10 @@ pub fn fork_v4() -> LogBuilder {
 /// A plain (compression `none`) session with no title event: the fallback title applies.
 pub fn plain() -> LogBuilder {
     let mut b = LogBuilder::v0(PLAIN, Some("/srv/api"), BASE_TIME + 1_000);
-    b.prompt("  Add   retries to the   upload client please, with backoff", "r1");
+    b.prompt(
+        "  Add   retries to the   upload client please, with backoff",
+        "r1",
+    );
     b.reply("added", DS.0, DS.1);
     b.end_turn();
     b
@@ -422,15 +569,27 @@ pub fn fixture_files() -> Vec<(String, Vec<u8>)> {
     vec![
         (s(PROJ, MAIN, "session.jsonl.zstd"), main_v0().zstd()),
         (s(PROJ, V4, "session.v4.jsonl.zstd"), v4_main().zstd()),
-        (s(PROJ, V4, "session.jsonl.zstd"), v4_old_generation().zstd()),
+        (
+            s(PROJ, V4, "session.jsonl.zstd"),
+            v4_old_generation().zstd(),
+        ),
         // Non-canonical names beside it: ignored.
-        (s(PROJ, V4, "session.v5.jsonl.zstd.tmp"), b"partial".to_vec()),
+        (
+            s(PROJ, V4, "session.v5.jsonl.zstd.tmp"),
+            b"partial".to_vec(),
+        ),
         (s(PROJ, V4, "session.v05.jsonl"), b"{}\n".to_vec()),
         (s(PROJ, V4, "session.lock"), Vec::new()),
         (s(PROJ, SUB, "session.jsonl.zstd"), subagent().zstd()),
         (s(PROJ, FORK, "session.jsonl.zstd"), fork_v0().zstd()),
-        (s("--srv-api--", PLAIN, "session.jsonl"), plain().text().into_bytes()),
-        (s("--srv-api--", V4FORK, "session.v4.jsonl.zstd"), fork_v4().zstd()),
+        (
+            s("--srv-api--", PLAIN, "session.jsonl"),
+            plain().text().into_bytes(),
+        ),
+        (
+            s("--srv-api--", V4FORK, "session.v4.jsonl.zstd"),
+            fork_v4().zstd(),
+        ),
     ]
 }
 

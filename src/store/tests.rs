@@ -17,7 +17,11 @@ fn log_of(home: &Path, proj: &str, id: &str, name: &str) -> PathBuf {
 }
 
 fn zlog(path: PathBuf) -> LogFile {
-    LogFile { path, enc: Encoding::Zstd, generation: 0 }
+    LogFile {
+        path,
+        enc: Encoding::Zstd,
+        generation: 0,
+    }
 }
 
 fn frames_in(bytes: &[u8]) -> usize {
@@ -34,12 +38,17 @@ fn frames_in(bytes: &[u8]) -> usize {
 fn committed_fixtures_match_the_generator() {
     let root = fixtures_root();
     for (rel, bytes) in fixture_files() {
-        let on_disk = fs::read(root.join(&rel)).unwrap_or_else(|e| panic!("{rel}: {e} (run regenerate_fixtures)"));
+        let on_disk = fs::read(root.join(&rel))
+            .unwrap_or_else(|e| panic!("{rel}: {e} (run regenerate_fixtures)"));
         if rel.ends_with(".zstd") {
             let a = zstd::stream::decode_all(&on_disk[..]).unwrap();
             let b = zstd::stream::decode_all(&bytes[..]).unwrap();
             assert!(a == b, "{rel} differs from the generator; run `cargo test --lib regenerate_fixtures -- --ignored`");
-            assert_eq!(frames_in(&on_disk), frames_in(&bytes), "{rel}: frame layout");
+            assert_eq!(
+                frames_in(&on_disk),
+                frames_in(&bytes),
+                "{rel}: frame layout"
+            );
         } else {
             assert!(on_disk == bytes, "{rel} differs from the generator");
         }
@@ -51,7 +60,9 @@ fn fixture_logs_are_multi_frame() {
     let bytes = fs::read(log_of(&fixtures_root(), PROJ, MAIN, "session.jsonl.zstd")).unwrap();
     assert!(frames_in(&bytes) >= 8, "{}", frames_in(&bytes));
     // Decoding only the first frame would give the header alone.
-    let first = zstd::stream::read::Decoder::new(&bytes[..]).unwrap().single_frame();
+    let first = zstd::stream::read::Decoder::new(&bytes[..])
+        .unwrap()
+        .single_frame();
     let mut s = String::new();
     std::io::Read::read_to_string(&mut { first }, &mut s).unwrap();
     assert_eq!(s.lines().count(), 1);
@@ -62,9 +73,17 @@ fn listing_the_fixture_home() {
     let home = fixtures_root();
     let l = list_sessions(&home);
     assert!(l.notes.is_empty(), "{:?}", l.notes);
-    let get = |id: &str| l.sessions.iter().find(|s| s.meta.id == id).unwrap_or_else(|| panic!("{id} missing"));
+    let get = |id: &str| {
+        l.sessions
+            .iter()
+            .find(|s| s.meta.id == id)
+            .unwrap_or_else(|| panic!("{id} missing"))
+    };
     assert_eq!(l.sessions.len(), 6);
-    assert_eq!(get(MAIN).meta.title.as_deref(), Some("Fix the newapi reasoning-effort config"));
+    assert_eq!(
+        get(MAIN).meta.title.as_deref(),
+        Some("Fix the newapi reasoning-effort config")
+    );
     // The newest generation (v4) wins over session.jsonl.zstd; .tmp and v05 names are ignored.
     assert_eq!(get(V4).meta.title.as_deref(), Some("Port the parser"));
     assert!(get(V4).log.path.ends_with("session.v4.jsonl.zstd"));
@@ -72,7 +91,10 @@ fn listing_the_fixture_home() {
     assert!(get(FORK).meta.is_fork() && !get(FORK).meta.is_subagent());
     assert_eq!(get(FORK).meta.parent_session.as_deref(), Some(MAIN));
     // No session/title in the plain log: the host's 5-word fallback.
-    assert_eq!(get(PLAIN).meta.title.as_deref(), Some("Add retries to the upload"));
+    assert_eq!(
+        get(PLAIN).meta.title.as_deref(),
+        Some("Add retries to the upload")
+    );
     assert_eq!(get(PLAIN).log.enc, Encoding::Plain);
     assert_eq!(get(MAIN).meta.cwd.as_deref(), Some("/home/ana/proj"));
     assert_eq!(get(MAIN).meta.agent_preset.as_deref(), Some("standard"));
@@ -84,21 +106,28 @@ fn main_v0_surface_after_prune_and_compaction() {
         Lookup::Found(s) => s.fold,
         other => panic!("{other:?}"),
     };
-    let got: Vec<(u64, &str, Class, bool)> = f.surface.iter().map(|n| (n.seq, n.role.name(), n.class, n.replaced)).collect();
+    let got: Vec<(u64, &str, Class, bool)> = f
+        .surface
+        .iter()
+        .map(|n| (n.seq, n.role.name(), n.class, n.replaced))
+        .collect();
     assert_eq!(
         got,
         vec![
             (55, "user", Class::Conversation, true), // compaction checkpoint replacing 7..27
             (37, "user", Class::Conversation, false),
-            (38, "user", Class::Injected, false),   // runtime context snapshot
-            (39, "user", Class::System, false),     // plan-mode notice
-            (40, "user", Class::Injected, false),   // <system-reminder>
+            (38, "user", Class::Injected, false), // runtime context snapshot
+            (39, "user", Class::System, false),   // plan-mode notice
+            (40, "user", Class::Injected, false), // <system-reminder>
             (50, "assistant", Class::Conversation, false),
         ]
     );
     assert_eq!(&*f.surface[0].label, "plugin:compact");
     assert_eq!(f.surface[1].request.as_deref(), Some(REQ_LANDED));
-    assert_eq!(&*f.surface[5].label, "model:opencode-go-deepseek/deepseek-flash");
+    assert_eq!(
+        &*f.surface[5].label,
+        "model:opencode-go-deepseek/deepseek-flash"
+    );
     assert_eq!(f.last_seq, Some(58));
     assert!(f.notes.is_empty(), "{:?}", f.notes);
 }
@@ -109,7 +138,11 @@ fn v4_surface_and_title() {
         Lookup::Found(s) => s.fold,
         other => panic!("{other:?}"),
     };
-    let roles: Vec<(&str, &str, bool)> = f.surface.iter().map(|n| (n.role.name(), &*n.label, n.replaced)).collect();
+    let roles: Vec<(&str, &str, bool)> = f
+        .surface
+        .iter()
+        .map(|n| (n.role.name(), &*n.label, n.replaced))
+        .collect();
     assert_eq!(
         roles,
         vec![
@@ -117,7 +150,11 @@ fn v4_surface_and_title() {
             ("system", "system-prompt", false),
             ("user", "user", false),
             ("user", "runtime-context", false),
-            ("assistant", "model:deepseek-official/deepseek-v4-flash", false),
+            (
+                "assistant",
+                "model:deepseek-official/deepseek-v4-flash",
+                false
+            ),
         ]
     );
     assert_eq!(f.title.as_deref(), Some("Port the parser"));
@@ -126,17 +163,50 @@ fn v4_surface_and_title() {
 #[test]
 fn find_request_landed_queued_and_unknown() {
     let home = fixtures_root();
-    assert_eq!(find_request(&home, MAIN, REQ_LANDED), Some(Landing::Landed { seq: 37, turn: Some(2) }));
-    assert_eq!(find_request(&home, MAIN, "22915"), Some(Landing::Landed { seq: 7, turn: Some(1) }));
-    assert_eq!(find_request(&home, MAIN, REQ_QUEUED), Some(Landing::Queued { seq: 58, target: "next-turn".into() }));
+    assert_eq!(
+        find_request(&home, MAIN, REQ_LANDED),
+        Some(Landing::Landed {
+            seq: 37,
+            turn: Some(2)
+        })
+    );
+    assert_eq!(
+        find_request(&home, MAIN, "22915"),
+        Some(Landing::Landed {
+            seq: 7,
+            turn: Some(1)
+        })
+    );
+    assert_eq!(
+        find_request(&home, MAIN, REQ_QUEUED),
+        Some(Landing::Queued {
+            seq: 58,
+            target: "next-turn".into()
+        })
+    );
     assert_eq!(find_request(&home, MAIN, "dsh-session-mail:nope"), None);
     assert_eq!(find_request(&home, "session-nope", REQ_LANDED), None);
-    assert!(matches!(find_request(&home, V4, REQ_V4), Some(Landing::Landed { .. })));
+    assert!(matches!(
+        find_request(&home, V4, REQ_V4),
+        Some(Landing::Landed { .. })
+    ));
     // Forks: the parent's requests they inherited are not theirs.
-    assert_eq!(find_request(&home, FORK, "dsh-session-mail:inherited-1"), None);
-    assert!(matches!(find_request(&home, FORK, "dsh-session-mail:fork-own"), Some(Landing::Landed { .. })));
-    assert_eq!(find_request(&home, V4FORK, "dsh-session-mail:inherited-v4"), None);
-    assert!(matches!(find_request(&home, V4FORK, "dsh-session-mail:own-v4"), Some(Landing::Landed { .. })));
+    assert_eq!(
+        find_request(&home, FORK, "dsh-session-mail:inherited-1"),
+        None
+    );
+    assert!(matches!(
+        find_request(&home, FORK, "dsh-session-mail:fork-own"),
+        Some(Landing::Landed { .. })
+    ));
+    assert_eq!(
+        find_request(&home, V4FORK, "dsh-session-mail:inherited-v4"),
+        None
+    );
+    assert!(matches!(
+        find_request(&home, V4FORK, "dsh-session-mail:own-v4"),
+        Some(Landing::Landed { .. })
+    ));
     // The stub's contract: find_session still answers by exact id.
     let m = find_session(&home, SUB).unwrap();
     assert_eq!((m.id.as_str(), m.is_subagent()), (SUB, true));
@@ -165,7 +235,11 @@ fn a_grown_log_is_read_only_from_its_new_frames() {
     fh.write_all(&all[first.len()..]).unwrap();
     drop(fh);
     let (f2, read2) = load_log_counted(&log);
-    assert_eq!(read2, (all.len() - first.len()) as u64, "only the new frames");
+    assert_eq!(
+        read2,
+        (all.len() - first.len()) as u64,
+        "only the new frames"
+    );
     let f2 = f2.unwrap();
     assert_eq!(f2.title.as_deref(), Some("Later title"));
     assert!(f2.requests.contains_key("dsh-session-mail:later"));
@@ -204,14 +278,26 @@ fn a_torn_last_frame_keeps_what_is_complete_and_is_resumed_later() {
     let log = zlog(p.clone());
     let (f, _) = load_log_counted(&log);
     let f = f.unwrap();
-    assert!(f.notes.summary().contains("torn last frame"), "{:?}", f.notes);
-    assert_eq!(f.title.as_deref(), Some("Fix the newapi reasoning-effort config"), "committed part intact");
+    assert!(
+        f.notes.summary().contains("torn last frame"),
+        "{:?}",
+        f.notes
+    );
+    assert_eq!(
+        f.title.as_deref(),
+        Some("Fix the newapi reasoning-effort config"),
+        "committed part intact"
+    );
     assert_eq!(f.surface.len(), 6);
     // The writer finishes the frame: the next read resumes at the torn frame's start.
     fs::write(&p, &all).unwrap();
     let (f, read) = load_log_counted(&log);
     let f = f.unwrap();
-    assert_eq!(read, all.len() as u64 - last_start, "resumed at the torn frame's start");
+    assert_eq!(
+        read,
+        all.len() as u64 - last_start,
+        "resumed at the torn frame's start"
+    );
     assert_eq!(f.title.as_deref(), Some("Torn title"));
     assert!(f.notes.is_empty(), "{:?}", f.notes);
 }
@@ -224,7 +310,10 @@ fn a_torn_multi_block_frame_keeps_its_complete_lines() {
     let mut b = LogBuilder::v0("s-big", Some("/w"), BASE_TIME);
     b.flush();
     for i in 0..400 {
-        b.prompt(&format!("prompt {i} {}", "x".repeat(i * 7 % 500)), &format!("r{i}"));
+        b.prompt(
+            &format!("prompt {i} {}", "x".repeat(i * 7 % 500)),
+            &format!("r{i}"),
+        );
     }
     let all = b.zstd();
     let p = d.path().join("session.jsonl.zstd");
@@ -243,7 +332,9 @@ fn a_corrupt_frame_in_the_middle_is_skipped_and_the_rest_read() {
     // Find the 4th frame and damage its payload (keep the block headers intact).
     let mut c = std::io::Cursor::new(bytes.clone());
     let mut starts = vec![0u64];
-    while let Ok(FrameScan::Frame { end }) = scan_frame(&mut c, *starts.last().unwrap(), bytes.len() as u64) {
+    while let Ok(FrameScan::Frame { end }) =
+        scan_frame(&mut c, *starts.last().unwrap(), bytes.len() as u64)
+    {
         starts.push(end);
     }
     let (s, e) = (starts[3] as usize, starts[4] as usize);
@@ -254,7 +345,11 @@ fn a_corrupt_frame_in_the_middle_is_skipped_and_the_rest_read() {
     fs::write(&p, &bytes).unwrap();
     let (f, _) = load_log_counted(&zlog(p));
     let f = f.unwrap();
-    assert!(f.notes.summary().contains("corrupt zstd frame"), "{:?}", f.notes);
+    assert!(
+        f.notes.summary().contains("corrupt zstd frame"),
+        "{:?}",
+        f.notes
+    );
     // The damaged frame held the provider title: lost, so the earlier fallback title stands;
     // later frames were read (the queued request of the last frame is there).
     assert_eq!(f.title.as_deref(), Some("Fix the newapi reasoning"));
@@ -268,7 +363,9 @@ fn garbage_between_frames_is_skipped() {
     let b = main_v0();
     let bytes = b.zstd();
     let mut c = std::io::Cursor::new(bytes.clone());
-    let FrameScan::Frame { end } = scan_frame(&mut c, 0, bytes.len() as u64).unwrap() else { panic!() };
+    let FrameScan::Frame { end } = scan_frame(&mut c, 0, bytes.len() as u64).unwrap() else {
+        panic!()
+    };
     let mut out = bytes[..end as usize].to_vec();
     out.extend_from_slice(b"\x00\x01garbage garbage");
     out.extend_from_slice(&bytes[end as usize..]);
@@ -276,7 +373,11 @@ fn garbage_between_frames_is_skipped() {
     fs::write(&p, &out).unwrap();
     let (f, _) = load_log_counted(&zlog(p));
     let f = f.unwrap();
-    assert!(f.notes.summary().contains("skipped 17 bytes"), "{:?}", f.notes);
+    assert!(
+        f.notes.summary().contains("skipped 17 bytes"),
+        "{:?}",
+        f.notes
+    );
     assert_eq!(f.surface.len(), 6);
 }
 
@@ -298,7 +399,10 @@ fn bad_logs_give_notes_and_the_rest_is_listed() {
     text.extend_from_slice(b"{\"type\":\"x\",\"seq\":100,\"data\":\"\xff\xfe\"}\n");
     let home = home_with(vec![
         (bad("s-header"), frame(b"{\"type\":\"session\",\"id\":\n")),
-        (bad("s-notheader"), frame(b"{\"type\":\"turn/start\",\"seq\":0}\n")),
+        (
+            bad("s-notheader"),
+            frame(b"{\"type\":\"turn/start\",\"seq\":0}\n"),
+        ),
         (bad("s-empty"), Vec::new()),
         (bad("s-lines"), frame(&text)),
         ("sessions/--bad--/s-nolog/session.lock".into(), Vec::new()),
@@ -309,15 +413,29 @@ fn bad_logs_give_notes_and_the_rest_is_listed() {
     assert!(ids.contains(&MAIN) && ids.contains(&"s-lines"), "{ids:?}");
     assert_eq!(l.sessions.len(), 7);
     let notes = l.notes.join("\n");
-    assert!(notes.contains("--bad--/s-header/session.jsonl.zstd: header line is not valid JSON"), "{notes}");
-    assert!(notes.contains("s-notheader/session.jsonl.zstd: first line is not a session header"), "{notes}");
-    assert!(notes.contains("s-empty/session.jsonl.zstd: empty log"), "{notes}");
+    assert!(
+        notes.contains("--bad--/s-header/session.jsonl.zstd: header line is not valid JSON"),
+        "{notes}"
+    );
+    assert!(
+        notes.contains("s-notheader/session.jsonl.zstd: first line is not a session header"),
+        "{notes}"
+    );
+    assert!(
+        notes.contains("s-empty/session.jsonl.zstd: empty log"),
+        "{notes}"
+    );
     assert!(notes.contains("s-nolog: no session log"), "{notes}");
-    assert!(notes.contains("s-lines/session.jsonl.zstd: line 8: invalid JSON"), "{notes}");
+    assert!(
+        notes.contains("s-lines/session.jsonl.zstd: line 8: invalid JSON"),
+        "{notes}"
+    );
     assert!(notes.contains("invalid UTF-8"), "{notes}");
     assert!(!notes.contains("stray-file"), "{notes}");
     // A broken session is reported by a lookup, not silently "not found".
-    assert!(matches!(load_session(home.path(), "s-header"), Lookup::Unreadable(n) if n.contains("not valid JSON")));
+    assert!(
+        matches!(load_session(home.path(), "s-header"), Lookup::Unreadable(n) if n.contains("not valid JSON"))
+    );
     let s = l.sessions.iter().find(|s| s.meta.id == "s-lines").unwrap();
     assert_eq!(s.meta.title.as_deref(), Some("good one"));
 }
@@ -332,16 +450,34 @@ fn a_50_mib_line_is_skipped_with_a_note() {
     b.prompt("after the big one", "dsh-session-mail:after");
     let plain = b.text();
     let home = home_with(vec![
-        ("sessions/--big--/s-huge/session.jsonl.zstd".into(), b.zstd()),
-        ("sessions/--big2--/s-huge-plain/session.jsonl".into(), plain.replace("\"s-huge\"", "\"s-huge-plain\"").into_bytes()),
+        (
+            "sessions/--big--/s-huge/session.jsonl.zstd".into(),
+            b.zstd(),
+        ),
+        (
+            "sessions/--big2--/s-huge-plain/session.jsonl".into(),
+            plain.replace("\"s-huge\"", "\"s-huge-plain\"").into_bytes(),
+        ),
     ]);
     drop(huge);
     for id in ["s-huge", "s-huge-plain"] {
-        let Lookup::Found(s) = load_session(home.path(), id) else { panic!("{id}") };
+        let Lookup::Found(s) = load_session(home.path(), id) else {
+            panic!("{id}")
+        };
         let notes = s.fold.notes.summary();
         assert!(notes.contains("skipped a 50.0 MiB line"), "{id}: {notes}");
-        assert!(s.fold.requests.contains_key("dsh-session-mail:after"), "{id}: read past it");
-        assert_eq!(s.fold.surface.iter().filter(|n| n.role == super::events::Role::Tool).count(), 0);
+        assert!(
+            s.fold.requests.contains_key("dsh-session-mail:after"),
+            "{id}: read past it"
+        );
+        assert_eq!(
+            s.fold
+                .surface
+                .iter()
+                .filter(|n| n.role == super::events::Role::Tool)
+                .count(),
+            0
+        );
     }
 }
 
@@ -354,7 +490,11 @@ fn unreadable_dirs_symlink_loops_and_aliases() {
     symlink(sessions.join("loop"), sessions.join("loop")).unwrap();
     symlink(sessions.join(PROJ), sessions.join("alias-of-proj")).unwrap();
     fs::create_dir_all(sessions.join("--p--")).unwrap();
-    symlink(sessions.join("--p--/nowhere"), sessions.join("--p--/dangling")).unwrap();
+    symlink(
+        sessions.join("--p--/nowhere"),
+        sessions.join("--p--/dangling"),
+    )
+    .unwrap();
     let locked = sessions.join("--locked--");
     fs::create_dir_all(locked.join("s-x")).unwrap();
     fs::set_permissions(&locked, fs::Permissions::from_mode(0o000)).unwrap();
@@ -365,10 +505,18 @@ fn unreadable_dirs_symlink_loops_and_aliases() {
     assert!(notes.contains("loop: unreadable"), "{notes}");
     assert!(notes.contains("--p--/dangling: unreadable"), "{notes}");
     if !root_can_read {
-        assert!(notes.contains("--locked--: unreadable directory"), "{notes}");
+        assert!(
+            notes.contains("--locked--: unreadable directory"),
+            "{notes}"
+        );
     }
     // The alias shows the same sessions again: each is listed once.
-    assert_eq!(l.sessions.len(), 6, "{:?}", l.sessions.iter().map(|s| &s.meta.id).collect::<Vec<_>>());
+    assert_eq!(
+        l.sessions.len(),
+        6,
+        "{:?}",
+        l.sessions.iter().map(|s| &s.meta.id).collect::<Vec<_>>()
+    );
 }
 
 /// Scale check, in two processes so generation does not count in the reader's peak memory:
@@ -377,11 +525,17 @@ fn unreadable_dirs_symlink_loops_and_aliases() {
 #[test]
 #[ignore = "writes a large log to $BENCH_LOG"]
 fn bench_write() {
-    let Ok(path) = std::env::var("BENCH_LOG") else { return };
-    let mb: u64 = std::env::var("BENCH_MB").ok().and_then(|s| s.parse().ok()).unwrap_or(200);
+    let Ok(path) = std::env::var("BENCH_LOG") else {
+        return;
+    };
+    let mb: u64 = std::env::var("BENCH_MB")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(200);
     let mut out = std::io::BufWriter::new(fs::File::create(&path).unwrap());
     let mut b = LogBuilder::v0("s-bench", Some("/w"), BASE_TIME);
-    out.write_all(&frame(format!("{}\n", b.header_line()).as_bytes())).unwrap();
+    out.write_all(&frame(format!("{}\n", b.header_line()).as_bytes()))
+        .unwrap();
     let (mut written, mut i) = (0u64, 0u64);
     let mut rng = 0x9E3779B97F4A7C15u64;
     while written < mb * 1024 * 1024 {
@@ -415,7 +569,9 @@ fn bench_write() {
 #[test]
 #[ignore = "reads the large log at $BENCH_LOG"]
 fn bench_read() {
-    let Ok(path) = std::env::var("BENCH_LOG") else { return };
+    let Ok(path) = std::env::var("BENCH_LOG") else {
+        return;
+    };
     let log = zlog(PathBuf::from(path));
     let t = std::time::Instant::now();
     let (f, read) = load_log_counted(&log);
@@ -426,7 +582,11 @@ fn bench_read() {
     let warm = t.elapsed();
     let hwm = fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM")).map(str::to_string))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM"))
+                .map(str::to_string)
+        })
         .unwrap_or_default();
     eprintln!(
         "cold: {cold:?} for {} MiB compressed, {} events, {} surface nodes, {} requests; warm: {warm:?} ({again} bytes); {hwm}",
@@ -450,16 +610,30 @@ mod briefs {
     /// One checksummed frame that declares its content size (as the host's one-shot compressor writes it).
     fn sized(bytes: &[u8]) -> Vec<u8> {
         let mut c = zstd::bulk::Compressor::new(3).unwrap();
-        c.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(true)).unwrap();
+        c.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(true))
+            .unwrap();
         c.compress(bytes).unwrap()
     }
 
     fn brief_of(bytes: &[u8], enc: Encoding) -> (Brief, Option<Resume>) {
-        brief::scan(&mut Cursor::new(bytes.to_vec()), enc, bytes.len() as u64, None, &mut Scratch::new()).unwrap()
+        brief::scan(
+            &mut Cursor::new(bytes.to_vec()),
+            enc,
+            bytes.len() as u64,
+            None,
+            &mut Scratch::new(),
+        )
+        .unwrap()
     }
 
     fn view_of(bytes: &[u8], enc: Encoding) -> Fold {
-        let (c, t) = continue_fold(&mut Cursor::new(bytes.to_vec()), enc, bytes.len() as u64, Fold::default()).unwrap();
+        let (c, t) = continue_fold(
+            &mut Cursor::new(bytes.to_vec()),
+            enc,
+            bytes.len() as u64,
+            Fold::default(),
+        )
+        .unwrap();
         t.unwrap_or(c)
     }
 
@@ -470,7 +644,13 @@ mod briefs {
         assert_eq!(b.header, f.header, "header");
         assert_eq!(b.header_error, f.header_error, "header error");
         if f.header.is_some() {
-            assert_eq!(b.display_title(), f.display_title(), "title (fold notes: {:?}; brief notes: {:?})", f.notes, b.notes);
+            assert_eq!(
+                b.display_title(),
+                f.display_title(),
+                "title (fold notes: {:?}; brief notes: {:?})",
+                f.notes,
+                b.notes
+            );
         }
         b
     }
@@ -491,7 +671,10 @@ mod briefs {
     fn long_log(title_turn: Option<usize>, turns: usize) -> LogBuilder {
         let mut b = LogBuilder::v0("s-brief", Some("/w"), BASE_TIME);
         for t in 0..turns {
-            let p = b.prompt(&format!("prompt number {t} with some words"), &format!("r{t}"));
+            let p = b.prompt(
+                &format!("prompt number {t} with some words"),
+                &format!("r{t}"),
+            );
             if Some(t) == title_turn {
                 b.title(&format!("Title of turn {t}"), json!({"kind":"user"}), &[p]);
             }
@@ -504,7 +687,9 @@ mod briefs {
     fn starts(bytes: &[u8]) -> Vec<u64> {
         let mut c = Cursor::new(bytes.to_vec());
         let mut v = vec![0u64];
-        while let Ok(FrameScan::Frame { end }) = scan_frame(&mut c, *v.last().unwrap(), bytes.len() as u64) {
+        while let Ok(FrameScan::Frame { end }) =
+            scan_frame(&mut c, *v.last().unwrap(), bytes.len() as u64)
+        {
             v.push(end);
         }
         v
@@ -515,18 +700,33 @@ mod briefs {
         for mk in [frame as fn(&[u8]) -> Vec<u8>, sized] {
             let mut b = long_log(Some(3), 6);
             b.title("The last word", json!({"kind":"user"}), &[]);
-            let bytes = b.batches.iter().filter(|x| !x.is_empty()).fold(mk(format!("{}\n", b.header_line()).as_bytes()), |mut acc, batch| {
-                acc.extend(mk(format!("{}\n", batch.join("\n")).as_bytes()));
-                acc
-            });
-            assert_eq!(agree(&bytes, Encoding::Zstd).title.as_deref(), Some("The last word"));
+            let bytes = b.batches.iter().filter(|x| !x.is_empty()).fold(
+                mk(format!("{}\n", b.header_line()).as_bytes()),
+                |mut acc, batch| {
+                    acc.extend(mk(format!("{}\n", batch.join("\n")).as_bytes()));
+                    acc
+                },
+            );
+            assert_eq!(
+                agree(&bytes, Encoding::Zstd).title.as_deref(),
+                Some("The last word")
+            );
             let mid = long_log(Some(3), 8).zstd();
-            assert_eq!(agree(&mid, Encoding::Zstd).title.as_deref(), Some("Title of turn 3"));
+            assert_eq!(
+                agree(&mid, Encoding::Zstd).title.as_deref(),
+                Some("Title of turn 3")
+            );
             let none = long_log(None, 5).zstd();
             let bn = agree(&none, Encoding::Zstd);
-            assert_eq!((bn.title.as_deref(), bn.display_title()), (None, Some("prompt number 0 with some")));
+            assert_eq!(
+                (bn.title.as_deref(), bn.display_title()),
+                (None, Some("prompt number 0 with some"))
+            );
             let plain = long_log(Some(2), 4).text();
-            assert_eq!(agree(plain.as_bytes(), Encoding::Plain).title.as_deref(), Some("Title of turn 2"));
+            assert_eq!(
+                agree(plain.as_bytes(), Encoding::Plain).title.as_deref(),
+                Some("Title of turn 2")
+            );
         }
     }
 
@@ -538,7 +738,11 @@ mod briefs {
         let last = s[s.len() - 2] as usize;
         let torn = &bytes[..last + (bytes.len() - last) / 2];
         let b = agree(torn, Encoding::Zstd);
-        assert!(b.notes.summary().contains("torn last frame"), "{:?}", b.notes);
+        assert!(
+            b.notes.summary().contains("torn last frame"),
+            "{:?}",
+            b.notes
+        );
         // Torn inside the frame that holds the last title: its complete lines still count.
         let mut t = long_log(Some(1), 3);
         t.flush();
@@ -549,11 +753,16 @@ mod briefs {
             // Poorly compressible, so the frame spans several blocks.
             let noise: String = (0..200)
                 .map(|_| {
-                    rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    rng = rng
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
                     (b'a' + (rng >> 59) as u8) as char
                 })
                 .collect();
-            t.raw(format!("{{\"type\":\"x/y\",\"seq\":{},\"time\":1,\"data\":{{\"n\":\"{noise}\"}}}}", 1000 + i));
+            t.raw(format!(
+                "{{\"type\":\"x/y\",\"seq\":{},\"time\":1,\"data\":{{\"n\":\"{noise}\"}}}}",
+                1000 + i
+            ));
         }
         let all = t.zstd();
         let b = agree(&all[..all.len() - 5], Encoding::Zstd);
@@ -583,12 +792,21 @@ mod briefs {
         let pos = text.find("Split across").unwrap();
         // A frame boundary inside the title line, and others at arbitrary places.
         for mk in [frame as fn(&[u8]) -> Vec<u8>, sized] {
-            for at in [vec![pos], vec![pos - 40, pos + 3], vec![10, 500, pos + 30], vec![text.len() - 1]] {
+            for at in [
+                vec![pos],
+                vec![pos - 40, pos + 3],
+                vec![10, 500, pos + 30],
+                vec![text.len() - 1],
+            ] {
                 let mut cuts = vec![b.header_line().len() + 1];
                 cuts.extend(at);
                 cuts.sort();
                 let bytes = cut(text.as_bytes(), &cuts, mk);
-                assert_eq!(agree(&bytes, Encoding::Zstd).title.as_deref(), Some("Split across"), "{cuts:?}");
+                assert_eq!(
+                    agree(&bytes, Encoding::Zstd).title.as_deref(),
+                    Some("Split across"),
+                    "{cuts:?}"
+                );
             }
         }
         // Garbage between frames, a skippable frame, escaped type, an unreadable later title.
@@ -605,19 +823,32 @@ mod briefs {
         let b = agree(&bytes, Encoding::Zstd);
         assert_eq!(b.title.as_deref(), Some("Escaped"));
         let notes = b.notes.summary();
-        assert!(notes.contains("skipped 9 bytes") && notes.contains("seq 501: unreadable session/title"), "{notes}");
+        assert!(
+            notes.contains("skipped 9 bytes")
+                && notes.contains("seq 501: unreadable session/title"),
+            "{notes}"
+        );
     }
 
     #[test]
     fn headers_that_fail_and_empty_logs() {
-        for bytes in [frame(b"{\"type\":\"session\",\"id\":\n"), frame(b"{\"type\":\"x\",\"seq\":0}\n"), Vec::new(), frame(b""), b"junk".to_vec()] {
+        for bytes in [
+            frame(b"{\"type\":\"session\",\"id\":\n"),
+            frame(b"{\"type\":\"x\",\"seq\":0}\n"),
+            Vec::new(),
+            frame(b""),
+            b"junk".to_vec(),
+        ] {
             agree(&bytes, Encoding::Zstd);
         }
         // The header spread over two frames.
         let b = long_log(Some(0), 2);
         let text = b.text();
         let bytes = cut(text.as_bytes(), &[7, 20], sized);
-        assert_eq!(agree(&bytes, Encoding::Zstd).title.as_deref(), Some("Title of turn 0"));
+        assert_eq!(
+            agree(&bytes, Encoding::Zstd).title.as_deref(),
+            Some("Title of turn 0")
+        );
     }
 
     /// Pseudo-random logs, frame cuts and damage: the brief always agrees with the fold.
@@ -634,7 +865,10 @@ mod briefs {
             let turns = 1 + next(6) as usize;
             let mut b = LogBuilder::v0("s-rand", Some("/w"), BASE_TIME);
             for t in 0..turns {
-                let p = b.prompt(&format!("rand prompt {t} {}", "w ".repeat(next(8) as usize)), &format!("r{t}"));
+                let p = b.prompt(
+                    &format!("rand prompt {t} {}", "w ".repeat(next(8) as usize)),
+                    &format!("r{t}"),
+                );
                 if next(3) == 0 {
                     b.title(&format!("T{t}"), json!({"kind":"user"}), &[p]);
                 }
@@ -644,14 +878,24 @@ mod briefs {
                 }
             }
             let text = b.text().into_bytes();
-            let mut cuts: Vec<usize> = (0..next(6)).map(|_| 1 + next(text.len() as u64 - 1) as usize).collect();
+            let mut cuts: Vec<usize> = (0..next(6))
+                .map(|_| 1 + next(text.len() as u64 - 1) as usize)
+                .collect();
             if next(2) == 0 {
                 cuts.push(b.header_line().len() + 1);
             }
             cuts.sort();
             cuts.dedup();
-            let mk = if next(2) == 0 { frame as fn(&[u8]) -> Vec<u8> } else { sized };
-            let mut bytes = if cuts.is_empty() { b.zstd() } else { cut(&text, &cuts, mk) };
+            let mk = if next(2) == 0 {
+                frame as fn(&[u8]) -> Vec<u8>
+            } else {
+                sized
+            };
+            let mut bytes = if cuts.is_empty() {
+                b.zstd()
+            } else {
+                cut(&text, &cuts, mk)
+            };
             match next(5) {
                 0 => {
                     let n = bytes.len() as u64;
@@ -668,7 +912,10 @@ mod briefs {
                 _ => {}
             }
             agree(&bytes, Encoding::Zstd);
-            agree(&text[..next(text.len() as u64) as usize + 1], Encoding::Plain);
+            agree(
+                &text[..next(text.len() as u64) as usize + 1],
+                Encoding::Plain,
+            );
         }
     }
 
@@ -684,15 +931,35 @@ mod briefs {
         fs::write(&plain, &text).unwrap();
         let want = |f: &Fold| f.surface.iter().map(|n| (n.seq, n.loc)).collect::<Vec<_>>();
         let pf = view_of(text.as_bytes(), Encoding::Plain);
-        let reference = fetch_events(&Source::File { path: &plain, enc: Encoding::Plain }, &want(&pf));
+        let reference = fetch_events(
+            &Source::File {
+                path: &plain,
+                enc: Encoding::Plain,
+            },
+            &want(&pf),
+        );
         assert_eq!(reference.len(), pf.surface.len());
-        for cuts in [vec![], vec![b.header_line().len() + 1, 900, 2500, 4000], vec![333, 1234, 5555]] {
+        for cuts in [
+            vec![],
+            vec![b.header_line().len() + 1, 900, 2500, 4000],
+            vec![333, 1234, 5555],
+        ] {
             for mk in [frame as fn(&[u8]) -> Vec<u8>, sized] {
-                let bytes = if cuts.is_empty() { b.zstd() } else { cut(text.as_bytes(), &cuts, mk) };
+                let bytes = if cuts.is_empty() {
+                    b.zstd()
+                } else {
+                    cut(text.as_bytes(), &cuts, mk)
+                };
                 let z = d.path().join("z.jsonl.zstd");
                 fs::write(&z, &bytes).unwrap();
                 let zf = view_of(&bytes, Encoding::Zstd);
-                let got = fetch_events(&Source::File { path: &z, enc: Encoding::Zstd }, &want(&zf));
+                let got = fetch_events(
+                    &Source::File {
+                        path: &z,
+                        enc: Encoding::Zstd,
+                    },
+                    &want(&zf),
+                );
                 assert_eq!(got, reference, "{cuts:?}");
             }
         }
@@ -707,34 +974,66 @@ mod briefs {
         fs::write(&p, &first).unwrap();
         let log = zlog(p.clone());
         let (b1, from) = super::super::index::load_brief_counted(&log);
-        assert_eq!((b1.unwrap().title.as_deref(), from), (Some("Title of turn 1"), Some(0)));
+        assert_eq!(
+            (b1.unwrap().title.as_deref(), from),
+            (Some("Title of turn 1"), Some(0))
+        );
         let (_, warm) = super::super::index::load_brief_counted(&log);
         assert_eq!(warm, None, "an unchanged log is not read again");
         // Append: one frame without a title, then one with.
         b.flush();
         b.prompt("later", "r-later");
         let all = b.zstd();
-        fs::OpenOptions::new().append(true).open(&p).unwrap().write_all(&all[first.len()..]).unwrap();
+        fs::OpenOptions::new()
+            .append(true)
+            .open(&p)
+            .unwrap()
+            .write_all(&all[first.len()..])
+            .unwrap();
         let (b2, from) = super::super::index::load_brief_counted(&log);
-        assert_eq!((b2.unwrap().title.as_deref(), from), (Some("Title of turn 1"), Some(first.len() as u64)));
+        assert_eq!(
+            (b2.unwrap().title.as_deref(), from),
+            (Some("Title of turn 1"), Some(first.len() as u64))
+        );
         b.flush();
         b.title("Renamed later", json!({"kind":"user"}), &[]);
         let all2 = b.zstd();
-        fs::OpenOptions::new().append(true).open(&p).unwrap().write_all(&all2[all.len()..]).unwrap();
+        fs::OpenOptions::new()
+            .append(true)
+            .open(&p)
+            .unwrap()
+            .write_all(&all2[all.len()..])
+            .unwrap();
         let (b3, from) = super::super::index::load_brief_counted(&log);
-        assert_eq!((b3.unwrap().title.as_deref(), from), (Some("Renamed later"), Some(all.len() as u64)));
+        assert_eq!(
+            (b3.unwrap().title.as_deref(), from),
+            (Some("Renamed later"), Some(all.len() as u64))
+        );
         // A torn append is read again from the start next time, and still agrees.
         let before = all2.len();
         b.flush();
         b.title("Being written", json!({"kind":"user"}), &[]);
         let all3 = b.zstd();
-        fs::OpenOptions::new().append(true).open(&p).unwrap().write_all(&all3[before..all3.len() - 3]).unwrap();
+        fs::OpenOptions::new()
+            .append(true)
+            .open(&p)
+            .unwrap()
+            .write_all(&all3[before..all3.len() - 3])
+            .unwrap();
         let (b4, _) = super::super::index::load_brief_counted(&log);
         assert!(b4.unwrap().notes.summary().contains("torn last frame"));
-        fs::OpenOptions::new().append(true).open(&p).unwrap().write_all(&all3[all3.len() - 3..]).unwrap();
+        fs::OpenOptions::new()
+            .append(true)
+            .open(&p)
+            .unwrap()
+            .write_all(&all3[all3.len() - 3..])
+            .unwrap();
         let (b5, from) = super::super::index::load_brief_counted(&log);
         let b5 = b5.unwrap();
-        assert_eq!((b5.title.as_deref(), from), (Some("Being written"), Some(0)));
+        assert_eq!(
+            (b5.title.as_deref(), from),
+            (Some("Being written"), Some(0))
+        );
         assert!(b5.notes.is_empty(), "{:?}", b5.notes);
     }
 
@@ -743,8 +1042,16 @@ mod briefs {
         let home = fixtures_root();
         let full = list_sessions(&home);
         let briefs = list_briefs(&home);
-        let a: Vec<(String, Option<String>)> = full.sessions.iter().map(|s| (s.meta.id.clone(), s.meta.title.clone())).collect();
-        let b: Vec<(String, Option<String>)> = briefs.sessions.iter().map(|s| (s.meta().id, s.meta().title)).collect();
+        let a: Vec<(String, Option<String>)> = full
+            .sessions
+            .iter()
+            .map(|s| (s.meta.id.clone(), s.meta.title.clone()))
+            .collect();
+        let b: Vec<(String, Option<String>)> = briefs
+            .sessions
+            .iter()
+            .map(|s| (s.meta().id, s.meta().title))
+            .collect();
         assert_eq!(a, b);
         // find_session answers from the brief, with the same meta as the full fold.
         for s in &full.sessions {
@@ -775,12 +1082,27 @@ mod briefs {
         );
         let l = list_briefs(d.path());
         let notes = l.notes.join("\n");
-        assert!(notes.contains("--bad--/s-header/session.jsonl.zstd: header line is not valid JSON"), "{notes}");
-        assert!(notes.contains("s-empty/session.jsonl.zstd: empty log"), "{notes}");
+        assert!(
+            notes.contains("--bad--/s-header/session.jsonl.zstd: header line is not valid JSON"),
+            "{notes}"
+        );
+        assert!(
+            notes.contains("s-empty/session.jsonl.zstd: empty log"),
+            "{notes}"
+        );
         assert!(notes.contains("s-nolog: no session log"), "{notes}");
-        assert!(notes.contains("s-torn/session.jsonl.zstd: torn last frame at byte"), "{notes}");
-        assert!(notes.contains("s-garbage/session.jsonl.zstd: byte "), "{notes}");
-        assert!(notes.contains("duplicate session id s-brief; ignored"), "{notes}");
+        assert!(
+            notes.contains("s-torn/session.jsonl.zstd: torn last frame at byte"),
+            "{notes}"
+        );
+        assert!(
+            notes.contains("s-garbage/session.jsonl.zstd: byte "),
+            "{notes}"
+        );
+        assert!(
+            notes.contains("duplicate session id s-brief; ignored"),
+            "{notes}"
+        );
         assert_eq!(l.sessions.len(), 7);
     }
 }

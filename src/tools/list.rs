@@ -13,20 +13,36 @@ use crate::store::{self, Header};
 // ---- argument helpers (shared with read.rs) ----
 
 /// The argument object, refusing a non-object and any argument name not in `allowed`.
-pub(crate) fn args_object<'a>(args: &'a Value, tool: &str, allowed: &[&str]) -> Result<Option<&'a Map<String, Value>>, String> {
+pub(crate) fn args_object<'a>(
+    args: &'a Value,
+    tool: &str,
+    allowed: &[&str],
+) -> Result<Option<&'a Map<String, Value>>, String> {
     let map = match args {
         Value::Null => return Ok(None),
         Value::Object(m) => m,
         other => {
-            return Err(bad_argument("the arguments", "a JSON object", &describe(other), &format!("{tool} takes {}.", allowed.join(", "))))
+            return Err(bad_argument(
+                "the arguments",
+                "a JSON object",
+                &describe(other),
+                &format!("{tool} takes {}.", allowed.join(", ")),
+            ))
         }
     };
-    let mut unknown: Vec<&String> = map.keys().filter(|k| !allowed.contains(&k.as_str())).collect();
+    let mut unknown: Vec<&String> = map
+        .keys()
+        .filter(|k| !allowed.contains(&k.as_str()))
+        .collect();
     unknown.sort();
     if let Some(k) = unknown.first() {
         return Err(refusal(
             "bad-argument",
-            &format!("{} is not an argument of {tool}; expected only {}.", crate::render::list::quote_short(k, 40), allowed.join(", ")),
+            &format!(
+                "{} is not an argument of {tool}; expected only {}.",
+                crate::render::list::quote_short(k, 40),
+                allowed.join(", ")
+            ),
         ));
     }
     Ok(Some(map))
@@ -36,7 +52,11 @@ fn present<'a>(map: Option<&'a Map<String, Value>>, name: &str) -> Option<&'a Va
     map.and_then(|m| m.get(name)).filter(|v| !v.is_null())
 }
 
-pub(crate) fn opt_string(map: Option<&Map<String, Value>>, name: &str, hint: &str) -> Result<Option<String>, String> {
+pub(crate) fn opt_string(
+    map: Option<&Map<String, Value>>,
+    name: &str,
+    hint: &str,
+) -> Result<Option<String>, String> {
     match present(map, name) {
         None => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
@@ -44,21 +64,45 @@ pub(crate) fn opt_string(map: Option<&Map<String, Value>>, name: &str, hint: &st
     }
 }
 
-pub(crate) fn opt_bool(map: Option<&Map<String, Value>>, name: &str) -> Result<Option<bool>, String> {
+pub(crate) fn opt_bool(
+    map: Option<&Map<String, Value>>,
+    name: &str,
+) -> Result<Option<bool>, String> {
     match present(map, name) {
         None => Ok(None),
         Some(Value::Bool(b)) => Ok(Some(*b)),
-        Some(v) => Err(bad_argument(name, "true or false", &describe(v), "Omit it for the default.")),
+        Some(v) => Err(bad_argument(
+            name,
+            "true or false",
+            &describe(v),
+            "Omit it for the default.",
+        )),
     }
 }
 
 /// An integer in `lo..=hi` (an integral float such as `5.0` counts).
-pub(crate) fn opt_int(map: Option<&Map<String, Value>>, name: &str, lo: u64, hi: u64) -> Result<Option<u64>, String> {
-    let Some(v) = present(map, name) else { return Ok(None) };
-    let n = v.as_u64().or_else(|| v.as_f64().filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f <= 1e15).map(|f| f as u64));
+pub(crate) fn opt_int(
+    map: Option<&Map<String, Value>>,
+    name: &str,
+    lo: u64,
+    hi: u64,
+) -> Result<Option<u64>, String> {
+    let Some(v) = present(map, name) else {
+        return Ok(None);
+    };
+    let n = v.as_u64().or_else(|| {
+        v.as_f64()
+            .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f <= 1e15)
+            .map(|f| f as u64)
+    });
     match n {
         Some(n) if (lo..=hi).contains(&n) => Ok(Some(n)),
-        _ => Err(bad_argument(name, &format!("an integer from {lo} to {hi}"), &describe(v), "Omit it for the default.")),
+        _ => Err(bad_argument(
+            name,
+            &format!("an integer from {lo} to {hi}"),
+            &describe(v),
+            "Omit it for the default.",
+        )),
     }
 }
 
@@ -67,7 +111,8 @@ pub(crate) async fn blocking<F>(f: F) -> String
 where
     F: FnOnce() -> String + Send + 'static,
 {
-    let failed = "failed: internal error while reading the session store; nothing was changed.".to_string();
+    let failed =
+        "failed: internal error while reading the session store; nothing was changed.".to_string();
     match tokio::runtime::Handle::try_current() {
         Ok(h) => h.spawn_blocking(f).await.unwrap_or(failed),
         Err(_) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or(failed),
@@ -112,20 +157,36 @@ pub const LIST_ARGS: [&str; 4] = ["query", "scope", "live_only", "limit"];
 
 pub fn parse_args(args: &Value, max_list_results: usize) -> Result<ListArgs, String> {
     let map = args_object(args, "sessions_list", &LIST_ARGS)?;
-    let query = opt_string(map, "query", "Pass text to match ids, titles, workspaces and presets, or omit it.")?
-        .map(|q| q.trim().to_string())
-        .filter(|q| !q.is_empty());
+    let query = opt_string(
+        map,
+        "query",
+        "Pass text to match ids, titles, workspaces and presets, or omit it.",
+    )?
+    .map(|q| q.trim().to_string())
+    .filter(|q| !q.is_empty());
     let scope = match present(map, "scope") {
         None => Scope::TopLevel,
         Some(Value::String(s)) if s == "top-level" => Scope::TopLevel,
         Some(Value::String(s)) if s == "subagents" => Scope::Subagents,
         Some(Value::String(s)) if s == "all" => Scope::All,
-        Some(v) => return Err(bad_argument("scope", "one of \"top-level\", \"subagents\", \"all\"", &describe(v), "Omit it for top-level sessions.")),
+        Some(v) => {
+            return Err(bad_argument(
+                "scope",
+                "one of \"top-level\", \"subagents\", \"all\"",
+                &describe(v),
+                "Omit it for top-level sessions.",
+            ))
+        }
     };
     let live_only = opt_bool(map, "live_only")?.unwrap_or(false);
     let cap = max_list_results.clamp(1, 200);
     let limit = opt_int(map, "limit", 1, 200)?.map_or(cap, |n| (n as usize).min(cap));
-    Ok(ListArgs { query, scope, live_only, limit })
+    Ok(ListArgs {
+        query,
+        scope,
+        live_only,
+        limit,
+    })
 }
 
 /// One row of a listing and its sort key.
@@ -154,10 +215,19 @@ pub fn list_blocking(home: &Path, req: &ToolRequest, args: &ListArgs) -> String 
 pub fn select(home: &Path, req: &ToolRequest, args: &ListArgs) -> Selection {
     let listing = store::list_briefs(home);
     let caller = req.caller.as_ref().and_then(|c| c.id()).map(str::to_string);
-    let mut by_id: HashMap<String, usize> = HashMap::with_capacity(listing.sessions.len() + req.live.len());
+    let mut by_id: HashMap<String, usize> =
+        HashMap::with_capacity(listing.sessions.len() + req.live.len());
     let mut all: Vec<Candidate> = Vec::with_capacity(listing.sessions.len() + req.live.len());
-    let files: HashMap<&str, &Header> = listing.sessions.iter().map(|s| (s.header().id.as_str(), s.header())).collect();
-    let push = |all: &mut Vec<Candidate>, by_id: &mut HashMap<String, usize>, h: &Header, title: Option<String>, liveness: Liveness| {
+    let files: HashMap<&str, &Header> = listing
+        .sessions
+        .iter()
+        .map(|s| (s.header().id.as_str(), s.header()))
+        .collect();
+    let push = |all: &mut Vec<Candidate>,
+                by_id: &mut HashMap<String, usize>,
+                h: &Header,
+                title: Option<String>,
+                liveness: Liveness| {
         let row = ListRow {
             id: h.id.clone(),
             liveness,
@@ -169,15 +239,29 @@ pub fn select(home: &Path, req: &ToolRequest, args: &ListArgs) -> Selection {
             is_caller: caller.as_deref() == Some(h.id.as_str()),
         };
         match by_id.get(&h.id) {
-            Some(&i) => all[i] = Candidate { row, created_at: h.created_at.unwrap_or(0) },
+            Some(&i) => {
+                all[i] = Candidate {
+                    row,
+                    created_at: h.created_at.unwrap_or(0),
+                }
+            }
             None => {
                 by_id.insert(h.id.clone(), all.len());
-                all.push(Candidate { row, created_at: h.created_at.unwrap_or(0) });
+                all.push(Candidate {
+                    row,
+                    created_at: h.created_at.unwrap_or(0),
+                });
             }
         }
     };
     for s in &listing.sessions {
-        push(&mut all, &mut by_id, s.header(), s.brief.display_title().map(str::to_string), Liveness::Cold);
+        push(
+            &mut all,
+            &mut by_id,
+            s.header(),
+            s.brief.display_title().map(str::to_string),
+            Liveness::Cold,
+        );
     }
     // Live sessions win over the file (the file lags ~200 ms; a new session has no file yet).
     for l in &req.live {
@@ -186,7 +270,13 @@ pub fn select(home: &Path, req: &ToolRequest, args: &ListArgs) -> Selection {
         }
         let h = merged_header(l, files.get(l.id.as_str()).copied());
         let title = by_id.get(&l.id).and_then(|&i| all[i].row.title.clone());
-        push(&mut all, &mut by_id, &h, title, Liveness::Live(l.status.clone()));
+        push(
+            &mut all,
+            &mut by_id,
+            &h,
+            title,
+            Liveness::Live(l.status.clone()),
+        );
     }
     let considered = all.len();
     let q = args.query.as_deref().map(str::to_lowercase);
@@ -200,18 +290,31 @@ pub fn select(home: &Path, req: &ToolRequest, args: &ListArgs) -> Selection {
         .filter(|c| !args.live_only || matches!(c.row.liveness, Liveness::Live(_)))
         .filter(|c| match &q {
             None => true,
-            Some(q) => [Some(&c.row.id), c.row.title.as_ref(), c.row.cwd.as_ref(), c.row.preset.as_ref()]
-                .into_iter()
-                .flatten()
-                .any(|f| f.to_lowercase().contains(q.as_str())),
+            Some(q) => [
+                Some(&c.row.id),
+                c.row.title.as_ref(),
+                c.row.cwd.as_ref(),
+                c.row.preset.as_ref(),
+            ]
+            .into_iter()
+            .flatten()
+            .any(|f| f.to_lowercase().contains(q.as_str())),
         })
         .collect();
     // Newest first by createdAt, then id; the caller always last.
     rows.sort_by(|a, b| {
-        a.row.is_caller.cmp(&b.row.is_caller).then(b.created_at.cmp(&a.created_at)).then(a.row.id.cmp(&b.row.id))
+        a.row
+            .is_caller
+            .cmp(&b.row.is_caller)
+            .then(b.created_at.cmp(&a.created_at))
+            .then(a.row.id.cmp(&b.row.id))
     });
     rows.truncate(args.limit);
-    Selection { rows, considered, notes: listing.notes }
+    Selection {
+        rows,
+        considered,
+        notes: listing.notes,
+    }
 }
 
 pub async fn run(req: &ToolRequest) -> String {
@@ -235,8 +338,15 @@ pub(crate) mod tests {
         ToolRequest {
             tool: "sessions_list".into(),
             args,
-            caller: Some(Caller { session_id: Some(MAIN.into()), agent_id: None, title: None }),
-            host: crate::request::HostInfo { dsh_home: Some(home.display().to_string()), ..Default::default() },
+            caller: Some(Caller {
+                session_id: Some(MAIN.into()),
+                agent_id: None,
+                title: None,
+            }),
+            host: crate::request::HostInfo {
+                dsh_home: Some(home.display().to_string()),
+                ..Default::default()
+            },
             ..Default::default()
         }
     }
@@ -271,12 +381,18 @@ Top-level sessions are messageable with sessions_send; subagent sessions are not
         let out = list(json!({"scope":"subagents"})).await;
         assert!(out.starts_with(&format!("- {SUB} [cold, subagent] | cwd=/home/ana/proj | preset=standard | parent={MAIN} | not messageable\n  Bounded completed checkpoint\n1 of 6")), "{out}");
         let out = list(json!({"query":"SRV/api","scope":"all"})).await;
-        assert!(out.contains(PLAIN) && out.contains(V4FORK) && !out.contains(MAIN), "{out}");
+        assert!(
+            out.contains(PLAIN) && out.contains(V4FORK) && !out.contains(MAIN),
+            "{out}"
+        );
         assert!(out.contains("2 of 6 considered"), "{out}");
         let out = list(json!({"query":"port the"})).await;
         assert!(out.contains("1 of 6") && out.contains(V4), "{out}");
         let out = list(json!({"limit":2,"scope":"all"})).await;
-        assert!(out.contains("2 of 6") && !out.contains(&format!("- {MAIN} ")), "{out}");
+        assert!(
+            out.contains("2 of 6") && !out.contains(&format!("- {MAIN} ")),
+            "{out}"
+        );
         let out = list(json!({"live_only":true})).await;
         assert!(out.starts_with("0 of 6 considered sessions"), "{out}");
     }
@@ -285,9 +401,24 @@ Top-level sessions are messageable with sessions_send; subagent sessions are not
     async fn live_sessions_win_and_new_ones_appear() {
         let mut r = req(json!({}), &fixtures_root());
         r.live = vec![
-            LiveSession { id: V4.into(), status: "running".into(), header: json!({"cwd":"/moved","createdAt":1}), ..Default::default() },
-            LiveSession { id: "session-brand-new".into(), status: "idle".into(), header: json!({"cwd":"/n","agentPreset":"fast","createdAt":9_999_999_999_999i64}), ..Default::default() },
-            LiveSession { id: MAIN.into(), status: "running".into(), header: Value::Null, ..Default::default() },
+            LiveSession {
+                id: V4.into(),
+                status: "running".into(),
+                header: json!({"cwd":"/moved","createdAt":1}),
+                ..Default::default()
+            },
+            LiveSession {
+                id: "session-brand-new".into(),
+                status: "idle".into(),
+                header: json!({"cwd":"/n","agentPreset":"fast","createdAt":9_999_999_999_999i64}),
+                ..Default::default()
+            },
+            LiveSession {
+                id: MAIN.into(),
+                status: "running".into(),
+                header: Value::Null,
+                ..Default::default()
+            },
         ];
         r.config.allow_resume = false;
         let out = run(&r).await;
@@ -320,7 +451,9 @@ Top-level sessions are messageable with sessions_send; subagent sessions are not
             assert!(out.starts_with(want), "{args}: {out}");
         }
         // Accepted edge values.
-        assert!(list(json!({"limit":200.0,"query":null})).await.contains("of 6 considered"));
+        assert!(list(json!({"limit":200.0,"query":null}))
+            .await
+            .contains("of 6 considered"));
     }
 
     #[tokio::test]
@@ -333,7 +466,9 @@ Top-level sessions are messageable with sessions_send; subagent sessions are not
     }
 
     /// (path, bytes, mtime) of every file under `root`.
-    pub(crate) fn snapshot(root: &Path) -> Vec<(std::path::PathBuf, Vec<u8>, std::time::SystemTime)> {
+    pub(crate) fn snapshot(
+        root: &Path,
+    ) -> Vec<(std::path::PathBuf, Vec<u8>, std::time::SystemTime)> {
         let mut out = Vec::new();
         let mut stack = vec![root.to_path_buf()];
         while let Some(d) = stack.pop() {

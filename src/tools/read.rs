@@ -16,7 +16,12 @@ use crate::store::fold::{Class, Fold, Node};
 use crate::store::log::{continue_fold, fetch_events, Encoding, Source};
 use crate::store::{self, Lookup};
 
-pub const READ_ARGS: [&str; 4] = ["session_id", "max_messages", "include_injected", "include_system"];
+pub const READ_ARGS: [&str; 4] = [
+    "session_id",
+    "max_messages",
+    "include_injected",
+    "include_system",
+];
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReadArgs {
@@ -30,17 +35,39 @@ pub fn parse_args(args: &Value, cfg: &crate::config::Config) -> Result<ReadArgs,
     let map = args_object(args, "sessions_read", &READ_ARGS)?;
     let hint = "Pass a durable session id exactly as sessions_list shows it.";
     let session_id = match map.and_then(|m| m.get("session_id")) {
-        None | Some(Value::Null) => return Err(bad_argument("session_id", "a session id string", "nothing", hint)),
-        Some(Value::String(s)) if s.trim().is_empty() => return Err(bad_argument("session_id", "a non-empty session id string", "an empty string", hint)),
+        None | Some(Value::Null) => {
+            return Err(bad_argument(
+                "session_id",
+                "a session id string",
+                "nothing",
+                hint,
+            ))
+        }
+        Some(Value::String(s)) if s.trim().is_empty() => {
+            return Err(bad_argument(
+                "session_id",
+                "a non-empty session id string",
+                "an empty string",
+                hint,
+            ))
+        }
         Some(Value::String(s)) => s.clone(),
-        Some(v) => return Err(bad_argument("session_id", "a session id string", &describe(v), hint)),
+        Some(v) => {
+            return Err(bad_argument(
+                "session_id",
+                "a session id string",
+                &describe(v),
+                hint,
+            ))
+        }
     };
     let cap = cfg.max_read_messages.clamp(1, 100);
     let max_messages = opt_int(map, "max_messages", 1, 100)?.map_or(cap, |n| (n as usize).min(cap));
     Ok(ReadArgs {
         session_id,
         max_messages,
-        include_injected: opt_bool(map, "include_injected")?.unwrap_or(cfg.include_injected_by_default),
+        include_injected: opt_bool(map, "include_injected")?
+            .unwrap_or(cfg.include_injected_by_default),
         include_system: opt_bool(map, "include_system")?.unwrap_or(false),
     })
 }
@@ -48,7 +75,11 @@ pub fn parse_args(args: &Value, cfg: &crate::config::Config) -> Result<ReadArgs,
 /// Readable text of one event's message: text blocks, tool calls and results as short markers;
 /// reasoning blocks never.
 pub fn message_body(role: Role, ev: &Value) -> String {
-    let msg = if role == Role::User { &ev["data"] } else { &ev["data"]["message"] };
+    let msg = if role == Role::User {
+        &ev["data"]
+    } else {
+        &ev["data"]["message"]
+    };
     let Some(content) = msg.get("content").and_then(Value::as_array) else {
         return "(no content)".into();
     };
@@ -57,19 +88,40 @@ pub fn message_body(role: Role, ev: &Value) -> String {
     for block in content {
         let ty = block.get("type").and_then(Value::as_str).unwrap_or("");
         match ty {
-            "text" => parts.push(block.get("text").and_then(Value::as_str).unwrap_or("").to_string()),
+            "text" => parts.push(
+                block
+                    .get("text")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string(),
+            ),
             "reasoning" => reasoning = true,
             "tool-call" => {
                 let name = block.get("name").and_then(Value::as_str).unwrap_or("?");
                 let args = block.get("arguments").and_then(Value::as_str).unwrap_or("");
-                let args: String = if args.chars().count() > 200 { args.chars().take(200).chain("…".chars()).collect() } else { args.to_string() };
+                let args: String = if args.chars().count() > 200 {
+                    args.chars().take(200).chain("…".chars()).collect()
+                } else {
+                    args.to_string()
+                };
                 parts.push(format!("[tool call {name} {args}]"));
             }
             // rc.8 wrapper: {type:'tool-result', toolCallId, content:[…], isError} [R8 real log, docs real-host.md]
             "tool-result" => {
-                for inner in block.get("content").and_then(Value::as_array).into_iter().flatten() {
+                for inner in block
+                    .get("content")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
                     match inner.get("type").and_then(Value::as_str) {
-                        Some("text") => parts.push(inner.get("text").and_then(Value::as_str).unwrap_or("").to_string()),
+                        Some("text") => parts.push(
+                            inner
+                                .get("text")
+                                .and_then(Value::as_str)
+                                .unwrap_or("")
+                                .to_string(),
+                        ),
                         Some(other) => parts.push(format!("[{other}]")),
                         None => {}
                     }
@@ -77,14 +129,25 @@ pub fn message_body(role: Role, ev: &Value) -> String {
             }
             "tool-addition" | "tool-removal" => {
                 let name = block.get("toolName").and_then(Value::as_str).unwrap_or("?");
-                parts.push(format!("[{} {name}]", if ty == "tool-addition" { "tool added:" } else { "tool removed:" }));
+                parts.push(format!(
+                    "[{} {name}]",
+                    if ty == "tool-addition" {
+                        "tool added:"
+                    } else {
+                        "tool removed:"
+                    }
+                ));
             }
             "" => {}
             other => parts.push(format!("[{other}]")),
         }
     }
     if parts.is_empty() {
-        return if reasoning { "(reasoning only; not shown)".into() } else { "(no text)".into() };
+        return if reasoning {
+            "(reasoning only; not shown)".into()
+        } else {
+            "(no text)".into()
+        };
     }
     parts.join("\n")
 }
@@ -109,13 +172,35 @@ pub struct Window {
 }
 
 /// Render a window of `fold`, fetching message text from `src`.
-pub fn render_fold(head: &Header, live: bool, fold: &Fold, src: &Source<'_>, a: &ReadArgs, max_chars: usize, notes: Vec<String>) -> String {
+pub fn render_fold(
+    head: &Header,
+    live: bool,
+    fold: &Fold,
+    src: &Source<'_>,
+    a: &ReadArgs,
+    max_chars: usize,
+    notes: Vec<String>,
+) -> String {
     let w = window(head, live, fold, src, a, notes);
-    render_read(&w.head, &w.messages, w.omitted, w.hidden, &w.notes, max_chars)
+    render_read(
+        &w.head,
+        &w.messages,
+        w.omitted,
+        w.hidden,
+        &w.notes,
+        max_chars,
+    )
 }
 
 /// Select the window of `fold` and fetch its message text from `src` (the text and the CLI's JSON share it).
-pub fn window(head: &Header, live: bool, fold: &Fold, src: &Source<'_>, a: &ReadArgs, mut notes: Vec<String>) -> Window {
+pub fn window(
+    head: &Header,
+    live: bool,
+    fold: &Fold,
+    src: &Source<'_>,
+    a: &ReadArgs,
+    mut notes: Vec<String>,
+) -> Window {
     let mut hidden = Hidden::default();
     let mut shown: Vec<&Node> = Vec::new();
     let mut readable = 0usize;
@@ -164,7 +249,13 @@ pub fn window(head: &Header, live: bool, fold: &Fold, src: &Source<'_>, a: &Read
         readable,
         captured_through: fold.last_seq,
     };
-    Window { head: rh, omitted: readable - messages.len(), messages, hidden, notes }
+    Window {
+        head: rh,
+        omitted: readable - messages.len(),
+        messages,
+        hidden,
+        notes,
+    }
 }
 
 /// Build the read text (blocking: reads the store or the live events).
@@ -181,22 +272,51 @@ pub fn read_blocking(home: &Path, req: &ToolRequest, a: &ReadArgs) -> String {
         let head = merged_header(l, file_header.as_ref());
         if let Some(events) = req.live_events.as_deref().filter(|e| !e.trim().is_empty()) {
             let bytes = events.as_bytes();
-            let first = bytes.split(|&b| b == b'\n').find(|l| !l.iter().all(u8::is_ascii_whitespace)).unwrap_or(b"");
+            let first = bytes
+                .split(|&b| b == b'\n')
+                .find(|l| !l.iter().all(u8::is_ascii_whitespace))
+                .unwrap_or(b"");
             let starts_with_header = Header::parse(first).is_ok();
-            let fold = if starts_with_header { Fold::default() } else { Fold::with_header(head.clone()) };
+            let fold = if starts_with_header {
+                Fold::default()
+            } else {
+                Fold::with_header(head.clone())
+            };
             let mut cur = Cursor::new(bytes);
             return match continue_fold(&mut cur, Encoding::Plain, bytes.len() as u64, fold) {
-                Ok((fold, _)) => render_fold(&head, true, &fold, &Source::Memory(bytes), a, max_chars, Vec::new()),
-                Err(e) => format!("failed: could not read the live events of {} ({e}).", a.session_id),
+                Ok((fold, _)) => render_fold(
+                    &head,
+                    true,
+                    &fold,
+                    &Source::Memory(bytes),
+                    a,
+                    max_chars,
+                    Vec::new(),
+                ),
+                Err(e) => format!(
+                    "failed: could not read the live events of {} ({e}).",
+                    a.session_id
+                ),
             };
         }
         return match &lookup {
             Lookup::Found(s) => {
-                let src = Source::File { path: &s.log.path, enc: s.log.enc };
+                let src = Source::File {
+                    path: &s.log.path,
+                    enc: s.log.enc,
+                };
                 let note = "live events were not provided; this is the session's log file, which can lag by ~200 ms".to_string();
                 render_fold(&head, true, &s.fold, &src, a, max_chars, vec![note])
             }
-            _ => render_fold(&head, true, &Fold::with_header(head.clone()), &Source::Memory(b""), a, max_chars, vec!["the session has no events on disk yet".into()]),
+            _ => render_fold(
+                &head,
+                true,
+                &Fold::with_header(head.clone()),
+                &Source::Memory(b""),
+                a,
+                max_chars,
+                vec!["the session has no events on disk yet".into()],
+            ),
         };
     }
     match lookup {
@@ -238,7 +358,10 @@ mod tests {
         ToolRequest {
             tool: "sessions_read".into(),
             args,
-            host: HostInfo { dsh_home: Some(home.display().to_string()), ..Default::default() },
+            host: HostInfo {
+                dsh_home: Some(home.display().to_string()),
+                ..Default::default()
+            },
             ..Default::default()
         }
     }
@@ -276,10 +399,16 @@ Earlier: the user asked to fix the reasoning-effort config.
 
     #[tokio::test]
     async fn include_flags_window_and_truncation() {
-        let mut r = req(json!({"session_id": MAIN, "include_injected": true, "include_system": true, "max_messages": 2}), &fixtures_root());
+        let mut r = req(
+            json!({"session_id": MAIN, "include_injected": true, "include_system": true, "max_messages": 2}),
+            &fixtures_root(),
+        );
         r.config.max_message_chars = 20;
         let out = run(&r).await;
-        assert!(out.contains("readable messages: 6 | captured through seq: 58"), "{out}");
+        assert!(
+            out.contains("readable messages: 6 | captured through seq: 58"),
+            "{out}"
+        );
         assert!(out.contains("--- user (seq 40, plugin:agent-instructions, harness-injected) ---\n<system-reminder>\nFo…[truncated 33 chars]"), "{out}");
         assert!(out.contains("--- assistant (seq 50,"), "{out}");
         assert!(out.ends_with("(4 earlier messages omitted)"), "{out}");
@@ -289,9 +418,15 @@ Earlier: the user asked to fix the reasoning-effort config.
         r.config.include_injected_by_default = true;
         let out = run(&r).await;
         assert!(out.contains("readable messages: 5"), "{out}");
-        assert!(out.contains("plugin:@deepseek-ai/dsh-system-prompt/snapshot, harness-injected"), "{out}");
+        assert!(
+            out.contains("plugin:@deepseek-ai/dsh-system-prompt/snapshot, harness-injected"),
+            "{out}"
+        );
         // max_messages is capped by maxReadMessages.
-        let mut r = req(json!({"session_id": MAIN, "max_messages": 100}), &fixtures_root());
+        let mut r = req(
+            json!({"session_id": MAIN, "max_messages": 100}),
+            &fixtures_root(),
+        );
         r.config.max_read_messages = 1;
         let out = run(&r).await;
         assert_eq!(out.matches("\n--- ").count(), 1, "{out}");
@@ -300,10 +435,17 @@ Earlier: the user asked to fix the reasoning-effort config.
 
     #[tokio::test]
     async fn v4_tool_results_system_and_developer() {
-        let out = read(json!({"session_id": V4, "include_system": true, "max_messages": 100})).await;
+        let out =
+            read(json!({"session_id": V4, "include_system": true, "max_messages": 100})).await;
         // The first turn's system prompt was compacted away; the second turn's is on the surface.
-        assert!(out.contains("--- system (seq 22, system-prompt) ---\nYou are a coding agent."), "{out}");
-        assert!(out.contains("readable messages: 4 | captured through seq: 32"), "{out}");
+        assert!(
+            out.contains("--- system (seq 22, system-prompt) ---\nYou are a coding agent."),
+            "{out}"
+        );
+        assert!(
+            out.contains("readable messages: 4 | captured through seq: 32"),
+            "{out}"
+        );
         assert!(out.contains(&format!("request={REQ_V4}")), "{out}");
         assert!(out.contains("compact-checkpoint, replaced) ---"), "{out}");
         // The compaction shadowed the first turn's tool round; the second turn's reply remains.
@@ -317,7 +459,16 @@ Earlier: the user asked to fix the reasoning-effort config.
         v4.prompt("use the tool", "r");
         v4.tool_round("call_8", "grep", "{}", "V4 RESULT", "p", "m");
         let d = tempfile::tempdir().unwrap();
-        write_tree(d.path(), &[("sessions/--w--/s-tools/session.jsonl.zstd".into(), b.zstd()), ("sessions/--w--/s-tools4/session.v4.jsonl.zstd".into(), v4.zstd())]);
+        write_tree(
+            d.path(),
+            &[
+                ("sessions/--w--/s-tools/session.jsonl.zstd".into(), b.zstd()),
+                (
+                    "sessions/--w--/s-tools4/session.v4.jsonl.zstd".into(),
+                    v4.zstd(),
+                ),
+            ],
+        );
         let out = run(&req(json!({"session_id":"s-tools"}), d.path())).await;
         assert!(out.contains("--- tool (seq 8, tool:call_9) ---\nHELLO_TOOL_RESULT: hi\n--- assistant (seq 6, model:p/m) ---\n[tool call grep {}]"), "{out}");
         let out = run(&req(json!({"session_id":"s-tools4"}), d.path())).await;
@@ -327,7 +478,12 @@ Earlier: the user asked to fix the reasoning-effort config.
     #[tokio::test]
     async fn live_events_win_over_the_file() {
         let mut r = req(json!({"session_id": MAIN}), &fixtures_root());
-        r.live = vec![LiveSession { id: MAIN.into(), status: "running".into(), header: json!({"cwd":"/live/cwd"}), ..Default::default() }];
+        r.live = vec![LiveSession {
+            id: MAIN.into(),
+            status: "running".into(),
+            header: json!({"cwd":"/live/cwd"}),
+            ..Default::default()
+        }];
         // The live log has one more landed message than the file.
         let mut b = main_v0();
         b.flush();
@@ -336,18 +492,37 @@ Earlier: the user asked to fix the reasoning-effort config.
         let events: String = text.lines().skip(1).map(|l| format!("{l}\n")).collect();
         r.live_events = Some(events.clone());
         let out = run(&r).await;
-        assert!(out.starts_with(&format!("session {MAIN} [live, top-level] | cwd=/live/cwd\n")), "{out}");
-        assert!(out.contains("--- user (seq 63, user, request=dsh-session-mail:live-1) ---\nfresh from memory"), "{out}");
+        assert!(
+            out.starts_with(&format!(
+                "session {MAIN} [live, top-level] | cwd=/live/cwd\n"
+            )),
+            "{out}"
+        );
+        assert!(
+            out.contains(
+                "--- user (seq 63, user, request=dsh-session-mail:live-1) ---\nfresh from memory"
+            ),
+            "{out}"
+        );
         // With the header line included too.
         r.live_events = Some(text);
         assert!(run(&r).await.contains("fresh from memory"));
         // Without live events: the file, with a note.
         r.live_events = None;
         let out = run(&r).await;
-        assert!(!out.contains("fresh from memory") && out.contains("note: live events were not provided"), "{out}");
+        assert!(
+            !out.contains("fresh from memory")
+                && out.contains("note: live events were not provided"),
+            "{out}"
+        );
         // A live session with no file yet.
         r.args = json!({"session_id":"session-new"});
-        r.live = vec![LiveSession { id: "session-new".into(), status: "idle".into(), header: json!({"cwd":"/n"}), ..Default::default() }];
+        r.live = vec![LiveSession {
+            id: "session-new".into(),
+            status: "idle".into(),
+            header: json!({"cwd":"/n"}),
+            ..Default::default()
+        }];
         let out = run(&r).await;
         assert!(out.starts_with("session session-new [live, top-level] | cwd=/n\ntitle: (untitled)\nreadable messages: 0 | captured through seq: (none)\n(no readable messages)"), "{out}");
     }
@@ -357,9 +532,17 @@ Earlier: the user asked to fix the reasoning-effort config.
         let out = read(json!({"session_id": SUB})).await;
         assert!(out.starts_with(&format!("session {SUB} [cold, subagent] | cwd=/home/ana/proj | parent={MAIN}\ntitle: Bounded completed checkpoint")), "{out}");
         let out = read(json!({"session_id": FORK})).await;
-        assert!(out.starts_with(&format!("session {FORK} [cold, top-level] | cwd=/home/ana/proj | fork-of={MAIN}")), "{out}");
+        assert!(
+            out.starts_with(&format!(
+                "session {FORK} [cold, top-level] | cwd=/home/ana/proj | fork-of={MAIN}"
+            )),
+            "{out}"
+        );
         // The fork's model surface includes what it inherited.
-        assert!(out.contains("inherited reply") && out.contains("fork reply"), "{out}");
+        assert!(
+            out.contains("inherited reply") && out.contains("fork reply"),
+            "{out}"
+        );
     }
 
     #[tokio::test]
@@ -392,7 +575,11 @@ Earlier: the user asked to fix the reasoning-effort config.
         named.insert(long.clone(), json!(1));
         for args in [json!({"session_id": long.clone()}), Value::Object(named)] {
             let out = read(args).await;
-            assert!(out.starts_with("refused ("), "{}", &out[..80.min(out.len())]);
+            assert!(
+                out.starts_with("refused ("),
+                "{}",
+                &out[..80.min(out.len())]
+            );
             assert!(out.chars().count() < 400, "{} chars", out.chars().count());
             assert!(out.contains("kkkk…\""), "{out}");
         }
@@ -403,16 +590,30 @@ Earlier: the user asked to fix the reasoning-effort config.
         let home = fixture_home();
         let before = snapshot(home.path());
         for id in [MAIN, V4, PLAIN, FORK] {
-            let out = run(&req(json!({"session_id": id, "include_injected": true, "include_system": true}), home.path())).await;
+            let out = run(&req(
+                json!({"session_id": id, "include_injected": true, "include_system": true}),
+                home.path(),
+            ))
+            .await;
             assert!(out.starts_with(&format!("session {id} [cold")), "{out}");
         }
-        assert_eq!(before, snapshot(home.path()), "bytes and mtimes unchanged, no lock file created");
+        assert_eq!(
+            before,
+            snapshot(home.path()),
+            "bytes and mtimes unchanged, no lock file created"
+        );
     }
 
     #[tokio::test]
     async fn a_broken_log_is_refused_with_its_reason() {
         let d = tempfile::tempdir().unwrap();
-        write_tree(d.path(), &[("sessions/--w--/s-bad/session.jsonl.zstd".into(), frame(b"{\"type\":\"nope\"}\n"))]);
+        write_tree(
+            d.path(),
+            &[(
+                "sessions/--w--/s-bad/session.jsonl.zstd".into(),
+                frame(b"{\"type\":\"nope\"}\n"),
+            )],
+        );
         let out = run(&req(json!({"session_id":"s-bad"}), d.path())).await;
         assert!(out.starts_with("refused (not-found): session \"s-bad\" exists but its log cannot be read (--w--/s-bad/session.jsonl.zstd: first line is not a session header)"), "{out}");
     }
@@ -423,11 +624,16 @@ Earlier: the user asked to fix the reasoning-effort config.
 #[tokio::test]
 #[ignore = "needs DSH_REAL_HOME pointing at a real DSH home"]
 async fn real_home() {
-    let Ok(home) = std::env::var("DSH_REAL_HOME") else { return };
+    let Ok(home) = std::env::var("DSH_REAL_HOME") else {
+        return;
+    };
     let mk = |tool: &str, args: Value| ToolRequest {
         tool: tool.into(),
         args,
-        host: crate::request::HostInfo { dsh_home: Some(home.clone()), ..Default::default() },
+        host: crate::request::HostInfo {
+            dsh_home: Some(home.clone()),
+            ..Default::default()
+        },
         ..Default::default()
     };
     let listing = super::list::run(&mk("sessions_list", serde_json::json!({"scope":"all"}))).await;
