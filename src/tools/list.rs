@@ -310,11 +310,32 @@ pub fn select(home: &Path, req: &ToolRequest, args: &ListArgs) -> Selection {
             .then(a.row.id.cmp(&b.row.id))
     });
     rows.truncate(args.limit);
+    // A live session that has not written its first batch yet has a folder but no log (rc.8
+    // `session-persistence`: "an unmaterialized session has no filesystem footprint" until its first
+    // flush); the live registry already lists it, so its "no session log" note is noise.
+    let notes = listing
+        .notes
+        .into_iter()
+        .filter(|n| !is_live_without_log(n, &req.live))
+        .collect();
     Selection {
         rows,
         considered,
-        notes: listing.notes,
+        notes,
     }
+}
+
+/// `<path>/<live id>: no session log` for a session of the live registry.
+fn is_live_without_log(note: &str, live: &[crate::request::LiveSession]) -> bool {
+    let Some(path) = note.strip_suffix(": no session log") else {
+        return false;
+    };
+    live.iter().any(|l| {
+        !l.id.is_empty()
+            && path
+                .strip_suffix(l.id.as_str())
+                .is_some_and(|rest| rest.ends_with('/') || rest.ends_with('\\'))
+    })
 }
 
 pub async fn run(req: &ToolRequest) -> String {
@@ -432,6 +453,34 @@ Top-level sessions are messageable with sessions_send; subagent sessions are not
         // V4's createdAt is now 1: it sorts just before the caller.
         let pos = |id: &str| out.find(&format!("- {id} ")).unwrap();
         assert!(pos(V4) > pos(PLAIN) && pos(V4) < pos(MAIN), "{out}");
+    }
+
+    #[tokio::test]
+    async fn a_live_session_without_its_first_log_batch_is_not_a_note() {
+        let home = tempfile::tempdir().unwrap();
+        // rc.8: a new session's folder can exist before its first flush writes the log.
+        std::fs::create_dir_all(
+            home.path()
+                .join("sessions")
+                .join("--w--")
+                .join("session-new"),
+        )
+        .unwrap();
+        let cold = run(&req(json!({}), home.path())).await;
+        assert!(cold.contains("session-new: no session log"), "{cold}");
+        let mut r = req(json!({}), home.path());
+        r.live = vec![LiveSession {
+            id: "session-new".into(),
+            status: "running".into(),
+            header: json!({"cwd":"/w","createdAt":5}),
+            ..Default::default()
+        }];
+        let live = run(&r).await;
+        assert!(
+            live.starts_with("- session-new [live, top-level, running]"),
+            "{live}"
+        );
+        assert!(!live.contains("no session log"), "{live}");
     }
 
     #[tokio::test]
