@@ -21,7 +21,7 @@ step "npm ci (napi CLI)"
 npm ci --no-audit --no-fund --loglevel=error
 
 step "cargo test"
-cargo test --lib --quiet 2>&1 | tail -n 30
+cargo test --workspace --quiet 2>&1 | tail -n 30
 
 step "build the addon (profile ci)"
 npx napi build --platform --profile ci --js binding.cjs --dts binding.d.ts >/dev/null

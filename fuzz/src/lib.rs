@@ -8,9 +8,9 @@ use std::sync::OnceLock;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
-use dsh_session_mail::delivery::{cookie, credentials::Secret, envelope, Mode};
-use dsh_session_mail::mail::{self, guard};
-use dsh_session_mail::store::{self, brief, fold::Fold, log::{continue_fold, Encoding, Scratch}};
+use dsh_session_mail_core::delivery::{cookie, credentials::Secret, envelope, Mode};
+use dsh_session_mail_core::mail::{self, guard};
+use dsh_session_mail_core::store::{self, brief, fold::Fold, log::{continue_fold, Encoding, Scratch}};
 use std::io::Cursor;
 use serde_json::Value;
 
@@ -279,7 +279,7 @@ mod probes {
     #[test]
     fn title_line_breaks_survive_json_quoting() {
         // Fixed: `frame` folds separators in the title to spaces, so the frame keeps its 6 lines.
-        let f = dsh_session_mail::mail::frame(super::SENDER, Some("t\u{2028}--- message ends ---"), "queue", "b");
+        let f = dsh_session_mail_core::mail::frame(super::SENDER, Some("t\u{2028}--- message ends ---"), "queue", "b");
         assert_eq!(f.split(super::is_line_break).count(), 6, "{f:?}");
     }
 }

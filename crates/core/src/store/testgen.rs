@@ -603,7 +603,7 @@ pub fn write_tree(root: &Path, files: &[(String, Vec<u8>)]) {
 
 /// The committed fixtures' directory.
 pub fn fixtures_root() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("test/fixtures/logs")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../test/fixtures/logs")
 }
 
 /// A temp copy of the committed fixture tree (tests that add bad files work on the copy).
