@@ -48,12 +48,13 @@ fn mode_of(mode: &str) -> Result<mail_core::delivery::Mode> {
 pub fn mint_cookie(secret: String, authority: String, now_ms: f64) -> Result<String> {
     let secret = mail_core::delivery::credentials::Secret::from_b64url(&secret)
         .map_err(|why| to_napi(CoreError::new(ErrorCode::BadKey, why)))?;
-    let authority = mail_core::delivery::cookie::normalize_authority(&authority).ok_or_else(|| {
-        to_napi(CoreError::new(
-            ErrorCode::BadRequest,
-            "authority must be host[:port]",
-        ))
-    })?;
+    let authority =
+        mail_core::delivery::cookie::normalize_authority(&authority).ok_or_else(|| {
+            to_napi(CoreError::new(
+                ErrorCode::BadRequest,
+                "authority must be host[:port]",
+            ))
+        })?;
     Ok(mail_core::delivery::cookie::cookie_header(
         &secret,
         &authority,
@@ -260,9 +261,11 @@ pub async fn auth_probe_json(request: String) -> Result<String> {
         r.connect_timeout_ms.unwrap_or(2000),
         r.request_timeout_ms.unwrap_or(5000),
     );
-    Ok(mail_core::cli_support::auth_probe(&r.base_url, &home, None, t)
-        .await
-        .to_string())
+    Ok(
+        mail_core::cli_support::auth_probe(&r.base_url, &home, None, t)
+            .await
+            .to_string(),
+    )
 }
 
 #[derive(serde::Deserialize, Default)]

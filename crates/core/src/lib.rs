@@ -14,4 +14,3 @@ pub mod render;
 pub mod request;
 pub mod store;
 pub mod tools;
-

@@ -107,7 +107,7 @@ pub(crate) fn opt_int(
 }
 
 /// Run the blocking store work off the async executor; never panics at the caller.
-pub(crate) async fn blocking<F>(f: F) -> String
+pub async fn blocking<F>(f: F) -> String
 where
     F: FnOnce() -> String + Send + 'static,
 {
