@@ -140,6 +140,16 @@ fn parse<T: serde::de::DeserializeOwned>(json: &str, what: &str) -> Result<T> {
     })
 }
 
+/// Run blocking store work off the executor; a panic there becomes the refusal as JSON.
+async fn blocking<F>(f: F) -> String
+where
+    F: FnOnce() -> String + Send + 'static,
+{
+    mail_core::tools::blocking(f)
+        .await
+        .unwrap_or_else(|r| mail_core::cli::data::refusal_value(&r).to_string())
+}
+
 fn home_of(explicit: Option<&str>) -> std::path::PathBuf {
     mail_core::store::resolve_dsh_home(explicit)
 }
@@ -153,7 +163,7 @@ pub fn resolve_dsh_home(explicit: Option<String>) -> String {
 /// The host's session directory key for a project path (`null` for an empty path).
 #[napi(catch_unwind)]
 pub fn project_key(cwd: String) -> Option<String> {
-    mail_core::cli_support::project_key(&cwd)
+    mail_core::cli::sender::project_key(&cwd)
 }
 
 /// `{ok:true, id, logPath, modifiedMs, project}` — the newest top-level session of `cwd`'s project —
@@ -161,8 +171,8 @@ pub fn project_key(cwd: String) -> Option<String> {
 #[napi(catch_unwind)]
 pub fn default_sender_json(dsh_home: Option<String>, cwd: String) -> String {
     let home = home_of(dsh_home.as_deref());
-    let project = mail_core::cli_support::project_key(&cwd);
-    let v = match mail_core::cli_support::default_sender(&home, &cwd) {
+    let project = mail_core::cli::sender::project_key(&cwd);
+    let v = match mail_core::cli::sender::default_sender(&home, &cwd) {
         Ok(s) => {
             serde_json::json!({"ok": true, "id": s.id, "logPath": s.log_path.display().to_string(), "modifiedMs": s.modified_ms, "project": project})
         }
@@ -176,10 +186,7 @@ pub fn default_sender_json(dsh_home: Option<String>, cwd: String) -> String {
 pub async fn list_sessions_json(request: String) -> Result<String> {
     let req: mail_core::request::ToolRequest = parse(&request, "list request")?;
     let home = home_of(req.host.dsh_home.as_deref());
-    Ok(mail_core::tools::list::blocking(move || {
-        mail_core::cli_support::list_value(&home, &req).to_string()
-    })
-    .await)
+    Ok(blocking(move || mail_core::cli::data::list_value(&home, &req).to_string()).await)
 }
 
 /// `sessions_read` of a stored session as JSON data; `request` is a ToolRequest (tool `sessions_read`).
@@ -187,10 +194,7 @@ pub async fn list_sessions_json(request: String) -> Result<String> {
 pub async fn read_session_json(request: String) -> Result<String> {
     let req: mail_core::request::ToolRequest = parse(&request, "read request")?;
     let home = home_of(req.host.dsh_home.as_deref());
-    Ok(mail_core::tools::list::blocking(move || {
-        mail_core::cli_support::read_value(&home, &req).to_string()
-    })
-    .await)
+    Ok(blocking(move || mail_core::cli::data::read_value(&home, &req).to_string()).await)
 }
 
 #[derive(serde::Deserialize)]
@@ -207,9 +211,9 @@ struct VerifyRequest {
 pub async fn verify_request_json(request: String) -> Result<String> {
     let r: VerifyRequest = parse(&request, "verify request")?;
     let home = home_of(r.dsh_home.as_deref());
-    Ok(mail_core::tools::list::blocking(move || {
-        let v = mail_core::cli_support::verify(&home, &r.request_id, r.session_id.as_deref());
-        mail_core::cli_support::verification_value(&v, &r.request_id).to_string()
+    Ok(blocking(move || {
+        let v = mail_core::fate::verify(&home, &r.request_id, r.session_id.as_deref());
+        mail_core::fate::verification_value(&v, &r.request_id).to_string()
     })
     .await)
 }
@@ -218,7 +222,7 @@ pub async fn verify_request_json(request: String) -> Result<String> {
 #[napi]
 pub async fn send_json(request: String) -> Result<String> {
     let req: mail_core::request::ToolRequest = parse(&request, "send request")?;
-    Ok(mail_core::cli_support::send_value(req).await.to_string())
+    Ok(mail_core::cli::data::send_value(req).await.to_string())
 }
 
 #[derive(serde::Deserialize)]
@@ -232,14 +236,14 @@ struct LayerJson {
 #[napi(catch_unwind)]
 pub fn patch_row_state_json(layers: String, row_id: String, module: String) -> Result<String> {
     let layers: Vec<LayerJson> = parse(&layers, "patch layers")?;
-    let layers: Vec<mail_core::cli_support::Layer> = layers
+    let layers: Vec<mail_core::doctor::patch::Layer> = layers
         .into_iter()
-        .map(|l| mail_core::cli_support::Layer {
+        .map(|l| mail_core::doctor::patch::Layer {
             label: l.label,
             text: l.text,
         })
         .collect();
-    Ok(mail_core::cli_support::row_state(&layers, &row_id, &module).to_string())
+    Ok(mail_core::doctor::patch::row_state(&layers, &row_id, &module).to_string())
 }
 
 #[derive(serde::Deserialize)]
@@ -262,7 +266,7 @@ pub async fn auth_probe_json(request: String) -> Result<String> {
         r.request_timeout_ms.unwrap_or(5000),
     );
     Ok(
-        mail_core::cli_support::auth_probe(&r.base_url, &home, None, t)
+        mail_core::doctor::auth_probe::auth_probe(&r.base_url, &home, None, t)
             .await
             .to_string(),
     )
@@ -288,8 +292,5 @@ pub async fn read_ledger_json(request: String) -> Result<String> {
         limit: r.limit,
         ..Default::default()
     };
-    Ok(mail_core::tools::list::blocking(move || {
-        mail_core::cli_support::ledger_value(&home, &filter).to_string()
-    })
-    .await)
+    Ok(blocking(move || mail_core::cli::data::ledger_value(&home, &filter).to_string()).await)
 }

@@ -4,12 +4,15 @@
 //! No napi types live here: every module is plain Rust, tested by `cargo test -p dsh-session-mail-core`.
 //! The addon crate at the repository root (`src/lib.rs`) is the one thin binding over it.
 
-pub mod cli_support;
+pub mod cli;
 pub mod config;
 pub mod delivery;
+pub mod doctor;
 pub mod error;
+pub mod fate;
 pub mod ledger;
 pub mod mail;
+pub mod outcome;
 pub mod render;
 pub mod request;
 pub mod store;

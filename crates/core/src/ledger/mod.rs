@@ -45,6 +45,73 @@ const MAX_FIELD_CHARS: usize = 512;
 /// Serializes appends and rotations inside this process.
 static WRITE_LOCK: Mutex<()> = Mutex::new(());
 
+/// How an attempt ended, as the ledger records it. On disk it is a string: `accepted`,
+/// `refused:<code>`, `unreachable`, `may-have-landed` (the strings of every earlier version);
+/// an unknown string is kept as written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "String", from = "String")]
+pub enum LedgerOutcome {
+    Accepted,
+    /// Refused with this code (`refused:<code>`).
+    Refused(String),
+    /// No decision of the host (down, timeout, 5xx, carrier status, bad address).
+    Unreachable,
+    /// Went out without a clear answer; counts as sent.
+    MayHaveLanded,
+    /// A string this version does not know.
+    Other(String),
+}
+
+impl Default for LedgerOutcome {
+    fn default() -> Self {
+        LedgerOutcome::Other(String::new())
+    }
+}
+
+impl LedgerOutcome {
+    /// The on-disk string.
+    pub fn as_string(&self) -> String {
+        match self {
+            LedgerOutcome::Accepted => "accepted".into(),
+            LedgerOutcome::Refused(code) => format!("refused:{code}"),
+            LedgerOutcome::Unreachable => "unreachable".into(),
+            LedgerOutcome::MayHaveLanded => "may-have-landed".into(),
+            LedgerOutcome::Other(s) => s.clone(),
+        }
+    }
+
+    /// Counts against the send budget (it went out, or may have).
+    pub fn counts_as_sent(&self) -> bool {
+        matches!(self, LedgerOutcome::Accepted | LedgerOutcome::MayHaveLanded)
+    }
+}
+
+impl From<String> for LedgerOutcome {
+    fn from(s: String) -> Self {
+        match s.as_str() {
+            "accepted" => LedgerOutcome::Accepted,
+            "unreachable" => LedgerOutcome::Unreachable,
+            "may-have-landed" => LedgerOutcome::MayHaveLanded,
+            _ => match s.strip_prefix("refused:") {
+                Some(code) if !code.is_empty() => LedgerOutcome::Refused(code.to_string()),
+                _ => LedgerOutcome::Other(s),
+            },
+        }
+    }
+}
+
+impl From<&str> for LedgerOutcome {
+    fn from(s: &str) -> Self {
+        LedgerOutcome::from(s.to_string())
+    }
+}
+
+impl From<LedgerOutcome> for String {
+    fn from(o: LedgerOutcome) -> String {
+        o.as_string()
+    }
+}
+
 /// One ledger line.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
@@ -62,7 +129,7 @@ pub struct Entry {
     /// `dsh-session-mail:<uuid>`, `null` for a refusal decided before an id was minted.
     pub request_id: Option<String>,
     /// `accepted`, `refused:<code>`, `unreachable` or `may-have-landed`.
-    pub outcome: String,
+    pub outcome: LedgerOutcome,
     /// Characters of the message as written, `null` when the message was not a string.
     pub body_chars: Option<usize>,
     /// Hex SHA-256 of the message as written, `null` when the message was not a string.
@@ -79,7 +146,7 @@ impl Entry {
         tool: &str,
         mode: Option<&str>,
         request_id: Option<&str>,
-        outcome: &str,
+        outcome: LedgerOutcome,
         body: Option<&str>,
     ) -> Entry {
         Entry {
@@ -89,7 +156,7 @@ impl Entry {
             tool: cap(tool),
             mode: mode.map(cap),
             request_id: request_id.map(cap),
-            outcome: cap(outcome),
+            outcome,
             body_chars: body.map(|b| b.chars().count()),
             body_sha256: body.map(sha256_hex),
         }
@@ -102,7 +169,7 @@ impl Entry {
 
     /// Does this attempt count against the send budget? Accepted sends, and sends that may have landed.
     pub fn counts_as_sent(&self) -> bool {
-        self.outcome == "accepted" || self.outcome == "may-have-landed"
+        self.outcome.counts_as_sent()
     }
 }
 
@@ -285,10 +352,11 @@ impl Filter {
             return false;
         }
         if let Some(o) = &self.outcome {
+            let got = e.outcome.as_string();
             let ok = if o.ends_with(':') {
-                e.outcome.starts_with(o.as_str())
+                got.starts_with(o.as_str())
             } else {
-                e.outcome == *o
+                got == *o
             };
             if !ok {
                 return false;
@@ -409,7 +477,7 @@ pub fn render(read: &LedgerRead) -> String {
             e.target.as_deref().unwrap_or("(no target)"),
             e.tool,
             e.mode.as_deref().unwrap_or("-"),
-            e.outcome,
+            e.outcome.as_string(),
             e.body_chars.map_or_else(|| "-".into(), |c| c.to_string()),
             sha,
             e.request_id.as_deref().unwrap_or("-"),

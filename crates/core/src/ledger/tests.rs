@@ -11,7 +11,7 @@ fn e(i: i64, sender: &str, target: &str, outcome: &str) -> Entry {
         "send_session_message",
         Some("queue"),
         Some(&format!("dsh-session-mail:{i}")),
-        outcome,
+        outcome.into(),
         Some("hello"),
     )
 }
@@ -61,7 +61,7 @@ fn a_line_has_exactly_the_documented_fields() {
         "sessions_send",
         None,
         None,
-        "refused:no-caller",
+        "refused:no-caller".into(),
         None,
     );
     let j = serde_json::to_value(&r).unwrap();
@@ -102,7 +102,7 @@ fn never_the_body_nor_a_secret() {
         "sessions_send",
         Some("steer"),
         Some("dsh-session-mail:1"),
-        "accepted",
+        "accepted".into(),
         Some(&body),
     );
     append(home.path(), &entry).unwrap();
@@ -202,7 +202,8 @@ fn read_filters_and_renders() {
     )
     .unwrap();
     assert_eq!(
-        last.entries[0].outcome, "may-have-landed",
+        last.entries[0].outcome.as_string(),
+        "may-have-landed",
         "limit keeps the newest"
     );
     let text = render(&all);
@@ -355,7 +356,7 @@ fn concurrent_appends_never_interleave() {
                         "sessions_send",
                         Some("queue"),
                         Some(&format!("dsh-session-mail:{t}-{i}")),
-                        "accepted",
+                        "accepted".into(),
                         Some(&"y".repeat(1000)),
                     );
                     append(&h, &entry).unwrap();
@@ -370,7 +371,7 @@ fn concurrent_appends_never_interleave() {
     assert_eq!(l.len(), 400);
     for line in &l {
         let entry: Entry = serde_json::from_str(line).unwrap_or_else(|err| panic!("{err}: {line}"));
-        assert_eq!(entry.outcome, "accepted");
+        assert_eq!(entry.outcome, LedgerOutcome::Accepted);
     }
     let r = read_ledger(&h, &Filter::default()).unwrap();
     assert_eq!(
@@ -393,7 +394,7 @@ fn long_fields_are_capped() {
         "sessions_send",
         None,
         None,
-        "refused:bad-argument",
+        "refused:bad-argument".into(),
         None,
     );
     assert_eq!(

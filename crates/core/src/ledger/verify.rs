@@ -90,7 +90,7 @@ pub fn verify_with(
                     e.target.as_deref().unwrap_or("(no target)"),
                     e.tool,
                     e.mode.as_deref().unwrap_or("-"),
-                    e.outcome
+                    e.outcome.as_string()
                 ));
                 if e.target.as_deref().is_some_and(|t| t != session_id) {
                     s.push_str(&format!(

@@ -264,7 +264,7 @@ impl Drop for Reservation {
 pub struct Admitted {
     pub allowance: Option<Allowance>,
     pub reservation: Option<Reservation>,
-    /// `send budget not checked: …` when the ledger could not be read.
+    /// Why the ledger could not be read (the budget was not checked; the send is not blocked).
     pub note: Option<String>,
 }
 
@@ -296,12 +296,7 @@ pub fn check(
     };
     let (entries, note) = match ledger::read_ledger(home, &filter) {
         Ok(r) => (r.entries, None),
-        Err(why) => (
-            Vec::new(),
-            Some(format!(
-                "send budget not checked: the audit ledger could not be read ({why})"
-            )),
-        ),
+        Err(why) => (Vec::new(), Some(why)),
     };
     let counted: Vec<&Entry> = entries.iter().filter(|e| e.counts_as_sent()).collect();
     let mine: Vec<&Slot> = flight
@@ -362,7 +357,7 @@ mod tests {
             "send_session_message",
             Some("queue"),
             Some("dsh-session-mail:x"),
-            outcome,
+            outcome.into(),
             Some("hi"),
         )
     }
@@ -553,10 +548,7 @@ mod tests {
         let d = ledger::dir(home.path());
         std::fs::create_dir_all(ledger::path(home.path())).unwrap(); // a directory where the file should be
         let ok = check(home.path(), "session-a", "session-b", false, NOW, &cfg()).unwrap();
-        assert!(ok
-            .note
-            .unwrap()
-            .starts_with("send budget not checked: the audit ledger could not be read ("));
+        assert!(!ok.note.unwrap().is_empty());
         drop(d);
     }
 }

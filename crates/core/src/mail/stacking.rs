@@ -224,7 +224,7 @@ mod tests {
                 "send_session_message",
                 Some("queue"),
                 Some(rid),
-                outcome,
+                outcome.into(),
                 Some("x"),
             );
             ledger::append(h, &e).unwrap();

@@ -3,6 +3,8 @@
 
 use serde_json::Value;
 
+use crate::store::StoreNote;
+
 /// `refused (<code>): <message>`.
 pub fn refusal(code: &str, message: &str) -> String {
     format!("refused ({code}): {message}")
@@ -145,6 +147,14 @@ fn row_text(row: &ListRow, allow_resume: bool) -> String {
     s
 }
 
+/// The text of a store note (`<path>: <what>`).
+pub fn store_note(n: &StoreNote) -> String {
+    match n {
+        StoreNote::NoLog { path, .. } => format!("{path}: no session log"),
+        StoreNote::Text(t) => t.clone(),
+    }
+}
+
 /// Most notes printed under a listing.
 pub const MAX_NOTES: usize = 5;
 
@@ -152,7 +162,7 @@ pub const MAX_NOTES: usize = 5;
 pub fn render_list(
     rows: &[ListRow],
     considered: usize,
-    notes: &[String],
+    notes: &[StoreNote],
     allow_resume: bool,
 ) -> String {
     let mut out: Vec<String> = rows.iter().map(|r| row_text(r, allow_resume)).collect();
@@ -165,7 +175,7 @@ pub fn render_list(
         "Top-level sessions are messageable with sessions_send; subagent sessions are not.".into(),
     );
     for n in notes.iter().take(MAX_NOTES) {
-        out.push(format!("note: {}", one_line(n)));
+        out.push(format!("note: {}", one_line(&store_note(n))));
     }
     if notes.len() > MAX_NOTES {
         out.push(format!("note: … and {} more", notes.len() - MAX_NOTES));
@@ -204,7 +214,9 @@ mod tests {
         let mut fork = row("session-f");
         fork.parent = Some("session-p".into());
         fork.cwd = None;
-        let notes: Vec<String> = (0..7).map(|i| format!("p{i}: bad\nthing")).collect();
+        let notes: Vec<StoreNote> = (0..7)
+            .map(|i| StoreNote::Text(format!("p{i}: bad\nthing")))
+            .collect();
         let text = render_list(&[row("session-e2"), live, fork, sub, me], 60, &notes, true);
         let expected = "\
 - session-e2 [cold, top-level] | cwd=/w | preset=standard | send: queue (wakes it)

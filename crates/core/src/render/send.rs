@@ -10,51 +10,10 @@ use crate::ledger::time::{format_utc_secs, human_secs};
 use crate::mail::budget::{Allowance, Exceeded, Which};
 use crate::mail::guard::Forgery;
 use crate::mail::stacking::Stacked;
+use crate::outcome::{DeliveryContext, Receipt, SendNote, SendOutcome, SendResult};
+use crate::tools::send::SendTool;
 
-/// `refused (<code>): <first>` plus further lines.
-pub fn refused(code: &str, first: &str, more: &[String]) -> String {
-    let mut s = format!("refused ({code}): {first}");
-    for line in more {
-        s.push('\n');
-        s.push_str(line);
-    }
-    s
-}
-
-/// One bad argument: `<name> must be <expected>; got <got>.` and an optional hint.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
-    pub name: String,
-    pub expected: String,
-    pub got: String,
-    pub hint: Option<String>,
-}
-
-impl Problem {
-    fn sentence(&self) -> String {
-        let mut s = format!("{} must be {}; got {}.", self.name, self.expected, self.got);
-        if let Some(h) = &self.hint {
-            s.push(' ');
-            s.push_str(h);
-        }
-        s
-    }
-}
-
-/// `refused (bad-argument): <first problem>`, then `also: <problem>` per further problem, then the call shape.
-pub fn bad_arguments(problems: &[Problem], usage: &str) -> String {
-    let first = problems
-        .first()
-        .map(Problem::sentence)
-        .unwrap_or_else(|| "the arguments are invalid.".into());
-    let mut more: Vec<String> = problems
-        .iter()
-        .skip(1)
-        .map(|p| format!("also: {}", p.sentence()))
-        .collect();
-    more.push(format!("Nothing was sent. Call it as {usage}."));
-    refused("bad-argument", &first, &more)
-}
+pub use crate::render::refusal::refused;
 
 /// How a JSON value (or its absence) is described after `got`.
 pub fn describe_got(v: Option<&Value>) -> String {
@@ -169,37 +128,6 @@ pub fn not_messageable(target: &str, parent: Option<&str>) -> String {
 
 fn quote(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| s.to_string())
-}
-
-/// Which tool is answering (the reply line differs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SendTool {
-    SessionsSend,
-    SendSessionMessage,
-}
-
-/// Everything an accepted receipt says.
-#[derive(Debug, Clone)]
-pub struct Receipt<'a> {
-    pub tool: SendTool,
-    pub target: &'a str,
-    pub mode: Mode,
-    /// Characters of the message as the caller wrote it.
-    pub chars: usize,
-    /// The target was not live: the host resumed it.
-    pub woke: bool,
-    /// The target was live and running a turn.
-    pub running: bool,
-    pub request_id: &'a str,
-    pub dialect: Dialect,
-    pub recovery: Option<Recovery>,
-    pub ambiguity: Option<&'a str>,
-    /// Earlier messages of this plugin still pending in the target's inbox.
-    pub pending_from_plugin: usize,
-    /// Items (anyone's) already waiting in the target's next-turn inbox, when it is live.
-    pub pending_next_turn: usize,
-    /// What is left of the send budget after this send (`None`: budgets off).
-    pub budget: Option<Allowance>,
 }
 
 /// What happened to an accepted message, in one line (`outcome: …`).
@@ -363,6 +291,7 @@ pub fn with_note(text: String, note: &str) -> String {
 /// request: dsh-session-mail:0b6c…
 /// ```
 pub fn accepted(r: &Receipt) -> String {
+    let ambiguity = r.ambiguity.as_deref();
     let mut s = format!(
         "accepted for {} | mode={} | chars={}",
         r.target,
@@ -398,7 +327,7 @@ pub fn accepted(r: &Receipt) -> String {
         r.pending_next_turn,
     ));
     if let Some(rec) = r.recovery {
-        let first = r.ambiguity.unwrap_or("no clear answer");
+        let first = ambiguity.unwrap_or("no clear answer");
         let how = match (rec, r.dialect) {
             (Recovery::FoundInHistory, _) => "the host's history shows this request id, so it was not sent again",
             (Recovery::FoundInLog, _) => "the session log shows this request id, so it was not sent again",
@@ -470,16 +399,8 @@ pub fn rejected(code: &str, message: &str, after_ambiguous: bool, request_id: &s
     )
 }
 
-/// Context for failure texts.
-pub struct FailureContext<'a> {
-    pub target: &'a str,
-    pub request_id: &'a str,
-    pub base_url: &'a str,
-    pub connect_timeout_ms: u64,
-}
-
 /// A delivery that reached no decision of the host.
-pub fn failure(f: &Failure, c: &FailureContext) -> String {
+pub fn failure(f: &Failure, c: &DeliveryContext) -> String {
     let req = format!("request: {}", c.request_id);
     match f {
         Failure::BadBaseUrl(why) => refused(
@@ -543,7 +464,7 @@ pub fn failure(f: &Failure, c: &FailureContext) -> String {
             "unreachable",
             &format!("the host failed with HTTP {status}{}.", if body.is_empty() { String::new() } else { format!(" ({body})") }),
             &[
-                format!("The message was probably not delivered; check with sessions_read {{\"session_id\":{}}} before sending it again.", quote(c.target)),
+                format!("The message was probably not delivered; check with sessions_read {{\"session_id\":{}}} before sending it again.", quote(&c.target)),
                 req,
             ],
         ),
@@ -561,11 +482,39 @@ pub fn failure(f: &Failure, c: &FailureContext) -> String {
             &[
                 format!(
                     "It was not sent again blindly. Check with sessions_read {{\"session_id\":{}}}: a landed copy shows request={} in its source label. Send it again only if it is not there.",
-                    quote(c.target),
+                    quote(&c.target),
                     c.request_id
                 ),
                 req,
             ],
         ),
+    }
+}
+
+/// The text of a send: the receipt or refusal, its `note:` lines before the `request:` line.
+pub fn result(r: &SendResult) -> String {
+    let mut out = match &r.outcome {
+        SendOutcome::Accepted(receipt) => accepted(receipt),
+        SendOutcome::Refused(refusal) => refusal.render(),
+        SendOutcome::MayHaveLanded { detail, context } => failure(
+            &Failure::MayHaveLanded {
+                detail: detail.clone(),
+            },
+            context,
+        ),
+    };
+    for n in &r.notes {
+        out = with_note(out, &note(n));
+    }
+    out
+}
+
+/// The text of a `note:` line (without `note: `).
+pub fn note(n: &SendNote) -> String {
+    match n {
+        SendNote::BudgetNotChecked(why) => {
+            format!("send budget not checked: the audit ledger could not be read ({why})")
+        }
+        SendNote::LedgerNotWritten(why) => format!("audit ledger not written: {why}"),
     }
 }

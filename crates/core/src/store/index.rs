@@ -260,7 +260,7 @@ fn parallel<T: Sync, U: Send>(items: &[T], f: impl Fn(&T) -> U + Sync) -> Vec<U>
 
 /// Walk and brief-scan every session under `home`: the directory `stat`s and the briefs run
 /// on the available cores; the result (and the notes) come in walk order.
-pub fn scan_briefs(home: &Path, notes: &mut Vec<String>) -> Vec<Briefed> {
+pub fn scan_briefs(home: &Path, notes: &mut Vec<super::StoreNote>) -> Vec<Briefed> {
     let items = layout::walk_items(home);
     type Loaded = Option<Result<Arc<Brief>, String>>;
     let done: Vec<Option<(layout::Visited, Loaded)>> = parallel(&items, |item| {
@@ -312,7 +312,7 @@ pub fn fold_all(dirs: Vec<SessionDir>) -> Vec<Scanned> {
 }
 
 /// Walk and fold every session under `home`.
-pub fn scan(home: &Path, notes: &mut Vec<String>) -> Vec<Scanned> {
+pub fn scan(home: &Path, notes: &mut Vec<super::StoreNote>) -> Vec<Scanned> {
     let dirs = layout::walk(home, notes);
     fold_all(dirs)
 }

@@ -1,6 +1,7 @@
 //! On-disk layout: `$DSH_HOME/sessions/<project>/<session>/<generation file>`
 //! [R8 and Z17 `packages/session/session-persistence-jsonl/src/format.ts` `projectDir`, `sessionDir`, `logPath`].
 
+use super::StoreNote;
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::fs;
@@ -176,7 +177,7 @@ pub struct SessionDir {
 
 /// Walk `<home>/sessions/*/*`. Unreadable directories, symlink loops and other oddities become
 /// notes; the walk goes on. Each physical directory is visited once (symlink aliases).
-pub fn walk(home: &Path, notes: &mut Vec<String>) -> Vec<SessionDir> {
+pub fn walk(home: &Path, notes: &mut Vec<StoreNote>) -> Vec<SessionDir> {
     let items = walk_items(home);
     let visited: Vec<Option<Visited>> = items.iter().map(|i| i.dir().map(visit)).collect();
     assemble(items, visited, notes)
@@ -289,21 +290,21 @@ pub fn visit(dir: &Path) -> Visited {
 pub fn assemble(
     items: Vec<WalkItem>,
     visited: Vec<Option<Visited>>,
-    notes: &mut Vec<String>,
+    notes: &mut Vec<StoreNote>,
 ) -> Vec<(usize, SessionDir)> {
     let mut seen: HashSet<(u64, u64)> = HashSet::new();
     let mut out = Vec::new();
     for (i, (item, v)) in items.into_iter().zip(visited).enumerate() {
         let dir = match item {
             WalkItem::Note(n) => {
-                notes.push(n);
+                notes.push(StoreNote::Text(n));
                 continue;
             }
             WalkItem::Dir(d) => d,
         };
         match v {
             None | Some(Visited::NotADir) => {}
-            Some(Visited::Note(n)) => notes.push(n),
+            Some(Visited::Note(n)) => notes.push(StoreNote::Text(n)),
             Some(Visited::Dir { key, log }) => {
                 if let Some(key) = key {
                     if !seen.insert(key) {
@@ -313,11 +314,17 @@ pub fn assemble(
                 match log {
                     Ok(log) => {
                         if log.is_none() {
-                            notes.push(format!("{}: no session log", dir.display()));
+                            notes.push(StoreNote::NoLog {
+                                session_id: dir
+                                    .file_name()
+                                    .map(|n| n.to_string_lossy().into_owned())
+                                    .unwrap_or_default(),
+                                path: dir.display().to_string(),
+                            });
                         }
                         out.push((i, SessionDir { dir, log }));
                     }
-                    Err(n) => notes.push(n),
+                    Err(n) => notes.push(StoreNote::Text(n)),
                 }
             }
         }

@@ -110,12 +110,22 @@ pub struct StoredSession {
     pub fold: Arc<Fold>,
 }
 
+/// A note about something under `$DSH_HOME/sessions` that could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreNote {
+    /// A session folder without a session log: a live session that has not flushed its first batch
+    /// yet, or debris. `path` is the folder (relative to `$DSH_HOME/sessions` in a listing).
+    NoLog { session_id: String, path: String },
+    /// `<path>: <what>`, already phrased where it was found.
+    Text(String),
+}
+
 /// Every readable session under a home, plus notes about what could not be read.
 #[derive(Debug, Clone, Default)]
 pub struct Listing {
     pub sessions: Vec<StoredSession>,
-    /// `<path relative to $DSH_HOME/sessions>: <what>`.
-    pub notes: Vec<String>,
+    /// What could not be read (paths relative to `$DSH_HOME/sessions`).
+    pub notes: Vec<StoreNote>,
 }
 
 /// The result of looking one id up.
@@ -134,13 +144,13 @@ fn rel(home: &Path, p: &Path) -> String {
         .to_string()
 }
 
-fn stored(home: &Path, s: index::Scanned, notes: &mut Vec<String>) -> Option<StoredSession> {
+fn stored(home: &Path, s: index::Scanned, notes: &mut Vec<StoreNote>) -> Option<StoredSession> {
     let log = s.log?;
     let where_ = rel(home, &log.path);
     let fold = match s.fold {
         Ok(f) => f,
         Err(e) => {
-            notes.push(format!("{where_}: {e}"));
+            notes.push(StoreNote::Text(format!("{where_}: {e}")));
             return None;
         }
     };
@@ -149,11 +159,14 @@ fn stored(home: &Path, s: index::Scanned, notes: &mut Vec<String>) -> Option<Sto
             .header_error
             .clone()
             .unwrap_or_else(|| "empty log (no header line)".into());
-        notes.push(format!("{where_}: {why}"));
+        notes.push(StoreNote::Text(format!("{where_}: {why}")));
         return None;
     };
     if !fold.notes.is_empty() {
-        notes.push(format!("{where_}: {}", fold.notes.summary()));
+        notes.push(StoreNote::Text(format!(
+            "{where_}: {}",
+            fold.notes.summary()
+        )));
     }
     let meta = SessionMeta::from_header(h, fold.display_title(), log.path.clone());
     Some(StoredSession { meta, log, fold })
@@ -171,11 +184,11 @@ pub fn list_sessions(home: &Path) -> Listing {
             if seen.insert(st.meta.id.clone()) {
                 sessions.push(st);
             } else {
-                notes.push(format!(
+                notes.push(StoreNote::Text(format!(
                     "{}: duplicate session id {}; ignored",
                     rel(home, &st.log.path),
                     st.meta.id
-                ));
+                )));
             }
         }
     }
@@ -211,13 +224,20 @@ impl BriefSession {
 #[derive(Debug, Clone, Default)]
 pub struct BriefListing {
     pub sessions: Vec<BriefSession>,
-    pub notes: Vec<String>,
+    pub notes: Vec<StoreNote>,
 }
 
-fn strip_notes(home: &Path, raw: Vec<String>) -> Vec<String> {
+fn strip_notes(home: &Path, raw: Vec<StoreNote>) -> Vec<StoreNote> {
     let prefix = format!("{}/", home.join("sessions").display());
+    let strip = |n: String| n.strip_prefix(&prefix).map(str::to_string).unwrap_or(n);
     raw.into_iter()
-        .map(|n| n.strip_prefix(&prefix).map(str::to_string).unwrap_or(n))
+        .map(|n| match n {
+            StoreNote::NoLog { session_id, path } => StoreNote::NoLog {
+                session_id,
+                path: strip(path),
+            },
+            StoreNote::Text(t) => StoreNote::Text(strip(t)),
+        })
         .collect()
 }
 
@@ -235,7 +255,7 @@ pub fn list_briefs(home: &Path) -> BriefListing {
         let b = match s.brief {
             Ok(b) => b,
             Err(e) => {
-                notes.push(format!("{}: {e}", where_(&log)));
+                notes.push(StoreNote::Text(format!("{}: {e}", where_(&log))));
                 continue;
             }
         };
@@ -244,20 +264,24 @@ pub fn list_briefs(home: &Path) -> BriefListing {
                 .header_error
                 .clone()
                 .unwrap_or_else(|| "empty log (no header line)".into());
-            notes.push(format!("{}: {why}", where_(&log)));
+            notes.push(StoreNote::Text(format!("{}: {why}", where_(&log))));
             continue;
         };
         if !b.notes.is_empty() {
-            notes.push(format!("{}: {}", where_(&log), b.notes.summary()));
+            notes.push(StoreNote::Text(format!(
+                "{}: {}",
+                where_(&log),
+                b.notes.summary()
+            )));
         }
         if seen.insert(h.id.clone()) {
             sessions.push(BriefSession { log, brief: b });
         } else {
-            notes.push(format!(
+            notes.push(StoreNote::Text(format!(
                 "{}: duplicate session id {}; ignored",
                 where_(&log),
                 h.id
-            ));
+            )));
         }
     }
     BriefListing { sessions, notes }
@@ -296,7 +320,12 @@ pub fn load_session(home: &Path, id: &str) -> Lookup {
         ) {
             Some(st) if st.meta.id == id => return Lookup::Found(st),
             Some(_) => {}
-            None => unreadable = notes.pop(),
+            None => {
+                unreadable = notes.pop().map(|n| match n {
+                    StoreNote::Text(t) => t,
+                    StoreNote::NoLog { path, .. } => format!("{path}: no session log"),
+                })
+            }
         }
     }
     if let Some(u) = unreadable {

@@ -412,7 +412,12 @@ fn bad_logs_give_notes_and_the_rest_is_listed() {
     let ids: Vec<&str> = l.sessions.iter().map(|s| s.meta.id.as_str()).collect();
     assert!(ids.contains(&MAIN) && ids.contains(&"s-lines"), "{ids:?}");
     assert_eq!(l.sessions.len(), 7);
-    let notes = l.notes.join("\n");
+    let notes = l
+        .notes
+        .iter()
+        .map(crate::render::list::store_note)
+        .collect::<Vec<_>>()
+        .join("\n");
     assert!(
         notes.contains("--bad--/s-header/session.jsonl.zstd: header line is not valid JSON"),
         "{notes}"
@@ -501,7 +506,12 @@ fn unreadable_dirs_symlink_loops_and_aliases() {
     let root_can_read = fs::read_dir(&locked).is_ok();
     let l = list_sessions(home.path());
     fs::set_permissions(&locked, fs::Permissions::from_mode(0o755)).unwrap();
-    let notes = l.notes.join("\n");
+    let notes = l
+        .notes
+        .iter()
+        .map(crate::render::list::store_note)
+        .collect::<Vec<_>>()
+        .join("\n");
     assert!(notes.contains("loop: unreadable"), "{notes}");
     assert!(notes.contains("--p--/dangling: unreadable"), "{notes}");
     if !root_can_read {
@@ -1081,7 +1091,12 @@ mod briefs {
             ],
         );
         let l = list_briefs(d.path());
-        let notes = l.notes.join("\n");
+        let notes = l
+            .notes
+            .iter()
+            .map(crate::render::list::store_note)
+            .collect::<Vec<_>>()
+            .join("\n");
         assert!(
             notes.contains("--bad--/s-header/session.jsonl.zstd: header line is not valid JSON"),
             "{notes}"

@@ -1,123 +1,16 @@
 //! `sessions_list {query, scope, live_only, limit}`: discover peer sessions (seed 000).
-//! Also the argument helpers shared with `sessions_read`.
 
 use std::collections::HashMap;
 use std::path::Path;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use crate::render::list::{bad_argument, describe, refusal, render_list, ListRow, Liveness};
+use super::args::{self, opt_bool, opt_int, opt_string, present};
+use super::Tool;
+use crate::outcome::{ArgProblem, Refusal};
+use crate::render::list::{describe, render_list, ListRow, Liveness};
 use crate::request::{LiveSession, ToolRequest};
-use crate::store::{self, Header};
-
-// ---- argument helpers (shared with read.rs) ----
-
-/// The argument object, refusing a non-object and any argument name not in `allowed`.
-pub(crate) fn args_object<'a>(
-    args: &'a Value,
-    tool: &str,
-    allowed: &[&str],
-) -> Result<Option<&'a Map<String, Value>>, String> {
-    let map = match args {
-        Value::Null => return Ok(None),
-        Value::Object(m) => m,
-        other => {
-            return Err(bad_argument(
-                "the arguments",
-                "a JSON object",
-                &describe(other),
-                &format!("{tool} takes {}.", allowed.join(", ")),
-            ))
-        }
-    };
-    let mut unknown: Vec<&String> = map
-        .keys()
-        .filter(|k| !allowed.contains(&k.as_str()))
-        .collect();
-    unknown.sort();
-    if let Some(k) = unknown.first() {
-        return Err(refusal(
-            "bad-argument",
-            &format!(
-                "{} is not an argument of {tool}; expected only {}.",
-                crate::render::list::quote_short(k, 40),
-                allowed.join(", ")
-            ),
-        ));
-    }
-    Ok(Some(map))
-}
-
-fn present<'a>(map: Option<&'a Map<String, Value>>, name: &str) -> Option<&'a Value> {
-    map.and_then(|m| m.get(name)).filter(|v| !v.is_null())
-}
-
-pub(crate) fn opt_string(
-    map: Option<&Map<String, Value>>,
-    name: &str,
-    hint: &str,
-) -> Result<Option<String>, String> {
-    match present(map, name) {
-        None => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(v) => Err(bad_argument(name, "a string", &describe(v), hint)),
-    }
-}
-
-pub(crate) fn opt_bool(
-    map: Option<&Map<String, Value>>,
-    name: &str,
-) -> Result<Option<bool>, String> {
-    match present(map, name) {
-        None => Ok(None),
-        Some(Value::Bool(b)) => Ok(Some(*b)),
-        Some(v) => Err(bad_argument(
-            name,
-            "true or false",
-            &describe(v),
-            "Omit it for the default.",
-        )),
-    }
-}
-
-/// An integer in `lo..=hi` (an integral float such as `5.0` counts).
-pub(crate) fn opt_int(
-    map: Option<&Map<String, Value>>,
-    name: &str,
-    lo: u64,
-    hi: u64,
-) -> Result<Option<u64>, String> {
-    let Some(v) = present(map, name) else {
-        return Ok(None);
-    };
-    let n = v.as_u64().or_else(|| {
-        v.as_f64()
-            .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f <= 1e15)
-            .map(|f| f as u64)
-    });
-    match n {
-        Some(n) if (lo..=hi).contains(&n) => Ok(Some(n)),
-        _ => Err(bad_argument(
-            name,
-            &format!("an integer from {lo} to {hi}"),
-            &describe(v),
-            "Omit it for the default.",
-        )),
-    }
-}
-
-/// Run the blocking store work off the async executor; never panics at the caller.
-pub async fn blocking<F>(f: F) -> String
-where
-    F: FnOnce() -> String + Send + 'static,
-{
-    let failed =
-        "failed: internal error while reading the session store; nothing was changed.".to_string();
-    match tokio::runtime::Handle::try_current() {
-        Ok(h) => h.spawn_blocking(f).await.unwrap_or(failed),
-        Err(_) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or(failed),
-    }
-}
+use crate::store::{self, Header, StoreNote};
 
 /// The header a live session reports, merged over the file's (live wins field by field).
 pub(crate) fn merged_header(live: &LiveSession, file: Option<&Header>) -> Header {
@@ -155,8 +48,12 @@ pub struct ListArgs {
 
 pub const LIST_ARGS: [&str; 4] = ["query", "scope", "live_only", "limit"];
 
-pub fn parse_args(args: &Value, max_list_results: usize) -> Result<ListArgs, String> {
-    let map = args_object(args, "sessions_list", &LIST_ARGS)?;
+pub fn parse_args(args: &Value, max_list_results: usize) -> Result<ListArgs, Refusal> {
+    parse(args, max_list_results).map_err(args::refuse)
+}
+
+fn parse(args: &Value, max_list_results: usize) -> Result<ListArgs, ArgProblem> {
+    let map = args::object(args, Tool::SessionsList, &LIST_ARGS)?;
     let query = opt_string(
         map,
         "query",
@@ -170,11 +67,11 @@ pub fn parse_args(args: &Value, max_list_results: usize) -> Result<ListArgs, Str
         Some(Value::String(s)) if s == "subagents" => Scope::Subagents,
         Some(Value::String(s)) if s == "all" => Scope::All,
         Some(v) => {
-            return Err(bad_argument(
+            return Err(ArgProblem::invalid(
                 "scope",
                 "one of \"top-level\", \"subagents\", \"all\"",
-                &describe(v),
-                "Omit it for top-level sessions.",
+                describe(v),
+                Some("Omit it for top-level sessions.".into()),
             ))
         }
     };
@@ -190,25 +87,35 @@ pub fn parse_args(args: &Value, max_list_results: usize) -> Result<ListArgs, Str
 }
 
 /// One row of a listing and its sort key.
+#[derive(Debug, Clone)]
 pub struct Candidate {
     pub row: ListRow,
     pub created_at: i64,
 }
 
 /// The rows a listing shows (filtered, sorted, limited), before rendering.
+#[derive(Debug, Clone)]
 pub struct Selection {
     pub rows: Vec<Candidate>,
     /// All readable sessions found (files + live), before filters.
     pub considered: usize,
     /// Store notes about unreadable logs.
-    pub notes: Vec<String>,
+    pub notes: Vec<StoreNote>,
+    /// Whether cold sessions may be woken (the rows' send hint says it).
+    pub allow_resume: bool,
+}
+
+impl Selection {
+    /// The text the model sees.
+    pub fn render(&self) -> String {
+        let rows: Vec<ListRow> = self.rows.iter().map(|c| c.row.clone()).collect();
+        render_list(&rows, self.considered, &self.notes, self.allow_resume)
+    }
 }
 
 /// Build the listing text (blocking: reads the store).
 pub fn list_blocking(home: &Path, req: &ToolRequest, args: &ListArgs) -> String {
-    let s = select(home, req, args);
-    let rows: Vec<ListRow> = s.rows.into_iter().map(|c| c.row).collect();
-    render_list(&rows, s.considered, &s.notes, req.config.allow_resume)
+    select(home, req, args).render()
 }
 
 /// Select the rows of a listing (blocking: reads the store). The text and the CLI's JSON share it.
@@ -322,30 +229,33 @@ pub fn select(home: &Path, req: &ToolRequest, args: &ListArgs) -> Selection {
         rows,
         considered,
         notes,
+        allow_resume: req.config.allow_resume,
     }
 }
 
-/// `<path>/<live id>: no session log` for a session of the live registry.
-fn is_live_without_log(note: &str, live: &[crate::request::LiveSession]) -> bool {
-    let Some(path) = note.strip_suffix(": no session log") else {
-        return false;
-    };
-    live.iter().any(|l| {
-        !l.id.is_empty()
-            && path
-                .strip_suffix(l.id.as_str())
-                .is_some_and(|rest| rest.ends_with('/') || rest.ends_with('\\'))
-    })
+/// A folder without a log whose session the live registry lists.
+fn is_live_without_log(note: &StoreNote, live: &[LiveSession]) -> bool {
+    match note {
+        StoreNote::NoLog { session_id, .. } => {
+            !session_id.is_empty() && live.iter().any(|l| l.id == *session_id)
+        }
+        StoreNote::Text(_) => false,
+    }
+}
+
+/// Run `sessions_list`: the selection as data, or the refusal.
+pub async fn run_result(req: &ToolRequest) -> Result<Selection, Refusal> {
+    let args = parse_args(&req.args, req.config.max_list_results)?;
+    let home = store::resolve_dsh_home(req.host.dsh_home.as_deref());
+    let req = req.clone();
+    super::blocking(move || select(&home, &req, &args)).await
 }
 
 pub async fn run(req: &ToolRequest) -> String {
-    let args = match parse_args(&req.args, req.config.max_list_results) {
-        Ok(a) => a,
-        Err(refused) => return refused,
-    };
-    let home = store::resolve_dsh_home(req.host.dsh_home.as_deref());
-    let req = req.clone();
-    blocking(move || list_blocking(&home, &req, &args)).await
+    match run_result(req).await {
+        Ok(s) => s.render(),
+        Err(r) => r.render(),
+    }
 }
 
 #[cfg(test)]

@@ -7,8 +7,11 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::list::{args_object, blocking, merged_header, opt_bool, opt_int};
-use crate::render::list::{bad_argument, describe, refusal};
+use super::args::{self, opt_bool, opt_int};
+use super::list::merged_header;
+use super::Tool;
+use crate::outcome::{ArgProblem, Missing, Refusal};
+use crate::render::list::describe;
 use crate::render::read::{render_read, Hidden, ReadHead, ReadMessage};
 use crate::request::ToolRequest;
 use crate::store::events::{Header, Role};
@@ -31,33 +34,37 @@ pub struct ReadArgs {
     pub include_system: bool,
 }
 
-pub fn parse_args(args: &Value, cfg: &crate::config::Config) -> Result<ReadArgs, String> {
-    let map = args_object(args, "sessions_read", &READ_ARGS)?;
-    let hint = "Pass a durable session id exactly as sessions_list shows it.";
+pub fn parse_args(args: &Value, cfg: &crate::config::Config) -> Result<ReadArgs, Refusal> {
+    parse(args, cfg).map_err(args::refuse)
+}
+
+fn parse(args: &Value, cfg: &crate::config::Config) -> Result<ReadArgs, ArgProblem> {
+    let map = args::object(args, Tool::SessionsRead, &READ_ARGS)?;
+    let hint = || Some("Pass a durable session id exactly as sessions_list shows it.".to_string());
     let session_id = match map.and_then(|m| m.get("session_id")) {
         None | Some(Value::Null) => {
-            return Err(bad_argument(
+            return Err(ArgProblem::invalid(
                 "session_id",
                 "a session id string",
                 "nothing",
-                hint,
+                hint(),
             ))
         }
         Some(Value::String(s)) if s.trim().is_empty() => {
-            return Err(bad_argument(
+            return Err(ArgProblem::invalid(
                 "session_id",
                 "a non-empty session id string",
                 "an empty string",
-                hint,
+                hint(),
             ))
         }
         Some(Value::String(s)) => s.clone(),
         Some(v) => {
-            return Err(bad_argument(
+            return Err(ArgProblem::invalid(
                 "session_id",
                 "a session id string",
-                &describe(v),
-                hint,
+                describe(v),
+                hint(),
             ))
         }
     };
@@ -162,6 +169,7 @@ fn visible(n: &Node, a: &ReadArgs) -> bool {
 }
 
 /// A window of one session, before rendering (newest first).
+#[derive(Debug, Clone)]
 pub struct Window {
     pub head: ReadHead,
     pub messages: Vec<ReadMessage>,
@@ -171,8 +179,31 @@ pub struct Window {
     pub notes: Vec<String>,
 }
 
-/// Render a window of `fold`, fetching message text from `src`.
-pub fn render_fold(
+/// A `sessions_read` result: the window and the cut applied when it is rendered.
+#[derive(Debug, Clone)]
+pub struct ReadResult {
+    pub window: Window,
+    /// `maxMessageChars`: a longer message ends with `…[truncated N chars]`.
+    pub max_chars: usize,
+}
+
+impl ReadResult {
+    /// The text the model sees.
+    pub fn render(&self) -> String {
+        let w = &self.window;
+        render_read(
+            &w.head,
+            &w.messages,
+            w.omitted,
+            w.hidden,
+            &w.notes,
+            self.max_chars,
+        )
+    }
+}
+
+/// A window of `fold` as a result, fetching message text from `src`.
+fn result_of(
     head: &Header,
     live: bool,
     fold: &Fold,
@@ -180,16 +211,11 @@ pub fn render_fold(
     a: &ReadArgs,
     max_chars: usize,
     notes: Vec<String>,
-) -> String {
-    let w = window(head, live, fold, src, a, notes);
-    render_read(
-        &w.head,
-        &w.messages,
-        w.omitted,
-        w.hidden,
-        &w.notes,
+) -> ReadResult {
+    ReadResult {
+        window: window(head, live, fold, src, a, notes),
         max_chars,
-    )
+    }
 }
 
 /// Select the window of `fold` and fetch its message text from `src` (the text and the CLI's JSON share it).
@@ -260,6 +286,14 @@ pub fn window(
 
 /// Build the read text (blocking: reads the store or the live events).
 pub fn read_blocking(home: &Path, req: &ToolRequest, a: &ReadArgs) -> String {
+    match read_result(home, req, a) {
+        Ok(r) => r.render(),
+        Err(r) => r.render(),
+    }
+}
+
+/// The window of a read as data, or the refusal (blocking: reads the store or the live events).
+pub fn read_result(home: &Path, req: &ToolRequest, a: &ReadArgs) -> Result<ReadResult, Refusal> {
     let max_chars = req.config.max_message_chars.max(1);
     let live = req.live.iter().find(|l| l.id == a.session_id);
     let lookup = store::load_session(home, &a.session_id);
@@ -284,7 +318,7 @@ pub fn read_blocking(home: &Path, req: &ToolRequest, a: &ReadArgs) -> String {
             };
             let mut cur = Cursor::new(bytes);
             return match continue_fold(&mut cur, Encoding::Plain, bytes.len() as u64, fold) {
-                Ok((fold, _)) => render_fold(
+                Ok((fold, _)) => Ok(result_of(
                     &head,
                     true,
                     &fold,
@@ -292,11 +326,10 @@ pub fn read_blocking(home: &Path, req: &ToolRequest, a: &ReadArgs) -> String {
                     a,
                     max_chars,
                     Vec::new(),
-                ),
-                Err(e) => format!(
-                    "failed: could not read the live events of {} ({e}).",
-                    a.session_id
-                ),
+                )),
+                Err(e) => Err(Refusal::Internal {
+                    what: format!("could not read the live events of {} ({e})", a.session_id),
+                }),
             };
         }
         return match &lookup {
@@ -306,9 +339,17 @@ pub fn read_blocking(home: &Path, req: &ToolRequest, a: &ReadArgs) -> String {
                     enc: s.log.enc,
                 };
                 let note = "live events were not provided; this is the session's log file, which can lag by ~200 ms".to_string();
-                render_fold(&head, true, &s.fold, &src, a, max_chars, vec![note])
+                Ok(result_of(
+                    &head,
+                    true,
+                    &s.fold,
+                    &src,
+                    a,
+                    max_chars,
+                    vec![note],
+                ))
             }
-            _ => render_fold(
+            _ => Ok(result_of(
                 &head,
                 true,
                 &Fold::with_header(head.clone()),
@@ -316,34 +357,50 @@ pub fn read_blocking(home: &Path, req: &ToolRequest, a: &ReadArgs) -> String {
                 a,
                 max_chars,
                 vec!["the session has no events on disk yet".into()],
-            ),
+            )),
         };
     }
     match lookup {
         Lookup::Found(s) => {
             let head = s.fold.header.clone().unwrap_or_default();
-            let src = Source::File { path: &s.log.path, enc: s.log.enc };
-            render_fold(&head, false, &s.fold, &src, a, max_chars, Vec::new())
+            let src = Source::File {
+                path: &s.log.path,
+                enc: s.log.enc,
+            };
+            Ok(result_of(
+                &head,
+                false,
+                &s.fold,
+                &src,
+                a,
+                max_chars,
+                Vec::new(),
+            ))
         }
-        Lookup::Unreadable(why) => refusal(
-            "not-found",
-            &format!("session {} exists but its log cannot be read ({why}). Run sessions_list for readable sessions.", crate::render::list::quote_short(&a.session_id, 60)),
-        ),
-        Lookup::NotFound => refusal(
-            "not-found",
-            &format!("no session with id {} on this host. Run sessions_list for a valid id (ids are exact, e.g. session-…).", crate::render::list::quote_short(&a.session_id, 60)),
-        ),
+        Lookup::Unreadable(why) => Err(Refusal::NotFound {
+            target: a.session_id.clone(),
+            missing: Missing::Unreadable(why),
+        }),
+        Lookup::NotFound => Err(Refusal::NotFound {
+            target: a.session_id.clone(),
+            missing: Missing::ReadTarget,
+        }),
     }
 }
 
-pub async fn run(req: &ToolRequest) -> String {
-    let args = match parse_args(&req.args, &req.config) {
-        Ok(a) => a,
-        Err(refused) => return refused,
-    };
+/// Run `sessions_read`: the window as data, or the refusal.
+pub async fn run_result(req: &ToolRequest) -> Result<ReadResult, Refusal> {
+    let args = parse_args(&req.args, &req.config)?;
     let home = store::resolve_dsh_home(req.host.dsh_home.as_deref());
     let req = req.clone();
-    blocking(move || read_blocking(&home, &req, &args)).await
+    super::blocking(move || read_result(&home, &req, &args)).await?
+}
+
+pub async fn run(req: &ToolRequest) -> String {
+    match run_result(req).await {
+        Ok(r) => r.render(),
+        Err(r) => r.render(),
+    }
 }
 
 #[cfg(test)]

@@ -29,12 +29,22 @@ use serde_json::{Map, Value};
 
 use crate::config::Config;
 use crate::delivery::{self, http::Timeouts, Delivery, Failure, Mode, Outcome};
-use crate::ledger::{self, time};
+use crate::ledger::{self, time, LedgerOutcome};
 use crate::mail::budget::{self, Allowance, Reservation};
 use crate::mail::{self, guard, stacking};
-use crate::render::send::{self as text, describe_got, FailureContext, Problem, Receipt, SendTool};
+use crate::outcome::{
+    ArgProblem, DeliveryContext, Missing, Receipt, Refusal, SendNote, SendOutcome, SendResult,
+};
+use crate::render::send::describe_got;
 use crate::request::{LiveSession, ToolRequest};
 use crate::store;
+
+/// Which send tool is answering (the reply line and the urgent spelling differ).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendTool {
+    SessionsSend,
+    SendSessionMessage,
+}
 
 /// Longest id accepted (ids are compared exactly; this only stops absurd input).
 const MAX_ID_CHARS: usize = 512;
@@ -48,20 +58,20 @@ pub struct SendArgs {
 }
 
 impl SendTool {
-    fn from_name(name: &str) -> SendTool {
+    pub fn from_name(name: &str) -> SendTool {
         if name == "sessions_send" {
             SendTool::SessionsSend
         } else {
             SendTool::SendSessionMessage
         }
     }
-    fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             SendTool::SessionsSend => "sessions_send",
             SendTool::SendSessionMessage => "send_session_message",
         }
     }
-    fn target_arg(self) -> &'static str {
+    pub fn target_arg(self) -> &'static str {
         match self {
             SendTool::SessionsSend => "session_id",
             SendTool::SendSessionMessage => "toSessionId",
@@ -73,7 +83,7 @@ impl SendTool {
             SendTool::SendSessionMessage => &["toSessionId", "message", "urgent"],
         }
     }
-    fn usage(self) -> &'static str {
+    pub fn usage(self) -> &'static str {
         match self {
             SendTool::SessionsSend => {
                 r#"sessions_send {"session_id": "<id from sessions_list>", "message": "<text>", "mode": "queue" | "steer" (optional)}"#
@@ -118,15 +128,15 @@ fn unknown_hint(tool: SendTool, name: &str) -> Option<String> {
     }
 }
 
-fn id_problem(name: &str, v: Option<&Value>) -> Option<Problem> {
+fn id_problem(name: &str, v: Option<&Value>) -> Option<ArgProblem> {
     let expected = "a session id string (exactly as sessions_list shows it)";
     let p = |got: String, hint: Option<&str>| {
-        Some(Problem {
-            name: name.into(),
-            expected: expected.into(),
+        Some(ArgProblem::invalid(
+            name,
+            expected,
             got,
-            hint: hint.map(str::to_string),
-        })
+            hint.map(str::to_string),
+        ))
     };
     match v {
         Some(Value::String(s)) => {
@@ -157,13 +167,13 @@ fn id_problem(name: &str, v: Option<&Value>) -> Option<Problem> {
 }
 
 /// Validate the raw arguments. All problems are reported, in argument order.
-pub fn parse_args(tool: SendTool, args: &Value, cfg: &Config) -> Result<SendArgs, Vec<Problem>> {
+pub fn parse_args(tool: SendTool, args: &Value, cfg: &Config) -> Result<SendArgs, Vec<ArgProblem>> {
     let empty = Map::new();
     let obj = match args {
         Value::Object(m) => m,
         Value::Null => &empty,
         other => {
-            return Err(vec![Problem {
+            return Err(vec![ArgProblem::Invalid {
                 name: "arguments".into(),
                 expected: "an object".into(),
                 got: describe_got(Some(other)),
@@ -187,7 +197,7 @@ pub fn parse_args(tool: SendTool, args: &Value, cfg: &Config) -> Result<SendArgs
                 .enumerate()
                 .find(|(_, c)| c.is_control() && !matches!(c, '\n' | '\t' | '\r'))
             {
-                problems.push(Problem {
+                problems.push(ArgProblem::Invalid {
                     name: "message".into(),
                     expected: "text without control characters other than newline and tab".into(),
                     got: format!(
@@ -199,7 +209,7 @@ pub fn parse_args(tool: SendTool, args: &Value, cfg: &Config) -> Result<SendArgs
                 });
             }
         }
-        other => problems.push(Problem {
+        other => problems.push(ArgProblem::Invalid {
             name: "message".into(),
             expected: "a string (the text to deliver)".into(),
             got: describe_got(other),
@@ -213,7 +223,7 @@ pub fn parse_args(tool: SendTool, args: &Value, cfg: &Config) -> Result<SendArgs
         SendTool::SendSessionMessage => match obj.get("urgent") {
             None => mode = Mode::Queue,
             Some(Value::Bool(b)) => mode = if *b { Mode::Steer } else { Mode::Queue },
-            Some(other) => problems.push(Problem {
+            Some(other) => problems.push(ArgProblem::Invalid {
                 name: "urgent".into(),
                 expected: "a boolean (true or false)".into(),
                 got: describe_got(Some(other)),
@@ -228,7 +238,7 @@ pub fn parse_args(tool: SendTool, args: &Value, cfg: &Config) -> Result<SendArgs
         SendTool::SessionsSend => match obj.get("mode") {
             None => {}
             Some(Value::String(s)) if Mode::parse(s).is_some() => mode = Mode::parse(s).unwrap_or(default_mode),
-            Some(other) => problems.push(Problem {
+            Some(other) => problems.push(ArgProblem::Invalid {
                 name: "mode".into(),
                 expected: r#""queue" or "steer""#.into(),
                 got: describe_got(Some(other)),
@@ -253,7 +263,7 @@ pub fn parse_args(tool: SendTool, args: &Value, cfg: &Config) -> Result<SendArgs
         } else {
             k.clone()
         };
-        problems.push(Problem {
+        problems.push(ArgProblem::Invalid {
             name: shown,
             expected: format!(
                 "left out: it is not an argument of {} (which takes {})",
@@ -304,28 +314,31 @@ pub struct Plan {
     /// Holds this send's budget slot until its ledger line is written.
     pub reservation: Option<Reservation>,
     /// `note:` lines for the receipt (e.g. the budget could not be checked).
-    pub notes: Vec<String>,
+    pub notes: Vec<SendNote>,
 }
 
 fn header_str<'a>(h: &'a Value, key: &str) -> Option<&'a str> {
     h.get(key).and_then(Value::as_str).filter(|s| !s.is_empty())
 }
 
-/// Every check up to (not including) delivery, at the current time. `Err` is the refusal text.
-pub fn plan(req: &ToolRequest) -> Result<Plan, String> {
+/// Every check up to (not including) delivery, at the current time. `Err` is the refusal.
+pub fn plan(req: &ToolRequest) -> Result<Plan, Refusal> {
     let home = store::resolve_dsh_home(req.host.dsh_home.as_deref());
     plan_at(req, &home, time::now_ms())
 }
 
 /// [`plan`] with DSH_HOME resolved and the clock given (ms since the epoch).
-pub fn plan_at(req: &ToolRequest, home: &Path, now_ms: i64) -> Result<Plan, String> {
+pub fn plan_at(req: &ToolRequest, home: &Path, now_ms: i64) -> Result<Plan, Refusal> {
     let tool = SendTool::from_name(&req.tool);
-    let args = parse_args(tool, &req.args, &req.config)
-        .map_err(|p| text::bad_arguments(&p, tool.usage()))?;
+    let args =
+        parse_args(tool, &req.args, &req.config).map_err(|problems| Refusal::BadArgument {
+            problems,
+            usage: Some(tool.usage()),
+        })?;
     let cfg = &req.config;
 
     let sender = mail::sender_id(req.caller.as_ref())
-        .ok_or_else(text::no_caller)?
+        .ok_or(Refusal::NoCaller)?
         .to_string();
 
     let base_url = req
@@ -334,7 +347,9 @@ pub fn plan_at(req: &ToolRequest, home: &Path, now_ms: i64) -> Result<Plan, Stri
         .as_deref()
         .map(str::trim)
         .filter(|s| !s.is_empty())
-        .ok_or_else(|| text::no_web_server(req.host.profile.as_deref()))?
+        .ok_or_else(|| Refusal::NoWebServer {
+            profile: req.host.profile.clone(),
+        })?
         .to_string();
 
     let is_self = args.target == sender
@@ -343,27 +358,40 @@ pub fn plan_at(req: &ToolRequest, home: &Path, now_ms: i64) -> Result<Plan, Stri
                 || c.agent_id.as_deref() == Some(args.target.as_str())
         });
     if is_self {
-        return Err(text::self_send(&args.target));
+        return Err(Refusal::SelfSend {
+            target: args.target,
+        });
     }
 
     if args.message.trim().is_empty() {
-        return Err(text::empty_body());
+        return Err(Refusal::EmptyBody);
     }
     let chars = args.message.chars().count();
     if chars > cfg.max_send_chars {
-        return Err(text::too_long(chars, cfg.max_send_chars));
+        return Err(Refusal::TooLong {
+            chars,
+            max: cfg.max_send_chars,
+        });
     }
-    guard::check_body(&args.message).map_err(|f| text::forged_header(&f))?;
+    guard::check_body(&args.message).map_err(Refusal::ForgedHeader)?;
 
     // The budget comes from the ledger alone: nothing of the target has been read or touched yet.
     let urgent = args.mode == Mode::Steer;
-    let admitted = budget::check(home, &sender, &args.target, urgent, now_ms, cfg)
-        .map_err(|e| text::budget_refused(&e, &args.target, tool))?;
+    let admitted =
+        budget::check(home, &sender, &args.target, urgent, now_ms, cfg).map_err(|exceeded| {
+            Refusal::Budget {
+                exceeded,
+                target: args.target.clone(),
+                tool,
+            }
+        })?;
 
     // Ordering guarantee 1: decided from the live registry alone, before the target is resolved.
     let live: Option<&LiveSession> = req.live.iter().find(|l| l.id == args.target);
     if live.is_none() && !cfg.allow_resume {
-        return Err(text::resume_disabled(&args.target));
+        return Err(Refusal::ResumeDisabled {
+            target: args.target,
+        });
     }
 
     // Resolve: live header, else the store. A subagent is `origin: "subagent"`; a fork (parentSession
@@ -375,16 +403,29 @@ pub fn plan_at(req: &ToolRequest, home: &Path, now_ms: i64) -> Result<Plan, Stri
         ),
         None => match store::find_session(home, &args.target) {
             Some(meta) => (meta.is_subagent(), meta.parent_session.clone()),
-            None => return Err(text::not_found(&args.target)),
+            None => {
+                return Err(Refusal::NotFound {
+                    target: args.target,
+                    missing: Missing::SendTarget,
+                })
+            }
         },
     };
     // Ordering guarantee 2: a subagent is refused before anything is sent.
     if subagent {
-        return Err(text::not_messageable(&args.target, parent.as_deref()));
+        return Err(Refusal::NotMessageable {
+            target: args.target,
+            owner: parent,
+        });
     }
     // Stacking: queue sends only; a live target's pending ids, or a cold target's log.
-    stacking::check(home, &sender, &args.target, urgent, live, now_ms, cfg)
-        .map_err(|st| text::stacked(&st, &args.target, tool))?;
+    stacking::check(home, &sender, &args.target, urgent, live, now_ms, cfg).map_err(|stacked| {
+        Refusal::Stacked {
+            stacked,
+            target: args.target.clone(),
+            tool,
+        }
+    })?;
 
     let delivered = match tool {
         SendTool::SendSessionMessage => mail::with_from_header(&sender, &args.message),
@@ -426,7 +467,11 @@ pub fn plan_at(req: &ToolRequest, home: &Path, now_ms: i64) -> Result<Plan, Stri
         }),
         budget: admitted.allowance,
         reservation: admitted.reservation,
-        notes: admitted.note.into_iter().collect(),
+        notes: admitted
+            .note
+            .into_iter()
+            .map(SendNote::BudgetNotChecked)
+            .collect(),
     })
 }
 
@@ -467,30 +512,6 @@ fn facts(req: &ToolRequest, tool: SendTool) -> Facts {
     }
 }
 
-/// The ledger outcome of a refusal text: `refused:<code>`.
-fn refusal_outcome(text: &str) -> String {
-    let code = text
-        .strip_prefix("refused (")
-        .and_then(|r| r.split(')').next())
-        .filter(|c| !c.is_empty())
-        .unwrap_or("unknown");
-    format!("refused:{code}")
-}
-
-/// The ledger outcome of a delivery.
-fn delivery_outcome(o: &Outcome) -> String {
-    match o {
-        Outcome::Accepted { .. } => "accepted".into(),
-        Outcome::Rejected { .. } => "refused:rejected".into(),
-        Outcome::Failed(Failure::MayHaveLanded { .. }) => "may-have-landed".into(),
-        Outcome::Failed(Failure::NoSecret(_) | Failure::Unauthorized) => {
-            "refused:auth-failed".into()
-        }
-        Outcome::Failed(Failure::Forbidden(_)) => "refused:forbidden".into(),
-        Outcome::Failed(_) => "unreachable".into(),
-    }
-}
-
 /// Write one ledger line; `Some(note)` when it could not be written.
 #[allow(clippy::too_many_arguments)]
 fn record(
@@ -501,9 +522,9 @@ fn record(
     tool: SendTool,
     mode: Option<&str>,
     request_id: Option<&str>,
-    outcome: &str,
+    outcome: LedgerOutcome,
     body: Option<&str>,
-) -> Option<String> {
+) -> Option<SendNote> {
     let entry = ledger::Entry::new(
         now_ms,
         sender,
@@ -516,22 +537,33 @@ fn record(
     );
     ledger::append(home, &entry)
         .err()
-        .map(|why| format!("audit ledger not written: {why}"))
+        .map(SendNote::LedgerNotWritten)
 }
 
 /// Run `sessions_send` or `send_session_message`; the result is the text the model sees.
 pub async fn run(req: &ToolRequest) -> String {
+    run_result(req).await.render()
+}
+
+/// Run a send tool; the outcome as data.
+pub async fn run_result(req: &ToolRequest) -> SendResult {
     let home = store::resolve_dsh_home(req.host.dsh_home.as_deref());
-    run_at(req, &home, time::now_ms()).await
+    run_result_at(req, &home, time::now_ms()).await
 }
 
 /// [`run`] with DSH_HOME resolved and the clock given (the budget window and the ledger line use it).
 pub async fn run_at(req: &ToolRequest, home: &Path, now_ms: i64) -> String {
+    run_result_at(req, home, now_ms).await.render()
+}
+
+/// [`run_result`] with DSH_HOME resolved and the clock given.
+pub async fn run_result_at(req: &ToolRequest, home: &Path, now_ms: i64) -> SendResult {
     let tool = SendTool::from_name(&req.tool);
     let p = match plan_at(req, home, now_ms) {
         Ok(p) => p,
         Err(refusal) => {
             let f = facts(req, tool);
+            let outcome = LedgerOutcome::Refused(refusal.code().to_string());
             let note = record(
                 home,
                 now_ms,
@@ -540,12 +572,12 @@ pub async fn run_at(req: &ToolRequest, home: &Path, now_ms: i64) -> String {
                 tool,
                 f.mode,
                 None,
-                &refusal_outcome(&refusal),
+                outcome,
                 f.body.as_deref(),
             );
-            return match note {
-                Some(n) => text::with_note(refusal, &n),
-                None => refusal,
+            return SendResult {
+                outcome: SendOutcome::Refused(refusal),
+                notes: note.into_iter().collect(),
             };
         }
     };
@@ -565,7 +597,52 @@ pub async fn run_at(req: &ToolRequest, home: &Path, now_ms: i64) -> String {
         text: &p.text,
         request_id: &p.request_id,
     };
-    let outcome = delivery::deliver(&d).await;
+    let delivered = delivery::deliver(&d).await;
+    let context = DeliveryContext {
+        target: p.target.clone(),
+        request_id: p.request_id.clone(),
+        base_url: p.base_url.clone(),
+        connect_timeout_ms: req.config.connect_timeout_ms,
+    };
+    let outcome = match delivered {
+        Outcome::Accepted {
+            dialect,
+            recovery,
+            ambiguity,
+        } => SendOutcome::Accepted(Receipt {
+            tool: p.tool,
+            target: p.target.clone(),
+            mode: p.mode,
+            chars: p.chars,
+            woke: p.woke,
+            running: p.running,
+            request_id: p.request_id.clone(),
+            dialect,
+            recovery,
+            ambiguity,
+            pending_from_plugin: p.pending_from_plugin,
+            pending_next_turn: p.pending_next_turn,
+            budget: p.budget,
+        }),
+        Outcome::Rejected {
+            code,
+            message,
+            after_ambiguous,
+        } => SendOutcome::Refused(Refusal::Rejected {
+            code,
+            message,
+            after_ambiguous,
+            request_id: p.request_id.clone(),
+        }),
+        Outcome::Failed(Failure::MayHaveLanded { detail }) => {
+            SendOutcome::MayHaveLanded { detail, context }
+        }
+        Outcome::Failed(failure) => SendOutcome::Refused(Refusal::Undelivered { failure, context }),
+    };
+    let mut result = SendResult {
+        outcome,
+        notes: p.notes,
+    };
     let sender = mail::sender_id(req.caller.as_ref());
     let ledger_note = record(
         home,
@@ -575,50 +652,13 @@ pub async fn run_at(req: &ToolRequest, home: &Path, now_ms: i64) -> String {
         tool,
         Some(p.mode.as_str()),
         Some(&p.request_id),
-        &delivery_outcome(&outcome),
+        result.ledger_outcome(),
         message,
     );
     // The slot is released only now that the ledger line (or its failure) is settled.
     drop(p.reservation);
-    let mut out = match outcome {
-        Outcome::Accepted {
-            dialect,
-            recovery,
-            ambiguity,
-        } => text::accepted(&Receipt {
-            tool: p.tool,
-            target: &p.target,
-            mode: p.mode,
-            chars: p.chars,
-            woke: p.woke,
-            running: p.running,
-            request_id: &p.request_id,
-            dialect,
-            recovery,
-            ambiguity: ambiguity.as_deref(),
-            pending_from_plugin: p.pending_from_plugin,
-            pending_next_turn: p.pending_next_turn,
-            budget: p.budget,
-        }),
-        Outcome::Rejected {
-            code,
-            message,
-            after_ambiguous,
-        } => text::rejected(&code, &message, after_ambiguous, &p.request_id),
-        Outcome::Failed(f) => text::failure(
-            &f,
-            &FailureContext {
-                target: &p.target,
-                request_id: &p.request_id,
-                base_url: &p.base_url,
-                connect_timeout_ms: req.config.connect_timeout_ms,
-            },
-        ),
-    };
-    for n in p.notes.iter().chain(ledger_note.iter()) {
-        out = text::with_note(out, n);
-    }
-    out
+    result.notes.extend(ledger_note);
+    result
 }
 
 #[cfg(test)]
@@ -1681,15 +1721,17 @@ mod tests {
             &'a str,
             bool,
         );
+        let outcomes: Vec<String> = all.iter().map(|e| e.outcome.as_string()).collect();
         let got: Vec<Row> = all
             .iter()
-            .map(|e| {
+            .zip(&outcomes)
+            .map(|(e, o)| {
                 (
                     e.sender.as_deref(),
                     e.target.as_deref(),
                     e.tool.as_str(),
                     e.mode.as_deref(),
-                    e.outcome.as_str(),
+                    o.as_str(),
                     e.request_id.is_some(),
                 )
             })
@@ -1756,7 +1798,7 @@ mod tests {
         let e = crate::ledger::read_ledger(off.home.path(), &Default::default())
             .unwrap()
             .entries;
-        assert_eq!(e[0].outcome, "unreachable");
+        assert_eq!(e[0].outcome, LedgerOutcome::Unreachable);
         // unreachable sends are free: they do not count against the budget
         assert!(!e[0].counts_as_sent());
     }

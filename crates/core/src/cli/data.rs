@@ -1,0 +1,325 @@
+//! The store's listing and window, a send's outcome and the audit ledger as JSON data for the
+//! command line (`--json`): built from the tools' typed results, never from their text.
+
+use std::path::Path;
+
+use serde_json::{json, Value};
+
+use crate::outcome::{Refusal, SendResult};
+use crate::render::list::{send_hint, store_note, Liveness};
+use crate::request::ToolRequest;
+use crate::store::{self, Lookup};
+use crate::tools::{self, list, read, ToolResult};
+
+// list / read as data
+
+/// A refusal as data: its code and its text.
+pub fn refusal_value(r: &Refusal) -> Value {
+    json!({ "ok": false, "code": r.code(), "text": r.render() })
+}
+
+/// `sessions_list` as data: the same rows, order, filters and limit as the tool's text.
+pub fn list_value(home: &Path, req: &ToolRequest) -> Value {
+    let args = match list::parse_args(&req.args, req.config.max_list_results) {
+        Ok(a) => a,
+        Err(r) => return refusal_value(&r),
+    };
+    let sel = list::select(home, req, &args);
+    let rows: Vec<Value> = sel
+        .rows
+        .iter()
+        .map(|c| {
+            let r = &c.row;
+            let (liveness, status) = match &r.liveness {
+                Liveness::Cold => ("cold", Value::Null),
+                Liveness::Live(s) => ("live", json!(s)),
+            };
+            json!({
+                "id": r.id,
+                "liveness": liveness,
+                "status": status,
+                "scope": if r.subagent { "subagent" } else { "top-level" },
+                "parentSession": r.parent,
+                "forkOf": if r.subagent { None } else { r.parent.clone() },
+                "cwd": r.cwd,
+                "preset": r.preset,
+                "title": r.title,
+                "createdAt": c.created_at,
+                "isCaller": r.is_caller,
+                "messageable": !r.subagent && !r.is_caller,
+                "hint": send_hint(r, req.config.allow_resume),
+            })
+        })
+        .collect();
+    json!({
+        "ok": true,
+        "dshHome": home.display().to_string(),
+        "shown": rows.len(),
+        "considered": sel.considered,
+        "rows": rows,
+        "notes": sel.notes.iter().map(store_note).collect::<Vec<_>>(),
+    })
+}
+
+/// Cut to `max` characters: (text, characters cut).
+fn cut(body: &str, max: usize) -> (String, usize) {
+    let total = body.chars().count();
+    if total <= max {
+        (body.to_string(), 0)
+    } else {
+        (body.chars().take(max).collect(), total - max)
+    }
+}
+
+/// `sessions_read` of a session on disk as data: the same window, classes and markers as the tool.
+/// Bodies are cut at `maxMessageChars` (`truncatedChars` says how much).
+pub fn read_value(home: &Path, req: &ToolRequest) -> Value {
+    let a = match read::parse_args(&req.args, &req.config) {
+        Ok(a) => a,
+        Err(r) => return refusal_value(&r),
+    };
+    let s = match store::load_session(home, &a.session_id) {
+        Lookup::Found(s) => s,
+        // The refusal is the tool's own (the lookup is repeated only on this path).
+        _ => {
+            return match read::read_result(home, req, &a) {
+                Err(r) => refusal_value(&r),
+                Ok(_) => refusal_value(&Refusal::Internal {
+                    what: format!("session {} changed while it was read", a.session_id),
+                }),
+            }
+        }
+    };
+    let head = s.fold.header.clone().unwrap_or_default();
+    let src = store::log::Source::File {
+        path: &s.log.path,
+        enc: s.log.enc,
+    };
+    let w = read::window(&head, false, &s.fold, &src, &a, Vec::new());
+    let max = req.config.max_message_chars.max(1);
+    let messages: Vec<Value> = w
+        .messages
+        .iter()
+        .map(|m| {
+            let (body, truncated) = cut(&m.body, max);
+            json!({
+                "seq": m.seq,
+                "role": m.role,
+                "label": m.label,
+                "request": m.request,
+                "injected": m.injected,
+                "replaced": m.replaced,
+                "error": m.error,
+                "body": body,
+                "truncatedChars": truncated,
+            })
+        })
+        .collect();
+    let h = &w.head;
+    json!({
+        "ok": true,
+        "session": {
+            "id": h.id,
+            "liveness": if h.live { "live" } else { "cold" },
+            "scope": if h.subagent { "subagent" } else { "top-level" },
+            "parentSession": h.parent,
+            "forkOf": if h.subagent { None } else { h.parent.clone() },
+            "cwd": h.cwd,
+            "title": h.title,
+            "readable": h.readable,
+            "capturedThroughSeq": h.captured_through,
+            "logPath": s.log.path.display().to_string(),
+        },
+        "messages": messages,
+        "omitted": w.omitted,
+        "hidden": { "injected": w.hidden.injected, "system": w.hidden.system },
+        "notes": w.notes,
+    })
+}
+
+// send as data
+
+/// Run `sessions_send` / `send_session_message` and describe the outcome for a program: the tool's
+/// text plus `accepted`, the refusal `code`, `mayHaveLanded` and the `requestId` (when one was minted).
+pub async fn send_value(req: ToolRequest) -> Value {
+    match tools::run_result(req).await {
+        ToolResult::Send(r) => send_outcome(&r),
+        other => json!({
+            "accepted": false,
+            "code": other.code(),
+            "mayHaveLanded": false,
+            "requestId": null,
+            "text": other.render(),
+        }),
+    }
+}
+
+/// A send's outcome as data.
+pub fn send_outcome(r: &SendResult) -> Value {
+    json!({
+        "accepted": r.accepted(),
+        "code": r.code(),
+        "mayHaveLanded": r.may_have_landed(),
+        "requestId": r.request_id(),
+        "text": r.render(),
+    })
+}
+
+/// The audit ledger as JSON data for the CLI's `ledger` command: `{entries, files, unreadable, tornTail, text}`.
+pub fn ledger_value(home: &Path, filter: &crate::ledger::Filter) -> Value {
+    match crate::ledger::read_ledger(home, filter) {
+        Ok(read) => json!({
+            "ok": true,
+            "path": crate::ledger::path(home).display().to_string(),
+            "entries": read.entries,
+            "files": read.files.len(),
+            "unreadable": read.unreadable,
+            "tornTail": read.torn_tail,
+            "text": crate::ledger::render(&read),
+        }),
+        Err(why) => json!({ "ok": false, "error": why }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::testgen::*;
+
+    fn req(tool: &str, args: Value) -> ToolRequest {
+        ToolRequest {
+            tool: tool.into(),
+            args,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn list_and_read_values_match_the_tool_text() {
+        let home = fixtures_root();
+        let v = list_value(&home, &req("sessions_list", json!({"scope":"all"})));
+        assert_eq!(v["ok"], true);
+        assert_eq!(v["considered"], 6);
+        let ids: Vec<&str> = v["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].as_str().unwrap())
+            .collect();
+        let text = list::list_blocking(
+            &home,
+            &req("sessions_list", json!({"scope":"all"})),
+            &list::parse_args(&json!({"scope":"all"}), 50).unwrap(),
+        );
+        let text_ids: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("- "))
+            .map(|l| l.split(' ').next().unwrap())
+            .collect();
+        assert_eq!(ids, text_ids);
+        let sub = v["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["id"] == SUB)
+            .unwrap();
+        assert_eq!(sub["scope"], "subagent");
+        assert_eq!(sub["parentSession"], MAIN);
+        assert_eq!(sub["forkOf"], Value::Null);
+        assert_eq!(sub["messageable"], false);
+        let fork = v["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["id"] == FORK)
+            .unwrap();
+        assert_eq!(fork["forkOf"], MAIN);
+        assert_eq!(fork["liveness"], "cold");
+
+        let bad = list_value(&home, &req("sessions_list", json!({"limit":0})));
+        assert_eq!(bad["ok"], false);
+        assert_eq!(bad["code"], "bad-argument");
+
+        let r = read_value(
+            &home,
+            &req(
+                "sessions_read",
+                json!({"session_id": MAIN, "max_messages": 2}),
+            ),
+        );
+        assert_eq!(r["ok"], true, "{r}");
+        assert_eq!(r["session"]["id"], MAIN);
+        assert_eq!(r["messages"].as_array().unwrap().len(), 2);
+        let text = {
+            let a = read::parse_args(
+                &json!({"session_id": MAIN, "max_messages": 2}),
+                &Default::default(),
+            )
+            .unwrap();
+            read::read_blocking(&home, &req("sessions_read", Value::Null), &a)
+        };
+        let first_seq = r["messages"][0]["seq"].as_u64().unwrap();
+        assert!(text.contains(&format!("seq {first_seq},")), "{text}");
+        let missing = read_value(
+            &home,
+            &req("sessions_read", json!({"session_id": "session-nope"})),
+        );
+        assert_eq!(missing["code"], "not-found");
+        assert!(missing["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("refused (not-found): no session with id"));
+    }
+
+    #[tokio::test]
+    async fn send_outcomes_come_from_the_typed_result() {
+        let home = tempfile::tempdir().unwrap();
+        let mut r = req(
+            "send_session_message",
+            json!({"toSessionId": "session-x", "message": "hi"}),
+        );
+        r.host.dsh_home = Some(home.path().display().to_string());
+        r.caller = Some(crate::request::Caller {
+            session_id: Some("session-me".into()),
+            agent_id: None,
+            title: None,
+        });
+        // No web server: refused before any id is minted.
+        let v = send_value(r.clone()).await;
+        assert_eq!(v["accepted"], false);
+        assert_eq!(v["code"], "no-web-server");
+        assert_eq!(v["requestId"], Value::Null);
+        assert!(v["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("refused (no-web-server): "));
+        // A host that is down: unreachable, with the minted request id.
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        r.host.base_url = Some(format!(
+            "http://127.0.0.1:{}",
+            l.local_addr().unwrap().port()
+        ));
+        drop(l);
+        r.config.host_api = "rc8".into();
+        r.live = vec![crate::request::LiveSession {
+            id: "session-x".into(),
+            status: "idle".into(),
+            header: json!({}),
+            pending_rpc_ids: vec![],
+            pending_next_turn: 0,
+            pending_next_turn_rpc_ids: vec![],
+        }];
+        let v = send_value(r).await;
+        assert_eq!(v["code"], "unreachable", "{v}");
+        assert_eq!(v["mayHaveLanded"], false);
+        let rid = v["requestId"].as_str().unwrap();
+        assert!(rid.starts_with("dsh-session-mail:"));
+        assert!(v["text"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("request: {rid}")));
+        // Not a send tool at all.
+        let v = send_value(req("nope", json!({}))).await;
+        assert_eq!(v["code"], "unknown-tool");
+    }
+}

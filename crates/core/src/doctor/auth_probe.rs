@@ -1,0 +1,100 @@
+//! Is a cookie minted from `$DSH_HOME/.credentials.yaml` accepted by the host?
+
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::{json, Value};
+
+use crate::delivery::http::{loopback_base, post_json, Timeouts, TransportError};
+use crate::delivery::{cookie, credentials};
+
+// doctor: is our cookie accepted?
+
+/// A harmless authenticated call: POST `/api/host/describe` with the browser-session cookie minted
+/// from the host's secret. The host checks the cookie before it looks the endpoint up [Z17
+/// `rpc-host.ts` `requestRejection`], so any answer but 401 means the cookie passed (a 404 only says
+/// the endpoint is unknown). `state`: `ok`, `rejected` (401), `forbidden` (403), `no-secret`,
+/// `unreachable`, `bad-url`. The secret is never part of the answer.
+pub async fn auth_probe(base_url: &str, home: &Path, secret: Option<&str>, t: Timeouts) -> Value {
+    let base = match loopback_base(base_url) {
+        Ok(b) => b,
+        Err(why) => return json!({ "state": "bad-url", "detail": why }),
+    };
+    let s = match credentials::load(secret, home) {
+        Ok(s) => s,
+        Err(why) => return json!({ "state": "no-secret", "detail": why }),
+    };
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0);
+    let c = cookie::cookie_header(&s, &base.authority, now);
+    let body = json!({
+        "type": "client-request",
+        "rpcId": uuid::Uuid::new_v4().to_string(),
+        "method": "host/describe",
+        "payload": { "args": {} },
+    })
+    .to_string();
+    match post_json(&base, "/api/host/describe", body, Some(&c), t, 256 * 1024).await {
+        Ok(r) if r.status == 401 => json!({ "state": "rejected", "status": 401 }),
+        Ok(r) if r.status == 403 => {
+            json!({ "state": "forbidden", "status": 403, "detail": r.body.chars().take(200).collect::<String>() })
+        }
+        Ok(r) => json!({ "state": "ok", "status": r.status }),
+        Err(TransportError::NotSent(why)) | Err(TransportError::Ambiguous(why)) => {
+            json!({ "state": "unreachable", "detail": why })
+        }
+        Err(TransportError::ConnectTimeout) => {
+            json!({ "state": "unreachable", "detail": "connect timeout" })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn auth_probe_states() {
+        use crate::delivery::testserver::{serve, Act, Recorded};
+        let home = tempfile::tempdir().unwrap();
+        let t = Timeouts::from_ms(500, 1000);
+        let secret = "BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc";
+        let (base, log) = serve(|_, r: &Recorded| {
+            let has_cookie = r
+                .headers
+                .iter()
+                .any(|(k, _)| k.eq_ignore_ascii_case("cookie"));
+            if has_cookie {
+                Act::Reply(404, "not found".into())
+            } else {
+                Act::Reply(401, "unauthorized".into())
+            }
+        })
+        .await;
+        let v = auth_probe(&base, home.path(), Some(secret), t).await;
+        assert_eq!(v["state"], "ok", "{v}");
+        assert_eq!(v["status"], 404);
+        assert!(!v.to_string().contains(secret));
+        assert_eq!(log.lock().unwrap()[0].path, "/api/host/describe");
+        let v = auth_probe(&base, home.path(), None, t).await;
+        assert_eq!(v["state"], "no-secret", "{v}");
+        let (base401, _) = serve(|_, _: &Recorded| Act::Reply(401, "unauthorized".into())).await;
+        assert_eq!(
+            auth_probe(&base401, home.path(), Some(secret), t).await["state"],
+            "rejected"
+        );
+        assert_eq!(
+            auth_probe("http://example.com:1", home.path(), Some(secret), t).await["state"],
+            "bad-url"
+        );
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let dead = format!("http://127.0.0.1:{}", l.local_addr().unwrap().port());
+        drop(l);
+        assert_eq!(
+            auth_probe(&dead, home.path(), Some(secret), t).await["state"],
+            "unreachable"
+        );
+    }
+}

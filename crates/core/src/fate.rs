@@ -1,0 +1,215 @@
+//! Where a request id ended up: the one request-state model ("request fate") of the store, the
+//! ledger's `verify` and the CLI's `verify`.
+
+use std::path::Path;
+
+use serde_json::{json, Map, Value};
+
+use crate::store::{self, Lookup};
+
+// verify
+
+/// What the store says about one request id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fate {
+    /// Landed as a `user/message` at this seq (turn if known).
+    Landed {
+        seq: u64,
+        turn: Option<u64>,
+    },
+    /// Inserted into the inbox (`next-turn` or `next-step`) at this seq, not landed yet.
+    Queued {
+        seq: u64,
+        target: String,
+    },
+    /// Inserted, then removed with `outcome: canceled` before landing.
+    Canceled {
+        seq: u64,
+        target: String,
+    },
+    Unknown,
+}
+
+/// Where a request id was looked for and what was found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verification {
+    pub fate: Fate,
+    /// The session whose log holds it (or the one named).
+    pub session_id: Option<String>,
+    /// Session logs searched.
+    pub searched: usize,
+    /// The named session does not exist / cannot be read.
+    pub session_missing: bool,
+}
+
+fn fate_of(t: &store::RequestTrace) -> Fate {
+    if let Some((seq, turn)) = t.landed {
+        return Fate::Landed { seq, turn };
+    }
+    match (&t.queued, t.canceled) {
+        (Some((seq, target)), true) => Fate::Canceled {
+            seq: *seq,
+            target: target.clone(),
+        },
+        (Some((seq, target)), false) => Fate::Queued {
+            seq: *seq,
+            target: target.clone(),
+        },
+        (None, _) => Fate::Unknown,
+    }
+}
+
+fn rank(f: &Fate) -> u8 {
+    match f {
+        Fate::Landed { .. } => 3,
+        Fate::Queued { .. } => 2,
+        Fate::Canceled { .. } => 1,
+        Fate::Unknown => 0,
+    }
+}
+
+/// Look a request id up: in `session` when given, else in every session's log (the folds keep
+/// every request id, so a warm scan is cheap).
+pub fn verify(home: &Path, request_id: &str, session: Option<&str>) -> Verification {
+    // Without a session, the audit ledger knows the target of every request id this plugin minted.
+    let from_ledger = if session.is_none() {
+        let filter = crate::ledger::Filter {
+            request_id: Some(request_id.to_string()),
+            ..Default::default()
+        };
+        crate::ledger::read_ledger(home, &filter)
+            .ok()
+            .and_then(|r| r.entries.into_iter().rev().find_map(|e| e.target))
+    } else {
+        None
+    };
+    if let Some(id) = session.or(from_ledger.as_deref()) {
+        return match store::load_session(home, id) {
+            Lookup::Found(s) => Verification {
+                fate: s
+                    .fold
+                    .requests
+                    .get(request_id)
+                    .map(fate_of)
+                    .unwrap_or(Fate::Unknown),
+                session_id: Some(id.to_string()),
+                searched: 1,
+                session_missing: false,
+            },
+            _ => Verification {
+                fate: Fate::Unknown,
+                session_id: Some(id.to_string()),
+                searched: 0,
+                session_missing: true,
+            },
+        };
+    }
+    let listing = store::list_sessions(home);
+    let mut best = Verification {
+        fate: Fate::Unknown,
+        session_id: None,
+        searched: listing.sessions.len(),
+        session_missing: false,
+    };
+    for s in &listing.sessions {
+        if let Some(t) = s.fold.requests.get(request_id) {
+            let f = fate_of(t);
+            if rank(&f) > rank(&best.fate) {
+                best.fate = f;
+                best.session_id = Some(s.meta.id.clone());
+            }
+        }
+    }
+    best
+}
+
+pub fn verification_value(v: &Verification, request_id: &str) -> Value {
+    let mut o = Map::new();
+    o.insert("requestId".into(), json!(request_id));
+    o.insert("sessionId".into(), json!(v.session_id));
+    o.insert("searched".into(), json!(v.searched));
+    o.insert("sessionMissing".into(), json!(v.session_missing));
+    match &v.fate {
+        Fate::Landed { seq, turn } => {
+            o.insert("state".into(), json!("landed"));
+            o.insert("seq".into(), json!(seq));
+            o.insert("turn".into(), json!(turn));
+        }
+        Fate::Queued { seq, target } | Fate::Canceled { seq, target } => {
+            o.insert(
+                "state".into(),
+                json!(if matches!(v.fate, Fate::Queued { .. }) {
+                    "queued"
+                } else {
+                    "canceled"
+                }),
+            );
+            o.insert("seq".into(), json!(seq));
+            o.insert("target".into(), json!(target));
+        }
+        Fate::Unknown => {
+            o.insert("state".into(), json!("unknown"));
+        }
+    }
+    Value::Object(o)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn verify_finds_requests_by_session_or_by_scan() {
+        let home = tempfile::tempdir().unwrap();
+        let dir = home.path().join("sessions").join("--w--").join("session-t");
+        std::fs::create_dir_all(&dir).unwrap();
+        let rid = "dsh-session-mail:11111111-2222-3333-4444-555555555555";
+        let msg = json!({"id":"m1","role":"user","content":[{"type":"text","text":"From session-s ：\nhi"}],"source":{"kind":"user","rpcId":rid}});
+        let lines = [
+            json!({"type":"session","version":0,"id":"session-t","createdAt":1,"cwd":"/w"}),
+            json!({"type":"agent/inbox/spliced","seq":0,"time":1,"data":{"target":"next-turn","start":0,"inserted":[msg]}}),
+        ];
+        let log = dir.join("session.jsonl");
+        std::fs::write(
+            &log,
+            lines.iter().map(|l| format!("{l}\n")).collect::<String>(),
+        )
+        .unwrap();
+        let v = verify(home.path(), rid, None);
+        assert_eq!(
+            v.fate,
+            Fate::Queued {
+                seq: 0,
+                target: "next-turn".into()
+            }
+        );
+        assert_eq!(v.session_id.as_deref(), Some("session-t"));
+        let more = [
+            json!({"type":"turn/start","seq":1,"time":2,"data":{"turn":3}}),
+            json!({"type":"agent/inbox/spliced","seq":2,"time":2,"data":{"target":"next-turn","start":0,"removedCount":1,"inserted":[]}}),
+            json!({"type":"user/message","seq":3,"time":2,"data":msg,"surfaceOp":"append"}),
+        ];
+        let mut text = std::fs::read_to_string(&log).unwrap();
+        text.push_str(&more.iter().map(|l| format!("{l}\n")).collect::<String>());
+        std::fs::write(&log, text).unwrap();
+        let v = verify(home.path(), rid, Some("session-t"));
+        assert_eq!(
+            v.fate,
+            Fate::Landed {
+                seq: 3,
+                turn: Some(3)
+            },
+            "{v:?}"
+        );
+        let val = verification_value(&v, rid);
+        assert_eq!(val["state"], "landed");
+        assert_eq!(val["turn"], 3);
+        assert_eq!(
+            verify(home.path(), "dsh-session-mail:nope", None).fate,
+            Fate::Unknown
+        );
+        let gone = verify(home.path(), rid, Some("session-gone"));
+        assert!(gone.session_missing);
+    }
+}

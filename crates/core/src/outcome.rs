@@ -1,0 +1,482 @@
+//! Typed outcomes: what a tool call ended in, as data. Text is made from these values only by the
+//! renderers (`crate::render`); the CLI, the doctor, verify and the ledger consume the values.
+//!
+//! - [`Refusal`]: one variant per refusal code, carrying what the text needs (`refused (<code>): …`).
+//! - [`SendOutcome`] / [`SendResult`]: accepted (with its receipt), refused, or may-have-landed.
+//! - [`ArgProblem`]: one problem with one argument (the data of a `bad-argument` refusal).
+
+use crate::delivery::{Dialect, Failure, Mode, Recovery};
+use crate::mail::budget::{Allowance, Exceeded};
+use crate::mail::guard::Forgery;
+use crate::mail::stacking::Stacked;
+use crate::tools::send::SendTool;
+use crate::tools::Tool;
+
+/// One problem with one argument of a tool call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ArgProblem {
+    /// `<name> must be <expected>; got <got>.` and an optional hint.
+    Invalid {
+        name: String,
+        expected: String,
+        got: String,
+        hint: Option<String>,
+    },
+    /// An argument name the tool does not take (the `sessions_list`/`sessions_read` form:
+    /// `"<name>" is not an argument of <tool>; expected only <allowed>.`).
+    NotAnArgument {
+        name: String,
+        tool: Tool,
+        allowed: &'static [&'static str],
+    },
+}
+
+impl ArgProblem {
+    pub fn invalid(
+        name: impl Into<String>,
+        expected: impl Into<String>,
+        got: impl Into<String>,
+        hint: Option<String>,
+    ) -> ArgProblem {
+        ArgProblem::Invalid {
+            name: name.into(),
+            expected: expected.into(),
+            got: got.into(),
+            hint,
+        }
+    }
+
+    /// The argument the problem is about.
+    pub fn name(&self) -> &str {
+        match self {
+            ArgProblem::Invalid { name, .. } | ArgProblem::NotAnArgument { name, .. } => name,
+        }
+    }
+}
+
+/// Where a `not-found` came from (the texts differ: a send says nothing was sent).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Missing {
+    /// A send target that is neither live nor in the store.
+    SendTarget,
+    /// A read target that is not in the store.
+    ReadTarget,
+    /// A read target whose log exists but cannot be read (why).
+    Unreadable(String),
+}
+
+/// Where a delivery was going, for the texts of its failures.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliveryContext {
+    pub target: String,
+    pub request_id: String,
+    pub base_url: String,
+    pub connect_timeout_ms: u64,
+}
+
+/// Every refusal a tool answers with, one variant per code.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Refusal {
+    /// `bad-argument`: every problem found (`usage`: the call shape the send tools add).
+    BadArgument {
+        problems: Vec<ArgProblem>,
+        usage: Option<&'static str>,
+    },
+    /// `no-caller`: the runtime did not say which session calls.
+    NoCaller,
+    /// `no-web-server`: the host profile mounts no web server.
+    NoWebServer { profile: Option<String> },
+    /// `self-send`.
+    SelfSend { target: String },
+    /// `empty-body`.
+    EmptyBody,
+    /// `too-long`: `chars` over `max` (maxSendChars).
+    TooLong { chars: usize, max: usize },
+    /// `forged-header`: a body line looks like a From header or a frame line.
+    ForgedHeader(Forgery),
+    /// `budget`: a send budget is used up.
+    Budget {
+        exceeded: Exceeded,
+        target: String,
+        tool: SendTool,
+    },
+    /// `resume-disabled`: a cold target while `allowResume` is false.
+    ResumeDisabled { target: String },
+    /// `not-found`.
+    NotFound { target: String, missing: Missing },
+    /// `not-messageable`: a subagent session (its owner, when recorded).
+    NotMessageable {
+        target: String,
+        owner: Option<String>,
+    },
+    /// `stacked`: this sender's queued messages the target has not taken yet.
+    Stacked {
+        stacked: Stacked,
+        target: String,
+        tool: SendTool,
+    },
+    /// `rejected`: the host answered `{ok:false, error:{code, message}}`.
+    Rejected {
+        code: String,
+        message: String,
+        after_ambiguous: bool,
+        request_id: String,
+    },
+    /// `unreachable`, `auth-failed` or `forbidden`: the delivery reached no decision of the host
+    /// (never `Failure::MayHaveLanded`: that is [`SendOutcome::MayHaveLanded`]).
+    Undelivered {
+        failure: Failure,
+        context: DeliveryContext,
+    },
+    /// `unknown-tool`: a tool name this plugin does not provide.
+    UnknownTool { name: String },
+    /// `internal`: the plugin itself failed (nothing was changed).
+    Internal { what: String },
+}
+
+impl Refusal {
+    /// The stable code (`refused (<code>): `).
+    pub fn code(&self) -> &'static str {
+        match self {
+            Refusal::BadArgument { .. } => "bad-argument",
+            Refusal::NoCaller => "no-caller",
+            Refusal::NoWebServer { .. } => "no-web-server",
+            Refusal::SelfSend { .. } => "self-send",
+            Refusal::EmptyBody => "empty-body",
+            Refusal::TooLong { .. } => "too-long",
+            Refusal::ForgedHeader(_) => "forged-header",
+            Refusal::Budget { .. } => "budget",
+            Refusal::ResumeDisabled { .. } => "resume-disabled",
+            Refusal::NotFound { .. } => "not-found",
+            Refusal::NotMessageable { .. } => "not-messageable",
+            Refusal::Stacked { .. } => "stacked",
+            Refusal::Rejected { .. } => "rejected",
+            Refusal::Undelivered { failure, .. } => match failure {
+                Failure::NoSecret(_) | Failure::Unauthorized => "auth-failed",
+                Failure::Forbidden(_) => "forbidden",
+                _ => "unreachable",
+            },
+            Refusal::UnknownTool { .. } => "unknown-tool",
+            Refusal::Internal { .. } => "internal",
+        }
+    }
+
+    /// The request id minted before the refusal (delivery refusals only).
+    pub fn request_id(&self) -> Option<&str> {
+        match self {
+            Refusal::Rejected { request_id, .. } => Some(request_id),
+            Refusal::Undelivered { context, .. } => Some(&context.request_id),
+            _ => None,
+        }
+    }
+
+    /// The text the model sees.
+    pub fn render(&self) -> String {
+        crate::render::refusal::render(self)
+    }
+}
+
+/// Everything an accepted receipt says.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Receipt {
+    pub tool: SendTool,
+    pub target: String,
+    pub mode: Mode,
+    /// Characters of the message as the caller wrote it.
+    pub chars: usize,
+    /// The target was not live: the host resumed it.
+    pub woke: bool,
+    /// The target was live and running a turn.
+    pub running: bool,
+    pub request_id: String,
+    pub dialect: Dialect,
+    pub recovery: Option<Recovery>,
+    pub ambiguity: Option<String>,
+    /// Earlier messages of this plugin still pending in the target's inbox.
+    pub pending_from_plugin: usize,
+    /// Items (anyone's) already waiting in the target's next-turn inbox, when it is live.
+    pub pending_next_turn: usize,
+    /// What is left of the send budget after this send (`None`: budgets off).
+    pub budget: Option<Allowance>,
+}
+
+/// How a send ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SendOutcome {
+    Accepted(Receipt),
+    Refused(Refusal),
+    /// The message went out without a clear answer and the lookup could not settle it.
+    MayHaveLanded {
+        detail: String,
+        context: DeliveryContext,
+    },
+}
+
+/// A `note:` line of a send's text (before its `request:` line).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SendNote {
+    /// The ledger could not be read, so the budget was not checked (why).
+    BudgetNotChecked(String),
+    /// The ledger line of this attempt could not be written (why).
+    LedgerNotWritten(String),
+}
+
+/// A send's outcome with its notes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SendResult {
+    pub outcome: SendOutcome,
+    pub notes: Vec<SendNote>,
+}
+
+impl SendResult {
+    /// The request id, when one was minted (every delivery attempt has one).
+    pub fn request_id(&self) -> Option<&str> {
+        match &self.outcome {
+            SendOutcome::Accepted(r) => Some(&r.request_id),
+            SendOutcome::Refused(r) => r.request_id(),
+            SendOutcome::MayHaveLanded { context, .. } => Some(&context.request_id),
+        }
+    }
+
+    /// The refusal code (`unreachable` for may-have-landed, as its text says); `None` when accepted.
+    pub fn code(&self) -> Option<&'static str> {
+        match &self.outcome {
+            SendOutcome::Accepted(_) => None,
+            SendOutcome::Refused(r) => Some(r.code()),
+            SendOutcome::MayHaveLanded { .. } => Some("unreachable"),
+        }
+    }
+
+    pub fn accepted(&self) -> bool {
+        matches!(self.outcome, SendOutcome::Accepted(_))
+    }
+
+    pub fn may_have_landed(&self) -> bool {
+        matches!(self.outcome, SendOutcome::MayHaveLanded { .. })
+    }
+
+    /// What the audit ledger records.
+    pub fn ledger_outcome(&self) -> crate::ledger::LedgerOutcome {
+        use crate::ledger::LedgerOutcome as L;
+        match &self.outcome {
+            SendOutcome::Accepted(_) => L::Accepted,
+            SendOutcome::MayHaveLanded { .. } => L::MayHaveLanded,
+            // A delivery that reached no host decision (down, timeout, 5xx, carrier, bad URL) is
+            // `unreachable`; a refused cookie or fence is a refusal with its code.
+            SendOutcome::Refused(r @ Refusal::Undelivered { .. }) if r.code() == "unreachable" => {
+                L::Unreachable
+            }
+            SendOutcome::Refused(r) => L::Refused(r.code().to_string()),
+        }
+    }
+
+    /// The text the model sees.
+    pub fn render(&self) -> String {
+        crate::render::send::result(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::LedgerOutcome;
+    use crate::mail::budget::Which;
+
+    fn ctx() -> DeliveryContext {
+        DeliveryContext {
+            target: "session-t".into(),
+            request_id: "dsh-session-mail:r".into(),
+            base_url: "http://127.0.0.1:1".into(),
+            connect_timeout_ms: 500,
+        }
+    }
+
+    /// One value of every variant (and of every delivery failure that is a refusal).
+    fn every_refusal() -> Vec<Refusal> {
+        let exceeded = Exceeded {
+            which: Which::Pair,
+            also: None,
+            sent: 6,
+            limit: 6,
+            window_secs: 600,
+            next_at_ms: 1_761_741_296_789,
+            now_ms: 1_761_741_296_000,
+            urgent: false,
+            urgent_reserve: 2,
+            urgent_left: 2,
+        };
+        let mut v = vec![
+            Refusal::BadArgument {
+                problems: vec![ArgProblem::invalid("message", "a string", "nothing", None)],
+                usage: Some("send_session_message {…}"),
+            },
+            Refusal::BadArgument {
+                problems: vec![ArgProblem::NotAnArgument {
+                    name: "limit".into(),
+                    tool: Tool::SessionsRead,
+                    allowed: &["session_id"],
+                }],
+                usage: None,
+            },
+            Refusal::NoCaller,
+            Refusal::NoWebServer { profile: None },
+            Refusal::SelfSend {
+                target: "session-me".into(),
+            },
+            Refusal::EmptyBody,
+            Refusal::TooLong { chars: 9, max: 8 },
+            Refusal::ForgedHeader(Forgery::FromHeader { line: 1 }),
+            Refusal::Budget {
+                exceeded,
+                target: "session-t".into(),
+                tool: SendTool::SessionsSend,
+            },
+            Refusal::ResumeDisabled {
+                target: "session-t".into(),
+            },
+            Refusal::NotMessageable {
+                target: "session-t".into(),
+                owner: Some("session-o".into()),
+            },
+            Refusal::Stacked {
+                stacked: Stacked {
+                    waiting: vec!["dsh-session-mail:a".into()],
+                    limit: 1,
+                },
+                target: "session-t".into(),
+                tool: SendTool::SendSessionMessage,
+            },
+            Refusal::Rejected {
+                code: "session-not-found".into(),
+                message: "gone".into(),
+                after_ambiguous: false,
+                request_id: "dsh-session-mail:r".into(),
+            },
+            Refusal::UnknownTool {
+                name: "sessions_nuke".into(),
+            },
+            Refusal::Internal {
+                what: "internal error while reading the session store".into(),
+            },
+        ];
+        for missing in [
+            Missing::SendTarget,
+            Missing::ReadTarget,
+            Missing::Unreadable("bad header".into()),
+        ] {
+            v.push(Refusal::NotFound {
+                target: "session-x".into(),
+                missing,
+            });
+        }
+        for failure in [
+            Failure::BadBaseUrl("not loopback".into()),
+            Failure::NoSecret("no file".into()),
+            Failure::Unauthorized,
+            Failure::Forbidden(String::new()),
+            Failure::HostDown("refused".into()),
+            Failure::ConnectTimeout,
+            Failure::ProbeNoAnswer("reset".into()),
+            Failure::HostError {
+                status: 500,
+                body: String::new(),
+            },
+            Failure::Carrier {
+                status: 404,
+                body: String::new(),
+            },
+        ] {
+            v.push(Refusal::Undelivered {
+                failure,
+                context: ctx(),
+            });
+        }
+        v
+    }
+
+    #[test]
+    fn every_refusal_renders_with_its_code_first() {
+        let all = every_refusal();
+        let codes: std::collections::BTreeSet<&str> = all.iter().map(Refusal::code).collect();
+        assert_eq!(codes.len(), 18, "{codes:?}");
+        for r in &all {
+            let text = r.render();
+            let prefix = format!("refused ({}): ", r.code());
+            assert!(text.starts_with(&prefix), "{text}");
+            // A refusal after the request id was minted ends with it.
+            if let Some(id) = r.request_id() {
+                assert!(text.ends_with(&format!("request: {id}")), "{text}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_send_outcome_round_trips_through_the_ledger() {
+        let mut results: Vec<SendResult> = every_refusal()
+            .into_iter()
+            .map(|r| SendResult {
+                outcome: SendOutcome::Refused(r),
+                notes: vec![],
+            })
+            .collect();
+        results.push(SendResult {
+            outcome: SendOutcome::MayHaveLanded {
+                detail: "reset".into(),
+                context: ctx(),
+            },
+            notes: vec![],
+        });
+        for r in &results {
+            let o = r.ledger_outcome();
+            let wire = serde_json::to_string(&o).unwrap();
+            let back: LedgerOutcome = serde_json::from_str(&wire).unwrap();
+            assert_eq!(back, o, "{wire}");
+            assert!(!matches!(back, LedgerOutcome::Other(_)), "{wire}");
+            match &r.outcome {
+                SendOutcome::MayHaveLanded { .. } => {
+                    assert_eq!(wire, "\"may-have-landed\"");
+                    assert_eq!(r.code(), Some("unreachable"));
+                    assert!(r.render().contains("MAY have landed"));
+                }
+                SendOutcome::Refused(x) if x.code() == "unreachable" => {
+                    assert_eq!(wire, "\"unreachable\"")
+                }
+                SendOutcome::Refused(x) => assert_eq!(wire, format!("\"refused:{}\"", x.code())),
+                SendOutcome::Accepted(_) => unreachable!(),
+            }
+        }
+        // Strings of older ledgers read back as the same outcomes; unknown ones are kept as written.
+        for (old, want) in [
+            ("accepted", LedgerOutcome::Accepted),
+            ("unreachable", LedgerOutcome::Unreachable),
+            ("may-have-landed", LedgerOutcome::MayHaveLanded),
+            ("refused:stacked", LedgerOutcome::Refused("stacked".into())),
+            ("refused:", LedgerOutcome::Other("refused:".into())),
+            ("queued?", LedgerOutcome::Other("queued?".into())),
+        ] {
+            let got: LedgerOutcome = serde_json::from_str(&format!("\"{old}\"")).unwrap();
+            assert_eq!(got, want);
+            assert_eq!(got.as_string(), old);
+        }
+    }
+
+    #[test]
+    fn notes_go_before_the_request_line() {
+        let r = SendResult {
+            outcome: SendOutcome::Refused(Refusal::Undelivered {
+                failure: Failure::ConnectTimeout,
+                context: ctx(),
+            }),
+            notes: vec![SendNote::LedgerNotWritten("disk full".into())],
+        };
+        let text = r.render();
+        assert!(
+            text.ends_with(
+                "\nnote: audit ledger not written: disk full\nrequest: dsh-session-mail:r"
+            ),
+            "{text}"
+        );
+        assert_eq!(r.request_id(), Some("dsh-session-mail:r"));
+        assert!(!r.accepted());
+    }
+}

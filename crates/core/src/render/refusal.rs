@@ -1,0 +1,117 @@
+//! The text of every refusal: `refused (<code>): <first line>`, then further lines.
+//! The one place a [`Refusal`] becomes text (docs/architecture.md "Common rules").
+
+use crate::outcome::{ArgProblem, Missing, Refusal};
+use crate::render::list::quote_short;
+use crate::render::send as text;
+
+/// `refused (<code>): <first>` plus further lines.
+pub fn refused(code: &str, first: &str, more: &[String]) -> String {
+    let mut s = format!("refused ({code}): {first}");
+    for line in more {
+        s.push('\n');
+        s.push_str(line);
+    }
+    s
+}
+
+/// One problem as a sentence: `<name> must be <expected>; got <got>. <hint>`.
+pub fn problem_sentence(p: &ArgProblem) -> String {
+    match p {
+        ArgProblem::Invalid {
+            name,
+            expected,
+            got,
+            hint,
+        } => {
+            let mut s = format!("{name} must be {expected}; got {got}.");
+            if let Some(h) = hint.as_deref().filter(|h| !h.is_empty()) {
+                s.push(' ');
+                s.push_str(h);
+            }
+            s
+        }
+        ArgProblem::NotAnArgument {
+            name,
+            tool,
+            allowed,
+        } => format!(
+            "{} is not an argument of {}; expected only {}.",
+            quote_short(name, 40),
+            tool.name(),
+            allowed.join(", ")
+        ),
+    }
+}
+
+/// `refused (bad-argument): <first problem>`, `also: <problem>` per further problem, then the call
+/// shape when one is given.
+pub fn bad_arguments(problems: &[ArgProblem], usage: Option<&str>) -> String {
+    let first = problems
+        .first()
+        .map(problem_sentence)
+        .unwrap_or_else(|| "the arguments are invalid.".into());
+    let mut more: Vec<String> = problems
+        .iter()
+        .skip(1)
+        .map(|p| format!("also: {}", problem_sentence(p)))
+        .collect();
+    if let Some(u) = usage {
+        more.push(format!("Nothing was sent. Call it as {u}."));
+    }
+    refused("bad-argument", &first, &more)
+}
+
+/// The text of a refusal.
+pub fn render(r: &Refusal) -> String {
+    match r {
+        Refusal::BadArgument { problems, usage } => bad_arguments(problems, *usage),
+        Refusal::NoCaller => text::no_caller(),
+        Refusal::NoWebServer { profile } => text::no_web_server(profile.as_deref()),
+        Refusal::SelfSend { target } => text::self_send(target),
+        Refusal::EmptyBody => text::empty_body(),
+        Refusal::TooLong { chars, max } => text::too_long(*chars, *max),
+        Refusal::ForgedHeader(f) => text::forged_header(f),
+        Refusal::Budget {
+            exceeded,
+            target,
+            tool,
+        } => text::budget_refused(exceeded, target, *tool),
+        Refusal::ResumeDisabled { target } => text::resume_disabled(target),
+        Refusal::NotFound { target, missing } => match missing {
+            Missing::SendTarget => text::not_found(target),
+            Missing::ReadTarget => refused(
+                "not-found",
+                &format!("no session with id {} on this host. Run sessions_list for a valid id (ids are exact, e.g. session-…).", quote_short(target, 60)),
+                &[],
+            ),
+            Missing::Unreadable(why) => refused(
+                "not-found",
+                &format!("session {} exists but its log cannot be read ({why}). Run sessions_list for readable sessions.", quote_short(target, 60)),
+                &[],
+            ),
+        },
+        Refusal::NotMessageable { target, owner } => text::not_messageable(target, owner.as_deref()),
+        Refusal::Stacked {
+            stacked,
+            target,
+            tool,
+        } => text::stacked(stacked, target, *tool),
+        Refusal::Rejected {
+            code,
+            message,
+            after_ambiguous,
+            request_id,
+        } => text::rejected(code, message, *after_ambiguous, request_id),
+        Refusal::Undelivered { failure, context } => text::failure(failure, context),
+        Refusal::UnknownTool { name } => refused(
+            "unknown-tool",
+            &format!(
+                "there is no tool {}. This plugin provides sessions_list, sessions_read, sessions_send and send_session_message.",
+                quote_short(name, 60)
+            ),
+            &[],
+        ),
+        Refusal::Internal { what } => refused("internal", &format!("{what}; nothing was changed."), &[]),
+    }
+}
