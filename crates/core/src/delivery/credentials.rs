@@ -49,10 +49,8 @@ impl std::fmt::Debug for Secret {
 
 impl Drop for Secret {
     fn drop(&mut self) {
-        for b in self.0.iter_mut() {
-            // volatile so the wipe is not optimized away
-            unsafe { std::ptr::write_volatile(b, 0) };
-        }
+        // zeroize's writes are volatile and fenced: the wipe is not optimized away.
+        zeroize::Zeroize::zeroize(&mut self.0);
     }
 }
 
@@ -79,9 +77,9 @@ pub fn load(host_secret: Option<&str>, home: &Path) -> Result<Secret, String> {
 
 /// Read the record out of the YAML document.
 pub fn from_yaml(text: &str) -> Result<Secret, String> {
-    use serde_yaml::Value;
-    // serde_yaml's messages can quote input; only the position is reported.
-    let doc: Value = serde_yaml::from_str(text).map_err(|e| match e.location() {
+    use serde_norway::Value;
+    // The YAML messages can quote input; only the position is reported.
+    let doc: Value = serde_norway::from_str(text).map_err(|e| match e.location() {
         Some(l) => format!("not valid YAML (line {}, column {})", l.line(), l.column()),
         None => "not valid YAML".to_string(),
     })?;

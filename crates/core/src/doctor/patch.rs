@@ -2,7 +2,7 @@
 //! loader applies them.
 
 use serde_json::{json, Value};
-use serde_yaml::Value as Yaml;
+use serde_norway::Value as Yaml;
 
 // doctor: the patch layers' verdict on our row
 
@@ -14,7 +14,7 @@ pub struct Layer {
     pub text: Option<String>,
 }
 
-fn yaml_str<'a>(m: &'a serde_yaml::Mapping, key: &str) -> Option<&'a str> {
+fn yaml_str<'a>(m: &'a serde_norway::Mapping, key: &str) -> Option<&'a str> {
     m.get(Yaml::String(key.into())).and_then(Yaml::as_str)
 }
 
@@ -33,7 +33,7 @@ pub fn row_state(layers: &[Layer], row_id: &str, module: &str) -> Value {
     let mut notes: Vec<String> = Vec::new();
     for layer in layers {
         let Some(text) = &layer.text else { continue };
-        let doc: Yaml = match serde_yaml::from_str(text) {
+        let doc: Yaml = match serde_norway::from_str(text) {
             Ok(v) => v,
             Err(e) => {
                 errors.push(format!("{}: not valid YAML ({e})", layer.label));
