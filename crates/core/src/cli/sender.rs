@@ -87,7 +87,7 @@ pub fn default_sender(home: &Path, cwd: &str) -> Result<Sender, String> {
         let Some(h) = fold.header.as_ref() else {
             continue;
         };
-        if h.origin.as_deref() == Some("subagent") || h.id.is_empty() {
+        if h.is_subagent() || h.id.is_empty() {
             continue;
         }
         return Ok(Sender {

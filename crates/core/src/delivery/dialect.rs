@@ -69,6 +69,50 @@ pub fn forget(origin: &str) {
     }
 }
 
+/// What the host answered to `POST /api/host.describe` without a cookie: the one probe of the host
+/// generation, used by the send path (`auto`) and by the CLI's doctor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostAnswer {
+    /// HTTP 200 with an rc.8 `server-response`: the rc.8 route, no auth.
+    Rc8,
+    /// HTTP 401 or 404: 0.1.2+ (the route needs a cookie, or `host.describe` is not a route).
+    V2 { status: u16 },
+    /// HTTP 403: the Host/Origin fence refused the address.
+    Forbidden,
+    /// Anything else (not like DSH), with the start of its body.
+    Other { status: u16, body: String },
+}
+
+impl HostAnswer {
+    /// The generation a send assumes: only an rc.8 answer is rc.8 (any 200 counts, as before).
+    pub fn dialect(&self) -> Dialect {
+        match self {
+            HostAnswer::Rc8 | HostAnswer::Other { status: 200, .. } => Dialect::Rc8,
+            _ => Dialect::V2,
+        }
+    }
+}
+
+/// Ask the host once (no cache, no cookie).
+pub async fn probe(base: &Base, t: Timeouts) -> Result<HostAnswer, TransportError> {
+    let body = rc8_describe(&uuid::Uuid::new_v4().to_string());
+    let reply = post_json(base, RC8_DESCRIBE_PATH, body, None, t, 256 * 1024).await?;
+    let server_response = serde_json::from_str::<serde_json::Value>(&reply.body)
+        .ok()
+        .is_some_and(|v| v.get("type").and_then(|t| t.as_str()) == Some("server-response"));
+    Ok(match reply.status {
+        200 if server_response => HostAnswer::Rc8,
+        401 | 404 => HostAnswer::V2 {
+            status: reply.status,
+        },
+        403 => HostAnswer::Forbidden,
+        status => HostAnswer::Other {
+            status,
+            body: reply.body.chars().take(120).collect(),
+        },
+    })
+}
+
 /// Detect for `auto`: version, then cache, then the probe.
 pub async fn detect(
     base: &Base,
@@ -81,13 +125,7 @@ pub async fn detect(
     if let Some(d) = cached(&base.origin) {
         return Ok(d);
     }
-    let body = rc8_describe(&uuid::Uuid::new_v4().to_string());
-    let reply = post_json(base, RC8_DESCRIBE_PATH, body, None, t, 256 * 1024).await?;
-    let d = if reply.status == 200 {
-        Dialect::Rc8
-    } else {
-        Dialect::V2
-    };
+    let d = probe(base, t).await?.dialect();
     remember(&base.origin, d);
     Ok(d)
 }

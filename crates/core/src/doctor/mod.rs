@@ -3,3 +3,16 @@
 
 pub mod auth_probe;
 pub mod patch;
+
+use crate::delivery::dialect::{self, HostAnswer};
+use crate::delivery::http::{loopback_base, Timeouts, TransportError};
+
+/// The doctor's host check: the send path's own probe ([`dialect::probe`]) at `base_url`.
+/// `Err` says why nothing usable answered (a bad address, a connection that failed).
+pub async fn probe_host(base_url: &str, t: Timeouts) -> Result<HostAnswer, String> {
+    let base = loopback_base(base_url)?;
+    dialect::probe(&base, t).await.map_err(|e| match e {
+        TransportError::NotSent(why) | TransportError::Ambiguous(why) => why,
+        TransportError::ConnectTimeout => "connect timeout".into(),
+    })
+}

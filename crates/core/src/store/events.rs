@@ -28,7 +28,19 @@ pub struct Header {
     pub is_seeded: Option<bool>,
 }
 
+/// The one subagent test: a session whose header says `origin: "subagent"`. A header with
+/// `parentSession` but no origin is a fork, which the host treats as top-level and accepts prompts
+/// for [R8/Z17 `session-controller/src/agent.ts`].
+pub fn is_subagent_origin(origin: Option<&str>) -> bool {
+    origin == Some("subagent")
+}
+
 impl Header {
+    /// See [`is_subagent_origin`].
+    pub fn is_subagent(&self) -> bool {
+        is_subagent_origin(self.origin.as_deref())
+    }
+
     /// Parse a header line. Err: a short reason.
     pub fn parse(line: &[u8]) -> Result<Header, String> {
         let v: Value = serde_json::from_slice(line).map_err(|e| {

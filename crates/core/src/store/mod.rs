@@ -41,7 +41,7 @@ pub struct SessionMeta {
 impl SessionMeta {
     /// A subagent session (header `origin: "subagent"`). Forks (parentSession without origin) are top-level.
     pub fn is_subagent(&self) -> bool {
-        self.origin.as_deref() == Some("subagent")
+        events::is_subagent_origin(self.origin.as_deref())
     }
 
     /// A fork: `parentSession` without `origin` [Z17 `session-controller/src/commands.ts` `fork`].

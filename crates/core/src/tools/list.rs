@@ -138,7 +138,7 @@ pub fn select(home: &Path, req: &ToolRequest, args: &ListArgs) -> Selection {
         let row = ListRow {
             id: h.id.clone(),
             liveness,
-            subagent: h.origin.as_deref() == Some("subagent"),
+            subagent: h.is_subagent(),
             parent: h.parent_session.clone(),
             cwd: h.cwd.clone(),
             preset: h.agent_preset.clone(),

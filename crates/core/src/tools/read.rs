@@ -268,7 +268,7 @@ pub fn window(
     let rh = ReadHead {
         id: head.id.clone(),
         live,
-        subagent: head.origin.as_deref() == Some("subagent"),
+        subagent: head.is_subagent(),
         parent: head.parent_session.clone(),
         cwd: head.cwd.clone(),
         title: fold.display_title().map(str::to_string),

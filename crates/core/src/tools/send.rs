@@ -398,7 +398,7 @@ pub fn plan_at(req: &ToolRequest, home: &Path, now_ms: i64) -> Result<Plan, Refu
     // without origin) is top-level [R8/Z17 `session-controller/src/agent.ts`; docs/architecture.md].
     let (subagent, parent) = match live {
         Some(l) => (
-            header_str(&l.header, "origin") == Some("subagent"),
+            store::events::is_subagent_origin(header_str(&l.header, "origin")),
             header_str(&l.header, "parentSession").map(str::to_string),
         ),
         None => match store::find_session(home, &args.target) {
