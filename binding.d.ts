@@ -9,11 +9,16 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
-/**
- * Is a cookie minted from `$DSH_HOME/.credentials.yaml` accepted by the host at `baseUrl`?
- * `{state: ok|rejected|forbidden|no-secret|unreachable|bad-url, status?, detail?}`; never the secret.
- */
-export declare function authProbeJson(request: string): Promise<string>
+/** The cookie probe against the host at `baseUrl` (never returns the secret). */
+export declare function authProbe(baseUrl: string, dshHome?: string | undefined | null, connectTimeoutMs?: number | undefined | null, requestTimeoutMs?: number | undefined | null): Promise<AuthProbe>
+
+/** Is a cookie minted from `$DSH_HOME/.credentials.yaml` accepted by the host? */
+export interface AuthProbe {
+  /** `ok`, `rejected` (401), `forbidden` (403), `no-secret`, `unreachable` or `bad-url`. */
+  state: string
+  status: number | null
+  detail: string | null
+}
 
 /** `null` when the body may be sent; otherwise why it is refused (a forged From header or frame line). */
 export declare function checkBody(body: string): string | null
@@ -21,35 +26,123 @@ export declare function checkBody(body: string): string | null
 /** The delivered body of `send_session_message`: the From header line and the message. */
 export declare function composeMessage(senderId: string, message: string): string
 
-/** The crate version (the shim checks that the binary matches its package). */
+/** The defaults of `config::Config`. */
+export declare function configDefaults(): ConfigDefaults
+
+/** The core's configuration defaults (index.js's Schemastery `Config` must agree: a node test checks it). */
+export interface ConfigDefaults {
+  frameMessages: boolean
+  maxSendChars: number
+  defaultSendMode: string
+  allowResume: boolean
+  maxListResults: number
+  maxReadMessages: number
+  maxMessageChars: number
+  includeInjectedByDefault: boolean
+  hostApi: string
+  connectTimeoutMs: number
+  requestTimeoutMs: number
+  budgetWindowSecs: number
+  budgetPerPair: number
+  budgetPerSender: number
+  urgentReserve: number
+  maxStackedPerSender: number
+}
+
+/** The crate version (the CLI's doctor checks that the binary matches its package). */
 export declare function coreVersion(): string
 
-/**
- * `{ok:true, id, logPath, modifiedMs, project}` — the newest top-level session of `cwd`'s project —
- * or `{ok:false, error, project}`.
- */
-export declare function defaultSenderJson(dshHome: string | undefined | null, cwd: string): string
+/** The newest top-level session of `cwd`'s project. */
+export declare function defaultSender(dshHome: string | undefined | null, cwd: string): DefaultSender
 
-/** The `sessions_send` frame around `body`. */
-export declare function frameMessage(senderId: string, senderTitle: string | undefined | null, mode: string, body: string): string
+/** The session a CLI send is signed as by default, or why there is none. */
+export interface DefaultSender {
+  ok: boolean
+  id: string | null
+  logPath: string | null
+  modifiedMs: number | null
+  /** The project key of `cwd`. */
+  project: string | null
+  error: string | null
+}
 
-/** `sessions_list` as JSON data; `request` is a ToolRequest (tool `sessions_list`). */
-export declare function listSessionsJson(request: string): Promise<string>
+/** Messages filtered out of a window. */
+export interface HiddenCounts {
+  injected: number
+  system: number
+}
+
+/** What the host answered to `POST /api/host.describe` without a cookie (the send path's probe). */
+export interface HostProbe {
+  /** `rc8`, `v2`, `forbidden`, `other` (not like DSH) or `unreachable`. */
+  state: string
+  status: number | null
+  /** Why nothing answered, or the start of an unexpected body. */
+  detail: string | null
+}
+
+/** The audit ledger, or why it could not be read (`ok: false`, `error`). */
+export interface Ledger {
+  ok: boolean
+  error: string | null
+  path: string | null
+  entries: Array<LedgerEntry> | null
+  files: number | null
+  unreadable: number | null
+  tornTail: boolean | null
+  /** The lines for people. */
+  text: string | null
+}
+
+/** One audit ledger line. */
+export interface LedgerEntry {
+  time: string
+  sender: string | null
+  target: string | null
+  tool: string
+  mode: string | null
+  requestId: string | null
+  /** `accepted`, `refused:<code>`, `unreachable` or `may-have-landed`. */
+  outcome: string
+  bodyChars: number | null
+  bodySha256: string | null
+}
+
+/** `sessions_list` as data, or its refusal (`ok: false`, `code`, `text`). */
+export interface Listing {
+  ok: boolean
+  code: string | null
+  text: string | null
+  dshHome: string | null
+  shown: number | null
+  considered: number | null
+  rows: Array<SessionRow> | null
+  notes: Array<string> | null
+}
+
+/** `sessions_list` over the store; `request` is a ToolRequest (tool `sessions_list`). */
+export declare function listSessions(request: string): Promise<Listing>
 
 /**
  * The browser-session cookie (`name=value`) for `authority` (`host:port`), issued at `nowMs`,
- * from the base64url secret. Used by the CLI and the tests; the tools mint their own.
+ * from the base64url secret.
  */
 export declare function mintCookie(secret: string, authority: string, nowMs: number): string
 
 /** A fresh request id `dsh-session-mail:<uuid>`. */
 export declare function newRequestId(): string
 
-/**
- * The cordis patch layers' verdict on one row: `{inserted, disabled, disabledBy, configEnabled, errors, notes}`.
- * `layers` is `[{label, text|null}]` in the host's order (bundle patches, profile, home).
- */
-export declare function patchRowStateJson(layers: string, rowId: string, module: string): string
+/** One cordis patch layer: its label and its text (`null`: the file does not exist). */
+export interface PatchLayer {
+  label: string
+  text: string | null
+}
+
+/** Apply the patch layers (bundle patches, profile, home, in the host's order) to one row. */
+export declare function patchRowState(layers: Array<PatchLayer>, rowId: string, module: string): RowState
+
+/** Probe the host generation at `baseUrl` (loopback only). */
+export declare function probeHost(baseUrl: string, timeoutMs?: number | undefined | null): Promise<HostProbe>
 
 /** The host's session directory key for a project path (`null` for an empty path). */
 export declare function projectKey(cwd: string): string | null
@@ -60,14 +153,83 @@ export declare function projectKey(cwd: string): string | null
  */
 export declare function promptEnvelope(dialect: string, requestId: string, sessionId: string, mode: string, text: string, envelopeRpcId?: string | undefined | null): string
 
-/** The audit ledger as JSON; `request` is `{dshHome?, session?, sinceMs?, limit?}`. */
-export declare function readLedgerJson(request: string): Promise<string>
+/** The audit ledger: lines sent by or to `session`, newer than `sinceMs`, the newest `limit`. */
+export declare function readLedger(dshHome?: string | undefined | null, session?: string | undefined | null, sinceMs?: number | undefined | null, limit?: number | undefined | null): Promise<Ledger>
 
-/** `sessions_read` of a stored session as JSON data; `request` is a ToolRequest (tool `sessions_read`). */
-export declare function readSessionJson(request: string): Promise<string>
+/** One message of a read window. */
+export interface ReadMessage {
+  seq: number
+  role: string
+  label: string
+  request: string | null
+  injected: boolean
+  replaced: boolean
+  error: boolean
+  body: string
+  truncatedChars: number
+}
+
+/** `sessions_read` of a stored session; `request` is a ToolRequest (tool `sessions_read`). */
+export declare function readSession(request: string): Promise<ReadWindow>
+
+/** The head of a read window. */
+export interface ReadSession {
+  id: string
+  liveness: string
+  scope: string
+  parentSession: string | null
+  forkOf: string | null
+  cwd: string | null
+  title: string | null
+  readable: number
+  capturedThroughSeq: number | null
+  logPath: string
+}
+
+/** `sessions_read` as data, or its refusal (`ok: false`, `code`, `text`). */
+export interface ReadWindow {
+  ok: boolean
+  code: string | null
+  text: string | null
+  session: ReadSession | null
+  messages: Array<ReadMessage> | null
+  omitted: number | null
+  hidden: HiddenCounts | null
+  notes: Array<string> | null
+}
+
+/** Where a request id is. */
+export interface RequestFate {
+  requestId: string
+  /** `landed`, `queued`, `canceled` or `unknown`. */
+  state: string
+  sessionId: string | null
+  seq: number | null
+  turn: number | null
+  /** The inbox (`next-turn`, `next-step`) of a queued or canceled request. */
+  target: string | null
+  /** Session logs searched. */
+  searched: number
+  /** The named session does not exist or cannot be read. */
+  sessionMissing: boolean
+  /** One line for people (`landed in … at seq N (turn T)`, …). */
+  text: string
+}
 
 /** DSH_HOME as the host resolves it: `explicit` → `$DSH_HOME` → `~/.dsh`. */
 export declare function resolveDshHome(explicit?: string | undefined | null): string
+
+/** The cordis patch layers' verdict on one row. */
+export interface RowState {
+  inserted: boolean
+  insertedBy: string | null
+  disabled: boolean
+  disabledBy: string | null
+  configEnabled: boolean | null
+  configBy: string | null
+  errors: Array<string>
+  notes: Array<string>
+}
 
 /**
  * Run one tool call. `request` is the JSON of `request::ToolRequest`; the result is the text
@@ -75,11 +237,48 @@ export declare function resolveDshHome(explicit?: string | undefined | null): st
  */
 export declare function runTool(request: string): Promise<string>
 
-/** Run a send tool and describe the outcome: `{accepted, code, mayHaveLanded, requestId, text}`. */
-export declare function sendJson(request: string): Promise<string>
+/** Run one tool call and return its text and outcome (the command line's exit codes come from it). */
+export declare function runToolResult(request: string): Promise<ToolOutcome>
+
+/** One `sessions_list` row as data. */
+export interface SessionRow {
+  id: string
+  /** `cold` or `live`. */
+  liveness: string
+  /** The live status (`running`, `idle`, …). */
+  status: string | null
+  /** `top-level` or `subagent`. */
+  scope: string
+  parentSession: string | null
+  forkOf: string | null
+  cwd: string | null
+  preset: string | null
+  title: string | null
+  createdAt: number
+  isCaller: boolean
+  messageable: boolean
+  hint: string
+}
+
+/** A tool call's text and what it ended in. */
+export interface ToolOutcome {
+  /** The text the model sees. */
+  text: string
+  /**
+   * The refusal code (`bad-argument`, `not-found`, …; `unreachable` for a send that may have
+   * landed); `null` when the call was not refused.
+   */
+  code: string | null
+  /** A send tool: the message was accepted. */
+  accepted: boolean
+  /** A send tool: the message went out without a clear answer (verify before sending again). */
+  mayHaveLanded: boolean
+  /** A send tool: the request id, once one was minted. */
+  requestId: string | null
+}
 
 /**
- * Where a request id is: `{state: landed|queued|canceled|unknown, sessionId, seq, turn|target, searched}`.
- * `request` is `{dshHome?, requestId, sessionId?}`.
+ * Look a request id up in `sessionId`'s log, else in the log of the target the ledger names,
+ * else in every session's log.
  */
-export declare function verifyRequestJson(request: string): Promise<string>
+export declare function verifyRequest(dshHome: string | undefined | null, requestId: string, sessionId?: string | undefined | null): Promise<RequestFate>

@@ -40,7 +40,7 @@ export const Config = Schema.object({
   maxStackedPerSender: Schema.natural().default(2).description('Queued messages from one sender that may wait unclaimed in a target inbox (0: no limit).'),
 })
 
-const CORE_CONFIG_KEYS = [
+export const CORE_CONFIG_KEYS = [
   'frameMessages', 'maxSendChars', 'defaultSendMode', 'allowResume', 'maxListResults', 'maxReadMessages',
   'maxMessageChars', 'includeInjectedByDefault', 'hostApi', 'connectTimeoutMs', 'requestTimeoutMs',
   'budgetWindowSecs', 'budgetPerPair', 'budgetPerSender', 'urgentReserve', 'maxStackedPerSender',

@@ -1,157 +1,167 @@
 //! The only file with napi types: argument conversion and error mapping, no logic.
-//! Sync exports use `catch_unwind` so a panic can never abort the host process; a panic in an
-//! async export already becomes a rejected Promise.
+//!
+//! Results are `#[napi(object)]` structs (the generated `binding.d.ts` is exact); a tool outcome is
+//! data, never an error. Errors are for misuse of the binding (a malformed request, a bad key) and carry
+//! a stable `err.code` (`E_*`, [`ErrorCode`]). Sync exports use `catch_unwind` so a panic can never abort
+//! the host process; a panic in an async export already becomes a rejected Promise.
+//!
+//! Exports used only by the test suites (cookie minting, composing, envelopes) are compiled with the
+//! `testing` cargo feature (scripts/test.sh builds with it).
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 use dsh_session_mail_core as mail_core;
-use mail_core::error::{CoreError, ErrorCode};
+use mail_core::error::ErrorCode;
+use mail_core::tools::ToolResult;
 
-fn to_napi(e: CoreError) -> napi::Error {
-    napi::Error::new(Status::GenericFailure, format!("{}: {}", e.code, e.message))
+/// An error JS sees with `err.code` = the stable code.
+type BindingResult<T> = Result<T, ErrorCode>;
+
+fn error(code: ErrorCode, message: impl Into<String>) -> napi::Error<ErrorCode> {
+    napi::Error::new(code, message.into())
 }
+
+fn parse<T: serde::de::DeserializeOwned>(json: &str, what: &str) -> Result<T, ErrorCode> {
+    serde_json::from_str(json).map_err(|e| {
+        error(
+            ErrorCode::BadRequest,
+            format!("{what} is not valid JSON: {e}"),
+        )
+    })
+}
+
+/// A JSON value the core built, read into its binding struct (a mismatch is a core bug).
+fn typed<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> napi::Result<T> {
+    serde_json::from_value(v).map_err(internal)
+}
+
+/// A failure inside an async export (the Promise rejects; napi gives async rejections no custom
+/// code, so the message starts with `E_INTERNAL`).
+fn internal(e: impl std::fmt::Display) -> napi::Error {
+    napi::Error::new(
+        Status::GenericFailure,
+        format!("{}: {e}", ErrorCode::Internal),
+    )
+}
+
+/// The Promise of an async export whose arguments were checked synchronously (so a bad request
+/// throws with its `err.code` before any work starts).
+fn promise<T, F>(env: &Env, fut: F) -> BindingResult<AsyncBlock<T>>
+where
+    T: ToNapiValue + Send + 'static,
+    F: std::future::Future<Output = napi::Result<T>> + Send + 'static,
+{
+    AsyncBlockBuilder::new(fut)
+        .build(env)
+        .map_err(|e| error(ErrorCode::Internal, e.reason.clone()))
+}
+
+fn home_of(explicit: Option<&str>) -> std::path::PathBuf {
+    mail_core::store::resolve_dsh_home(explicit)
+}
+
+/// Run blocking store work off the executor; a panic there is `E_INTERNAL`.
+async fn blocking<T, F>(f: F) -> napi::Result<T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    mail_core::tools::blocking(f)
+        .await
+        .map_err(|r| internal(r.render()))
+}
+
+// ---- the tools (index.js) ----
 
 /// Run one tool call. `request` is the JSON of `request::ToolRequest`; the result is the text
 /// the model sees (a receipt, a listing, a window, or a readable refusal).
-#[napi]
-pub async fn run_tool(request: String) -> Result<String> {
-    let req: mail_core::request::ToolRequest = serde_json::from_str(&request).map_err(|e| {
-        to_napi(CoreError::new(
-            ErrorCode::BadRequest,
-            format!("tool request is not valid JSON: {e}"),
-        ))
-    })?;
-    Ok(mail_core::tools::run(req).await)
+#[napi(ts_return_type = "Promise<string>")]
+pub fn run_tool(env: &Env, request: String) -> Result<AsyncBlock<String>, ErrorCode> {
+    let req: mail_core::request::ToolRequest = parse(&request, "tool request")?;
+    promise(env, async move { Ok(mail_core::tools::run(req).await) })
 }
 
-/// The crate version (the shim checks that the binary matches its package).
+/// A tool call's text and what it ended in.
+#[napi(object, use_nullable = true)]
+pub struct ToolOutcome {
+    /// The text the model sees.
+    pub text: String,
+    /// The refusal code (`bad-argument`, `not-found`, …; `unreachable` for a send that may have
+    /// landed); `null` when the call was not refused.
+    pub code: Option<String>,
+    /// A send tool: the message was accepted.
+    pub accepted: bool,
+    /// A send tool: the message went out without a clear answer (verify before sending again).
+    pub may_have_landed: bool,
+    /// A send tool: the request id, once one was minted.
+    pub request_id: Option<String>,
+}
+
+/// Run one tool call and return its text and outcome (the command line's exit codes come from it).
+#[napi(ts_return_type = "Promise<ToolOutcome>")]
+pub fn run_tool_result(env: &Env, request: String) -> Result<AsyncBlock<ToolOutcome>, ErrorCode> {
+    let req: mail_core::request::ToolRequest = parse(&request, "tool request")?;
+    promise(env, async move {
+        Ok(tool_outcome(mail_core::tools::run_result(req).await))
+    })
+}
+
+fn tool_outcome(r: ToolResult) -> ToolOutcome {
+    let (accepted, may_have_landed, request_id) = match &r {
+        ToolResult::Send(s) => (
+            s.accepted(),
+            s.may_have_landed(),
+            s.request_id().map(str::to_string),
+        ),
+        _ => (false, false, None),
+    };
+    ToolOutcome {
+        text: r.render(),
+        code: r.code().map(str::to_string),
+        accepted,
+        may_have_landed,
+        request_id,
+    }
+}
+
+/// The crate version (the CLI's doctor checks that the binary matches its package).
 #[napi(catch_unwind)]
 pub fn core_version() -> String {
     env!("CARGO_PKG_VERSION").to_string()
 }
 
-fn mode_of(mode: &str) -> Result<mail_core::delivery::Mode> {
-    match mode {
-        "queue" => Ok(mail_core::delivery::Mode::Queue),
-        "steer" => Ok(mail_core::delivery::Mode::Steer),
-        other => Err(to_napi(CoreError::new(
-            ErrorCode::BadRequest,
-            format!("mode must be queue or steer, got {other:?}"),
-        ))),
-    }
+// ---- the command line (bin/dsh-session-mail.mjs) ----
+
+/// The core's configuration defaults (index.js's Schemastery `Config` must agree: a node test checks it).
+#[napi(object)]
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigDefaults {
+    pub frame_messages: bool,
+    pub max_send_chars: u32,
+    pub default_send_mode: String,
+    pub allow_resume: bool,
+    pub max_list_results: u32,
+    pub max_read_messages: u32,
+    pub max_message_chars: u32,
+    pub include_injected_by_default: bool,
+    pub host_api: String,
+    pub connect_timeout_ms: u32,
+    pub request_timeout_ms: u32,
+    pub budget_window_secs: u32,
+    pub budget_per_pair: u32,
+    pub budget_per_sender: u32,
+    pub urgent_reserve: u32,
+    pub max_stacked_per_sender: u32,
 }
 
-/// The browser-session cookie (`name=value`) for `authority` (`host:port`), issued at `nowMs`,
-/// from the base64url secret. Used by the CLI and the tests; the tools mint their own.
+/// The defaults of `config::Config`.
 #[napi(catch_unwind)]
-pub fn mint_cookie(secret: String, authority: String, now_ms: f64) -> Result<String> {
-    let secret = mail_core::delivery::credentials::Secret::from_b64url(&secret)
-        .map_err(|why| to_napi(CoreError::new(ErrorCode::BadKey, why)))?;
-    let authority =
-        mail_core::delivery::cookie::normalize_authority(&authority).ok_or_else(|| {
-            to_napi(CoreError::new(
-                ErrorCode::BadRequest,
-                "authority must be host[:port]",
-            ))
-        })?;
-    Ok(mail_core::delivery::cookie::cookie_header(
-        &secret,
-        &authority,
-        now_ms as i64,
-    ))
-}
-
-/// The delivered body of `send_session_message`: the From header line and the message.
-#[napi(catch_unwind)]
-pub fn compose_message(sender_id: String, message: String) -> String {
-    mail_core::mail::with_from_header(&sender_id, &message)
-}
-
-/// The `sessions_send` frame around `body`.
-#[napi(catch_unwind)]
-pub fn frame_message(
-    sender_id: String,
-    sender_title: Option<String>,
-    mode: String,
-    body: String,
-) -> String {
-    mail_core::mail::frame(&sender_id, sender_title.as_deref(), &mode, &body)
-}
-
-/// `null` when the body may be sent; otherwise why it is refused (a forged From header or frame line).
-#[napi(catch_unwind)]
-pub fn check_body(body: String) -> Option<String> {
-    mail_core::mail::guard::check_body(&body)
-        .err()
-        .map(|f| format!("{f:?}"))
-}
-
-/// A fresh request id `dsh-session-mail:<uuid>`.
-#[napi(catch_unwind)]
-pub fn new_request_id() -> String {
-    mail_core::mail::new_request_id()
-}
-
-/// The exact JSON body POSTed to the host route for `dialect` (`rc8` or `v2`).
-/// For v2 `envelopeRpcId` is the plain envelope id; for rc8 the request id is the envelope id.
-#[napi(catch_unwind)]
-pub fn prompt_envelope(
-    dialect: String,
-    request_id: String,
-    session_id: String,
-    mode: String,
-    text: String,
-    envelope_rpc_id: Option<String>,
-) -> Result<String> {
-    let mode = mode_of(&mode)?;
-    match dialect.as_str() {
-        "rc8" => Ok(mail_core::delivery::envelope::rc8_prompt(
-            &request_id,
-            &session_id,
-            mode,
-            &text,
-        )),
-        "v2" => {
-            let env = envelope_rpc_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-            Ok(mail_core::delivery::envelope::v2_prompt(
-                &env,
-                &request_id,
-                &session_id,
-                mode,
-                &text,
-            ))
-        }
-        other => Err(to_napi(CoreError::new(
-            ErrorCode::BadRequest,
-            format!("dialect must be rc8 or v2, got {other:?}"),
-        ))),
-    }
-}
-
-// ---- the command line (bin/dsh-session-mail.mjs); logic in `cli_support` ----
-
-fn parse<T: serde::de::DeserializeOwned>(json: &str, what: &str) -> Result<T> {
-    serde_json::from_str(json).map_err(|e| {
-        to_napi(CoreError::new(
-            ErrorCode::BadRequest,
-            format!("{what} is not valid JSON: {e}"),
-        ))
-    })
-}
-
-/// Run blocking store work off the executor; a panic there becomes the refusal as JSON.
-async fn blocking<F>(f: F) -> String
-where
-    F: FnOnce() -> String + Send + 'static,
-{
-    mail_core::tools::blocking(f)
-        .await
-        .unwrap_or_else(|r| mail_core::cli::data::refusal_value(&r).to_string())
-}
-
-fn home_of(explicit: Option<&str>) -> std::path::PathBuf {
-    mail_core::store::resolve_dsh_home(explicit)
+pub fn config_defaults() -> Result<ConfigDefaults, ErrorCode> {
+    serde_json::to_value(mail_core::config::Config::default())
+        .and_then(serde_json::from_value)
+        .map_err(|e| error(ErrorCode::Internal, e.to_string()))
 }
 
 /// DSH_HOME as the host resolves it: `explicit` → `$DSH_HOME` → `~/.dsh`.
@@ -166,76 +176,225 @@ pub fn project_key(cwd: String) -> Option<String> {
     mail_core::cli::sender::project_key(&cwd)
 }
 
-/// `{ok:true, id, logPath, modifiedMs, project}` — the newest top-level session of `cwd`'s project —
-/// or `{ok:false, error, project}`.
+/// The session a CLI send is signed as by default, or why there is none.
+#[napi(object, use_nullable = true)]
+pub struct DefaultSender {
+    pub ok: bool,
+    pub id: Option<String>,
+    pub log_path: Option<String>,
+    pub modified_ms: Option<f64>,
+    /// The project key of `cwd`.
+    pub project: Option<String>,
+    pub error: Option<String>,
+}
+
+/// The newest top-level session of `cwd`'s project.
 #[napi(catch_unwind)]
-pub fn default_sender_json(dsh_home: Option<String>, cwd: String) -> String {
+pub fn default_sender(dsh_home: Option<String>, cwd: String) -> DefaultSender {
     let home = home_of(dsh_home.as_deref());
     let project = mail_core::cli::sender::project_key(&cwd);
-    let v = match mail_core::cli::sender::default_sender(&home, &cwd) {
-        Ok(s) => {
-            serde_json::json!({"ok": true, "id": s.id, "logPath": s.log_path.display().to_string(), "modifiedMs": s.modified_ms, "project": project})
-        }
-        Err(e) => serde_json::json!({"ok": false, "error": e, "project": project}),
-    };
-    v.to_string()
+    match mail_core::cli::sender::default_sender(&home, &cwd) {
+        Ok(s) => DefaultSender {
+            ok: true,
+            id: Some(s.id),
+            log_path: Some(s.log_path.display().to_string()),
+            modified_ms: Some(s.modified_ms as f64),
+            project,
+            error: None,
+        },
+        Err(e) => DefaultSender {
+            ok: false,
+            id: None,
+            log_path: None,
+            modified_ms: None,
+            project,
+            error: Some(e),
+        },
+    }
 }
 
-/// `sessions_list` as JSON data; `request` is a ToolRequest (tool `sessions_list`).
-#[napi]
-pub async fn list_sessions_json(request: String) -> Result<String> {
-    let req: mail_core::request::ToolRequest = parse(&request, "list request")?;
-    let home = home_of(req.host.dsh_home.as_deref());
-    Ok(blocking(move || mail_core::cli::data::list_value(&home, &req).to_string()).await)
-}
-
-/// `sessions_read` of a stored session as JSON data; `request` is a ToolRequest (tool `sessions_read`).
-#[napi]
-pub async fn read_session_json(request: String) -> Result<String> {
-    let req: mail_core::request::ToolRequest = parse(&request, "read request")?;
-    let home = home_of(req.host.dsh_home.as_deref());
-    Ok(blocking(move || mail_core::cli::data::read_value(&home, &req).to_string()).await)
-}
-
+/// One `sessions_list` row as data.
+#[napi(object, use_nullable = true)]
 #[derive(serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct VerifyRequest {
+pub struct SessionRow {
+    pub id: String,
+    /// `cold` or `live`.
+    pub liveness: String,
+    /// The live status (`running`, `idle`, …).
+    pub status: Option<String>,
+    /// `top-level` or `subagent`.
+    pub scope: String,
+    pub parent_session: Option<String>,
+    pub fork_of: Option<String>,
+    pub cwd: Option<String>,
+    pub preset: Option<String>,
+    pub title: Option<String>,
+    pub created_at: f64,
+    pub is_caller: bool,
+    pub messageable: bool,
+    pub hint: String,
+}
+
+/// `sessions_list` as data, or its refusal (`ok: false`, `code`, `text`).
+#[napi(object, use_nullable = true)]
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Listing {
+    pub ok: bool,
+    pub code: Option<String>,
+    pub text: Option<String>,
+    pub dsh_home: Option<String>,
+    pub shown: Option<u32>,
+    pub considered: Option<u32>,
+    pub rows: Option<Vec<SessionRow>>,
+    pub notes: Option<Vec<String>>,
+}
+
+/// `sessions_list` over the store; `request` is a ToolRequest (tool `sessions_list`).
+#[napi(ts_return_type = "Promise<Listing>")]
+pub fn list_sessions(env: &Env, request: String) -> Result<AsyncBlock<Listing>, ErrorCode> {
+    let req: mail_core::request::ToolRequest = parse(&request, "list request")?;
+    let home = home_of(req.host.dsh_home.as_deref());
+    promise(env, async move {
+        typed(blocking(move || mail_core::cli::data::list_value(&home, &req)).await?)
+    })
+}
+
+/// The head of a read window.
+#[napi(object, use_nullable = true)]
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReadSession {
+    pub id: String,
+    pub liveness: String,
+    pub scope: String,
+    pub parent_session: Option<String>,
+    pub fork_of: Option<String>,
+    pub cwd: Option<String>,
+    pub title: Option<String>,
+    pub readable: u32,
+    pub captured_through_seq: Option<f64>,
+    pub log_path: String,
+}
+
+/// One message of a read window.
+#[napi(object, use_nullable = true)]
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReadMessage {
+    pub seq: f64,
+    pub role: String,
+    pub label: String,
+    pub request: Option<String>,
+    pub injected: bool,
+    pub replaced: bool,
+    pub error: bool,
+    pub body: String,
+    pub truncated_chars: u32,
+}
+
+/// Messages filtered out of a window.
+#[napi(object)]
+#[derive(serde::Deserialize)]
+pub struct HiddenCounts {
+    pub injected: u32,
+    pub system: u32,
+}
+
+/// `sessions_read` as data, or its refusal (`ok: false`, `code`, `text`).
+#[napi(object, use_nullable = true)]
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReadWindow {
+    pub ok: bool,
+    pub code: Option<String>,
+    pub text: Option<String>,
+    pub session: Option<ReadSession>,
+    pub messages: Option<Vec<ReadMessage>>,
+    pub omitted: Option<u32>,
+    pub hidden: Option<HiddenCounts>,
+    pub notes: Option<Vec<String>>,
+}
+
+/// `sessions_read` of a stored session; `request` is a ToolRequest (tool `sessions_read`).
+#[napi(ts_return_type = "Promise<ReadWindow>")]
+pub fn read_session(env: &Env, request: String) -> Result<AsyncBlock<ReadWindow>, ErrorCode> {
+    let req: mail_core::request::ToolRequest = parse(&request, "read request")?;
+    let home = home_of(req.host.dsh_home.as_deref());
+    promise(env, async move {
+        typed(blocking(move || mail_core::cli::data::read_value(&home, &req)).await?)
+    })
+}
+
+/// Where a request id is.
+#[napi(object, use_nullable = true)]
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RequestFate {
+    pub request_id: String,
+    /// `landed`, `queued`, `canceled` or `unknown`.
+    pub state: String,
+    pub session_id: Option<String>,
+    pub seq: Option<f64>,
+    pub turn: Option<f64>,
+    /// The inbox (`next-turn`, `next-step`) of a queued or canceled request.
+    pub target: Option<String>,
+    /// Session logs searched.
+    pub searched: u32,
+    /// The named session does not exist or cannot be read.
+    pub session_missing: bool,
+    /// One line for people (`landed in … at seq N (turn T)`, …).
+    pub text: String,
+}
+
+/// Look a request id up in `sessionId`'s log, else in the log of the target the ledger names,
+/// else in every session's log.
+#[napi]
+pub async fn verify_request(
     dsh_home: Option<String>,
     request_id: String,
     session_id: Option<String>,
+) -> napi::Result<RequestFate> {
+    let home = home_of(dsh_home.as_deref());
+    typed(
+        blocking(move || {
+            let v = mail_core::fate::verify(&home, &request_id, session_id.as_deref());
+            mail_core::fate::verification_value(&v, &request_id, &home)
+        })
+        .await?,
+    )
 }
 
-/// Where a request id is: `{state: landed|queued|canceled|unknown, sessionId, seq, turn|target, searched}`.
-/// `request` is `{dshHome?, requestId, sessionId?}`.
-#[napi]
-pub async fn verify_request_json(request: String) -> Result<String> {
-    let r: VerifyRequest = parse(&request, "verify request")?;
-    let home = home_of(r.dsh_home.as_deref());
-    Ok(blocking(move || {
-        let v = mail_core::fate::verify(&home, &r.request_id, r.session_id.as_deref());
-        mail_core::fate::verification_value(&v, &r.request_id).to_string()
-    })
-    .await)
-}
-
-/// Run a send tool and describe the outcome: `{accepted, code, mayHaveLanded, requestId, text}`.
-#[napi]
-pub async fn send_json(request: String) -> Result<String> {
-    let req: mail_core::request::ToolRequest = parse(&request, "send request")?;
-    Ok(mail_core::cli::data::send_value(req).await.to_string())
-}
-
+/// The cordis patch layers' verdict on one row.
+#[napi(object, use_nullable = true)]
 #[derive(serde::Deserialize)]
-struct LayerJson {
-    label: String,
-    text: Option<String>,
+#[serde(rename_all = "camelCase")]
+pub struct RowState {
+    pub inserted: bool,
+    pub inserted_by: Option<String>,
+    pub disabled: bool,
+    pub disabled_by: Option<String>,
+    pub config_enabled: Option<bool>,
+    pub config_by: Option<String>,
+    pub errors: Vec<String>,
+    pub notes: Vec<String>,
 }
 
-/// The cordis patch layers' verdict on one row: `{inserted, disabled, disabledBy, configEnabled, errors, notes}`.
-/// `layers` is `[{label, text|null}]` in the host's order (bundle patches, profile, home).
+/// One cordis patch layer: its label and its text (`null`: the file does not exist).
+#[napi(object, use_nullable = true)]
+pub struct PatchLayer {
+    pub label: String,
+    pub text: Option<String>,
+}
+
+/// Apply the patch layers (bundle patches, profile, home, in the host's order) to one row.
 #[napi(catch_unwind)]
-pub fn patch_row_state_json(layers: String, row_id: String, module: String) -> Result<String> {
-    let layers: Vec<LayerJson> = parse(&layers, "patch layers")?;
+pub fn patch_row_state(
+    layers: Vec<PatchLayer>,
+    row_id: String,
+    module: String,
+) -> Result<RowState, ErrorCode> {
     let layers: Vec<mail_core::doctor::patch::Layer> = layers
         .into_iter()
         .map(|l| mail_core::doctor::patch::Layer {
@@ -243,54 +402,206 @@ pub fn patch_row_state_json(layers: String, row_id: String, module: String) -> R
             text: l.text,
         })
         .collect();
-    Ok(mail_core::doctor::patch::row_state(&layers, &row_id, &module).to_string())
+    serde_json::from_value(mail_core::doctor::patch::row_state(
+        &layers, &row_id, &module,
+    ))
+    .map_err(|e| error(ErrorCode::Internal, e.to_string()))
 }
 
+/// Is a cookie minted from `$DSH_HOME/.credentials.yaml` accepted by the host?
+#[napi(object, use_nullable = true)]
 #[derive(serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct AuthProbeRequest {
+pub struct AuthProbe {
+    /// `ok`, `rejected` (401), `forbidden` (403), `no-secret`, `unreachable` or `bad-url`.
+    pub state: String,
+    pub status: Option<u32>,
+    pub detail: Option<String>,
+}
+
+/// The cookie probe against the host at `baseUrl` (never returns the secret).
+#[napi]
+pub async fn auth_probe(
     base_url: String,
     dsh_home: Option<String>,
-    connect_timeout_ms: Option<u64>,
-    request_timeout_ms: Option<u64>,
-}
-
-/// Is a cookie minted from `$DSH_HOME/.credentials.yaml` accepted by the host at `baseUrl`?
-/// `{state: ok|rejected|forbidden|no-secret|unreachable|bad-url, status?, detail?}`; never the secret.
-#[napi]
-pub async fn auth_probe_json(request: String) -> Result<String> {
-    let r: AuthProbeRequest = parse(&request, "auth probe request")?;
-    let home = home_of(r.dsh_home.as_deref());
+    connect_timeout_ms: Option<u32>,
+    request_timeout_ms: Option<u32>,
+) -> napi::Result<AuthProbe> {
+    let home = home_of(dsh_home.as_deref());
     let t = mail_core::delivery::http::Timeouts::from_ms(
-        r.connect_timeout_ms.unwrap_or(2000),
-        r.request_timeout_ms.unwrap_or(5000),
+        connect_timeout_ms.map_or(2000, u64::from),
+        request_timeout_ms.map_or(5000, u64::from),
     );
-    Ok(
-        mail_core::doctor::auth_probe::auth_probe(&r.base_url, &home, None, t)
-            .await
-            .to_string(),
-    )
+    typed(mail_core::doctor::auth_probe::auth_probe(&base_url, &home, None, t).await)
 }
 
-#[derive(serde::Deserialize, Default)]
-#[serde(rename_all = "camelCase", default)]
-struct LedgerRequest {
+/// What the host answered to `POST /api/host.describe` without a cookie (the send path's probe).
+#[napi(object, use_nullable = true)]
+pub struct HostProbe {
+    /// `rc8`, `v2`, `forbidden`, `other` (not like DSH) or `unreachable`.
+    pub state: String,
+    pub status: Option<u32>,
+    /// Why nothing answered, or the start of an unexpected body.
+    pub detail: Option<String>,
+}
+
+/// Probe the host generation at `baseUrl` (loopback only).
+#[napi]
+pub async fn probe_host(base_url: String, timeout_ms: Option<u32>) -> napi::Result<HostProbe> {
+    use mail_core::delivery::dialect::HostAnswer;
+    let ms = timeout_ms.map_or(3000, u64::from);
+    let t = mail_core::delivery::http::Timeouts::from_ms(ms, ms);
+    let (state, status, detail) = match mail_core::doctor::probe_host(&base_url, t).await {
+        Ok(HostAnswer::Rc8) => ("rc8", Some(200), None),
+        Ok(HostAnswer::V2 { status }) => ("v2", Some(u32::from(status)), None),
+        Ok(HostAnswer::Forbidden) => ("forbidden", Some(403), None),
+        Ok(HostAnswer::Other { status, body }) => ("other", Some(u32::from(status)), Some(body)),
+        Err(why) => ("unreachable", None, Some(why)),
+    };
+    Ok(HostProbe {
+        state: state.into(),
+        status,
+        detail,
+    })
+}
+
+/// One audit ledger line.
+#[napi(object, use_nullable = true)]
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LedgerEntry {
+    pub time: String,
+    pub sender: Option<String>,
+    pub target: Option<String>,
+    pub tool: String,
+    pub mode: Option<String>,
+    pub request_id: Option<String>,
+    /// `accepted`, `refused:<code>`, `unreachable` or `may-have-landed`.
+    pub outcome: String,
+    pub body_chars: Option<u32>,
+    pub body_sha256: Option<String>,
+}
+
+/// The audit ledger, or why it could not be read (`ok: false`, `error`).
+#[napi(object, use_nullable = true)]
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Ledger {
+    pub ok: bool,
+    pub error: Option<String>,
+    pub path: Option<String>,
+    pub entries: Option<Vec<LedgerEntry>>,
+    pub files: Option<u32>,
+    pub unreadable: Option<u32>,
+    pub torn_tail: Option<bool>,
+    /// The lines for people.
+    pub text: Option<String>,
+}
+
+/// The audit ledger: lines sent by or to `session`, newer than `sinceMs`, the newest `limit`.
+#[napi]
+pub async fn read_ledger(
     dsh_home: Option<String>,
     session: Option<String>,
     since_ms: Option<f64>,
-    limit: Option<usize>,
-}
-
-/// The audit ledger as JSON; `request` is `{dshHome?, session?, sinceMs?, limit?}`.
-#[napi]
-pub async fn read_ledger_json(request: String) -> Result<String> {
-    let r: LedgerRequest = parse(&request, "ledger request")?;
-    let home = home_of(r.dsh_home.as_deref());
+    limit: Option<u32>,
+) -> napi::Result<Ledger> {
+    let home = home_of(dsh_home.as_deref());
     let filter = mail_core::ledger::Filter {
-        session: r.session,
-        since_ms: r.since_ms.map(|v| v as i64),
-        limit: r.limit,
+        session,
+        since_ms: since_ms.map(|v| v as i64),
+        limit: limit.map(|l| l as usize),
         ..Default::default()
     };
-    Ok(blocking(move || mail_core::cli::data::ledger_value(&home, &filter).to_string()).await)
+    typed(blocking(move || mail_core::cli::data::ledger_value(&home, &filter)).await?)
+}
+
+// ---- test-only exports (cargo feature `testing`) ----
+
+#[cfg(feature = "testing")]
+pub mod testing {
+    use super::*;
+
+    fn mode_of(mode: &str) -> Result<mail_core::delivery::Mode, ErrorCode> {
+        mail_core::delivery::Mode::parse(mode).ok_or_else(|| {
+            error(
+                ErrorCode::BadRequest,
+                format!("mode must be queue or steer, got {mode:?}"),
+            )
+        })
+    }
+
+    /// The browser-session cookie (`name=value`) for `authority` (`host:port`), issued at `nowMs`,
+    /// from the base64url secret.
+    #[napi(catch_unwind)]
+    pub fn mint_cookie(
+        secret: String,
+        authority: String,
+        now_ms: f64,
+    ) -> Result<String, ErrorCode> {
+        let secret = mail_core::delivery::credentials::Secret::from_b64url(&secret)
+            .map_err(|why| error(ErrorCode::BadKey, why))?;
+        let authority = mail_core::delivery::cookie::normalize_authority(&authority)
+            .ok_or_else(|| error(ErrorCode::BadRequest, "authority must be host[:port]"))?;
+        Ok(mail_core::delivery::cookie::cookie_header(
+            &secret,
+            &authority,
+            now_ms as i64,
+        ))
+    }
+
+    /// The delivered body of `send_session_message`: the From header line and the message.
+    #[napi(catch_unwind)]
+    pub fn compose_message(sender_id: String, message: String) -> String {
+        mail_core::mail::with_from_header(&sender_id, &message)
+    }
+
+    /// `null` when the body may be sent; otherwise why it is refused (a forged From header or frame line).
+    #[napi(catch_unwind)]
+    pub fn check_body(body: String) -> Option<String> {
+        mail_core::mail::guard::check_body(&body)
+            .err()
+            .map(|f| format!("{f:?}"))
+    }
+
+    /// A fresh request id `dsh-session-mail:<uuid>`.
+    #[napi(catch_unwind)]
+    pub fn new_request_id() -> String {
+        mail_core::mail::new_request_id()
+    }
+
+    /// The exact JSON body POSTed to the host route for `dialect` (`rc8` or `v2`).
+    /// For v2 `envelopeRpcId` is the plain envelope id; for rc8 the request id is the envelope id.
+    #[napi(catch_unwind)]
+    pub fn prompt_envelope(
+        dialect: String,
+        request_id: String,
+        session_id: String,
+        mode: String,
+        text: String,
+        envelope_rpc_id: Option<String>,
+    ) -> Result<String, ErrorCode> {
+        let mode = mode_of(&mode)?;
+        match dialect.as_str() {
+            "rc8" => Ok(mail_core::delivery::envelope::rc8_prompt(
+                &request_id,
+                &session_id,
+                mode,
+                &text,
+            )),
+            "v2" => {
+                let env = envelope_rpc_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+                Ok(mail_core::delivery::envelope::v2_prompt(
+                    &env,
+                    &request_id,
+                    &session_id,
+                    mode,
+                    &text,
+                ))
+            }
+            other => Err(error(
+                ErrorCode::BadRequest,
+                format!("dialect must be rc8 or v2, got {other:?}"),
+            )),
+        }
+    }
 }

@@ -25,8 +25,3 @@ export function core() {
 export function dshHome(explicit) {
   return core().resolveDshHome(explicit ?? null)
 }
-
-/** Parse a JSON answer of the core. */
-export function json(text) {
-  return JSON.parse(text)
-}

@@ -6,8 +6,8 @@ import { createRequire } from 'node:module'
 import { isAbsolute, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { EXIT, durationOption, parse } from './args.js'
-import { core, json, PACKAGE, PACKAGE_DIR } from './core.js'
-import { hostUrl, post, rc8, resolveHome } from './host.js'
+import { core, PACKAGE, PACKAGE_DIR } from './core.js'
+import { hostUrl, rc8, resolveHome } from './host.js'
 
 const NAME = PACKAGE.name
 const ROW_ID = 'dsh-session-mail'
@@ -176,7 +176,7 @@ export async function doctor(argv, out) {
       { label: join(profile.dir, 'cordis.patch.yml'), text: readText(join(profile.dir, 'cordis.patch.yml')) },
       { label: join(home, 'cordis.patch.yml'), text: readText(join(home, 'cordis.patch.yml')) },
     ]
-    const s = json(c.patchRowStateJson(JSON.stringify(layers), ROW_ID, NAME))
+    const s = c.patchRowState(layers, ROW_ID, NAME)
     if (patchFiles.length === 0) fail('row', `the installed ${NAME} declares no dsh.bundle.patch`, `reinstall: ${installCommand(profile.dir)}`)
     else if (s.errors.length > 0) fail('row', s.errors[0], 'fix that file: it must be a YAML list of patch entries (the host refuses to boot otherwise)')
     else if (!s.inserted) fail('row', `no layer inserts the row ${ROW_ID}`, `reinstall: ${installCommand(profile.dir)}`)
@@ -207,21 +207,24 @@ export async function doctor(argv, out) {
   // ---- host
   let dialect
   {
-    const r = await post(url, 'host.describe', 'host.describe', {}, { timeoutMs: 3000 })
     const where = `${url}${urlSource === '--url' ? '' : ` (${urlSource})`}`
-    if (r.error) {
-      fail('host', `nothing answers at ${where}: ${r.error}`,
+    // The send path's own probe (core `delivery::dialect::probe`), so doctor and send agree.
+    const r = c === undefined ? undefined : await c.probeHost(url, 3000)
+    if (r === undefined) {
+      skip('host', `needs this command's own addon: ${coreError.message}`)
+    } else if (r.state === 'unreachable') {
+      fail('host', `nothing answers at ${where}: ${r.detail}`,
         'start DSH with a web server (dsh --profile web), or pass --url / set DSH_WEB_URL to the address its "dsh web:" line prints')
-    } else if (r.status === 200 && r.body?.type === 'server-response') {
+    } else if (r.state === 'rc8') {
       dialect = 'rc8'
       ok('host', `DSH answers at ${where} (rc.8 route, no auth)`)
-    } else if (r.status === 401 || r.status === 404) {
+    } else if (r.state === 'v2') {
       dialect = 'v2'
       ok('host', `DSH answers at ${where} (0.1.2+ route: HTTP ${r.status} without a cookie)`)
-    } else if (r.status === 403) {
+    } else if (r.state === 'forbidden') {
       fail('host', `${where} refused the request with HTTP 403 (the Host/Origin fence)`, 'use the loopback address DSH listens on (127.0.0.1 or localhost), not a proxy')
     } else {
-      fail('host', `${where} answered HTTP ${r.status}, not like DSH: ${String(typeof r.body === 'string' ? r.body : JSON.stringify(r.body)).slice(0, 120)}`,
+      fail('host', `${where} answered HTTP ${r.status}, not like DSH: ${r.detail ?? ''}`,
         'point --url / DSH_WEB_URL at the DSH web server')
     }
   }
@@ -231,7 +234,7 @@ export async function doctor(argv, out) {
   else if (dialect === 'rc8') skip('cookie', 'rc.8 host: no browser-session auth')
   else if (c === undefined) skip('cookie', `needs this command's own addon: ${coreError.message}`)
   else {
-    const a = json(await c.authProbeJson(JSON.stringify({ baseUrl: url, dshHome: home })))
+    const a = await c.authProbe(url, home)
     const cred = join(home, '.credentials.yaml')
     if (a.state === 'ok') ok('cookie', `a cookie signed with ${cred} is accepted (HTTP ${a.status} after auth)`)
     else if (a.state === 'rejected') {
@@ -279,7 +282,7 @@ async function selfCheck({ c, home, url, dialect, scratch, timeoutMs }) {
     let live = []
     if (target === undefined) {
       const cwd = scratchDir(home)
-      const v = json(await c.listSessionsJson(JSON.stringify({ tool: 'sessions_list', args: { query: cwd, limit: 200 }, config: { maxListResults: 200 }, host: { dshHome: home } })))
+      const v = await c.listSessions(JSON.stringify({ tool: 'sessions_list', args: { query: cwd, limit: 200 }, config: { maxListResults: 200 }, host: { dshHome: home } }))
       target = v.ok ? v.rows.find(r => r.cwd === cwd)?.id : undefined
       if (target === undefined) {
         if (dialect !== 'rc8') {
@@ -301,7 +304,7 @@ async function selfCheck({ c, home, url, dialect, scratch, timeoutMs }) {
       host: { dshHome: home, baseUrl: url, version: null, secret: null, profile: null },
       live,
     }
-    const s = json(await c.sendJson(JSON.stringify(request)))
+    const s = await c.runToolResult(JSON.stringify(request))
     if (!s.accepted) {
       return { status: 'FAIL', detail: `${step.name}: ${s.text.split('\n')[0]}`, fix: 'the line above says what the host or the core refused' }
     }
@@ -309,7 +312,7 @@ async function selfCheck({ c, home, url, dialect, scratch, timeoutMs }) {
     const deadline = Date.now() + timeoutMs
     let v
     for (;;) {
-      v = json(await c.verifyRequestJson(JSON.stringify({ dshHome: home, requestId: s.requestId, sessionId: target })))
+      v = await c.verifyRequest(home, s.requestId, target)
       if (v.state === 'landed' || Date.now() > deadline) break
       await sleep(250)
     }

@@ -3,7 +3,7 @@
 // `dsh-session-mail:<uuid>` request id, picks the host generation and signs the v2 cookie).
 import { readFileSync } from 'node:fs'
 import { EXIT, parse, UsageError } from './args.js'
-import { core, json } from './core.js'
+import { core } from './core.js'
 import { hostUrl } from './host.js'
 
 export const SEND_HELP = `usage: dsh-session-mail send --to ID --message TEXT [--urgent] [--from ID]
@@ -50,7 +50,7 @@ export async function send(argv, out) {
   let from = values.from
   let fromNote
   if (from === undefined) {
-    const s = json(c.defaultSenderJson(home, process.cwd()))
+    const s = c.defaultSender(home, process.cwd())
     if (!s.ok) {
       const text = `refused (no-sender): there is no session to sign this message as: ${s.error}. `
         + 'Pass --from <your session id> (dsh-session-mail list shows ids). Nothing was sent.'
@@ -60,7 +60,7 @@ export async function send(argv, out) {
     fromNote = `from ${from} (the newest session of this directory's project ${s.project}; --from picks another)`
   } else {
     // The header is the reply address: a sender the store does not know could never be answered.
-    const r = json(await c.readSessionJson(JSON.stringify({ tool: 'sessions_read', args: { session_id: from, max_messages: 1 }, host: { dshHome: home } })))
+    const r = await c.readSession(JSON.stringify({ tool: 'sessions_read', args: { session_id: from, max_messages: 1 }, host: { dshHome: home } }))
     if (!r.ok) {
       const text = `refused (not-found): --from ${JSON.stringify(from)} is not a session in ${home}/sessions, so a reply to the From header `
         + 'could not be delivered. Pass your own session id (dsh-session-mail list shows ids). Nothing was sent.'
@@ -78,7 +78,7 @@ export async function send(argv, out) {
     host: { dshHome: home, baseUrl: url, version: null, secret: null, profile: null },
     live: [],
   }
-  const v = json(await c.sendJson(JSON.stringify(request)))
+  const v = await c.runToolResult(JSON.stringify(request))
   const result = { ...v, from, to: values.to, url }
   if (v.accepted) return report(result, EXIT.OK)
   if (v.code === 'bad-argument') return report(result, EXIT.USAGE)

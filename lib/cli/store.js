@@ -3,7 +3,7 @@
 // row is `cold` (a session that is running right now shows as cold too) and reads come from the log
 // file, which lags a live session by ~200 ms.
 import { EXIT, intOption, parse } from './args.js'
-import { core, json } from './core.js'
+import { core } from './core.js'
 
 export const LIST_HELP = `usage: dsh-session-mail list [--query Q] [--scope top-level|subagents|all] [--live-only]
                            [--limit N] [--json] [--home DIR]
@@ -82,13 +82,13 @@ export async function list(argv, out) {
   if (limit !== undefined) args.limit = limit
   const req = toolRequest('sessions_list', args, home, { maxListResults: Math.max(50, limit ?? 0) })
   if (values.json) {
-    const v = json(await withProgress('scanning session logs', home, c.listSessionsJson(JSON.stringify(req))))
+    const v = await withProgress('scanning session logs', home, c.listSessions(JSON.stringify(req)))
     out.stdout(JSON.stringify(v, null, 2))
     return v.ok ? EXIT.OK : EXIT.USAGE
   }
-  const text = await withProgress('scanning session logs', home, c.runTool(JSON.stringify(req)))
-  out.stdout(text)
-  return text.startsWith('refused (bad-argument)') ? EXIT.USAGE : EXIT.OK
+  const r = await withProgress('scanning session logs', home, c.runToolResult(JSON.stringify(req)))
+  out.stdout(r.text)
+  return r.code === 'bad-argument' ? EXIT.USAGE : EXIT.OK
 }
 
 export async function read(argv, out) {
@@ -109,12 +109,12 @@ export async function read(argv, out) {
   if (maxChars !== undefined) config.maxMessageChars = maxChars
   const req = toolRequest('sessions_read', args, home, config)
   if (values.json) {
-    const v = json(await withProgress('looking the session up', home, c.readSessionJson(JSON.stringify(req))))
+    const v = await withProgress('looking the session up', home, c.readSession(JSON.stringify(req)))
     out.stdout(JSON.stringify(v, null, 2))
     return v.ok ? EXIT.OK : v.code === 'bad-argument' ? EXIT.USAGE : EXIT.REFUSED
   }
-  const text = await withProgress('looking the session up', home, c.runTool(JSON.stringify(req)))
-  out.stdout(text)
-  if (text.startsWith('refused (bad-argument)')) return EXIT.USAGE
-  return text.startsWith('refused (') ? EXIT.REFUSED : EXIT.OK
+  const r = await withProgress('looking the session up', home, c.runToolResult(JSON.stringify(req)))
+  out.stdout(r.text)
+  if (r.code === 'bad-argument') return EXIT.USAGE
+  return r.code === null ? EXIT.OK : EXIT.REFUSED
 }

@@ -1,6 +1,6 @@
 // `verify` (where did a request id go?) and `ledger` (the audit ledger of every send attempt).
 import { EXIT, UsageError, durationOption, parse } from './args.js'
-import { core, json } from './core.js'
+import { core } from './core.js'
 
 export const VERIFY_HELP = `usage: dsh-session-mail verify REQUEST_ID [--session ID] [--wait DURATION] [--json] [--home DIR]
 
@@ -10,7 +10,7 @@ or unknown. REQUEST_ID is the "request: dsh-session-mail:…" line of a send rec
   --session ID       look only in this session's log (default: every session's log)
   --wait DURATION    poll until it has landed or DURATION passed (e.g. 30s, 2m)
   --json             {requestId, state: landed|queued|canceled|unknown, sessionId, seq, turn,
-                     target, searched}
+                     target, searched, sessionMissing, text}
   --home DIR         DSH_HOME (default: $DSH_HOME, else ~/.dsh)
 
 The logs lag a live session by ~200 ms.
@@ -32,22 +32,6 @@ Exit: 0 ok (also when empty), 1 the ledger could not be read, 2 bad usage.
 
 const sleep = ms => new Promise(r => setTimeout(r, ms))
 
-function describe(v, home) {
-  const where = v.sessionId ? `session ${v.sessionId}` : 'no session'
-  switch (v.state) {
-    case 'landed':
-      return `landed in ${v.sessionId} at seq ${v.seq}${v.turn === null || v.turn === undefined ? '' : ` (turn ${v.turn})`}`
-    case 'queued':
-      return `queued in ${v.sessionId} at seq ${v.seq} (inbox ${v.target}); not landed yet: it lands when that session's ${v.target === 'next-step' ? 'next step starts' : 'current turn ends'}`
-    case 'canceled':
-      return `canceled: inserted into ${v.sessionId}'s inbox (${v.target}) at seq ${v.seq}, then removed before it landed`
-    default:
-      if (v.sessionMissing) return `unknown: ${where} is not in ${home}/sessions (or its log cannot be read)`
-      if (v.sessionId) return `unknown: ${v.requestId} is not in the log of ${v.sessionId}`
-      return `unknown: ${v.requestId} is in none of the ${v.searched} session logs under ${home}/sessions`
-  }
-}
-
 export async function verify(argv, out) {
   const { help, values, positionals } = parse('verify', argv, {
     session: { type: 'string' }, wait: { type: 'string' }, json: { type: 'boolean' }, home: { type: 'string' },
@@ -63,12 +47,12 @@ export async function verify(argv, out) {
   const deadline = Date.now() + waitMs
   let v
   for (;;) {
-    v = json(await c.verifyRequestJson(JSON.stringify({ dshHome: home, requestId, sessionId: values.session ?? null })))
+    v = await c.verifyRequest(home, requestId, values.session ?? null)
     if (v.state === 'landed' || v.state === 'canceled' || Date.now() >= deadline) break
     await sleep(250)
   }
   if (values.json) out.stdout(JSON.stringify(v, null, 2))
-  else out.stdout(describe(v, home))
+  else out.stdout(v.text)
   if (v.state === 'landed') return EXIT.OK
   if (v.state === 'queued' || v.state === 'canceled') return EXIT.PENDING
   return EXIT.FAILED
@@ -87,9 +71,7 @@ export async function ledger(argv, out) {
   }
   const c = core()
   const home = c.resolveDshHome(values.home ?? null)
-  const r = json(await c.readLedgerJson(JSON.stringify({
-    dshHome: home, session: values.session ?? null, sinceMs: sinceMs === undefined ? null : Date.now() - sinceMs, limit,
-  })))
+  const r = await c.readLedger(home, values.session ?? null, sinceMs === undefined ? null : Date.now() - sinceMs, limit)
   if (!r.ok) {
     out.stderr(`ledger: ${r.error}`)
     return EXIT.FAILED

@@ -1,9 +1,10 @@
-//! Plugin configuration as the shim hands it over (the Schemastery `Config` in index.js
-//! fills defaults first; these defaults mirror it for the CLI and for tests).
+//! Plugin configuration as the shim hands it over. The defaults are declared here, once; the binding
+//! exports them (`configDefaults()`) and test/config-defaults.test.mjs checks that index.js's
+//! Schemastery defaults, its key list and index.d.ts agree with them.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase", default)]
 pub struct Config {
     /// Prefix `sessions_send` bodies with the cross-session frame (seed 000).

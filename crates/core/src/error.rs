@@ -1,29 +1,26 @@
 //! Stable error codes that cross the napi boundary (`err.code` in JS).
-//! Tool outcomes are never errors: they are text. These codes are for misuse of the
-//! binding itself (a malformed request from the shim, a bad key) and for IO the shim asked for.
+//! Tool outcomes are never errors: they are data (`crate::outcome`), rendered to text. These codes are
+//! for misuse of the binding itself (a malformed request from the shim or the CLI, a bad key) and for
+//! a failure of the core (a caught panic).
 
 use std::fmt;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorCode {
-    /// The request JSON from the shim could not be parsed.
+    /// A request from the shim or the CLI could not be parsed or is out of range.
     BadRequest,
     /// A key (cookie secret) was not usable.
     BadKey,
-    /// File system error.
-    Io,
-    /// zstd decoding error.
-    Zstd,
-    /// The host did not answer in time.
-    Timeout,
-    /// The host could not be reached.
-    Connect,
-    /// The host answered with an HTTP error.
-    Http,
-    /// A URL that is not loopback was given.
-    NotLoopback,
-    /// Anything else (including a caught panic).
+    /// The core failed (a caught panic, a result that does not fit its type).
     Internal,
+}
+
+impl ErrorCode {
+    pub const ALL: [ErrorCode; 3] = [
+        ErrorCode::BadRequest,
+        ErrorCode::BadKey,
+        ErrorCode::Internal,
+    ];
 }
 
 impl AsRef<str> for ErrorCode {
@@ -31,12 +28,6 @@ impl AsRef<str> for ErrorCode {
         match self {
             ErrorCode::BadRequest => "E_BAD_REQUEST",
             ErrorCode::BadKey => "E_BAD_KEY",
-            ErrorCode::Io => "E_IO",
-            ErrorCode::Zstd => "E_ZSTD",
-            ErrorCode::Timeout => "E_TIMEOUT",
-            ErrorCode::Connect => "E_CONNECT",
-            ErrorCode::Http => "E_HTTP",
-            ErrorCode::NotLoopback => "E_NOT_LOOPBACK",
             ErrorCode::Internal => "E_INTERNAL",
         }
     }
@@ -48,28 +39,13 @@ impl fmt::Display for ErrorCode {
     }
 }
 
-/// An error with a stable code and a human message.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CoreError {
-    pub code: ErrorCode,
-    pub message: String,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-impl CoreError {
-    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        CoreError {
-            code,
-            message: message.into(),
-        }
+    #[test]
+    fn codes_are_stable_and_distinct() {
+        let codes: Vec<&str> = ErrorCode::ALL.iter().map(AsRef::as_ref).collect();
+        assert_eq!(codes, ["E_BAD_REQUEST", "E_BAD_KEY", "E_INTERNAL"]);
     }
 }
-
-impl fmt::Display for CoreError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.code, self.message)
-    }
-}
-
-impl std::error::Error for CoreError {}
-
-pub type CoreResult<T> = Result<T, CoreError>;

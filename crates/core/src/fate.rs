@@ -123,8 +123,13 @@ pub fn verify(home: &Path, request_id: &str, session: Option<&str>) -> Verificat
     best
 }
 
-pub fn verification_value(v: &Verification, request_id: &str) -> Value {
+/// A verification as data, with its one line of text (`render::fate`).
+pub fn verification_value(v: &Verification, request_id: &str, home: &Path) -> Value {
     let mut o = Map::new();
+    o.insert(
+        "text".into(),
+        json!(crate::render::fate::describe(v, request_id, home)),
+    );
     o.insert("requestId".into(), json!(request_id));
     o.insert("sessionId".into(), json!(v.session_id));
     o.insert("searched".into(), json!(v.searched));
@@ -202,9 +207,10 @@ mod tests {
             },
             "{v:?}"
         );
-        let val = verification_value(&v, rid);
+        let val = verification_value(&v, rid, home.path());
         assert_eq!(val["state"], "landed");
         assert_eq!(val["turn"], 3);
+        assert_eq!(val["text"], "landed in session-t at seq 3 (turn 3)");
         assert_eq!(
             verify(home.path(), "dsh-session-mail:nope", None).fate,
             Fate::Unknown

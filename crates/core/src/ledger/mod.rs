@@ -19,9 +19,6 @@
 //!   `note: audit ledger not written: <reason>` (see `tools::send`).
 
 pub mod time;
-mod verify;
-
-pub use verify::{verify, verify_status, verify_with, Verified};
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};

@@ -1,5 +1,4 @@
 use super::*;
-use crate::store::Landing;
 
 const NOW: i64 = 1_761_741_296_789;
 
@@ -411,55 +410,4 @@ fn an_unwritable_ledger_is_an_error_not_a_panic() {
     std::fs::write(dir(home.path()), "x").unwrap();
     let err = append(home.path(), &e(0, "a", "b", "accepted")).unwrap_err();
     assert!(err.contains(DIR_NAME), "{err}");
-}
-
-#[test]
-fn verify_reports_the_three_states_and_the_ledger() {
-    let home = tempfile::tempdir().unwrap();
-    let h = home.path();
-    let rid = "dsh-session-mail:0";
-    append(h, &e(0, "session-a", "session-b", "accepted")).unwrap();
-    let queued = verify_with(h, "session-b", rid, |_, s, r| {
-        assert_eq!((s, r), ("session-b", rid));
-        Some(Landing::Queued {
-            seq: 12,
-            target: "next-turn".into(),
-        })
-    });
-    assert!(queued.starts_with("queued (seq 12)\nsession-b holds it in its next-turn inbox; it has not landed yet.\nledger: 2025-10-29T12:34:56.789Z session-a → session-b via send_session_message (queue): accepted"), "{queued}");
-    let landed = verify_with(h, "session-b", rid, |_, _, _| {
-        Some(Landing::Landed {
-            seq: 40,
-            turn: Some(3),
-        })
-    });
-    assert!(
-        landed.starts_with("landed at seq 40 (turn 3)\n"),
-        "{landed}"
-    );
-    let landed = verify_with(h, "session-b", rid, |_, _, _| {
-        Some(Landing::Landed {
-            seq: 40,
-            turn: None,
-        })
-    });
-    assert!(landed.starts_with("landed at seq 40\n"), "{landed}");
-    let unknown = verify_with(h, "session-b", "dsh-session-mail:nope", |_, _, _| None);
-    assert!(
-        unknown.starts_with("unknown\nThe log of session-b does not show dsh-session-mail:nope"),
-        "{unknown}"
-    );
-    assert!(
-        unknown.ends_with("ledger: no attempt with this request id in this host's audit ledger."),
-        "{unknown}"
-    );
-    // the store stub knows nothing yet
-    assert_eq!(verify_status(h, "session-b", rid), Verified::Unknown);
-    assert!(verify(h, "session-b", rid).starts_with("unknown\n"));
-    // asked about the wrong session
-    let wrong = verify_with(h, "session-c", rid, |_, _, _| None);
-    assert!(
-        wrong.contains("(note: sent to session-b, not to session-c)"),
-        "{wrong}"
-    );
 }

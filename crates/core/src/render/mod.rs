@@ -1,5 +1,6 @@
 //! The exact text of every result and refusal: the only place outcomes become text.
 
+pub mod fate;
 pub mod list;
 pub mod read;
 pub mod refusal;

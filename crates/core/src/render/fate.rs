@@ -1,0 +1,35 @@
+//! The one text of a request's fate (the CLI's `verify`, the doctor's delivery check).
+
+use std::path::Path;
+
+use crate::fate::{Fate, Verification};
+
+/// `landed in <session> at seq N (turn T)`, `queued in …`, `canceled: …` or `unknown: …`.
+pub fn describe(v: &Verification, request_id: &str, home: &Path) -> String {
+    let session = v.session_id.as_deref().unwrap_or("(no session)");
+    match &v.fate {
+        Fate::Landed { seq, turn } => format!(
+            "landed in {session} at seq {seq}{}",
+            turn.map_or(String::new(), |t| format!(" (turn {t})"))
+        ),
+        Fate::Queued { seq, target } => format!(
+            "queued in {session} at seq {seq} (inbox {target}); not landed yet: it lands when that session's {}",
+            if target == "next-step" { "next step starts" } else { "current turn ends" }
+        ),
+        Fate::Canceled { seq, target } => format!(
+            "canceled: inserted into {session}'s inbox ({target}) at seq {seq}, then removed before it landed"
+        ),
+        Fate::Unknown if v.session_missing => format!(
+            "unknown: session {session} is not in {}/sessions (or its log cannot be read)",
+            home.display()
+        ),
+        Fate::Unknown if v.session_id.is_some() => {
+            format!("unknown: {request_id} is not in the log of {session}")
+        }
+        Fate::Unknown => format!(
+            "unknown: {request_id} is in none of the {} session logs under {}/sessions",
+            v.searched,
+            home.display()
+        ),
+    }
+}
