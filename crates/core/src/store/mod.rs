@@ -7,6 +7,7 @@
 //! Nothing here writes, renames, or takes `session.lock`: files are opened read-only.
 
 pub mod brief;
+pub mod classify;
 pub mod events;
 pub mod fold;
 pub mod frames;
@@ -17,6 +18,7 @@ pub mod log;
 pub(crate) mod testgen;
 #[cfg(test)]
 mod tests;
+pub mod title;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
