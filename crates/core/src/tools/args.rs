@@ -1,11 +1,17 @@
-//! Argument validation for the tools: each problem is an [`ArgProblem`] (data), never text.
-//! `sessions_list` and `sessions_read` stop at the first problem; the send tools collect them all
-//! (`tools::send::parse_args`).
+//! The one argument validator of the four tools: each problem is an [`ArgProblem`] (data), never
+//! text. `sessions_list` and `sessions_read` stop at the first problem ([`list`], [`read`]); the send
+//! tools collect them all ([`send`]).
 
 use serde_json::{Map, Value};
 
+use crate::config::Config;
+use crate::delivery::Mode;
 use crate::outcome::{ArgProblem, Refusal};
 use crate::render::list::describe;
+use crate::render::send::describe_got;
+use crate::tools::list::{ListArgs, Scope, LIST_ARGS};
+use crate::tools::read::{ReadArgs, READ_ARGS};
+use crate::tools::send::{SendArgs, SendTool};
 use crate::tools::Tool;
 
 /// A `bad-argument` refusal of one problem (the `sessions_list` / `sessions_read` form: no usage line).
@@ -108,4 +114,282 @@ pub fn opt_int(
             Some("Omit it for the default.".into()),
         )),
     }
+}
+
+/// `sessions_list` arguments; the first problem stops.
+pub fn list(args: &Value, max_list_results: usize) -> Result<ListArgs, ArgProblem> {
+    let map = object(args, Tool::SessionsList, &LIST_ARGS)?;
+    let query = opt_string(
+        map,
+        "query",
+        "Pass text to match ids, titles, workspaces and presets, or omit it.",
+    )?
+    .map(|q| q.trim().to_string())
+    .filter(|q| !q.is_empty());
+    let scope = match present(map, "scope") {
+        None => Scope::TopLevel,
+        Some(Value::String(s)) if s == "top-level" => Scope::TopLevel,
+        Some(Value::String(s)) if s == "subagents" => Scope::Subagents,
+        Some(Value::String(s)) if s == "all" => Scope::All,
+        Some(v) => {
+            return Err(ArgProblem::invalid(
+                "scope",
+                "one of \"top-level\", \"subagents\", \"all\"",
+                describe(v),
+                Some("Omit it for top-level sessions.".into()),
+            ))
+        }
+    };
+    let live_only = opt_bool(map, "live_only")?.unwrap_or(false);
+    let cap = max_list_results.clamp(1, 200);
+    let limit = opt_int(map, "limit", 1, 200)?.map_or(cap, |n| (n as usize).min(cap));
+    Ok(ListArgs {
+        query,
+        scope,
+        live_only,
+        limit,
+    })
+}
+
+/// `sessions_read` arguments; the first problem stops.
+pub fn read(args: &Value, cfg: &Config) -> Result<ReadArgs, ArgProblem> {
+    let map = object(args, Tool::SessionsRead, &READ_ARGS)?;
+    let hint = || Some("Pass a durable session id exactly as sessions_list shows it.".to_string());
+    let session_id = match map.and_then(|m| m.get("session_id")) {
+        None | Some(Value::Null) => {
+            return Err(ArgProblem::invalid(
+                "session_id",
+                "a session id string",
+                "nothing",
+                hint(),
+            ))
+        }
+        Some(Value::String(s)) if s.trim().is_empty() => {
+            return Err(ArgProblem::invalid(
+                "session_id",
+                "a non-empty session id string",
+                "an empty string",
+                hint(),
+            ))
+        }
+        Some(Value::String(s)) => s.clone(),
+        Some(v) => {
+            return Err(ArgProblem::invalid(
+                "session_id",
+                "a session id string",
+                describe(v),
+                hint(),
+            ))
+        }
+    };
+    let cap = cfg.max_read_messages.clamp(1, 100);
+    let max_messages = opt_int(map, "max_messages", 1, 100)?.map_or(cap, |n| (n as usize).min(cap));
+    Ok(ReadArgs {
+        session_id,
+        max_messages,
+        include_injected: opt_bool(map, "include_injected")?
+            .unwrap_or(cfg.include_injected_by_default),
+        include_system: opt_bool(map, "include_system")?.unwrap_or(false),
+    })
+}
+
+/// Longest id accepted (ids are compared exactly; this only stops absurd input).
+const MAX_ID_CHARS: usize = 512;
+
+fn squash(s: &str) -> String {
+    s.chars()
+        .filter(|c| c.is_alphanumeric())
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
+/// A hint for an unknown argument name.
+fn unknown_hint(tool: SendTool, name: &str) -> Option<String> {
+    let n = squash(name);
+    for k in tool.known() {
+        if squash(k) == n {
+            return Some(format!("Did you mean {k}?"));
+        }
+    }
+    let target = tool.target_arg();
+    match n.as_str() {
+        "to" | "target" | "targetid" | "sessionid" | "tosessionid" | "session"
+        | "targetsessionid" | "id" => Some(format!("The target goes in {target}.")),
+        "body" | "text" | "content" | "msg" => Some("The text goes in message.".into()),
+        "urgent" if tool == SendTool::SessionsSend => {
+            Some(r#"sessions_send takes mode: "steer" instead of urgent: true."#.into())
+        }
+        "mode" if tool == SendTool::SendSessionMessage => {
+            Some(r#"send_session_message takes urgent: true instead of mode: "steer"."#.into())
+        }
+        "from" | "sender" | "fromsessionid" => {
+            Some("The sender is always your own session; it cannot be set.".into())
+        }
+        _ => None,
+    }
+}
+
+fn id_problem(name: &str, v: Option<&Value>) -> Option<ArgProblem> {
+    let expected = "a session id string (exactly as sessions_list shows it)";
+    let p = |got: String, hint: Option<&str>| {
+        Some(ArgProblem::invalid(
+            name,
+            expected,
+            got,
+            hint.map(str::to_string),
+        ))
+    };
+    match v {
+        Some(Value::String(s)) => {
+            if s.is_empty() {
+                p("an empty string".into(), None)
+            } else if let Some((i, c)) = s.chars().enumerate().find(|(_, c)| c.is_control()) {
+                p(
+                    format!(
+                        "{} with the control character U+{:04X} at position {}",
+                        describe_got(v),
+                        c as u32,
+                        i + 1
+                    ),
+                    Some("Ids never contain control characters."),
+                )
+            } else if s.chars().count() > MAX_ID_CHARS {
+                p(
+                    format!("a string of {} characters", s.chars().count()),
+                    None,
+                )
+            } else {
+                None
+            }
+        }
+        Some(Value::Number(_)) => p(describe_got(v), Some("Pass the id as a string.")),
+        other => p(describe_got(other), None),
+    }
+}
+
+/// `sessions_send` / `send_session_message` arguments: every problem, in argument order.
+pub fn send(tool: SendTool, args: &Value, cfg: &Config) -> Result<SendArgs, Vec<ArgProblem>> {
+    let empty = Map::new();
+    let obj = match args {
+        Value::Object(m) => m,
+        Value::Null => &empty,
+        other => {
+            return Err(vec![ArgProblem::Invalid {
+                name: "arguments".into(),
+                expected: "an object".into(),
+                got: describe_got(Some(other)),
+                hint: None,
+            }])
+        }
+    };
+    let mut problems = Vec::new();
+
+    let target_name = tool.target_arg();
+    let target_v = obj.get(target_name);
+    if let Some(p) = id_problem(target_name, target_v) {
+        problems.push(p);
+    }
+
+    let message_v = obj.get("message");
+    match message_v {
+        Some(Value::String(s)) => {
+            if let Some((i, c)) = s
+                .chars()
+                .enumerate()
+                .find(|(_, c)| c.is_control() && !matches!(c, '\n' | '\t' | '\r'))
+            {
+                problems.push(ArgProblem::Invalid {
+                    name: "message".into(),
+                    expected: "text without control characters other than newline and tab".into(),
+                    got: format!(
+                        "the control character U+{:04X} at position {}",
+                        c as u32,
+                        i + 1
+                    ),
+                    hint: None,
+                });
+            }
+        }
+        other => problems.push(ArgProblem::Invalid {
+            name: "message".into(),
+            expected: "a string (the text to deliver)".into(),
+            got: describe_got(other),
+            hint: None,
+        }),
+    }
+
+    let default_mode = Mode::parse(cfg.default_send_mode.trim()).unwrap_or(Mode::Queue);
+    let mut mode = default_mode;
+    match tool {
+        SendTool::SendSessionMessage => match obj.get("urgent") {
+            None => mode = Mode::Queue,
+            Some(Value::Bool(b)) => mode = if *b { Mode::Steer } else { Mode::Queue },
+            Some(other) => problems.push(ArgProblem::Invalid {
+                name: "urgent".into(),
+                expected: "a boolean (true or false)".into(),
+                got: describe_got(Some(other)),
+                hint: match other {
+                    Value::String(s) if matches!(s.trim().to_ascii_lowercase().as_str(), "true" | "false") => {
+                        Some("Pass the JSON boolean, not a string.".into())
+                    }
+                    _ => Some("false (default) queues behind the current turn; true interjects at its next step.".into()),
+                },
+            }),
+        },
+        SendTool::SessionsSend => match obj.get("mode") {
+            None => {}
+            Some(Value::String(s)) if Mode::parse(s).is_some() => mode = Mode::parse(s).unwrap_or(default_mode),
+            Some(other) => problems.push(ArgProblem::Invalid {
+                name: "mode".into(),
+                expected: r#""queue" or "steer""#.into(),
+                got: describe_got(Some(other)),
+                hint: match other {
+                    Value::String(s) if Mode::parse(&s.trim().to_ascii_lowercase()).is_some() => {
+                        Some("Use the lower-case spelling.".into())
+                    }
+                    _ => Some(format!("Leave it out for the default ({}).", default_mode.as_str())),
+                },
+            }),
+        },
+    }
+
+    let mut unknown: Vec<&String> = obj
+        .keys()
+        .filter(|k| !tool.known().contains(&k.as_str()))
+        .collect();
+    unknown.sort();
+    for k in unknown {
+        let shown = if k.chars().count() > 40 {
+            format!("{}…", k.chars().take(40).collect::<String>())
+        } else {
+            k.clone()
+        };
+        problems.push(ArgProblem::Invalid {
+            name: shown,
+            expected: format!(
+                "left out: it is not an argument of {} (which takes {})",
+                tool.name(),
+                tool.known().join(", ")
+            ),
+            got: describe_got(obj.get(k)),
+            hint: unknown_hint(tool, k),
+        });
+    }
+
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    let target = target_v
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let message = message_v
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    Ok(SendArgs {
+        target,
+        message,
+        mode,
+    })
 }

@@ -5,10 +5,9 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::args::{self, opt_bool, opt_int, opt_string, present};
-use super::Tool;
-use crate::outcome::{ArgProblem, Refusal};
-use crate::render::list::{describe, render_list, ListRow, Liveness};
+use super::args;
+use crate::outcome::Refusal;
+use crate::render::list::{render_list, ListRow, Liveness};
 use crate::request::{LiveSession, ToolRequest};
 use crate::store::{self, Header, StoreNote};
 
@@ -49,41 +48,7 @@ pub struct ListArgs {
 pub const LIST_ARGS: [&str; 4] = ["query", "scope", "live_only", "limit"];
 
 pub fn parse_args(args: &Value, max_list_results: usize) -> Result<ListArgs, Refusal> {
-    parse(args, max_list_results).map_err(args::refuse)
-}
-
-fn parse(args: &Value, max_list_results: usize) -> Result<ListArgs, ArgProblem> {
-    let map = args::object(args, Tool::SessionsList, &LIST_ARGS)?;
-    let query = opt_string(
-        map,
-        "query",
-        "Pass text to match ids, titles, workspaces and presets, or omit it.",
-    )?
-    .map(|q| q.trim().to_string())
-    .filter(|q| !q.is_empty());
-    let scope = match present(map, "scope") {
-        None => Scope::TopLevel,
-        Some(Value::String(s)) if s == "top-level" => Scope::TopLevel,
-        Some(Value::String(s)) if s == "subagents" => Scope::Subagents,
-        Some(Value::String(s)) if s == "all" => Scope::All,
-        Some(v) => {
-            return Err(ArgProblem::invalid(
-                "scope",
-                "one of \"top-level\", \"subagents\", \"all\"",
-                describe(v),
-                Some("Omit it for top-level sessions.".into()),
-            ))
-        }
-    };
-    let live_only = opt_bool(map, "live_only")?.unwrap_or(false);
-    let cap = max_list_results.clamp(1, 200);
-    let limit = opt_int(map, "limit", 1, 200)?.map_or(cap, |n| (n as usize).min(cap));
-    Ok(ListArgs {
-        query,
-        scope,
-        live_only,
-        limit,
-    })
+    args::list(args, max_list_results).map_err(args::refuse)
 }
 
 /// One row of a listing and its sort key.

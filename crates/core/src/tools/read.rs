@@ -7,11 +7,9 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::args::{self, opt_bool, opt_int};
+use super::args;
 use super::list::merged_header;
-use super::Tool;
-use crate::outcome::{ArgProblem, Missing, Refusal};
-use crate::render::list::describe;
+use crate::outcome::{Missing, Refusal};
 use crate::render::read::{render_read, Hidden, ReadHead, ReadMessage};
 use crate::request::ToolRequest;
 use crate::store::events::{Header, Role};
@@ -35,48 +33,7 @@ pub struct ReadArgs {
 }
 
 pub fn parse_args(args: &Value, cfg: &crate::config::Config) -> Result<ReadArgs, Refusal> {
-    parse(args, cfg).map_err(args::refuse)
-}
-
-fn parse(args: &Value, cfg: &crate::config::Config) -> Result<ReadArgs, ArgProblem> {
-    let map = args::object(args, Tool::SessionsRead, &READ_ARGS)?;
-    let hint = || Some("Pass a durable session id exactly as sessions_list shows it.".to_string());
-    let session_id = match map.and_then(|m| m.get("session_id")) {
-        None | Some(Value::Null) => {
-            return Err(ArgProblem::invalid(
-                "session_id",
-                "a session id string",
-                "nothing",
-                hint(),
-            ))
-        }
-        Some(Value::String(s)) if s.trim().is_empty() => {
-            return Err(ArgProblem::invalid(
-                "session_id",
-                "a non-empty session id string",
-                "an empty string",
-                hint(),
-            ))
-        }
-        Some(Value::String(s)) => s.clone(),
-        Some(v) => {
-            return Err(ArgProblem::invalid(
-                "session_id",
-                "a session id string",
-                describe(v),
-                hint(),
-            ))
-        }
-    };
-    let cap = cfg.max_read_messages.clamp(1, 100);
-    let max_messages = opt_int(map, "max_messages", 1, 100)?.map_or(cap, |n| (n as usize).min(cap));
-    Ok(ReadArgs {
-        session_id,
-        max_messages,
-        include_injected: opt_bool(map, "include_injected")?
-            .unwrap_or(cfg.include_injected_by_default),
-        include_system: opt_bool(map, "include_system")?.unwrap_or(false),
-    })
+    args::read(args, cfg).map_err(args::refuse)
 }
 
 /// Readable text of one event's message: text blocks, tool calls and results as short markers;

@@ -25,7 +25,7 @@
 
 use std::path::Path;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::config::Config;
 use crate::delivery::{self, http::Timeouts, Delivery, Failure, Mode, Outcome};
@@ -35,7 +35,6 @@ use crate::mail::{self, guard, stacking};
 use crate::outcome::{
     ArgProblem, DeliveryContext, Missing, Receipt, Refusal, SendNote, SendOutcome, SendResult,
 };
-use crate::render::send::describe_got;
 use crate::request::{LiveSession, ToolRequest};
 use crate::store;
 
@@ -45,9 +44,6 @@ pub enum SendTool {
     SessionsSend,
     SendSessionMessage,
 }
-
-/// Longest id accepted (ids are compared exactly; this only stops absurd input).
-const MAX_ID_CHARS: usize = 512;
 
 /// Validated arguments.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,7 +73,7 @@ impl SendTool {
             SendTool::SendSessionMessage => "toSessionId",
         }
     }
-    fn known(self) -> &'static [&'static str] {
+    pub fn known(self) -> &'static [&'static str] {
         match self {
             SendTool::SessionsSend => &["session_id", "message", "mode"],
             SendTool::SendSessionMessage => &["toSessionId", "message", "urgent"],
@@ -95,202 +91,9 @@ impl SendTool {
     }
 }
 
-fn squash(s: &str) -> String {
-    s.chars()
-        .filter(|c| c.is_alphanumeric())
-        .flat_map(char::to_lowercase)
-        .collect()
-}
-
-/// A hint for an unknown argument name.
-fn unknown_hint(tool: SendTool, name: &str) -> Option<String> {
-    let n = squash(name);
-    for k in tool.known() {
-        if squash(k) == n {
-            return Some(format!("Did you mean {k}?"));
-        }
-    }
-    let target = tool.target_arg();
-    match n.as_str() {
-        "to" | "target" | "targetid" | "sessionid" | "tosessionid" | "session"
-        | "targetsessionid" | "id" => Some(format!("The target goes in {target}.")),
-        "body" | "text" | "content" | "msg" => Some("The text goes in message.".into()),
-        "urgent" if tool == SendTool::SessionsSend => {
-            Some(r#"sessions_send takes mode: "steer" instead of urgent: true."#.into())
-        }
-        "mode" if tool == SendTool::SendSessionMessage => {
-            Some(r#"send_session_message takes urgent: true instead of mode: "steer"."#.into())
-        }
-        "from" | "sender" | "fromsessionid" => {
-            Some("The sender is always your own session; it cannot be set.".into())
-        }
-        _ => None,
-    }
-}
-
-fn id_problem(name: &str, v: Option<&Value>) -> Option<ArgProblem> {
-    let expected = "a session id string (exactly as sessions_list shows it)";
-    let p = |got: String, hint: Option<&str>| {
-        Some(ArgProblem::invalid(
-            name,
-            expected,
-            got,
-            hint.map(str::to_string),
-        ))
-    };
-    match v {
-        Some(Value::String(s)) => {
-            if s.is_empty() {
-                p("an empty string".into(), None)
-            } else if let Some((i, c)) = s.chars().enumerate().find(|(_, c)| c.is_control()) {
-                p(
-                    format!(
-                        "{} with the control character U+{:04X} at position {}",
-                        describe_got(v),
-                        c as u32,
-                        i + 1
-                    ),
-                    Some("Ids never contain control characters."),
-                )
-            } else if s.chars().count() > MAX_ID_CHARS {
-                p(
-                    format!("a string of {} characters", s.chars().count()),
-                    None,
-                )
-            } else {
-                None
-            }
-        }
-        Some(Value::Number(_)) => p(describe_got(v), Some("Pass the id as a string.")),
-        other => p(describe_got(other), None),
-    }
-}
-
-/// Validate the raw arguments. All problems are reported, in argument order.
+/// Validate the raw arguments (`tools::args::send`). All problems are reported, in argument order.
 pub fn parse_args(tool: SendTool, args: &Value, cfg: &Config) -> Result<SendArgs, Vec<ArgProblem>> {
-    let empty = Map::new();
-    let obj = match args {
-        Value::Object(m) => m,
-        Value::Null => &empty,
-        other => {
-            return Err(vec![ArgProblem::Invalid {
-                name: "arguments".into(),
-                expected: "an object".into(),
-                got: describe_got(Some(other)),
-                hint: None,
-            }])
-        }
-    };
-    let mut problems = Vec::new();
-
-    let target_name = tool.target_arg();
-    let target_v = obj.get(target_name);
-    if let Some(p) = id_problem(target_name, target_v) {
-        problems.push(p);
-    }
-
-    let message_v = obj.get("message");
-    match message_v {
-        Some(Value::String(s)) => {
-            if let Some((i, c)) = s
-                .chars()
-                .enumerate()
-                .find(|(_, c)| c.is_control() && !matches!(c, '\n' | '\t' | '\r'))
-            {
-                problems.push(ArgProblem::Invalid {
-                    name: "message".into(),
-                    expected: "text without control characters other than newline and tab".into(),
-                    got: format!(
-                        "the control character U+{:04X} at position {}",
-                        c as u32,
-                        i + 1
-                    ),
-                    hint: None,
-                });
-            }
-        }
-        other => problems.push(ArgProblem::Invalid {
-            name: "message".into(),
-            expected: "a string (the text to deliver)".into(),
-            got: describe_got(other),
-            hint: None,
-        }),
-    }
-
-    let default_mode = Mode::parse(cfg.default_send_mode.trim()).unwrap_or(Mode::Queue);
-    let mut mode = default_mode;
-    match tool {
-        SendTool::SendSessionMessage => match obj.get("urgent") {
-            None => mode = Mode::Queue,
-            Some(Value::Bool(b)) => mode = if *b { Mode::Steer } else { Mode::Queue },
-            Some(other) => problems.push(ArgProblem::Invalid {
-                name: "urgent".into(),
-                expected: "a boolean (true or false)".into(),
-                got: describe_got(Some(other)),
-                hint: match other {
-                    Value::String(s) if matches!(s.trim().to_ascii_lowercase().as_str(), "true" | "false") => {
-                        Some("Pass the JSON boolean, not a string.".into())
-                    }
-                    _ => Some("false (default) queues behind the current turn; true interjects at its next step.".into()),
-                },
-            }),
-        },
-        SendTool::SessionsSend => match obj.get("mode") {
-            None => {}
-            Some(Value::String(s)) if Mode::parse(s).is_some() => mode = Mode::parse(s).unwrap_or(default_mode),
-            Some(other) => problems.push(ArgProblem::Invalid {
-                name: "mode".into(),
-                expected: r#""queue" or "steer""#.into(),
-                got: describe_got(Some(other)),
-                hint: match other {
-                    Value::String(s) if Mode::parse(&s.trim().to_ascii_lowercase()).is_some() => {
-                        Some("Use the lower-case spelling.".into())
-                    }
-                    _ => Some(format!("Leave it out for the default ({}).", default_mode.as_str())),
-                },
-            }),
-        },
-    }
-
-    let mut unknown: Vec<&String> = obj
-        .keys()
-        .filter(|k| !tool.known().contains(&k.as_str()))
-        .collect();
-    unknown.sort();
-    for k in unknown {
-        let shown = if k.chars().count() > 40 {
-            format!("{}…", k.chars().take(40).collect::<String>())
-        } else {
-            k.clone()
-        };
-        problems.push(ArgProblem::Invalid {
-            name: shown,
-            expected: format!(
-                "left out: it is not an argument of {} (which takes {})",
-                tool.name(),
-                tool.known().join(", ")
-            ),
-            got: describe_got(obj.get(k)),
-            hint: unknown_hint(tool, k),
-        });
-    }
-
-    if !problems.is_empty() {
-        return Err(problems);
-    }
-    let target = target_v
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
-    let message = message_v
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
-    Ok(SendArgs {
-        target,
-        message,
-        mode,
-    })
+    super::args::send(tool, args, cfg)
 }
 
 /// What the send will do once every check passed.
