@@ -26,6 +26,8 @@ export interface Config {
 export declare const name: 'dsh-session-mail'
 export declare const inject: Record<string, { required: boolean }>
 export declare const Config: Schema<Partial<Config>, Config>
+/** The Config keys the Rust core reads (test/config-defaults.test.mjs checks them against the core). */
+export declare const CORE_CONFIG_KEYS: readonly string[]
 /** Registers the four tools on `ctx.tools` unless `config.enabled` is false. */
 export declare function apply(ctx: unknown, config?: Partial<Config>): void
 /** Runs one tool call through the Rust core; always resolves to the text the model sees. */
