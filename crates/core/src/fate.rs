@@ -42,7 +42,8 @@ pub struct Verification {
     pub session_missing: bool,
 }
 
-fn fate_of(t: &store::RequestTrace) -> Fate {
+/// The fate a request's trace in one log says.
+pub fn fate_of(t: &store::RequestTrace) -> Fate {
     if let Some((seq, turn)) = t.landed {
         return Fate::Landed { seq, turn };
     }

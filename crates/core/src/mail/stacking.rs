@@ -10,7 +10,7 @@
 //!   `pendingNextTurn > 0` falls back to `pendingRpcIds`, both queues — at worst a pending steer of the
 //!   same sender counts as well);
 //! - a cold target: the request ids its log shows as queued next-turn and not landed
-//!   (`store::find_request` → `Landing::Queued { target: "next-turn" }`), for the newest [`COLD_LOOKUPS`]
+//!   (`store::find_request` → `Fate::Queued { target: "next-turn" }`; a canceled insertion is not waiting), for the newest [`COLD_LOOKUPS`]
 //!   ids only (each lookup reads the log).
 
 use std::path::Path;
@@ -18,7 +18,7 @@ use std::path::Path;
 use crate::config::Config;
 use crate::ledger::{self, Filter};
 use crate::request::LiveSession;
-use crate::store::{self, Landing};
+use crate::store::{self, Fate};
 
 /// How far back the ledger is searched for this sender's earlier sends.
 pub const LOOKBACK_MS: i64 = 24 * 60 * 60 * 1000;
@@ -37,7 +37,7 @@ pub struct Stacked {
 pub fn pending_from_sender(
     sent_newest_first: &[String],
     live: Option<&LiveSession>,
-    cold_lookup: impl Fn(&str) -> Option<Landing>,
+    cold_lookup: impl Fn(&str) -> Option<Fate>,
 ) -> Vec<String> {
     match live {
         Some(l) => {
@@ -51,7 +51,7 @@ pub fn pending_from_sender(
         None => sent_newest_first
             .iter()
             .take(COLD_LOOKUPS)
-            .filter(|id| matches!(cold_lookup(id), Some(Landing::Queued { target, .. }) if target == "next-turn"))
+            .filter(|id| matches!(cold_lookup(id), Some(Fate::Queued { target, .. }) if target == "next-turn"))
             .cloned()
             .collect(),
     }
@@ -183,25 +183,31 @@ mod tests {
     #[test]
     fn cold_target_uses_queued_next_turn_landings() {
         let sent = ids(&[
+            "dsh-session-mail:5",
             "dsh-session-mail:4",
             "dsh-session-mail:3",
             "dsh-session-mail:2",
             "dsh-session-mail:1",
         ]);
         let look = |id: &str| match id {
-            "dsh-session-mail:4" => Some(Landing::Queued {
+            // Inserted, then canceled by the host: not waiting any more.
+            "dsh-session-mail:5" => Some(Fate::Canceled {
+                seq: 50,
+                target: "next-turn".into(),
+            }),
+            "dsh-session-mail:4" => Some(Fate::Queued {
                 seq: 40,
                 target: "next-turn".into(),
             }),
-            "dsh-session-mail:3" => Some(Landing::Queued {
+            "dsh-session-mail:3" => Some(Fate::Queued {
                 seq: 30,
                 target: "next-step".into(),
             }),
-            "dsh-session-mail:2" => Some(Landing::Landed {
+            "dsh-session-mail:2" => Some(Fate::Landed {
                 seq: 20,
                 turn: Some(2),
             }),
-            "dsh-session-mail:1" => Some(Landing::Queued {
+            "dsh-session-mail:1" => Some(Fate::Queued {
                 seq: 10,
                 target: "next-turn".into(),
             }),

@@ -21,6 +21,8 @@ mod tests;
 pub mod title;
 
 use std::path::{Path, PathBuf};
+
+pub use crate::fate::Fate;
 use std::sync::Arc;
 
 pub use events::Header;
@@ -64,17 +66,6 @@ impl SessionMeta {
             log_path,
         }
     }
-}
-
-/// Where a request id was found in a session's log.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Landing {
-    /// Inserted into the inbox (an `agent/inbox/spliced` insertion) at this seq, not yet landed.
-    /// Also returned when the insertion was later canceled (the host accepted it once; a resend
-    /// would undo the cancel) — see [`request_trace`] for the detail.
-    Queued { seq: u64, target: String },
-    /// Landed as a `user/message` at this seq (turn if known).
-    Landed { seq: u64, turn: Option<u64> },
 }
 
 /// Resolve DSH_HOME as the host does: explicit → `$DSH_HOME` (blank = unset, `~` expanded) → `~/.dsh`.
@@ -412,14 +403,11 @@ pub fn request_trace(home: &Path, session_id: &str, rpc_id: &str) -> Option<Requ
 
 /// Look a request id up in a session's log (dedup before a resend; receipts).
 /// `user/message` with that `source.rpcId` → Landed (seq, turn of the enclosing `turn/start`);
-/// else an `agent/inbox/spliced` insertion carrying it → Queued.
+/// else an `agent/inbox/spliced` insertion carrying it → Queued (Canceled when it was removed with
+/// `outcome: canceled`); the one request-fate model, `fate::Fate` (`None`: not in that log).
 /// [R8/Z17 `core/agent-loop/src/agent.ts` `step()` appends claimed messages as `user/message`
 /// with the inserted message's source; `inbox.ts` `mutate`]
-pub fn find_request(home: &Path, session_id: &str, rpc_id: &str) -> Option<Landing> {
+pub fn find_request(home: &Path, session_id: &str, rpc_id: &str) -> Option<Fate> {
     let t = request_trace(home, session_id, rpc_id)?;
-    if let Some((seq, turn)) = t.landed {
-        return Some(Landing::Landed { seq, turn });
-    }
-    t.queued
-        .map(|(seq, target)| Landing::Queued { seq, target })
+    Some(crate::fate::fate_of(&t)).filter(|f| *f != Fate::Unknown)
 }

@@ -165,21 +165,21 @@ fn find_request_landed_queued_and_unknown() {
     let home = fixtures_root();
     assert_eq!(
         find_request(&home, MAIN, REQ_LANDED),
-        Some(Landing::Landed {
+        Some(Fate::Landed {
             seq: 37,
             turn: Some(2)
         })
     );
     assert_eq!(
         find_request(&home, MAIN, "22915"),
-        Some(Landing::Landed {
+        Some(Fate::Landed {
             seq: 7,
             turn: Some(1)
         })
     );
     assert_eq!(
         find_request(&home, MAIN, REQ_QUEUED),
-        Some(Landing::Queued {
+        Some(Fate::Queued {
             seq: 58,
             target: "next-turn".into()
         })
@@ -188,7 +188,7 @@ fn find_request_landed_queued_and_unknown() {
     assert_eq!(find_request(&home, "session-nope", REQ_LANDED), None);
     assert!(matches!(
         find_request(&home, V4, REQ_V4),
-        Some(Landing::Landed { .. })
+        Some(Fate::Landed { .. })
     ));
     // Forks: the parent's requests they inherited are not theirs.
     assert_eq!(
@@ -197,7 +197,7 @@ fn find_request_landed_queued_and_unknown() {
     );
     assert!(matches!(
         find_request(&home, FORK, "dsh-session-mail:fork-own"),
-        Some(Landing::Landed { .. })
+        Some(Fate::Landed { .. })
     ));
     assert_eq!(
         find_request(&home, V4FORK, "dsh-session-mail:inherited-v4"),
@@ -205,7 +205,7 @@ fn find_request_landed_queued_and_unknown() {
     );
     assert!(matches!(
         find_request(&home, V4FORK, "dsh-session-mail:own-v4"),
-        Some(Landing::Landed { .. })
+        Some(Fate::Landed { .. })
     ));
     // The stub's contract: find_session still answers by exact id.
     let m = find_session(&home, SUB).unwrap();
