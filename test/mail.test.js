@@ -8,9 +8,14 @@ import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { createHmac, createHash, randomUUID } from 'node:crypto'
 import { createRequire } from 'node:module'
-import { startContractHost } from './contract-host/index.mjs'
-import { isAuthenticated, decodeBase64Url } from './contract-host/auth.mjs'
-import * as plugin from '../index.js'
+import { requireSupportedNode } from './helpers/node-gate.mjs'
+
+// Below the engines range the contract host's `zstdCompressSync` import would fail to link before any
+// code runs; gate first, then load the rest dynamically.
+requireSupportedNode('test/mail.test.js')
+const { startContractHost } = await import('./contract-host/index.mjs')
+const { isAuthenticated, decodeBase64Url } = await import('./contract-host/auth.mjs')
+const plugin = await import('../index.js')
 
 const require = createRequire(import.meta.url)
 const core = require('../binding.cjs')
