@@ -20,8 +20,3 @@ export function core() {
   }
   return c
 }
-
-/** DSH_HOME as the host resolves it (explicit → $DSH_HOME → ~/.dsh). */
-export function dshHome(explicit) {
-  return core().resolveDshHome(explicit ?? null)
-}

@@ -7,14 +7,15 @@ import { isAbsolute, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { EXIT, durationOption, parse } from './args.js'
 import { core, PACKAGE, PACKAGE_DIR } from './core.js'
-import { hostUrl, rc8, resolveHome } from './host.js'
+import { resolveDshHome } from '../home.js'
+import { hostUrl, rc8 } from './host.js'
 
 const NAME = PACKAGE.name
 const ROW_ID = 'dsh-session-mail'
 /** Sender id of the self-check message: not a session, so nobody can answer it by mistake. */
-export const DOCTOR_SENDER = 'dsh-session-mail-doctor'
+const DOCTOR_SENDER = 'dsh-session-mail-doctor'
 
-export const DOCTOR_HELP = `usage: dsh-session-mail doctor [--profile NAME|DIR] [--home DIR] [--url URL] [--scratch ID]
+const DOCTOR_HELP = `usage: dsh-session-mail doctor [--profile NAME|DIR] [--home DIR] [--url URL] [--scratch ID]
                              [--no-self-check] [--timeout DURATION] [--json]
 
 Checks, in order, each ok / FAIL / skip with a fix:
@@ -119,7 +120,7 @@ export async function doctor(argv, out) {
   if (live) live.stdout(`${NAME} doctor ${PACKAGE.version} (Node ${process.version}, ${process.platform}-${process.arch})`)
 
   // ---- home
-  const home = resolveHome(values.home)
+  const home = resolveDshHome(values.home)
   if (isDir(home)) ok('home', `DSH_HOME ${home}`)
   else fail('home', `DSH_HOME ${home} does not exist`, 'run DSH once (it creates DSH_HOME), or pass --home / set DSH_HOME to the directory DSH uses')
 
@@ -271,7 +272,7 @@ export async function doctor(argv, out) {
 }
 
 /** The doctor's scratch session: its cwd, so a later run finds and reuses it. */
-export function scratchDir(home) {
+function scratchDir(home) {
   return join(home, '.dsh-session-mail', 'doctor')
 }
 

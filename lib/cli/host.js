@@ -1,12 +1,10 @@
 // Where the host is and how to talk to it from outside: the web server URL (--url, DSH_WEB_URL, the
-// default port), DSH_HOME without the addon, and small JSON-RPC helpers for the doctor.
+// default port) and small JSON-RPC helpers for the doctor.
 import { randomUUID } from 'node:crypto'
-import { homedir } from 'node:os'
-import { join } from 'node:path'
 import { UsageError } from './args.js'
 
 /** The web app's default address (rc.8 `bundle/web-app/cordis.patch.yml`: 127.0.0.1:3080). */
-export const DEFAULT_URL = 'http://127.0.0.1:3080'
+const DEFAULT_URL = 'http://127.0.0.1:3080'
 
 /**
  * The host's base URL: `--url`, else `DSH_WEB_URL` (the `dsh web:` line carries `?token=…`; only the
@@ -24,19 +22,6 @@ export function hostUrl(explicit, env = process.env, command = 'send') {
   }
   if (u.protocol !== 'http:') throw new UsageError(`${source} ${JSON.stringify(raw)} must be an http:// URL (the host's web server on loopback)`, command)
   return { url: u.origin, source }
-}
-
-/** DSH_HOME as the host resolves it, without the addon (rc.8 `home-paths` `resolveDshHome`). */
-export function resolveHome(explicit, env = process.env) {
-  const expand = (p) => {
-    const home = env.HOME || env.USERPROFILE || homedir()
-    if (p === '~') return home
-    if (p.startsWith('~/') || p.startsWith('~\\')) return join(home, p.slice(2))
-    return p
-  }
-  if (explicit?.trim()) return expand(explicit.trim())
-  if (env.DSH_HOME?.trim()) return expand(env.DSH_HOME.trim())
-  return join(expand('~'), '.dsh')
 }
 
 /**

@@ -5,8 +5,9 @@ import { readFileSync } from 'node:fs'
 import { EXIT, parse, UsageError } from './args.js'
 import { core } from './core.js'
 import { hostUrl } from './host.js'
+import { resolveDshHome } from '../home.js'
 
-export const SEND_HELP = `usage: dsh-session-mail send --to ID --message TEXT [--urgent] [--from ID]
+const SEND_HELP = `usage: dsh-session-mail send --to ID --message TEXT [--urgent] [--from ID]
                            [--url URL] [--home DIR] [--json]
 
 Deliver TEXT into session ID as "From <sender> ：" + newline + TEXT, like send_session_message.
@@ -39,7 +40,7 @@ export async function send(argv, out) {
   const message = values.message === '-' ? readFileSync(0, 'utf8') : values.message
   const { url, source } = hostUrl(values.url, process.env, 'send')
   const c = core()
-  const home = c.resolveDshHome(values.home ?? null)
+  const home = resolveDshHome(values.home)
 
   const report = (v, code) => {
     if (values.json) out.stdout(JSON.stringify(v, null, 2))

@@ -4,8 +4,9 @@
 // file, which lags a live session by ~200 ms.
 import { EXIT, intOption, parse } from './args.js'
 import { core } from './core.js'
+import { resolveDshHome } from '../home.js'
 
-export const LIST_HELP = `usage: dsh-session-mail list [--query Q] [--scope top-level|subagents|all] [--live-only]
+const LIST_HELP = `usage: dsh-session-mail list [--query Q] [--scope top-level|subagents|all] [--live-only]
                            [--limit N] [--json] [--home DIR]
 
 The sessions of this host, newest first, as the sessions_list tool shows them.
@@ -22,7 +23,7 @@ Rows say "cold" because the command line reads the store, not the running host.
 Exit: 0 listed, 2 bad usage.
 `
 
-export const READ_HELP = `usage: dsh-session-mail read ID [--max N] [--include-injected] [--include-system]
+const READ_HELP = `usage: dsh-session-mail read ID [--max N] [--include-injected] [--include-system]
                            [--max-chars N] [--json] [--home DIR]
 
 A window of one session's messages, newest first, as the sessions_read tool shows it.
@@ -74,7 +75,7 @@ export async function list(argv, out) {
     return EXIT.USAGE
   }
   const c = core()
-  const home = c.resolveDshHome(values.home ?? null)
+  const home = resolveDshHome(values.home)
   const args = {}
   if (values.query !== undefined) args.query = values.query
   if (values.scope !== undefined) args.scope = values.scope
@@ -100,7 +101,7 @@ export async function read(argv, out) {
   const max = intOption('read', values, 'max', 1, 100)
   const maxChars = intOption('read', values, 'max-chars', 16, 100_000_000)
   const c = core()
-  const home = c.resolveDshHome(values.home ?? null)
+  const home = resolveDshHome(values.home)
   const args = { session_id: positionals[0] }
   if (max !== undefined) args.max_messages = max
   if (values['include-injected']) args.include_injected = true

@@ -1,8 +1,9 @@
 // `verify` (where did a request id go?) and `ledger` (the audit ledger of every send attempt).
 import { EXIT, UsageError, durationOption, parse } from './args.js'
 import { core } from './core.js'
+import { resolveDshHome } from '../home.js'
 
-export const VERIFY_HELP = `usage: dsh-session-mail verify REQUEST_ID [--session ID] [--wait DURATION] [--json] [--home DIR]
+const VERIFY_HELP = `usage: dsh-session-mail verify REQUEST_ID [--session ID] [--wait DURATION] [--json] [--home DIR]
 
 Where a message went, from the session logs: landed (seq, turn), queued in the inbox, canceled,
 or unknown. REQUEST_ID is the "request: dsh-session-mail:…" line of a send receipt.
@@ -17,7 +18,7 @@ The logs lag a live session by ~200 ms.
 Exit: 0 landed, 5 queued or canceled (not landed), 1 unknown, 2 bad usage.
 `
 
-export const LEDGER_HELP = `usage: dsh-session-mail ledger [--since DURATION] [--session ID] [--limit N] [--json] [--home DIR]
+const LEDGER_HELP = `usage: dsh-session-mail ledger [--since DURATION] [--session ID] [--limit N] [--json] [--home DIR]
 
 The audit ledger: one line per send attempt through this plugin (accepted or refused), with time, sender,
 target, tool, mode, request id, outcome, body length and SHA-256 — never the body. It lives in
@@ -40,7 +41,7 @@ export async function verify(argv, out) {
   const waitMs = durationOption('verify', values, 'wait') ?? 0
   const requestId = positionals[0].trim()
   const c = core()
-  const home = c.resolveDshHome(values.home ?? null)
+  const home = resolveDshHome(values.home)
   if (!requestId.startsWith('dsh-session-mail:') && !values.json) {
     out.stderr(`note: ${JSON.stringify(requestId)} does not start with dsh-session-mail:; looking it up anyway`)
   }
@@ -70,7 +71,7 @@ export async function ledger(argv, out) {
     if (!Number.isInteger(limit) || limit < 1) throw new UsageError(`--limit must be a whole number >= 1; got ${JSON.stringify(values.limit)}`, 'ledger')
   }
   const c = core()
-  const home = c.resolveDshHome(values.home ?? null)
+  const home = resolveDshHome(values.home)
   const r = await c.readLedger(home, values.session ?? null, sinceMs === undefined ? null : Date.now() - sinceMs, limit)
   if (!r.ok) {
     out.stderr(`ledger: ${r.error}`)

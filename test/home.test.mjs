@@ -1,0 +1,60 @@
+// One DSH_HOME rule on the JS side (lib/home.js) and it agrees with the Rust core's `resolveDshHome`.
+// Host rule: rc.8 `@deepseek-ai/dsh-home-paths` lib/index.js `resolveDshHome` (packages/util/home-paths/src/index.ts).
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { readFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { homedir } from 'node:os'
+import { join, relative, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { resolveDshHome } from '../lib/home.js'
+import { productModules } from './helpers/js-modules.mjs'
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url))
+const core = createRequire(import.meta.url)('../binding.cjs')
+
+/** Run `fn` with DSH_HOME set (undefined: unset); the core reads the same process environment. */
+function withEnv(value, fn) {
+  const saved = process.env.DSH_HOME
+  if (value === undefined) delete process.env.DSH_HOME
+  else process.env.DSH_HOME = value
+  try { return fn() } finally {
+    if (saved === undefined) delete process.env.DSH_HOME
+    else process.env.DSH_HOME = saved
+  }
+}
+
+const CASES = [
+  // [explicit, $DSH_HOME, expected]
+  [undefined, undefined, join(homedir(), '.dsh')],
+  [undefined, '', join(homedir(), '.dsh')],
+  [undefined, '   ', join(homedir(), '.dsh')],
+  [undefined, '/srv/dsh', '/srv/dsh'],
+  [undefined, '  /srv/dsh \t', '/srv/dsh'],
+  [undefined, '~', homedir()],
+  [undefined, '~/elsewhere', join(homedir(), 'elsewhere')],
+  ['/explicit/home', '/srv/dsh', '/explicit/home'],
+  ['  ~/x  ', '/srv/dsh', join(homedir(), 'x')],
+  ['', '/srv/dsh', '/srv/dsh'],
+  ['   ', undefined, join(homedir(), '.dsh')],
+  [undefined, 'relative/home', resolve('relative/home')],
+]
+
+for (const [explicit, env, expected] of CASES) {
+  test(`explicit ${JSON.stringify(explicit)}, DSH_HOME ${JSON.stringify(env)} → ${expected}; the core agrees`, () => {
+    withEnv(env, () => {
+      const js = resolveDshHome(explicit)
+      assert.equal(js, expected)
+      // The core leaves a relative path relative (the JS side always hands it an absolute one).
+      assert.equal(resolve(core.resolveDshHome(explicit ?? null)), js)
+    })
+  })
+}
+
+test('no other JS module resolves DSH_HOME by itself (homedir() or $DSH_HOME reads outside lib/home.js)', () => {
+  const files = productModules(ROOT)
+  const offenders = files.filter(f => !f.endsWith(join('lib', 'home.js')))
+    .filter(f => /\bhomedir\s*\(|env\.DSH_HOME\b|env\[['"]DSH_HOME['"]\]/.test(readFileSync(f, 'utf8')))
+    .map(f => relative(ROOT, f))
+  assert.deepEqual(offenders, [])
+})
