@@ -1,5 +1,6 @@
-// Argument parsing for the dsh-session-mail command line: node:util parseArgs (strict) with our own
-// messages, plus the checks parseArgs does not do (integers, required options, positionals).
+// Argument parsing for the dsh-session-mail command line and scripts/install.mjs: node:util parseArgs with our
+// own messages (worded from its tokens, never from the text of its errors), plus the checks parseArgs does not
+// do (integers, required options, positionals).
 import { parseArgs } from 'node:util'
 
 /** Exit codes (also in `dsh-session-mail --help`). */
@@ -28,11 +29,21 @@ export class UsageError extends Error {
  * @param {{ positionals?: string[] }} [spec] - names of the positionals the command takes (all required)
  */
 export function parse(command, argv, options, { positionals = [] } = {}) {
-  let parsed
-  try {
-    parsed = parseArgs({ args: argv, options: { help: { type: 'boolean', short: 'h' }, ...options }, strict: true, allowPositionals: true })
-  } catch (e) {
-    throw new UsageError(cleanParseError(e), command)
+  const all = { help: { type: 'boolean', short: 'h' }, ...options }
+  // Non-strict with tokens: parseArgs splits the command line, and the checks below word the refusals from
+  // its tokens (never from the text of its own errors).
+  const parsed = parseArgs({ args: argv, options: all, strict: false, allowPositionals: true, tokens: true })
+  for (const token of parsed.tokens) {
+    if (token.kind !== 'option') continue
+    const spec = all[token.name]
+    const short = !token.rawName.startsWith('--')
+    if (spec === undefined || (short && spec.short !== token.rawName.slice(1))) throw new UsageError(`unknown option ${token.rawName}`, command)
+    if (spec.type === 'boolean' && token.inlineValue) throw new UsageError(`--${token.name} takes no value`, command)
+    if (spec.type === 'string' && token.value === undefined) throw new UsageError(`--${token.name} needs a value`, command)
+    // `--to --json`: the next word is an option, not the value (strict parseArgs calls it ambiguous)
+    if (spec.type === 'string' && !token.inlineValue && token.value.startsWith('-')) {
+      throw new UsageError(`--${token.name} needs a value (one that starts with "-" is written --${token.name}=${token.value})`, command)
+    }
   }
   const { values } = parsed
   if (values.help) return { help: true, values, positionals: parsed.positionals }
@@ -49,18 +60,6 @@ export function parse(command, argv, options, { positionals = [] } = {}) {
     }
   }
   return { help: false, values, positionals: parsed.positionals }
-}
-
-function cleanParseError(e) {
-  const msg = String(e?.message ?? e)
-  // "Unknown option '--x'. To specify a positional argument starting with a '-', place it at the end…"
-  const unknown = /Unknown option '([^']+)'/.exec(msg)
-  if (unknown) return `unknown option ${unknown[1]}`
-  const missing = /Option '([^']+?)(?: <value>)?' argument missing/.exec(msg)
-  if (missing) return `${missing[1].replace(/^-\w, /, '')} needs a value`
-  const noValue = /Option '([^']+)' does not take an argument/.exec(msg)
-  if (noValue) return `${noValue[1].replace(/^-\w, /, '')} takes no value`
-  return msg.split('\n')[0]
 }
 
 /** An integer option in [lo, hi], or `undefined` when absent. */
