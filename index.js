@@ -3,6 +3,7 @@
 // core, which returns the text the model sees. A tool never throws at the model.
 import Schema from '@deepseek-ai/schemastery'
 import { defineTool } from '@deepseek-ai/dsh-tools'
+import { resolveDshHome } from './lib/home.js'
 import { loadCore } from './lib/native.js'
 import { toolSpecs } from './lib/tools.js'
 import { baseUrlOf, browserSessionSecret, callerOf, detectHostVersion, liveAgents, liveEventsOf } from './lib/host.js'
@@ -53,7 +54,7 @@ function coreConfig(config) {
 }
 
 /** Build the JSON request the core takes (src/request.rs `ToolRequest`). */
-export function buildRequest(ctx, config, tool, args, exec, hostVersion, secret = null) {
+function buildRequest(ctx, config, tool, args, exec, hostVersion, secret = null) {
   const target = typeof args?.session_id === 'string' ? args.session_id : undefined
   return {
     tool,
@@ -61,7 +62,7 @@ export function buildRequest(ctx, config, tool, args, exec, hostVersion, secret 
     caller: callerOf(exec),
     config: coreConfig(config),
     host: {
-      dshHome: process.env.DSH_HOME?.trim() || null,
+      dshHome: resolveDshHome(),
       baseUrl: baseUrlOf(ctx, config),
       version: config.hostApi === 'auto' ? hostVersion : null,
       secret,
@@ -73,7 +74,7 @@ export function buildRequest(ctx, config, tool, args, exec, hostVersion, secret 
 }
 
 /** Run one call through the core; every failure becomes readable text. */
-export async function runTool(ctx, config, tool, args, exec, hostVersion) {
+async function runTool(ctx, config, tool, args, exec, hostVersion) {
   const { core, error } = loadCore()
   if (core === undefined) {
     return `refused (internal): the dsh-session-mail native addon did not load on this platform (${process.platform}-${process.arch}): ${error?.message ?? error}. Reinstall the plugin for this platform.`

@@ -3,7 +3,7 @@
 // Argument schemas are written in the dsh-tools value-schema DSL: every object node declares
 // additionalProperties, `required` is only ever `true` (rc.8 packages/core/tools/src/schema.ts).
 
-export const SEND_SESSION_MESSAGE_DESCRIPTION = [
+const SEND_SESSION_MESSAGE_DESCRIPTION = [
   'Send a message from this session to the agent in another session of the same DSH host.',
   'The plugin prepends a header line `From <your session id> ：` — that line tells the receiver the message came from another agent (not from the human) and where to answer. You never write that header yourself; a body that carries one is refused.',
   'When YOU receive a user message that starts with `From session-… ：`, it was sent by the agent of that session, not by your human. To answer it, call send_session_message with toSessionId set to the id from that header.',
@@ -13,17 +13,17 @@ export const SEND_SESSION_MESSAGE_DESCRIPTION = [
   'Sends are budgeted per target and per sender in a sliding window (the result shows what is left), and a third queued message to a session that has not yet taken your earlier ones is refused: wait for its answer instead.',
 ].join('\n')
 
-export const SESSIONS_LIST_DESCRIPTION = [
+const SESSIONS_LIST_DESCRIPTION = [
   'List the other sessions of this DSH host (newest first, this session last), with live/cold state, workspace, preset, title, and what a send to each can do right now.',
   'Use the ids with sessions_read (read its conversation) and sessions_send / send_session_message (deliver a message). Subagent sessions are listed with scope "subagents" or "all" but are not messageable.',
 ].join('\n')
 
-export const SESSIONS_READ_DESCRIPTION = [
+const SESSIONS_READ_DESCRIPTION = [
   'Read a bounded, text-only window of another session\'s current conversation (newest message first): user messages, assistant text and tool results with their source labels. Never its reasoning.',
   'Reading never wakes or resumes the session and never spends its tokens. Harness-injected context and plugin notices are hidden unless include_injected / include_system are set. Truncation is always marked.',
 ].join('\n')
 
-export const SESSIONS_SEND_DESCRIPTION = [
+const SESSIONS_SEND_DESCRIPTION = [
   'Deliver a message into another top-level session\'s inbox. mode "queue" (default) becomes that session\'s next turn without interrupting it; mode "steer" is inserted into the turn it is running now (use it when the target is working on the thing the message is about).',
   'The delivered body is framed so the receiver knows it came from another session and can reply by id. The call returns when the inbox accepts the message, never with the reply: read the reply later with sessions_read.',
 ].join('\n')

@@ -6,7 +6,7 @@ import { send } from './send.js'
 import { list, read } from './store.js'
 import { ledger, verify } from './verify.js'
 
-export const HELP = `usage: dsh-session-mail <command> [options]   (dsh-session-mail <command> --help for its options)
+const HELP = `usage: dsh-session-mail <command> [options]   (dsh-session-mail <command> --help for its options)
 
   list      the sessions of this host (as the sessions_list tool shows them)
   read ID   a window of one session's messages (as sessions_read shows it)

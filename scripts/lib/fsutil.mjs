@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto'
 import { basename, dirname, join } from 'node:path'
 
 /** A unique hidden sibling name for a temporary file or directory next to `path`. */
-export function tempSibling(path, tag = 'tmp') {
+function tempSibling(path, tag = 'tmp') {
   return join(dirname(path), `.${basename(path)}.${tag}-${process.pid}-${randomBytes(4).toString('hex')}`)
 }
 

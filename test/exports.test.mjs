@@ -1,0 +1,38 @@
+// No dead exports in the JS we ship and run: every `export`ed function/const/class of lib/, scripts/ and
+// index.js is imported by name by another module of lib/, scripts/, bin/ or index.js (tests do not count),
+// except the plugin contract cordis reads from index.js and the command line's documented output seam.
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { readFileSync } from 'node:fs'
+import { relative } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { productModules } from './helpers/js-modules.mjs'
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url))
+const KEPT = new Map([
+  ['index.js name', 'cordis plugin contract'],
+  ['index.js inject', 'cordis plugin contract'],
+  ['index.js Config', 'cordis plugin contract'],
+  ['index.js apply', 'cordis plugin contract'],
+  ['lib/cli/main.js stdio', 'output sinks for embedders (main(argv, out))'],
+])
+
+function modules() {
+  return productModules(ROOT).map(file => ({ file: relative(ROOT, file), text: readFileSync(file, 'utf8') }))
+}
+
+test('every export of lib/, scripts/ and index.js has a production importer', () => {
+  const all = modules()
+  const dead = []
+  for (const { file, text } of all) {
+    for (const m of text.matchAll(/^export\s+(?:async\s+)?(?:function\*?|const|let|class)\s+([A-Za-z_$][\w$]*)/gm)) {
+      const name = m[1]
+      if (KEPT.has(`${file} ${name}`)) continue
+      // `import { name } from …` or `const { name } = await import(…)`
+      const importer = new RegExp(`import\\s*\\{[^}]*\\b${name}\\b[^}]*\\}\\s*from|\\{[^}]*\\b${name}\\b[^}]*\\}\\s*=\\s*await\\s+import\\(`, 's')
+      const importers = all.filter(other => other.file !== file && importer.test(other.text))
+      if (importers.length === 0) dead.push(`${file}: ${name}`)
+    }
+  }
+  assert.deepEqual(dead, [], 'exported but imported by no other shipped module (un-export or remove it)')
+})
