@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Install (or uninstall) this plugin into a DeepSeek Harness (DSH) profile directory.
 //
-//   node scripts/install.mjs --profile DIR [--uninstall] [--dry-run] [--package PATH_OR_TGZ]
+//   node scripts/install.mjs --profile DIR [--uninstall] [--dry-run] [--package PATH_OR_TGZ] [--via auto|dsh|copy]
 //
 // What a profile is (DSH 0.1.0-rc.8, packages/boot/app-boot/src/profile.ts): `<DSH_HOME>/profiles/<name>/`
 // holding package.json `{ name: "dsh-profile-<name>", private, dependencies, dsh: { profile: { bundles } } }`,
@@ -9,34 +9,45 @@
 // "node_modules" (`resolveProfileDir`). At start the host resolves every `dsh.profile.bundles` name from the
 // installation first, then from the profile directory (`resolveBundleDir`), and reads its `dsh.bundle.patch`.
 //
-// Why a copied directory and not a link: a `link:` install makes Node follow the symlink out of $DSH_HOME, so
-// the plugin cannot resolve its peers (@deepseek-ai/dsh-tools, …) and the boot fails; a real directory inside
-// the profile's node_modules works (verified against the real rc.8 host, shared/host/real-host.md step 4).
-// The tarball is kept inside the profile and named by a `file:` dependency, so a later `pnpm install` or
-// `dsh plugin --profile <name> …` in the profile (apps/cli/src/plugin.ts `runPlugin`: pnpm + reconcile) still
-// resolves the same package and keeps it in `dsh.profile.bundles`.
+// The package is what `npm pack` makes of it (npm's own file list); the tarball is kept in
+// `<profile>/.<name>/` and named by a `file:` dependency, so a later `pnpm install` or `dsh plugin … install`
+// in the profile resolves the same package. Two ways to put it in place:
+//   - dsh (when the host's `dsh` and pnpm are usable here): `dsh plugin --profile <name> add <kept tarball>`,
+//     the host's own command (pnpm install + bundle reconcile; 0.1.7 also checks the plugin's peers and rolls a
+//     rejected install back). shared/host/plugin-contract.md §2.3.
+//   - copy (otherwise, e.g. the desktop app without a CLI): the tarball's files, read with `tar`, become a real
+//     directory in node_modules (a `link:` install makes Node follow the symlink out of $DSH_HOME, so the plugin
+//     cannot resolve its peers: shared/host/real-host.md step 4), the dependency and the bundle entry are
+//     written by this script; staged, renamed into place, package.json last, rolled back on any failure.
 //
 // Exit codes: 0 success, 2 bad usage / not a profile, 1 any other failure (message on stderr).
 
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmdirSync } from 'node:fs'
-import { homedir } from 'node:os'
 import { basename, dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { parse, UsageError } from '../lib/cli/args.js'
+import { resolveDshHome } from '../lib/home.js'
+import { loadCore } from '../lib/native.js'
+import { dshPlugin, findDsh } from './lib/dsh.mjs'
 import { InstallError, usageError } from './lib/errors.mjs'
 import { atomicWriteFile, kindFollowing, kindOf, readTree, renameSync, rmSync, takeLock, writeTree } from './lib/fsutil.mjs'
-import { packageFromDir, packageFromTarball, packageNameFromTarball, validPackageName } from './lib/package-content.mjs'
+import { loadPackage as packPackage, packageNameFromTarball, validPackageName } from './lib/package.mjs'
 
 const SELF_DIR = fileURLToPath(new URL('..', import.meta.url))
 const BUILD_HINT = 'build it first: npm run build'
 const RECORD = 'install.json'
+const SELF_NAME = JSON.parse(readFileSync(join(SELF_DIR, 'package.json'), 'utf8')).name
 
 const USAGE = `usage: node scripts/install.mjs --profile DIR [--uninstall] [--dry-run] [--package PATH_OR_TGZ]
+                                 [--via auto|dsh|copy]
 
   --profile DIR      a DSH profile directory, <DSH_HOME>/profiles/<name>/ (DSH_HOME defaults to ~/.dsh)
   --uninstall        remove what an install wrote (dependency, bundle entry, node_modules copy, kept tarball)
   --dry-run          print what would change; change nothing
   --package P        install this package directory or npm-pack tarball instead of the package this
-                     script belongs to
+                     script belongs to (a directory is packed with npm pack)
+  --via V            auto (default): the host's \`dsh plugin\` when dsh and pnpm are usable here, else copy;
+                     dsh: only the host's command; copy: this script writes node_modules and package.json
   -h, --help         this text
 `
 
@@ -44,49 +55,30 @@ const USAGE = `usage: node scripts/install.mjs --profile DIR [--uninstall] [--dr
 // arguments
 
 function parseArgs(argv) {
-  const options = { uninstall: false, dryRun: false, help: false }
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]
-    const eq = arg.indexOf('=')
-    const key = arg.startsWith('--') && eq !== -1 ? arg.slice(0, eq) : arg
-    const inline = arg.startsWith('--') && eq !== -1 ? arg.slice(eq + 1) : undefined
-    const value = () => {
-      if (inline === '') throw usageError(`${key} needs a value`)
-      if (inline !== undefined) return inline
-      const next = argv[++i]
-      if (next === undefined || next === '') throw usageError(`${key} needs a value`)
-      return next
-    }
-    switch (key) {
-      case '--profile': options.profile = value(); break
-      case '--package': options.package = value(); break
-      case '--uninstall': options.uninstall = true; break
-      case '--dry-run': options.dryRun = true; break
-      case '-h': case '--help': options.help = true; break
-      default: throw usageError(`unknown argument ${JSON.stringify(arg)}`)
-    }
-    if (inline !== undefined && (key === '--uninstall' || key === '--dry-run')) {
-      throw usageError(`${key} takes no value`)
-    }
+  let parsed
+  try {
+    parsed = parse('install.mjs', argv, {
+      profile: { type: 'string' }, package: { type: 'string' }, via: { type: 'string' },
+      uninstall: { type: 'boolean' }, 'dry-run': { type: 'boolean' },
+    })
+  } catch (error) {
+    if (error instanceof UsageError) throw Object.assign(usageError(error.message), { showUsage: true })
+    throw error
   }
-  if (!options.help && options.profile === undefined) throw usageError('--profile DIR is required')
+  const { help, values } = parsed
+  const options = { help, uninstall: values.uninstall === true, dryRun: values['dry-run'] === true, profile: values.profile, package: values.package, via: values.via ?? 'auto' }
+  if (!help && options.profile === undefined) throw Object.assign(usageError('--profile DIR is required'), { showUsage: true })
+  if (!['auto', 'dsh', 'copy'].includes(options.via)) {
+    throw Object.assign(usageError(`--via must be auto, dsh or copy; got ${JSON.stringify(options.via)}`), { showUsage: true })
+  }
   return options
 }
 
 // ---------------------------------------------------------------------------------------------------------
 // the profile
 
-/** $DSH_HOME as rc.8 resolves it (packages/util/home-paths/src/index.ts `resolveDshHome`), for messages only. */
-function dshHome() {
-  const raw = process.env.DSH_HOME?.trim()
-  if (!raw) return join(homedir(), '.dsh')
-  if (raw === '~') return homedir()
-  if (raw.startsWith('~/') || raw.startsWith('~\\')) return join(homedir(), raw.slice(2))
-  return resolve(raw)
-}
-
 function whatAProfileIs(extra = '') {
-  const home = dshHome()
+  const home = resolveDshHome()
   return `${extra}A DSH profile directory is <DSH_HOME>/profiles/<name>/ (here: ${join(home, 'profiles', '<name>')}); `
     + 'its package.json has "dsh": { "profile": { "bundles": [ ...bundle package names... ] } }. '
     + 'Create one by running `dsh web` once (profile "web"; `dsh --profile headless --dump-config` creates "headless" '
@@ -112,7 +104,7 @@ function readProfile(profileArg) {
   const kind = kindFollowing(dir)
   if (kind === 'missing') {
     const bare = !/[\\/]/.test(profileArg) && profileArg !== '.' && profileArg !== '..'
-    const hint = bare ? ` Did you mean the profile named "${profileArg}": --profile ${join(dshHome(), 'profiles', profileArg)} ?` : ''
+    const hint = bare ? ` Did you mean the profile named "${profileArg}": --profile ${join(resolveDshHome(), 'profiles', profileArg)} ?` : ''
     throw usageError(`${dir} does not exist.${hint} ${whatAProfileIs()}`)
   }
   if (kind !== 'dir') throw usageError(`${dir} is a file, not a profile directory. ${whatAProfileIs()}`)
@@ -159,17 +151,11 @@ function readProfile(profileArg) {
 // the package
 
 function loadPackage(packageArg) {
-  if (packageArg === undefined) {
-    return packageFromDir(SELF_DIR, { buildHint: BUILD_HINT, exitCodeForBadPackage: 1 })
-  }
+  if (packageArg === undefined) return packPackage(SELF_DIR, { kind: 'dir', buildHint: BUILD_HINT, exitCodeForBadPackage: 1 })
   const path = resolve(packageArg)
   const kind = kindFollowing(path)
-  if (kind === 'dir') return packageFromDir(path, { buildHint: BUILD_HINT, exitCodeForBadPackage: 2 })
-  if (kind === 'file') {
-    return packageFromTarball(path, {
-      buildHint: `${BUILD_HINT}, then pack again with the .node file listed in "files", or pass the package directory instead`,
-    })
-  }
+  if (kind === 'dir') return packPackage(path, { kind, buildHint: BUILD_HINT, exitCodeForBadPackage: 2 })
+  if (kind === 'file') return packPackage(path, { kind, buildHint: BUILD_HINT, exitCodeForBadPackage: 2 })
   throw usageError(`--package ${packageArg}: no such file or directory`)
 }
 
@@ -340,9 +326,82 @@ function planUninstall(profile, name) {
 }
 
 // ---------------------------------------------------------------------------------------------------------
+// the route: the host's own `dsh plugin` when it is usable here, else this script copies
+
+function chooseRoute(via, profile) {
+  if (via === 'copy') return { via: 'copy', why: '--via copy' }
+  const dsh = findDsh(profile.dir)
+  if (dsh.ok) return { via: 'dsh', dsh, why: `the host's own command (DSH ${dsh.version}, ${dsh.bin}; pnpm on PATH)` }
+  if (via === 'dsh') throw new InstallError(`--via dsh: ${dsh.reason}. Nothing was changed; --via copy installs without it.`)
+  return { via: 'copy', why: `${dsh.reason}, so this script copies` }
+}
+
+/** Does a `file:` dependency spec name this tarball (pnpm writes it absolute; a hand edit may be relative)? */
+function specNames(spec, dir, tarball) {
+  return typeof spec === 'string' && spec.startsWith('file:') && resolve(dir, spec.slice('file:'.length)) === tarball
+}
+
+function planInstallDsh(profile, pkg, dsh) {
+  const { dir, manifest } = profile
+  const { name } = pkg
+  const store = storeDirName(name)
+  const storeDir = join(dir, store)
+  const tarball = join(storeDir, pkg.tgzName)
+  const record = { name, version: pkg.version, tarball: pkg.tgzName, dependency: `file:${tarball}`, via: 'dsh', created: {} }
+  const expectedStore = new Map([[pkg.tgzName, pkg.tgz], [RECORD, Buffer.from(JSON.stringify(record, undefined, 2) + '\n')]])
+  const storeChanged = !sameTree(readTree(storeDir), expectedStore)
+  const nmKind = kindOf(nodeModulesPath(dir, name))
+  const upToDate = !storeChanged && specNames(manifest.dependencies?.[name], dir, tarball)
+    && (manifest.dsh.profile.bundles ?? []).includes(name)
+    && sameTree(readTree(nodeModulesPath(dir, name)), new Map(pkg.entries.map(entry => [entry.path, entry.data])))
+  const changes = []
+  if (!upToDate) {
+    if (storeChanged) changes.push(`${store}/${pkg.tgzName}: written (the file: dependency points here)`)
+    changes.push(`dsh plugin --profile ${dsh.name} add ${tarball}`)
+  }
+  return {
+    changes,
+    route: 'dsh',
+    args: ['add', tarball],
+    bundlesChanged: !(manifest.dsh.profile.bundles ?? []).includes(name),
+    codeChanged: !upToDate && nmKind !== 'missing',
+    moves: storeChanged ? [{ target: storeDir, staged: 'store', entries: [...expectedStore].map(([path, data]) => ({ path, data, mode: 0o644 })) }] : [],
+    cleanups: [],
+    store,
+  }
+}
+
+function planUninstallDsh(profile, name, dsh) {
+  const store = storeDirName(name)
+  const storeDir = join(profile.dir, store)
+  const changes = [`dsh plugin --profile ${dsh.name} remove ${name}`]
+  const moves = []
+  if (kindOf(storeDir) !== 'missing') {
+    moves.push({ target: storeDir })
+    changes.push(`${store}/: removed (kept tarball)`)
+  }
+  return { changes, route: 'dsh', args: ['remove', name], bundlesChanged: true, codeChanged: false, moves, cleanups: [], store }
+}
+
+/** What the host's command changed in package.json, as change lines. */
+function manifestDiff(before, after, name) {
+  const out = []
+  const [was, now] = [before.dependencies?.[name], after.dependencies?.[name]]
+  if (was !== now) {
+    out.push(now === undefined ? `package.json: removed dependencies[${JSON.stringify(name)}] (${JSON.stringify(was)})`
+      : `package.json: dependencies[${JSON.stringify(name)}] = ${JSON.stringify(now)}${was === undefined ? '' : ` (was ${JSON.stringify(was)})`}`)
+  }
+  const [had, has] = [before.dsh?.profile?.bundles ?? [], after.dsh?.profile?.bundles ?? []]
+  if (had.includes(name) !== has.includes(name)) {
+    out.push(`package.json: dsh.profile.bundles ${has.includes(name) ? '+=' : '-='} ${JSON.stringify(name)} → ${list(has)}`)
+  }
+  return out
+}
+
+// ---------------------------------------------------------------------------------------------------------
 // apply: stage inside the profile, rename into place, write package.json last; roll back on any failure
 
-function apply(profile, plan) {
+function apply(profile, plan, dsh) {
   const { dir, manifestPath } = profile
   const release = takeLock(join(dir, `${plan.store}.lock`))
   const stagingPrefix = `${plan.store}.staging-`
@@ -378,7 +437,16 @@ function apply(profile, plan) {
     })
     // Test hook: simulate a failure after the directories moved, before package.json is written.
     if (process.env.DSH_INSTALL_TEST_FAIL === 'before-manifest') throw new Error('simulated failure (DSH_INSTALL_TEST_FAIL)')
-    if (plan.manifestText !== undefined) {
+    if (plan.route === 'dsh') {
+      // The host's command writes package.json (and node_modules, pnpm-lock.yaml) itself.
+      const r = dshPlugin(dsh, plan.args)
+      if (!r.ok) {
+        const changed = readFileSync(manifestPath, 'utf8') !== profile.text
+        const tail = r.output.trim().split('\n').slice(-12).map(line => `  | ${line}`).join('\n')
+        throw new InstallError(`\`dsh plugin --profile ${dsh.name} ${plan.args.join(' ')}\` failed (exit ${r.status}):\n${tail}`
+          + (changed ? `\n${manifestPath} was changed by that command; check it.` : ''))
+      }
+    } else if (plan.manifestText !== undefined) {
       // Refuse to clobber a concurrent edit (dsh plugin, an editor) made since we read the file.
       if (readFileSync(manifestPath, 'utf8') !== profile.text) {
         throw new InstallError(`${manifestPath} changed while this script ran; nothing was changed — run it again`)
@@ -417,14 +485,28 @@ function apply(profile, plan) {
 // ---------------------------------------------------------------------------------------------------------
 // report
 
-function rowIds(pkg) {
-  const ids = []
-  for (const patch of pkg.patchFiles) {
-    const entry = pkg.entries.find(item => item.path === patch.replace(/^\.\//, ''))
-    const text = entry?.data.toString('utf8') ?? ''
-    for (const match of text.matchAll(/(?:^|[\s{,-])id:\s*['"]?([^'",\s}#]+)/gm)) ids.push(match[1])
+/**
+ * The bundle row as the host will compose it, read by the core's patch evaluation (the same reader as
+ * `dsh-session-mail doctor`; layers in the host's order: bundle patches, profile, DSH_HOME). The row id is
+ * the package name (this package's cordis.patch.yml inserts `id: dsh-session-mail`).
+ * @returns {{ state?: object, unavailable?: string }}
+ */
+function rowState(profile, pkg) {
+  const { core, error } = loadCore()
+  if (core === undefined) return { unavailable: `this script's native addon does not load: ${String(error?.message ?? error).split('\n')[0]}` }
+  const textOf = file => { try { return readFileSync(file, 'utf8') } catch { return null } }
+  const layers = [
+    ...pkg.patchFiles.map(patch => {
+      const path = patch.replace(/^\.\//, '')
+      return { label: `${pkg.name}/${path} (bundle)`, text: pkg.entries.find(entry => entry.path === path)?.data.toString('utf8') ?? null }
+    }),
+    { label: join(profile.dir, 'cordis.patch.yml'), text: textOf(join(profile.dir, 'cordis.patch.yml')) },
+  ]
+  if (basename(dirname(profile.dir)) === 'profiles') {
+    const home = join(dirname(dirname(profile.dir)), 'cordis.patch.yml')
+    layers.push({ label: home, text: textOf(home) })
   }
-  return [...new Set(ids)]
+  return { state: JSON.parse(core.patchRowStateJson(JSON.stringify(layers), pkg.name, pkg.name)) }
 }
 
 function restartAdvice(plan, uninstall, profileName) {
@@ -447,15 +529,25 @@ function restartAdvice(plan, uninstall, profileName) {
 }
 
 function switchOffAdvice(profile, pkg) {
-  const ids = rowIds(pkg)
-  const rows = (ids.length ? ids : [pkg.name]).map(id => `  - id: ${id}\n    disabled: true`).join('\n')
-  return `To switch it off without uninstalling, add this override to ${join(profile.dir, 'cordis.patch.yml')} `
-    + '(a YAML list: replace a bare `[]` with it):\n'
-    + `${rows}\n`
-    + 'That file is hot-reloaded (rc.8 and 0.1.7), so no restart is needed; remove the override to switch it back on.'
+  const { state, unavailable } = rowState(profile, pkg)
+  const out = []
+  if (state !== undefined && !state.inserted) {
+    out.push(`note: ${pkg.name}'s bundle patch inserts no row with id ${JSON.stringify(pkg.name)}; to switch it off, name the id its `
+      + `${pkg.patchFiles.join(', ')} inserts in a "- id: <row id>" / "disabled: true" override in ${join(profile.dir, 'cordis.patch.yml')}.`)
+  } else {
+    out.push(`To switch it off without uninstalling, add this override to ${join(profile.dir, 'cordis.patch.yml')} `
+      + '(a YAML list: replace a bare `[]` with it):\n'
+      + `  - id: ${pkg.name}\n    disabled: true\n`
+      + 'That file is hot-reloaded (rc.8 and 0.1.7), so no restart is needed; remove the override to switch it back on.')
+  }
+  if (unavailable !== undefined) out.push(`note: the patch layers were not checked (${unavailable}).`)
+  if (state?.disabled) out.push(`note: the row ${pkg.name} is switched off now by ${state.disabledBy} (disabled: true); remove that override to use the plugin.`)
+  if (state?.configEnabled === false) out.push(`note: the row's config sets enabled: false (${state.configBy}): the plugin registers no tools.`)
+  for (const error of state?.errors ?? []) out.push(`note: ${error} (the host refuses to boot the profile until it is fixed).`)
+  return out.join('\n')
 }
 
-function notes(profile) {
+function notes(profile, via) {
   const out = []
   if (basename(dirname(profile.dir)) !== 'profiles') {
     out.push(`note: ${profile.dir} is not inside a "profiles" directory; DSH only loads <DSH_HOME>/profiles/<name>/.`)
@@ -463,7 +555,7 @@ function notes(profile) {
   if (profile.name === 'desktop') {
     out.push('note: the desktop profile belongs to the DSH Desktop app (0.1.6+); quit the app before changing it.')
   }
-  if (existsSync(join(profile.dir, 'pnpm-lock.yaml'))) {
+  if (via === 'copy' && existsSync(join(profile.dir, 'pnpm-lock.yaml'))) {
     out.push('note: the profile\'s pnpm-lock.yaml does not know about this change; the next `pnpm install` (or '
       + `\`dsh plugin --profile ${profile.name} install\`) in the profile updates it, a --frozen-lockfile install fails until then.`)
   }
@@ -483,26 +575,41 @@ function main(argv) {
   const prefix = options.dryRun ? '  would: ' : '  '
   let plan
   let pkg
+  let route
   if (options.uninstall) {
     const name = packageNameForUninstall(options.package)
-    plan = planUninstall(profile, name)
+    // The host's `remove` only knows dependencies; anything else an install left is removed by this script.
+    route = profile.manifest.dependencies?.[name] === undefined ? { via: 'copy', why: `${name} is not a dependency of the profile` } : chooseRoute(options.via, profile)
+    plan = route.via === 'dsh' ? planUninstallDsh(profile, name, route.dsh) : planUninstall(profile, name)
     out.push(`${options.dryRun ? 'Dry run: uninstalling' : 'Uninstalling'} ${name} from profile "${profile.name}" (${profile.dir})`)
   } else {
     pkg = loadPackage(options.package)
-    for (const warning of pkg.warnings) process.stderr.write(`warning: ${warning}\n`)
-    plan = planInstall(profile, pkg)
+    route = chooseRoute(options.via, profile)
+    plan = route.via === 'dsh' ? planInstallDsh(profile, pkg, route.dsh) : planInstall(profile, pkg)
     out.push(`${options.dryRun ? 'Dry run: installing' : 'Installing'} ${pkg.name} ${pkg.version} into profile "${profile.name}" (${profile.dir})`)
   }
   if (plan.changes.length === 0) {
     out.push(options.uninstall ? '  not installed, nothing to change' : '  already installed, nothing to change')
   } else {
+    out.push(`  via ${route.via}: ${route.why}`)
     for (const change of plan.changes) out.push(prefix + change)
-    if (!options.dryRun) apply(profile, plan)
+    if (!options.dryRun) {
+      apply(profile, plan, route.dsh)
+      if (route.via === 'dsh') {
+        const after = JSON.parse(readFileSync(profile.manifestPath, 'utf8'))
+        for (const change of manifestDiff(profile.manifest, after, pkg?.name ?? plan.args[1])) out.push(`  ${change}`)
+      }
+    }
     out.push(options.dryRun ? 'Dry run: nothing was changed.' : 'Done.')
   }
   out.push('', (options.dryRun && plan.changes.length > 0 ? 'After a real run: ' : '') + restartAdvice(plan, options.uninstall, profile.name))
   if (!options.uninstall) out.push('', switchOffAdvice(profile, pkg))
-  const extra = notes(profile)
+  const extra = notes(profile, route.via)
+  if (!options.uninstall && route.via === 'copy' && pkg.dependencies.length > 0 && plan.changes.length > 0) {
+    extra.push(`note: the copy route does not fetch ${pkg.name}'s dependencies (${pkg.dependencies.join(', ')}); `
+      + `\`dsh plugin --profile ${profile.name} install\` or \`pnpm install\` in the profile does`
+      + (pkg.name === SELF_NAME ? ` (${pkg.name} itself needs them only for this installer, not at run time).` : '.'))
+  }
   if (extra.length) out.push('', ...extra)
   process.stdout.write(out.join('\n') + '\n')
   return 0
@@ -512,10 +619,9 @@ try {
   process.exitCode = main(process.argv.slice(2))
 } catch (error) {
   if (error instanceof InstallError) {
-    process.stderr.write(`install.mjs: ${error.message}\n`)
-    if (error.exitCode === 2 && /required|unknown argument|needs a value|takes no value/.test(error.message)) {
-      process.stderr.write(USAGE)
-    }
+    const state = error.rolledBack === true ? '\nThe profile was rolled back to its state before this run.' : ''
+    process.stderr.write(`install.mjs: ${error.message}${state}\n`)
+    if (error.showUsage === true) process.stderr.write(USAGE)
     process.exitCode = error.exitCode
   } else if (error?.code === 'LOCKED') {
     process.stderr.write(`install.mjs: ${error.message}\n`)

@@ -1,8 +1,11 @@
 // Tests for scripts/install.mjs. They run the script as a child process against a fixture bundle package
-// (never the real build) and template-shaped profile directories, all under os.tmpdir().
+// (never the real build) and template-shaped profile directories, all under os.tmpdir(). The package is
+// what `npm pack` makes of it. Without DSH_BIN the copy route runs (DSH_BIN points at no file, so `auto`
+// falls back to it); with DSH_BIN (an rc.8 `dsh`) and pnpm on PATH the real-host tests run both routes,
+// the host's own `dsh plugin` and the copy, and check the composed config with `dsh --dump-config`.
 //
 //   node --test test/install.test.mjs
-//   DSH_BIN=<path to an rc.8 dsh> node --test test/install.test.mjs   (adds the real-host test)
+//   DSH_BIN=<path to an rc.8 dsh> node --test test/install.test.mjs   (adds the real-host tests)
 
 import { after, before, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
@@ -18,7 +21,7 @@ import { gunzipSync } from 'node:zlib'
 
 const SCRIPT = fileURLToPath(new URL('../scripts/install.mjs', import.meta.url))
 const NAME = 'dsh-session-mail'
-const ROW_ID = 'session-mail-fixture-row'
+const ROW_ID = NAME // the row id the installer's switch-off advice names: the package name, as in cordis.patch.yml
 const ADDON = `${NAME}.linux-x64-gnu.node`
 const SPEC = `file:./.${NAME}/${NAME}-0.1.0.tgz`
 const WEB_BUNDLES = ['@deepseek-ai/dsh-base', '@deepseek-ai/dsh-web-app']
@@ -44,7 +47,7 @@ function makeFixturePackage({ addon = true } = {}) {
     version: '0.1.0',
     type: 'module',
     main: 'index.js',
-    files: ['index.js', 'cordis.patch.yml', 'lib/'],
+    files: ['index.js', 'cordis.patch.yml', 'lib/', '*.node'],
     peerDependencies: { '@deepseek-ai/cordis': '*', '@deepseek-ai/dsh-tools': '*' },
     dsh: { bundle: { patch: './cordis.patch.yml' } },
   }, undefined, 2) + '\n')
@@ -76,7 +79,8 @@ function run(...args) {
 }
 
 function runWith(extraEnv, ...args) {
-  const env = { ...process.env, DSH_HOME: join(root, 'no-home'), ...extraEnv }
+  // No usable dsh unless a test says so: `--via auto` takes the copy route.
+  const env = { ...process.env, DSH_HOME: join(root, 'no-home'), DSH_BIN: join(root, 'no-dsh'), ...extraEnv }
   const result = spawnSync(process.execPath, [SCRIPT, ...args], { encoding: 'utf8', env })
   return { code: result.status, stdout: result.stdout, stderr: result.stderr }
 }
@@ -302,6 +306,39 @@ describe('install', () => {
     assert.equal(existsSync(lock), false)
   })
 
+  test('auto without a usable dsh takes the copy route and says why; --via dsh refuses and changes nothing', () => {
+    const pkg = makeFixturePackage()
+    const profile = makeProfile()
+    const before = snapshot(profile)
+    const forced = run('--profile', profile, '--package', pkg, '--via', 'dsh')
+    assert.equal(forced.code, 1)
+    assert.match(forced.stderr, /--via dsh: no DSH_BIN=.*no-dsh\. Nothing was changed; --via copy installs without it\./)
+    assert.equal(forced.stdout, '')
+    assert.deepEqual(snapshot(profile), before)
+
+    const r = run('--profile', profile, '--package', pkg)
+    assert.equal(r.code, 0, r.stderr)
+    assert.match(r.stdout, /^ {2}via copy: no DSH_BIN=.*no-dsh, so this script copies$/m)
+    const outside = makeFixturePackage() // a profile directory outside <home>/profiles cannot be reached by `dsh plugin`
+    const loose = fresh('loose')
+    writeFileSync(join(loose, 'package.json'), JSON.stringify({ name: 'dsh-profile-loose', dsh: { profile: { bundles: [] } } }))
+    const l = runWith({ DSH_BIN: process.execPath }, '--profile', loose, '--package', outside)
+    assert.equal(l.code, 0, l.stderr)
+    assert.match(l.stdout, /via copy: .* is not <DSH_HOME>\/profiles\/<name>, the only place `dsh plugin --profile <name>` reaches/)
+  })
+
+  test('the package is what npm pack makes of it: .npmignore and npm\'s always-excluded names hold', () => {
+    const pkg = makeFixturePackage()
+    writeFileSync(join(pkg, 'lib', 'secret.js'), '// excluded by .npmignore\n')
+    writeFileSync(join(pkg, 'lib', '.npmignore'), 'secret.js\n')
+    writeFileSync(join(pkg, 'lib', '.DS_Store'), 'x')
+    const profile = makeProfile()
+    const r = run('--profile', profile, '--package', pkg)
+    assert.equal(r.code, 0, r.stderr)
+    const lib = readdirSync(join(profile, 'node_modules', NAME, 'lib')).sort()
+    assert.deepEqual(lib, ['util.js'])
+  })
+
   test('--dry-run changes nothing', () => {
     const pkg = makeFixturePackage()
     const profile = makeProfile()
@@ -401,7 +438,9 @@ describe('refusals', () => {
 
   test('bad usage', () => {
     refuses([], 2, /--profile DIR is required/)
-    refuses(['--profile', root, '--bogus'], 2, /unknown argument "--bogus"/)
+    refuses(['--profile', root, '--bogus'], 2, /unknown option --bogus/)
+    refuses(['--profile', root, '--uninstall=yes'], 2, /--uninstall takes no value/)
+    refuses(['--profile', root, '--via', 'pnpm'], 2, /--via must be auto, dsh or copy; got "pnpm"/)
     refuses(['--profile'], 2, /--profile needs a value/)
     refuses(['--profile='], 2, /--profile needs a value/)
     refuses(['--profile', makeProfile(), '--package', join(root, 'missing-pkg')], 2, /no such file or directory/)
@@ -415,36 +454,79 @@ const DSH_BIN = process.env.DSH_BIN
 const SKIP_REASON = 'DSH_BIN is unset: set it to an installed rc.8 `dsh` (e.g. <host>/node_modules/.bin/dsh) to run this test'
 if (!DSH_BIN) console.log(`# real-host test skipped: ${SKIP_REASON}`)
 
-test('real rc.8 host: --dump-config shows the installed fixture layer', { skip: DSH_BIN ? false : SKIP_REASON, timeout: 120_000 }, () => {
+for (const via of ['auto', 'copy']) {
+  const route = via === 'auto' ? 'dsh' : 'copy'
+  test(`real rc.8 host, ${route} route (--via ${via}): --dump-config shows the installed fixture layer; the switch-off works; uninstall removes it`, { skip: DSH_BIN ? false : SKIP_REASON, timeout: 180_000 }, () => {
+    const home = fresh('dsh-home')
+    const env = { ...process.env, DSH_HOME: home, DSH_BIN, DSH_TELEMETRY_DISABLED: '1' }
+    const dsh = (...args) => {
+      const r = spawnSync(DSH_BIN, args, { encoding: 'utf8', env, timeout: 60_000 })
+      assert.equal(r.status, 0, `dsh ${args.join(' ')} failed (${r.status}): ${r.stderr}${r.error ?? ''}`)
+      return r.stdout
+    }
+    const install = (...args) => spawnSync(process.execPath, [SCRIPT, ...args, '--via', via], { encoding: 'utf8', env })
+    const layer = new RegExp(`^# == ${NAME}\\n- id: ${ROW_ID}\\n  name: ${NAME}\\n`, 'm')
+
+    // The first use of a shipped template initializes the profile (rc.8 loadProfile → initProfile).
+    const initial = dsh('--profile', 'web', '--dump-config')
+    const profile = join(home, 'profiles', 'web')
+    assert.deepEqual(readJson(join(profile, 'package.json')).dsh.profile.bundles, WEB_BUNDLES)
+    assert.doesNotMatch(initial, layer)
+
+    const pkg = makeFixturePackage()
+    const r = install('--profile', profile, '--package', pkg)
+    assert.equal(r.status, 0, r.stderr)
+    const tarball = join(profile, `.${NAME}`, `${NAME}-0.1.0.tgz`)
+    if (route === 'dsh') {
+      assert.match(r.stdout, /via dsh: the host's own command \(DSH 0\.1\.0-rc\.8, /)
+      assert.match(r.stdout, new RegExp(`dsh plugin --profile web add ${tarball.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`))
+      assert.equal(readJson(join(profile, 'package.json')).dependencies[NAME], `file:${tarball}`, 'pnpm wrote the dependency')
+      assert.equal(existsSync(join(profile, 'pnpm-lock.yaml')), true, 'pnpm ran in the profile')
+    } else {
+      assert.match(r.stdout, /via copy: --via copy/)
+      assert.equal(readJson(join(profile, 'package.json')).dependencies[NAME], SPEC)
+    }
+    assert.match(r.stdout, /package\.json: dsh\.profile\.bundles \+= "dsh-session-mail"/)
+    assert.equal(lstatSync(join(profile, 'node_modules', NAME)).isDirectory(), true, 'a real directory')
+    const installed = dsh('--profile', 'web', '--dump-config')
+    assert.match(installed, layer)
+    assert.ok(installed.indexOf(`# == ${NAME}`) > installed.lastIndexOf('# == @deepseek-ai/dsh-web-app'), 'layer after the template bundles')
+
+    const again = install('--profile', profile, '--package', pkg)
+    assert.equal(again.status, 0, again.stderr)
+    assert.match(again.stdout, /already installed, nothing to change/)
+
+    // The switch-off override the script prints is a valid profile patch that disables the row; the next run
+    // reads it through the core's patch evaluation and says so.
+    const override = /^ {2}- id: .*\n {4}disabled: true$/m.exec(r.stdout)[0].replace(/^ {2}/gm, '')
+    writeFileSync(join(profile, 'cordis.patch.yml'), `${override}\n`)
+    assert.match(dsh('--profile', 'web', '--dump-config'), new RegExp(`- id: ${ROW_ID}\\n  name: ${NAME}\\n  disabled: true`))
+    const off = install('--profile', profile, '--package', pkg)
+    assert.match(off.stdout, new RegExp(`note: the row ${NAME} is switched off now by ${join(profile, 'cordis.patch.yml').replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} \\(disabled: true\\)`))
+    writeFileSync(join(profile, 'cordis.patch.yml'), '[]\n')
+
+    const u = install('--profile', profile, '--package', pkg, '--uninstall')
+    assert.equal(u.status, 0, u.stderr)
+    assert.match(u.stdout, route === 'dsh' ? /dsh plugin --profile web remove dsh-session-mail/ : /removed dependencies/)
+    assert.equal(readJson(join(profile, 'package.json')).dependencies?.[NAME], undefined)
+    assert.deepEqual(readJson(join(profile, 'package.json')).dsh.profile.bundles, WEB_BUNDLES)
+    assert.equal(existsSync(join(profile, 'node_modules', NAME)), false)
+    assert.equal(existsSync(join(profile, `.${NAME}`)), false)
+    assert.doesNotMatch(dsh('--profile', 'web', '--dump-config'), layer)
+  })
+}
+
+test('real rc.8 host: when `dsh plugin add` fails, the error shows its output and the profile keeps its state', { skip: DSH_BIN ? false : SKIP_REASON, timeout: 120_000 }, () => {
   const home = fresh('dsh-home')
-  const env = { ...process.env, DSH_HOME: home, DSH_TELEMETRY_DISABLED: '1' }
-  const dsh = (...args) => {
-    const r = spawnSync(DSH_BIN, args, { encoding: 'utf8', env, timeout: 60_000 })
-    assert.equal(r.status, 0, `dsh ${args.join(' ')} failed (${r.status}): ${r.stderr}${r.error ?? ''}`)
-    return r.stdout
-  }
-  const layer = new RegExp(`^# == ${NAME}\\n- id: ${ROW_ID}\\n  name: ${NAME}\\n`, 'm')
-
-  // The first use of a shipped template initializes the profile (rc.8 loadProfile → initProfile).
-  const initial = dsh('--profile', 'web', '--dump-config')
+  const env = { ...process.env, DSH_HOME: home, DSH_BIN, DSH_TELEMETRY_DISABLED: '1' }
+  assert.equal(spawnSync(DSH_BIN, ['--profile', 'web', '--dump-config'], { env, encoding: 'utf8' }).status, 0)
   const profile = join(home, 'profiles', 'web')
-  assert.deepEqual(readJson(join(profile, 'package.json')).dsh.profile.bundles, WEB_BUNDLES)
-  assert.doesNotMatch(initial, layer)
-
-  const pkg = makeFixturePackage()
-  const r = spawnSync(process.execPath, [SCRIPT, '--profile', profile, '--package', pkg], { encoding: 'utf8', env })
-  assert.equal(r.status, 0, r.stderr)
-  const installed = dsh('--profile', 'web', '--dump-config')
-  assert.match(installed, layer)
-  assert.ok(installed.indexOf(`# == ${NAME}`) > installed.lastIndexOf('# == @deepseek-ai/dsh-web-app'), 'layer after the template bundles')
-
-  // The switch-off override the script prints is a valid profile patch that disables the row.
-  const override = /^ {2}- id: .*\n {4}disabled: true$/m.exec(r.stdout)[0].replace(/^ {2}/gm, '')
-  writeFileSync(join(profile, 'cordis.patch.yml'), `${override}\n`)
-  assert.match(dsh('--profile', 'web', '--dump-config'), new RegExp(`- id: ${ROW_ID}\\n  name: ${NAME}\\n  disabled: true`))
-  writeFileSync(join(profile, 'cordis.patch.yml'), '[]\n')
-
-  const u = spawnSync(process.execPath, [SCRIPT, '--profile', profile, '--package', pkg, '--uninstall'], { encoding: 'utf8', env })
-  assert.equal(u.status, 0, u.stderr)
-  assert.doesNotMatch(dsh('--profile', 'web', '--dump-config'), layer)
+  // pnpm refuses a workspace file that is not YAML: the host's command fails after our tarball was staged.
+  writeFileSync(join(profile, 'pnpm-workspace.yaml'), 'packages: [.\n')
+  const before = snapshot(profile)
+  const r = spawnSync(process.execPath, [SCRIPT, '--profile', profile, '--package', makeFixturePackage()], { encoding: 'utf8', env })
+  assert.equal(r.status, 1, r.stdout)
+  assert.match(r.stderr, /`dsh plugin --profile web add .*` failed \(exit [1-9]\d*\):\n {2}\| /)
+  assert.match(r.stderr, /The profile was rolled back to its state before this run/)
+  assert.deepEqual(snapshot(profile), before)
 })

@@ -9,7 +9,7 @@ import { test, describe } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
 import { existsSync, readdirSync, readFileSync, realpathSync, statSync } from 'node:fs'
-import { createRequire } from 'node:module'
+import { builtinModules, createRequire } from 'node:module'
 import { basename, dirname, extname, join, posix, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
@@ -88,8 +88,8 @@ function npmPackFiles() {
   return report.files.map(f => f.path).sort()
 }
 
-/** Relative specifiers a module loads: static import/export-from, literal dynamic import(), require(). */
-function relativeSpecifiers(source) {
+/** The specifiers a module loads: static import/export-from, literal dynamic import(), require(). */
+function specifiers(source) {
   const found = new Set()
   const patterns = [
     /\b(?:import|export)\s[^'"`;]*?\bfrom\s*['"]([^'"]+)['"]/g,
@@ -98,9 +98,11 @@ function relativeSpecifiers(source) {
     /\brequire\(\s*['"]([^'"]+)['"]\s*\)/g,
   ]
   const code = source.replace(/\/\*[\s\S]*?\*\//g, '').replace(/(^|[^:'"`\\])\/\/.*$/gm, '$1')
-  for (const re of patterns) for (const m of code.matchAll(re)) if (m[1].startsWith('.')) found.add(m[1])
+  for (const re of patterns) for (const m of code.matchAll(re)) found.add(m[1])
   return [...found]
 }
+const relativeSpecifiers = source => specifiers(source).filter(spec => spec.startsWith('.'))
+const bareSpecifiers = source => specifiers(source).filter(spec => !spec.startsWith('.') && !spec.startsWith('/'))
 
 /** Every file reachable from `entries` through relative imports (package-root-relative posix paths). */
 function importClosure(entries) {
@@ -192,12 +194,36 @@ describe('npm pack', () => {
     assert.deepEqual(extra, [], `packed but not needed: ${extra.join(', ')}`)
   })
 
-  test('the installer ships the same files as npm pack (scripts/lib/package-content.mjs)', async () => {
-    const { packageFromDir } = await import('../scripts/lib/package-content.mjs')
-    const described = packageFromDir(ROOT, { buildHint: 'npm run build', exitCodeForBadPackage: 2 })
-    const files = described.entries.map(e => e.path.replace(/^package\//, '')).filter(p => !p.endsWith('/')).sort()
-    assert.deepEqual(files, packedFiles())
+  test('the installer installs exactly what npm pack packs (scripts/lib/package.mjs reads the tarball with tar)', async () => {
+    const { loadPackage } = await import('../scripts/lib/package.mjs')
+    const described = loadPackage(ROOT, { kind: 'dir', buildHint: 'npm run build', exitCodeForBadPackage: 2 })
+    assert.deepEqual(described.entries.map(e => e.path).sort(), packedFiles())
+    for (const entry of described.entries) {
+      assert.deepEqual(entry.data, readFileSync(join(ROOT, entry.path)), `${entry.path}: the installed bytes are the checkout's`)
+    }
+    // The packed manifest carries the runtime dependencies: a registry or `dsh plugin` install fetches them.
+    assert.deepEqual(described.manifest.dependencies, pkg.dependencies)
   })
+
+  test('runtime dependencies are honest: every bare import of shipped code is a built-in, a peer or a dependency, and every dependency is imported', () => {
+    const builtins = new Set(builtinModules)
+    const declared = new Set([...Object.keys(pkg.dependencies ?? {}), ...Object.keys(pkg.peerDependencies ?? {})])
+    const used = new Set()
+    const undeclared = []
+    for (const file of packedFiles().filter(f => /\.(?:m|c)?js$/.test(f))) {
+      for (const spec of bareSpecifiers(readFileSync(join(ROOT, file), 'utf8'))) {
+        if (spec.startsWith('node:') || builtins.has(spec)) continue
+        // the napi loader's per-platform packages (optional, published by the release workflow)
+        if (spec.startsWith(`${pkg.name}-`) || spec.startsWith('@napi-rs/') || spec.startsWith('@emnapi/')) continue
+        const name = spec.startsWith('@') ? spec.split('/').slice(0, 2).join('/') : spec.split('/')[0]
+        used.add(name)
+        if (!declared.has(name)) undeclared.push(`${file}: ${spec}`)
+      }
+    }
+    assert.deepEqual(undeclared, [], 'imported but not declared')
+    assert.deepEqual(Object.keys(pkg.dependencies ?? {}).filter(d => !used.has(d)), [], 'declared but not imported by shipped code')
+    assert.ok(used.has('tar'), 'the installer reads tarballs with tar')
+})
 })
 
 // ---------------------------------------------------------------------------------------------------------
