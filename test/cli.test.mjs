@@ -65,6 +65,9 @@ describe('usage', () => {
       [['verify', 'x', '--wait', 'soon'], /--wait must be a duration/],
       [['send', '--to', 'x', '--message', 'y', '--url', 'not a url'], /--url "not a url" is not a URL/],
       [['doctor', '--urgent'], /unknown option --urgent/],
+      [['list', '--json=yes'], /--json takes no value/],
+      [['list', '-x'], /unknown option -x/],
+      [['send', '--to', '--message', 'hi'], /--to needs a value \(one that starts with "-" is written --to=--message\)/],
     ]
     const results = await Promise.all(cases.map(([args]) => cli(args, { env: { DSH_HOME: tmp() } })))
     results.forEach((r, i) => {

@@ -41,7 +41,7 @@ export function parse(command, argv, options, { positionals = [] } = {}) {
     if (spec.type === 'boolean' && token.inlineValue) throw new UsageError(`--${token.name} takes no value`, command)
     if (spec.type === 'string' && token.value === undefined) throw new UsageError(`--${token.name} needs a value`, command)
     // `--to --json`: the next word is an option, not the value (strict parseArgs calls it ambiguous)
-    if (spec.type === 'string' && !token.inlineValue && token.value.startsWith('-')) {
+    if (spec.type === 'string' && !token.inlineValue && token.value.length > 1 && token.value.startsWith('-')) { // `-` alone is stdin
       throw new UsageError(`--${token.name} needs a value (one that starts with "-" is written --${token.name}=${token.value})`, command)
     }
   }
