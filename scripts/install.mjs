@@ -351,9 +351,9 @@ function planInstallDsh(profile, pkg, dsh) {
   const expectedStore = new Map([[pkg.tgzName, pkg.tgz], [RECORD, Buffer.from(JSON.stringify(record, undefined, 2) + '\n')]])
   const storeChanged = !sameTree(readTree(storeDir), expectedStore)
   const nmKind = kindOf(nodeModulesPath(dir, name))
-  const upToDate = !storeChanged && specNames(manifest.dependencies?.[name], dir, tarball)
+  const sameCode = sameTree(readTree(nodeModulesPath(dir, name)), new Map(pkg.entries.map(entry => [entry.path, entry.data])))
+  const upToDate = !storeChanged && sameCode && specNames(manifest.dependencies?.[name], dir, tarball)
     && (manifest.dsh.profile.bundles ?? []).includes(name)
-    && sameTree(readTree(nodeModulesPath(dir, name)), new Map(pkg.entries.map(entry => [entry.path, entry.data])))
   const changes = []
   if (!upToDate) {
     if (storeChanged) changes.push(`${store}/${pkg.tgzName}: written (the file: dependency points here)`)
@@ -364,7 +364,7 @@ function planInstallDsh(profile, pkg, dsh) {
     route: 'dsh',
     args: ['add', tarball],
     bundlesChanged: !(manifest.dsh.profile.bundles ?? []).includes(name),
-    codeChanged: !upToDate && nmKind !== 'missing',
+    codeChanged: !sameCode && nmKind !== 'missing',
     moves: storeChanged ? [{ target: storeDir, staged: 'store', entries: [...expectedStore].map(([path, data]) => ({ path, data, mode: 0o644 })) }] : [],
     cleanups: [],
     store,
