@@ -425,6 +425,21 @@ describe('refusals', () => {
     assert.deepEqual(snapshot(profile), before)
   })
 
+  test('a hostile tarball (a link, a path leaving the package) is refused before anything is written', async () => {
+    const { create } = await import('tar')
+    const profile = makeProfile()
+    const before = snapshot(profile)
+    const src = join(makeFixturePackage(), '..')
+    symlinkSync('/etc/passwd', join(src, NAME, 'lib', 'link.js'))
+    const linked = join(fresh('evil'), 'linked.tgz')
+    create({ file: linked, cwd: src, gzip: true, sync: true, prefix: 'package/' }, [NAME]) // package/dsh-session-mail/…
+    refuses(['--profile', profile, '--package', linked], 2, /is not a readable package tarball: .*link\.js: a SymbolicLink entry/)
+    const escaping = join(fresh('evil'), 'escaping.tgz')
+    create({ file: escaping, cwd: join(src, NAME), gzip: true, sync: true, preservePaths: true, prefix: 'package/../..' }, ['index.js'])
+    refuses(['--profile', profile, '--package', escaping], 2, /is not a readable package tarball: .*the path leaves the package/)
+    assert.deepEqual(snapshot(profile), before)
+  })
+
   test('a package that is not a bundle', () => {
     const pkg = makeFixturePackage()
     const manifest = readJson(join(pkg, 'package.json'))
