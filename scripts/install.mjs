@@ -506,7 +506,7 @@ function rowState(profile, pkg) {
     const home = join(dirname(dirname(profile.dir)), 'cordis.patch.yml')
     layers.push({ label: home, text: textOf(home) })
   }
-  return { state: JSON.parse(core.patchRowStateJson(JSON.stringify(layers), pkg.name, pkg.name)) }
+  return { state: core.patchRowState(layers, pkg.name, pkg.name) }
 }
 
 function restartAdvice(plan, uninstall, profileName) {
