@@ -28,7 +28,7 @@ export function hostUrl(explicit, env = process.env, command = 'send') {
  * POST one client-request to `<url>/api/<path>`; resolves to { status, body } (body parsed when JSON)
  * or { error } when no HTTP answer came back.
  */
-export async function post(url, path, method, payload, { timeoutMs = 3000, headers = {} } = {}) {
+async function post(url, path, method, payload, { timeoutMs = 3000, headers = {} } = {}) {
   try {
     const res = await fetch(`${url}/api/${path}`, {
       method: 'POST',
