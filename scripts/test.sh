@@ -24,7 +24,7 @@ step "cargo test"
 cargo test --workspace --quiet 2>&1 | tail -n 30
 
 step "build the addon (profile ci)"
-npx napi build --platform --profile ci --features testing --js binding.cjs --dts binding.d.ts >/dev/null
+npm run --silent build:test >/dev/null
 
 step "link the host peers for the node suites"
 node scripts/link-host-peers.mjs

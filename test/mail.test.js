@@ -2,8 +2,8 @@
 // generations, queue/steer, the request-id marker, tool registration and the disabled path.
 // Delivery runs for real: the plugin's tool → the Rust core → HTTP → the contract host in
 // test/contract-host (DSH 0.1.2+ prompt route as the host source has it).
-// Run: node --test test/mail.test.js   (Node >= 22.15; needs the built addon and the host peers:
-// scripts/test.sh does both.)
+// Run: node --test test/mail.test.js   (Node >= 22.15; needs the addon built by `npm run build:test` and
+// the host peers: scripts/test.sh does both.)
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { createHmac, createHash, randomUUID } from 'node:crypto'
@@ -19,6 +19,12 @@ const plugin = await import('../index.js')
 
 const require = createRequire(import.meta.url)
 const core = require('../binding.cjs')
+// The cookie/envelope checks call exports that only a build with the `testing` feature has (they never
+// ship: .github/workflows/ci.yml). A release build ends the run with one line saying how to build.
+if (typeof core.mintCookie !== 'function') {
+  process.stderr.write('test/mail.test.js needs the addon built with the test-only exports: run `npm run build:test` (napi build --features testing), then run it again.\n')
+  process.exit(1)
+}
 const b64url = buf => Buffer.from(buf).toString('base64url')
 
 /** A cordis-shaped context that records registrations; `agents` mirrors the contract host's live sessions. */
