@@ -841,6 +841,7 @@ module.exports.composeMessage = nativeBinding.composeMessage
 module.exports.configDefaults = nativeBinding.configDefaults
 module.exports.coreVersion = nativeBinding.coreVersion
 module.exports.defaultSender = nativeBinding.defaultSender
+module.exports.homeFilesJson = nativeBinding.homeFilesJson
 module.exports.listSessions = nativeBinding.listSessions
 module.exports.mintCookie = nativeBinding.mintCookie
 module.exports.newRequestId = nativeBinding.newRequestId

@@ -14,7 +14,10 @@ export declare function authProbe(baseUrl: string, dshHome?: string | undefined 
 
 /** Is a cookie minted from `$DSH_HOME/.credentials.yaml` accepted by the host? */
 export interface AuthProbe {
-  /** `ok`, `rejected` (401), `forbidden` (403), `no-secret`, `unreachable` or `bad-url`. */
+  /**
+   * `ok` (2xx or 404 after auth), `rejected` (401), `forbidden` (403), `host-error` (5xx),
+   * `unexpected` (another status), `no-secret`, `unreachable` or `bad-url`.
+   */
   state: string
   status: number | null
   detail: string | null
@@ -71,6 +74,9 @@ export interface HiddenCounts {
   injected: number
   system: number
 }
+
+/** The doctor's file check as JSON (`{ledger, credentials}`, each `null` or the problem). */
+export declare function homeFilesJson(dshHome?: string | undefined | null): Promise<string>
 
 /** What the host answered to `POST /api/host.describe` without a cookie (the send path's probe). */
 export interface HostProbe {

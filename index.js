@@ -54,11 +54,28 @@ function coreConfig(config) {
 }
 
 /** Build the JSON request the core takes (src/request.rs `ToolRequest`). */
+/**
+ * JSON has no NaN or Infinity: JSON.stringify would turn them into null, which the core takes as
+ * "argument left out" and silently replaces by the default. Spell them as strings instead, so the
+ * core refuses them by name ("max_messages must be an integer …; got the string \"NaN\"").
+ */
+function keepNonFinite(v, seen = new Set()) {
+  if (typeof v === 'number' && !Number.isFinite(v)) return String(v)
+  if (v === null || typeof v !== 'object' || seen.has(v)) return v // a cycle: JSON.stringify reports it
+  seen.add(v)
+  // fromEntries keeps a "__proto__" key as an own property (an unknown argument the core names).
+  const out = Array.isArray(v)
+    ? v.map((x) => keepNonFinite(x, seen))
+    : Object.fromEntries(Object.entries(v).map(([k, x]) => [k, keepNonFinite(x, seen)]))
+  seen.delete(v)
+  return out
+}
+
 function buildRequest(ctx, config, tool, args, exec, hostVersion, secret = null) {
   const target = typeof args?.session_id === 'string' ? args.session_id : undefined
   return {
     tool,
-    args: args ?? {},
+    args: keepNonFinite(args ?? {}),
     caller: callerOf(exec),
     config: coreConfig(config),
     host: {
@@ -86,7 +103,12 @@ async function runTool(ctx, config, tool, args, exec, hostVersion) {
     const request = buildRequest(ctx, config, tool, args, exec, hostVersion, secret)
     return await core.runTool(JSON.stringify(request))
   } catch (e) {
-    return `refused (internal): ${tool} failed inside the plugin: ${e?.message ?? e}. Nothing was delivered by this call; it is safe to try again.`
+    const msg = String(e?.message ?? e)
+    // A request the core cannot take (E_BAD_REQUEST) fails the same way every time: no retry advice.
+    const again = /E_BAD_REQUEST/.test(msg)
+      ? 'retrying the same call will fail the same way; tell the user'
+      : 'it is safe to try again'
+    return `refused (internal): ${tool} failed inside the plugin: ${msg}. Nothing was delivered by this call; ${again}.`
   }
 }
 

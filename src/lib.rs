@@ -78,8 +78,15 @@ where
 /// the model sees (a receipt, a listing, a window, or a readable refusal).
 #[napi(ts_return_type = "Promise<string>")]
 pub fn run_tool(env: &Env, request: String) -> Result<AsyncBlock<String>, ErrorCode> {
-    let req: mail_core::request::ToolRequest = parse(&request, "tool request")?;
-    promise(env, async move { Ok(mail_core::tools::run(req).await) })
+    // A lone UTF-16 surrogate in an argument is a readable refusal, never a failed call.
+    let parsed = mail_core::tools::parse_request(&request)
+        .map_err(|why| error(ErrorCode::BadRequest, why))?;
+    promise(env, async move {
+        Ok(match parsed {
+            Ok(req) => mail_core::tools::run(req).await,
+            Err(refusal) => refusal.render(),
+        })
+    })
 }
 
 /// A tool call's text and what it ended in.
@@ -101,9 +108,13 @@ pub struct ToolOutcome {
 /// Run one tool call and return its text and outcome (the command line's exit codes come from it).
 #[napi(ts_return_type = "Promise<ToolOutcome>")]
 pub fn run_tool_result(env: &Env, request: String) -> Result<AsyncBlock<ToolOutcome>, ErrorCode> {
-    let req: mail_core::request::ToolRequest = parse(&request, "tool request")?;
+    let parsed = mail_core::tools::parse_request(&request)
+        .map_err(|why| error(ErrorCode::BadRequest, why))?;
     promise(env, async move {
-        Ok(tool_outcome(mail_core::tools::run_result(req).await))
+        Ok(tool_outcome(match parsed {
+            Ok(req) => mail_core::tools::run_result(req).await,
+            Err(refusal) => ToolResult::Refused(refusal),
+        }))
     })
 }
 
@@ -412,7 +423,8 @@ pub fn patch_row_state(
 #[napi(object, use_nullable = true)]
 #[derive(serde::Deserialize)]
 pub struct AuthProbe {
-    /// `ok`, `rejected` (401), `forbidden` (403), `no-secret`, `unreachable` or `bad-url`.
+    /// `ok` (2xx or 404 after auth), `rejected` (401), `forbidden` (403), `host-error` (5xx),
+    /// `unexpected` (another status), `no-secret`, `unreachable` or `bad-url`.
     pub state: String,
     pub status: Option<u32>,
     pub detail: Option<String>,
@@ -604,4 +616,11 @@ pub mod testing {
             )),
         }
     }
+}
+
+/// The doctor's file check as JSON (`{ledger, credentials}`, each `null` or the problem).
+#[napi]
+pub async fn home_files_json(dsh_home: Option<String>) -> napi::Result<String> {
+    let home = home_of(dsh_home.as_deref());
+    blocking(move || mail_core::doctor::home_files(&home).to_string()).await
 }

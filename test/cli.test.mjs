@@ -315,7 +315,7 @@ describe('real DSH 0.1.0-rc.8 host', () => {
     const d = await run(['doctor', '--url', web.base, '--json'])
     assert.equal(d.code, 0, JSON.stringify(d.json?.checks ?? d.stderr, null, 1))
     const status = Object.fromEntries(d.json.checks.map(c => [c.name, c.status]))
-    assert.deepEqual(status, { home: 'ok', profile: 'ok', installed: 'ok', row: 'ok', addon: 'ok', host: 'ok', cookie: 'skip', 'self-check': 'ok' })
+    assert.deepEqual(status, { home: 'ok', profile: 'ok', installed: 'ok', row: 'ok', addon: 'ok', files: 'ok', host: 'ok', cookie: 'skip', 'self-check': 'ok' })
     assert.match(d.json.checks.at(-1).detail, /landed at seq \d+/)
     // a second run reuses the scratch session
     const again = await run(['doctor', '--url', web.base, '--json'])

@@ -219,6 +219,11 @@ fn readers_agree(bytes: &[u8], enc: Encoding) {
     let Ok((b, _)) = brief::scan(&mut Cursor::new(bytes), enc, bytes.len() as u64, None, &mut sc) else { return };
     assert_eq!(b.header, view.header, "brief and fold disagree on the header");
     assert_eq!(b.header_error, view.header_error, "brief and fold disagree on the header error");
+    // Past the decode budget the two readers stop at different places (the brief reads backwards).
+    let stopped = |n: &dsh_session_mail_core::store::fold::Notes| n.items.iter().any(|x| x.contains("stopped reading"));
+    if stopped(&view.notes) || stopped(&b.notes) {
+        return;
+    }
     if view.header.is_some() {
         assert_eq!(b.display_title(), view.display_title(), "brief and fold disagree on the title");
     }
@@ -234,6 +239,107 @@ fn readers_agree(bytes: &[u8], enc: Encoding) {
             }
         }
     }
+}
+
+/// `read_render` (issue 11 #6): a message body of any text (separator- and invisible-laden) can never
+/// add a line that reads as our structure: the rendered read has exactly one delimiter line per
+/// message, no `(N earlier messages omitted)`/`(hidden: …)`/`note:` line we did not write, and no
+/// line break other than `\n`. Input: `<body1>\0<body2>`.
+pub fn read_render(data: &[u8]) {
+    use dsh_session_mail_core::render::read::{render_read, Hidden, ReadHead, ReadMessage};
+    let text = String::from_utf8_lossy(data);
+    let bodies: Vec<&str> = text.splitn(2, '\0').collect();
+    let head = ReadHead {
+        id: "session-x".into(),
+        live: false,
+        subagent: false,
+        parent: None,
+        cwd: Some("/w".into()),
+        title: Some("t".into()),
+        readable: bodies.len(),
+        captured_through: Some(9),
+    };
+    let msgs: Vec<ReadMessage> = bodies
+        .iter()
+        .enumerate()
+        .map(|(i, b)| ReadMessage {
+            role: "user",
+            seq: i as u64 + 1,
+            label: "user".into(),
+            request: None,
+            injected: false,
+            replaced: false,
+            error: false,
+            body: b.to_string(),
+        })
+        .collect();
+    let out = render_read(&head, &msgs, 0, Hidden::default(), &[], 100_000);
+    assert!(!out.chars().any(|c| is_line_break(c) && c != '\n'), "a break other than \\n survived");
+    let visible = |l: &str| -> String {
+        l.chars()
+            .filter(|c| !dsh_session_mail_core::mail::guard::is_invisible(*c))
+            .collect::<String>()
+            .trim()
+            .to_lowercase()
+    };
+    let lines: Vec<&str> = out.split('\n').collect();
+    let delimiters = lines.iter().filter(|l| visible(l).starts_with("--")).count();
+    assert_eq!(delimiters, msgs.len(), "a body posed as a message delimiter: {out:?}");
+    for l in &lines[3..] {
+        let v = visible(l);
+        assert!(!v.starts_with("note:"), "a body posed as a note: {l:?}");
+        assert!(!(v.starts_with('(') && v.contains("earlier messages omitted")), "{l:?}");
+    }
+}
+
+/// `surface_ops` (issue 11 #1): the fold's surface (slot map + skip links) equals a plain vector
+/// under any sequence of appends, range replaces and oldest-drops (the replace storms).
+/// Each input byte pair is one op.
+pub fn surface_ops(data: &[u8]) {
+    use dsh_session_mail_core::store::events::Role;
+    use dsh_session_mail_core::store::fold::{Class, Node, Surface};
+    let node = |seq: u64| Node {
+        seq,
+        role: Role::User,
+        class: Class::Conversation,
+        replaced: false,
+        is_error: false,
+        label: "u".into(),
+        request: None,
+        loc: Default::default(),
+    };
+    let mut s = Surface::default();
+    let mut r: Vec<u64> = Vec::new();
+    let mut seq = 0u64;
+    for op in data.chunks(2) {
+        let (a, b) = (op[0], op.get(1).copied().unwrap_or(0));
+        seq += 1;
+        match a % 4 {
+            0 | 1 => {
+                s.push(node(seq));
+                r.push(seq);
+            }
+            2 if !r.is_empty() => {
+                let i = (b as usize) % r.len();
+                let j = ((a as usize / 4) % r.len()).max(i);
+                let (start, end) = (r[i], r[j]);
+                if i < j {
+                    // the wrong order is refused and changes nothing
+                    assert!(s.replace(end, start, node(u64::MAX)).is_err());
+                }
+                assert!(s.replace(start, end, node(seq)).is_ok());
+                r.splice(i..=j, [seq]);
+            }
+            3 if !r.is_empty() => {
+                s.drop_oldest();
+                r.remove(0);
+            }
+            _ => {}
+        }
+        assert_eq!(s.len(), r.len());
+    }
+    let got: Vec<u64> = s.iter().map(|n| n.seq).collect();
+    assert_eq!(got, r);
 }
 
 #[cfg(test)]
@@ -260,6 +366,20 @@ mod tests {
     fn seeds_replay_envelope_cookie() {
         for d in corpus("envelope_cookie") {
             envelope_cookie(&d);
+        }
+    }
+
+    #[test]
+    fn seeds_replay_read_render() {
+        for d in corpus("read_render") {
+            read_render(&d);
+        }
+    }
+
+    #[test]
+    fn seeds_replay_surface_ops() {
+        for d in corpus("surface_ops") {
+            surface_ops(&d);
         }
     }
 

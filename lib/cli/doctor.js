@@ -26,6 +26,8 @@ Checks, in order, each ok / FAIL / skip with a fix:
   row         the bundle row is not switched off (a "- id: ${ROW_ID}" / "disabled: true" override in
               the profile's or DSH_HOME's cordis.patch.yml, or config enabled: false)
   addon       the installed copy's native addon loads here and matches its package version
+  files       the audit ledger is a regular file of this user, not a link (else sends are refused
+              while a budget is on); .credentials.yaml is not readable by other users
   host        the web server answers (POST /api/host.describe)
   cookie      DSH 0.1.2+: a cookie signed with $DSH_HOME/.credentials.yaml is accepted (rc.8: skip)
   self-check  one message to a scratch session lands (its log shows the request id)
@@ -203,6 +205,18 @@ export async function doctor(argv, out) {
       fail('addon', `the native addon of ${which} does not load on ${process.platform}-${process.arch}: ${String(e?.message ?? e).split('\n')[0]}`,
         `install a build of ${NAME} for ${process.platform}-${process.arch} (npm run build in a checkout), then reinstall into the profile`)
     }
+  }
+
+  // ---- files (the ledger the budget counts from; the secret's file)
+  if (!checks.passed('home')) skip('files', 'needs home')
+  else if (c === undefined || typeof c.homeFilesJson !== 'function') skip('files', `needs this command's own addon: ${coreError?.message ?? 'too old'}`)
+  else {
+    const f = JSON.parse(await c.homeFilesJson(home))
+    if (f.ledger) {
+      fail('files', `the audit ledger cannot be used: ${f.ledger}; it is not followed or written, and sends are refused while a send budget is on`,
+        'move that file or folder away (the plugin recreates $DSH_HOME/dsh-session-mail/ledger.jsonl, owner-only)')
+    } else if (f.credentials) ok('files', `warning: ${f.credentials} (fix: chmod 600 ${join(home, '.credentials.yaml')})`)
+    else ok('files', 'audit ledger and .credentials.yaml: regular, owner-only, no links')
   }
 
   // ---- host

@@ -132,6 +132,11 @@ pub enum Refusal {
     UnknownTool { name: String },
     /// `internal`: the plugin itself failed (nothing was changed).
     Internal { what: String },
+    /// `budget`, failing closed (issue 11 #11): a budget is on but cannot be checked or enforced
+    /// (the ledger cannot be read, or cannot take this send's line).
+    BudgetUnchecked { why: String },
+    /// `busy`: the send path's file work (store, ledger) did not finish before its deadline.
+    Busy { what: String },
 }
 
 impl Refusal {
@@ -158,6 +163,8 @@ impl Refusal {
             },
             Refusal::UnknownTool { .. } => "unknown-tool",
             Refusal::Internal { .. } => "internal",
+            Refusal::BudgetUnchecked { .. } => "budget",
+            Refusal::Busy { .. } => "busy",
         }
     }
 
@@ -219,6 +226,8 @@ pub enum SendNote {
     BudgetNotChecked(String),
     /// The ledger line of this attempt could not be written (why).
     LedgerNotWritten(String),
+    /// `.credentials.yaml` is readable by other users (the whole warning).
+    CredentialsExposed(String),
 }
 
 /// A send's outcome with its notes.

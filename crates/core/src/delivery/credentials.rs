@@ -63,16 +63,39 @@ pub fn load(host_secret: Option<&str>, home: &Path) -> Result<Secret, String> {
         });
     }
     let path = home.join(CREDENTIALS_FILE);
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
+    // Never block on it (a FIFO), never read a device or gigabytes: a regular file up to the cap.
+    let bytes = match crate::fsafe::read_capped(&path, crate::fsafe::Follow::Yes, MAX_FILE_BYTES) {
+        Ok((b, _)) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(format!(
                 "$DSH_HOME/{CREDENTIALS_FILE} does not exist (the host writes it when its web connection first starts)"
             ))
         }
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+            return Err(format!("$DSH_HOME/{CREDENTIALS_FILE} {e}"))
+        }
         Err(e) => return Err(format!("$DSH_HOME/{CREDENTIALS_FILE} could not be read ({})", e.kind())),
     };
+    let text = String::from_utf8(bytes)
+        .map_err(|_| format!("$DSH_HOME/{CREDENTIALS_FILE} is not UTF-8 text"))?;
     from_yaml(&text).map_err(|why| format!("$DSH_HOME/{CREDENTIALS_FILE}: {why}"))
+}
+
+/// Largest credentials file read (the host's file is a few hundred bytes).
+pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
+
+/// A warning when `$DSH_HOME/.credentials.yaml` can be read by other users (group or world):
+/// anyone who reads it can act as the host's browser session. `None` when private or absent.
+pub fn exposure_warning(home: &Path) -> Option<String> {
+    let path = home.join(CREDENTIALS_FILE);
+    let (_, m) = crate::fsafe::open_regular(&path, crate::fsafe::Follow::Yes, None).ok()?;
+    let mode = crate::fsafe::mode_of(&m);
+    (mode & 0o044 != 0).then(|| {
+        let who = if mode & 0o004 != 0 { "every user of this machine" } else { "its group" };
+        format!(
+            "$DSH_HOME/{CREDENTIALS_FILE} is readable by {who} (mode {mode:04o}): whoever reads it can act as the host's browser session; tell the user to run chmod 600 on it"
+        )
+    })
 }
 
 /// Read the record out of the YAML document.
@@ -142,6 +165,31 @@ mod tests {
         assert!(e.contains("no records['client-connection/browser-session']"));
         let e = from_yaml(&doc(S).replace("kind: grant", "kind: api-key")).unwrap_err();
         assert!(e.contains("not a grant"));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_or_device_is_refused_without_blocking_and_exposure_is_warned() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join(CREDENTIALS_FILE);
+        let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = load(None, d.path()).unwrap_err();
+        assert!(e.contains("FIFO"), "{e}");
+        std::fs::remove_file(&p).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", &p).unwrap();
+        let e = load(None, d.path()).unwrap_err();
+        assert!(e.contains("character device"), "{e}");
+        std::fs::remove_file(&p).unwrap();
+        std::fs::write(&p, doc(S)).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let w = exposure_warning(d.path()).unwrap();
+        assert!(w.contains("every user") && w.contains("0644"), "{w}");
+        assert!(!w.contains(S));
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(exposure_warning(d.path()), None);
     }
 
     #[test]

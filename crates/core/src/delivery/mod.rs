@@ -295,7 +295,8 @@ async fn attempt(
 }
 
 fn snippet(body: &str) -> String {
-    let one_line: String = body
+    // Whatever answers on the port may echo our Cookie header back: never quote it.
+    let one_line: String = crate::scrub::scrub(body)
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect();
@@ -312,7 +313,10 @@ fn interpret(reply: http::Reply, dialect: Dialect) -> Attempt {
         // Business outcomes are always HTTP 200 [R8 `fetch/handler.ts` header comment; Z17 `rpc-host.ts` `fullResponse`].
         200 => match parse_response(&reply.body) {
             Some(RpcResult::Ok(_)) => Attempt::Accepted,
-            Some(RpcResult::Err { code, message }) => Attempt::Rejected { code, message },
+            Some(RpcResult::Err { code, message }) => Attempt::Rejected {
+                code: crate::scrub::scrub(&code),
+                message: crate::scrub::scrub(&message),
+            },
             None => Attempt::Ambiguous(format!(
                 "the host answered HTTP 200 with something that is not a server-response ({})",
                 snippet(&reply.body)
@@ -348,7 +352,20 @@ async fn recover(
         recovery: Some(recovery),
         ambiguity: Some(first.clone()),
     };
-    if crate::store::find_request(d.dsh_home, d.session_id, d.request_id).is_some() {
+    // The log lookup reads files: on the blocking pool, with a deadline (a stuck log is "not found").
+    let found = {
+        let (home, sid, rid) = (
+            d.dsh_home.to_path_buf(),
+            d.session_id.to_string(),
+            d.request_id.to_string(),
+        );
+        crate::offload::run(crate::offload::FILE_DEADLINE, move || {
+            crate::store::find_request(&home, &sid, &rid).is_some()
+        })
+        .await
+        .unwrap_or(false)
+    };
+    if found {
         return accepted(Recovery::FoundInLog);
     }
     if dialect == Dialect::Rc8 {
@@ -420,7 +437,9 @@ async fn history_lookup(d: &Delivery<'_>, base: &Base) -> Lookup {
         let value = match parse_response(&reply.body) {
             Some(RpcResult::Ok(v)) => v,
             Some(RpcResult::Err { code, message }) => {
-                return Lookup::Unknown(format!("session.history refused: {code}: {message}"))
+                return Lookup::Unknown(crate::scrub::scrub(&format!(
+                    "session.history refused: {code}: {message}"
+                )))
             }
             None => return Lookup::Unknown("session.history answered something unreadable".into()),
         };

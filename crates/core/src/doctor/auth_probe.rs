@@ -39,11 +39,21 @@ pub async fn auth_probe(base_url: &str, home: &Path, secret: Option<&str>, t: Ti
     match post_json(&base, "/api/host/describe", body, Some(&c), t, 256 * 1024).await {
         Ok(r) if r.status == 401 => json!({ "state": "rejected", "status": 401 }),
         Ok(r) if r.status == 403 => {
-            json!({ "state": "forbidden", "status": 403, "detail": r.body.chars().take(200).collect::<String>() })
+            json!({ "state": "forbidden", "status": 403, "detail": crate::scrub::scrub(&r.body.chars().take(200).collect::<String>()) })
         }
-        Ok(r) => json!({ "state": "ok", "status": r.status }),
+        // Only an answer the host gives after the cookie check passed says "accepted": a 2xx, or a
+        // 404 (the endpoint is looked up after the cookie). A 5xx or any other status proves nothing
+        // (issue 11 #5), and whatever answered may echo our cookie: the detail is scrubbed.
+        Ok(r) if (200..300).contains(&r.status) || r.status == 404 => {
+            json!({ "state": "ok", "status": r.status })
+        }
+        Ok(r) => json!({
+            "state": if r.status >= 500 { "host-error" } else { "unexpected" },
+            "status": r.status,
+            "detail": format!("HTTP {}: {}", r.status, crate::scrub::scrub(&r.body.chars().take(200).collect::<String>())),
+        }),
         Err(TransportError::NotSent(why)) | Err(TransportError::Ambiguous(why)) => {
-            json!({ "state": "unreachable", "detail": why })
+            json!({ "state": "unreachable", "detail": crate::scrub::scrub(&why) })
         }
         Err(TransportError::ConnectTimeout) => {
             json!({ "state": "unreachable", "detail": "connect timeout" })
@@ -96,5 +106,19 @@ mod tests {
             auth_probe(&dead, home.path(), Some(secret), t).await["state"],
             "unreachable"
         );
+        // Issue 11 #5: a 500 (or a 403) that echoes the cookie is never "accepted", and the cookie
+        // never reaches the detail.
+        for status in [500u16, 403, 418] {
+            let (b, _) = serve(move |_, r: &Recorded| {
+                let c = r.header("cookie").unwrap_or("").to_string();
+                Act::Reply(status, format!("handler failed; Cookie: {c}"))
+            })
+            .await;
+            let v = auth_probe(&b, home.path(), Some(secret), t).await;
+            assert_ne!(v["state"], "ok", "{status}: {v}");
+            let text = v.to_string();
+            assert!(!text.contains("dsh-auth-"), "{text}");
+            assert!(!text.contains("v1."), "{text}");
+        }
     }
 }

@@ -16,3 +16,13 @@ pub async fn probe_host(base_url: &str, t: Timeouts) -> Result<HostAnswer, Strin
         TransportError::ConnectTimeout => "connect timeout".into(),
     })
 }
+
+/// `{ledger, credentials}`: why the audit ledger cannot be used as it is (a link, not a regular
+/// file, foreign-owned, over the read cap) and whether `.credentials.yaml` is readable by others;
+/// `null` when fine (issue 11 #4, #13).
+pub fn home_files(home: &std::path::Path) -> serde_json::Value {
+    serde_json::json!({
+        "ledger": crate::ledger::health(home),
+        "credentials": crate::delivery::credentials::exposure_warning(home),
+    })
+}

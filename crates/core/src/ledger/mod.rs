@@ -28,6 +28,8 @@ use std::sync::Mutex;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::fsafe::{self, Follow};
+
 /// The plugin's directory under DSH_HOME.
 pub const DIR_NAME: &str = "dsh-session-mail";
 /// The live ledger file.
@@ -208,6 +210,12 @@ pub fn append(home: &Path, entry: &Entry) -> Result<(), String> {
     append_with_limit(home, entry, ROTATE_BYTES)
 }
 
+/// Largest ledger file a reader accepts (rotation keeps the live file under 8 MiB; a bigger one was
+/// not written by us). Past it the file is refused, so the budget fails closed instead of reading it.
+pub const READ_CAP: u64 = 64 * 1024 * 1024;
+/// Longest ledger line a reader keeps (a line is a few hundred bytes; ids are capped at 512 chars).
+pub const LINE_CAP: usize = 64 * 1024;
+
 /// [`append`] with an explicit rotation size (tests).
 pub fn append_with_limit(home: &Path, entry: &Entry, rotate_bytes: u64) -> Result<(), String> {
     let mut line =
@@ -217,8 +225,15 @@ pub fn append_with_limit(home: &Path, entry: &Entry, rotate_bytes: u64) -> Resul
     let d = dir(home);
     ensure_private_dir(&d).map_err(|e| format!("{}: {e}", d.display()))?;
     let p = path(home);
-    let size = match fs::metadata(&p) {
-        Ok(m) => m.len(),
+    let size = match fs::symlink_metadata(&p) {
+        Ok(m) if m.is_file() => m.len(),
+        Ok(m) if m.file_type().is_symlink() => {
+            return Err(format!(
+                "{}: is a symbolic link (not followed)",
+                p.display()
+            ))
+        }
+        Ok(_) => return Err(format!("{}: not a regular file", p.display())),
         Err(e) if e.kind() == io::ErrorKind::NotFound => 0,
         Err(e) => return Err(format!("{}: {e}", p.display())),
     };
@@ -244,8 +259,48 @@ pub fn append_with_limit(home: &Path, entry: &Entry, rotate_bytes: u64) -> Resul
     Ok(())
 }
 
+/// Can a line be appended? Checks the folder and the file as [`append`] would (creating the private
+/// folder if missing), without writing. The send budget uses it: a budget whose sends cannot be
+/// recorded cannot be enforced.
+pub fn check_writable(home: &Path) -> Result<(), String> {
+    let _guard = WRITE_LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    let d = dir(home);
+    ensure_private_dir(&d).map_err(|e| format!("{}: {e}", d.display()))?;
+    let p = path(home);
+    match fs::symlink_metadata(&p) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            // Nothing to open yet: the folder must take a new file.
+            if is_dir_writable(&d) {
+                Ok(())
+            } else {
+                Err(format!("{}: the folder is not writable", d.display()))
+            }
+        }
+        _ => open_append(&p)
+            .map(drop)
+            .map_err(|e| format!("{}: {e}", p.display())),
+    }
+}
+
+#[cfg(unix)]
+fn is_dir_writable(d: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(d.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: a valid C string; access(2) has no other preconditions.
+    unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) == 0 }
+}
+
+#[cfg(not(unix))]
+fn is_dir_writable(d: &Path) -> bool {
+    !fs::metadata(d)
+        .map(|m| m.permissions().readonly())
+        .unwrap_or(true)
+}
+
 fn ends_with_newline(p: &Path, len: u64) -> bool {
-    let Ok(mut f) = File::open(p) else {
+    let Ok((mut f, _)) = fsafe::open_regular(p, Follow::No, None) else {
         return true;
     };
     let mut b = [0u8; 1];
@@ -261,24 +316,48 @@ fn rotate(home: &Path) -> io::Result<()> {
     }
     for n in (1..KEEP_ROTATED).rev() {
         let from = rotated_path(home, n);
-        if from.exists() {
+        if fs::symlink_metadata(&from).is_ok() {
             fs::rename(&from, rotated_path(home, n + 1))?;
         }
     }
-    fs::rename(path(home), rotated_path(home, 1))
+    let first = rotated_path(home, 1);
+    fs::rename(path(home), &first)?;
+    // A live file found looser than 0600 keeps its mode through the rename: tighten the copy too
+    // (through a no-follow descriptor: the rename moved a regular file we checked).
+    tighten(&first);
+    Ok(())
 }
 
 #[cfg(unix)]
+fn tighten(p: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    if let Ok((f, m)) = fsafe::open_regular(p, Follow::No, None) {
+        if fsafe::mode_of(&m) & 0o077 != 0 && fsafe::foreign_owner(&m).is_none() {
+            let _ = f.set_permissions(fs::Permissions::from_mode(0o600));
+        }
+    }
+}
+
+#[cfg(not(unix))]
+fn tighten(_p: &Path) {}
+
+/// The plugin's folder: created 0700 when missing; refused when it is a link, not a directory, or
+/// owned by someone else (then nothing is written through it); tightened to 0700 when looser.
+#[cfg(unix)]
 fn ensure_private_dir(d: &Path) -> io::Result<()> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    if !d.is_dir() {
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(d)?;
+    match fs::symlink_metadata(d) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(d)?;
+        }
+        Err(e) => return Err(e),
+        Ok(_) => {}
     }
-    let mode = fs::metadata(d)?.permissions().mode();
-    if mode & 0o077 != 0 {
+    let m = fsafe::check_private_dir(d).map_err(io::Error::other)?;
+    if fsafe::mode_of(&m) & 0o077 != 0 {
         fs::set_permissions(d, fs::Permissions::from_mode(0o700))?;
     }
     Ok(())
@@ -289,6 +368,8 @@ fn ensure_private_dir(d: &Path) -> io::Result<()> {
     fs::create_dir_all(d)
 }
 
+/// Open for appending without following a link and without blocking; only a regular file owned by
+/// this user is accepted (tightened to 0600 through the descriptor when looser).
 #[cfg(unix)]
 fn open_append(p: &Path) -> io::Result<File> {
     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -296,9 +377,25 @@ fn open_append(p: &Path) -> io::Result<File> {
         .append(true)
         .create(true)
         .mode(0o600)
-        .open(p)?;
-    let mode = f.metadata()?.permissions().mode();
-    if mode & 0o077 != 0 {
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(p)
+        .map_err(|e| {
+            if e.raw_os_error() == Some(libc::ELOOP) {
+                io::Error::other("is a symbolic link (not followed)")
+            } else {
+                e
+            }
+        })?;
+    let m = f.metadata()?;
+    if !m.is_file() {
+        return Err(io::Error::other("not a regular file"));
+    }
+    if let Some(uid) = fsafe::foreign_owner(&m) {
+        return Err(io::Error::other(format!(
+            "owned by another user (uid {uid})"
+        )));
+    }
+    if fsafe::mode_of(&m) & 0o077 != 0 {
         f.set_permissions(fs::Permissions::from_mode(0o600))?;
     }
     Ok(f)
@@ -307,6 +404,35 @@ fn open_append(p: &Path) -> io::Result<File> {
 #[cfg(not(unix))]
 fn open_append(p: &Path) -> io::Result<File> {
     OpenOptions::new().append(true).create(true).open(p)
+}
+
+/// Why the ledger cannot be used as it is (a link, not a regular file, foreign-owned), for `doctor`;
+/// `None` when it is fine or absent.
+pub fn health(home: &Path) -> Option<String> {
+    let d = dir(home);
+    match fs::symlink_metadata(&d) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return None,
+        Err(e) => return Some(format!("{}: {e}", d.display())),
+        Ok(_) => {}
+    }
+    if let Err(why) = fsafe::check_private_dir(&d) {
+        return Some(format!("{}: {why}", d.display()));
+    }
+    for p in std::iter::once(path(home)).chain((1..=KEEP_ROTATED).map(|n| rotated_path(home, n))) {
+        match fsafe::open_regular(&p, Follow::No, Some(READ_CAP)) {
+            Ok((_, m)) => {
+                if let Some(uid) = fsafe::foreign_owner(&m) {
+                    return Some(format!(
+                        "{}: owned by another user (uid {uid})",
+                        p.display()
+                    ));
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Some(format!("{}: {e}", p.display())),
+        }
+    }
+    None
 }
 
 /// Which lines [`read_ledger`] returns. Every set field must match; `None` matches anything.
@@ -389,9 +515,17 @@ pub fn read_ledger(home: &Path, filter: &Filter) -> Result<LedgerRead, String> {
     let mut chunks: Vec<(PathBuf, Vec<Entry>, usize, bool)> = Vec::new();
     let candidates =
         std::iter::once(path(home)).chain((1..=KEEP_ROTATED).map(|n| rotated_path(home, n)));
+    let d = dir(home);
+    match fs::symlink_metadata(&d) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(LedgerRead::default()),
+        Err(e) => return Err(format!("{}: {e}", d.display())),
+        Ok(_) => fsafe::check_private_dir(&d)
+            .map(drop)
+            .map_err(|why| format!("{}: {why}", d.display()))?,
+    }
     for (i, p) in candidates.enumerate() {
-        let f = match File::open(&p) {
-            Ok(f) => f,
+        let f = match fsafe::open_regular(&p, Follow::No, Some(READ_CAP)) {
+            Ok((f, _)) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
             Err(e) => return Err(format!("{}: {e}", p.display())),
         };
@@ -429,10 +563,37 @@ fn read_file(f: File) -> io::Result<(Vec<Entry>, usize, bool)> {
     let mut buf = Vec::new();
     loop {
         buf.clear();
-        if r.read_until(b'\n', &mut buf)? == 0 {
+        if (&mut r).take(LINE_CAP as u64).read_until(b'\n', &mut buf)? == 0 {
             break;
         }
         let complete = buf.last() == Some(&b'\n');
+        if !complete && buf.len() >= LINE_CAP {
+            // Over the line cap: skip to the end of the line, never buffering it.
+            let mut skipped = 0u64;
+            loop {
+                let chunk = r.fill_buf()?;
+                if chunk.is_empty() {
+                    break;
+                }
+                match memchr::memchr(b'\n', chunk) {
+                    Some(i) => {
+                        r.consume(i + 1);
+                        skipped += 1;
+                        break;
+                    }
+                    None => {
+                        let n = chunk.len();
+                        r.consume(n);
+                    }
+                }
+            }
+            if skipped > 0 {
+                unreadable += 1;
+            } else {
+                torn = true;
+            }
+            continue;
+        }
         let text = String::from_utf8_lossy(&buf);
         let text = text.trim();
         if text.is_empty() {

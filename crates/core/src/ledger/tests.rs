@@ -411,3 +411,44 @@ fn an_unwritable_ledger_is_an_error_not_a_panic() {
     let err = append(home.path(), &e(0, "a", "b", "accepted")).unwrap_err();
     assert!(err.contains(DIR_NAME), "{err}");
 }
+
+#[cfg(unix)]
+#[test]
+fn a_rotated_ledger_is_owner_only_and_links_are_never_followed() {
+    use std::os::unix::fs::PermissionsExt;
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    append(h, &e(0, "session-a", "session-b", "accepted")).unwrap();
+    // Someone loosened the live file: the rotated copy must not keep 0644.
+    std::fs::set_permissions(path(h), std::fs::Permissions::from_mode(0o644)).unwrap();
+    append_with_limit(h, &e(1, "session-a", "session-b", "accepted"), 10).unwrap();
+    let m = std::fs::metadata(rotated_path(h, 1)).unwrap();
+    assert_eq!(m.permissions().mode() & 0o777, 0o600);
+    let m = std::fs::metadata(path(h)).unwrap();
+    assert_eq!(m.permissions().mode() & 0o777, 0o600);
+    // A ledger file linked out of the home: neither appended to nor chmod'ed.
+    let outside = tempfile::tempdir().unwrap();
+    let victim = outside.path().join("v");
+    std::fs::write(&victim, "x\n").unwrap();
+    std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::remove_file(path(h)).unwrap();
+    std::os::unix::fs::symlink(&victim, path(h)).unwrap();
+    let err = append(h, &e(2, "session-a", "session-b", "accepted")).unwrap_err();
+    assert!(err.contains("symbolic link"), "{err}");
+    assert!(read_ledger(h, &Filter::default())
+        .unwrap_err()
+        .contains("symbolic link"));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "x\n");
+    assert_eq!(
+        std::fs::metadata(&victim).unwrap().permissions().mode() & 0o777,
+        0o644
+    );
+    assert!(health(h).unwrap().contains("symbolic link"));
+    // Over the read cap: refused, never read whole.
+    std::fs::remove_file(path(h)).unwrap();
+    let f = std::fs::File::create(path(h)).unwrap();
+    f.set_len(READ_CAP + 1).unwrap();
+    assert!(read_ledger(h, &Filter::default())
+        .unwrap_err()
+        .contains("cap"));
+}

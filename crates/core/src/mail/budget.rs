@@ -15,8 +15,9 @@
 //!   `urgentReserve` more on each, so a correction can still interrupt after an ordinary exchange used the
 //!   budget up.
 //! - a limit of 0 (or a window of 0) turns that budget off.
-//! - when the ledger cannot be read the send is not blocked: it goes out with a note saying the budget was
-//!   not checked.
+//! - a budget that cannot be checked fails closed: when the ledger cannot be read, or a send could not be
+//!   recorded in it (so it would not count), the send is refused (`Refusal::Unchecked`), never let
+//!   through unlimited.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -264,8 +265,18 @@ impl Drop for Reservation {
 pub struct Admitted {
     pub allowance: Option<Allowance>,
     pub reservation: Option<Reservation>,
-    /// Why the ledger could not be read (the budget was not checked; the send is not blocked).
+    /// Always `None` now (kept for callers): an unchecked budget refuses instead.
     pub note: Option<String>,
+}
+
+/// Why a send does not pass the budget.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// A budget is used up.
+    Exceeded(Exceeded),
+    /// The budget cannot be checked or enforced: the ledger cannot be read, or cannot take this
+    /// send's line (the reason names the file and the problem).
+    Unchecked(String),
 }
 
 /// Check the budgets for one send from the ledger under `home` and reserve a slot for it.
@@ -276,7 +287,7 @@ pub fn check(
     urgent: bool,
     now_ms: i64,
     cfg: &Config,
-) -> Result<Admitted, Exceeded> {
+) -> Result<Admitted, Refusal> {
     let limits = Limits::from_config(cfg);
     if !limits.active() {
         return Ok(Admitted {
@@ -294,10 +305,21 @@ pub fn check(
         since_ms: Some(now_ms.saturating_sub(limits.window_ms())),
         ..Filter::default()
     };
-    let (entries, note) = match ledger::read_ledger(home, &filter) {
-        Ok(r) => (r.entries, None),
-        Err(why) => (Vec::new(), Some(why)),
+    let entries = match ledger::read_ledger(home, &filter) {
+        Ok(r) => r.entries,
+        Err(why) => {
+            return Err(Refusal::Unchecked(format!(
+                "the audit ledger could not be read ({why})"
+            )))
+        }
     };
+    // A send that cannot be written to the ledger would not count: the budget would not hold.
+    if let Err(why) = ledger::check_writable(home) {
+        return Err(Refusal::Unchecked(format!(
+            "the audit ledger cannot record sends ({why})"
+        )));
+    }
+    let note = None;
     let counted: Vec<&Entry> = entries.iter().filter(|e| e.counts_as_sent()).collect();
     let mine: Vec<&Slot> = flight
         .iter()
@@ -314,7 +336,8 @@ pub fn check(
         .filter_map(|e| e.time_ms())
         .chain(mine.iter().map(|_| now_ms))
         .collect();
-    let allowance = decide(&pair_times, &sender_times, urgent, now_ms, &limits)?;
+    let allowance =
+        decide(&pair_times, &sender_times, urgent, now_ms, &limits).map_err(Refusal::Exceeded)?;
     let id = NEXT_SLOT.fetch_add(1, Ordering::Relaxed);
     flight.push(Slot {
         id,
@@ -513,7 +536,11 @@ mod tests {
 
         // "a restart": nothing in memory, only the file
         let now = NOW + 6000;
-        let e = check(h, "session-a", "session-b", false, now, &cfg()).unwrap_err();
+        let Refusal::Exceeded(e) =
+            check(h, "session-a", "session-b", false, now, &cfg()).unwrap_err()
+        else {
+            panic!("expected Exceeded")
+        };
         assert_eq!((e.which, e.sent), (Which::Pair, 6));
         let ok = check(h, "session-a", "session-c", false, now, &cfg()).unwrap();
         let a = ok.allowance.unwrap();
@@ -542,13 +569,75 @@ mod tests {
         drop(b);
     }
 
+    fn unchecked(home: &std::path::Path) -> String {
+        match check(home, "session-a", "session-b", false, NOW, &cfg()) {
+            Err(Refusal::Unchecked(why)) => why,
+            other => panic!("expected Unchecked, got {other:?}"),
+        }
+    }
+
     #[test]
-    fn an_unreadable_ledger_does_not_block() {
+    fn an_unreadable_ledger_fails_closed() {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(ledger::path(home.path())).unwrap(); // a directory where the file should be
+        let why = unchecked(home.path());
+        assert!(
+            why.starts_with("the audit ledger could not be read ("),
+            "{why}"
+        );
+        assert!(why.contains("a directory"), "{why}");
+        // Budgets off: nothing to check, the send is not held up.
+        let off = Config {
+            budget_window_secs: 0,
+            ..cfg()
+        };
+        assert!(check(home.path(), "session-a", "session-b", false, NOW, &off).is_ok());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_ledger_that_cannot_take_a_line_fails_closed() {
+        use std::os::unix::fs::PermissionsExt;
+        if crate::fsafe::my_uid() == Some(0) {
+            return; // root writes through any mode
+        }
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path();
+        ledger::append(h, &entry(NOW - MIN, "session-a", "session-b", "accepted")).unwrap();
+        std::fs::set_permissions(ledger::path(h), std::fs::Permissions::from_mode(0o400)).unwrap();
+        let why = unchecked(h);
+        assert!(
+            why.starts_with("the audit ledger cannot record sends ("),
+            "{why}"
+        );
+        // A read-only folder without a ledger file: no line could be created.
+        let home2 = tempfile::tempdir().unwrap();
+        let d = ledger::dir(home2.path());
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o500)).unwrap();
+        let why = unchecked(home2.path());
+        assert!(why.contains("not writable"), "{why}");
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).unwrap();
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_ledger_fifo_or_huge_line_never_hangs_or_balloons() {
         let home = tempfile::tempdir().unwrap();
         let d = ledger::dir(home.path());
-        std::fs::create_dir_all(ledger::path(home.path())).unwrap(); // a directory where the file should be
-        let ok = check(home.path(), "session-a", "session-b", false, NOW, &cfg()).unwrap();
-        assert!(!ok.note.unwrap().is_empty());
-        drop(d);
+        std::fs::create_dir_all(&d).unwrap();
+        let c = std::ffi::CString::new(ledger::path(home.path()).to_str().unwrap()).unwrap();
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let why = unchecked(home.path());
+        assert!(why.contains("FIFO"), "{why}");
+        // One line longer than the line cap (under the file cap): skipped as unreadable, not buffered.
+        std::fs::remove_file(ledger::path(home.path())).unwrap();
+        let mut big = vec![b'x'; 3 * ledger::LINE_CAP];
+        big.push(b'\n');
+        std::fs::write(ledger::path(home.path()), &big).unwrap();
+        let r = ledger::read_ledger(home.path(), &Default::default()).unwrap();
+        assert_eq!((r.entries.len(), r.unreadable), (0, 1));
+        assert!(check(home.path(), "session-a", "session-b", false, NOW, &cfg()).is_ok());
     }
 }

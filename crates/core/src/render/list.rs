@@ -64,6 +64,42 @@ pub fn one_line(s: &str) -> String {
     cleaned.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// Most characters of a title, cwd, preset or id echoed in a row or a read header.
+pub const MAX_TITLE_CHARS: usize = 200;
+pub const MAX_CWD_CHARS: usize = 400;
+pub const MAX_PRESET_CHARS: usize = 64;
+pub const MAX_ID_CHARS: usize = 200;
+
+/// [`one_line`], cut to `max` characters (`…[+N chars]` says how many were cut).
+pub fn capped(s: &str, max: usize) -> String {
+    // Look at a bounded prefix only: a 10 MB title costs no more than a short one.
+    let head: String = s.chars().take(max.saturating_mul(4).max(64)).collect();
+    let line = one_line(&head);
+    let total_cut = s.chars().count().saturating_sub(head.chars().count());
+    let n = line.chars().count();
+    if n <= max && total_cut == 0 {
+        return line;
+    }
+    let kept: String = line.chars().take(max).collect();
+    format!("{kept}…[+{} chars]", n.saturating_sub(max) + total_cut)
+}
+
+/// An id as a row or header shows it: as written when it only has id characters
+/// (`[A-Za-z0-9._:~-]`), else as a JSON string (so spaces, brackets, `|` or quotes in a hostile
+/// header id cannot forge row structure), cut to [`MAX_ID_CHARS`].
+pub fn show_id(id: &str) -> String {
+    let plain = !id.is_empty()
+        && id.chars().count() <= MAX_ID_CHARS
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '~' | '-'));
+    if plain {
+        id.to_string()
+    } else {
+        quote_short(id, MAX_ID_CHARS)
+    }
+}
+
 /// Live state of a session, as the host reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Liveness {
@@ -122,16 +158,20 @@ fn row_text(row: &ListRow, allow_resume: bool) -> String {
     }
     let mut s = format!(
         "- {} [{}] | cwd={} | preset={}",
-        one_line(&row.id),
+        show_id(&row.id),
         tags.join(", "),
-        row.cwd.as_deref().map_or("(none)".into(), one_line),
-        row.preset.as_deref().map_or("(none)".into(), one_line),
+        row.cwd
+            .as_deref()
+            .map_or("(none)".into(), |c| capped(c, MAX_CWD_CHARS)),
+        row.preset
+            .as_deref()
+            .map_or("(none)".into(), |p| capped(p, MAX_PRESET_CHARS)),
     );
     if let Some(p) = &row.parent {
         s.push_str(&format!(
             " | {}={}",
             if row.subagent { "parent" } else { "fork-of" },
-            one_line(p)
+            show_id(p)
         ));
     }
     s.push_str(" | ");
@@ -140,7 +180,7 @@ fn row_text(row: &ListRow, allow_resume: bool) -> String {
     s.push_str(
         &row.title
             .as_deref()
-            .map(one_line)
+            .map(|t| capped(t, MAX_TITLE_CHARS))
             .filter(|t| !t.is_empty())
             .unwrap_or_else(|| "(untitled)".into()),
     );
@@ -262,5 +302,13 @@ note: … and 2 more";
             format!("\"{}…\" (a string)", "x".repeat(60))
         );
         assert_eq!(one_line("a\n\tb\u{1b}c"), "a b c");
+        assert_eq!(capped("abc", 5), "abc");
+        assert_eq!(capped(&"x".repeat(10_000_000), 5), "xxxxx…[+9999995 chars]");
+        assert_eq!(show_id("session-e2_a.b:c~d"), "session-e2_a.b:c~d");
+        assert_eq!(
+            show_id("s [live, top-level] | cwd=/x"),
+            "\"s [live, top-level] | cwd=/x\""
+        );
+        assert_eq!(show_id("a\nb"), "\"a\\nb\"");
     }
 }

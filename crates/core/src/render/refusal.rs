@@ -113,5 +113,11 @@ pub fn render(r: &Refusal) -> String {
             &[],
         ),
         Refusal::Internal { what } => refused("internal", &format!("{what}; nothing was changed."), &[]),
+        Refusal::BudgetUnchecked { why } => crate::render::send::budget_unchecked(why),
+        Refusal::Busy { what } => refused(
+            "busy",
+            &format!("{what}; nothing was sent."),
+            &["Try again in a minute; if it happens again, tell the user (`dsh-session-mail doctor` checks DSH_HOME).".into()],
+        ),
     }
 }

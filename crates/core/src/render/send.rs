@@ -210,6 +210,18 @@ fn urgent_spelling(tool: SendTool) -> &'static str {
     }
 }
 
+/// `refused (budget): …` when the budget cannot be checked or enforced (fails closed).
+pub fn budget_unchecked(why: &str) -> String {
+    refused(
+        "budget",
+        &format!("the send budget cannot be checked, so nothing was sent: {}.", crate::scrub::scrub(why)),
+        &[
+            "The budget is counted from the audit ledger ($DSH_HOME/dsh-session-mail/ledger.jsonl), and a limit that cannot be checked refuses rather than letting sends through unlimited.".into(),
+            "Tell the user: the ledger file or its folder needs fixing (`dsh-session-mail doctor` says what is wrong), or the budget can be turned off with budgetWindowSecs: 0.".into(),
+        ],
+    )
+}
+
 /// `refused (budget): …` — which budget, how many were sent in the window, when one more send is possible.
 pub fn budget_refused(e: &Exceeded, target: &str, tool: SendTool) -> String {
     let w = human_secs(e.window_secs);
@@ -516,5 +528,6 @@ pub fn note(n: &SendNote) -> String {
             format!("send budget not checked: the audit ledger could not be read ({why})")
         }
         SendNote::LedgerNotWritten(why) => format!("audit ledger not written: {why}"),
+        SendNote::CredentialsExposed(warning) => warning.clone(),
     }
 }

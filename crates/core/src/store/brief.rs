@@ -23,7 +23,7 @@ use super::fold::{prompt_fallback_title, Notes};
 use super::frames::{
     find_magic, next_complete_frame, scan_frame, FrameScan, Loc, Piece, Splitter, Windowed,
 };
-use super::log::{decode_unit, Encoding, Scratch};
+use super::log::{budget_note, chunk_cost, decode_unit, Encoding, Scratch, DECODE_BUDGET};
 
 /// The listing's view of one log.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -214,21 +214,30 @@ pub fn scan<R: Read + Seek>(
     base: Option<&Resume>,
     sc: &mut Scratch,
 ) -> io::Result<(Brief, Option<Resume>)> {
-    match enc {
-        Encoding::Plain => scan_plain(r, size, base),
+    sc.reset_budget(DECODE_BUDGET);
+    let out = match enc {
+        Encoding::Plain => scan_plain(r, size, base, sc),
         Encoding::Zstd => {
             let mut w = Windowed::with_buffer(r, sc.take_window());
             let out = scan_zstd(&mut w, size, base, sc);
             sc.put_window(w.into_buffer());
             out
         }
+    };
+    if sc.exhausted {
+        // Stopped at the bound: say so, and never resume from a half-read state.
+        let (mut b, _) = out?;
+        b.notes.push(budget_note(0, size));
+        return Ok((b, None));
     }
+    out
 }
 
 fn scan_plain<R: Read + Seek>(
     r: &mut R,
     size: u64,
     base: Option<&Resume>,
+    sc: &mut Scratch,
 ) -> io::Result<(Brief, Option<Resume>)> {
     let (mut st, start, base_notes) = match base {
         Some(b) => (State::of(&b.brief), b.offset, b.brief.notes.clone()),
@@ -247,6 +256,9 @@ fn scan_plain<R: Read + Seek>(
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         };
+        if !sc.spend(&buf[..n]) {
+            break;
+        }
         sp.feed(
             &buf[..n],
             Loc {
@@ -361,6 +373,8 @@ fn decode<R: Read + Seek>(
         let mut kept = 0u64;
         w.seek(SeekFrom::Start(start))?;
         let input = BufReader::with_capacity(64 * 1024, (&mut *w).take(u.end - start));
+        let mut left = sc.budget;
+        let mut spent_out = false;
         if let Ok(dec) = sc.stream_decoder(input) {
             let mut buf = vec![0u8; 64 * 1024];
             let mut dec = dec;
@@ -368,7 +382,12 @@ fn decode<R: Read + Seek>(
             loop {
                 match dec.read(&mut buf) {
                     Ok(0) => break,
+                    Ok(n) if chunk_cost(&buf[..n]) > left => {
+                        spent_out = true;
+                        break;
+                    }
                     Ok(n) => {
+                        left -= chunk_cost(&buf[..n]);
                         sp.feed(
                             &buf[..n],
                             Loc {
@@ -386,6 +405,12 @@ fn decode<R: Read + Seek>(
                     Err(_) => break,
                 }
             }
+        }
+        if spent_out {
+            sc.budget = 0;
+            sc.exhausted = true;
+        } else {
+            sc.budget = left;
         }
         sp.drop_partial();
         notes.push(((start, 1, 0), format!("torn last frame at byte {start} (a write in flight?): kept its {kept} complete lines")));
@@ -420,6 +445,10 @@ fn decode<R: Read + Seek>(
         Ok(()) if sp.has_partial() => End::Partial,
         Ok(()) if !any => End::Empty,
         Ok(()) => End::Clean,
+        Err(_) if sc.exhausted => {
+            sp.drop_partial();
+            End::Dropped
+        }
         Err(why) => {
             notes.push((
                 (start, 1, 0),

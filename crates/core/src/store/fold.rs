@@ -96,7 +96,7 @@ pub struct Fold {
     pub title: Option<String>,
     /// The host's deterministic fallback from the first eligible human prompt.
     pub fallback_title: Option<String>,
-    pub surface: Vec<Node>,
+    pub surface: Surface,
     pub last_seq: Option<u64>,
     pub events: u64,
     turn: Option<u64>,
@@ -112,6 +112,138 @@ pub struct Fold {
     pub offset: u64,
     pub(crate) splitter: Splitter,
     labels: Vec<Arc<str>>,
+    surface_capped: bool,
+}
+
+/// Most surface nodes one fold keeps (about 64 bytes each): past it the oldest go.
+pub const MAX_SURFACE: usize = 1_000_000;
+
+/// The current model surface, in order. Replacing a range costs the nodes it removes (amortized
+/// constant per node): a node is found by seq through a map, its slot keeps its place, removed
+/// slots are skipped with path-compressed "next live slot" links, and tombstones are compacted
+/// away once they outnumber the live nodes. A replace storm is linear, never quadratic.
+#[derive(Debug, Clone, Default)]
+pub struct Surface {
+    slots: Vec<Option<Node>>,
+    /// `next[i] == i` for a live slot; else a link towards the next live slot (or `slots.len()`).
+    next: Vec<usize>,
+    /// seq → slot of the live node with that seq (the newest one when a log repeats a seq).
+    pos: HashMap<u64, usize>,
+    live: usize,
+}
+
+impl Surface {
+    pub fn len(&self) -> usize {
+        self.live
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+
+    /// The live nodes in surface order.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &Node> + '_ {
+        self.slots.iter().filter_map(Option::as_ref)
+    }
+
+    pub fn clear(&mut self) {
+        *self = Surface::default();
+    }
+
+    pub fn push(&mut self, node: Node) {
+        if self.slots.len() > 1024 && self.slots.len() - self.live > self.live {
+            self.compact();
+        }
+        let i = self.slots.len();
+        self.pos.insert(node.seq, i);
+        self.slots.push(Some(node));
+        self.next.push(i);
+        self.live += 1;
+    }
+
+    /// The first live slot at or after `i` (`slots.len()` when none).
+    fn find(&mut self, i: usize) -> usize {
+        let n = self.slots.len();
+        let mut r = i;
+        while r < n && self.next[r] != r {
+            r = self.next[r];
+        }
+        // Path compression.
+        let mut j = i;
+        while j < n && self.next[j] != j && self.next[j] != r {
+            let k = self.next[j];
+            self.next[j] = r;
+            j = k;
+        }
+        r
+    }
+
+    fn remove(&mut self, i: usize) {
+        if let Some(node) = self.slots[i].take() {
+            if self.pos.get(&node.seq) == Some(&i) {
+                self.pos.remove(&node.seq);
+            }
+            self.next[i] = i + 1;
+            self.live -= 1;
+        }
+    }
+
+    /// Replace the nodes from seq `start` to seq `end` (inclusive, in surface order) with `node`.
+    /// Err(node): the range is not on the surface.
+    pub fn replace(&mut self, start: u64, end: u64, node: Node) -> Result<(), Node> {
+        let (Some(&si), Some(&ei)) = (self.pos.get(&start), self.pos.get(&end)) else {
+            return Err(node);
+        };
+        if si > ei {
+            return Err(node);
+        }
+        let mut i = self.find(si + 1);
+        while i <= ei && i < self.slots.len() {
+            self.remove(i);
+            i = self.find(i + 1);
+        }
+        // The new node takes the first slot of the range (so it keeps its place).
+        if let Some(old) = self.slots[si].take() {
+            if self.pos.get(&old.seq) == Some(&si) {
+                self.pos.remove(&old.seq);
+            }
+        }
+        self.pos.insert(node.seq, si);
+        self.slots[si] = Some(node);
+        Ok(())
+    }
+
+    /// Drop the oldest live node.
+    pub fn drop_oldest(&mut self) {
+        let i = self.find(0);
+        if i < self.slots.len() {
+            self.remove(i);
+        }
+    }
+
+    fn compact(&mut self) {
+        let nodes: Vec<Node> = std::mem::take(&mut self.slots)
+            .into_iter()
+            .flatten()
+            .collect();
+        self.next.clear();
+        self.pos.clear();
+        self.live = 0;
+        for n in nodes {
+            let i = self.slots.len();
+            self.pos.insert(n.seq, i);
+            self.slots.push(Some(n));
+            self.next.push(i);
+            self.live += 1;
+        }
+    }
+}
+
+impl std::ops::Index<usize> for Surface {
+    type Output = Node;
+    fn index(&self, i: usize) -> &Node {
+        self.iter().nth(i).expect("surface index out of range")
+    }
 }
 
 impl Fold {
@@ -388,17 +520,20 @@ impl Fold {
                 // Positions are found in the CURRENT surface, not as a numeric range
                 // [R8 `packages/core/session/src/surface.ts` `replacementRange`].
                 node.replaced = true;
-                let si = self.surface.iter().rposition(|n| n.seq == start);
-                let ei = self.surface.iter().rposition(|n| n.seq == end);
-                match (si, ei) {
-                    (Some(si), Some(ei)) if si <= ei => {
-                        self.surface.splice(si..=ei, [node]);
-                    }
-                    _ => {
-                        self.note(format!("seq {seq}: replaces {start}..{end}, which is not on the surface; appended instead"));
-                        self.surface.push(node);
-                    }
+                if let Err(node) = self.surface.replace(start, end, node) {
+                    self.note(format!("seq {seq}: replaces {start}..{end}, which is not on the surface; appended instead"));
+                    self.surface.push(node);
                 }
+            }
+        }
+        if self.surface.len() > MAX_SURFACE {
+            // Keep the newest: a read shows the newest messages first.
+            self.surface.drop_oldest();
+            if !self.surface_capped {
+                self.surface_capped = true;
+                self.note(format!(
+                    "more than {MAX_SURFACE} messages on the surface: the oldest are not kept"
+                ));
             }
         }
     }

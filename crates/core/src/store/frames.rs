@@ -121,10 +121,16 @@ pub fn scan_frame<R: Read + Seek>(r: &mut R, start: u64, size: u64) -> io::Resul
     })
 }
 
-/// The next offset in `[from, size)` where a zstd frame magic starts, reading in bounded chunks.
+/// How far one resync looks for the next frame magic. Real damage (a torn write, a bad sector) is
+/// small; past this the rest of the file is garbage (a 20 GiB sparse file costs one bounded scan).
+pub const RESYNC_MAX: u64 = 64 * 1024 * 1024;
+
+/// The next offset in `[from, size)` where a zstd frame magic starts, reading in bounded chunks,
+/// looking at most [`RESYNC_MAX`] bytes ahead.
 pub fn find_magic<R: Read + Seek>(r: &mut R, from: u64, size: u64) -> io::Result<Option<u64>> {
     let mut buf = vec![0u8; 64 * 1024];
     let mut pos = from;
+    let size = size.min(from.saturating_add(RESYNC_MAX));
     while pos < size {
         let want = ((size - pos) as usize).min(buf.len());
         r.seek(SeekFrom::Start(pos))?;

@@ -47,6 +47,20 @@ fn lock() -> std::sync::MutexGuard<'static, HashMap<PathBuf, Entry>> {
     cache().lock().unwrap_or_else(|p| p.into_inner())
 }
 
+fn not_regular() -> String {
+    "not a regular file (a FIFO, a device or a directory); not read".to_string()
+}
+
+/// Open a log without blocking (a FIFO swapped in after the `stat`) and only if it is regular.
+fn open_log(p: &std::path::Path) -> Result<File, String> {
+    crate::fsafe::open_regular(p, crate::fsafe::Follow::Yes, None)
+        .map(|(f, _)| f)
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::InvalidData => e.to_string(),
+            _ => short_io(&e),
+        })
+}
+
 /// Fold one log, reusing and extending the cached fold when the file only grew.
 /// Err: a short reason (the file could not be opened or read).
 pub fn load_log(log: &LogFile) -> Result<Arc<Fold>, String> {
@@ -63,6 +77,10 @@ pub fn load_log_counted(log: &LogFile) -> (Result<Arc<Fold>, String>, u64) {
 
 fn load_inner(log: &LogFile) -> Result<(Arc<Fold>, u64), String> {
     let meta = fs::metadata(&log.path).map_err(|e| short_io(&e))?;
+    if !meta.is_file() {
+        // A FIFO, a device (a link to /dev/zero), a directory: never opened, never read.
+        return Err(not_regular());
+    }
     let ident = Ident {
         key: file_key(&meta),
         size: meta.len(),
@@ -92,7 +110,7 @@ fn load_inner(log: &LogFile) -> Result<(Arc<Fold>, u64), String> {
         }
     };
     let start = base.offset;
-    let mut file = File::open(&log.path).map_err(|e| short_io(&e))?;
+    let mut file = open_log(&log.path)?;
     let (committed, tail) =
         continue_fold(&mut file, log.enc, ident.size, base).map_err(|e| short_io(&e))?;
     let read = ident.size.saturating_sub(start);
@@ -163,6 +181,10 @@ pub fn load_brief_counted(log: &LogFile) -> (Result<Arc<Brief>, String>, Option<
 
 fn brief_inner(log: &LogFile) -> Result<(Arc<Brief>, Option<u64>), String> {
     let meta = fs::metadata(&log.path).map_err(|e| short_io(&e))?;
+    if !meta.is_file() {
+        // A FIFO, a device (a link to /dev/zero), a directory: never opened, never read.
+        return Err(not_regular());
+    }
     let ident = Ident {
         key: file_key(&meta),
         size: meta.len(),
@@ -187,7 +209,7 @@ fn brief_inner(log: &LogFile) -> Result<(Arc<Brief>, Option<u64>), String> {
         }
     };
     let from = base.as_ref().map_or(0, |r| r.offset);
-    let mut file = File::open(&log.path).map_err(|e| short_io(&e))?;
+    let mut file = open_log(&log.path)?;
     let (b, resume) = SCRATCH
         .with(|sc| {
             let mut sc = sc.borrow_mut();

@@ -57,6 +57,11 @@ pub fn pick_generation(dir: &Path) -> std::io::Result<Option<LogFile>> {
         if !path.is_file() {
             continue;
         }
+        // A log that is a link out of DSH_HOME (`<home>/sessions/<project>/<dir>/<log>`) is not read.
+        let is_link = entry.file_type().is_ok_and(|t| t.is_symlink());
+        if is_link && link_out_of_home(&path, 4).is_some() {
+            continue;
+        }
         let better = match &best {
             None => true,
             Some(b) => {
@@ -241,7 +246,17 @@ pub fn walk_items(home: &Path) -> Vec<WalkItem> {
         }
     };
     for project in projects.iter() {
-        let pmeta = match fs::metadata(project) {
+        let pmeta = match fs::symlink_metadata(project) {
+            Ok(m) if m.file_type().is_symlink() => {
+                if let Some(why) = link_out_of_home(project, 2) {
+                    out.push(WalkItem::Note(why));
+                    continue;
+                }
+                fs::metadata(project)
+            }
+            other => other,
+        };
+        let pmeta = match pmeta {
             Ok(m) if m.is_dir() => m,
             Ok(_) => continue, // a stray file
             Err(e) => {
@@ -268,7 +283,19 @@ pub fn walk_items(home: &Path) -> Vec<WalkItem> {
 /// Look at one candidate session directory: one `stat`, and its generation files only when
 /// its mtime changed.
 pub fn visit(dir: &Path) -> Visited {
-    let meta = match fs::metadata(dir) {
+    // A session folder that is a link is followed only when it stays inside DSH_HOME
+    // (`<home>/sessions/<project>/<dir>`: three levels up).
+    // One `lstat` in the usual case (not a link: it is the directory's own metadata).
+    let meta = match fs::symlink_metadata(dir) {
+        Ok(m) if m.file_type().is_symlink() => {
+            if let Some(why) = link_out_of_home(dir, 3) {
+                return Visited::Note(why);
+            }
+            fs::metadata(dir)
+        }
+        other => other,
+    };
+    let meta = match meta {
         Ok(m) => m,
         Err(e) => {
             return Visited::Note(format!("{}: unreadable ({})", dir.display(), short_io(&e)))
@@ -332,6 +359,26 @@ pub fn assemble(
     out
 }
 
+/// `Some(note)` when `p` is a symbolic link whose target lies outside the home `levels` directories
+/// above it. Not a link, or a link that stays inside: `None`.
+pub fn link_out_of_home(p: &Path, levels: usize) -> Option<String> {
+    let m = fs::symlink_metadata(p).ok()?;
+    if !m.file_type().is_symlink() {
+        return None;
+    }
+    let home = p.ancestors().nth(levels)?;
+    // A dangling link or a loop: reported as unreadable by the caller's own stat.
+    fs::canonicalize(p).ok()?;
+    if crate::fsafe::resolves_inside(p, home) {
+        None
+    } else {
+        Some(format!(
+            "{}: a symbolic link out of DSH_HOME; not followed",
+            p.display()
+        ))
+    }
+}
+
 /// Directories that could hold session `id`: `<project>/<encodeSegment(id)>` in every project.
 pub fn candidate_dirs(home: &Path, id: &str) -> Vec<PathBuf> {
     if id.is_empty() {
@@ -344,7 +391,11 @@ pub fn candidate_dirs(home: &Path, id: &str) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = rd
         .flatten()
         .map(|e| e.path().join(&seg))
-        .filter(|p| p.is_dir())
+        .filter(|p| p.is_dir() && link_out_of_home(p, 3).is_none())
+        .filter(|p| {
+            p.parent()
+                .is_some_and(|proj| link_out_of_home(proj, 2).is_none())
+        })
         .collect();
     v.sort();
     v

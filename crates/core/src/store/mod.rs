@@ -25,6 +25,8 @@ use std::path::{Path, PathBuf};
 pub use crate::fate::Fate;
 use std::sync::Arc;
 
+use crate::render;
+
 pub use events::Header;
 pub use fold::{Fold, RequestTrace};
 pub use layout::LogFile;
@@ -137,6 +139,24 @@ fn rel(home: &Path, p: &Path) -> String {
         .to_string()
 }
 
+/// The host names a session's folder `encodeSegment(id)` [R8 `format.ts` `sessionDir`]. A header
+/// that claims another id is not that session: it would take over another session's row (its cwd,
+/// title, subagent flag) while read and send use the real one.
+pub fn folder_matches(log: &LogFile, id: &str) -> bool {
+    log.path
+        .parent()
+        .and_then(Path::file_name)
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n == layout::encode_segment(id))
+}
+
+fn mismatch_note(id: &str) -> String {
+    format!(
+        "its header claims the id {} but the folder is not named after it; not listed",
+        render::list::show_id(id)
+    )
+}
+
 fn stored(home: &Path, s: index::Scanned, notes: &mut Vec<StoreNote>) -> Option<StoredSession> {
     let log = s.log?;
     let where_ = rel(home, &log.path);
@@ -155,6 +175,13 @@ fn stored(home: &Path, s: index::Scanned, notes: &mut Vec<StoreNote>) -> Option<
         notes.push(StoreNote::Text(format!("{where_}: {why}")));
         return None;
     };
+    if !folder_matches(&log, &h.id) {
+        notes.push(StoreNote::Text(format!(
+            "{where_}: {}",
+            mismatch_note(&h.id)
+        )));
+        return None;
+    }
     if !fold.notes.is_empty() {
         notes.push(StoreNote::Text(format!(
             "{where_}: {}",
@@ -260,6 +287,14 @@ pub fn list_briefs(home: &Path) -> BriefListing {
             notes.push(StoreNote::Text(format!("{}: {why}", where_(&log))));
             continue;
         };
+        if !folder_matches(&log, &h.id) {
+            notes.push(StoreNote::Text(format!(
+                "{}: {}",
+                where_(&log),
+                mismatch_note(&h.id)
+            )));
+            continue;
+        }
         if !b.notes.is_empty() {
             notes.push(StoreNote::Text(format!(
                 "{}: {}",
@@ -280,8 +315,8 @@ pub fn list_briefs(home: &Path) -> BriefListing {
     BriefListing { sessions, notes }
 }
 
-/// Look one session up by exact id: first in `<project>/<encodeSegment(id)>`, then (if the
-/// directory name does not match) by header id over the whole corpus.
+/// Look one session up by exact id in `<project>/<encodeSegment(id)>` (a header id must match its
+/// folder; a folder whose header claims another id is not that session).
 pub fn load_session(home: &Path, id: &str) -> Lookup {
     let mut unreadable = None;
     for dir in layout::candidate_dirs(home, id) {
@@ -324,35 +359,8 @@ pub fn load_session(home: &Path, id: &str) -> Lookup {
     if let Some(u) = unreadable {
         return Lookup::Unreadable(u);
     }
-    // The directory is not named after the id: find it by header (briefs, not full folds).
-    let Some(hit) = list_briefs(home)
-        .sessions
-        .into_iter()
-        .find(|s| s.header().id == id)
-    else {
-        return Lookup::NotFound;
-    };
-    let dir = hit
-        .log
-        .path
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default();
-    let fold = index::load_log(&hit.log);
-    let mut notes = Vec::new();
-    match stored(
-        home,
-        index::Scanned {
-            dir,
-            log: Some(hit.log),
-            fold,
-        },
-        &mut notes,
-    ) {
-        Some(st) if st.meta.id == id => Lookup::Found(st),
-        // The file changed between the two reads.
-        _ => Lookup::NotFound,
-    }
+    // Only a folder named after the id can hold it (see [`folder_matches`]).
+    Lookup::NotFound
 }
 
 /// Find one session by exact id under `<home>/sessions/<project>/<id>/`.
@@ -382,14 +390,9 @@ pub fn find_session(home: &Path, id: &str) -> Option<SessionMeta> {
             Err(_) => unreadable = true,
         }
     }
-    if unreadable {
-        return None;
-    }
-    list_briefs(home)
-        .sessions
-        .into_iter()
-        .find(|s| s.header().id == id)
-        .map(|s| s.meta())
+    let _ = unreadable;
+    // Only a folder named after the id can hold it (see [`folder_matches`]).
+    None
 }
 
 /// Everything the log says about one request id (`source.rpcId`) in one session, ignoring the

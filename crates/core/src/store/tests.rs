@@ -1084,10 +1084,15 @@ mod briefs {
             &[
                 (bad("s-header"), frame(b"{\"type\":\"session\",\"id\":\n")),
                 (bad("s-empty"), Vec::new()),
-                (bad("s-torn"), torn),
-                (bad("s-garbage"), garbage.clone()),
+                ("sessions/--torn--/s-brief/session.jsonl.zstd".into(), torn),
+                (bad("s-brief"), garbage.clone()),
                 ("sessions/--bad--/s-nolog/session.lock".into(), Vec::new()),
-                ("sessions/--bad2--/s-dup/session.jsonl.zstd".into(), garbage),
+                (
+                    "sessions/--bad2--/s-brief/session.jsonl.zstd".into(),
+                    garbage.clone(),
+                ),
+                // A header claiming another session's id (issue 11 #7): a note, not a row.
+                (bad("s-claims"), garbage),
             ],
         );
         let l = list_briefs(d.path());
@@ -1107,17 +1112,215 @@ mod briefs {
         );
         assert!(notes.contains("s-nolog: no session log"), "{notes}");
         assert!(
-            notes.contains("s-torn/session.jsonl.zstd: torn last frame at byte"),
+            notes.contains("--torn--/s-brief/session.jsonl.zstd: torn last frame at byte"),
             "{notes}"
         );
         assert!(
-            notes.contains("s-garbage/session.jsonl.zstd: byte "),
+            notes.contains("--bad--/s-brief/session.jsonl.zstd: byte "),
             "{notes}"
         );
+        assert!(
+            notes.contains("s-claims/session.jsonl.zstd: its header claims the id s-brief but the folder is not named after it"),
+            "{notes}"
+        );
+        assert!(matches!(
+            load_session(d.path(), "s-claims"),
+            Lookup::NotFound | Lookup::Unreadable(_)
+        ));
         assert!(
             notes.contains("duplicate session id s-brief; ignored"),
             "{notes}"
         );
         assert_eq!(l.sessions.len(), 7);
     }
+}
+
+// ---- hostile logs (issue 11) ----
+
+/// A zstd frame of `n` RLE blocks, each 128 KiB of `byte` (4 bytes per block on disk).
+fn rle_frame(byte: u8, blocks: usize) -> Vec<u8> {
+    let mut f = super::frames::ZSTD_MAGIC.to_vec();
+    f.push(0x00); // FHD: no FCS, no checksum, not single-segment
+    f.push(0x38); // window descriptor: 2^(10+7) = 128 KiB
+    for i in 0..blocks {
+        let last = u32::from(i + 1 == blocks);
+        let bh: u32 = last | (1 << 1) | ((128 * 1024) << 3);
+        f.extend_from_slice(&bh.to_le_bytes()[..3]);
+        f.push(byte);
+    }
+    f
+}
+
+#[test]
+fn an_rle_bomb_is_read_and_listed_within_the_decode_budget() {
+    // 32 KiB on disk, 1 GiB of newlines decoded: the issue's 15 s listing.
+    let b = LogBuilder::v0("s-bomb", Some("/w"), 5);
+    let mut log = frame(format!("{}\n", b.header_line()).as_bytes());
+    log.extend(rle_frame(b'\n', 8192));
+    assert!(log.len() < 40 * 1024);
+    let home = home_with(vec![(
+        "sessions/--w--/s-bomb/session.jsonl.zstd".into(),
+        log,
+    )]);
+    let l = list_briefs(home.path());
+    assert!(
+        l.sessions.iter().any(|s| s.header().id == "s-bomb"),
+        "the header still lists"
+    );
+    assert!(
+        l.notes
+            .iter()
+            .any(|n| format!("{n:?}").contains("stopped reading")),
+        "{:?}",
+        l.notes
+    );
+    // The other sessions of the home are listed as before.
+    assert!(l.sessions.len() > 1);
+    let Lookup::Found(s) = load_session(home.path(), "s-bomb") else {
+        panic!("found")
+    };
+    let notes = s.fold.notes.summary();
+    assert!(notes.contains("stopped reading"), "{notes}");
+    // Far fewer lines than the 1 G newlines were split (the budget is 2 GiB at 64 per line).
+    assert!(s.fold.lines <= 40 * 1024 * 1024, "{}", s.fold.lines);
+}
+
+#[test]
+fn a_replace_storm_is_linear_and_matches_the_hosts_rule() {
+    // 30 k appends, then 30 k replaces of the oldest node (the quadratic case of the old Vec splice).
+    let n = 30_000u64;
+    let mut b = LogBuilder::v0("s-storm", Some("/w"), 5);
+    let mut reference: std::collections::VecDeque<u64> = Default::default();
+    use serde_json::json;
+    let msg = json!({"content":[{"type":"text","text":"x"}],"source":{"kind":"user"},"role":"user","id":"m"});
+    let mut seq = 1u64;
+    for _ in 0..n {
+        b.raw(json!({"type":"user/message","seq":seq,"time":"2026-01-01T00:00:00.000Z","data":msg,"surfaceOp":"append"}).to_string());
+        reference.push_back(seq);
+        seq += 1;
+    }
+    b.flush();
+    for _ in 0..n {
+        let first = *reference.front().unwrap();
+        b.raw(json!({"type":"user/message","seq":seq,"time":"2026-01-01T00:00:00.000Z","data":msg,"surfaceOp":{"op":"replace","start":first,"end":first}}).to_string());
+        reference.pop_front();
+        reference.push_front(seq);
+        seq += 1;
+    }
+    // And a range replace in the middle: the nodes between two seqs go, one takes their place.
+    let mid: Vec<u64> = reference.iter().copied().skip(100).take(50).collect();
+    b.raw(json!({"type":"user/message","seq":seq,"time":"2026-01-01T00:00:00.000Z","data":msg,"surfaceOp":{"op":"replace","start":mid[0],"end":mid[49]}}).to_string());
+    let at = reference.iter().position(|&x| x == mid[0]).unwrap();
+    for _ in 0..50 {
+        reference.remove(at);
+    }
+    reference.insert(at, seq);
+    b.flush();
+    let home = home_with(vec![(
+        "sessions/--w--/s-storm/session.jsonl.zstd".into(),
+        b.zstd(),
+    )]);
+    let Lookup::Found(s) = load_session(home.path(), "s-storm") else {
+        panic!("found")
+    };
+    let got: Vec<u64> = s.fold.surface.iter().map(|n| n.seq).collect();
+    assert_eq!(got, reference.into_iter().collect::<Vec<_>>());
+    assert!(s.fold.notes.is_empty(), "{}", s.fold.notes.summary());
+}
+
+#[test]
+fn the_surface_keeps_its_newest_nodes_past_the_bound() {
+    let mut s = super::fold::Surface::default();
+    let node = |seq| super::fold::Node {
+        seq,
+        role: super::events::Role::User,
+        class: super::fold::Class::Conversation,
+        replaced: false,
+        is_error: false,
+        label: "user".into(),
+        request: None,
+        loc: Default::default(),
+    };
+    for i in 0..5000 {
+        s.push(node(i));
+    }
+    for _ in 0..3000 {
+        s.drop_oldest();
+    }
+    assert_eq!(s.len(), 2000);
+    assert_eq!(s.iter().next().unwrap().seq, 3000);
+    // Replacing after drops (and compaction) still finds the right range.
+    s.push(node(9999));
+    assert!(s.replace(3000, 3009, node(10_000)).is_ok());
+    assert_eq!(s.iter().next().unwrap().seq, 10_000);
+    assert_eq!(s.iter().nth(1).unwrap().seq, 3010);
+    assert!(
+        s.replace(3000, 3001, node(10_001)).is_err(),
+        "gone from the surface"
+    );
+    assert!(s.replace(4000, 3500, node(10_002)).is_err(), "wrong order");
+}
+
+#[cfg(unix)]
+#[test]
+fn a_fifo_log_or_a_device_link_is_a_note_never_a_hang() {
+    let home = home_with(vec![]);
+    let d = home.path().join("sessions/--w--/s-fifo");
+    fs::create_dir_all(&d).unwrap();
+    let c = std::ffi::CString::new(d.join("session.jsonl.zstd").to_str().unwrap()).unwrap();
+    // SAFETY: a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let z = home.path().join("sessions/--w--/s-zero");
+    fs::create_dir_all(&z).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", z.join("session.jsonl")).unwrap();
+    let l = list_briefs(home.path());
+    assert!(l.sessions.len() > 1, "the others are listed");
+    assert!(!matches!(
+        load_session(home.path(), "s-fifo"),
+        Lookup::Found(_)
+    ));
+    assert!(!matches!(
+        load_session(home.path(), "s-zero"),
+        Lookup::Found(_)
+    ));
+}
+
+#[cfg(unix)]
+#[test]
+fn a_session_folder_linked_out_of_the_home_is_not_read() {
+    let outside = tempfile::tempdir().unwrap();
+    let b = LogBuilder::v0("s-outside", Some("/w"), 5);
+    let od = outside.path().join("s-outside");
+    fs::create_dir_all(&od).unwrap();
+    fs::write(od.join("session.jsonl.zstd"), b.zstd()).unwrap();
+    let home = home_with(vec![]);
+    let p = home.path().join("sessions/--w--");
+    fs::create_dir_all(&p).unwrap();
+    std::os::unix::fs::symlink(&od, p.join("s-outside")).unwrap();
+    // A link that stays inside the home is fine.
+    let inside = home.path().join("sessions/--w--/real-inside");
+    fs::create_dir_all(&inside).unwrap();
+    fs::write(
+        inside.join("session.jsonl.zstd"),
+        LogBuilder::v0("s-inside", Some("/w"), 6).zstd(),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(&inside, p.join("s-inside")).unwrap();
+    let l = list_briefs(home.path());
+    assert!(!l.sessions.iter().any(|s| s.header().id == "s-outside"));
+    assert!(
+        l.notes
+            .iter()
+            .any(|n| format!("{n:?}").contains("out of DSH_HOME")),
+        "{:?}",
+        l.notes
+    );
+    assert!(matches!(
+        load_session(home.path(), "s-outside"),
+        Lookup::NotFound
+    ));
+    assert!(matches!(
+        load_session(home.path(), "s-inside"),
+        Lookup::Found(_)
+    ));
 }

@@ -172,7 +172,12 @@ pub fn read(args: &Value, cfg: &Config) -> Result<ReadArgs, ArgProblem> {
                 hint(),
             ))
         }
-        Some(Value::String(s)) => s.clone(),
+        // The send tools' id rules (no control characters such as NUL, at most 512 characters):
+        // such an id is a bad argument, not an unknown session (issue 11 #13).
+        Some(v @ Value::String(s)) => match id_problem("session_id", Some(v)) {
+            Some(p) => return Err(p),
+            None => s.clone(),
+        },
         Some(v) => {
             return Err(ArgProblem::invalid(
                 "session_id",

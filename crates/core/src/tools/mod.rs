@@ -55,7 +55,8 @@ impl ToolResult {
         match self {
             ToolResult::List(s) => s.render(),
             ToolResult::Read(r) => r.render(),
-            ToolResult::Send(s) => s.render(),
+            // Host text is scrubbed where it is quoted; this pass is the last line of defence.
+            ToolResult::Send(s) => crate::scrub::scrub(&s.render()),
             ToolResult::Refused(r) => r.render(),
         }
     }
@@ -97,11 +98,134 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    let failed = || Refusal::Internal {
-        what: "internal error while reading the session store".into(),
+    // With a deadline (issue 11 #3): a stuck file system under DSH_HOME answers this call with a
+    // readable failure instead of holding it forever; other calls are never held up (blocking pool).
+    match crate::offload::run(STORE_DEADLINE, f).await {
+        Ok(v) => Ok(v),
+        Err(crate::offload::Offload::TimedOut(d)) => Err(Refusal::Internal {
+            what: format!(
+                "reading the session store under DSH_HOME took longer than {} s (a slow or stuck file system?)",
+                d.as_secs()
+            ),
+        }),
+        Err(crate::offload::Offload::Panicked) => Err(Refusal::Internal {
+            what: "internal error while reading the session store".into(),
+        }),
+    }
+}
+
+/// How long a listing or a read may take on the blocking pool (the bounds keep a hostile log well
+/// under it; a hung network file system is what it catches).
+pub const STORE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Read the JSON the shim sends. A lone UTF-16 surrogate (which JSON.stringify writes as an escape
+/// serde_json refuses) never fails the call: in an argument it is a readable `bad-argument`
+/// (`Ok(Err(refusal))`); anywhere else (a live agent's header, live events, the caller's title) it
+/// is shown as U+FFFD. `Err`: the text is not a tool request at all (a binding misuse).
+pub fn parse_request(request: &str) -> Result<Result<ToolRequest, Refusal>, String> {
+    let Some(repaired) = crate::utf16::repair_json(request) else {
+        return serde_json::from_str(request)
+            .map(Ok)
+            .map_err(|e| format!("tool request is not valid JSON: {e}"));
     };
-    match tokio::runtime::Handle::try_current() {
-        Ok(h) => h.spawn_blocking(f).await.map_err(|_| failed()),
-        Err(_) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|_| failed()),
+    let mut v: serde_json::Value = serde_json::from_str(&repaired)
+        .map_err(|e| format!("tool request is not valid JSON: {e}"))?;
+    if let Some(path) = v.get("args").and_then(|a| crate::utf16::find_lone(a, "")) {
+        let name = if path.is_empty() {
+            "the arguments".to_string()
+        } else {
+            path
+        };
+        return Ok(Err(Refusal::BadArgument {
+            problems: vec![crate::outcome::ArgProblem::invalid(
+                name,
+                "valid Unicode text",
+                "a lone UTF-16 surrogate (half of a surrogate pair, such as a cut emoji)",
+                Some("Nothing was done. Replace or drop that character and call again.".into()),
+            )],
+            usage: None,
+        }));
+    }
+    crate::utf16::replace_lone(&mut v);
+    serde_json::from_value(v)
+        .map(Ok)
+        .map_err(|e| format!("tool request is not valid JSON: {e}"))
+}
+
+/// [`parse_request`] and [`run`]: the text of one call from the shim's JSON.
+pub async fn run_json(request: &str) -> Result<String, String> {
+    Ok(match parse_request(request)? {
+        Ok(req) => run(req).await,
+        Err(refusal) => refusal.render(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::testgen::{write_tree, LogBuilder};
+
+    fn req(tool: &str, args: &str, home: &std::path::Path, extra: &str) -> String {
+        format!(
+            r#"{{"tool":"{tool}","args":{args},"caller":{{"sessionId":"session-me"}},"host":{{"dshHome":{home:?},"baseUrl":"http://127.0.0.1:9"}}{extra}}}"#,
+            home = home.to_str().unwrap()
+        )
+    }
+
+    #[tokio::test]
+    async fn a_lone_surrogate_is_a_readable_bad_argument_or_a_replacement_character() {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path();
+        // In an argument of every tool: bad-argument naming it, never "not valid JSON".
+        for (tool, args, name) in [
+            (
+                "sessions_send",
+                r#"{"session_id":"session-x","message":"hi \ud83d"}"#,
+                "message",
+            ),
+            (
+                "send_session_message",
+                r#"{"toSessionId":"session-\udc00x","message":"hi"}"#,
+                "toSessionId",
+            ),
+            ("sessions_read", r#"{"session_id":"s\ud800"}"#, "session_id"),
+            ("sessions_list", r#"{"query":"\udfff"}"#, "query"),
+        ] {
+            let out = run_json(&req(tool, args, h, "")).await.unwrap();
+            assert!(
+                out.starts_with(&format!(
+                    "refused (bad-argument): {name} must be valid Unicode text"
+                )),
+                "{tool}: {out}"
+            );
+        }
+        // In a live agent's header: the call works, the character shows as U+FFFD.
+        let live = r#","live":[{"id":"session-live","status":"idle","header":{"cwd":"/w\ud800x","agentPreset":"standard"}}]"#;
+        let out = run_json(&req("sessions_list", r#"{}"#, h, live))
+            .await
+            .unwrap();
+        assert!(out.contains("cwd=/w\u{FFFD}x"), "{out}");
+        // In a log: the message is shown with U+FFFD, not as "the log changed while it was read".
+        let mut b = LogBuilder::v0("session-sur", Some("/w"), 5);
+        b.prompt("placeholder", "dsh-session-mail:1");
+        b.flush();
+        let text = b.text().replace("placeholder", "bad \\ud800 half");
+        write_tree(
+            h,
+            &[(
+                "sessions/--w--/session-sur/session.jsonl".into(),
+                text.into_bytes(),
+            )],
+        );
+        let out = run_json(&req(
+            "sessions_read",
+            r#"{"session_id":"session-sur"}"#,
+            h,
+            "",
+        ))
+        .await
+        .unwrap();
+        assert!(out.contains("bad \u{FFFD} half"), "{out}");
+        assert!(!out.contains("text unavailable"), "{out}");
     }
 }

@@ -385,6 +385,28 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn ids_the_send_tools_refuse_are_bad_arguments_here_too() {
+        for (id, what) in [
+            ("session-\u{0}x".to_string(), "control character U+0000"),
+            ("s".repeat(100_000), "a string of 100000 characters"),
+        ] {
+            let out = read(json!({ "session_id": id })).await;
+            assert!(
+                out.starts_with("refused (bad-argument): session_id must be"),
+                "{out}"
+            );
+            assert!(out.contains(what), "{out}");
+            assert!(out.len() < 1000, "the id is not echoed whole");
+        }
+        // NaN/Infinity arrive as strings from the shim: refused by name, never defaulted.
+        let out = read(json!({"session_id": MAIN, "max_messages": "NaN"})).await;
+        assert!(
+            out.starts_with("refused (bad-argument): max_messages must be"),
+            "{out}"
+        );
+    }
+
+    #[tokio::test]
     async fn reads_the_current_surface_newest_first() {
         let out = read(json!({"session_id": MAIN})).await;
         let expected = format!(
@@ -398,9 +420,9 @@ the reasoning selector is empty for every model
 Cross-session message from another session of this harness.
 from-session: {V4} (\"Port the parser\")
 delivery: queue
- --- message begins ---
+│ --- message begins ---
 please also check the selector
- --- message ends ---
+│ --- message ends ---
 --- user (seq 55, plugin:compact, replaced) ---
 <compaction-summary>
 Earlier: the user asked to fix the reasoning-effort config.
@@ -595,7 +617,10 @@ Earlier: the user asked to fix the reasoning-effort config.
                 &out[..80.min(out.len())]
             );
             assert!(out.chars().count() < 400, "{} chars", out.chars().count());
-            assert!(out.contains("kkkk…\""), "{out}");
+            assert!(
+                out.contains("kkkk…\"") || out.contains("got a string of 100000 characters"),
+                "{out}"
+            );
         }
     }
 

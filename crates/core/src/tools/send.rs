@@ -32,6 +32,7 @@ use crate::delivery::{self, http::Timeouts, Delivery, Failure, Mode, Outcome};
 use crate::ledger::{self, time, LedgerOutcome};
 use crate::mail::budget::{self, Allowance, Reservation};
 use crate::mail::{self, guard, stacking};
+use crate::offload;
 use crate::outcome::{
     ArgProblem, DeliveryContext, Missing, Receipt, Refusal, SendNote, SendOutcome, SendResult,
 };
@@ -166,7 +167,8 @@ pub fn plan_at(req: &ToolRequest, home: &Path, now_ms: i64) -> Result<Plan, Refu
         });
     }
 
-    if args.message.trim().is_empty() {
+    // Nothing visible (whitespace, zero-width, bidi controls, fillers, tag characters): empty.
+    if guard::is_blank(&args.message) {
         return Err(Refusal::EmptyBody);
     }
     let chars = args.message.chars().count();
@@ -181,12 +183,14 @@ pub fn plan_at(req: &ToolRequest, home: &Path, now_ms: i64) -> Result<Plan, Refu
     // The budget comes from the ledger alone: nothing of the target has been read or touched yet.
     let urgent = args.mode == Mode::Steer;
     let admitted =
-        budget::check(home, &sender, &args.target, urgent, now_ms, cfg).map_err(|exceeded| {
-            Refusal::Budget {
+        budget::check(home, &sender, &args.target, urgent, now_ms, cfg).map_err(|r| match r {
+            budget::Refusal::Exceeded(exceeded) => Refusal::Budget {
                 exceeded,
                 target: args.target.clone(),
                 tool,
-            }
+            },
+            // Fails closed (issue 11 #11): a limit that cannot be checked refuses.
+            budget::Refusal::Unchecked(why) => Refusal::BudgetUnchecked { why },
         })?;
 
     // Ordering guarantee 1: decided from the live registry alone, before the target is resolved.
@@ -361,26 +365,101 @@ pub async fn run_at(req: &ToolRequest, home: &Path, now_ms: i64) -> String {
 
 /// [`run_result`] with DSH_HOME resolved and the clock given.
 pub async fn run_result_at(req: &ToolRequest, home: &Path, now_ms: i64) -> SendResult {
+    run_with_deadline(req, home, now_ms, offload::FILE_DEADLINE).await
+}
+
+/// The fields of one ledger line: sender, target, tool, mode, request id, outcome, body.
+struct Line {
+    sender: Option<String>,
+    target: Option<String>,
+    tool: SendTool,
+    mode: Option<String>,
+    request_id: Option<String>,
+    outcome: LedgerOutcome,
+    body: Option<String>,
+}
+
+/// Write the ledger line off the executor; a line not written in time is a note, never a hang.
+async fn record_off(
+    deadline: std::time::Duration,
+    home: &Path,
+    now_ms: i64,
+    l: Line,
+) -> Option<SendNote> {
+    let home = home.to_path_buf();
+    offload::run(deadline, move || {
+        record(
+            &home,
+            now_ms,
+            l.sender.as_deref(),
+            l.target.as_deref(),
+            l.tool,
+            l.mode.as_deref(),
+            l.request_id.as_deref(),
+            l.outcome,
+            l.body.as_deref(),
+        )
+    })
+    .await
+    .unwrap_or_else(|_| {
+        Some(SendNote::LedgerNotWritten(
+            "the write did not finish in time".into(),
+        ))
+    })
+}
+
+/// [`run_result_at`] with the deadline for the file work (issue 11 #3: file IO runs on the blocking
+/// pool, never on the async executor, and a stuck file answers `busy` instead of hanging).
+pub async fn run_with_deadline(
+    req: &ToolRequest,
+    home: &Path,
+    now_ms: i64,
+    deadline: std::time::Duration,
+) -> SendResult {
     let tool = SendTool::from_name(&req.tool);
-    let p = match plan_at(req, home, now_ms) {
-        Ok(p) => p,
-        Err(refusal) => {
+    let planned = {
+        let (req, home) = (req.clone(), home.to_path_buf());
+        offload::run(deadline, move || plan_at(&req, &home, now_ms)).await
+    };
+    let p = match planned {
+        Ok(Ok(p)) => p,
+        Ok(Err(refusal)) => {
             let f = facts(req, tool);
             let outcome = LedgerOutcome::Refused(refusal.code().to_string());
-            let note = record(
+            let note = record_off(
+                deadline,
                 home,
                 now_ms,
-                f.sender.as_deref(),
-                f.target.as_deref(),
-                tool,
-                f.mode,
-                None,
-                outcome,
-                f.body.as_deref(),
-            );
+                Line {
+                    sender: f.sender,
+                    target: f.target,
+                    tool,
+                    mode: f.mode.map(str::to_string),
+                    request_id: None,
+                    outcome,
+                    body: f.body,
+                },
+            )
+            .await;
             return SendResult {
                 outcome: SendOutcome::Refused(refusal),
                 notes: note.into_iter().collect(),
+            };
+        }
+        // Not recorded: the ledger may be what is stuck.
+        Err(why) => {
+            let what = match why {
+                offload::Offload::TimedOut(d) => format!(
+                    "reading the session store and the audit ledger under DSH_HOME took longer than {} s (a slow or stuck file system?)",
+                    d.as_secs()
+                ),
+                offload::Offload::Panicked => {
+                    "an internal error stopped the checks before delivery".to_string()
+                }
+            };
+            return SendResult {
+                outcome: SendOutcome::Refused(Refusal::Busy { what }),
+                notes: Vec::new(),
             };
         }
     };
@@ -447,20 +526,40 @@ pub async fn run_result_at(req: &ToolRequest, home: &Path, now_ms: i64) -> SendR
         notes: p.notes,
     };
     let sender = mail::sender_id(req.caller.as_ref());
-    let ledger_note = record(
+    let ledger_note = record_off(
+        deadline,
         home,
         now_ms,
-        sender,
-        Some(&p.target),
-        tool,
-        Some(p.mode.as_str()),
-        Some(&p.request_id),
-        result.ledger_outcome(),
-        message,
-    );
+        Line {
+            sender: sender.map(str::to_string),
+            target: Some(p.target.clone()),
+            tool,
+            mode: Some(p.mode.as_str().to_string()),
+            request_id: Some(p.request_id.clone()),
+            outcome: result.ledger_outcome(),
+            body: message.map(str::to_string),
+        },
+    )
+    .await;
     // The slot is released only now that the ledger line (or its failure) is settled.
     drop(p.reservation);
     result.notes.extend(ledger_note);
+    // The secret came from the credentials file: warn when other users can read that file.
+    let accepted_v2 = matches!(
+        &result.outcome,
+        SendOutcome::Accepted(r) if r.dialect == crate::delivery::Dialect::V2
+    );
+    if accepted_v2
+        && req
+            .host
+            .secret
+            .as_deref()
+            .is_none_or(|s| s.trim().is_empty())
+    {
+        result.notes.extend(
+            crate::delivery::credentials::exposure_warning(home).map(SendNote::CredentialsExposed),
+        );
+    }
     result
 }
 
@@ -1607,30 +1706,51 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn an_unwritable_ledger_never_blocks_a_send() {
+    async fn an_unwritable_ledger_refuses_while_a_budget_is_on_and_never_blocks_when_it_is_off() {
         let env = Env::online(accept_all()).await;
         let h = env.home.path();
         std::fs::write(crate::ledger::dir(h), "not a directory").unwrap();
-        let out = run_at(
-            &ssm(
+        let send = |cfg: Option<Config>| {
+            let mut r = ssm(
                 &env,
                 "session-peer",
                 "hi",
                 false,
                 live("session-peer", "idle", json!({})),
-            ),
-            h,
-            NOW,
-        )
-        .await;
+            );
+            if let Some(c) = cfg {
+                r.config = c;
+            }
+            r
+        };
+        // Budget on: it cannot be checked, so the send is refused (fails closed), nothing is sent.
+        let out = run_at(&send(None), h, NOW).await;
+        assert_eq!(code(&out), "budget", "{out}");
+        assert!(
+            out.contains("the send budget cannot be checked, so nothing was sent"),
+            "{out}"
+        );
+        assert!(
+            !out.contains("left"),
+            "no budget line while unchecked: {out}"
+        );
+        assert!(
+            out.lines()
+                .last()
+                .unwrap()
+                .starts_with("note: audit ledger not written: "),
+            "{out}"
+        );
+        assert_eq!(env.requests().len(), 0);
+        // Budget off: the send goes out and says the ledger line is missing.
+        let off = Config {
+            budget_window_secs: 0,
+            ..env.req("send_session_message", json!({})).config
+        };
+        let out = run_at(&send(Some(off)), h, NOW).await;
         assert!(out.starts_with("accepted for session-peer"), "{out}");
         let lines: Vec<&str> = out.lines().collect();
         let n = lines.len();
-        assert!(
-            lines[n - 3]
-                .starts_with("note: send budget not checked: the audit ledger could not be read ("),
-            "{out}"
-        );
         assert!(
             lines[n - 2].starts_with("note: audit ledger not written: "),
             "{out}"
@@ -1658,5 +1778,133 @@ mod tests {
                 .starts_with("note: audit ledger not written: "),
             "{out}"
         );
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_fifo_ledger_never_hangs_a_send_and_the_store_work_has_a_deadline() {
+        let env = Env::online(accept_all()).await;
+        let h = env.home.path();
+        std::fs::create_dir_all(crate::ledger::dir(h)).unwrap();
+        let c = std::ffi::CString::new(crate::ledger::path(h).to_str().unwrap()).unwrap();
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let r = ssm(
+            &env,
+            "session-peer",
+            "hi",
+            false,
+            live("session-peer", "idle", json!({})),
+        );
+        let out = tokio::time::timeout(std::time::Duration::from_secs(10), run_at(&r, h, NOW))
+            .await
+            .expect("a FIFO ledger must not hang the send");
+        assert_eq!(code(&out), "budget", "{out}");
+        assert!(out.contains("FIFO"), "{out}");
+        assert_eq!(env.requests().len(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_symlinked_ledger_is_never_written_through() {
+        let env = Env::online(accept_all()).await;
+        let h = env.home.path();
+        let outside = tempfile::tempdir().unwrap();
+        let victim = outside.path().join("victim.txt");
+        std::fs::write(&victim, "keep me\n").unwrap();
+        std::fs::create_dir_all(crate::ledger::dir(h)).unwrap();
+        std::os::unix::fs::symlink(&victim, crate::ledger::path(h)).unwrap();
+        let off = Config {
+            budget_window_secs: 0,
+            ..env.req("send_session_message", json!({})).config
+        };
+        let mut r = ssm(
+            &env,
+            "session-peer",
+            "hi",
+            false,
+            live("session-peer", "idle", json!({})),
+        );
+        r.config = off;
+        let out = run_at(&r, h, NOW).await;
+        assert!(
+            out.contains("note: audit ledger not written: ") && out.contains("symbolic link"),
+            "{out}"
+        );
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me\n");
+        // The plugin's folder as a link out of the home: nothing is created or chmod'ed there.
+        std::fs::remove_dir_all(crate::ledger::dir(h)).unwrap();
+        std::os::unix::fs::symlink(outside.path(), crate::ledger::dir(h)).unwrap();
+        let out = run_at(&r, h, NOW).await;
+        assert!(
+            out.contains("note: audit ledger not written: ") && out.contains("symbolic link"),
+            "{out}"
+        );
+        assert!(!outside.path().join("ledger.jsonl").exists());
+        assert!(crate::ledger::health(h).unwrap().contains("symbolic link"));
+    }
+
+    #[tokio::test]
+    async fn invisible_only_bodies_are_empty() {
+        let env = Env::online(accept_all()).await;
+        for body in [
+            "\u{200B}\u{200D}",
+            "\u{3164}\u{3164}",
+            "\u{E0041}\u{E007F}",
+            "\u{202E} \u{2066}",
+        ] {
+            let r = ssm(
+                &env,
+                "session-peer",
+                body,
+                false,
+                live("session-peer", "idle", json!({})),
+            );
+            let out = run_at(&r, env.home.path(), NOW).await;
+            assert_eq!(code(&out), "empty-body", "{body:?}: {out}");
+        }
+        assert_eq!(env.requests().len(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_cookie_echoed_by_whatever_answers_never_reaches_the_text() {
+        type Script = Box<dyn Fn(usize, &Recorded) -> Act + Send + Sync>;
+        let echo = |status: u16| -> Script {
+            Box::new(move |_, r: &Recorded| {
+                let c = r.header("cookie").unwrap_or("").to_string();
+                Act::Reply(status, format!("you sent Cookie: {c} (status {status})"))
+            })
+        };
+        let scripts: Vec<Script> = vec![
+            echo(500),
+            echo(403),
+            echo(418),
+            echo(200),
+            Box::new(|_, r: &Recorded| {
+                let c = r.header("cookie").unwrap_or("").to_string();
+                rpc_error("session/bad", &format!("bad cookie {c}"))
+            }),
+        ];
+        for s in scripts {
+            let env = Env::online(move |n, r: &Recorded| s(n, r)).await;
+            let mut r = env.req(
+                "send_session_message",
+                json!({"toSessionId": "session-peer", "message": "hi"}),
+            );
+            r.live = vec![live("session-peer", "idle", json!({}))];
+            r.config.host_api = "v2".into();
+            r.host.secret = Some(SECRET_B64.into());
+            let out = run(&r).await;
+            let sent = env.requests();
+            let cookie = sent[0].header("cookie").unwrap().to_string();
+            let value = cookie.split_once('=').unwrap().1.to_string();
+            assert!(!out.contains(&cookie), "{out}");
+            assert!(!out.contains(&value), "{out}");
+            for part in value.split('.') {
+                if part.len() >= 8 {
+                    assert!(!out.contains(part), "{part} in {out}");
+                }
+            }
+            assert!(!out.contains("dsh-auth-"), "{out}");
+        }
     }
 }

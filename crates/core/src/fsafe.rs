@@ -1,0 +1,236 @@
+//! Opening files under DSH_HOME, which may be hostile: a FIFO, a link to `/dev/zero`, a link out of
+//! the home, a file of gigabytes. Every open here is non-blocking (`O_NONBLOCK`: a FIFO with no
+//! writer cannot hang the open), then checked with `fstat` on the opened descriptor (no race between
+//! the check and the read): only a regular file is accepted, and only up to a size cap.
+//! [`Follow::No`] adds `O_NOFOLLOW` (a symbolic link as the last component is refused).
+
+use std::fs::{self, File, Metadata, OpenOptions};
+use std::io::{self, Read};
+use std::path::Path;
+
+/// Whether the last path component may be a symbolic link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Follow {
+    Yes,
+    No,
+}
+
+fn kind_of(m: &Metadata) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        let t = m.file_type();
+        if t.is_fifo() {
+            return "a FIFO";
+        }
+        if t.is_char_device() {
+            return "a character device";
+        }
+        if t.is_block_device() {
+            return "a block device";
+        }
+        if t.is_socket() {
+            return "a socket";
+        }
+    }
+    if m.is_dir() {
+        "a directory"
+    } else if m.file_type().is_symlink() {
+        "a symbolic link"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// An error whose text is ours (`kind` keeps callers' `NotFound` checks working).
+fn refused(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, msg)
+}
+
+/// Is this error the one `O_NOFOLLOW` gives for a symbolic link (ELOOP)?
+fn is_link_error(e: &io::Error) -> bool {
+    #[cfg(unix)]
+    {
+        e.raw_os_error() == Some(libc::ELOOP)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = e;
+        false
+    }
+}
+
+/// Open `path` read-only without blocking; Err unless it is a regular file of at most `max_len`
+/// bytes (`None`: no cap). The error text names what the file is instead.
+pub fn open_regular(
+    path: &Path,
+    follow: Follow,
+    max_len: Option<u64>,
+) -> io::Result<(File, Metadata)> {
+    let mut o = OpenOptions::new();
+    o.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut flags = libc::O_NONBLOCK | libc::O_CLOEXEC;
+        if follow == Follow::No {
+            flags |= libc::O_NOFOLLOW;
+        }
+        o.custom_flags(flags);
+    }
+    let f = o.open(path).map_err(|e| {
+        if follow == Follow::No && is_link_error(&e) {
+            refused("is a symbolic link (not followed)".into())
+        } else {
+            e
+        }
+    })?;
+    let m = f.metadata()?;
+    if !m.is_file() {
+        return Err(refused(format!("is {}, not a regular file", kind_of(&m))));
+    }
+    if let Some(cap) = max_len {
+        if m.len() > cap {
+            return Err(refused(format!(
+                "is {} bytes, over the {} cap",
+                m.len(),
+                crate::store::fold::human_bytes(cap)
+            )));
+        }
+    }
+    Ok((f, m))
+}
+
+/// Read a whole regular file of at most `max_len` bytes (never more, even if it grows meanwhile).
+pub fn read_capped(path: &Path, follow: Follow, max_len: u64) -> io::Result<(Vec<u8>, Metadata)> {
+    let (f, m) = open_regular(path, follow, Some(max_len))?;
+    let mut buf = Vec::with_capacity(m.len() as usize);
+    f.take(max_len + 1).read_to_end(&mut buf)?;
+    if buf.len() as u64 > max_len {
+        return Err(refused(format!(
+            "grew past the {} cap while it was read",
+            crate::store::fold::human_bytes(max_len)
+        )));
+    }
+    Ok((buf, m))
+}
+
+/// The effective user id (`None` off unix).
+pub fn my_uid() -> Option<u32> {
+    #[cfg(unix)]
+    {
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        Some(unsafe { libc::geteuid() })
+    }
+    #[cfg(not(unix))]
+    {
+        None
+    }
+}
+
+/// Owned by someone else than this process's user?
+pub fn foreign_owner(m: &Metadata) -> Option<u32> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let me = my_uid()?;
+        (m.uid() != me).then_some(m.uid())
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = m;
+        None
+    }
+}
+
+/// Permission bits (0 off unix).
+pub fn mode_of(m: &Metadata) -> u32 {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        m.permissions().mode() & 0o7777
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = m;
+        0
+    }
+}
+
+/// A directory we may keep private files in: a real directory (not a symbolic link), owned by this
+/// user. Err names the problem.
+pub fn check_private_dir(d: &Path) -> Result<Metadata, String> {
+    let m = fs::symlink_metadata(d).map_err(|e| e.to_string())?;
+    if m.file_type().is_symlink() {
+        return Err("is a symbolic link (not followed)".into());
+    }
+    if !m.is_dir() {
+        return Err(format!("is {}, not a directory", kind_of(&m)));
+    }
+    if let Some(uid) = foreign_owner(&m) {
+        return Err(format!("is owned by another user (uid {uid})"));
+    }
+    Ok(m)
+}
+
+/// Is `p` inside `root` once both are resolved (links followed)? Used for directories a walk
+/// would enter through a symbolic link.
+pub fn resolves_inside(p: &Path, root: &Path) -> bool {
+    match (fs::canonicalize(p), fs::canonicalize(root)) {
+        (Ok(p), Ok(r)) => p.starts_with(r),
+        _ => false,
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fifo_is_refused_without_blocking() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("f");
+        let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+        // SAFETY: a valid C string; mkfifo has no other preconditions.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = open_regular(&p, Follow::Yes, None).unwrap_err();
+        assert!(e.to_string().contains("FIFO"), "{e}");
+    }
+
+    #[test]
+    fn a_link_to_dev_zero_is_refused_and_links_are_refused_without_follow() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("z");
+        std::os::unix::fs::symlink("/dev/zero", &p).unwrap();
+        let e = open_regular(&p, Follow::Yes, None).unwrap_err();
+        assert!(e.to_string().contains("character device"), "{e}");
+        let real = d.path().join("real");
+        std::fs::write(&real, "x").unwrap();
+        let l = d.path().join("l");
+        std::os::unix::fs::symlink(&real, &l).unwrap();
+        assert!(open_regular(&l, Follow::Yes, None).is_ok());
+        let e = open_regular(&l, Follow::No, None).unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+    }
+
+    #[test]
+    fn the_size_cap_holds() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("big");
+        std::fs::write(&p, vec![b'a'; 2048]).unwrap();
+        assert!(read_capped(&p, Follow::Yes, 2048).is_ok());
+        let e = read_capped(&p, Follow::Yes, 1024).unwrap_err();
+        assert!(e.to_string().contains("over the 1.0 KiB cap"), "{e}");
+    }
+
+    #[test]
+    fn private_dir_refuses_links() {
+        let d = tempfile::tempdir().unwrap();
+        let real = d.path().join("real");
+        std::fs::create_dir(&real).unwrap();
+        assert!(check_private_dir(&real).is_ok());
+        let l = d.path().join("l");
+        std::os::unix::fs::symlink(&real, &l).unwrap();
+        assert!(check_private_dir(&l).unwrap_err().contains("symbolic link"));
+    }
+}

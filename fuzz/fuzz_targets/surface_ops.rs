@@ -1,0 +1,4 @@
+#![no_main]
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    dsh_session_mail_fuzz::surface_ops(data);
+});
