@@ -50,6 +50,7 @@ export interface ConfigDefaults {
   budgetPerSender: number
   urgentReserve: number
   maxStackedPerSender: number
+  maxRelayHops: number
 }
 
 /** The crate version (the CLI's doctor checks that the binary matches its package). */
@@ -264,6 +265,12 @@ export interface SessionRow {
   isCaller: boolean
   messageable: boolean
   hint: string
+  /** In the caller's git repository (any worktree of it). */
+  sameRepo: boolean
+  /** Files a live peer's write/edit tools changed recently, relative to its checkout. */
+  filesChanged: Array<string>
+  /** Of those, the ones the caller changed recently too. */
+  overlap: Array<string>
 }
 
 /** A tool call's text and what it ended in. */

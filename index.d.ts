@@ -21,6 +21,10 @@ export interface Config {
   budgetPerSender: number
   urgentReserve: number
   maxStackedPerSender: number
+  maxRelayHops: number
+  sendTools: 'both' | 'sessions_send' | 'send_session_message'
+  idleNoticeMinutes: number
+  overlapNotice: boolean
 }
 
 export declare const name: 'dsh-session-mail'
@@ -31,5 +35,5 @@ export declare const CORE_CONFIG_KEYS: readonly string[]
 /** Registers the four tools on `ctx.tools` unless `config.enabled` is false. */
 export declare function apply(ctx: unknown, config?: Partial<Config>): void
 /** Runs one tool call through the Rust core; always resolves to the text the model sees. */
-export declare function runTool(ctx: unknown, config: Config, tool: string, args: unknown, exec: unknown, hostVersion: string | null): Promise<string>
+export declare function runTool(ctx: unknown, config: Config, tool: string, args: unknown, exec: unknown, hostVersion: string | null, notices?: unknown): Promise<string>
 export declare function buildRequest(ctx: unknown, config: Config, tool: string, args: unknown, exec: unknown, hostVersion: string | null, secret?: string | null): Record<string, unknown>

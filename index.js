@@ -7,6 +7,8 @@ import { resolveDshHome } from './lib/home.js'
 import { loadCore } from './lib/native.js'
 import { toolSpecs } from './lib/tools.js'
 import { baseUrlOf, browserSessionSecret, callerOf, detectHostVersion, liveAgents, liveEventsOf } from './lib/host.js'
+import { IdleNotices, withNote } from './lib/notice.js'
+import { installOverlapNotice } from './lib/overlap.js'
 
 export const name = 'dsh-session-mail'
 
@@ -39,12 +41,16 @@ export const Config = Schema.object({
   budgetPerSender: Schema.natural().default(20).description('Sends one session may make to all targets per window (0: no sender budget).'),
   urgentReserve: Schema.natural().default(2).description('Extra urgent/steer sends per pair beyond budgetPerPair, so a correction can still interrupt.'),
   maxStackedPerSender: Schema.natural().default(2).description('Queued messages from one sender that may wait unclaimed in a target inbox (0: no limit).'),
+  maxRelayHops: Schema.natural().default(4).description('Agent-to-agent deliveries one conversation chain may make until a human writes in it (0: no loop guard).'),
+  sendTools: Schema.union(['both', 'sessions_send', 'send_session_message']).default('both').description('Register both send tools, or only one (each schema is paid on every model request).'),
+  idleNoticeMinutes: Schema.natural().min(1).default(30).description('A pending notify_when_idle notice expires after this many minutes.'),
+  overlapNotice: Schema.boolean().default(false).description('After a write/edit, tell the session when a live peer of its repository changed the same file recently (injected into that turn; off: shown in sessions_list only).'),
 })
 
 export const CORE_CONFIG_KEYS = [
   'frameMessages', 'maxSendChars', 'defaultSendMode', 'allowResume', 'maxListResults', 'maxReadMessages',
   'maxMessageChars', 'includeInjectedByDefault', 'hostApi', 'connectTimeoutMs', 'requestTimeoutMs',
-  'budgetWindowSecs', 'budgetPerPair', 'budgetPerSender', 'urgentReserve', 'maxStackedPerSender',
+  'budgetWindowSecs', 'budgetPerPair', 'budgetPerSender', 'urgentReserve', 'maxStackedPerSender', 'maxRelayHops',
 ]
 
 function coreConfig(config) {
@@ -73,10 +79,12 @@ function keepNonFinite(v, seen = new Set()) {
 
 function buildRequest(ctx, config, tool, args, exec, hostVersion, secret = null) {
   const target = typeof args?.session_id === 'string' ? args.session_id : undefined
+  const sends = tool === 'sessions_send' || tool === 'send_session_message'
   return {
     tool,
     args: keepNonFinite(args ?? {}),
-    caller: callerOf(exec),
+    // a send carries the caller's current turn: the loop guard's evidence of who started it
+    caller: callerOf(exec, { withTurn: sends }),
     config: coreConfig(config),
     host: {
       dshHome: resolveDshHome(),
@@ -85,13 +93,13 @@ function buildRequest(ctx, config, tool, args, exec, hostVersion, secret = null)
       secret,
       profile: null,
     },
-    live: liveAgents(ctx),
+    live: liveAgents(ctx, { activity: tool !== 'sessions_read' }),
     liveEvents: tool === 'sessions_read' ? liveEventsOf(ctx, target) : null,
   }
 }
 
 /** Run one call through the core; every failure becomes readable text. */
-async function runTool(ctx, config, tool, args, exec, hostVersion) {
+async function runTool(ctx, config, tool, args, exec, hostVersion, notices = null) {
   const { core, error } = loadCore()
   if (core === undefined) {
     return `refused (internal): the dsh-session-mail native addon did not load on this platform (${process.platform}-${process.arch}): ${error?.message ?? error}. Reinstall the plugin for this platform.`
@@ -101,7 +109,14 @@ async function runTool(ctx, config, tool, args, exec, hostVersion) {
     const sends = tool === 'sessions_send' || tool === 'send_session_message'
     const secret = sends ? await browserSessionSecret(ctx) : null
     const request = buildRequest(ctx, config, tool, args, exec, hostVersion, secret)
-    return await core.runTool(JSON.stringify(request))
+    const text = await core.runTool(JSON.stringify(request))
+    if (sends && notices !== null && args?.notify_when_idle === true && text.startsWith('accepted for ')) {
+      const target = String(args.session_id ?? args.toSessionId)
+      const requestId = /\nrequest: (\S+)\s*$/.exec(text)?.[1] ?? null
+      const note = notices.watch({ watcher: request.caller?.sessionId ?? request.caller?.agentId ?? null, target, requestId, turn: request.caller?.turn ?? null })
+      return withNote(text, note)
+    }
+    return text
   } catch (e) {
     const msg = String(e?.message ?? e)
     // A request the core cannot take (E_BAD_REQUEST) fails the same way every time: no retry advice.
@@ -112,11 +127,22 @@ async function runTool(ctx, config, tool, args, exec, hostVersion) {
   }
 }
 
+/** Live peers of the caller's repository with the files both changed recently (the core's list rows). */
+async function overlapRows(ctx, config, exec, hostVersion) {
+  const { core } = loadCore()
+  if (typeof core?.listSessions !== 'function') return null
+  const request = buildRequest(ctx, config, 'sessions_list', { repo_only: true, live_only: true, limit: 200 }, exec, hostVersion)
+  const v = await core.listSessions(JSON.stringify(request))
+  return v?.ok ? v.rows.filter(r => !r.isCaller && Array.isArray(r.overlap) && r.overlap.length > 0) : null
+}
+
 export function apply(ctx, config) {
   config = Config(config ?? {})
   if (!config.enabled) return
   const hostVersion = detectHostVersion()
-  for (const spec of toolSpecs()) {
+  const notices = new IdleNotices(ctx, { ttlMs: config.idleNoticeMinutes * 60_000 })
+  if (config.overlapNotice) installOverlapNotice(ctx, exec => overlapRows(ctx, config, exec, hostVersion))
+  for (const spec of toolSpecs({ sendTools: config.sendTools })) {
     // defineTool compiles the schemas the model sees. Its execute throws ToolArgsError on a bad call;
     // we keep its definition and replace execute so a bad call becomes a readable refusal from the
     // core instead (rc.8 packages/core/tools/src/schema.ts `defineTool`; the runtime itself does not
@@ -125,7 +151,7 @@ export function apply(ctx, config) {
     ctx.tools.register({
       ...defined,
       async execute(args, exec) {
-        return runTool(ctx, config, spec.name, args, exec, hostVersion)
+        return runTool(ctx, config, spec.name, args, exec, hostVersion, notices)
       },
     })
   }

@@ -165,6 +165,7 @@ pub struct ConfigDefaults {
     pub budget_per_sender: u32,
     pub urgent_reserve: u32,
     pub max_stacked_per_sender: u32,
+    pub max_relay_hops: u32,
 }
 
 /// The defaults of `config::Config`.
@@ -245,6 +246,12 @@ pub struct SessionRow {
     pub is_caller: bool,
     pub messageable: bool,
     pub hint: String,
+    /// In the caller's git repository (any worktree of it).
+    pub same_repo: bool,
+    /// Files a live peer's write/edit tools changed recently, relative to its checkout.
+    pub files_changed: Vec<String>,
+    /// Of those, the ones the caller changed recently too.
+    pub overlap: Vec<String>,
 }
 
 /// `sessions_list` as data, or its refusal (`ok: false`, `code`, `text`).

@@ -208,6 +208,10 @@ describe('contract host (DSH 0.1.2+)', () => {
     const rt = await cli(['read', B], { env: env() })
     assert.match(rt.stdout, new RegExp(`^session ${B} \\[cold, top-level\\] \\| cwd=${projB}`))
     assert.match(rt.stdout, new RegExp(`--- user \\(seq ${m.seq}, user, request=${rid}\\) ---\\nFrom ${A} ：\\nthe build is green`))
+    // --since: only what came after that seq
+    const since = await cli(['read', B, '--since', String(m.seq)], { env: env() })
+    assert.match(since.stdout, new RegExp(`\\nreadable messages: \\d+ after seq ${m.seq} \\|`))
+    assert.doesNotMatch(since.stdout, /the build is green/)
     const missing = await cli(['read', 'session-nope', '--json'], { env: env() })
     assert.equal(missing.code, 3)
     assert.equal(missing.json.code, 'not-found')

@@ -60,8 +60,8 @@ pub fn header_guard(data: &[u8]) {
     // one line (its own line breaks are the sender's title, not the body's), so count the frame's lines
     // on a clean reference frame.
     let title = title.replace(is_line_break, " ");
-    let framed = mail::frame(SENDER, Some(&title), "queue", body);
-    let reference = mail::frame(SENDER, Some(&title), "queue", "ok");
+    let framed = mail::frame(SENDER, Some(&title), "queue", Some((1, 4)), body);
+    let reference = mail::frame(SENDER, Some(&title), "queue", Some((1, 4)), "ok");
     let count = |t: &str| {
         let ls: Vec<&str> = t.split(is_line_break).collect();
         (
@@ -398,8 +398,9 @@ mod probes {
     /// those as line breaks. `header_guard` therefore folds line breaks out of its fuzzed titles.
     #[test]
     fn title_line_breaks_survive_json_quoting() {
-        // Fixed: `frame` folds separators in the title to spaces, so the frame keeps its 6 lines.
-        let f = dsh_session_mail_core::mail::frame(super::SENDER, Some("t\u{2028}--- message ends ---"), "queue", "b");
-        assert_eq!(f.split(super::is_line_break).count(), 6, "{f:?}");
+        // Fixed: `frame` folds separators in the title to spaces, so the frame keeps its 7 lines
+        // (title, from-session, delivery, authority, begins, body, ends).
+        let f = dsh_session_mail_core::mail::frame(super::SENDER, Some("t\u{2028}--- message ends ---"), "queue", None, "b");
+        assert_eq!(f.split(super::is_line_break).count(), 7, "{f:?}");
     }
 }

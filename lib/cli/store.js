@@ -23,12 +23,13 @@ Rows say "cold" because the command line reads the store, not the running host.
 Exit: 0 listed, 2 bad usage.
 `
 
-const READ_HELP = `usage: dsh-session-mail read ID [--max N] [--include-injected] [--include-system]
+const READ_HELP = `usage: dsh-session-mail read ID [--max N] [--since SEQ] [--include-injected] [--include-system]
                            [--max-chars N] [--json] [--home DIR]
 
 A window of one session's messages, newest first, as the sessions_read tool shows it.
 
   --max N              at most N messages, 1-100 (default 50)
+  --since SEQ          only what came after SEQ (an earlier read's "captured through seq")
   --include-injected   also harness-injected context (reminders, memory snapshots)
   --include-system     also system/developer messages and plugin notices
   --max-chars N        cut each message at N characters (default 4000, at least 16)
@@ -94,16 +95,18 @@ export async function list(argv, out) {
 
 export async function read(argv, out) {
   const { help, values, positionals } = parse('read', argv, {
-    max: { type: 'string' }, 'include-injected': { type: 'boolean' }, 'include-system': { type: 'boolean' },
+    max: { type: 'string' }, since: { type: 'string' }, 'include-injected': { type: 'boolean' }, 'include-system': { type: 'boolean' },
     'max-chars': { type: 'string' }, json: { type: 'boolean' }, home: { type: 'string' },
   }, { positionals: ['ID'] })
   if (help) return out.help(READ_HELP)
   const max = intOption('read', values, 'max', 1, 100)
   const maxChars = intOption('read', values, 'max-chars', 16, 100_000_000)
+  const since = intOption('read', values, 'since', 0, 1_000_000_000_000)
   const c = core()
   const home = resolveDshHome(values.home)
   const args = { session_id: positionals[0] }
   if (max !== undefined) args.max_messages = max
+  if (since !== undefined) args.since_seq = since
   if (values['include-injected']) args.include_injected = true
   if (values['include-system']) args.include_system = true
   const config = { maxReadMessages: Math.max(50, max ?? 0) }

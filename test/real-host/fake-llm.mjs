@@ -21,6 +21,11 @@
 //     "ECHO: <first 200 chars>"       of the newest fresh user message, if there is one
 //   joined by "\n". With no fresh input at all -> "OK".
 //
+//     @@relay ["id1","id2",…]    -> a relaying agent: calls sessions_send to the id after this session's own
+//                                   id in the list (cyclically; the session id is the request header), with
+//                                   the same text as the message, so the relay directive travels on
+// Every request's log line has `toolBytes`: the compact-JSON size of each tools[] entry as the host sent it.
+//
 // Directives inside a delivered message work the same way (the newest fresh user message is what counts),
 // but a directive line must start the line (leading spaces allowed).
 import http from 'node:http'
@@ -51,6 +56,11 @@ export function parseDirectives(text) {
         try { args = JSON.stringify(JSON.parse(rest)) } catch { args = rest } // malformed on purpose: pass it through
       }
       out.calls.push({ name: m[1], args })
+    } else if ((m = /^@@relay\s+(\[.*\])\s*$/.exec(line))) {
+      try {
+        const ids = JSON.parse(m[1])
+        if (Array.isArray(ids) && ids.every(x => typeof x === 'string')) out.relay = { ids, line }
+      } catch { /* not a relay line */ }
     } else if ((m = /^@@say\s(.*)$/.exec(line))) {
       out.say = m[1]
     } else if ((m = /^@@sleep\s+(\d+)\s*$/.exec(line))) {
@@ -72,7 +82,7 @@ function toolNames(body) {
 }
 
 /** Decide the response to one chat-completions request body. */
-export function decide(body) {
+export function decide(body, sessionId = null) {
   const messages = Array.isArray(body.messages) ? body.messages : []
   const offered = toolNames(body)
   if (offered.length === 0) return { kind: 'text', text: TITLE, why: 'no-tools' }
@@ -86,6 +96,12 @@ export function decide(body) {
   const d = parseDirectives(newestUser ?? '')
   const common = { sleepMs: d.sleepMs }
   if (d.fail !== undefined) return { kind: 'fail', status: d.fail, ...common }
+  if (d.relay !== undefined && d.calls.length === 0) {
+    // an agent that forwards every peer message: to the id after its own in the list, the same relay line
+    const i = d.relay.ids.indexOf(sessionId)
+    const next = d.relay.ids[(i + 1) % d.relay.ids.length]
+    d.calls.push({ name: 'sessions_send', args: JSON.stringify({ session_id: next, message: d.relay.line }) })
+  }
   if (d.calls.length > 0) {
     const missing = d.calls.filter(c => !offered.includes(c.name)).map(c => c.name)
     if (missing.length > 0) return { kind: 'text', text: `TOOL_NOT_OFFERED: ${missing.join(', ')}`, ...common }
@@ -127,7 +143,7 @@ export function startFakeLlm({ port = 0, log } = {}) {
     let body = {}
     try { body = JSON.parse(Buffer.concat(chunks).toString('utf8')) } catch { /* keep empty */ }
     const id = ++n
-    const decision = decide(body)
+    const decision = decide(body, req.headers['x-deepseek-harness-session-id'] ?? null)
     const entry = {
       n: id,
       at: Date.now(),
@@ -136,6 +152,8 @@ export function startFakeLlm({ port = 0, log } = {}) {
       model: body.model,
       stream: body.stream,
       tools: toolNames(body),
+      // bytes of each tool definition exactly as the host sent it (compact JSON of the request's tools[] entry)
+      toolBytes: Object.fromEntries((Array.isArray(body.tools) ? body.tools : []).map(t => [t?.function?.name ?? t?.name, Buffer.byteLength(JSON.stringify(t))])),
       messages: (body.messages ?? []).map(m => ({
         role: m.role,
         content: contentText(m.content),

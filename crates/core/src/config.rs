@@ -40,6 +40,9 @@ pub struct Config {
     /// Queued (next-turn) messages from one sender a target may hold unclaimed before more queueing is
     /// refused (0: no stacking guard). Urgent / steer sends are never refused by it.
     pub max_stacked_per_sender: u32,
+    /// Agent-to-agent deliveries one conversation chain may make until a human speaks in it (the causal
+    /// loop guard, `mail::chain`; 0: off).
+    pub max_relay_hops: u32,
 }
 
 impl Default for Config {
@@ -61,6 +64,7 @@ impl Default for Config {
             budget_per_sender: 20,
             urgent_reserve: 2,
             max_stacked_per_sender: 2,
+            max_relay_hops: 4,
         }
     }
 }

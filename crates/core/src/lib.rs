@@ -16,6 +16,7 @@ pub mod mail;
 pub mod offload;
 pub mod outcome;
 pub mod render;
+pub mod repo;
 pub mod request;
 pub mod scrub;
 pub mod store;

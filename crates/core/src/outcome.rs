@@ -100,6 +100,11 @@ pub enum Refusal {
         target: String,
         tool: SendTool,
     },
+    /// `relay-limit`: the causal loop guard (`mail::chain`): this send would pass `maxRelayHops` in its chain.
+    RelayLimit {
+        hop: crate::mail::chain::Hop,
+        max: u32,
+    },
     /// `resume-disabled`: a cold target while `allowResume` is false.
     ResumeDisabled { target: String },
     /// `not-found`.
@@ -151,6 +156,7 @@ impl Refusal {
             Refusal::TooLong { .. } => "too-long",
             Refusal::ForgedHeader(_) => "forged-header",
             Refusal::Budget { .. } => "budget",
+            Refusal::RelayLimit { .. } => "relay-limit",
             Refusal::ResumeDisabled { .. } => "resume-disabled",
             Refusal::NotFound { .. } => "not-found",
             Refusal::NotMessageable { .. } => "not-messageable",
@@ -228,6 +234,10 @@ pub enum SendNote {
     LedgerNotWritten(String),
     /// `.credentials.yaml` is readable by other users (the whole warning).
     CredentialsExposed(String),
+    /// This delivery's hop in its agent-to-agent chain (from the second hop on): (hop, maxRelayHops).
+    RelayHop { hop: u32, max: u32 },
+    /// The target's running turn waits on its human (an open question or approval).
+    AwaitingUser,
 }
 
 /// A send's outcome with its notes.
@@ -340,6 +350,15 @@ mod tests {
                 target: "session-t".into(),
                 tool: SendTool::SessionsSend,
             },
+            Refusal::RelayLimit {
+                hop: crate::mail::chain::Hop {
+                    chain: "dsh-session-mail:c".into(),
+                    hop: 5,
+                    sessions: vec!["session-a".into(), "session-b".into()],
+                    started: None,
+                },
+                max: 4,
+            },
             Refusal::ResumeDisabled {
                 target: "session-t".into(),
             },
@@ -407,7 +426,7 @@ mod tests {
     fn every_refusal_renders_with_its_code_first() {
         let all = every_refusal();
         let codes: std::collections::BTreeSet<&str> = all.iter().map(Refusal::code).collect();
-        assert_eq!(codes.len(), 18, "{codes:?}");
+        assert_eq!(codes.len(), 19, "{codes:?}");
         for r in &all {
             let text = r.render();
             let prefix = format!("refused ({}): ", r.code());

@@ -34,6 +34,10 @@ pub struct Caller {
     pub agent_id: Option<String>,
     /// The caller's title, if the shim knows it (used in the `sessions_send` frame).
     pub title: Option<String>,
+    /// The user-role messages of the caller's current turn as its session recorded them (newest last),
+    /// for the loop guard (`mail::chain`). `None`: the shim could not see them.
+    #[serde(default)]
+    pub turn: Option<Vec<crate::mail::chain::TurnMessage>>,
 }
 
 impl Caller {
@@ -78,4 +82,18 @@ pub struct LiveSession {
     /// shim from `agent.inbox.nextTurn`); the stacking guard intersects them with the sender's ledger.
     #[serde(default)]
     pub pending_next_turn_rpc_ids: Vec<String>,
+    /// Files its write/edit tools changed recently, newest first, as the tool calls named them (the shim
+    /// folds them from the session's events: lib/host.js `fileActivityOf`).
+    #[serde(default)]
+    pub files: Vec<FileTouch>,
+}
+
+/// One file a session's write/edit tool changed.
+#[derive(Debug, Clone, Deserialize, Default, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct FileTouch {
+    /// The path as the tool call named it (absolute, or relative to the session's cwd).
+    pub path: String,
+    /// When (ms since the epoch), if the event said.
+    pub time_ms: Option<i64>,
 }

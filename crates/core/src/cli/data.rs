@@ -48,6 +48,9 @@ pub fn list_value(home: &Path, req: &ToolRequest) -> Value {
                 "isCaller": r.is_caller,
                 "messageable": !r.subagent && !r.is_caller,
                 "hint": send_hint(r, req.config.allow_resume),
+                "sameRepo": r.same_repo.is_some(),
+                "filesChanged": r.files,
+                "overlap": r.overlap,
             })
         })
         .collect();
@@ -283,6 +286,7 @@ mod tests {
             session_id: Some("session-me".into()),
             agent_id: None,
             title: None,
+            turn: None,
         });
         // No web server: refused before any id is minted.
         let v = send_value(r.clone()).await;
@@ -308,6 +312,7 @@ mod tests {
             pending_rpc_ids: vec![],
             pending_next_turn: 0,
             pending_next_turn_rpc_ids: vec![],
+            files: vec![],
         }];
         let v = send_value(r).await;
         assert_eq!(v["code"], "unreachable", "{v}");

@@ -3,7 +3,8 @@
 //!
 //! - Where: `$DSH_HOME/dsh-session-mail/ledger.jsonl`; the directory is 0700 and the file 0600 (Unix),
 //!   tightened when found looser.
-//! - A line: `{"time","sender","target","tool","mode","requestId","outcome","bodyChars","bodySha256"}`.
+//! - A line: `{"time","sender","target","tool","mode","requestId","outcome","bodyChars","bodySha256"}`, plus
+//!   `chain` and `hop` (the loop guard, `mail::chain`) on a send that counts (accepted, may-have-landed).
 //!   Never the body, never a secret or a cookie (nothing here is handed one). `bodySha256` is the hex
 //!   SHA-256 of the message as the caller wrote it (before the From header or the frame) — note that a
 //!   very short body can be guessed from its hash, which is one more reason the file is owner-only.
@@ -133,6 +134,13 @@ pub struct Entry {
     pub body_chars: Option<usize>,
     /// Hex SHA-256 of the message as written, `null` when the message was not a string.
     pub body_sha256: Option<String>,
+    /// The loop guard's conversation chain (`mail::chain`): the request id of the chain's first delivery.
+    /// Absent on refused lines and on lines written before the guard existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain: Option<String>,
+    /// This delivery's hop in its chain (1 = the first agent-to-agent delivery after a human message).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hop: Option<u32>,
 }
 
 impl Entry {
@@ -158,6 +166,8 @@ impl Entry {
             outcome,
             body_chars: body.map(|b| b.chars().count()),
             body_sha256: body.map(sha256_hex),
+            chain: None,
+            hop: None,
         }
     }
 

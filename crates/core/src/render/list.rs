@@ -120,6 +120,13 @@ pub struct ListRow {
     pub preset: Option<String>,
     pub title: Option<String>,
     pub is_caller: bool,
+    /// `same repo`: in the caller's git repository (any worktree of it); `same dir`: outside git, in the
+    /// caller's directory. `None`: elsewhere.
+    pub same_repo: Option<&'static str>,
+    /// Files a live session's write/edit tools changed recently, newest first, relative to its checkout.
+    pub files: Vec<String>,
+    /// Of those, the ones the caller changed recently too.
+    pub overlap: Vec<String>,
 }
 
 /// What a send can do to this row now.
@@ -132,6 +139,10 @@ pub fn send_hint(row: &ListRow, allow_resume: bool) -> String {
     }
     match &row.liveness {
         Liveness::Live(s) if s == "running" => "send: steer lands in its running turn".into(),
+        // its running turn waits on an open question or approval (lib/host.js `awaitingUser`)
+        Liveness::Live(s) if s == "awaiting-user" => {
+            "send: waiting on its human; steer lands once they answer, queue after that turn".into()
+        }
         Liveness::Live(_) => "send: queue or steer starts a turn now".into(),
         Liveness::Cold if allow_resume => "send: queue (wakes it)".into(),
         Liveness::Cold => "send: resume disabled".into(),
@@ -174,6 +185,10 @@ fn row_text(row: &ListRow, allow_resume: bool) -> String {
             show_id(p)
         ));
     }
+    if let Some(tag) = row.same_repo.filter(|_| !row.is_caller) {
+        s.push_str(" | ");
+        s.push_str(tag);
+    }
     s.push_str(" | ");
     s.push_str(&send_hint(row, allow_resume));
     s.push_str("\n  ");
@@ -184,6 +199,15 @@ fn row_text(row: &ListRow, allow_resume: bool) -> String {
             .filter(|t| !t.is_empty())
             .unwrap_or_else(|| "(untitled)".into()),
     );
+    if !row.files.is_empty() && !row.is_caller {
+        s.push_str("\n  changed recently: ");
+        s.push_str(&bounded_paths(&row.files));
+    }
+    if !row.overlap.is_empty() && !row.is_caller {
+        s.push_str("\n  overlap: you changed ");
+        s.push_str(&bounded_paths(&row.overlap));
+        s.push_str(" recently too; coordinate before editing it further");
+    }
     s
 }
 
@@ -193,6 +217,43 @@ pub fn store_note(n: &StoreNote) -> String {
         StoreNote::NoLog { path, .. } => format!("{path}: no session log"),
         StoreNote::Text(t) => t.clone(),
     }
+}
+
+/// Most paths printed on one activity line, and the longest such line.
+pub const MAX_PATHS: usize = 6;
+pub const MAX_PATHS_CHARS: usize = 300;
+
+/// `a, b, c (+N more)`, each path on one line, the whole bounded.
+fn bounded_paths(paths: &[String]) -> String {
+    let mut out = String::new();
+    let mut shown = 0;
+    for p in paths.iter().take(MAX_PATHS) {
+        let p = one_line(p);
+        if !out.is_empty() && out.chars().count() + p.chars().count() + 2 > MAX_PATHS_CHARS {
+            break;
+        }
+        if !out.is_empty() {
+            out.push_str(", ");
+        }
+        if p.chars().count() > MAX_PATHS_CHARS {
+            out.push('…');
+            out.extend(
+                p.chars()
+                    .rev()
+                    .take(MAX_PATHS_CHARS - 1)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev(),
+            );
+        } else {
+            out.push_str(&p);
+        }
+        shown += 1;
+    }
+    if paths.len() > shown {
+        out.push_str(&format!(" (+{} more)", paths.len() - shown));
+    }
+    out
 }
 
 /// Most notes printed under a listing.
@@ -229,6 +290,9 @@ mod tests {
 
     fn row(id: &str) -> ListRow {
         ListRow {
+            same_repo: None,
+            files: Vec::new(),
+            overlap: Vec::new(),
             id: id.into(),
             liveness: Liveness::Cold,
             subagent: false,
@@ -289,6 +353,17 @@ note: … and 2 more";
             "send: queue or steer starts a turn now"
         );
         assert_eq!(send_hint(&row("s"), false), "send: resume disabled");
+        let mut asking = row("s");
+        asking.liveness = Liveness::Live("awaiting-user".into());
+        assert_eq!(
+            send_hint(&asking, true),
+            "send: waiting on its human; steer lands once they answer, queue after that turn"
+        );
+        assert!(
+            row_text(&asking, true).contains("[live, top-level, awaiting-user]"),
+            "{}",
+            row_text(&asking, true)
+        );
     }
 
     #[test]

@@ -15,6 +15,8 @@ pub struct ReadHead {
     pub readable: usize,
     /// The last seq read.
     pub captured_through: Option<u64>,
+    /// A delta read: only messages after this seq (`since_seq`).
+    pub since: Option<u64>,
 }
 
 /// One message of the window.
@@ -210,8 +212,10 @@ pub fn render_read(
                 .unwrap_or_else(|| "(untitled)".into())
         ),
         format!(
-            "readable messages: {} | captured through seq: {}",
+            "readable messages: {}{} | captured through seq: {}",
             head.readable,
+            head.since
+                .map_or(String::new(), |s| format!(" after seq {s}")),
             head.captured_through
                 .map_or("(none)".to_string(), |s| s.to_string())
         ),
@@ -234,10 +238,16 @@ pub fn render_read(
         out.push(defuse(&truncate_body(&m.body, max_chars)));
     }
     if messages.is_empty() {
-        out.push("(no readable messages)".into());
+        out.push(match head.since {
+            Some(s) => format!("(no new readable messages after seq {s})"),
+            None => "(no readable messages)".into(),
+        });
     }
     if omitted > 0 {
-        out.push(format!("({omitted} earlier messages omitted)"));
+        out.push(match head.since {
+            Some(s) => format!("({omitted} earlier messages after seq {s} omitted)"),
+            None => format!("({omitted} earlier messages omitted)"),
+        });
     }
     let mut hints = Vec::new();
     if hidden.injected > 0 {
@@ -274,6 +284,7 @@ mod tests {
     #[test]
     fn read_matches_the_contract() {
         let head = ReadHead {
+            since: None,
             id: "session-e2".into(),
             live: true,
             subagent: false,
@@ -334,6 +345,7 @@ note: torn tail"
     #[test]
     fn delimiter_lookalikes_in_a_body_are_defused() {
         let head = ReadHead {
+            since: None,
             id: "s".into(),
             live: false,
             subagent: true,

@@ -77,6 +77,7 @@ pub fn render(r: &Refusal) -> String {
             target,
             tool,
         } => text::budget_refused(exceeded, target, *tool),
+        Refusal::RelayLimit { hop, max } => text::relay_limit(hop, *max),
         Refusal::ResumeDisabled { target } => text::resume_disabled(target),
         Refusal::NotFound { target, missing } => match missing {
             Missing::SendTarget => text::not_found(target),

@@ -529,5 +529,28 @@ pub fn note(n: &SendNote) -> String {
         }
         SendNote::LedgerNotWritten(why) => format!("audit ledger not written: {why}"),
         SendNote::CredentialsExposed(warning) => warning.clone(),
+        SendNote::RelayHop { hop, max } => format!(
+            "relay hop {hop} of {max} in this agent-to-agent chain; past {max}, sends are refused until a human writes. Wrap up and report to your human."
+        ),
+        SendNote::AwaitingUser => "that session is waiting on its human (an open question or approval): nothing lands before the human answers.".into(),
     }
+}
+
+/// `refused (relay-limit)`: the loop guard (`mail::chain`) stopped an agent-to-agent relay.
+pub fn relay_limit(h: &crate::mail::chain::Hop, max: u32) -> String {
+    let via = if h.sessions.is_empty() {
+        String::new()
+    } else {
+        format!(" through {}", h.sessions.join(", "))
+    };
+    let since = h
+        .started
+        .as_deref()
+        .map(|t| format!(" since {t}"))
+        .unwrap_or_default();
+    format!(
+        "refused (relay-limit): this would be agent-to-agent delivery {} in one conversation chain (started by {}{since}{via}); the limit is {max} (maxRelayHops) until a human writes in it.\n\
+         Stop relaying. Take the conclusion, or the open question, to your human instead. Nothing was sent; a new message from your human starts a new chain.",
+        h.hop, h.chain
+    )
 }

@@ -141,6 +141,7 @@ pub fn list(args: &Value, max_list_results: usize) -> Result<ListArgs, ArgProble
         }
     };
     let live_only = opt_bool(map, "live_only")?.unwrap_or(false);
+    let repo_only = opt_bool(map, "repo_only")?.unwrap_or(false);
     let cap = max_list_results.clamp(1, 200);
     let limit = opt_int(map, "limit", 1, 200)?.map_or(cap, |n| (n as usize).min(cap));
     Ok(ListArgs {
@@ -148,6 +149,7 @@ pub fn list(args: &Value, max_list_results: usize) -> Result<ListArgs, ArgProble
         scope,
         live_only,
         limit,
+        repo_only,
     })
 }
 
@@ -195,6 +197,7 @@ pub fn read(args: &Value, cfg: &Config) -> Result<ReadArgs, ArgProblem> {
         include_injected: opt_bool(map, "include_injected")?
             .unwrap_or(cfg.include_injected_by_default),
         include_system: opt_bool(map, "include_system")?.unwrap_or(false),
+        since_seq: opt_int(map, "since_seq", 0, 1_000_000_000_000)?,
     })
 }
 
@@ -356,6 +359,19 @@ pub fn send(tool: SendTool, args: &Value, cfg: &Config) -> Result<SendArgs, Vec<
                 },
             }),
         },
+    }
+
+    // `notify_when_idle` is acted on by the shim after an accepted send (lib/notice.js); checked here so a
+    // bad value is refused like every other argument, before anything is sent.
+    if let Some(v) = obj.get("notify_when_idle") {
+        if !v.is_boolean() {
+            problems.push(ArgProblem::invalid(
+                "notify_when_idle",
+                "a boolean (true or false)",
+                describe_got(Some(v)),
+                Some("true: one notice when that session's running turn ends.".into()),
+            ));
+        }
     }
 
     let mut unknown: Vec<&String> = obj

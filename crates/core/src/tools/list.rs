@@ -43,9 +43,11 @@ pub struct ListArgs {
     pub scope: Scope,
     pub live_only: bool,
     pub limit: usize,
+    /// Only sessions in the caller's git repository (any worktree), or its directory outside git.
+    pub repo_only: bool,
 }
 
-pub const LIST_ARGS: [&str; 4] = ["query", "scope", "live_only", "limit"];
+pub const LIST_ARGS: [&str; 5] = ["query", "scope", "live_only", "repo_only", "limit"];
 
 pub fn parse_args(args: &Value, max_list_results: usize) -> Result<ListArgs, Refusal> {
     args::list(args, max_list_results).map_err(args::refuse)
@@ -56,6 +58,8 @@ pub fn parse_args(args: &Value, max_list_results: usize) -> Result<ListArgs, Ref
 pub struct Candidate {
     pub row: ListRow,
     pub created_at: i64,
+    /// Same repository as the caller, or (outside git) the caller's directory: what `repo_only` keeps.
+    pub same_place: bool,
 }
 
 /// The rows a listing shows (filtered, sorted, limited), before rendering.
@@ -109,12 +113,16 @@ pub fn select(home: &Path, req: &ToolRequest, args: &ListArgs) -> Selection {
             preset: h.agent_preset.clone(),
             title,
             is_caller: caller.as_deref() == Some(h.id.as_str()),
+            same_repo: None,
+            files: Vec::new(),
+            overlap: Vec::new(),
         };
         match by_id.get(&h.id) {
             Some(&i) => {
                 all[i] = Candidate {
                     row,
                     created_at: h.created_at.unwrap_or(0),
+                    same_place: false,
                 }
             }
             None => {
@@ -122,6 +130,7 @@ pub fn select(home: &Path, req: &ToolRequest, args: &ListArgs) -> Selection {
                 all.push(Candidate {
                     row,
                     created_at: h.created_at.unwrap_or(0),
+                    same_place: false,
                 });
             }
         }
@@ -151,6 +160,7 @@ pub fn select(home: &Path, req: &ToolRequest, args: &ListArgs) -> Selection {
         );
     }
     let considered = all.len();
+    annotate_repos_and_files(&mut all, &req.live);
     let q = args.query.as_deref().map(str::to_lowercase);
     let mut rows: Vec<Candidate> = all
         .into_iter()
@@ -160,6 +170,7 @@ pub fn select(home: &Path, req: &ToolRequest, args: &ListArgs) -> Selection {
             Scope::All => true,
         })
         .filter(|c| !args.live_only || matches!(c.row.liveness, Liveness::Live(_)))
+        .filter(|c| !args.repo_only || c.same_place || c.row.is_caller)
         .filter(|c| match &q {
             None => true,
             Some(q) => [
@@ -173,11 +184,12 @@ pub fn select(home: &Path, req: &ToolRequest, args: &ListArgs) -> Selection {
             .any(|f| f.to_lowercase().contains(q.as_str())),
         })
         .collect();
-    // Newest first by createdAt, then id; the caller always last.
+    // The caller's repository first, then newest first by createdAt, then id; the caller always last.
     rows.sort_by(|a, b| {
         a.row
             .is_caller
             .cmp(&b.row.is_caller)
+            .then(b.row.same_repo.is_some().cmp(&a.row.same_repo.is_some()))
             .then(b.created_at.cmp(&a.created_at))
             .then(a.row.id.cmp(&b.row.id))
     });
@@ -195,6 +207,74 @@ pub fn select(home: &Path, req: &ToolRequest, args: &ListArgs) -> Selection {
         considered,
         notes,
         allow_resume: req.config.allow_resume,
+    }
+}
+
+/// Files changed within this window count as "recent".
+pub const RECENT_FILES_MS: i64 = 30 * 60 * 1000;
+/// Distinct working directories whose checkout one listing resolves (each is a bounded walk up).
+const MAX_CHECKOUTS: usize = 256;
+
+/// Mark rows in the caller's repository (`crate::repo`: worktrees grouped as git does), attach the files
+/// live sessions changed recently (relative to their checkout, so two worktrees agree) and the overlap with
+/// the caller's own recent changes. The caller's repository is known from its row (live header or file).
+fn annotate_repos_and_files(all: &mut [Candidate], live: &[LiveSession]) {
+    use crate::repo::{self, Checkout};
+    let mut cache: HashMap<String, Option<Checkout>> = HashMap::new();
+    let mut checkout_of = |cwd: Option<&String>| -> Option<Checkout> {
+        let cwd = cwd?;
+        if let Some(c) = cache.get(cwd) {
+            return c.clone();
+        }
+        let c = if cache.len() < MAX_CHECKOUTS {
+            repo::checkout(cwd)
+        } else {
+            None
+        };
+        cache.insert(cwd.clone(), c.clone());
+        c
+    };
+    let now = crate::ledger::time::now_ms();
+    let files_of = |id: &str, co: Option<&Checkout>, cwd: Option<&String>| -> Vec<String> {
+        let Some(l) = live.iter().find(|l| l.id == id) else {
+            return Vec::new();
+        };
+        let mut out: Vec<String> = Vec::new();
+        for f in l.files.iter().take(64) {
+            if f.path.is_empty() || f.time_ms.is_some_and(|t| now - t > RECENT_FILES_MS) {
+                continue;
+            }
+            let k = repo::relative_key(co, cwd.map(String::as_str), &f.path);
+            if !out.contains(&k) {
+                out.push(k);
+            }
+        }
+        out
+    };
+    let caller = all.iter().position(|c| c.row.is_caller);
+    let caller_co = caller.and_then(|i| checkout_of(all[i].row.cwd.as_ref()));
+    let caller_files: Vec<String> = match caller {
+        Some(i) => files_of(&all[i].row.id, caller_co.as_ref(), all[i].row.cwd.as_ref()),
+        None => Vec::new(),
+    };
+    for c in all.iter_mut() {
+        let co = checkout_of(c.row.cwd.as_ref());
+        c.same_place = matches!((&co, &caller_co), (Some(a), Some(b)) if a.key == b.key);
+        // only a git repository is tagged and ranked first; outside git, repo_only keeps the caller's dir
+        c.row.same_repo =
+            (c.same_place && co.as_ref().is_some_and(|x| x.git)).then_some("same repo");
+        if matches!(c.row.liveness, Liveness::Live(_)) && !c.row.is_caller {
+            c.row.files = files_of(&c.row.id, co.as_ref(), c.row.cwd.as_ref());
+            if c.same_place {
+                c.row.overlap = c
+                    .row
+                    .files
+                    .iter()
+                    .filter(|f| caller_files.contains(f))
+                    .cloned()
+                    .collect();
+            }
+        }
     }
 }
 
@@ -238,6 +318,7 @@ pub(crate) mod tests {
                 session_id: Some(MAIN.into()),
                 agent_id: None,
                 title: None,
+                turn: None,
             }),
             host: crate::request::HostInfo {
                 dsh_home: Some(home.display().to_string()),
@@ -291,6 +372,83 @@ Top-level sessions are messageable with sessions_send; subagent sessions are not
         );
         let out = list(json!({"live_only":true})).await;
         assert!(out.starts_with("0 of 6 considered sessions"), "{out}");
+    }
+
+    #[tokio::test]
+    async fn repo_scope_groups_worktrees_and_shows_file_overlap() {
+        use crate::request::FileTouch;
+        let t = tempfile::tempdir().unwrap();
+        let main = t.path().join("repo");
+        std::fs::create_dir_all(main.join(".git/worktrees/wt")).unwrap();
+        std::fs::write(main.join(".git/worktrees/wt/commondir"), "../..").unwrap();
+        let wt = t.path().join("wt");
+        std::fs::create_dir_all(&wt).unwrap();
+        std::fs::write(
+            wt.join(".git"),
+            format!("gitdir: {}", main.join(".git/worktrees/wt").display()),
+        )
+        .unwrap();
+        let other = t.path().join("other");
+        std::fs::create_dir_all(other.join(".git")).unwrap();
+        let now = crate::ledger::time::now_ms();
+        let touch = |p: &str| FileTouch {
+            path: p.into(),
+            time_ms: Some(now),
+        };
+        let live = |id: &str, cwd: &Path, created: i64, files: Vec<FileTouch>| LiveSession {
+            id: id.into(),
+            status: "idle".into(),
+            header: json!({"cwd": cwd.display().to_string(), "createdAt": created}),
+            files,
+            ..Default::default()
+        };
+        let home = tempfile::tempdir().unwrap();
+        let mut r = req(json!({}), home.path());
+        r.caller.as_mut().unwrap().session_id = Some("session-me".into());
+        r.live = vec![
+            live(
+                "session-me",
+                &main,
+                1,
+                vec![touch("src/shared.rs"), touch("README.md")],
+            ),
+            live(
+                "session-wt",
+                &wt,
+                2,
+                vec![
+                    touch(&wt.join("src/shared.rs").display().to_string()),
+                    touch("docs/x.md"),
+                ],
+            ),
+            live("session-other", &other, 3, vec![touch("src/shared.rs")]),
+        ];
+        let out = run(&r).await;
+        let lines: Vec<&str> = out.lines().collect();
+        // the caller's repository first (even though session-other is newer), the caller last
+        assert!(
+            lines[0].starts_with("- session-wt [live, top-level, idle] | cwd=")
+                && lines[0].contains(" | same repo | "),
+            "{out}"
+        );
+        assert_eq!(
+            lines[2], "  changed recently: src/shared.rs, docs/x.md",
+            "{out}"
+        );
+        assert_eq!(lines[3], "  overlap: you changed src/shared.rs recently too; coordinate before editing it further", "{out}");
+        assert!(
+            lines[4].starts_with("- session-other [") && !lines[4].contains("same repo"),
+            "{out}"
+        );
+        assert!(!out.contains("overlap: you changed src/shared.rs recently too; coordinate before editing it further\n- session-me"), "another repository never overlaps: {out}");
+        let mut r2 = r.clone();
+        r2.args = json!({"repo_only": true});
+        let out = run(&r2).await;
+        assert!(!out.contains("session-other"), "{out}");
+        assert!(
+            out.contains("- session-wt [") && out.contains("- session-me ["),
+            "{out}"
+        );
     }
 
     #[tokio::test]
@@ -367,7 +525,7 @@ Top-level sessions are messageable with sessions_send; subagent sessions are not
             (json!({"scope":"everything"}), "refused (bad-argument): scope must be one of \"top-level\", \"subagents\", \"all\"; got \"everything\" (a string)."),
             (json!({"live_only":"yes"}), "refused (bad-argument): live_only must be true or false; got \"yes\" (a string)."),
             (json!({"query":5}), "refused (bad-argument): query must be a string; got 5."),
-            (json!({"sessionId":"x"}), "refused (bad-argument): \"sessionId\" is not an argument of sessions_list; expected only query, scope, live_only, limit."),
+            (json!({"sessionId":"x"}), "refused (bad-argument): \"sessionId\" is not an argument of sessions_list; expected only query, scope, live_only, repo_only, limit."),
             (json!([1]), "refused (bad-argument): the arguments must be a JSON object; got an array."),
         ];
         for (args, want) in cases {

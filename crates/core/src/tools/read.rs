@@ -17,9 +17,10 @@ use crate::store::fold::{Class, Fold, Node};
 use crate::store::log::{continue_fold, fetch_events, Encoding, Source};
 use crate::store::{self, Lookup};
 
-pub const READ_ARGS: [&str; 4] = [
+pub const READ_ARGS: [&str; 5] = [
     "session_id",
     "max_messages",
+    "since_seq",
     "include_injected",
     "include_system",
 ];
@@ -30,6 +31,8 @@ pub struct ReadArgs {
     pub max_messages: usize,
     pub include_injected: bool,
     pub include_system: bool,
+    /// Only messages after this seq (the `captured through seq` of an earlier read).
+    pub since_seq: Option<u64>,
 }
 
 pub fn parse_args(args: &Value, cfg: &crate::config::Config) -> Result<ReadArgs, Refusal> {
@@ -187,7 +190,20 @@ pub fn window(
     let mut hidden = Hidden::default();
     let mut shown: Vec<&Node> = Vec::new();
     let mut readable = 0usize;
-    for n in fold.surface.iter().rev() {
+    let since = a.since_seq;
+    // A delta read: only what came after `since_seq`, with the same labels and limits. A node that entered
+    // the surface by replacing others after that seq (a compaction checkpoint, a pruned tool result) means
+    // the history the caller read before was rewritten: said plainly below.
+    let mut rewritten = 0usize;
+    for n in fold
+        .surface
+        .iter()
+        .rev()
+        .filter(|n| since.is_none_or(|s| n.seq > s))
+    {
+        if since.is_some() && n.replaced {
+            rewritten += 1;
+        }
         if visible(n, a) {
             readable += 1;
             if shown.len() < a.max_messages {
@@ -219,10 +235,22 @@ pub fn window(
             },
         })
         .collect();
+    if let Some(s) = since {
+        match fold.last_seq {
+            Some(last) if s > last => notes.push(format!(
+                "since_seq {s} is past this log's last seq {last}: the log was replaced (a new generation) or the seq belongs to another session; read without since_seq to see the whole window"
+            )),
+            _ if rewritten > 0 => notes.push(format!(
+                "the conversation was compacted (or tool results pruned) after seq {s}: {rewritten} message(s) marked replaced stand in for history you read before"
+            )),
+            _ => {}
+        }
+    }
     if !fold.notes.is_empty() {
         notes.push(fold.notes.summary());
     }
     let rh = ReadHead {
+        since,
         id: head.id.clone(),
         live,
         subagent: head.is_subagent(),
@@ -434,6 +462,51 @@ Earlier: the user asked to fix the reasoning-effort config.
     }
 
     #[tokio::test]
+    async fn since_seq_returns_only_the_news_and_says_when_history_was_rewritten() {
+        // after seq 40: the assistant reply (50) and the compaction checkpoint (55) that replaced earlier history
+        let out = read(json!({"session_id": MAIN, "since_seq": 40})).await;
+        assert!(
+            out.contains("\nreadable messages: 2 after seq 40 | captured through seq: 58\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("--- assistant (seq 50, model:opencode-go-deepseek/deepseek-flash) ---"),
+            "{out}"
+        );
+        assert!(
+            out.contains("--- user (seq 55, plugin:compact, replaced) ---"),
+            "{out}"
+        );
+        assert!(!out.contains("(seq 37,"), "{out}");
+        assert!(out.contains("\nnote: the conversation was compacted (or tool results pruned) after seq 40: 1 message(s) marked replaced stand in for history you read before"), "{out}");
+        // after the compaction: only the reply, no note
+        let out = read(json!({"session_id": MAIN, "since_seq": 55})).await;
+        assert!(out.contains("readable messages: 0 after seq 55 | captured through seq: 58\n(no new readable messages after seq 55)"), "{out}");
+        let out = read(json!({"session_id": MAIN, "since_seq": 45, "max_messages": 1})).await;
+        assert!(
+            out.contains("(1 earlier messages after seq 45 omitted)"),
+            "{out}"
+        );
+        // nothing new since the last read
+        let out = read(json!({"session_id": MAIN, "since_seq": 58})).await;
+        assert!(
+            out.contains("(no new readable messages after seq 58)") && !out.contains("note:"),
+            "{out}"
+        );
+        // a seq from the future: said plainly
+        let out = read(json!({"session_id": MAIN, "since_seq": 900})).await;
+        assert!(
+            out.contains("note: since_seq 900 is past this log's last seq 58"),
+            "{out}"
+        );
+        let out = read(json!({"session_id": MAIN, "since_seq": -3})).await;
+        assert!(
+            out.starts_with("refused (bad-argument): since_seq must be an integer from 0 to"),
+            "{out}"
+        );
+    }
+
+    #[tokio::test]
     async fn include_flags_window_and_truncation() {
         let mut r = req(
             json!({"session_id": MAIN, "include_injected": true, "include_system": true, "max_messages": 2}),
@@ -592,7 +665,7 @@ Earlier: the user asked to fix the reasoning-effort config.
             (json!({"session_id": MAIN, "max_messages": -1}), "refused (bad-argument): max_messages must be an integer from 1 to 100; got -1."),
             (json!({"session_id": MAIN, "include_system": 1}), "refused (bad-argument): include_system must be true or false; got 1."),
             (json!({"session_id": MAIN, "include_injected": "true"}), "refused (bad-argument): include_injected must be true or false; got \"true\" (a string)."),
-            (json!({"session_id": MAIN, "limit": 3}), "refused (bad-argument): \"limit\" is not an argument of sessions_read; expected only session_id, max_messages, include_injected, include_system."),
+            (json!({"session_id": MAIN, "limit": 3}), "refused (bad-argument): \"limit\" is not an argument of sessions_read; expected only session_id, max_messages, since_seq, include_injected, include_system."),
             (json!("session-x"), "refused (bad-argument): the arguments must be a JSON object; got \"session-x\" (a string)."),
             (json!({"session_id": "session-e218a09e"}), "refused (not-found): no session with id \"session-e218a09e\" on this host."),
             (json!({"session_id": "../../etc"}), "refused (not-found): no session with id \"../../etc\" on this host."),

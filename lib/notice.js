@@ -1,0 +1,146 @@
+// Idle notices (`notify_when_idle` on the send tools): "do this, and tell me once when your turn ends".
+// After an accepted send, the shim watches the target's `agent/status` (rc.8 packages/core/agent-loop
+// `setPhase()` emits it on every idle/running edge; 0.1.7's built-in compaction scheduler and peer sessions
+// listen the same way) and, at its first idle edge after it ran, delivers ONE message into the caller.
+//
+// Bounds: one pending notice per (caller, target) pair; at most `maxWatches` pending in this process; each
+// expires after `ttlMs`. It never touches the target (nothing is sent to it, so an idle peer is never woken),
+// it is dropped when the caller is no longer live here, and a turn that a notice opened cannot ask for
+// another one (no notice loops). The notice is a plugin-sourced user message
+// `{kind:'plugin', plugin:'dsh-session-mail', form:'notice', rpcId:'dsh-session-mail:notice:<request id>'}`:
+// sessions_read hides it as a plugin notice, and the loop guard (crates/core/src/mail/chain.rs) continues
+// the watched send's chain in the turn it opens.
+import { randomUUID } from 'node:crypto'
+
+const NOTICE_PREFIX = 'dsh-session-mail:notice:'
+const PLUGIN = 'dsh-session-mail'
+const INJECTED = ['<system-reminder>', '[MNEMON]', 'MNEMON RUNTIME MEMORY SNAPSHOT', 'Current runtime context.']
+
+function attempt(fn, fallback) {
+  try {
+    const v = fn()
+    return v === undefined ? fallback : v
+  } catch {
+    return fallback
+  }
+}
+
+/**
+ * Was the caller's turn opened (most recently fed) by one of our idle notices? Same rule as the loop
+ * guard's `trigger()`: the newest message that is the human's, a delivery of ours or a notice of ours decides.
+ * @param {Array<{kind?:string|null, rpcId?:string|null, plugin?:string|null, text?:string|null}> | null} turn
+ */
+function openedByNotice(turn) {
+  if (!Array.isArray(turn)) return false
+  for (let i = turn.length - 1; i >= 0; i--) {
+    const m = turn[i]
+    if (m?.plugin === PLUGIN && typeof m.rpcId === 'string' && m.rpcId.startsWith(NOTICE_PREFIX)) return true
+    if (m?.kind !== 'user') continue
+    const text = String(m.text ?? '').trimStart()
+    if (INJECTED.some(p => text.startsWith(p))) continue
+    return false
+  }
+  return false
+}
+
+/** Insert `note: …` before the `request:` line of a tool text (the core's `with_note`). */
+export function withNote(text, note) {
+  const i = text.lastIndexOf('\nrequest: ')
+  return i < 0 ? `${text}\nnote: ${note}` : `${text.slice(0, i)}\nnote: ${note}${text.slice(i)}`
+}
+
+export class IdleNotices {
+  /**
+   * @param {any} ctx the plugin context (`agents` optional; `on` for `agent/status`)
+   * @param {{ ttlMs?: number, maxWatches?: number, now?: () => number }} [options]
+   */
+  constructor(ctx, { ttlMs = 30 * 60_000, maxWatches = 64, now = Date.now } = {}) {
+    this.ctx = ctx
+    this.ttlMs = ttlMs
+    this.maxWatches = maxWatches
+    this.now = now
+    /** @type {Map<string, {watcher:string, target:string, requestId:string, expires:number, sawRunning:boolean, sinceSeq:number|null}>} */
+    this.watches = new Map()
+    this.delivered = 0
+    attempt(() => ctx.on('agent/status', ({ agent, status }) => this.onStatus(agent, status)), undefined)
+  }
+
+  prune() {
+    const t = this.now()
+    for (const [k, w] of this.watches) if (w.expires <= t) this.watches.delete(k)
+  }
+
+  /**
+   * Ask for one notice when `target`'s running turn ends. Returns the receipt's `note:` text.
+   * @param {{ watcher: string|null, target: string, requestId: string|null, turn: any[]|null }} req
+   */
+  watch({ watcher, target, requestId, turn }) {
+    if (!watcher) return 'no idle notice: this call has no caller session to notify.'
+    if (openedByNotice(turn)) return 'no idle notice: this turn was opened by an idle notice, and a notice cannot ask for another one.'
+    const agent = attempt(() => this.ctx.agents?.get?.(target), undefined)
+    if (!agent) return 'no idle notice: that session is not live in this process, so its turn end cannot be seen from here; read it later with sessions_read.'
+    this.prune()
+    const key = `${watcher}\u0000${target}`
+    if (this.watches.has(key)) return 'idle notice already pending for that session (one per pair); it still applies.'
+    if (this.watches.size >= this.maxWatches) return `no idle notice: ${this.maxWatches} notices are already pending in this process.`
+    const status = String(attempt(() => agent.status, 'idle'))
+    const sinceSeq = attempt(() => (typeof agent.session?.seq === 'number' ? agent.session.seq - 1 : null), null)
+    const w = { watcher, target, requestId: requestId ?? randomUUID(), expires: this.now() + this.ttlMs, sawRunning: status !== 'idle', sinceSeq }
+    this.watches.set(key, w)
+    // A very short turn can start and end before this watch exists: if the message already landed and the
+    // session is idle again, the turn is over — notify now rather than wait for an edge that came already.
+    if (status === 'idle' && requestId && this.landedAndEnded(agent, requestId)) queueMicrotask(() => this.fire(key))
+    const mins = Math.round(this.ttlMs / 60_000)
+    return `idle notice set: one message arrives here when that session's running turn ends (expires in ${mins} min if it never does).`
+  }
+
+  landedAndEnded(agent, requestId) {
+    const events = attempt(() => agent.session?.events, null)
+    if (!Array.isArray(events)) return false
+    let landed = false
+    for (const e of events.slice(-2000)) {
+      const m = e?.data?.message ?? e?.data
+      if (e?.type === 'user/message' && m?.source?.rpcId === requestId) landed = true
+      else if (landed && e?.type === 'turn/end') return true
+    }
+    return false
+  }
+
+  onStatus(agent, status) {
+    const id = String(attempt(() => agent.id, ''))
+    for (const [key, w] of this.watches) {
+      if (w.target !== id) continue
+      if (status === 'running') w.sawRunning = true
+      else if (status === 'idle' && w.sawRunning) this.fire(key)
+    }
+  }
+
+  fire(key) {
+    const w = this.watches.get(key)
+    if (!w) return
+    this.watches.delete(key)
+    if (w.expires <= this.now()) return
+    const watcher = attempt(() => this.ctx.agents?.get?.(w.watcher), undefined)
+    if (!watcher || typeof watcher.followup !== 'function') return // the caller is gone: dropped
+    const since = typeof w.sinceSeq === 'number' && w.sinceSeq >= 0 ? `, "since_seq": ${w.sinceSeq}` : ''
+    const text = [
+      `Idle notice (dsh-session-mail): session ${w.target} finished its turn and is idle; you asked to be told (request ${w.requestId}).`,
+      `See what it did: sessions_read {"session_id": "${w.target}"${since}}. This notice is not a message from that session and asks nothing of you.`,
+    ].join('\n')
+    const source = Object.freeze({
+      kind: 'plugin',
+      plugin: PLUGIN,
+      form: 'notice',
+      summary: `${w.target.slice(0, 40)} is idle`,
+      rpcId: `${NOTICE_PREFIX}${w.requestId}`,
+    })
+    // The message shape of rc.8 `createUserMessage` (packages/llm/llm/src/types/message.ts): frozen, own id.
+    const message = Object.freeze({ role: 'user', content: [Object.freeze({ type: 'text', text })], source, id: randomUUID() })
+    try {
+      watcher.followup(message)
+      this.delivered++
+    } catch {
+      /* the watcher is being disposed: dropped */
+    }
+  }
+}

@@ -1,0 +1,110 @@
+// Pure parts of the listing-slot features (issue 9) in the shim: awaiting-user and file activity folded from
+// session events, the idle-notice bounds, and the sendTools switch. The behaviour in the real host is proven
+// by test/real-host-slot.test.mjs; these pin the edge cases a real host run cannot reach cheaply.
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { callerOf, liveAgents } from '../lib/host.js'
+import { IdleNotices, withNote } from '../lib/notice.js'
+
+const NOTICE_PREFIX = 'dsh-session-mail:notice:'
+/** The shim's view of one running agent with these events (lib/host.js liveAgents). */
+const liveOf = events => liveAgents({ agents: { list: () => [{ id: 's', status: 'running', session: { events } }] } })[0]
+const awaitingUser = events => events !== null && liveOf(events).status === 'awaiting-user'
+const fileActivityOf = events => liveOf(events).files
+const turnMessagesOf = agent => callerOf({ agent }, { withTurn: true }).turn
+import { toolSpecs } from '../lib/tools.js'
+import { installOverlapNotice } from '../lib/overlap.js'
+
+const call = (seq, name, callId, args) => ({ type: 'tool/call', seq, time: Date.now(), data: { callId, name, arguments: JSON.stringify(args) } })
+const result = (seq, callId, isError = false) => ({ type: 'tool/result', seq, time: Date.now(), data: { message: { role: 'user', source: { kind: 'tool', callId }, content: [{ type: 'tool-result', isError, content: [] }] } } })
+
+test('awaiting-user: an open approval or a pending ask_user_question in the running turn, nothing else', () => {
+  const start = { type: 'turn/start', seq: 1 }
+  assert.equal(awaitingUser([start, { type: 'approval/asked', seq: 2, data: { id: 'a1' } }]), true)
+  assert.equal(awaitingUser([start, { type: 'approval/asked', seq: 2, data: { id: 'a1' } }, { type: 'approval/decided', seq: 3, data: { id: 'a1' } }]), false)
+  assert.equal(awaitingUser([start, call(2, 'ask_user_question', 'c1', {})]), true)
+  assert.equal(awaitingUser([start, call(2, 'ask_user_question', 'c1', {}), result(3, 'c1')]), false)
+  // an ask of an earlier turn does not count
+  assert.equal(awaitingUser([call(0, 'ask_user_question', 'c0', {}), start, call(2, 'bash', 'c1', {})]), false)
+  assert.equal(awaitingUser(null), false)
+})
+
+test('file activity: successful write/edit calls, newest first, deduplicated; views and failures ignored', () => {
+  const ev = [
+    call(1, 'write', 'w1', { file_path: '/r/a.md', content: 'x' }), result(2, 'w1'),
+    call(3, 'edit', 'e1', { file_path: 'src/b.rs' }), result(4, 'e1', true),
+    call(5, 'str_replace_editor', 's1', { command: 'view', path: '/r/c' }), result(6, 's1'),
+    call(7, 'str_replace_editor', 's2', { command: 'str_replace', path: '/r/d' }), result(8, 's2'),
+    call(9, 'write', 'w2', { file_path: '/r/a.md' }), result(10, 'w2'),
+    call(11, 'write', 'w3', { file_path: '/r/pending' }),
+  ]
+  assert.deepEqual(fileActivityOf(ev).map(f => f.path), ['/r/a.md', '/r/d'])
+  // older than 30 minutes: not recent
+  const old = ev.map(e => ({ ...e, time: Date.now() - 31 * 60_000 }))
+  assert.deepEqual(fileActivityOf(old), [])
+})
+
+test('the loop guard evidence: user messages of the current turn only, newest last', () => {
+  const um = (seq, source, text) => ({ type: 'user/message', seq, data: { message: { role: 'user', source, content: [{ type: 'text', text }] } } })
+  const events = [um(0, { kind: 'user' }, 'old'), { type: 'turn/end', seq: 1 }, um(2, { kind: 'user', rpcId: 'dsh-session-mail:x' }, 'framed'), { type: 'turn/start', seq: 3 }]
+  assert.deepEqual(turnMessagesOf({ session: { events } }), [{ seq: 2, kind: 'user', rpcId: 'dsh-session-mail:x', plugin: null, form: null, text: 'framed' }])
+  assert.equal(turnMessagesOf({ session: {} }), null)
+})
+
+test('idle notices: one per pair, bounded, never for a turn a notice opened, dropped when the caller is gone', async () => {
+  const listeners = []
+  const delivered = []
+  const agents = new Map()
+  const ctx = { on: (name, fn) => listeners.push([name, fn]), agents: { get: id => agents.get(id) } }
+  const peer = { id: 'peer', status: 'running', session: { seq: 40, events: [] } }
+  agents.set('peer', peer)
+  agents.set('me', { id: 'me', followup: m => delivered.push(m) })
+  const n = new IdleNotices(ctx, { maxWatches: 2 })
+  const emit = status => listeners.filter(([k]) => k === 'agent/status').forEach(([, fn]) => fn({ agent: peer, status }))
+  assert.match(n.watch({ watcher: 'me', target: 'peer', requestId: 'dsh-session-mail:r1', turn: [] }), /^idle notice set/)
+  assert.match(n.watch({ watcher: 'me', target: 'peer', requestId: 'dsh-session-mail:r2', turn: [] }), /already pending/)
+  assert.match(n.watch({ watcher: 'me', target: 'nobody', requestId: 'r', turn: [] }), /not live in this process/)
+  const fromNotice = [{ kind: 'plugin', plugin: 'dsh-session-mail', rpcId: `${NOTICE_PREFIX}dsh-session-mail:r0` }]
+  assert.match(n.watch({ watcher: 'other', target: 'peer', requestId: 'r', turn: fromNotice }), /opened by an idle notice/)
+  emit('idle')
+  emit('running')
+  emit('idle')
+  assert.equal(delivered.length, 1, 'once')
+  assert.equal(delivered[0].source.rpcId, `${NOTICE_PREFIX}dsh-session-mail:r1`)
+  assert.match(delivered[0].content[0].text, /"since_seq": 39/)
+  // the caller is gone by the time the peer idles: dropped, nothing thrown
+  agents.delete('me')
+  n.watch({ watcher: 'me', target: 'peer', requestId: 'r3', turn: [] })
+  emit('running'); emit('idle')
+  assert.equal(delivered.length, 1)
+  assert.equal(withNote('a\nrequest: x', 'n'), 'a\nnote: n\nrequest: x')
+})
+
+test('sendTools registers one send tool when asked', () => {
+  assert.deepEqual(toolSpecs().map(s => s.name), ['send_session_message', 'sessions_list', 'sessions_read', 'sessions_send'])
+  assert.deepEqual(toolSpecs({ sendTools: 'sessions_send' }).map(s => s.name), ['sessions_list', 'sessions_read', 'sessions_send'])
+  assert.deepEqual(toolSpecs({ sendTools: 'send_session_message' }).map(s => s.name), ['send_session_message', 'sessions_list', 'sessions_read'])
+})
+
+test('overlap notice (opt-in): once per (session, peer, path), only after a successful write, as additional context', async () => {
+  let listener
+  const ctx = { on: (name, fn) => { if (name === 'tools/post-execute') listener = fn } }
+  let rows = [{ id: 'peer', overlap: ['src/a.rs'] }]
+  installOverlapNotice(ctx, async () => rows)
+  const agent = { id: 'me' }
+  const next = async () => ({ kind: 'continue', additionalContexts: [{ id: 'theirs' }] })
+  const first = await listener({ name: 'write', agent, arguments: { file_path: '/r/src/a.rs' } }, { isError: false }, next)
+  assert.equal(first.additionalContexts.length, 2)
+  assert.match(first.additionalContexts[0].content[0].text, /^Overlap notice \(dsh-session-mail\): .*src\/a\.rs \(also changed by peer\)/)
+  assert.equal(first.additionalContexts[0].source.form, 'notice')
+  assert.equal(first.additionalContexts[1].id, 'theirs', 'other listeners keep their context')
+  // told once; a failed write, a read tool, a view: nothing
+  assert.equal((await listener({ name: 'write', agent, arguments: {} }, {}, next)).additionalContexts.length, 1)
+  rows = [{ id: 'peer', overlap: ['src/a.rs', 'src/b.rs'] }]
+  assert.equal((await listener({ name: 'edit', agent, arguments: {} }, { isError: true }, next)).additionalContexts.length, 1)
+  assert.equal((await listener({ name: 'read', agent, arguments: {} }, {}, next)).additionalContexts.length, 1)
+  assert.equal((await listener({ name: 'str_replace_editor', agent, arguments: { command: 'view' } }, {}, next)).additionalContexts.length, 1)
+  const second = await listener({ name: 'edit', agent, arguments: {} }, {}, next)
+  assert.match(second.additionalContexts[0].content[0].text, /src\/b\.rs/)
+  assert.doesNotMatch(second.additionalContexts[0].content[0].text, /src\/a\.rs/)
+})
