@@ -367,6 +367,30 @@ note: … and 2 more";
     }
 
     #[test]
+    fn activity_lines_are_bounded() {
+        let mut r = row("s");
+        r.liveness = Liveness::Live("running".into());
+        r.same_repo = Some("same repo");
+        r.files = (0..9).map(|i| format!("src/f{i}.rs")).collect();
+        r.overlap = vec!["src/f1.rs".into()];
+        let t = row_text(&r, true);
+        assert!(t.contains(" | same repo | send: "), "{t}");
+        assert!(t.ends_with("\n  changed recently: src/f0.rs, src/f1.rs, src/f2.rs, src/f3.rs, src/f4.rs, src/f5.rs (+3 more)\n  overlap: you changed src/f1.rs recently too; coordinate before editing it further"), "{t}");
+        // one huge path (with a newline in it) stays one bounded line
+        r.files = vec!["x\ny".repeat(400)];
+        let t = row_text(&r, true);
+        let line = t
+            .lines()
+            .find(|l| l.starts_with("  changed recently: "))
+            .unwrap();
+        assert!(line.chars().count() <= MAX_PATHS_CHARS + 24, "{line}");
+        assert_eq!(t.lines().count(), 4, "{t}");
+        // the caller's own row never shows activity lines
+        r.is_caller = true;
+        assert_eq!(row_text(&r, true).lines().count(), 2);
+    }
+
+    #[test]
     fn refusals_name_the_argument() {
         assert_eq!(
             bad_argument("limit", "an integer from 1 to 200", &describe(&serde_json::json!(500)), "Omit it for the default."),
