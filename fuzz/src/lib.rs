@@ -258,6 +258,7 @@ pub fn read_render(data: &[u8]) {
         title: Some("t".into()),
         readable: bodies.len(),
         captured_through: Some(9),
+        since: None,
     };
     let msgs: Vec<ReadMessage> = bodies
         .iter()
