@@ -15,6 +15,7 @@ pub mod ledger;
 pub mod mail;
 pub mod offload;
 pub mod outcome;
+pub mod presence;
 pub mod render;
 pub mod repo;
 pub mod request;

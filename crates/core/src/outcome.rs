@@ -133,6 +133,14 @@ pub enum Refusal {
         failure: Failure,
         context: DeliveryContext,
     },
+    /// `held-elsewhere`: the target is live in another host process that cannot take the message
+    /// (`owner` describes it; `why` says what is missing). This process never resumes it.
+    HeldElsewhere {
+        target: String,
+        owner: String,
+        why: String,
+        request_id: Option<String>,
+    },
     /// `unknown-tool`: a tool name this plugin does not provide.
     UnknownTool { name: String },
     /// `internal`: the plugin itself failed (nothing was changed).
@@ -167,6 +175,7 @@ impl Refusal {
                 Failure::Forbidden(_) => "forbidden",
                 _ => "unreachable",
             },
+            Refusal::HeldElsewhere { .. } => "held-elsewhere",
             Refusal::UnknownTool { .. } => "unknown-tool",
             Refusal::Internal { .. } => "internal",
             Refusal::BudgetUnchecked { .. } => "budget",
@@ -179,6 +188,7 @@ impl Refusal {
         match self {
             Refusal::Rejected { request_id, .. } => Some(request_id),
             Refusal::Undelivered { context, .. } => Some(&context.request_id),
+            Refusal::HeldElsewhere { request_id, .. } => request_id.as_deref(),
             _ => None,
         }
     }
@@ -238,6 +248,8 @@ pub enum SendNote {
     RelayHop { hop: u32, max: u32 },
     /// The target's running turn waits on its human (an open question or approval).
     AwaitingUser,
+    /// The target is live in another host process; that process's own host took the message.
+    Routed { pid: u32, profile: Option<String> },
 }
 
 /// A send's outcome with its notes.

@@ -20,9 +20,26 @@ pub struct ToolRequest {
     pub host: HostInfo,
     /// The sessions live in this host process right now (from `ctx.agents.list()`).
     pub live: Vec<LiveSession>,
-    /// For `sessions_read` of a live target: its events as JSON lines, from the host's memory
-    /// (the file lags the live session by up to ~200 ms).
-    pub live_events: Option<String>,
+    /// For `sessions_read` of a target live in this process: how many events it holds in memory
+    /// (rc.8 `session.seq`, the next seq), read after the shim asked the host to flush it. The core
+    /// reads the file and waits briefly when the file is behind this; no event crosses from JS.
+    pub live_seq: Option<u64>,
+    /// Whether the shim's flush of that session (`ctx.sessions.flush`) completed before the call.
+    pub live_flushed: Option<bool>,
+    /// The other host processes' presence records; None: the core reads them from DSH_HOME
+    /// (tests set them directly).
+    #[serde(skip)]
+    pub peers: Option<Vec<crate::presence::Record>>,
+}
+
+impl ToolRequest {
+    /// The presence of the other processes on this home (given, or read once from disk).
+    pub fn peers_at(&self, home: &std::path::Path) -> Vec<crate::presence::Record> {
+        match &self.peers {
+            Some(p) => p.clone(),
+            None => crate::presence::current(home),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, Default, PartialEq)]

@@ -30,14 +30,25 @@ pub fn list_value(home: &Path, req: &ToolRequest) -> Value {
         .iter()
         .map(|c| {
             let r = &c.row;
-            let (liveness, status) = match &r.liveness {
-                Liveness::Cold => ("cold", Value::Null),
-                Liveness::Live(s) => ("live", json!(s)),
+            let (liveness, status, owner) = match &r.liveness {
+                Liveness::Cold => ("cold", Value::Null, Value::Null),
+                Liveness::Live(s) => ("live", json!(s), Value::Null),
+                Liveness::Elsewhere {
+                    status,
+                    pid,
+                    profile,
+                    routable,
+                } => (
+                    "live",
+                    json!(status),
+                    json!({"pid": pid, "profile": profile, "routable": routable}),
+                ),
             };
             json!({
                 "id": r.id,
                 "liveness": liveness,
                 "status": status,
+                "owner": owner,
                 "scope": if r.subagent { "subagent" } else { "top-level" },
                 "parentSession": r.parent,
                 "forkOf": if r.subagent { None } else { r.parent.clone() },

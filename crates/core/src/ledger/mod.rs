@@ -354,7 +354,7 @@ fn tighten(_p: &Path) {}
 /// The plugin's folder: created 0700 when missing; refused when it is a link, not a directory, or
 /// owned by someone else (then nothing is written through it); tightened to 0700 when looser.
 #[cfg(unix)]
-fn ensure_private_dir(d: &Path) -> io::Result<()> {
+pub(crate) fn ensure_private_dir(d: &Path) -> io::Result<()> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     match fs::symlink_metadata(d) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -374,7 +374,7 @@ fn ensure_private_dir(d: &Path) -> io::Result<()> {
 }
 
 #[cfg(not(unix))]
-fn ensure_private_dir(d: &Path) -> io::Result<()> {
+pub(crate) fn ensure_private_dir(d: &Path) -> io::Result<()> {
     fs::create_dir_all(d)
 }
 

@@ -106,6 +106,20 @@ pub enum Liveness {
     Cold,
     /// The agent's public status (`running`, `idle`, …).
     Live(String),
+    /// Live in another host process on this home (from its presence record).
+    Elsewhere {
+        status: String,
+        pid: u32,
+        profile: Option<String>,
+        /// The owner has a web server a send is routed through.
+        routable: bool,
+    },
+}
+
+impl Liveness {
+    pub fn is_live(&self) -> bool {
+        !matches!(self, Liveness::Cold)
+    }
 }
 
 /// One `sessions_list` row.
@@ -144,6 +158,20 @@ pub fn send_hint(row: &ListRow, allow_resume: bool) -> String {
             "send: waiting on its human; steer lands once they answer, queue after that turn".into()
         }
         Liveness::Live(_) => "send: queue or steer starts a turn now".into(),
+        Liveness::Elsewhere {
+            pid,
+            routable: true,
+            ..
+        } => {
+            format!("send: delivered by its own process (pid {pid})")
+        }
+        Liveness::Elsewhere {
+            pid,
+            routable: false,
+            ..
+        } => {
+            format!("send: refused (its process, pid {pid}, has no web server)")
+        }
         Liveness::Cold if allow_resume => "send: queue (wakes it)".into(),
         Liveness::Cold => "send: resume disabled".into(),
     }
@@ -153,7 +181,7 @@ fn row_text(row: &ListRow, allow_resume: bool) -> String {
     let mut tags = vec![
         match &row.liveness {
             Liveness::Cold => "cold".to_string(),
-            Liveness::Live(_) => "live".to_string(),
+            Liveness::Live(_) | Liveness::Elsewhere { .. } => "live".to_string(),
         },
         if row.subagent {
             "subagent"
@@ -162,10 +190,23 @@ fn row_text(row: &ListRow, allow_resume: bool) -> String {
         }
         .to_string(),
     ];
-    if let Liveness::Live(s) = &row.liveness {
-        if !s.is_empty() {
-            tags.push(one_line(s));
+    match &row.liveness {
+        Liveness::Live(s) if !s.is_empty() => tags.push(one_line(s)),
+        Liveness::Elsewhere {
+            status,
+            pid,
+            profile,
+            ..
+        } => {
+            if !status.is_empty() {
+                tags.push(one_line(status));
+            }
+            tags.push(format!(
+                "in pid {pid}, profile {}",
+                profile.as_deref().map_or("(unknown)".into(), one_line)
+            ));
         }
+        _ => {}
     }
     let mut s = format!(
         "- {} [{}] | cwd={} | preset={}",

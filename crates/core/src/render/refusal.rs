@@ -79,6 +79,18 @@ pub fn render(r: &Refusal) -> String {
         } => text::budget_refused(exceeded, target, *tool),
         Refusal::RelayLimit { hop, max } => text::relay_limit(hop, *max),
         Refusal::ResumeDisabled { target } => text::resume_disabled(target),
+        Refusal::HeldElsewhere {
+            target,
+            owner,
+            why,
+            request_id,
+        } => {
+            let t = text::held_elsewhere(target, owner, why);
+            match request_id {
+                Some(id) => text::with_request(t, id),
+                None => t,
+            }
+        }
         Refusal::NotFound { target, missing } => match missing {
             Missing::SendTarget => text::not_found(target),
             Missing::ReadTarget => refused(

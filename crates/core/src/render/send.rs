@@ -56,6 +56,21 @@ pub fn no_web_server(profile: Option<&str>) -> String {
     )
 }
 
+/// The target is live in another host process that offers no route this process can use.
+pub fn held_elsewhere(target: &str, owner: &str, why: &str) -> String {
+    refused(
+        "held-elsewhere",
+        &format!(
+            "{} is live in another DSH process ({owner}), and {why}.",
+            quote(target)
+        ),
+        &[
+            "This process will not resume it: two writers would fork its history. Nothing was sent.".into(),
+            "Send from a session in that process, open that process's profile with its web server, or close that session there and send again (it is then woken here).".into(),
+        ],
+    )
+}
+
 pub fn self_send(target: &str) -> String {
     refused(
         "self-send",
@@ -288,6 +303,11 @@ pub fn stacked(s: &Stacked, target: &str, tool: SendTool) -> String {
 }
 
 /// Add a `note: …` line before the final `request: …` line (or at the end when there is none).
+/// A refusal made after the request id was minted ends with `request: <id>`.
+pub fn with_request(text: String, request_id: &str) -> String {
+    format!("{text}\nrequest: {request_id}")
+}
+
 pub fn with_note(text: String, note: &str) -> String {
     match text.rfind("\nrequest: ") {
         Some(i) => format!("{}\nnote: {note}{}", &text[..i], &text[i..]),
@@ -533,6 +553,10 @@ pub fn note(n: &SendNote) -> String {
             "relay hop {hop} of {max} in this agent-to-agent chain; past {max}, sends are refused until a human writes. Wrap up and report to your human."
         ),
         SendNote::AwaitingUser => "that session is waiting on its human (an open question or approval): nothing lands before the human answers.".into(),
+        SendNote::Routed { pid, profile } => format!(
+            "routed: that session is live in another DSH process (pid {pid}, profile {}); that process's own host took the message, and this process did not resume it.",
+            profile.as_deref().unwrap_or("(unknown)")
+        ),
     }
 }
 

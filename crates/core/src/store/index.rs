@@ -16,8 +16,12 @@ use super::fold::Fold;
 use super::layout::{self, file_key, short_io, LogFile, SessionDir};
 use super::log::{continue_fold, Scratch};
 
-/// Most logs the in-process cache remembers (least recently used ones go first).
+/// Most logs the in-process cache of full folds remembers (least recently used ones go first).
 const CACHE_CAP: usize = 2048;
+/// Most briefs (header + title, a few hundred bytes each) remembered: sized for homes with tens of
+/// thousands of sessions (every subagent is one), so a warm listing of 20,000 stays two `stat`s each
+/// instead of turning cold past the fold cache's size.
+const BRIEF_CAP: usize = 65_536;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Ident {
@@ -220,7 +224,7 @@ fn brief_inner(log: &LogFile) -> Result<(Arc<Brief>, Option<u64>), String> {
         .map_err(|e| short_io(&e))?;
     let b = Arc::new(b);
     let mut map = brief_lock();
-    if map.len() >= CACHE_CAP && !map.contains_key(log.path.as_os_str()) {
+    if map.len() >= BRIEF_CAP && !map.contains_key(log.path.as_os_str()) {
         if let Some(oldest) = map
             .iter()
             .min_by_key(|(_, e)| e.used)

@@ -159,6 +159,28 @@ pub fn select(home: &Path, req: &ToolRequest, args: &ListArgs) -> Selection {
             Liveness::Live(l.status.clone()),
         );
     }
+    // Sessions live in another process on this home (presence records): live there, unless this
+    // process holds them too (then the registry above wins).
+    for r in req.peers_at(home) {
+        for ps in &r.sessions {
+            if req.live.iter().any(|l| l.id == ps.id) {
+                continue;
+            }
+            let Some(&i) = by_id.get(&ps.id) else {
+                // Not on disk yet (no first flush): nothing of its header is known here.
+                continue;
+            };
+            if matches!(all[i].row.liveness, Liveness::Elsewhere { .. }) {
+                continue; // a fresher record already claimed it
+            }
+            all[i].row.liveness = Liveness::Elsewhere {
+                status: ps.status.clone(),
+                pid: r.pid,
+                profile: r.profile.clone(),
+                routable: r.base_url.is_some(),
+            };
+        }
+    }
     let considered = all.len();
     annotate_repos_and_files(&mut all, &req.live);
     let q = args.query.as_deref().map(str::to_lowercase);
@@ -169,7 +191,7 @@ pub fn select(home: &Path, req: &ToolRequest, args: &ListArgs) -> Selection {
             Scope::Subagents => c.row.subagent,
             Scope::All => true,
         })
-        .filter(|c| !args.live_only || matches!(c.row.liveness, Liveness::Live(_)))
+        .filter(|c| !args.live_only || c.row.liveness.is_live())
         .filter(|c| !args.repo_only || c.same_place || c.row.is_caller)
         .filter(|c| match &q {
             None => true,

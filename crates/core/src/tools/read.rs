@@ -2,7 +2,6 @@
 //! text-only window of another session's current model surface, newest first (seed 000).
 //! A read never writes, never resumes, never takes `session.lock`.
 
-use std::io::Cursor;
 use std::path::Path;
 
 use serde_json::Value;
@@ -14,7 +13,7 @@ use crate::render::read::{render_read, Hidden, ReadHead, ReadMessage};
 use crate::request::ToolRequest;
 use crate::store::events::{Header, Role};
 use crate::store::fold::{Class, Fold, Node};
-use crate::store::log::{continue_fold, fetch_events, Encoding, Source};
+use crate::store::log::{fetch_events, Source};
 use crate::store::{self, Lookup};
 
 pub const READ_ARGS: [&str; 5] = [
@@ -269,7 +268,19 @@ pub fn window(
     }
 }
 
-/// Build the read text (blocking: reads the store or the live events).
+/// How long a live read waits for the host's write-behind batch to reach the file (rc.8
+/// `session-persistence` `DEFAULT_WRITE_BATCH_MAX_DELAY_MS = 200`, lib/index.js; the shim also asks
+/// for an immediate flush through `ctx.sessions.flush`, so this wait is normally not used).
+const FLUSH_WAIT: std::time::Duration = std::time::Duration::from_millis(400);
+const FLUSH_POLL: std::time::Duration = std::time::Duration::from_millis(25);
+
+/// Build the read text (blocking: reads the store).
+///
+/// A live target is read from its log file through the store, like a session at rest: the cached
+/// fold is extended by what was appended since the last read, so the cost follows what is new, not
+/// the history. Nothing of the session crosses from the host's main thread: the shim only asks the
+/// host to flush (its own batch write) and reports how many events the session holds (`live_seq`).
+/// When the file is still behind that, the read waits for the host's next batch, up to `FLUSH_WAIT`.
 pub fn read_blocking(home: &Path, req: &ToolRequest, a: &ReadArgs) -> String {
     match read_result(home, req, a) {
         Ok(r) => r.render(),
@@ -281,58 +292,44 @@ pub fn read_blocking(home: &Path, req: &ToolRequest, a: &ReadArgs) -> String {
 pub fn read_result(home: &Path, req: &ToolRequest, a: &ReadArgs) -> Result<ReadResult, Refusal> {
     let max_chars = req.config.max_message_chars.max(1);
     let live = req.live.iter().find(|l| l.id == a.session_id);
-    let lookup = store::load_session(home, &a.session_id);
-    // A live target: its in-memory events win over the file, which lags ~200 ms.
+    let mut lookup = store::load_session(home, &a.session_id);
     if let Some(l) = live {
+        let mut notes = Vec::new();
+        if let Some(want) = req.live_seq.filter(|n| *n > 0) {
+            let have = |lk: &Lookup| match lk {
+                Lookup::Found(s) => s.fold.last_seq.map_or(0, |q| q + 1),
+                _ => 0,
+            };
+            let t0 = std::time::Instant::now();
+            while have(&lookup) < want && t0.elapsed() < FLUSH_WAIT {
+                std::thread::sleep(FLUSH_POLL);
+                lookup = store::load_session(home, &a.session_id);
+            }
+            let got = have(&lookup);
+            if got < want {
+                notes.push(format!(
+                    "the log file holds {got} of the {want} events this session has in memory; the newest {} are not shown yet (the host writes them within a moment)",
+                    want - got
+                ));
+            }
+        } else if req.live_flushed != Some(true) {
+            notes.push(
+                "this host did not report the session's in-memory events; this is its log file, which can lag by ~200 ms"
+                    .to_string(),
+            );
+        }
         let file_header = match &lookup {
             Lookup::Found(s) => s.fold.header.clone(),
             _ => None,
         };
         let head = merged_header(l, file_header.as_ref());
-        if let Some(events) = req.live_events.as_deref().filter(|e| !e.trim().is_empty()) {
-            let bytes = events.as_bytes();
-            let first = bytes
-                .split(|&b| b == b'\n')
-                .find(|l| !l.iter().all(u8::is_ascii_whitespace))
-                .unwrap_or(b"");
-            let starts_with_header = Header::parse(first).is_ok();
-            let fold = if starts_with_header {
-                Fold::default()
-            } else {
-                Fold::with_header(head.clone())
-            };
-            let mut cur = Cursor::new(bytes);
-            return match continue_fold(&mut cur, Encoding::Plain, bytes.len() as u64, fold) {
-                Ok((fold, _)) => Ok(result_of(
-                    &head,
-                    true,
-                    &fold,
-                    &Source::Memory(bytes),
-                    a,
-                    max_chars,
-                    Vec::new(),
-                )),
-                Err(e) => Err(Refusal::Internal {
-                    what: format!("could not read the live events of {} ({e})", a.session_id),
-                }),
-            };
-        }
         return match &lookup {
             Lookup::Found(s) => {
                 let src = Source::File {
                     path: &s.log.path,
                     enc: s.log.enc,
                 };
-                let note = "live events were not provided; this is the session's log file, which can lag by ~200 ms".to_string();
-                Ok(result_of(
-                    &head,
-                    true,
-                    &s.fold,
-                    &src,
-                    a,
-                    max_chars,
-                    vec![note],
-                ))
+                Ok(result_of(&head, true, &s.fold, &src, a, max_chars, notes))
             }
             _ => Ok(result_of(
                 &head,
@@ -344,6 +341,31 @@ pub fn read_result(home: &Path, req: &ToolRequest, a: &ReadArgs) -> Result<ReadR
                 vec!["the session has no events on disk yet".into()],
             )),
         };
+    }
+    // Live in another host process: read its file, never touching the session (no resume, no lock).
+    if let Lookup::Found(s) = &lookup {
+        let peers = req.peers_at(home);
+        if let Some((r, ps)) = crate::presence::owner_of(&peers, &a.session_id) {
+            let head = s.fold.header.clone().unwrap_or_default();
+            let src = Source::File {
+                path: &s.log.path,
+                enc: s.log.enc,
+            };
+            let note = format!(
+                "live in another DSH process ({}{}); read from its log file, which lags that process by up to ~200 ms",
+                r.describe(),
+                if ps.status.is_empty() { String::new() } else { format!(", {}", ps.status) }
+            );
+            return Ok(result_of(
+                &head,
+                true,
+                &s.fold,
+                &src,
+                a,
+                max_chars,
+                vec![note],
+            ));
+        }
     }
     match lookup {
         Lookup::Found(s) => {
@@ -585,45 +607,75 @@ Earlier: the user asked to fix the reasoning-effort config.
     }
 
     #[tokio::test]
-    async fn live_events_win_over_the_file() {
-        let mut r = req(json!({"session_id": MAIN}), &fixtures_root());
+    async fn a_live_read_comes_from_the_file_and_waits_for_the_hosts_flush() {
+        let home = tempfile::tempdir().unwrap();
+        let log = home
+            .path()
+            .join(format!("sessions/{PROJ}/{MAIN}/session.jsonl.zstd"));
+        std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+        let mut b = main_v0();
+        b.flush();
+        std::fs::write(&log, b.zstd()).unwrap();
+        let before = b.zstd().len();
+        // The host holds one more landed message than its file so far (not flushed yet).
+        b.prompt("fresh from memory", "dsh-session-mail:live-1");
+        let grown = b.zstd();
+        let in_memory = b.seq;
+        let mut r = req(json!({"session_id": MAIN}), home.path());
         r.live = vec![LiveSession {
             id: MAIN.into(),
             status: "running".into(),
             header: json!({"cwd":"/live/cwd"}),
             ..Default::default()
         }];
-        // The live log has one more landed message than the file.
-        let mut b = main_v0();
-        b.flush();
-        b.prompt("fresh from memory", "dsh-session-mail:live-1");
-        let text = b.text();
-        let events: String = text.lines().skip(1).map(|l| format!("{l}\n")).collect();
-        r.live_events = Some(events.clone());
-        let out = run(&r).await;
+        r.live_seq = Some(in_memory);
+        r.peers = Some(vec![]);
+        // The host's write-behind batch lands 100 ms into the read: the read waits for it.
+        let writer = {
+            let log = log.clone();
+            let tail = grown[before..].to_vec();
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                let mut f = std::fs::OpenOptions::new().append(true).open(log).unwrap();
+                std::io::Write::write_all(&mut f, &tail).unwrap();
+            })
+        };
+        let live = run(&r).await;
+        writer.join().unwrap();
         assert!(
-            out.starts_with(&format!(
+            live.starts_with(&format!(
                 "session {MAIN} [live, top-level] | cwd=/live/cwd\n"
             )),
-            "{out}"
+            "{live}"
         );
         assert!(
-            out.contains(
+            live.contains(
                 "--- user (seq 63, user, request=dsh-session-mail:live-1) ---\nfresh from memory"
             ),
-            "{out}"
+            "{live}"
         );
-        // With the header line included too.
-        r.live_events = Some(text);
-        assert!(run(&r).await.contains("fresh from memory"));
-        // Without live events: the file, with a note.
-        r.live_events = None;
+        assert!(!live.contains("note:"), "{live}");
+        // The same session read at rest agrees on every message (only the head line differs).
+        let mut rest = req(json!({"session_id": MAIN}), home.path());
+        rest.peers = Some(vec![]);
+        let at_rest = run(&rest).await;
+        let body = |t: &str| t.lines().skip(1).collect::<Vec<_>>().join("\n");
+        assert_eq!(body(&live), body(&at_rest));
+        // A host that says it holds more than ever reaches the file: the read says what is missing.
+        r.live_seq = Some(in_memory + 2);
+        let out = run(&r).await;
+        let want = format!("note: the log file holds {in_memory} of the {} events this session has in memory; the newest 2 are not shown yet", in_memory + 2);
+        assert!(out.contains(&want), "{out}");
+        // No seq and no flush reported (a host without either API): the file, with a note.
+        r.live_seq = None;
         let out = run(&r).await;
         assert!(
-            !out.contains("fresh from memory")
-                && out.contains("note: live events were not provided"),
+            out.contains("fresh from memory")
+                && out.contains("note: this host did not report the session's in-memory events"),
             "{out}"
         );
+        r.live_flushed = Some(true);
+        assert!(!run(&r).await.contains("note:"));
         // A live session with no file yet.
         r.args = json!({"session_id":"session-new"});
         r.live = vec![LiveSession {
@@ -634,6 +686,46 @@ Earlier: the user asked to fix the reasoning-effort config.
         }];
         let out = run(&r).await;
         assert!(out.starts_with("session session-new [live, top-level] | cwd=/n\ntitle: (untitled)\nreadable messages: 0 | captured through seq: (none)\n(no readable messages)"), "{out}");
+    }
+
+    #[tokio::test]
+    async fn a_session_live_in_another_process_is_read_from_disk_and_says_where_it_lives() {
+        let home = fixture_home();
+        let mut r = req(json!({"session_id": MAIN}), home.path());
+        r.peers = Some(vec![crate::presence::Record {
+            pid: 4242,
+            profile: Some("web".into()),
+            base_url: Some("http://127.0.0.1:9".into()),
+            sessions: vec![crate::presence::PeerSession {
+                id: MAIN.into(),
+                status: "running".into(),
+            }],
+            ..Default::default()
+        }]);
+        let out = run(&r).await;
+        assert!(
+            out.starts_with(&format!("session {MAIN} [live, top-level]")),
+            "{out}"
+        );
+        assert!(out.contains("note: live in another DSH process (pid 4242, profile web, running); read from its log file"), "{out}");
+        r.peers = Some(vec![]);
+        let rest = run(&r).await;
+        let body = |t: &str| {
+            t.lines()
+                .skip(1)
+                .filter(|l| !l.starts_with("note:"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        assert_eq!(body(&out), body(&rest));
+        // never touched: no lock file, no new generation
+        let dir = home.path().join(format!("sessions/{PROJ}/{MAIN}"));
+        let names: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(names.len(), 1, "{names:?}");
     }
 
     #[tokio::test]

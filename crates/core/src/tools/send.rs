@@ -37,6 +37,7 @@ use crate::offload;
 use crate::outcome::{
     ArgProblem, DeliveryContext, Missing, Receipt, Refusal, SendNote, SendOutcome, SendResult,
 };
+use crate::presence;
 use crate::request::{LiveSession, ToolRequest};
 use crate::store;
 
@@ -111,6 +112,8 @@ pub struct Plan {
     pub text: String,
     pub request_id: String,
     pub base_url: String,
+    /// The target is live in another host process: delivered through that process's web server.
+    pub routed: Option<Routed>,
     pub woke: bool,
     pub running: bool,
     pub pending_from_plugin: usize,
@@ -124,6 +127,31 @@ pub struct Plan {
     pub notes: Vec<SendNote>,
     /// This send's place in its conversation chain (the loop guard, `mail::chain`).
     pub hop: Hop,
+}
+
+/// Where a send to a session live in another process goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Routed {
+    pub pid: u32,
+    pub profile: Option<String>,
+    pub base_url: String,
+}
+
+impl Routed {
+    fn of(r: &presence::Record) -> Option<Routed> {
+        Some(Routed {
+            pid: r.pid,
+            profile: r.profile.clone(),
+            base_url: r.base_url.clone()?,
+        })
+    }
+
+    fn note(&self) -> SendNote {
+        SendNote::Routed {
+            pid: self.pid,
+            profile: self.profile.clone(),
+        }
+    }
 }
 
 fn header_str<'a>(h: &'a Value, key: &str) -> Option<&'a str> {
@@ -150,16 +178,28 @@ pub fn plan_at(req: &ToolRequest, home: &Path, now_ms: i64) -> Result<Plan, Refu
         .ok_or(Refusal::NoCaller)?
         .to_string();
 
-    let base_url = req
-        .host
-        .base_url
-        .as_deref()
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .ok_or_else(|| Refusal::NoWebServer {
-            profile: req.host.profile.clone(),
-        })?
-        .to_string();
+    // Live here (this process's registry), else live in another process on this home (presence).
+    let live: Option<&LiveSession> = req.live.iter().find(|l| l.id == args.target);
+    let peers = if live.is_none() {
+        req.peers_at(home)
+    } else {
+        Vec::new()
+    };
+    let owner = presence::owner_of(&peers, &args.target);
+    let routed = owner.and_then(|(r, _)| Routed::of(r));
+    let base_url = match &routed {
+        Some(r) => r.base_url.clone(),
+        None => req
+            .host
+            .base_url
+            .as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| Refusal::NoWebServer {
+                profile: req.host.profile.clone(),
+            })?
+            .to_string(),
+    };
 
     let is_self = args.target == sender
         || req.caller.as_ref().is_some_and(|c| {
@@ -208,9 +248,17 @@ pub fn plan_at(req: &ToolRequest, home: &Path, now_ms: i64) -> Result<Plan, Refu
         }
     })?;
 
+    // Never resume a session another process holds: without a route to its owner, refuse.
+    if let (Some((r, _)), None) = (owner, &routed) {
+        return Err(Refusal::HeldElsewhere {
+            target: args.target,
+            owner: r.describe(),
+            why: "that process has no web server this process could hand the message to".into(),
+            request_id: None,
+        });
+    }
     // Ordering guarantee 1: decided from the live registry alone, before the target is resolved.
-    let live: Option<&LiveSession> = req.live.iter().find(|l| l.id == args.target);
-    if live.is_none() && !cfg.allow_resume {
+    if live.is_none() && owner.is_none() && !cfg.allow_resume {
         return Err(Refusal::ResumeDisabled {
             target: args.target,
         });
@@ -277,9 +325,10 @@ pub fn plan_at(req: &ToolRequest, home: &Path, now_ms: i64) -> Result<Plan, Refu
         text: delivered,
         request_id,
         base_url,
-        woke: live.is_none(),
+        woke: live.is_none() && owner.is_none(),
         // awaiting-user is a running turn that waits on its human (lib/host.js `awaitingUser`)
-        running: live.is_some_and(|l| l.status == "running" || l.status == "awaiting-user"),
+        running: live.is_some_and(|l| l.status == "running" || l.status == "awaiting-user")
+            || owner.is_some_and(|(_, s)| s.status == "running" || s.status == "awaiting-user"),
         pending_from_plugin: live.map_or(0, |l| {
             l.pending_rpc_ids
                 .iter()
@@ -305,8 +354,10 @@ pub fn plan_at(req: &ToolRequest, home: &Path, now_ms: i64) -> Result<Plan, Refu
                 live.filter(|l| l.status == "awaiting-user")
                     .map(|_| SendNote::AwaitingUser),
             )
+            .chain(routed.as_ref().map(Routed::note))
             .collect(),
         hop,
+        routed,
     })
 }
 
@@ -379,6 +430,29 @@ fn record(
     ledger::append(home, &entry)
         .err()
         .map(SendNote::LedgerNotWritten)
+}
+
+fn is_writer_held(o: &Outcome) -> bool {
+    matches!(o, Outcome::Rejected { code, .. } if code == "session/writer-held")
+}
+
+/// How long a `session/writer-held` answer waits for the owner's presence record to show up
+/// (a little more than one refresh of the owner's publisher).
+const OWNER_WAIT_MS: u64 = 1_500;
+
+/// The routable owner of `target` per presence, polled for up to [`OWNER_WAIT_MS`].
+async fn wait_for_owner(req: &ToolRequest, home: &Path, target: &str) -> Option<(Routed, bool)> {
+    let t0 = std::time::Instant::now();
+    loop {
+        let peers = req.peers_at(home);
+        if let Some((r, s)) = presence::owner_of(&peers, target) {
+            return Routed::of(r).map(|x| (x, s.status == "running"));
+        }
+        if req.peers.is_some() || t0.elapsed().as_millis() as u64 >= OWNER_WAIT_MS {
+            return None;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
 }
 
 /// Run `sessions_send` or `send_session_message`; the result is the text the model sees.
@@ -458,7 +532,7 @@ pub async fn run_with_deadline(
         let (req, home) = (req.clone(), home.to_path_buf());
         offload::run(deadline, move || plan_at(&req, &home, now_ms)).await
     };
-    let p = match planned {
+    let mut p = match planned {
         Ok(Ok(p)) => p,
         Ok(Err(refusal)) => {
             let f = facts(req, tool);
@@ -517,7 +591,28 @@ pub async fn run_with_deadline(
         text: &p.text,
         request_id: &p.request_id,
     };
-    let delivered = delivery::deliver(&d).await;
+    let mut delivered = delivery::deliver(&d).await;
+    // 0.1.5+: another process holds the session's lock (`session/writer-held`, nothing delivered).
+    // Its owner may have started publishing presence since the plan: wait one refresh for it and
+    // hand the message to that process with the same request id.
+    let mut held_by_unknown = false;
+    if p.routed.is_none() && p.woke && is_writer_held(&delivered) {
+        match wait_for_owner(req, home, &p.target).await {
+            Some((routed, running)) => {
+                let d = Delivery {
+                    base_url: &routed.base_url,
+                    ..d
+                };
+                delivered = delivery::deliver(&d).await;
+                p.notes.push(routed.note());
+                p.woke = false;
+                p.running = running;
+                p.base_url = routed.base_url.clone();
+                p.routed = Some(routed);
+            }
+            None => held_by_unknown = true,
+        }
+    }
     let context = DeliveryContext {
         target: p.target.clone(),
         request_id: p.request_id.clone(),
@@ -543,6 +638,12 @@ pub async fn run_with_deadline(
             pending_from_plugin: p.pending_from_plugin,
             pending_next_turn: p.pending_next_turn,
             budget: p.budget,
+        }),
+        Outcome::Rejected { .. } if held_by_unknown => SendOutcome::Refused(Refusal::HeldElsewhere {
+            target: p.target.clone(),
+            owner: "one that publishes no presence here: this plugin is not mounted there, or it is not running it".into(),
+            why: "the host refused the message with session/writer-held, so no process on this home can route it there".into(),
+            request_id: Some(p.request_id.clone()),
         }),
         Outcome::Rejected {
             code,
@@ -684,7 +785,8 @@ mod tests {
                     profile: Some("web".into()),
                 },
                 live: vec![],
-                live_events: None,
+                peers: Some(vec![]),
+                ..Default::default()
             }
         }
     }
@@ -1303,6 +1405,118 @@ mod tests {
             .last()
             .unwrap()
             .starts_with("request: dsh-session-mail:"));
+    }
+
+    fn owner(pid: u32, base: Option<&str>, id: &str, status: &str) -> presence::Record {
+        presence::Record {
+            v: 1,
+            pid,
+            profile: Some("web".into()),
+            base_url: base.map(str::to_string),
+            sessions: vec![presence::PeerSession {
+                id: id.into(),
+                status: status.into(),
+            }],
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_session_live_in_another_process_is_sent_through_that_process() {
+        // The owner's web server answers; this process's own route is dead, so a landing proves the route.
+        let owner_env = Env::online(accept_all()).await;
+        let env = Env::offline();
+        env.cold("session-b", json!({}));
+        for (mode, running) in [("queue", "running"), ("steer", "idle")] {
+            let mut r = env.req(
+                "sessions_send",
+                json!({"session_id": "session-b", "message": "hi", "mode": mode}),
+            );
+            r.peers = Some(vec![owner(
+                4242,
+                Some(&owner_env.base),
+                "session-b",
+                running,
+            )]);
+            let out = run(&r).await;
+            assert!(
+                out.starts_with(&format!("accepted for session-b | mode={mode} | chars=2\n")),
+                "{out}"
+            );
+            assert!(!out.contains("woke a cold session"), "{out}");
+            assert!(out.contains("note: routed: that session is live in another DSH process (pid 4242, profile web); that process's own host took the message, and this process did not resume it."), "{out}");
+        }
+        let reqs = owner_env.requests();
+        assert_eq!(reqs.len(), 2);
+        let j: Value = serde_json::from_str(&reqs[0].body).unwrap();
+        assert_eq!(j["payload"]["sessionId"], "session-b");
+        assert_eq!(j["payload"]["mode"], "queue");
+        // allowResume off does not stop a send to a session that is live elsewhere (nothing is resumed)
+        let mut r = env.req(
+            "sessions_send",
+            json!({"session_id": "session-b", "message": "again"}),
+        );
+        r.config.allow_resume = false;
+        r.peers = Some(vec![owner(
+            4242,
+            Some(&owner_env.base),
+            "session-b",
+            "idle",
+        )]);
+        assert!(run(&r).await.starts_with("accepted for session-b"));
+        // This process without a web server can still route to the owner's.
+        let mut r = env.req(
+            "sessions_send",
+            json!({"session_id": "session-b", "message": "headless"}),
+        );
+        r.host.base_url = None;
+        r.peers = Some(vec![owner(
+            4242,
+            Some(&owner_env.base),
+            "session-b",
+            "idle",
+        )]);
+        assert!(run(&r).await.starts_with("accepted for session-b"));
+        assert_eq!(owner_env.requests().len(), 4);
+    }
+
+    #[tokio::test]
+    async fn an_owner_without_a_route_is_named_and_nothing_is_resumed() {
+        let env = Env::online(accept_all()).await;
+        env.cold("session-b", json!({}));
+        let mut r = env.req(
+            "send_session_message",
+            json!({"toSessionId": "session-b", "message": "hi"}),
+        );
+        r.peers = Some(vec![owner(777, None, "session-b", "running")]);
+        let out = run(&r).await;
+        assert!(out.starts_with("refused (held-elsewhere): \"session-b\" is live in another DSH process (pid 777, profile web), and that process has no web server"), "{out}");
+        assert!(out.contains("will not resume it"), "{out}");
+        assert!(
+            env.requests().is_empty(),
+            "nothing may reach this process's host"
+        );
+    }
+
+    #[tokio::test]
+    async fn writer_held_for_a_cold_target_is_a_readable_refusal_naming_no_route() {
+        let env = Env::online(|_, _| rpc_error("session/writer-held", "held")).await;
+        env.cold("session-b", json!({}));
+        let mut r = env.req(
+            "sessions_send",
+            json!({"session_id": "session-b", "message": "hi"}),
+        );
+        r.config.host_api = "v2".into();
+        r.host.secret = Some(SECRET_B64.into());
+        let out = run(&r).await;
+        assert!(out.starts_with("refused (held-elsewhere): \"session-b\" is live in another DSH process (one that publishes no presence here"), "{out}");
+        assert!(
+            out.lines()
+                .last()
+                .unwrap()
+                .starts_with("request: dsh-session-mail:"),
+            "{out}"
+        );
     }
 
     #[tokio::test]
