@@ -6,9 +6,10 @@ import { defineTool } from '@deepseek-ai/dsh-tools'
 import { resolveDshHome } from './lib/home.js'
 import { loadCore } from './lib/native.js'
 import { toolSpecs } from './lib/tools.js'
-import { baseUrlOf, browserSessionSecret, callerOf, detectHostVersion, liveAgents, liveEventsOf } from './lib/host.js'
+import { baseUrlOf, browserSessionSecret, callerOf, detectHostVersion, liveAgents, liveReadFacts } from './lib/host.js'
 import { IdleNotices, withNote } from './lib/notice.js'
 import { installOverlapNotice } from './lib/overlap.js'
+import { startPresence } from './lib/presence.js'
 
 export const name = 'dsh-session-mail'
 
@@ -19,6 +20,8 @@ export const inject = {
   agents: { required: false },
   webServer: { required: false },
   credentials: { required: false },
+  // rc.8+ `ctx.sessions.flush(session)`: a live read asks the host to write pending events first.
+  sessions: { required: false },
 }
 
 export const Config = Schema.object({
@@ -77,8 +80,7 @@ function keepNonFinite(v, seen = new Set()) {
   return out
 }
 
-function buildRequest(ctx, config, tool, args, exec, hostVersion, secret = null) {
-  const target = typeof args?.session_id === 'string' ? args.session_id : undefined
+function buildRequest(ctx, config, tool, args, exec, hostVersion, secret = null, liveRead = null) {
   const sends = tool === 'sessions_send' || tool === 'send_session_message'
   return {
     tool,
@@ -94,7 +96,8 @@ function buildRequest(ctx, config, tool, args, exec, hostVersion, secret = null)
       profile: null,
     },
     live: liveAgents(ctx, { activity: tool !== 'sessions_read' }),
-    liveEvents: tool === 'sessions_read' ? liveEventsOf(ctx, target) : null,
+    liveSeq: liveRead?.liveSeq ?? null,
+    liveFlushed: liveRead?.liveFlushed ?? null,
   }
 }
 
@@ -108,7 +111,10 @@ async function runTool(ctx, config, tool, args, exec, hostVersion, notices = nul
   try {
     const sends = tool === 'sessions_send' || tool === 'send_session_message'
     const secret = sends ? await browserSessionSecret(ctx) : null
-    const request = buildRequest(ctx, config, tool, args, exec, hostVersion, secret)
+    const liveRead = tool === 'sessions_read' && typeof args?.session_id === 'string'
+      ? await liveReadFacts(ctx, args.session_id)
+      : null
+    const request = buildRequest(ctx, config, tool, args, exec, hostVersion, secret, liveRead)
     const text = await core.runTool(JSON.stringify(request))
     if (sends && notices !== null && args?.notify_when_idle === true && text.startsWith('accepted for ')) {
       const target = String(args.session_id ?? args.toSessionId)
@@ -140,6 +146,13 @@ export function apply(ctx, config) {
   config = Config(config ?? {})
   if (!config.enabled) return
   const hostVersion = detectHostVersion()
+  // Presence: publish this process's live sessions for the plugin in other processes on this home.
+  // Started inside ctx.effect so the record is withdrawn and the timer cleared when the plugin is
+  // disposed (a cordis context always has effect; a bare test double without it publishes nothing).
+  if (typeof ctx.effect === 'function') {
+    const { core } = loadCore()
+    ctx.effect(() => startPresence(ctx, core, { hostVersion, baseUrl: () => baseUrlOf(ctx, config) }))
+  }
   const notices = new IdleNotices(ctx, { ttlMs: config.idleNoticeMinutes * 60_000 })
   if (config.overlapNotice) installOverlapNotice(ctx, exec => overlapRows(ctx, config, exec, hostVersion))
   for (const spec of toolSpecs({ sendTools: config.sendTools })) {

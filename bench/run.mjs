@@ -426,4 +426,10 @@ async function main() {
 }
 
 await main().catch((e) => { console.error(e?.stack ?? e); process.exit(1) })
+// The live-peer rows (issue 8: 20,000-session scale, live read, host stall, send overhead): bench/peers.mjs.
+if (!argv.includes('--no-peers')) {
+  log('live-peer rows (bench/peers.mjs)…')
+  const r = spawnSync(process.execPath, [join(HERE, 'peers.mjs'), ...argv], { stdio: 'inherit' })
+  if (r.status !== 0) process.exitCode = r.status ?? 1
+}
 process.exit(crashed ? 1 : 0)

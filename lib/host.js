@@ -204,25 +204,41 @@ export function liveAgents(ctx, { activity = true } = {}) {
   })
 }
 
+const FLUSH_TIMEOUT_MS = 500
+
 /**
- * The live events of one agent as JSON lines, or null when it is not live here.
- * 0.1.5+ `session.snapshotEvents()`, rc.8 `session.events` (packages/core/session/src/index.ts).
+ * What a live read needs from the host, without copying any event: ask the host to write the
+ * session's pending events now (rc.8 `ctx.sessions.flush(session)`, packages/core/session/src/index.ts
+ * "consumers that flush themselves before reading storage must come through here"; the same call the
+ * 0.1.7 built-in peer sessions make), then report how many events it holds (`session.seq`, the
+ * log length, O(1)). The core reads the file through its incremental cache and waits briefly if the
+ * file is still behind. Never `session.events` / `snapshotEvents()` (a full copy on the main thread;
+ * `snapshotEvents` is deprecated in 0.1.7, "new calls are prohibited").
+ * null when the session is not live here.
  */
-export function liveEventsOf(ctx, id) {
+export async function liveReadFacts(ctx, id) {
   if (typeof id !== 'string') return null
   const agent = attempt(() => ctx.agents?.get?.(id), undefined)
   if (agent === undefined || agent === null) return null
   const session = attempt(() => agent.session, undefined)
-  if (session === undefined) return null
-  const events = attempt(
-    () => (typeof session.snapshotEvents === 'function' ? session.snapshotEvents() : session.events),
-    undefined,
-  )
-  if (!Array.isArray(events) && !(events && typeof events[Symbol.iterator] === 'function')) return null
-  const header = plainHeader(session.header)
-  const lines = [JSON.stringify({ type: 'session', ...header })]
-  for (const e of events) lines.push(JSON.stringify(e))
-  return lines.join('\n') + '\n'
+  if (session === undefined || session === null) return null
+  let flushed = false
+  const flush = attempt(() => ctx.sessions?.flush, undefined)
+  if (typeof flush === 'function') {
+    let timer
+    try {
+      flushed = await Promise.race([
+        Promise.resolve(flush.call(ctx.sessions, session)).then(() => true, () => false),
+        new Promise(resolve => { timer = setTimeout(resolve, FLUSH_TIMEOUT_MS, false) }),
+      ])
+    } catch {
+      flushed = false
+    } finally {
+      clearTimeout(timer)
+    }
+  }
+  const seq = attempt(() => session.seq, undefined)
+  return { liveSeq: Number.isSafeInteger(seq) && seq >= 0 ? seq : null, liveFlushed: flushed }
 }
 
 /**

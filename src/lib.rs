@@ -631,3 +631,27 @@ pub async fn home_files_json(dsh_home: Option<String>) -> napi::Result<String> {
     let home = home_of(dsh_home.as_deref());
     blocking(move || mail_core::doctor::home_files(&home).to_string()).await
 }
+
+/// Publish this process's presence record (`presence::Record` as JSON; `updatedAt` is set here)
+/// under `$DSH_HOME/dsh-session-mail/presence/<pid>.json`, atomically, owner-only. Runs on a
+/// worker thread; an error (`E_INTERNAL`) is a short reason (the shim ignores it and tries again
+/// next refresh). Resolves to `true` once written.
+#[napi]
+pub async fn publish_presence(record: String, dsh_home: Option<String>) -> napi::Result<bool> {
+    let mut rec: mail_core::presence::Record = serde_json::from_str(&record)
+        .map_err(|e| internal(format!("presence record is not valid JSON: {e}")))?;
+    rec.pid = std::process::id();
+    let home = home_of(dsh_home.as_deref());
+    let now = mail_core::ledger::time::now_ms();
+    blocking(move || mail_core::presence::publish(&home, &rec, now))
+        .await?
+        .map(|()| true)
+        .map_err(internal)
+}
+
+/// Remove this process's presence record (the plugin is being disposed).
+#[napi(catch_unwind)]
+pub fn withdraw_presence(dsh_home: Option<String>) {
+    let home = home_of(dsh_home.as_deref());
+    mail_core::presence::withdraw(&home, std::process::id());
+}

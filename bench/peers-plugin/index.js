@@ -1,0 +1,64 @@
+// Bench-only host plugin for bench/peers.mjs: runs dsh-session-mail's tools INSIDE the real host
+// process (through the plugin's own exported runTool, with this host's ctx: agents, sessions, web
+// server), so the runner can time them and watch the host's event loop from outside.
+//
+// Protocol (env DSH_BENCH_PEERS_DIR=<dir>): the runner writes <dir>/job-<n>.json, this plugin runs it
+// and writes <dir>/result-<n>.json (tmp + rename). Jobs:
+//   {op:'tool', tool, args, caller?, config?}  -> {ms, text}
+//   {op:'fetch', body}                         -> {ms, status, text}   (a raw POST to this host's prompt route)
+//   {op:'status', id}                          -> {live, status, seq}
+import { existsSync, readFileSync, renameSync, writeFileSync, readdirSync } from 'node:fs'
+import { join } from 'node:path'
+
+export const name = 'dsh-session-mail-bench-peers'
+export const inject = { agents: { required: false }, webServer: { required: false }, sessions: { required: false } }
+
+export function apply(ctx) {
+  const dir = process.env.DSH_BENCH_PEERS_DIR
+  if (!dir) return
+  let plugin
+  const load = async () => (plugin ??= await import('dsh-session-mail'))
+  const done = new Set()
+  let busy = false
+  const run = async (job) => {
+    if (job.op === 'status') {
+      const a = ctx.agents?.get?.(job.id)
+      return { live: !!a, status: a?.status ?? null, seq: a?.session?.seq ?? null }
+    }
+    if (job.op === 'fetch') {
+      const base = `http://127.0.0.1:${ctx.webServer.port}`
+      const t0 = performance.now()
+      const res = await fetch(`${base}/api/session.prompt`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(job.body) })
+      const text = await res.text()
+      return { ms: performance.now() - t0, status: res.status, text: text.slice(0, 300) }
+    }
+    if (job.op === 'tool') {
+      const p = await load()
+      const config = p.Config(job.config ?? {})
+      const exec = job.caller ? { agent: { id: job.caller, session: { id: job.caller } }, signal: new AbortController().signal } : { signal: new AbortController().signal }
+      const t0 = performance.now()
+      const text = await p.runTool(ctx, config, job.tool, job.args, exec, '0.1.0-rc.8')
+      return { ms: performance.now() - t0, text }
+    }
+    return { error: `unknown op ${job.op}` }
+  }
+  const timer = setInterval(async () => {
+    if (busy) return
+    busy = true
+    try {
+      for (const n of readdirSync(dir)) {
+        const m = /^job-(\d+)\.json$/.exec(n)
+        if (!m || done.has(n)) continue
+        done.add(n)
+        let out
+        try { out = await run(JSON.parse(readFileSync(join(dir, n), 'utf8'))) } catch (e) { out = { error: String(e?.stack ?? e) } }
+        const file = join(dir, `result-${m[1]}.json`)
+        writeFileSync(`${file}.tmp`, JSON.stringify(out))
+        renameSync(`${file}.tmp`, file)
+      }
+    } catch {} finally { busy = false }
+  }, 25)
+  timer.unref?.()
+  ctx.effect?.(() => () => clearInterval(timer))
+  if (!existsSync(dir)) return
+}

@@ -1,0 +1,194 @@
+// Two DSH 0.1.0-rc.8 processes on one DSH_HOME (issue 8): presence, reads and sends across processes.
+// Session B lives in process 2; process 1's session A lists it as live there, reads it from disk and mails it
+// (queue and steer): B's owner receives each message exactly once, B's log keeps one contiguous seq history,
+// and process 1 never holds B (it would resume it and fork the log: rc.8 has no session lock). Then process 2
+// is SIGKILLed: B drops to cold within a bounded time and a queue send wakes it in process 1, once. Last, a
+// new process 2' and process 1 send to one target at the same time: each request lands once.
+//
+//   eval "$(bash test/real-host/install-host.sh)" && $DSH_NODE --test --test-concurrency=1 test/real-host-peers.test.mjs
+//
+// KEEP_TMP=1 keeps the sandbox. Timings print as `# metrics {...}`.
+import { describe, test, before, after } from 'node:test'
+import assert from 'node:assert/strict'
+import { execFileSync } from 'node:child_process'
+import { readdirSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import {
+  makeSandbox, packAndInstall, bootWeb, initProfile, callTool, readSessionLog, findSessionLog, waitForLog,
+  userTexts, isIdle, turnEndCount, printMetrics, REPO_ROOT,
+} from './real-host/harness.mjs'
+
+const [major, minor] = process.versions.node.split('.').map(Number)
+if (major < 22 || (major === 22 && minor < 15)) {
+  throw new Error(`run this under Node >= 22.15 (the host's Node 22: $DSH_NODE); this is ${process.version}`)
+}
+
+const sleep = ms => new Promise(r => setTimeout(r, ms))
+const esc = s => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+
+function requestIdOf(text) {
+  const id = /^request: (dsh-session-mail:\S+)$/m.exec(text)?.[1]
+  assert.ok(id, `a request id in:\n${text}`)
+  return id
+}
+
+/** How many user messages of the log carry `rpcId` (each delivery lands as exactly one). */
+function landedCount(events, rpcId) {
+  return userTexts(events).filter(u => u.source?.rpcId === rpcId).length
+}
+
+/** The presence records in the home: pid -> record. */
+function presence(home) {
+  const dir = join(home, 'dsh-session-mail', 'presence')
+  const out = new Map()
+  let names = []
+  try { names = readdirSync(dir) } catch { return out }
+  for (const n of names) {
+    if (!/^\d+\.json$/.test(n)) continue
+    try { const r = JSON.parse(readFileSync(join(dir, n), 'utf8')); out.set(r.pid, r) } catch {}
+  }
+  return out
+}
+
+/** The pid whose presence record lists `id` (waits for it). */
+async function ownerPid(home, id, timeout = 10_000) {
+  const t0 = Date.now()
+  for (;;) {
+    for (const [pid, r] of presence(home)) if (r.sessions?.some(s => s.id === id)) return pid
+    if (Date.now() - t0 > timeout) throw new Error(`no presence record lists ${id} after ${timeout} ms`)
+    await sleep(100)
+  }
+}
+
+/** The seq numbers of B's log are 0, 1, 2, … with no repeat and no gap (one writer). */
+function assertContiguous(home, id) {
+  const events = readSessionLog(findSessionLog(home, id)).filter(e => e.type !== 'session')
+  const seqs = events.map(e => e.seq)
+  seqs.forEach((s, i) => assert.equal(s, i, `seq ${i} of ${id} is ${s}: the history forked (${seqs.slice(Math.max(0, i - 3), i + 3)})`))
+  return events
+}
+
+describe('dsh-session-mail in two rc.8 processes on one DSH_HOME', () => {
+  let box, web1, web2, A, B, pid1, pid2
+  const m = {}
+
+  before(async () => {
+    box = await makeSandbox()
+    const pdir = initProfile(box, 'web')
+    packAndInstall(pdir, REPO_ROOT, { mode: 'manual' })
+    ;[web1, web2] = await Promise.all([bootWeb(box), bootWeb(box)])
+    A = await web1.createSession(box.ws)
+    B = await web2.createSession(box.mkdir('ws-b'))
+    // B has a history on disk before anyone mails it
+    await web2.prompt(B, 'hello from B')
+    await web2.waitFor(B, ev => turnEndCount(ev) >= 1 && isIdle(ev))
+    await web1.prompt(A, 'hello from A')
+    await web1.waitFor(A, ev => turnEndCount(ev) >= 1 && isIdle(ev))
+    pid2 = await ownerPid(box.home, B)
+    pid1 = await ownerPid(box.home, A)
+    assert.notEqual(pid1, pid2)
+  })
+  after(async () => {
+    printMetrics('session-mail-peers', m)
+    await box?.cleanup()
+  })
+
+  test('1. process 1 lists B as live in process 2 and reads it from disk without touching it', async () => {
+    const list = await callTool(web1, A, 'sessions_list', {})
+    const row = new RegExp(`^- ${esc(B)} \\[live, top-level, idle, in pid ${pid2}, profile web\\] \\| .* \\| send: delivered by its own process \\(pid ${pid2}\\)$`, 'm')
+    assert.match(list.text, row)
+    const read = await callTool(web1, A, 'sessions_read', { session_id: B })
+    assert.match(read.text, new RegExp(`^session ${esc(B)} \\[live, top-level\\]`))
+    assert.match(read.text, /\nhello from B\n/)
+    assert.match(read.text, new RegExp(`note: live in another DSH process \\(pid ${pid2}, profile web, idle\\)`))
+    assert.ok(!presence(box.home).get(pid1).sessions.some(s => s.id === B), 'process 1 does not hold B')
+  })
+
+  test('2. queue and steer from process 1 land in B in process 2 exactly once; one contiguous history', async () => {
+    const t0 = Date.now()
+    const q = await callTool(web1, A, 'sessions_send', { session_id: B, message: 'PEER-QUEUE one' })
+    m.routedQueueToolMs = q.result.time - q.call.time
+    assert.match(q.text, new RegExp(`^accepted for ${esc(B)} \\| mode=queue \\| chars=\\d+\\n`), q.text)
+    assert.ok(!q.text.includes('woke a cold session'), q.text)
+    assert.match(q.text, new RegExp(`note: routed: that session is live in another DSH process \\(pid ${pid2}, profile web\\)`))
+    const rq = requestIdOf(q.text)
+    let events = await web2.waitFor(B, ev => landedCount(ev, rq) >= 1)
+    m.queueLandedMs = Date.now() - t0
+    await web2.waitFor(B, isIdle)
+    const s = await callTool(web1, A, 'send_session_message', { toSessionId: B, message: 'PEER-STEER two', urgent: true })
+    assert.match(s.text, new RegExp(`^accepted for ${esc(B)} \\| mode=steer`), s.text)
+    const rs = requestIdOf(s.text)
+    events = await web2.waitFor(B, ev => landedCount(ev, rs) >= 1 && isIdle(ev))
+    await sleep(500)
+    events = await web2.history(B)
+    assert.equal(landedCount(events, rq), 1)
+    assert.equal(landedCount(events, rs), 1)
+    // the owner's file has them once too, with one contiguous seq run
+    const onDisk = await waitForLog(box.home, B, ev => landedCount(ev, rs) === 1)
+    assert.equal(landedCount(onDisk, rq), 1)
+    assertContiguous(box.home, B)
+    // process 1 never held B: its presence never listed it, and B is still listed as live in process 2
+    assert.ok(!presence(box.home).get(pid1).sessions.some(x => x.id === B))
+    const list = await callTool(web1, A, 'sessions_list', { query: B })
+    assert.match(list.text, new RegExp(`^- ${esc(B)} \\[live, top-level, \\w+, in pid ${pid2}`, 'm'))
+    // the CLI's verify confirms each landing from the log (the audit ledger of process 1 names the target)
+    for (const rid of [rq, rs]) {
+      const out = execFileSync(process.execPath, [join(REPO_ROOT, 'bin', 'dsh-session-mail.mjs'), 'verify', rid], {
+        env: { ...box.env }, encoding: 'utf8',
+      })
+      assert.match(out, new RegExp(`^landed in ${esc(B)} at seq \\d+`), out)
+    }
+    const read = await callTool(web1, A, 'sessions_read', { session_id: B })
+    assert.match(read.text, new RegExp(`request=${esc(rq)}\\) ---\\n`))
+  })
+
+  test('3. SIGKILL process 2: B is listed cold within a bounded time, and a queue send wakes it in process 1 once', async () => {
+    const t0 = Date.now()
+    process.kill(pid2, 'SIGKILL')
+    if (web2.child.pid !== pid2) web2.child.kill('SIGKILL')
+    let list
+    for (;;) {
+      list = await callTool(web1, A, 'sessions_list', { query: B })
+      if (new RegExp(`^- ${esc(B)} \\[cold, top-level\\]`, 'm').test(list.text)) break
+      assert.ok(Date.now() - t0 < 15_000, `B still listed live 15 s after SIGKILL:\n${list.text}`)
+      await sleep(250)
+    }
+    m.coldAfterKillMs = Date.now() - t0
+    const w = await callTool(web1, A, 'sessions_send', { session_id: B, message: 'PEER-WAKE three' })
+    assert.match(w.text, new RegExp(`^accepted for ${esc(B)} \\| mode=queue \\| chars=\\d+ \\(woke a cold session\\)`), w.text)
+    const rw = requestIdOf(w.text)
+    await web1.waitFor(B, ev => landedCount(ev, rw) >= 1 && isIdle(ev))
+    await sleep(500)
+    assert.equal(landedCount(await web1.history(B), rw), 1)
+    const onDisk = await waitForLog(box.home, B, ev => landedCount(ev, rw) === 1)
+    assert.equal(onDisk.filter(e => (e.data?.message?.source?.rpcId ?? '').startsWith('dsh-session-mail:')).length >= 3, true)
+    assertContiguous(box.home, B)
+  })
+
+  test('4. concurrent sends from both processes to one target: each request lands exactly once', async () => {
+    const web3 = await bootWeb(box)
+    const C = await web3.createSession(box.mkdir('ws-c'))
+    // B is live in process 1 now; C in process 3 sends to it at the same moment as A in process 1
+    const [a, c] = await Promise.all([
+      callTool(web1, A, 'sessions_send', { session_id: B, message: 'PEER-RACE from A' }),
+      (async () => {
+        await ownerPid(box.home, C)
+        // process 3 must see B live in process 1 before it sends (presence refresh ≤ 1 s)
+        return callTool(web3, C, 'sessions_send', { session_id: B, message: 'PEER-RACE from C' })
+      })(),
+    ])
+    assert.match(a.text, new RegExp(`^accepted for ${esc(B)} `), a.text)
+    assert.match(c.text, new RegExp(`^accepted for ${esc(B)} `), c.text)
+    assert.ok(!c.text.includes('woke a cold session'), `process 3 must not resume B:\n${c.text}`)
+    assert.match(c.text, new RegExp(`note: routed: that session is live in another DSH process \\(pid ${pid1}, profile web\\)`))
+    const ra = requestIdOf(a.text)
+    const rc = requestIdOf(c.text)
+    await web1.waitFor(B, ev => landedCount(ev, ra) >= 1 && landedCount(ev, rc) >= 1 && isIdle(ev), { timeout: 30_000 })
+    await sleep(500)
+    const events = await web1.history(B)
+    assert.equal(landedCount(events, ra), 1)
+    assert.equal(landedCount(events, rc), 1)
+    await waitForLog(box.home, B, ev => landedCount(ev, rc) === 1 && landedCount(ev, ra) === 1)
+    assertContiguous(box.home, B)
+  })
+})
