@@ -1,6 +1,6 @@
 // Two DSH 0.1.0-rc.8 processes on one DSH_HOME (issue 8): presence, reads and sends across processes.
 // Session B lives in process 2; process 1's session A lists it as live there, reads it from disk and mails it
-// (queue and steer): B's owner receives each message exactly once, B's log keeps one contiguous seq history,
+// (queue and steer): B's owner receives each message exactly once, B's log keeps one seq history,
 // and process 1 never holds B (it would resume it and fork the log: rc.8 has no session lock). Then process 2
 // is SIGKILLed: B drops to cold within a bounded time and a queue send wakes it in process 1, once. Last, a
 // new process 2' and process 1 send to one target at the same time: each request lands once.
@@ -60,12 +60,17 @@ async function ownerPid(home, id, timeout = 10_000) {
   }
 }
 
-/** The seq numbers of B's log are 0, 1, 2, … with no repeat and no gap (one writer). */
-function assertContiguous(home, id) {
-  const events = readSessionLog(findSessionLog(home, id)).filter(e => e.type !== 'session')
-  const seqs = events.map(e => e.seq)
-  seqs.forEach((s, i) => assert.equal(s, i, `seq ${i} of ${id} is ${s}: the history forked (${seqs.slice(Math.max(0, i - 3), i + 3)})`))
-  return events
+/**
+ * One writer, one history: the seq of B's log only ever goes up (rc.8 packs runs of events into
+ * `text-chunks` records, so gaps are normal; a second writer shows as a seq that repeats or goes back,
+ * e.g. 36 then 22).
+ */
+function assertOneHistory(home, id) {
+  const seqs = readSessionLog(findSessionLog(home, id)).map(e => e.seq).filter(s => s !== undefined)
+  for (let i = 1; i < seqs.length; i++) {
+    assert.ok(seqs[i] > seqs[i - 1], `seq ${seqs[i]} after ${seqs[i - 1]} in ${id}: the history forked (${seqs.slice(Math.max(0, i - 3), i + 3)})`)
+  }
+  return seqs
 }
 
 describe('dsh-session-mail in two rc.8 processes on one DSH_HOME', () => {
@@ -104,7 +109,7 @@ describe('dsh-session-mail in two rc.8 processes on one DSH_HOME', () => {
     assert.ok(!presence(box.home).get(pid1).sessions.some(s => s.id === B), 'process 1 does not hold B')
   })
 
-  test('2. queue and steer from process 1 land in B in process 2 exactly once; one contiguous history', async () => {
+  test('2. queue and steer from process 1 land in B in process 2 exactly once; one history', async () => {
     const t0 = Date.now()
     const q = await callTool(web1, A, 'sessions_send', { session_id: B, message: 'PEER-QUEUE one' })
     m.routedQueueToolMs = q.result.time - q.call.time
@@ -126,7 +131,7 @@ describe('dsh-session-mail in two rc.8 processes on one DSH_HOME', () => {
     // the owner's file has them once too, with one contiguous seq run
     const onDisk = await waitForLog(box.home, B, ev => landedCount(ev, rs) === 1)
     assert.equal(landedCount(onDisk, rq), 1)
-    assertContiguous(box.home, B)
+    assertOneHistory(box.home, B)
     // process 1 never held B: its presence never listed it, and B is still listed as live in process 2
     assert.ok(!presence(box.home).get(pid1).sessions.some(x => x.id === B))
     const list = await callTool(web1, A, 'sessions_list', { query: B })
@@ -161,8 +166,8 @@ describe('dsh-session-mail in two rc.8 processes on one DSH_HOME', () => {
     await sleep(500)
     assert.equal(landedCount(await web1.history(B), rw), 1)
     const onDisk = await waitForLog(box.home, B, ev => landedCount(ev, rw) === 1)
-    assert.equal(onDisk.filter(e => (e.data?.message?.source?.rpcId ?? '').startsWith('dsh-session-mail:')).length >= 3, true)
-    assertContiguous(box.home, B)
+    assert.ok(userTexts(onDisk).filter(u => (u.source?.rpcId ?? '').startsWith('dsh-session-mail:')).length >= 3)
+    assertOneHistory(box.home, B)
   })
 
   test('4. concurrent sends from both processes to one target: each request lands exactly once', async () => {
@@ -189,6 +194,6 @@ describe('dsh-session-mail in two rc.8 processes on one DSH_HOME', () => {
     assert.equal(landedCount(events, ra), 1)
     assert.equal(landedCount(events, rc), 1)
     await waitForLog(box.home, B, ev => landedCount(ev, rc) === 1 && landedCount(ev, ra) === 1)
-    assertContiguous(box.home, B)
+    assertOneHistory(box.home, B)
   })
 })
