@@ -14,7 +14,7 @@
 //
 // Options: --quick (10 MiB live session, fewer reps), --no-host (scale row only), --reps N.
 import { spawn } from 'node:child_process'
-import { cpSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { cpSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import zlib from 'node:zlib'
@@ -129,7 +129,8 @@ async function hostRows() {
     let n = 0
     const job = async (j, timeout = 300_000) => {
       const k = ++n
-      writeFileSync(join(jobsDir, `job-${k}.json`), JSON.stringify(j))
+      writeFileSync(join(jobsDir, `.job-${k}.tmp`), JSON.stringify(j))
+      renameSync(join(jobsDir, `.job-${k}.tmp`), join(jobsDir, `job-${k}.json`))
       const file = join(jobsDir, `result-${k}.json`)
       const t0 = Date.now()
       while (!existsSync(file)) { if (Date.now() - t0 > timeout) throw new Error(`job ${j.op} timed out`); await sleep(20) }
