@@ -160,6 +160,14 @@ export declare function projectKey(cwd: string): string | null
  */
 export declare function promptEnvelope(dialect: string, requestId: string, sessionId: string, mode: string, text: string, envelopeRpcId?: string | undefined | null): string
 
+/**
+ * Publish this process's presence record (`presence::Record` as JSON; `updatedAt` is set here)
+ * under `$DSH_HOME/dsh-session-mail/presence/<pid>.json`, atomically, owner-only. Runs on a
+ * worker thread; an error (`E_INTERNAL`) is a short reason (the shim ignores it
+ * and tries again next refresh). Resolves to `true` once written.
+ */
+export declare function publishPresence(record: string, dshHome?: string | undefined | null): Promise<boolean>
+
 /** The audit ledger: lines sent by or to `session`, newer than `sinceMs`, the newest `limit`. */
 export declare function readLedger(dshHome?: string | undefined | null, session?: string | undefined | null, sinceMs?: number | undefined | null, limit?: number | undefined | null): Promise<Ledger>
 
@@ -295,3 +303,6 @@ export interface ToolOutcome {
  * else in every session's log.
  */
 export declare function verifyRequest(dshHome: string | undefined | null, requestId: string, sessionId?: string | undefined | null): Promise<RequestFate>
+
+/** Remove this process's presence record (the plugin is being disposed). */
+export declare function withdrawPresence(dshHome?: string | undefined | null): void
