@@ -6,10 +6,10 @@
 // 5 s, or whose pid is gone, is ignored by readers.
 import { liveAgents } from './host.js'
 
-export const REFRESH_MS = 1000
+const REFRESH_MS = 1000
 
 /** `--profile <name>` / `--profile=<name>` of this process, else DSH_PROFILE, else null. */
-export function profileOf(argv = process.argv, env = process.env) {
+function profileOf(argv = process.argv, env = process.env) {
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]
     if (a === '--profile' && typeof argv[i + 1] === 'string') return argv[i + 1]
@@ -20,7 +20,7 @@ export function profileOf(argv = process.argv, env = process.env) {
 }
 
 /** The record this process publishes now (the core adds pid and updatedAt). */
-export function presenceRecord(ctx, { hostVersion, baseUrl, startedAt, profile }) {
+function presenceRecord(ctx, { hostVersion, baseUrl, startedAt, profile }) {
   return {
     v: 1,
     profile,
