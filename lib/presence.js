@@ -5,18 +5,18 @@
 // thread; this file only gathers what the host knows and keeps the timer. A record not refreshed for
 // 5 s, or whose pid is gone, is ignored by readers.
 import { liveAgents } from './host.js'
+import { resolveDshHome } from './home.js'
 
 const REFRESH_MS = 1000
 
-/** `--profile <name>` / `--profile=<name>` of this process, else DSH_PROFILE, else null. */
-function profileOf(argv = process.argv, env = process.env) {
+/** `--profile <name>` / `--profile=<name>` of this process, else null. */
+function profileOf(argv = process.argv) {
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]
     if (a === '--profile' && typeof argv[i + 1] === 'string') return argv[i + 1]
     if (typeof a === 'string' && a.startsWith('--profile=')) return a.slice('--profile='.length)
   }
-  const p = env.DSH_PROFILE?.trim()
-  return p ? p : null
+  return null
 }
 
 /** The record this process publishes now (the core adds pid and updatedAt). */
@@ -36,7 +36,7 @@ function presenceRecord(ctx, { hostVersion, baseUrl, startedAt, profile }) {
  * process alive); withdraw the record when the plugin is disposed or the process exits.
  * `baseUrl` is a function (the web server's port is known only once it listens).
  */
-export function startPresence(ctx, core, { hostVersion, baseUrl, dshHome = () => process.env.DSH_HOME?.trim() || null }) {
+export function startPresence(ctx, core, { hostVersion, baseUrl, dshHome = () => resolveDshHome() }) {
   if (typeof core?.publishPresence !== 'function') return () => {}
   const startedAt = Date.now()
   const profile = profileOf()
