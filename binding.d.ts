@@ -163,8 +163,8 @@ export declare function promptEnvelope(dialect: string, requestId: string, sessi
 /**
  * Publish this process's presence record (`presence::Record` as JSON; `updatedAt` is set here)
  * under `$DSH_HOME/dsh-session-mail/presence/<pid>.json`, atomically, owner-only. Runs on a
- * worker thread; an error (`E_INTERNAL`) is a short reason (the shim ignores it
- * and tries again next refresh). Resolves to `true` once written.
+ * worker thread; an error (`E_INTERNAL`) is a short reason (the shim ignores it and tries again
+ * next refresh). Resolves to `true` once written.
  */
 export declare function publishPresence(record: string, dshHome?: string | undefined | null): Promise<boolean>
 

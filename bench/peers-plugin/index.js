@@ -16,8 +16,27 @@ export const inject = { agents: { required: false }, webServer: { required: fals
 export function apply(ctx) {
   const dir = process.env.DSH_BENCH_PEERS_DIR
   if (!dir) return
-  let plugin
-  const load = async () => (plugin ??= await import('dsh-session-mail'))
+  // dsh-session-mail exports only its cordis contract (apply, Config, inject, name): apply it once per
+  // config onto a view of this ctx whose tools.register captures the definitions, then call their execute.
+  const toolSets = new Map()
+  const toolsFor = async (config) => {
+    const key = JSON.stringify(config ?? {})
+    if (!toolSets.has(key)) {
+      const mod = await import('dsh-session-mail')
+      const defs = {}
+      const view = new Proxy(ctx, {
+        get(target, prop) {
+          if (prop === 'tools') return { register: (def) => { defs[def.name] = def; return () => {} } }
+          if (prop === 'effect') return undefined // no second presence publisher
+          const v = Reflect.get(target, prop, target)
+          return typeof v === 'function' ? v.bind(target) : v
+        },
+      })
+      mod.apply(view, config ?? {})
+      toolSets.set(key, defs)
+    }
+    return toolSets.get(key)
+  }
   const done = new Set()
   let busy = false
   const run = async (job) => {
@@ -33,11 +52,10 @@ export function apply(ctx) {
       return { ms: performance.now() - t0, status: res.status, text: text.slice(0, 300) }
     }
     if (job.op === 'tool') {
-      const p = await load()
-      const config = p.Config(job.config ?? {})
+      const defs = await toolsFor(job.config)
       const exec = job.caller ? { agent: { id: job.caller, session: { id: job.caller } }, signal: new AbortController().signal } : { signal: new AbortController().signal }
       const t0 = performance.now()
-      const text = await p.runTool(ctx, config, job.tool, job.args, exec, '0.1.0-rc.8')
+      const text = await defs[job.tool].execute(job.args, exec)
       return { ms: performance.now() - t0, text }
     }
     return { error: `unknown op ${job.op}` }
