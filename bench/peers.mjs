@@ -12,12 +12,16 @@
 //   send         sessions_send in the host vs a raw fetch of the same envelope to the same route, in the
 //                same process; target ≤ 1.1× (median of alternating runs).
 //
-// Options: --quick (10 MiB live session, fewer reps), --no-host (scale row only), --reps N.
+//   The big sessions are made live by resuming them (session.create with their own id), not by a model turn.
+//
+// Options: --quick (10 MiB live session), --no-host (scale rows only), --no-scale (host rows only), --reps N
+// (default 3: also the number of live copies of the big session, one cold live read each).
 import { spawn } from 'node:child_process'
 import { cpSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import zlib from 'node:zlib'
+import { cpus, loadavg } from 'node:os'
 
 const HERE = dirname(fileURLToPath(import.meta.url))
 const REPO = resolve(HERE, '..')
@@ -27,6 +31,7 @@ const H = await import('../test/real-host/harness.mjs')
 const argv = process.argv.slice(2)
 const QUICK_MODE = argv.includes('--quick') || process.env.BENCH_QUICK === '1'
 const NO_HOST = argv.includes('--no-host')
+const NO_SCALE = argv.includes('--no-scale')
 const REPS = argv.includes('--reps') ? Math.max(1, Number(argv[argv.indexOf('--reps') + 1]) || 3) : 3
 const SCALE_N = 20_000
 const log = s => process.stderr.write(`bench-peers: ${s}\n`)
@@ -34,7 +39,8 @@ const sleep = ms => new Promise(r => setTimeout(r, ms))
 const median = xs => { const a = xs.filter(Number.isFinite).sort((x, y) => x - y); if (!a.length) return NaN; const m = a.length >> 1; return a.length % 2 ? a[m] : (a[m - 1] + a[m]) / 2 }
 const fmt = ms => !Number.isFinite(ms) ? '—' : ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : ms >= 10 ? `${ms.toFixed(0)} ms` : `${ms.toFixed(2)} ms`
 const rows = []
-const row = (metric, measured, baseline, ratio, target, pass) => rows.push({ metric, measured, baseline, ratio, target, verdict: pass === null ? 'SKIP' : pass ? 'PASS' : 'MISS' })
+const LOAD0 = loadavg(); const T0 = performance.now()
+const row = (metric, measured, baseline, ratio, target, pass) => rows.push({ metric, measured, baseline, ratio, target, verdict: pass === undefined ? 'info' : pass === null ? 'SKIP' : pass ? 'PASS' : 'MISS' })
 
 function child(job) {
   return new Promise((res) => {
@@ -105,19 +111,24 @@ async function hostRows() {
   const m = ensureCorpus(params, { log })
   const big = m.big.big100m
   const bigFile = join(m.home, big.file)
+  const mib = `${(big.plainBytes / 2 ** 20).toFixed(0)} MiB`
   const box = await H.makeSandbox()
   const jobsDir = join(box.dir, 'jobs'); mkdirSync(jobsDir)
   box.env.DSH_BENCH_PEERS_DIR = jobsDir
   try {
-    // the big session (to be made live) and a copy of it under another id (read at rest)
+    // REPS copies of the big session to make live (each one's first read is a cold one: one cold live sample
+    // per copy) and REPS copies to read at rest in the host, all under their own ids (the header re-written)
     const buf = readFileSync(bigFile)
     const [[s0, e0]] = H.zstdFrames(buf)
     const header = JSON.parse(zlib.zstdDecompressSync(buf.subarray(s0, e0)).toString('utf8').split('\n')[0])
-    const REST = 'session-bench0000-rest-4000-8000-000000000001'
+    const copyId = (kind, i) => `session-bench0000-${kind}-4000-8000-${String(i).padStart(12, '0')}`
+    const LIVE = [big.id, ...Array.from({ length: REPS - 1 }, (_, i) => copyId('live', i + 1))]
+    const REST = Array.from({ length: REPS }, (_, i) => copyId('rest', i + 1))
     const dst = (id) => join(box.home, 'sessions', projectKey(header.cwd), id, 'session.jsonl.zstd')
-    mkdirSync(dirname(dst(big.id)), { recursive: true }); mkdirSync(dirname(dst(REST)), { recursive: true })
-    writeFileSync(dst(big.id), buf)
-    writeFileSync(dst(REST), cloneLog(buf, big.id, REST))
+    for (const id of [...LIVE, ...REST]) {
+      mkdirSync(dirname(dst(id)), { recursive: true })
+      writeFileSync(dst(id), id === big.id ? buf : cloneLog(buf, big.id, id))
+    }
     const pdir = H.initProfile(box, 'web')
     H.packAndInstall(pdir, REPO, { mode: 'manual' })
     cpSync(join(HERE, 'peers-plugin'), join(pdir, 'node_modules', 'dsh-session-mail-bench-peers'), { recursive: true })
@@ -156,29 +167,63 @@ async function hostRows() {
 
     const A = await web.createSession(box.ws)
     const S = await web.createSession(box.mkdir('ws-s'))
-    log('making the big session live in the host (the host loads its log)…')
-    await web.prompt(big.id, 'wake up')
-    for (let t0 = Date.now(); ; await sleep(200)) {
-      const st = await job({ op: 'status', id: big.id })
-      if (st.live && st.status === 'idle') break
-      if (Date.now() - t0 > 300_000) throw new Error('the big session did not become live and idle in 5 min')
+    // Make the big sessions live WITHOUT a model turn: rc.8 `session.create` with a client-chosen `sessionId`
+    // of a stored session resumes it (packages/host/apiproxy/src/api-proxy.ts `ensureSession`: a persisted
+    // identity whose header cwd matches -> `ctx.agents.resume({resumeSessionId})`, no prompt, no LLM call;
+    // installed as dsh-host-apiproxy/lib/index.js `create` -> `ensureSession`). A prompt would make the host
+    // send the whole history to the (fake) LLM: for 100 MiB that did not finish in 5 min.
+    const resume = { ms: [], stall: [], rssMB: [] }
+    for (const id of LIVE) {
+      log(`making a ${mib} session live in the host (session.create resumes it; the host loads its log)…`)
+      const t0 = performance.now()
+      const resumed = await web.rpc('session.create', { sessionId: id, cwd: header.cwd })
+      if (resumed.sessionId !== id) throw new Error(`session.create answered ${resumed.sessionId}, not ${id}`)
+      let st
+      for (let t1 = Date.now(); ; await sleep(100)) {
+        st = await job({ op: 'status', id })
+        if (st.live && st.status === 'idle') break
+        if (Date.now() - t1 > 120_000) throw new Error(`${id} was not live and idle 2 min after session.create: ${JSON.stringify(st)}`)
+      }
+      resume.ms.push(performance.now() - t0); resume.stall.push(worst(t0, performance.now())); resume.rssMB.push(st.rssMB)
+      log(`  live in ${fmt(resume.ms.at(-1))}; the host's own stall while resuming: ${fmt(resume.stall.at(-1))}; session.seq ${st.seq}; host RSS ${st.rssMB} MB`)
     }
-    await sleep(1000)
+    await sleep(3000) // let the host settle (its GC after loading the logs)
     const idleT0 = performance.now(); await sleep(2000); const idle = worst(idleT0, performance.now())
 
-    const liveRead = []; const restRead = []; const stall = { list: [], rest: [], live: [], send: [] }
+    // Each rep: (1) the baseline, the same file read at rest in a fresh process (its stall: CPU contention
+    // alone, the host does nothing); (2) the first live read of copy i (cold cache in the host); (3) the read
+    // at rest of another copy in the host (cold; the same-process baseline); (4) the host appends an event to
+    // the live session (session.rename: a `session/title` event, written behind) and the live read at once
+    // must show it (the flush path; steady state); (5) a list.
+    const liveRead = []; const restRead = []; const restInHost = []; const appended = []
+    const stall = { list: [], rest: [], live: [], appended: [], control: [], child: [], send: [] }
+    const cpu = { live: [], appended: [], rest: [], list: [] } // [mainCpuMs, procCpuMs, wall ms] of each call in the host
     for (let i = 0; i < REPS; i++) {
-      // fresh process at rest (cold cache) vs in the host: the first live read of each rep pays the cold
-      // fold too only on rep 0; later reps read what was appended (what a live read costs in steady state)
-      restRead.push((await child({ op: 'read', home: box.home, id: big.id, max: 50 })).coldMs)
-      const l = await during(() => job({ op: 'tool', tool: 'sessions_read', args: { session_id: big.id } }))
+      const c = await during(() => child({ op: 'read', home: box.home, id: LIVE[i], max: 50 }))
+      if (c.r.error) throw new Error(c.r.error)
+      restRead.push(c.r.coldMs); stall.child.push(c.stall)
+      const l = await during(() => job({ op: 'tool', tool: 'sessions_read', args: { session_id: LIVE[i] } }))
       if (!/^session \S+ \[live/.test(l.r.text)) throw new Error(`live read: ${l.r.text.slice(0, 300)}`)
-      liveRead.push(l.r.ms); stall.live.push(l.stall)
-      const rr = await during(() => job({ op: 'tool', tool: 'sessions_read', args: { session_id: REST } }))
-      stall.rest.push(rr.stall)
+      liveRead.push(l.r.ms); stall.live.push(l.stall); cpu.live.push([l.r.mainCpuMs, l.r.procCpuMs, l.r.ms])
+      const rr = await during(() => job({ op: 'tool', tool: 'sessions_read', args: { session_id: REST[i] } }))
+      if (!/^session \S+ \[cold/.test(rr.r.text)) throw new Error(`read at rest: ${rr.r.text.slice(0, 300)}`)
+      restInHost.push(rr.r.ms); stall.rest.push(rr.stall); cpu.rest.push([rr.r.mainCpuMs, rr.r.procCpuMs, rr.r.ms])
+      // control: the same append with no read, watched over the same span: what the host itself does then
+      await web.rpc('session.rename', { sessionId: LIVE[0], title: `bench-control-${i}-${Date.now()}` })
+      const ctl = await during(() => sleep(Math.max(20, median(appended) || 50)))
+      stall.control.push(ctl.stall)
+      await sleep(1000)
+      const marker = `bench-live-${i}-${Date.now()}`
+      const renamed = await web.rpc('session.rename', { sessionId: LIVE[0], title: marker })
+      const a = await during(() => job({ op: 'tool', tool: 'sessions_read', args: { session_id: LIVE[0], max_messages: 50 } }))
+      const through = Number(/captured through seq: (\d+)/.exec(a.r.text)?.[1])
+      if (!a.r.text.includes(`title: ${marker}`) || !(through >= renamed.seq)) throw new Error(`live read after an append misses it (title ${marker}, seq ${renamed.seq}): ${a.r.text.slice(0, 300)}`)
+      appended.push(a.r.ms); stall.appended.push(a.stall); cpu.appended.push([a.r.mainCpuMs, a.r.procCpuMs, a.r.ms])
       const li = await during(() => job({ op: 'tool', tool: 'sessions_list', args: { scope: 'all' } }))
-      stall.list.push(li.stall)
+      stall.list.push(li.stall); cpu.list.push([li.r.mainCpuMs, li.r.procCpuMs, li.r.ms])
     }
+    // the main thread's background CPU (probe requests, presence timer, this plugin's job poll) over 1 s idle
+    const idleCpu = await job({ op: 'idle', ms: 1000 })
     // send vs a raw fetch of the same envelope (alternating; budgets off so every send goes out)
     const sendMs = []; const fetchMs = []
     const cfg = { budgetWindowSecs: 0, maxStackedPerSender: 0, frameMessages: false }
@@ -192,25 +237,33 @@ async function hostRows() {
       await sleep(300)
     }
     probing = false; await probe
-    const cold0 = liveRead[0]; const rest = median(restRead)
-    row(`read live ${(big.plainBytes / 2 ** 20).toFixed(0)} MiB session in the host, first (cold)`, fmt(cold0), `read at rest (fresh process) ${fmt(rest)}`, `${(cold0 / rest).toFixed(2)}×`, '≤ 1.2×', cold0 / rest <= 1.2)
-    const steady = median(liveRead.slice(1))
-    if (liveRead.length > 1) row('read live, same session again (steady state)', fmt(steady), `read at rest ${fmt(rest)}`, `${(steady / rest).toFixed(3)}×`, '≤ 1.2×', steady / rest <= 1.2)
-    const mib = `${(big.plainBytes / 2 ** 20).toFixed(0)} MiB`
-    for (const [k, name] of [['list', 'sessions_list'], ['rest', `sessions_read at rest (${mib})`], ['live', `sessions_read live (${mib})`], ['send', 'sessions_send']]) {
+    const cold = median(liveRead); const rest = median(restRead); const restHost = median(restInHost); const app = median(appended)
+    row(`read live ${mib} session in the host, first read (cold)`, fmt(cold), `read at rest, fresh process ${fmt(rest)}`, `${(cold / rest).toFixed(2)}×`, '≤ 1.2×', cold / rest <= 1.2)
+    row(`read live ${mib}, first read (cold), vs at rest in the host`, fmt(cold), `read at rest in the host ${fmt(restHost)}`, `${(cold / restHost).toFixed(2)}×`, '≤ 1.2×', cold / restHost <= 1.2)
+    row(`read live ${mib} right after the host appended an event`, fmt(app), `read at rest, fresh process ${fmt(rest)}`, `${(app / rest).toFixed(3)}×`, '≤ 1.2×', app / rest <= 1.2)
+    for (const [k, name] of [['list', 'sessions_list'], ['rest', `sessions_read at rest (${mib})`], ['live', `sessions_read live (${mib}, cold)`], ['appended', `sessions_read live (${mib}, after an append)`], ['send', 'sessions_send']]) {
       const w = Math.max(...stall[k])
       row(`host event-loop stall during ${name}`, `max ${fmt(w)}`, `idle probe max ${fmt(idle)}`, `${(w / Math.max(idle, 1)).toFixed(1)}×`, '≤ 50 ms', w <= 50)
     }
+    // Main-thread CPU of the host during each call (process.threadCpuUsage in the host): the work a call puts
+    // on the loop, whatever the machine's load (the stall rows above are wall times and suffer from it).
+    if (idleCpu.mainCpuMs !== null) {
+      const bg = idleCpu.mainCpuMs / 1000 // ms of main-thread CPU per ms of wall time, idle
+      for (const [k, name] of [['live', `sessions_read live (${mib}, cold)`], ['appended', `sessions_read live (${mib}, after an append)`], ['rest', `sessions_read at rest (${mib}, cold)`], ['list', 'sessions_list']]) {
+        const main = median(cpu[k].map(x => x[0])); const proc = median(cpu[k].map(x => x[1])); const wall = median(cpu[k].map(x => x[2]))
+        row(`host main-thread CPU during ${name}`, `${fmt(main)} (process ${fmt(proc)}, wall ${fmt(wall)})`, `idle main thread ${fmt(bg * wall)} per ${fmt(wall)}`, `+${fmt(Math.max(0, main - bg * wall))}`, 'flat in history size', undefined)
+      }
+    }
     const sm = median(sendMs); const fm = median(fetchMs)
     row('sessions_send in the host vs raw fetch of the same envelope', fmt(sm), `raw fetch ${fmt(fm)}`, `${(sm / fm).toFixed(2)}×`, '≤ 1.1×', sm / fm <= 1.1)
-    return { liveRead, restRead, stall, idle, sendMs, fetchMs }
+    return { liveRead, restRead, restInHost, appended, stall, cpu, idleCpu, idle, sendMs, fetchMs, resume }
   } finally {
     await box.cleanup()
   }
 }
 
 const raw = {}
-await scaleRows()
+if (!NO_SCALE) await scaleRows()
 if (!NO_HOST) {
   try { raw.host = await hostRows() } catch (e) { row('real-host peer rows', 'ERROR', String(e?.message ?? e).slice(0, 120), '—', '—', false) }
 }
@@ -220,4 +273,12 @@ const line = r => '| ' + cols.map((c, i) => String(r[c]).padEnd(w[i])).join(' | 
 console.log(line(Object.fromEntries(cols.map(c => [c, c]))))
 console.log('|' + w.map(n => '-'.repeat(n + 2)).join('|') + '|')
 for (const r of rows) console.log(line(r))
-if (raw.host) console.log(`raw: live reads ${raw.host.liveRead.map(x => x.toFixed(0)).join(' ')} ms | at rest ${raw.host.restRead.map(x => x.toFixed(0)).join(' ')} ms | send ${raw.host.sendMs.map(x => x.toFixed(1)).join(' ')} | fetch ${raw.host.fetchMs.map(x => x.toFixed(1)).join(' ')}`)
+if (raw.host) {
+  const h = raw.host; const j = xs => xs.map(x => x.toFixed(x < 10 ? 1 : 0)).join(' ')
+  console.log(`raw (ms): live first reads ${j(h.liveRead)} | at rest, fresh process ${j(h.restRead)} | at rest in the host ${j(h.restInHost)} | live after an append ${j(h.appended)}`)
+  console.log(`     stall max per call (ms): live cold ${j(h.stall.live)} | live appended ${j(h.stall.appended)} | same append, no read (control) ${j(h.stall.control)} | at rest in host ${j(h.stall.rest)} | at-rest read in a child (no host work) ${j(h.stall.child)} | list ${j(h.stall.list)} | send ${j(h.stall.send)} | idle ${h.idle.toFixed(1)}`)
+  console.log(`     host main-thread CPU per call (ms): live cold ${j(h.cpu.live.map(x => x[0] ?? NaN))} | live appended ${j(h.cpu.appended.map(x => x[0] ?? NaN))} | at rest in host ${j(h.cpu.rest.map(x => x[0] ?? NaN))} | idle 1 s ${h.idleCpu.mainCpuMs?.toFixed(1)}; whole process: live cold ${j(h.cpu.live.map(x => x[1]))} | at rest in host ${j(h.cpu.rest.map(x => x[1]))}`)
+  console.log(`     send ${j(h.sendMs)} | raw fetch ${j(h.fetchMs)}`)
+  console.log(`     making the sessions live (session.create resume, the host's own work): ${j(h.resume.ms)} ms, host stall ${j(h.resume.stall)} ms, host RSS after ${h.resume.rssMB.join(' ')} MB`)
+}
+console.log(`load average (1/5/15 min): before ${LOAD0.map(x => x.toFixed(2)).join(' ')} | after ${loadavg().map(x => x.toFixed(2)).join(' ')} | ${cpus().length} CPUs | ${((performance.now() - T0) / 1000).toFixed(0)} s`)

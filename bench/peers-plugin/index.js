@@ -4,14 +4,30 @@
 //
 // Protocol (env DSH_BENCH_PEERS_DIR=<dir>): the runner writes <dir>/job-<n>.json, this plugin runs it
 // and writes <dir>/result-<n>.json (tmp + rename). Jobs:
-//   {op:'tool', tool, args, caller?, config?}  -> {ms, text}
+//   {op:'tool', tool, args, caller?, config?}  -> {ms, text, mainCpuMs, procCpuMs}
+//   {op:'idle', ms}                            -> {mainCpuMs, procCpuMs}   (the same meter over an idle span)
 //   {op:'fetch', body}                         -> {ms, status, text}   (a raw POST to this host's prompt route)
-//   {op:'status', id}                          -> {live, status, seq}
+//   {op:'status', id}                          -> {live, status, seq, rssMB}   (rssMB: the host process's RSS)
 import { existsSync, readFileSync, renameSync, writeFileSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
 
 export const name = 'dsh-session-mail-bench-peers'
 export const inject = { agents: { required: false }, webServer: { required: false }, sessions: { required: false } }
+
+/**
+ * CPU time spent from now until the returned function is called: `mainCpuMs` by the host's main thread
+ * (process.threadCpuUsage, Node >= 22.19 / 23.9; null before), `procCpuMs` by the whole host process (the
+ * addon's worker threads included). Everything the main thread did in the span counts (the probe's
+ * requests, timers), so the runner compares it with an idle span of the same length.
+ */
+function cpuMeter() {
+  const thread = typeof process.threadCpuUsage === 'function' ? process.threadCpuUsage() : null
+  const proc = process.cpuUsage()
+  return () => {
+    const ms = (a, b) => (b.user - a.user + b.system - a.system) / 1000
+    return { mainCpuMs: thread ? ms(thread, process.threadCpuUsage()) : null, procCpuMs: ms(proc, process.cpuUsage()) }
+  }
+}
 
 export function apply(ctx) {
   const dir = process.env.DSH_BENCH_PEERS_DIR
@@ -42,7 +58,7 @@ export function apply(ctx) {
   const run = async (job) => {
     if (job.op === 'status') {
       const a = ctx.agents?.get?.(job.id)
-      return { live: !!a, status: a?.status ?? null, seq: a?.session?.seq ?? null }
+      return { live: !!a, status: a?.status ?? null, seq: a?.session?.seq ?? null, rssMB: Math.round(process.memoryUsage().rss / 2 ** 20) }
     }
     if (job.op === 'fetch') {
       const base = `http://127.0.0.1:${ctx.webServer.port}`
@@ -54,9 +70,15 @@ export function apply(ctx) {
     if (job.op === 'tool') {
       const defs = await toolsFor(job.config)
       const exec = job.caller ? { agent: { id: job.caller, session: { id: job.caller } }, signal: new AbortController().signal } : { signal: new AbortController().signal }
+      const c = cpuMeter()
       const t0 = performance.now()
       const text = await defs[job.tool].execute(job.args, exec)
-      return { ms: performance.now() - t0, text }
+      return { ms: performance.now() - t0, text, ...c() }
+    }
+    if (job.op === 'idle') {
+      const c = cpuMeter()
+      await new Promise(resolve => setTimeout(resolve, job.ms))
+      return c()
     }
     return { error: `unknown op ${job.op}` }
   }
