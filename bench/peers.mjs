@@ -197,7 +197,7 @@ async function hostRows() {
     // must show it (the flush path; steady state); (5) a list.
     const liveRead = []; const restRead = []; const restInHost = []; const appended = []
     const stall = { list: [], rest: [], live: [], appended: [], control: [], child: [], send: [] }
-    const cpu = { live: [], appended: [], rest: [], list: [] } // [mainCpuMs, procCpuMs, wall ms] of each call in the host
+    const cpu = { live: [], appended: [], rest: [], list: [], send: [] } // [mainCpuMs, procCpuMs, wall ms] of each call in the host
     for (let i = 0; i < REPS; i++) {
       const c = await during(() => child({ op: 'read', home: box.home, id: LIVE[i], max: 50 }))
       if (c.r.error) throw new Error(c.r.error)
@@ -224,13 +224,16 @@ async function hostRows() {
     }
     // the main thread's background CPU (probe requests, presence timer, this plugin's job poll) over 1 s idle
     const idleCpu = await job({ op: 'idle', ms: 1000 })
+    // the cost of rc.8 `session.events` (a copy of the whole log when the session changed) on the main thread
+    await web.rpc('session.rename', { sessionId: LIVE[0], title: `bench-events-${Date.now()}` })
+    const eventsCost = await job({ op: 'eventsCost', id: LIVE[0] })
     // send vs a raw fetch of the same envelope (alternating; budgets off so every send goes out)
     const sendMs = []; const fetchMs = []
     const cfg = { budgetWindowSecs: 0, maxStackedPerSender: 0, frameMessages: false }
     for (let i = 0; i < Math.max(5, REPS * 2); i++) {
       const s = await during(() => job({ op: 'tool', tool: 'sessions_send', args: { session_id: S, message: `bench ${i}` }, caller: A, config: cfg }))
       if (!s.r.text.startsWith('accepted')) throw new Error(`send: ${s.r.text.slice(0, 300)}`)
-      sendMs.push(s.r.ms); stall.send.push(s.stall)
+      sendMs.push(s.r.ms); stall.send.push(s.stall); cpu.send.push([s.r.mainCpuMs, s.r.procCpuMs, s.r.ms])
       const rpcId = `dsh-session-mail:${crypto.randomUUID()}`
       const f = await job({ op: 'fetch', body: { type: 'client-request', rpcId, method: 'session.prompt', payload: { sessionId: S, mode: 'queue', content: [{ type: 'text', text: `bench ${i}` }] } } })
       fetchMs.push(f.ms)
@@ -249,14 +252,14 @@ async function hostRows() {
     // on the loop, whatever the machine's load (the stall rows above are wall times and suffer from it).
     if (idleCpu.mainCpuMs !== null) {
       const bg = idleCpu.mainCpuMs / 1000 // ms of main-thread CPU per ms of wall time, idle
-      for (const [k, name] of [['live', `sessions_read live (${mib}, cold)`], ['appended', `sessions_read live (${mib}, after an append)`], ['rest', `sessions_read at rest (${mib}, cold)`], ['list', 'sessions_list']]) {
+      for (const [k, name] of [['live', `sessions_read live (${mib}, cold)`], ['appended', `sessions_read live (${mib}, after an append)`], ['rest', `sessions_read at rest (${mib}, cold)`], ['list', 'sessions_list'], ['send', 'sessions_send']]) {
         const main = median(cpu[k].map(x => x[0])); const proc = median(cpu[k].map(x => x[1])); const wall = median(cpu[k].map(x => x[2]))
         row(`host main-thread CPU during ${name}`, `${fmt(main)} (process ${fmt(proc)}, wall ${fmt(wall)})`, `idle main thread ${fmt(bg * wall)} per ${fmt(wall)}`, `+${fmt(Math.max(0, main - bg * wall))}`, 'flat in history size', undefined)
       }
     }
     const sm = median(sendMs); const fm = median(fetchMs)
     row('sessions_send in the host vs raw fetch of the same envelope', fmt(sm), `raw fetch ${fmt(fm)}`, `${(sm / fm).toFixed(2)}×`, '≤ 1.1×', sm / fm <= 1.1)
-    return { liveRead, restRead, restInHost, appended, stall, cpu, idleCpu, idle, sendMs, fetchMs, resume }
+    return { liveRead, restRead, restInHost, appended, stall, cpu, idleCpu, eventsCost, idle, sendMs, fetchMs, resume }
   } finally {
     await box.cleanup()
   }
@@ -278,7 +281,8 @@ if (raw.host) {
   console.log(`raw (ms): live first reads ${j(h.liveRead)} | at rest, fresh process ${j(h.restRead)} | at rest in the host ${j(h.restInHost)} | live after an append ${j(h.appended)}`)
   console.log(`     stall max per call (ms): live cold ${j(h.stall.live)} | live appended ${j(h.stall.appended)} | same append, no read (control) ${j(h.stall.control)} | at rest in host ${j(h.stall.rest)} | at-rest read in a child (no host work) ${j(h.stall.child)} | list ${j(h.stall.list)} | send ${j(h.stall.send)} | idle ${h.idle.toFixed(1)}`)
   console.log(`     host main-thread CPU per call (ms): live cold ${j(h.cpu.live.map(x => x[0] ?? NaN))} | live appended ${j(h.cpu.appended.map(x => x[0] ?? NaN))} | at rest in host ${j(h.cpu.rest.map(x => x[0] ?? NaN))} | idle 1 s ${h.idleCpu.mainCpuMs?.toFixed(1)}; whole process: live cold ${j(h.cpu.live.map(x => x[1]))} | at rest in host ${j(h.cpu.rest.map(x => x[1]))}`)
-  console.log(`     send ${j(h.sendMs)} | raw fetch ${j(h.fetchMs)}`)
+  console.log(`     send ${j(h.sendMs)} | raw fetch ${j(h.fetchMs)} | send main-thread CPU ${j(h.cpu.send.map(x => x[0] ?? NaN))}`)
+  console.log(`     rc.8 session.events of a live ${h.eventsCost.events}-event session right after an append: ${h.eventsCost.firstMs.toFixed(2)} ms on the main thread; the copy it makes when the log changed (Object.freeze([...log])): ${h.eventsCost.copyMs.toFixed(1)} ms`)
   console.log(`     making the sessions live (session.create resume, the host's own work): ${j(h.resume.ms)} ms, host stall ${j(h.resume.stall)} ms, host RSS after ${h.resume.rssMB.join(' ')} MB`)
 }
 console.log(`load average (1/5/15 min): before ${LOAD0.map(x => x.toFixed(2)).join(' ')} | after ${loadavg().map(x => x.toFixed(2)).join(' ')} | ${cpus().length} CPUs | ${((performance.now() - T0) / 1000).toFixed(0)} s`)

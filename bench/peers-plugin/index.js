@@ -5,6 +5,7 @@
 // Protocol (env DSH_BENCH_PEERS_DIR=<dir>): the runner writes <dir>/job-<n>.json, this plugin runs it
 // and writes <dir>/result-<n>.json (tmp + rename). Jobs:
 //   {op:'tool', tool, args, caller?, config?}  -> {ms, text, mainCpuMs, procCpuMs}
+//   {op:'eventsCost', id}                      -> {events, firstMs, copyMs}   (session.events; the copy it makes)
 //   {op:'idle', ms}                            -> {mainCpuMs, procCpuMs}   (the same meter over an idle span)
 //   {op:'fetch', body}                         -> {ms, status, text}   (a raw POST to this host's prompt route)
 //   {op:'status', id}                          -> {live, status, seq, rssMB}   (rssMB: the host process's RSS)
@@ -74,6 +75,16 @@ export function apply(ctx) {
       const t0 = performance.now()
       const text = await defs[job.tool].execute(job.args, exec)
       return { ms: performance.now() - t0, text, ...c() }
+    }
+    if (job.op === 'eventsCost') {
+      // what `session.events` costs the main thread (rc.8: Object.freeze([...this.log]) once per change):
+      // the path lib/host.js eventsOf takes for list and send (liveAgents with activity)
+      // (something else, e.g. the presence timer, may already have paid the getter since the change, so the
+      // copy the getter makes is also timed directly)
+      const session = ctx.agents?.get?.(job.id)?.session
+      const t0 = performance.now(); const events = session?.events; const t1 = performance.now()
+      const copy = Object.freeze([...(events ?? [])]); const t2 = performance.now()
+      return { events: copy.length, firstMs: t1 - t0, copyMs: t2 - t1 }
     }
     if (job.op === 'idle') {
       const c = cpuMeter()
