@@ -204,10 +204,10 @@ async function hostRows() {
       restRead.push(c.r.coldMs); stall.child.push(c.stall)
       const l = await during(() => job({ op: 'tool', tool: 'sessions_read', args: { session_id: LIVE[i] } }))
       if (!/^session \S+ \[live/.test(l.r.text)) throw new Error(`live read: ${l.r.text.slice(0, 300)}`)
-      liveRead.push(l.r.ms); stall.live.push(l.stall); cpu.live.push([l.r.mainCpuMs, l.r.procCpuMs, l.r.ms])
+      liveRead.push(l.r.ms); stall.live.push(l.stall); cpu.live.push([l.r.mainCpuMs, l.r.procCpuMs, l.r.ms, l.r.gcMs])
       const rr = await during(() => job({ op: 'tool', tool: 'sessions_read', args: { session_id: REST[i] } }))
       if (!/^session \S+ \[cold/.test(rr.r.text)) throw new Error(`read at rest: ${rr.r.text.slice(0, 300)}`)
-      restInHost.push(rr.r.ms); stall.rest.push(rr.stall); cpu.rest.push([rr.r.mainCpuMs, rr.r.procCpuMs, rr.r.ms])
+      restInHost.push(rr.r.ms); stall.rest.push(rr.stall); cpu.rest.push([rr.r.mainCpuMs, rr.r.procCpuMs, rr.r.ms, rr.r.gcMs])
       // control: the same append with no read, watched over the same span: what the host itself does then
       await web.rpc('session.rename', { sessionId: LIVE[0], title: `bench-control-${i}-${Date.now()}` })
       const ctl = await during(() => sleep(Math.max(20, median(appended) || 50)))
@@ -218,9 +218,9 @@ async function hostRows() {
       const a = await during(() => job({ op: 'tool', tool: 'sessions_read', args: { session_id: LIVE[0], max_messages: 50 } }))
       const through = Number(/captured through seq: (\d+)/.exec(a.r.text)?.[1])
       if (!a.r.text.includes(`title: ${marker}`) || !(through >= renamed.seq)) throw new Error(`live read after an append misses it (title ${marker}, seq ${renamed.seq}): ${a.r.text.slice(0, 300)}`)
-      appended.push(a.r.ms); stall.appended.push(a.stall); cpu.appended.push([a.r.mainCpuMs, a.r.procCpuMs, a.r.ms])
+      appended.push(a.r.ms); stall.appended.push(a.stall); cpu.appended.push([a.r.mainCpuMs, a.r.procCpuMs, a.r.ms, a.r.gcMs])
       const li = await during(() => job({ op: 'tool', tool: 'sessions_list', args: { scope: 'all' } }))
-      stall.list.push(li.stall); cpu.list.push([li.r.mainCpuMs, li.r.procCpuMs, li.r.ms])
+      stall.list.push(li.stall); cpu.list.push([li.r.mainCpuMs, li.r.procCpuMs, li.r.ms, li.r.gcMs])
     }
     // the main thread's background CPU (probe requests, presence timer, this plugin's job poll) over 1 s idle
     const idleCpu = await job({ op: 'idle', ms: 1000 })
@@ -233,7 +233,7 @@ async function hostRows() {
     for (let i = 0; i < Math.max(5, REPS * 2); i++) {
       const s = await during(() => job({ op: 'tool', tool: 'sessions_send', args: { session_id: S, message: `bench ${i}` }, caller: A, config: cfg }))
       if (!s.r.text.startsWith('accepted')) throw new Error(`send: ${s.r.text.slice(0, 300)}`)
-      sendMs.push(s.r.ms); stall.send.push(s.stall); cpu.send.push([s.r.mainCpuMs, s.r.procCpuMs, s.r.ms])
+      sendMs.push(s.r.ms); stall.send.push(s.stall); cpu.send.push([s.r.mainCpuMs, s.r.procCpuMs, s.r.ms, s.r.gcMs])
       const rpcId = `dsh-session-mail:${crypto.randomUUID()}`
       const f = await job({ op: 'fetch', body: { type: 'client-request', rpcId, method: 'session.prompt', payload: { sessionId: S, mode: 'queue', content: [{ type: 'text', text: `bench ${i}` }] } } })
       fetchMs.push(f.ms)
@@ -281,6 +281,7 @@ if (raw.host) {
   console.log(`raw (ms): live first reads ${j(h.liveRead)} | at rest, fresh process ${j(h.restRead)} | at rest in the host ${j(h.restInHost)} | live after an append ${j(h.appended)}`)
   console.log(`     stall max per call (ms): live cold ${j(h.stall.live)} | live appended ${j(h.stall.appended)} | same append, no read (control) ${j(h.stall.control)} | at rest in host ${j(h.stall.rest)} | at-rest read in a child (no host work) ${j(h.stall.child)} | list ${j(h.stall.list)} | send ${j(h.stall.send)} | idle ${h.idle.toFixed(1)}`)
   console.log(`     host main-thread CPU per call (ms): live cold ${j(h.cpu.live.map(x => x[0] ?? NaN))} | live appended ${j(h.cpu.appended.map(x => x[0] ?? NaN))} | at rest in host ${j(h.cpu.rest.map(x => x[0] ?? NaN))} | idle 1 s ${h.idleCpu.mainCpuMs?.toFixed(1)}; whole process: live cold ${j(h.cpu.live.map(x => x[1]))} | at rest in host ${j(h.cpu.rest.map(x => x[1]))}`)
+  console.log(`     V8 GC pauses in the host per call (ms): live cold ${j(h.cpu.live.map(x => x[3] ?? NaN))} | live appended ${j(h.cpu.appended.map(x => x[3] ?? NaN))} | at rest in host ${j(h.cpu.rest.map(x => x[3] ?? NaN))} | list ${j(h.cpu.list.map(x => x[3] ?? NaN))} | send ${j(h.cpu.send.map(x => x[3] ?? NaN))} | idle 1 s ${h.idleCpu.gcMs?.toFixed(1)}`)
   console.log(`     send ${j(h.sendMs)} | raw fetch ${j(h.fetchMs)} | send main-thread CPU ${j(h.cpu.send.map(x => x[0] ?? NaN))}`)
   console.log(`     rc.8 session.events of a live ${h.eventsCost.events}-event session right after an append: ${h.eventsCost.firstMs.toFixed(2)} ms on the main thread; the copy it makes when the log changed (Object.freeze([...log])): ${h.eventsCost.copyMs.toFixed(1)} ms`)
   console.log(`     making the sessions live (session.create resume, the host's own work): ${j(h.resume.ms)} ms, host stall ${j(h.resume.stall)} ms, host RSS after ${h.resume.rssMB.join(' ')} MB`)

@@ -4,13 +4,14 @@
 //
 // Protocol (env DSH_BENCH_PEERS_DIR=<dir>): the runner writes <dir>/job-<n>.json, this plugin runs it
 // and writes <dir>/result-<n>.json (tmp + rename). Jobs:
-//   {op:'tool', tool, args, caller?, config?}  -> {ms, text, mainCpuMs, procCpuMs}
+//   {op:'tool', tool, args, caller?, config?}  -> {ms, text, mainCpuMs, procCpuMs, gcMs}
 //   {op:'eventsCost', id}                      -> {events, firstMs, copyMs}   (session.events; the copy it makes)
 //   {op:'idle', ms}                            -> {mainCpuMs, procCpuMs}   (the same meter over an idle span)
 //   {op:'fetch', body}                         -> {ms, status, text}   (a raw POST to this host's prompt route)
 //   {op:'status', id}                          -> {live, status, seq, rssMB}   (rssMB: the host process's RSS)
 import { existsSync, readFileSync, renameSync, writeFileSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
+import { PerformanceObserver } from 'node:perf_hooks'
 
 export const name = 'dsh-session-mail-bench-peers'
 export const inject = { agents: { required: false }, webServer: { required: false }, sessions: { required: false } }
@@ -19,14 +20,21 @@ export const inject = { agents: { required: false }, webServer: { required: fals
  * CPU time spent from now until the returned function is called: `mainCpuMs` by the host's main thread
  * (process.threadCpuUsage, Node >= 22.19 / 23.9; null before), `procCpuMs` by the whole host process (the
  * addon's worker threads included). Everything the main thread did in the span counts (the probe's
- * requests, timers), so the runner compares it with an idle span of the same length.
+ * requests, timers), so the runner compares it with an idle span of the same length. `gcMs`: the V8 GC pauses
+ * in the span (perf_hooks 'gc' entries; observed from this plugin's load on).
  */
+let gcMsTotal = 0
+try {
+  new PerformanceObserver(list => { for (const e of list.getEntries()) gcMsTotal += e.duration }).observe({ entryTypes: ['gc'] })
+} catch {}
+
 function cpuMeter() {
+  const gc0 = gcMsTotal
   const thread = typeof process.threadCpuUsage === 'function' ? process.threadCpuUsage() : null
   const proc = process.cpuUsage()
   return () => {
     const ms = (a, b) => (b.user - a.user + b.system - a.system) / 1000
-    return { mainCpuMs: thread ? ms(thread, process.threadCpuUsage()) : null, procCpuMs: ms(proc, process.cpuUsage()) }
+    return { mainCpuMs: thread ? ms(thread, process.threadCpuUsage()) : null, procCpuMs: ms(proc, process.cpuUsage()), gcMs: gcMsTotal - gc0 }
   }
 }
 
