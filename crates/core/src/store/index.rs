@@ -3,13 +3,13 @@
 //! last complete frame; an unchanged one is not read at all. A cold scan spreads over the cores.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use super::brief::{self, Brief, Resume};
 use super::fold::Fold;
@@ -288,7 +288,6 @@ fn parallel<T: Sync, U: Send>(items: &[T], f: impl Fn(&T) -> U + Sync) -> Vec<U>
 /// on the available cores; the result (and the notes) come in walk order.
 pub fn scan_briefs(home: &Path, notes: &mut Vec<super::StoreNote>) -> Vec<Briefed> {
     let items = layout::walk_items(home);
-    type Loaded = Option<Result<Arc<Brief>, String>>;
     let done: Vec<Option<(layout::Visited, Loaded)>> = parallel(&items, |item| {
         let v = layout::visit(item.dir()?);
         let b = v.log().map(|log| {
@@ -300,6 +299,151 @@ pub fn scan_briefs(home: &Path, notes: &mut Vec<super::StoreNote>) -> Vec<Briefe
     let (visited, mut briefs): (Vec<Option<layout::Visited>>, Vec<Loaded>) = done
         .into_iter()
         .map(|d| d.map_or((None, None), |(v, b)| (Some(v), b)))
+        .unzip();
+    layout::assemble(items, visited, notes)
+        .into_iter()
+        .map(|(i, d)| Briefed {
+            brief: briefs[i]
+                .take()
+                .unwrap_or_else(|| Err("no session log".to_string())),
+            dir: d.dir,
+            log: d.log,
+        })
+        .collect()
+}
+
+// ---- the listing memo: a warm listing without a `stat` per session ----
+
+/// A listing re-checks a session it remembers (its folder and its log: two `stat`s) at most this
+/// long after it last checked it, unless the session can change right now (see
+/// [`scan_briefs_cached`]). The staleness bound of a listing for a log appended by a writer that
+/// publishes no presence.
+pub const LIST_STALE: Duration = Duration::from_secs(2);
+/// A log modified this recently belongs to a session that is probably running: re-checked on
+/// every listing.
+pub const LIST_RECENT: Duration = Duration::from_secs(60);
+/// Homes whose listings are remembered (tests and odd setups use many; a host uses one).
+const LIST_HOMES: usize = 8;
+
+type Loaded = Option<Result<Arc<Brief>, String>>;
+
+#[derive(Clone)]
+struct Memo {
+    visited: layout::Visited,
+    brief: Loaded,
+    /// The log's mtime when it was last checked (None: no log, or unknown).
+    log_mtime: Option<SystemTime>,
+    checked: Instant,
+}
+
+impl Memo {
+    /// Still good for this call: checked within [`LIST_STALE`], not hot, its log not recently
+    /// modified, and not a folder still waiting for its first log batch.
+    fn reusable(&self, now: Instant, wall: SystemTime) -> bool {
+        if now.saturating_duration_since(self.checked) >= LIST_STALE {
+            return false;
+        }
+        match (&self.visited, self.log_mtime) {
+            (layout::Visited::Dir { log: Ok(None), .. }, _) => false,
+            (layout::Visited::Dir { log: Ok(Some(_)), .. }, Some(m)) => wall
+                .duration_since(m)
+                .is_ok_and(|age| age >= LIST_RECENT),
+            (layout::Visited::Dir { log: Ok(Some(_)), .. }, None) => false,
+            _ => true,
+        }
+    }
+}
+
+fn list_memo() -> std::sync::MutexGuard<'static, HashMap<PathBuf, HashMap<PathBuf, Memo>>> {
+    static M: OnceLock<Mutex<HashMap<PathBuf, HashMap<PathBuf, Memo>>>> = OnceLock::new();
+    M.get_or_init(|| Mutex::new(HashMap::new()))
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+}
+
+/// The mtime the brief cache recorded for `path` when it last read or checked it.
+fn brief_mtime(path: &Path) -> Option<SystemTime> {
+    brief_lock()
+        .get(path.as_os_str())
+        .and_then(|e| e.ident.mtime)
+}
+
+/// [`scan_briefs`] for a listing that may reuse what it saw before. Always fresh: the set of
+/// projects and session folders (the root's and each project's mtime; a new or removed session
+/// shows at once), and every session whose folder name is in `hot` (live in this process or in
+/// another one per presence), whose log changed in the last [`LIST_RECENT`], or whose folder has no
+/// log yet. Every other session is re-checked (folder `lstat`, generation pick, log `stat`, brief)
+/// when its last check is [`LIST_STALE`] old or more: a log appended by a writer nobody knows of
+/// shows in every listing that starts at least [`LIST_STALE`] after the append.
+pub fn scan_briefs_cached(
+    home: &Path,
+    hot: &HashSet<String>,
+    notes: &mut Vec<super::StoreNote>,
+) -> Vec<Briefed> {
+    let items = layout::walk_items(home);
+    let now = Instant::now();
+    let wall = SystemTime::now();
+    let is_hot = |d: &Path| {
+        d.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| hot.contains(n))
+    };
+    // 1. what the memo still answers
+    let mut memo: Vec<Option<Memo>> = {
+        let m = list_memo();
+        let known = m.get(home);
+        items
+            .iter()
+            .map(|i| {
+                let d = i.dir()?;
+                if is_hot(d) {
+                    return None;
+                }
+                known
+                    .and_then(|k| k.get(d))
+                    .filter(|e| e.reusable(now, wall))
+                    .cloned()
+            })
+            .collect()
+    };
+    // 2. the rest, on the available cores
+    let todo: Vec<usize> = (0..items.len())
+        .filter(|&i| memo[i].is_none() && items[i].dir().is_some())
+        .collect();
+    let fresh: Vec<Memo> = parallel(&todo, |&i| {
+        let dir = items[i].dir().expect("a dir item");
+        let visited = layout::visit(dir);
+        let brief = visited.log().map(|log| {
+            std::panic::catch_unwind(|| load_brief(log))
+                .unwrap_or_else(|_| Err("internal error while reading".into()))
+        });
+        let log_mtime = visited.log().and_then(|l| brief_mtime(&l.path));
+        Memo {
+            visited,
+            brief,
+            log_mtime,
+            checked: now,
+        }
+    });
+    for (i, f) in todo.into_iter().zip(fresh) {
+        memo[i] = Some(f);
+    }
+    // 3. remember this walk (only folders it saw: removed ones are forgotten)
+    {
+        let mut m = list_memo();
+        if !m.contains_key(home) && m.len() >= LIST_HOMES {
+            m.clear();
+        }
+        let next: HashMap<PathBuf, Memo> = items
+            .iter()
+            .zip(&memo)
+            .filter_map(|(i, e)| Some((i.dir()?.to_path_buf(), e.clone()?)))
+            .collect();
+        m.insert(home.to_path_buf(), next);
+    }
+    let (visited, mut briefs): (Vec<Option<layout::Visited>>, Vec<Loaded>) = memo
+        .into_iter()
+        .map(|e| e.map_or((None, None), |e| (Some(e.visited), e.brief)))
         .unzip();
     layout::assemble(items, visited, notes)
         .into_iter()
@@ -346,5 +490,6 @@ pub fn scan(home: &Path, notes: &mut Vec<super::StoreNote>) -> Vec<Scanned> {
 #[cfg(test)]
 pub(crate) fn forget(path: &Path) {
     lock().remove(path);
+    list_memo().clear();
     brief_lock().remove(path.as_os_str());
 }

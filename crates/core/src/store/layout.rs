@@ -54,11 +54,13 @@ pub fn pick_generation(dir: &Path) -> std::io::Result<Option<LogFile>> {
             continue;
         };
         let path = entry.path();
-        if !path.is_file() {
+        // The entry's own type (free from `readdir` on most file systems); only a link costs a `stat`.
+        let Ok(ft) = entry.file_type() else { continue };
+        let is_link = ft.is_symlink();
+        if !(ft.is_file() || (is_link && path.is_file())) {
             continue;
         }
         // A log that is a link out of DSH_HOME (`<home>/sessions/<project>/<dir>/<log>`) is not read.
-        let is_link = entry.file_type().is_ok_and(|t| t.is_symlink());
         if is_link && link_out_of_home(&path, 4).is_some() {
             continue;
         }

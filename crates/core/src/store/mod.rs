@@ -266,6 +266,26 @@ fn strip_notes(home: &Path, raw: Vec<StoreNote>) -> Vec<StoreNote> {
 pub fn list_briefs(home: &Path) -> BriefListing {
     let mut raw_notes = Vec::new();
     let scanned = index::scan_briefs(home, &mut raw_notes);
+    briefs_listing(home, scanned, raw_notes)
+}
+
+/// [`list_briefs`] for `sessions_list`: reuses what the last listing of this home saw for sessions
+/// that cannot be changing now. `hot`: ids of sessions live in this process or another one (always
+/// re-checked). Staleness: see [`index::scan_briefs_cached`] (at most [`index::LIST_STALE`] for a
+/// log appended by a writer that publishes no presence; none for new, removed or hot sessions).
+pub fn list_briefs_cached<'a>(home: &Path, hot: impl IntoIterator<Item = &'a str>) -> BriefListing {
+    let hot: std::collections::HashSet<String> =
+        hot.into_iter().map(layout::encode_segment).collect();
+    let mut raw_notes = Vec::new();
+    let scanned = index::scan_briefs_cached(home, &hot, &mut raw_notes);
+    briefs_listing(home, scanned, raw_notes)
+}
+
+fn briefs_listing(
+    home: &Path,
+    scanned: Vec<index::Briefed>,
+    raw_notes: Vec<StoreNote>,
+) -> BriefListing {
     let mut notes = strip_notes(home, raw_notes);
     let mut sessions = Vec::with_capacity(scanned.len());
     let mut seen = std::collections::HashSet::with_capacity(scanned.len());

@@ -1324,3 +1324,150 @@ fn a_session_folder_linked_out_of_the_home_is_not_read() {
         Lookup::Found(_)
     ));
 }
+
+// ---- the listing memo (`list_briefs_cached`): fresh where it matters, bounded elsewhere ----
+
+mod listing_memo {
+    use super::*;
+    use crate::store::index::{LIST_RECENT, LIST_STALE};
+    use std::time::{Duration, SystemTime};
+
+    const P: &str = "--w-memo--";
+
+    fn log_path(home: &Path, id: &str) -> PathBuf {
+        home.join("sessions").join(P).join(id).join("session.jsonl.zstd")
+    }
+
+    /// A session log with one title, its mtime (and its folders') set well in the past: a session
+    /// nobody has touched for a while, so the memo may answer for it.
+    fn write_old(home: &Path, id: &str, title: &str) {
+        let mut b = LogBuilder::v0(id, Some("/w/memo"), BASE_TIME);
+        b.title(title, serde_json::json!({"kind":"user"}), &[]);
+        let p = log_path(home, id);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(&p, b.zstd()).unwrap();
+        age(&p);
+        age(p.parent().unwrap());
+        age(p.parent().unwrap().parent().unwrap());
+    }
+
+    fn age(p: &Path) {
+        let old = SystemTime::now() - LIST_RECENT - Duration::from_secs(600);
+        fs::File::open(p).unwrap().set_modified(old).unwrap();
+    }
+
+    /// Append a frame with a new title, as a writer that publishes no presence would.
+    fn append_title(home: &Path, id: &str, title: &str, keep_old_mtime: bool) {
+        let p = log_path(home, id);
+        let row = serde_json::json!({"type":"session/title","seq":50,"time":BASE_TIME + 50,
+            "data":{"title":title,"source":{"kind":"user"}}});
+        fs::OpenOptions::new()
+            .append(true)
+            .open(&p)
+            .unwrap()
+            .write_all(&frame(format!("{row}\n").as_bytes()))
+            .unwrap();
+        if keep_old_mtime {
+            age(&p);
+        }
+    }
+
+    fn titles<'a>(home: &Path, hot: impl IntoIterator<Item = &'a str>) -> Vec<(String, String)> {
+        let mut v: Vec<(String, String)> = list_briefs_cached(home, hot)
+            .sessions
+            .iter()
+            .map(|s| (s.meta().id, s.meta().title.unwrap_or_default()))
+            .collect();
+        v.sort();
+        v
+    }
+
+    fn pair(id: &str, t: &str) -> (String, String) {
+        (id.to_string(), t.to_string())
+    }
+
+    #[test]
+    fn an_outside_append_shows_within_the_stale_bound() {
+        let d = tempfile::tempdir().unwrap();
+        write_old(d.path(), "s-a", "first");
+        write_old(d.path(), "s-b", "other");
+        assert_eq!(titles(d.path(), []), [pair("s-a", "first"), pair("s-b", "other")]);
+        // The writer publishes no presence and (worst case) the log's mtime says nothing new:
+        // the next listing that starts LIST_STALE later re-checks the log and sees it.
+        append_title(d.path(), "s-a", "second", true);
+        std::thread::sleep(LIST_STALE + Duration::from_millis(50));
+        assert_eq!(titles(d.path(), []), [pair("s-a", "second"), pair("s-b", "other")]);
+    }
+
+    #[test]
+    fn a_session_written_recently_stays_fresh() {
+        let d = tempfile::tempdir().unwrap();
+        write_old(d.path(), "s-a", "first");
+        append_title(d.path(), "s-a", "running", false);
+        assert_eq!(titles(d.path(), []), [pair("s-a", "running")]);
+        // Its log had moved within LIST_RECENT of that check: every listing re-checks it.
+        append_title(d.path(), "s-a", "second", false);
+        assert_eq!(titles(d.path(), []), [pair("s-a", "second")]);
+        append_title(d.path(), "s-a", "third", false);
+        assert_eq!(titles(d.path(), []), [pair("s-a", "third")]);
+    }
+
+    #[test]
+    fn live_sessions_are_always_fresh() {
+        let d = tempfile::tempdir().unwrap();
+        write_old(d.path(), "s-live", "first");
+        write_old(d.path(), "s-cold", "cold");
+        assert_eq!(
+            titles(d.path(), ["s-live"]),
+            [pair("s-cold", "cold"), pair("s-live", "first")]
+        );
+        // Even with an mtime that says nothing changed, a live (hot) session is re-read.
+        append_title(d.path(), "s-live", "second", true);
+        assert_eq!(
+            titles(d.path(), ["s-live"]),
+            [pair("s-cold", "cold"), pair("s-live", "second")]
+        );
+    }
+
+    #[test]
+    fn new_and_removed_sessions_show_at_once() {
+        let d = tempfile::tempdir().unwrap();
+        write_old(d.path(), "s-a", "a");
+        write_old(d.path(), "s-b", "b");
+        assert_eq!(titles(d.path(), []), [pair("s-a", "a"), pair("s-b", "b")]);
+        let mut b = LogBuilder::v0("s-new", Some("/w/memo"), BASE_TIME);
+        b.title("new", serde_json::json!({"kind":"user"}), &[]);
+        let p = log_path(d.path(), "s-new");
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(&p, b.zstd()).unwrap();
+        assert_eq!(
+            titles(d.path(), []),
+            [pair("s-a", "a"), pair("s-b", "b"), pair("s-new", "new")]
+        );
+        fs::remove_dir_all(log_path(d.path(), "s-b").parent().unwrap()).unwrap();
+        assert_eq!(titles(d.path(), []), [pair("s-a", "a"), pair("s-new", "new")]);
+        // A whole new project appears too (the root's mtime).
+        let q = d.path().join("sessions/--w-other--/s-q/session.jsonl.zstd");
+        fs::create_dir_all(q.parent().unwrap()).unwrap();
+        fs::write(&q, LogBuilder::v0("s-q", Some("/w/other"), BASE_TIME).zstd()).unwrap();
+        assert_eq!(titles(d.path(), []).len(), 3);
+    }
+
+    #[test]
+    fn a_folder_waiting_for_its_first_log_is_picked_up_at_once() {
+        let d = tempfile::tempdir().unwrap();
+        write_old(d.path(), "s-a", "a");
+        let dir = d.path().join("sessions").join(P).join("s-late");
+        fs::create_dir_all(&dir).unwrap();
+        age(&dir);
+        age(dir.parent().unwrap());
+        let l = list_briefs_cached(d.path(), []);
+        assert_eq!(l.sessions.len(), 1);
+        assert!(l.notes.iter().any(|n| matches!(n, StoreNote::NoLog { .. })));
+        // Its first flush shows on the next listing.
+        let mut b = LogBuilder::v0("s-late", Some("/w/memo"), BASE_TIME);
+        b.title("late", serde_json::json!({"kind":"user"}), &[]);
+        fs::write(dir.join("session.jsonl.zstd"), b.zstd()).unwrap();
+        assert_eq!(titles(d.path(), []), [pair("s-a", "a"), pair("s-late", "late")]);
+    }
+}

@@ -89,7 +89,14 @@ pub fn list_blocking(home: &Path, req: &ToolRequest, args: &ListArgs) -> String 
 
 /// Select the rows of a listing (blocking: reads the store). The text and the CLI's JSON share it.
 pub fn select(home: &Path, req: &ToolRequest, args: &ListArgs) -> Selection {
-    let listing = store::list_briefs(home);
+    let peers = req.peers_at(home);
+    // Sessions that can change right now are always read fresh; the rest within LIST_STALE.
+    let hot = req
+        .live
+        .iter()
+        .map(|l| l.id.as_str())
+        .chain(peers.iter().flat_map(|r| r.sessions.iter().map(|s| s.id.as_str())));
+    let listing = store::list_briefs_cached(home, hot);
     let caller = req.caller.as_ref().and_then(|c| c.id()).map(str::to_string);
     let mut by_id: HashMap<String, usize> =
         HashMap::with_capacity(listing.sessions.len() + req.live.len());
@@ -161,7 +168,7 @@ pub fn select(home: &Path, req: &ToolRequest, args: &ListArgs) -> Selection {
     }
     // Sessions live in another process on this home (presence records): live there, unless this
     // process holds them too (then the registry above wins).
-    for r in req.peers_at(home) {
+    for r in &peers {
         for ps in &r.sessions {
             if req.live.iter().any(|l| l.id == ps.id) {
                 continue;
