@@ -13,7 +13,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use super::brief::{self, Brief, Resume};
 use super::fold::Fold;
-use super::layout::{self, file_key, short_io, LogFile, SessionDir};
+use super::layout::{self, file_key, short_io, LogFile, SessionDir, WalkItem};
 use super::log::{continue_fold, Scratch};
 
 /// Most logs the in-process cache of full folds remembers (least recently used ones go first).
@@ -345,10 +345,18 @@ impl Memo {
         }
         match (&self.visited, self.log_mtime) {
             (layout::Visited::Dir { log: Ok(None), .. }, _) => false,
-            (layout::Visited::Dir { log: Ok(Some(_)), .. }, Some(m)) => wall
-                .duration_since(m)
-                .is_ok_and(|age| age >= LIST_RECENT),
-            (layout::Visited::Dir { log: Ok(Some(_)), .. }, None) => false,
+            (
+                layout::Visited::Dir {
+                    log: Ok(Some(_)), ..
+                },
+                Some(m),
+            ) => wall.duration_since(m).is_ok_and(|age| age >= LIST_RECENT),
+            (
+                layout::Visited::Dir {
+                    log: Ok(Some(_)), ..
+                },
+                None,
+            ) => false,
             _ => true,
         }
     }
@@ -410,7 +418,7 @@ pub fn scan_briefs_cached(
     let todo: Vec<usize> = (0..items.len())
         .filter(|&i| memo[i].is_none() && items[i].dir().is_some())
         .collect();
-    let fresh: Vec<Memo> = parallel(&todo, |&i| {
+    let fresh: Vec<Memo> = parallel(&todo, |&i: &usize| {
         let dir = items[i].dir().expect("a dir item");
         let visited = layout::visit(dir);
         let brief = visited.log().map(|log| {
@@ -425,21 +433,26 @@ pub fn scan_briefs_cached(
             checked: now,
         }
     });
-    for (i, f) in todo.into_iter().zip(fresh) {
+    for (&i, f) in todo.iter().zip(fresh) {
         memo[i] = Some(f);
     }
-    // 3. remember this walk (only folders it saw: removed ones are forgotten)
+    // 3. remember what was re-checked; forget folders this walk no longer saw
     {
         let mut m = list_memo();
         if !m.contains_key(home) && m.len() >= LIST_HOMES {
             m.clear();
         }
-        let next: HashMap<PathBuf, Memo> = items
-            .iter()
-            .zip(&memo)
-            .filter_map(|(i, e)| Some((i.dir()?.to_path_buf(), e.clone()?)))
-            .collect();
-        m.insert(home.to_path_buf(), next);
+        let known = m.entry(home.to_path_buf()).or_default();
+        for &i in &todo {
+            if let (Some(d), Some(e)) = (items[i].dir(), &memo[i]) {
+                known.insert(d.to_path_buf(), e.clone());
+            }
+        }
+        let dirs = items.iter().filter(|i| i.dir().is_some()).count();
+        if known.len() != dirs {
+            let seen: HashSet<&Path> = items.iter().filter_map(WalkItem::dir).collect();
+            known.retain(|k, _| seen.contains(k.as_path()));
+        }
     }
     let (visited, mut briefs): (Vec<Option<layout::Visited>>, Vec<Loaded>) = memo
         .into_iter()

@@ -1335,7 +1335,10 @@ mod listing_memo {
     const P: &str = "--w-memo--";
 
     fn log_path(home: &Path, id: &str) -> PathBuf {
-        home.join("sessions").join(P).join(id).join("session.jsonl.zstd")
+        home.join("sessions")
+            .join(P)
+            .join(id)
+            .join("session.jsonl.zstd")
     }
 
     /// A session log with one title, its mtime (and its folders') set well in the past: a session
@@ -1391,12 +1394,18 @@ mod listing_memo {
         let d = tempfile::tempdir().unwrap();
         write_old(d.path(), "s-a", "first");
         write_old(d.path(), "s-b", "other");
-        assert_eq!(titles(d.path(), []), [pair("s-a", "first"), pair("s-b", "other")]);
+        assert_eq!(
+            titles(d.path(), []),
+            [pair("s-a", "first"), pair("s-b", "other")]
+        );
         // The writer publishes no presence and (worst case) the log's mtime says nothing new:
         // the next listing that starts LIST_STALE later re-checks the log and sees it.
         append_title(d.path(), "s-a", "second", true);
         std::thread::sleep(LIST_STALE + Duration::from_millis(50));
-        assert_eq!(titles(d.path(), []), [pair("s-a", "second"), pair("s-b", "other")]);
+        assert_eq!(
+            titles(d.path(), []),
+            [pair("s-a", "second"), pair("s-b", "other")]
+        );
     }
 
     #[test]
@@ -1445,11 +1454,18 @@ mod listing_memo {
             [pair("s-a", "a"), pair("s-b", "b"), pair("s-new", "new")]
         );
         fs::remove_dir_all(log_path(d.path(), "s-b").parent().unwrap()).unwrap();
-        assert_eq!(titles(d.path(), []), [pair("s-a", "a"), pair("s-new", "new")]);
+        assert_eq!(
+            titles(d.path(), []),
+            [pair("s-a", "a"), pair("s-new", "new")]
+        );
         // A whole new project appears too (the root's mtime).
         let q = d.path().join("sessions/--w-other--/s-q/session.jsonl.zstd");
         fs::create_dir_all(q.parent().unwrap()).unwrap();
-        fs::write(&q, LogBuilder::v0("s-q", Some("/w/other"), BASE_TIME).zstd()).unwrap();
+        fs::write(
+            &q,
+            LogBuilder::v0("s-q", Some("/w/other"), BASE_TIME).zstd(),
+        )
+        .unwrap();
         assert_eq!(titles(d.path(), []).len(), 3);
     }
 
@@ -1468,6 +1484,9 @@ mod listing_memo {
         let mut b = LogBuilder::v0("s-late", Some("/w/memo"), BASE_TIME);
         b.title("late", serde_json::json!({"kind":"user"}), &[]);
         fs::write(dir.join("session.jsonl.zstd"), b.zstd()).unwrap();
-        assert_eq!(titles(d.path(), []), [pair("s-a", "a"), pair("s-late", "late")]);
+        assert_eq!(
+            titles(d.path(), []),
+            [pair("s-a", "a"), pair("s-late", "late")]
+        );
     }
 }

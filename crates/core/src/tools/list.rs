@@ -91,21 +91,16 @@ pub fn list_blocking(home: &Path, req: &ToolRequest, args: &ListArgs) -> String 
 pub fn select(home: &Path, req: &ToolRequest, args: &ListArgs) -> Selection {
     let peers = req.peers_at(home);
     // Sessions that can change right now are always read fresh; the rest within LIST_STALE.
-    let hot = req
-        .live
-        .iter()
-        .map(|l| l.id.as_str())
-        .chain(peers.iter().flat_map(|r| r.sessions.iter().map(|s| s.id.as_str())));
+    let hot = req.live.iter().map(|l| l.id.as_str()).chain(
+        peers
+            .iter()
+            .flat_map(|r| r.sessions.iter().map(|s| s.id.as_str())),
+    );
     let listing = store::list_briefs_cached(home, hot);
     let caller = req.caller.as_ref().and_then(|c| c.id()).map(str::to_string);
     let mut by_id: HashMap<String, usize> =
         HashMap::with_capacity(listing.sessions.len() + req.live.len());
     let mut all: Vec<Candidate> = Vec::with_capacity(listing.sessions.len() + req.live.len());
-    let files: HashMap<&str, &Header> = listing
-        .sessions
-        .iter()
-        .map(|s| (s.header().id.as_str(), s.header()))
-        .collect();
     let push = |all: &mut Vec<Candidate>,
                 by_id: &mut HashMap<String, usize>,
                 h: &Header,
@@ -156,7 +151,12 @@ pub fn select(home: &Path, req: &ToolRequest, args: &ListArgs) -> Selection {
         if l.id.is_empty() {
             continue;
         }
-        let h = merged_header(l, files.get(l.id.as_str()).copied());
+        // Rows 0..len are the files' sessions, in order (ids are unique there).
+        let file = by_id
+            .get(&l.id)
+            .and_then(|&i| listing.sessions.get(i))
+            .map(|s| s.header());
+        let h = merged_header(l, file);
         let title = by_id.get(&l.id).and_then(|&i| all[i].row.title.clone());
         push(
             &mut all,
@@ -191,38 +191,53 @@ pub fn select(home: &Path, req: &ToolRequest, args: &ListArgs) -> Selection {
     let considered = all.len();
     annotate_repos_and_files(&mut all, &req.live);
     let q = args.query.as_deref().map(str::to_lowercase);
-    let mut rows: Vec<Candidate> = all
-        .into_iter()
-        .filter(|c| match args.scope {
-            Scope::TopLevel => !c.row.subagent,
-            Scope::Subagents => c.row.subagent,
-            Scope::All => true,
+    // Filter and order indices, not rows (a row is a few hundred bytes; a home can hold 20,000).
+    let mut keep: Vec<usize> = (0..all.len())
+        .filter(|&i| {
+            let c = &all[i];
+            match args.scope {
+                Scope::TopLevel => !c.row.subagent,
+                Scope::Subagents => c.row.subagent,
+                Scope::All => true,
+            }
         })
-        .filter(|c| !args.live_only || c.row.liveness.is_live())
-        .filter(|c| !args.repo_only || c.same_place || c.row.is_caller)
-        .filter(|c| match &q {
+        .filter(|&i| !args.live_only || all[i].row.liveness.is_live())
+        .filter(|&i| !args.repo_only || all[i].same_place || all[i].row.is_caller)
+        .filter(|&i| match &q {
             None => true,
-            Some(q) => [
-                Some(&c.row.id),
-                c.row.title.as_ref(),
-                c.row.cwd.as_ref(),
-                c.row.preset.as_ref(),
-            ]
-            .into_iter()
-            .flatten()
-            .any(|f| f.to_lowercase().contains(q.as_str())),
+            Some(q) => {
+                let c = &all[i];
+                [
+                    Some(&c.row.id),
+                    c.row.title.as_ref(),
+                    c.row.cwd.as_ref(),
+                    c.row.preset.as_ref(),
+                ]
+                .into_iter()
+                .flatten()
+                .any(|f| f.to_lowercase().contains(q.as_str()))
+            }
         })
         .collect();
     // The caller's repository first, then newest first by createdAt, then id; the caller always last.
-    rows.sort_by(|a, b| {
+    let order = |&x: &usize, &y: &usize| {
+        let (a, b) = (&all[x], &all[y]);
         a.row
             .is_caller
             .cmp(&b.row.is_caller)
             .then(b.row.same_repo.is_some().cmp(&a.row.same_repo.is_some()))
             .then(b.created_at.cmp(&a.created_at))
             .then(a.row.id.cmp(&b.row.id))
-    });
-    rows.truncate(args.limit);
+    };
+    if keep.len() > args.limit {
+        if args.limit > 0 {
+            keep.select_nth_unstable_by(args.limit - 1, order);
+        }
+        keep.truncate(args.limit);
+    }
+    keep.sort_by(order);
+    let mut all: Vec<Option<Candidate>> = all.into_iter().map(Some).collect();
+    let rows: Vec<Candidate> = keep.into_iter().filter_map(|i| all[i].take()).collect();
     // A live session that has not written its first batch yet has a folder but no log (rc.8
     // `session-persistence`: "an unmaterialized session has no filesystem footprint" until its first
     // flush); the live registry already lists it, so its "no session log" note is noise.
