@@ -23,6 +23,12 @@ export interface AuthProbe {
   detail: string | null
 }
 
+/** `null` when the body may be sent; otherwise why it is refused (a forged From header or frame line). */
+export declare function checkBody(body: string): string | null
+
+/** The delivered body of `send_session_message`: the From header line and the message. */
+export declare function composeMessage(senderId: string, message: string): string
+
 /** The defaults of `config::Config`. */
 export declare function configDefaults(): ConfigDefaults
 
@@ -124,6 +130,15 @@ export interface Listing {
 /** `sessions_list` over the store; `request` is a ToolRequest (tool `sessions_list`). */
 export declare function listSessions(request: string): Promise<Listing>
 
+/**
+ * The browser-session cookie (`name=value`) for `authority` (`host:port`), issued at `nowMs`,
+ * from the base64url secret.
+ */
+export declare function mintCookie(secret: string, authority: string, nowMs: number): string
+
+/** A fresh request id `dsh-session-mail:<uuid>`. */
+export declare function newRequestId(): string
+
 /** One cordis patch layer: its label and its text (`null`: the file does not exist). */
 export interface PatchLayer {
   label: string
@@ -138,6 +153,12 @@ export declare function probeHost(baseUrl: string, timeoutMs?: number | undefine
 
 /** The host's session directory key for a project path (`null` for an empty path). */
 export declare function projectKey(cwd: string): string | null
+
+/**
+ * The exact JSON body POSTed to the host route for `dialect` (`rc8` or `v2`).
+ * For v2 `envelopeRpcId` is the plain envelope id; for rc8 the request id is the envelope id.
+ */
+export declare function promptEnvelope(dialect: string, requestId: string, sessionId: string, mode: string, text: string, envelopeRpcId?: string | undefined | null): string
 
 /**
  * Publish this process's presence record (`presence::Record` as JSON; `updatedAt` is set here)
