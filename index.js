@@ -95,7 +95,7 @@ function buildRequest(ctx, config, tool, args, exec, hostVersion, secret = null,
       secret,
       profile: null,
     },
-    live: liveAgents(ctx, { activity: tool !== 'sessions_read' }),
+    live: liveAgents(ctx, { activity: tool !== 'sessions_read', files: tool === 'sessions_list' }),
     liveSeq: liveRead?.liveSeq ?? null,
     liveFlushed: liveRead?.liveFlushed ?? null,
   }

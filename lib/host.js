@@ -137,6 +137,10 @@ const WRITE_TOOLS = { write: 'file_path', edit: 'file_path', str_replace_editor:
 /** How far back file activity counts, and how many files one row carries. */
 const RECENT_MS = 30 * 60_000
 const MAX_FILES = 12
+/** Longest walk back for file activity: recent writes are near the end, and a log whose event times run
+ * ahead of this clock must not make every listing walk MAX_EVENTS_BACK events per live session
+ * (bench/README.md: +15–30 ms of host main-thread time per list with three 90k-event sessions). */
+const MAX_ACTIVITY_EVENTS_BACK = 2_000
 
 function eventTimeMs(e) {
   const t = e?.time
@@ -148,14 +152,14 @@ function eventTimeMs(e) {
 /**
  * Files the session's write/edit tools changed in the last 30 minutes, newest first, as the calls named
  * them (the core makes them relative to the checkout): a `tool/call` of a write tool whose `tool/result`
- * is not an error. Bounded: the newest MAX_EVENTS_BACK events, MAX_FILES files, 4 KiB arguments.
+ * is not an error. Bounded: the newest MAX_ACTIVITY_EVENTS_BACK events, MAX_FILES files, 4 KiB arguments.
  */
 function fileActivityOf(events, now = Date.now()) {
   if (!Array.isArray(events)) return []
   const failed = new Set()
   const succeeded = new Set()
   const out = []
-  const stop = Math.max(0, events.length - MAX_EVENTS_BACK)
+  const stop = Math.max(0, events.length - MAX_ACTIVITY_EVENTS_BACK)
   for (let i = events.length - 1; i >= stop && out.length < MAX_FILES; i--) {
     const e = events[i]
     const t = eventTimeMs(e)
@@ -182,16 +186,17 @@ function fileActivityOf(events, now = Date.now()) {
 }
 
 /** The agents live in this process (rc.8 `AgentRegistry.list()`, packages/core/agent/src/index.ts). */
-export function liveAgents(ctx, { activity = true } = {}) {
+export function liveAgents(ctx, { activity = true, files = activity } = {}) {
   const agents = attempt(() => ctx.agents?.list?.(), []) ?? []
   return agents.map(agent => {
     const inbox = attempt(() => agent.inbox, undefined)
     const nextTurn = attempt(() => [...(inbox?.nextTurn ?? [])], [])
     const nextStep = attempt(() => [...(inbox?.nextStep ?? [])], [])
     let status = String(attempt(() => agent.status, '') ?? '')
-    // presence and file activity walk the session's events; a read does not need them
-    const events = activity ? attempt(() => eventsOf(agent.session), null) : null
-    if (status === 'running' && attempt(() => awaitingUser(events), false)) status = 'awaiting-user'
+    // awaiting-user and file activity walk back from the newest event (never the whole history); a read
+    // needs neither, presence and send need the status only, and only sessions_list shows file activity
+    const events = activity || files ? attempt(() => eventsOf(agent.session), null) : null
+    if (activity && status === 'running' && attempt(() => awaitingUser(events), false)) status = 'awaiting-user'
     return {
       id: String(agent.id),
       status,
@@ -199,7 +204,7 @@ export function liveAgents(ctx, { activity = true } = {}) {
       pendingRpcIds: rpcIdsOf([...nextTurn, ...nextStep]),
       pendingNextTurnRpcIds: rpcIdsOf(nextTurn),
       pendingNextTurn: nextTurn.length,
-      files: attempt(() => fileActivityOf(events), []),
+      files: files ? attempt(() => fileActivityOf(events), []) : [],
     }
   })
 }

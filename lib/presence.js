@@ -27,7 +27,7 @@ function presenceRecord(ctx, { hostVersion, baseUrl, startedAt, profile }) {
     hostVersion: hostVersion ?? null,
     baseUrl: baseUrl ?? null,
     startedAt,
-    sessions: liveAgents(ctx).map(a => ({ id: a.id, status: a.status })),
+    sessions: liveAgents(ctx, { files: false }).map(a => ({ id: a.id, status: a.status })), // status only, every second
   }
 }
 
