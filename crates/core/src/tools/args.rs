@@ -275,19 +275,49 @@ fn id_problem(name: &str, v: Option<&Value>) -> Option<ArgProblem> {
     }
 }
 
+/// The send arguments as far as they could be read: what a refused call's ledger line records.
+/// `target` and `message` are the strings as written (even when refused); `mode` is `None` when
+/// `mode` / `urgent` was not valid.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PartialSend {
+    pub target: Option<String>,
+    pub message: Option<String>,
+    pub mode: Option<Mode>,
+}
+
+impl From<&SendArgs> for PartialSend {
+    fn from(a: &SendArgs) -> PartialSend {
+        PartialSend {
+            target: Some(a.target.clone()),
+            message: Some(a.message.clone()),
+            mode: Some(a.mode),
+        }
+    }
+}
+
+/// Send arguments that were refused: every problem, and what could still be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendArgsRefused {
+    pub partial: PartialSend,
+    pub problems: Vec<ArgProblem>,
+}
+
 /// `sessions_send` / `send_session_message` arguments: every problem, in argument order.
-pub fn send(tool: SendTool, args: &Value, cfg: &Config) -> Result<SendArgs, Vec<ArgProblem>> {
+pub fn send(tool: SendTool, args: &Value, cfg: &Config) -> Result<SendArgs, SendArgsRefused> {
     let empty = Map::new();
     let obj = match args {
         Value::Object(m) => m,
         Value::Null => &empty,
         other => {
-            return Err(vec![ArgProblem::Invalid {
-                name: "arguments".into(),
-                expected: "an object".into(),
-                got: describe_got(Some(other)),
-                hint: None,
-            }])
+            return Err(SendArgsRefused {
+                partial: PartialSend::default(),
+                problems: vec![ArgProblem::Invalid {
+                    name: "arguments".into(),
+                    expected: "an object".into(),
+                    got: describe_got(Some(other)),
+                    hint: None,
+                }],
+            })
         }
     };
     let mut problems = Vec::new();
@@ -327,12 +357,14 @@ pub fn send(tool: SendTool, args: &Value, cfg: &Config) -> Result<SendArgs, Vec<
     }
 
     let default_mode = Mode::parse(cfg.default_send_mode.trim()).unwrap_or(Mode::Queue);
-    let mut mode = default_mode;
+    let mut mode = Some(default_mode);
     match tool {
         SendTool::SendSessionMessage => match obj.get("urgent") {
-            None => mode = Mode::Queue,
-            Some(Value::Bool(b)) => mode = if *b { Mode::Steer } else { Mode::Queue },
-            Some(other) => problems.push(ArgProblem::Invalid {
+            None => mode = Some(Mode::Queue),
+            Some(Value::Bool(b)) => mode = Some(if *b { Mode::Steer } else { Mode::Queue }),
+            Some(other) => {
+                mode = None;
+                problems.push(ArgProblem::Invalid {
                 name: "urgent".into(),
                 expected: "a boolean (true or false)".into(),
                 got: describe_got(Some(other)),
@@ -342,22 +374,31 @@ pub fn send(tool: SendTool, args: &Value, cfg: &Config) -> Result<SendArgs, Vec<
                     }
                     _ => Some("false (default) queues behind the current turn; true interjects at its next step.".into()),
                 },
-            }),
+            })
+            }
         },
         SendTool::SessionsSend => match obj.get("mode") {
             None => {}
-            Some(Value::String(s)) if Mode::parse(s).is_some() => mode = Mode::parse(s).unwrap_or(default_mode),
-            Some(other) => problems.push(ArgProblem::Invalid {
-                name: "mode".into(),
-                expected: r#""queue" or "steer""#.into(),
-                got: describe_got(Some(other)),
-                hint: match other {
-                    Value::String(s) if Mode::parse(&s.trim().to_ascii_lowercase()).is_some() => {
-                        Some("Use the lower-case spelling.".into())
-                    }
-                    _ => Some(format!("Leave it out for the default ({}).", default_mode.as_str())),
-                },
-            }),
+            Some(Value::String(s)) if Mode::parse(s).is_some() => mode = Mode::parse(s),
+            Some(other) => {
+                mode = None;
+                problems.push(ArgProblem::Invalid {
+                    name: "mode".into(),
+                    expected: r#""queue" or "steer""#.into(),
+                    got: describe_got(Some(other)),
+                    hint: match other {
+                        Value::String(s)
+                            if Mode::parse(&s.trim().to_ascii_lowercase()).is_some() =>
+                        {
+                            Some("Use the lower-case spelling.".into())
+                        }
+                        _ => Some(format!(
+                            "Leave it out for the default ({}).",
+                            default_mode.as_str()
+                        )),
+                    },
+                })
+            }
         },
     }
 
@@ -397,20 +438,58 @@ pub fn send(tool: SendTool, args: &Value, cfg: &Config) -> Result<SendArgs, Vec<
         });
     }
 
-    if !problems.is_empty() {
-        return Err(problems);
-    }
-    let target = target_v
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
-    let message = message_v
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
-    Ok(SendArgs {
-        target,
-        message,
+    let partial = PartialSend {
+        target: target_v.and_then(Value::as_str).map(str::to_string),
+        message: message_v.and_then(Value::as_str).map(str::to_string),
         mode,
-    })
+    };
+    match partial {
+        PartialSend {
+            target: Some(target),
+            message: Some(message),
+            mode: Some(mode),
+        } if problems.is_empty() => Ok(SendArgs {
+            target,
+            message,
+            mode,
+        }),
+        partial => Err(SendArgsRefused { partial, problems }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn refused_send_arguments_keep_what_could_be_read() {
+        let cfg = Config::default();
+        let bad_urgent = json!({"toSessionId": "peer", "message": "hi", "urgent": "yes"});
+        let r = send(SendTool::SendSessionMessage, &bad_urgent, &cfg).unwrap_err();
+        assert_eq!(r.problems.len(), 1);
+        assert_eq!(
+            r.partial,
+            PartialSend {
+                target: Some("peer".into()),
+                message: Some("hi".into()),
+                mode: None
+            }
+        );
+        // A bad target still yields the mode the call asked for (and the default when it is left out).
+        let bad_target = json!({"session_id": 5, "message": "hi"});
+        let r = send(SendTool::SessionsSend, &bad_target, &cfg).unwrap_err();
+        assert_eq!(r.partial.target, None);
+        assert_eq!(r.partial.mode, Some(Mode::Queue));
+        let steer = json!({"session_id": 5, "mode": "steer"});
+        let r = send(SendTool::SessionsSend, &steer, &cfg).unwrap_err();
+        assert_eq!(
+            (r.partial.mode, r.partial.message),
+            (Some(Mode::Steer), None)
+        );
+        assert_eq!(r.problems.len(), 2);
+        // A non-object reads nothing.
+        let r = send(SendTool::SessionsSend, &json!([1]), &cfg).unwrap_err();
+        assert_eq!(r.partial, PartialSend::default());
+    }
 }

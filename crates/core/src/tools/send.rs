@@ -40,6 +40,7 @@ use crate::outcome::{
 use crate::presence;
 use crate::request::{LiveSession, ToolRequest};
 use crate::store;
+use crate::tools::args::{PartialSend, SendArgsRefused};
 
 /// Which send tool is answering (the reply line and the urgent spelling differ).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,9 +97,18 @@ impl SendTool {
     }
 }
 
-/// Validate the raw arguments (`tools::args::send`). All problems are reported, in argument order.
-pub fn parse_args(tool: SendTool, args: &Value, cfg: &Config) -> Result<SendArgs, Vec<ArgProblem>> {
+/// Validate the raw arguments (`tools::args::send`). All problems are reported, in argument order,
+/// with what could still be read (the refused call's ledger line).
+pub fn parse_args(tool: SendTool, args: &Value, cfg: &Config) -> Result<SendArgs, SendArgsRefused> {
     super::args::send(tool, args, cfg)
+}
+
+/// The `bad-argument` refusal of refused send arguments.
+fn bad_arguments(tool: SendTool, problems: Vec<ArgProblem>) -> Refusal {
+    Refusal::BadArgument {
+        problems,
+        usage: Some(tool.usage()),
+    }
 }
 
 /// What the send will do once every check passed.
@@ -167,11 +177,14 @@ pub fn plan(req: &ToolRequest) -> Result<Plan, Refusal> {
 /// [`plan`] with DSH_HOME resolved and the clock given (ms since the epoch).
 pub fn plan_at(req: &ToolRequest, home: &Path, now_ms: i64) -> Result<Plan, Refusal> {
     let tool = SendTool::from_name(&req.tool);
-    let args =
-        parse_args(tool, &req.args, &req.config).map_err(|problems| Refusal::BadArgument {
-            problems,
-            usage: Some(tool.usage()),
-        })?;
+    let args = parse_args(tool, &req.args, &req.config)
+        .map_err(|refused| bad_arguments(tool, refused.problems))?;
+    plan_args(req, args, home, now_ms)
+}
+
+/// [`plan_at`] once the arguments are valid.
+fn plan_args(req: &ToolRequest, args: SendArgs, home: &Path, now_ms: i64) -> Result<Plan, Refusal> {
+    let tool = SendTool::from_name(&req.tool);
     let cfg = &req.config;
 
     let sender = mail::sender_id(req.caller.as_ref())
@@ -361,43 +374,6 @@ pub fn plan_at(req: &ToolRequest, home: &Path, now_ms: i64) -> Result<Plan, Refu
     })
 }
 
-/// What the ledger records about a call whose plan was refused: whatever the raw arguments say.
-struct Facts {
-    sender: Option<String>,
-    target: Option<String>,
-    mode: Option<&'static str>,
-    body: Option<String>,
-}
-
-fn facts(req: &ToolRequest, tool: SendTool) -> Facts {
-    let args = req.args.as_object();
-    let get = |k: &str| args.and_then(|a| a.get(k));
-    let mode = match tool {
-        SendTool::SendSessionMessage => match get("urgent") {
-            None | Some(Value::Bool(false)) => Some("queue"),
-            Some(Value::Bool(true)) => Some("steer"),
-            _ => None,
-        },
-        SendTool::SessionsSend => match get("mode") {
-            None => Some(
-                Mode::parse(req.config.default_send_mode.trim())
-                    .unwrap_or(Mode::Queue)
-                    .as_str(),
-            ),
-            Some(Value::String(m)) => Mode::parse(m).map(Mode::as_str),
-            _ => None,
-        },
-    };
-    Facts {
-        sender: mail::sender_id(req.caller.as_ref()).map(str::to_string),
-        target: get(tool.target_arg())
-            .and_then(Value::as_str)
-            .map(str::to_string),
-        mode,
-        body: get("message").and_then(Value::as_str).map(str::to_string),
-    }
-}
-
 /// Write one ledger line; `Some(note)` when it could not be written.
 #[allow(clippy::too_many_arguments)]
 fn record(
@@ -519,6 +495,40 @@ async fn record_off(
     })
 }
 
+/// A refused send: its ledger line (from the validator's typed values) and the result.
+async fn refuse(
+    deadline: std::time::Duration,
+    home: &Path,
+    now_ms: i64,
+    req: &ToolRequest,
+    tool: SendTool,
+    partial: PartialSend,
+    refusal: Refusal,
+) -> SendResult {
+    let mut result = SendResult {
+        outcome: SendOutcome::Refused(refusal),
+        notes: Vec::new(),
+    };
+    let note = record_off(
+        deadline,
+        home,
+        now_ms,
+        Line {
+            sender: mail::sender_id(req.caller.as_ref()).map(str::to_string),
+            target: partial.target,
+            tool,
+            mode: partial.mode.map(|m| m.as_str().to_string()),
+            request_id: None,
+            outcome: result.ledger_outcome(),
+            body: partial.message,
+            hop: None,
+        },
+    )
+    .await;
+    result.notes.extend(note);
+    result
+}
+
 /// [`run_result_at`] with the deadline for the file work (issue 11 #3: file IO runs on the blocking
 /// pool, never on the async executor, and a stuck file answers `busy` instead of hanging).
 pub async fn run_with_deadline(
@@ -528,35 +538,24 @@ pub async fn run_with_deadline(
     deadline: std::time::Duration,
 ) -> SendResult {
     let tool = SendTool::from_name(&req.tool);
+    // The validator is pure (no IO): run here, so every refused call's ledger line records the typed
+    // values it read, never a second reading of the raw arguments.
+    let args = match parse_args(tool, &req.args, &req.config) {
+        Ok(a) => a,
+        Err(refused) => {
+            let refusal = bad_arguments(tool, refused.problems);
+            return refuse(deadline, home, now_ms, req, tool, refused.partial, refusal).await;
+        }
+    };
+    let partial = PartialSend::from(&args);
     let planned = {
         let (req, home) = (req.clone(), home.to_path_buf());
-        offload::run(deadline, move || plan_at(&req, &home, now_ms)).await
+        offload::run(deadline, move || plan_args(&req, args, &home, now_ms)).await
     };
     let mut p = match planned {
         Ok(Ok(p)) => p,
         Ok(Err(refusal)) => {
-            let f = facts(req, tool);
-            let outcome = LedgerOutcome::Refused(refusal.code().to_string());
-            let note = record_off(
-                deadline,
-                home,
-                now_ms,
-                Line {
-                    sender: f.sender,
-                    target: f.target,
-                    tool,
-                    mode: f.mode.map(str::to_string),
-                    request_id: None,
-                    outcome,
-                    body: f.body,
-                    hop: None,
-                },
-            )
-            .await;
-            return SendResult {
-                outcome: SendOutcome::Refused(refusal),
-                notes: note.into_iter().collect(),
-            };
+            return refuse(deadline, home, now_ms, req, tool, partial, refusal).await;
         }
         // Not recorded: the ledger may be what is stuck.
         Err(why) => {
@@ -574,10 +573,6 @@ pub async fn run_with_deadline(
                 notes: Vec::new(),
             };
         }
-    };
-    let message = match &req.args {
-        Value::Object(a) => a.get("message").and_then(Value::as_str),
-        _ => None,
     };
     let d = Delivery {
         base_url: &p.base_url,
@@ -676,7 +671,7 @@ pub async fn run_with_deadline(
             mode: Some(p.mode.as_str().to_string()),
             request_id: Some(p.request_id.clone()),
             outcome: result.ledger_outcome(),
-            body: message.map(str::to_string),
+            body: partial.message,
             hop: Some(p.hop.clone()),
         },
     )
