@@ -852,6 +852,7 @@ module.exports.promptEnvelope = nativeBinding.promptEnvelope
 module.exports.publishPresence = nativeBinding.publishPresence
 module.exports.readLedger = nativeBinding.readLedger
 module.exports.readSession = nativeBinding.readSession
+module.exports.RefusalCode = nativeBinding.RefusalCode
 module.exports.resolveDshHome = nativeBinding.resolveDshHome
 module.exports.runTool = nativeBinding.runTool
 module.exports.runToolResult = nativeBinding.runToolResult

@@ -213,6 +213,33 @@ export interface ReadWindow {
   notes: Array<string> | null
 }
 
+/**
+ * A refusal code as JS sees it (`mail_core::outcome::RefusalCode`; the match below makes a code
+ * added to the core a compile error here until it is declared).
+ */
+export declare const enum RefusalCode {
+  BadArgument = 'bad-argument',
+  NoCaller = 'no-caller',
+  NoWebServer = 'no-web-server',
+  SelfSend = 'self-send',
+  EmptyBody = 'empty-body',
+  TooLong = 'too-long',
+  ForgedHeader = 'forged-header',
+  Budget = 'budget',
+  RelayLimit = 'relay-limit',
+  ResumeDisabled = 'resume-disabled',
+  NotFound = 'not-found',
+  NotMessageable = 'not-messageable',
+  Stacked = 'stacked',
+  Rejected = 'rejected',
+  AuthFailed = 'auth-failed',
+  Forbidden = 'forbidden',
+  Unreachable = 'unreachable',
+  UnknownTool = 'unknown-tool',
+  Internal = 'internal',
+  Busy = 'busy',
+}
+
 /** Where a request id is. */
 export interface RequestFate {
   requestId: string
@@ -289,7 +316,7 @@ export interface ToolOutcome {
    * The refusal code (`bad-argument`, `not-found`, …; `unreachable` for a send that may have
    * landed); `null` when the call was not refused.
    */
-  code: string | null
+  code: RefusalCode | null
   /** A send tool: the message was accepted. */
   accepted: boolean
   /** A send tool: the message went out without a clear answer (verify before sending again). */

@@ -89,6 +89,62 @@ pub fn run_tool(env: &Env, request: String) -> Result<AsyncBlock<String>, ErrorC
     })
 }
 
+/// A refusal code as JS sees it (`mail_core::outcome::RefusalCode`; the match below makes a code
+/// added to the core a compile error here until it is declared).
+#[napi(string_enum = "kebab-case")]
+pub enum RefusalCode {
+    BadArgument,
+    NoCaller,
+    NoWebServer,
+    SelfSend,
+    EmptyBody,
+    TooLong,
+    ForgedHeader,
+    Budget,
+    RelayLimit,
+    ResumeDisabled,
+    NotFound,
+    NotMessageable,
+    Stacked,
+    Rejected,
+    AuthFailed,
+    Forbidden,
+    Unreachable,
+    HeldElsewhere,
+    UnknownTool,
+    Internal,
+    Busy,
+}
+
+impl From<mail_core::outcome::RefusalCode> for RefusalCode {
+    fn from(c: mail_core::outcome::RefusalCode) -> Self {
+        use mail_core::outcome::RefusalCode as C;
+        match c {
+            C::BadArgument => RefusalCode::BadArgument,
+            C::NoCaller => RefusalCode::NoCaller,
+            C::NoWebServer => RefusalCode::NoWebServer,
+            C::SelfSend => RefusalCode::SelfSend,
+            C::EmptyBody => RefusalCode::EmptyBody,
+            C::TooLong => RefusalCode::TooLong,
+            C::ForgedHeader => RefusalCode::ForgedHeader,
+            C::Budget => RefusalCode::Budget,
+            C::RelayLimit => RefusalCode::RelayLimit,
+            C::ResumeDisabled => RefusalCode::ResumeDisabled,
+            C::NotFound => RefusalCode::NotFound,
+            C::NotMessageable => RefusalCode::NotMessageable,
+            C::Stacked => RefusalCode::Stacked,
+            C::Rejected => RefusalCode::Rejected,
+            C::AuthFailed => RefusalCode::AuthFailed,
+            C::Forbidden => RefusalCode::Forbidden,
+            C::Unreachable => RefusalCode::Unreachable,
+            C::HeldElsewhere => RefusalCode::HeldElsewhere,
+            C::UnknownTool => RefusalCode::UnknownTool,
+            C::Internal => RefusalCode::Internal,
+            C::Busy => RefusalCode::Busy,
+        }
+    }
+}
+
 /// A tool call's text and what it ended in.
 #[napi(object, use_nullable = true)]
 pub struct ToolOutcome {
@@ -96,7 +152,7 @@ pub struct ToolOutcome {
     pub text: String,
     /// The refusal code (`bad-argument`, `not-found`, …; `unreachable` for a send that may have
     /// landed); `null` when the call was not refused.
-    pub code: Option<String>,
+    pub code: Option<RefusalCode>,
     /// A send tool: the message was accepted.
     pub accepted: bool,
     /// A send tool: the message went out without a clear answer (verify before sending again).
@@ -129,7 +185,7 @@ fn tool_outcome(r: ToolResult) -> ToolOutcome {
     };
     ToolOutcome {
         text: r.render(),
-        code: r.code().map(str::to_string),
+        code: r.code().map(RefusalCode::from),
         accepted,
         may_have_landed,
         request_id,

@@ -74,6 +74,98 @@ pub struct DeliveryContext {
     pub connect_timeout_ms: u64,
 }
 
+/// The code of a refusal (`refused (<code>): …`): what the CLI's exit codes, the ledger and the
+/// binding key on. Serialized as its kebab-case string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RefusalCode {
+    BadArgument,
+    NoCaller,
+    NoWebServer,
+    SelfSend,
+    EmptyBody,
+    TooLong,
+    ForgedHeader,
+    Budget,
+    RelayLimit,
+    ResumeDisabled,
+    NotFound,
+    NotMessageable,
+    Stacked,
+    Rejected,
+    AuthFailed,
+    Forbidden,
+    Unreachable,
+    HeldElsewhere,
+    UnknownTool,
+    Internal,
+    Busy,
+}
+
+impl RefusalCode {
+    /// Every code, in declaration order.
+    pub const ALL: &'static [RefusalCode] = &[
+        RefusalCode::BadArgument,
+        RefusalCode::NoCaller,
+        RefusalCode::NoWebServer,
+        RefusalCode::SelfSend,
+        RefusalCode::EmptyBody,
+        RefusalCode::TooLong,
+        RefusalCode::ForgedHeader,
+        RefusalCode::Budget,
+        RefusalCode::RelayLimit,
+        RefusalCode::ResumeDisabled,
+        RefusalCode::NotFound,
+        RefusalCode::NotMessageable,
+        RefusalCode::Stacked,
+        RefusalCode::Rejected,
+        RefusalCode::AuthFailed,
+        RefusalCode::Forbidden,
+        RefusalCode::Unreachable,
+        RefusalCode::HeldElsewhere,
+        RefusalCode::UnknownTool,
+        RefusalCode::Internal,
+        RefusalCode::Busy,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RefusalCode::BadArgument => "bad-argument",
+            RefusalCode::NoCaller => "no-caller",
+            RefusalCode::NoWebServer => "no-web-server",
+            RefusalCode::SelfSend => "self-send",
+            RefusalCode::EmptyBody => "empty-body",
+            RefusalCode::TooLong => "too-long",
+            RefusalCode::ForgedHeader => "forged-header",
+            RefusalCode::Budget => "budget",
+            RefusalCode::RelayLimit => "relay-limit",
+            RefusalCode::ResumeDisabled => "resume-disabled",
+            RefusalCode::NotFound => "not-found",
+            RefusalCode::NotMessageable => "not-messageable",
+            RefusalCode::Stacked => "stacked",
+            RefusalCode::Rejected => "rejected",
+            RefusalCode::AuthFailed => "auth-failed",
+            RefusalCode::Forbidden => "forbidden",
+            RefusalCode::Unreachable => "unreachable",
+            RefusalCode::HeldElsewhere => "held-elsewhere",
+            RefusalCode::UnknownTool => "unknown-tool",
+            RefusalCode::Internal => "internal",
+            RefusalCode::Busy => "busy",
+        }
+    }
+
+    /// The code of this string (`None`: not a code this version knows).
+    pub fn parse(s: &str) -> Option<RefusalCode> {
+        RefusalCode::ALL.iter().copied().find(|c| c.as_str() == s)
+    }
+}
+
+impl std::fmt::Display for RefusalCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Every refusal a tool answers with, one variant per code.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Refusal {
@@ -154,32 +246,32 @@ pub enum Refusal {
 
 impl Refusal {
     /// The stable code (`refused (<code>): `).
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> RefusalCode {
         match self {
-            Refusal::BadArgument { .. } => "bad-argument",
-            Refusal::NoCaller => "no-caller",
-            Refusal::NoWebServer { .. } => "no-web-server",
-            Refusal::SelfSend { .. } => "self-send",
-            Refusal::EmptyBody => "empty-body",
-            Refusal::TooLong { .. } => "too-long",
-            Refusal::ForgedHeader(_) => "forged-header",
-            Refusal::Budget { .. } => "budget",
-            Refusal::RelayLimit { .. } => "relay-limit",
-            Refusal::ResumeDisabled { .. } => "resume-disabled",
-            Refusal::NotFound { .. } => "not-found",
-            Refusal::NotMessageable { .. } => "not-messageable",
-            Refusal::Stacked { .. } => "stacked",
-            Refusal::Rejected { .. } => "rejected",
+            Refusal::BadArgument { .. } => RefusalCode::BadArgument,
+            Refusal::NoCaller => RefusalCode::NoCaller,
+            Refusal::NoWebServer { .. } => RefusalCode::NoWebServer,
+            Refusal::SelfSend { .. } => RefusalCode::SelfSend,
+            Refusal::EmptyBody => RefusalCode::EmptyBody,
+            Refusal::TooLong { .. } => RefusalCode::TooLong,
+            Refusal::ForgedHeader(_) => RefusalCode::ForgedHeader,
+            Refusal::Budget { .. } => RefusalCode::Budget,
+            Refusal::RelayLimit { .. } => RefusalCode::RelayLimit,
+            Refusal::ResumeDisabled { .. } => RefusalCode::ResumeDisabled,
+            Refusal::NotFound { .. } => RefusalCode::NotFound,
+            Refusal::NotMessageable { .. } => RefusalCode::NotMessageable,
+            Refusal::Stacked { .. } => RefusalCode::Stacked,
+            Refusal::Rejected { .. } => RefusalCode::Rejected,
             Refusal::Undelivered { failure, .. } => match failure {
-                Failure::NoSecret(_) | Failure::Unauthorized => "auth-failed",
-                Failure::Forbidden(_) => "forbidden",
-                _ => "unreachable",
+                Failure::NoSecret(_) | Failure::Unauthorized => RefusalCode::AuthFailed,
+                Failure::Forbidden(_) => RefusalCode::Forbidden,
+                _ => RefusalCode::Unreachable,
             },
-            Refusal::HeldElsewhere { .. } => "held-elsewhere",
-            Refusal::UnknownTool { .. } => "unknown-tool",
-            Refusal::Internal { .. } => "internal",
-            Refusal::BudgetUnchecked { .. } => "budget",
-            Refusal::Busy { .. } => "busy",
+            Refusal::HeldElsewhere { .. } => RefusalCode::HeldElsewhere,
+            Refusal::UnknownTool { .. } => RefusalCode::UnknownTool,
+            Refusal::Internal { .. } => RefusalCode::Internal,
+            Refusal::BudgetUnchecked { .. } => RefusalCode::Budget,
+            Refusal::Busy { .. } => RefusalCode::Busy,
         }
     }
 
@@ -270,11 +362,11 @@ impl SendResult {
     }
 
     /// The refusal code (`unreachable` for may-have-landed, as its text says); `None` when accepted.
-    pub fn code(&self) -> Option<&'static str> {
+    pub fn code(&self) -> Option<RefusalCode> {
         match &self.outcome {
             SendOutcome::Accepted(_) => None,
             SendOutcome::Refused(r) => Some(r.code()),
-            SendOutcome::MayHaveLanded { .. } => Some("unreachable"),
+            SendOutcome::MayHaveLanded { .. } => Some(RefusalCode::Unreachable),
         }
     }
 
@@ -294,10 +386,10 @@ impl SendResult {
             SendOutcome::MayHaveLanded { .. } => L::MayHaveLanded,
             // A delivery that reached no host decision (down, timeout, 5xx, carrier, bad URL) is
             // `unreachable`; a refused cookie or fence is a refusal with its code.
-            SendOutcome::Refused(r @ Refusal::Undelivered { .. }) if r.code() == "unreachable" => {
-                L::Unreachable
-            }
-            SendOutcome::Refused(r) => L::Refused(r.code().to_string()),
+            SendOutcome::Refused(r) => match r.code() {
+                RefusalCode::Unreachable => L::Unreachable,
+                code => L::Refused(code),
+            },
         }
     }
 
@@ -398,6 +490,12 @@ mod tests {
             Refusal::Internal {
                 what: "internal error while reading the session store".into(),
             },
+            Refusal::BudgetUnchecked {
+                why: "ledger unreadable".into(),
+            },
+            Refusal::Busy {
+                what: "the store took too long".into(),
+            },
         ];
         for missing in [
             Missing::SendTarget,
@@ -437,8 +535,16 @@ mod tests {
     #[test]
     fn every_refusal_renders_with_its_code_first() {
         let all = every_refusal();
-        let codes: std::collections::BTreeSet<&str> = all.iter().map(Refusal::code).collect();
-        assert_eq!(codes.len(), 19, "{codes:?}");
+        let codes: std::collections::BTreeSet<&str> =
+            all.iter().map(|r| r.code().as_str()).collect();
+        // Every code is some refusal's, and each serializes as its text.
+        let declared: std::collections::BTreeSet<&str> =
+            RefusalCode::ALL.iter().map(|c| c.as_str()).collect();
+        assert_eq!(codes, declared);
+        for c in RefusalCode::ALL {
+            assert_eq!(serde_json::to_string(c).unwrap(), format!("\"{c}\""));
+            assert_eq!(RefusalCode::parse(c.as_str()), Some(*c));
+        }
         for r in &all {
             let text = r.render();
             let prefix = format!("refused ({}): ", r.code());
@@ -475,10 +581,10 @@ mod tests {
             match &r.outcome {
                 SendOutcome::MayHaveLanded { .. } => {
                     assert_eq!(wire, "\"may-have-landed\"");
-                    assert_eq!(r.code(), Some("unreachable"));
+                    assert_eq!(r.code(), Some(RefusalCode::Unreachable));
                     assert!(r.render().contains("MAY have landed"));
                 }
-                SendOutcome::Refused(x) if x.code() == "unreachable" => {
+                SendOutcome::Refused(x) if x.code() == RefusalCode::Unreachable => {
                     assert_eq!(wire, "\"unreachable\"")
                 }
                 SendOutcome::Refused(x) => assert_eq!(wire, format!("\"refused:{}\"", x.code())),
@@ -490,8 +596,15 @@ mod tests {
             ("accepted", LedgerOutcome::Accepted),
             ("unreachable", LedgerOutcome::Unreachable),
             ("may-have-landed", LedgerOutcome::MayHaveLanded),
-            ("refused:stacked", LedgerOutcome::Refused("stacked".into())),
+            (
+                "refused:stacked",
+                LedgerOutcome::Refused(RefusalCode::Stacked),
+            ),
             ("refused:", LedgerOutcome::Other("refused:".into())),
+            (
+                "refused:held-by-mars",
+                LedgerOutcome::Other("refused:held-by-mars".into()),
+            ),
             ("queued?", LedgerOutcome::Other("queued?".into())),
         ] {
             let got: LedgerOutcome = serde_json::from_str(&format!("\"{old}\"")).unwrap();

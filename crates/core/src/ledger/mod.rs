@@ -30,6 +30,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::fsafe::{self, Follow};
+use crate::outcome::RefusalCode;
 
 /// The plugin's directory under DSH_HOME.
 pub const DIR_NAME: &str = "dsh-session-mail";
@@ -52,8 +53,9 @@ static WRITE_LOCK: Mutex<()> = Mutex::new(());
 #[serde(into = "String", from = "String")]
 pub enum LedgerOutcome {
     Accepted,
-    /// Refused with this code (`refused:<code>`).
-    Refused(String),
+    /// Refused with this code (`refused:<code>`). A `refused:<code>` this version does not know is
+    /// [`LedgerOutcome::Other`], kept as written.
+    Refused(RefusalCode),
     /// No decision of the host (down, timeout, 5xx, carrier status, bad address).
     Unreachable,
     /// Went out without a clear answer; counts as sent.
@@ -93,7 +95,10 @@ impl From<String> for LedgerOutcome {
             "unreachable" => LedgerOutcome::Unreachable,
             "may-have-landed" => LedgerOutcome::MayHaveLanded,
             _ => match s.strip_prefix("refused:") {
-                Some(code) if !code.is_empty() => LedgerOutcome::Refused(code.to_string()),
+                Some(code) => match RefusalCode::parse(code) {
+                    Some(code) => LedgerOutcome::Refused(code),
+                    None => LedgerOutcome::Other(s),
+                },
                 _ => LedgerOutcome::Other(s),
             },
         }
@@ -454,8 +459,6 @@ pub struct Filter {
     pub session: Option<String>,
     pub request_id: Option<String>,
     pub tool: Option<String>,
-    /// Exact outcome (`accepted`), or a prefix ending in `:` (`refused:`).
-    pub outcome: Option<String>,
     /// Only lines at or after this instant (ms since the epoch). Rotated files older than it are not read.
     pub since_ms: Option<i64>,
     /// Only lines before this instant.
@@ -483,17 +486,6 @@ impl Filter {
         }
         if self.tool.as_ref().is_some_and(|t| *t != e.tool) {
             return false;
-        }
-        if let Some(o) = &self.outcome {
-            let got = e.outcome.as_string();
-            let ok = if o.ends_with(':') {
-                got.starts_with(o.as_str())
-            } else {
-                got == *o
-            };
-            if !ok {
-                return false;
-            }
         }
         if self.since_ms.is_some() || self.until_ms.is_some() {
             let Some(t) = e.time_ms() else { return false };

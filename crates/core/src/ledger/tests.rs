@@ -159,20 +159,6 @@ fn read_filters_and_renders() {
     );
     assert_eq!(
         f(Filter {
-            outcome: Some("refused:".into()),
-            ..Filter::default()
-        }),
-        1
-    );
-    assert_eq!(
-        f(Filter {
-            outcome: Some("accepted".into()),
-            ..Filter::default()
-        }),
-        1
-    );
-    assert_eq!(
-        f(Filter {
             since_ms: Some(NOW + 1000),
             ..Filter::default()
         }),

@@ -62,7 +62,7 @@ impl ToolResult {
     }
 
     /// The refusal code, when the call was refused (a send that may have landed: `unreachable`).
-    pub fn code(&self) -> Option<&'static str> {
+    pub fn code(&self) -> Option<crate::outcome::RefusalCode> {
         match self {
             ToolResult::Send(s) => s.code(),
             ToolResult::Refused(r) => Some(r.code()),
