@@ -496,6 +496,12 @@ mod tests {
             Refusal::Busy {
                 what: "the store took too long".into(),
             },
+            Refusal::HeldElsewhere {
+                target: "session-t".into(),
+                owner: "pid 42".into(),
+                why: "no web server".into(),
+                request_id: Some("dsh-session-mail:h".into()),
+            },
         ];
         for missing in [
             Missing::SendTarget,
