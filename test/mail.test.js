@@ -2,8 +2,8 @@
 // generations, queue/steer, the request-id marker, tool registration and the disabled path.
 // Delivery runs for real: the plugin's tool → the Rust core → HTTP → the contract host in
 // test/contract-host (DSH 0.1.2+ prompt route as the host source has it).
-// Run: node --test test/mail.test.js   (Node >= 22.15; needs the addon built by `npm run build:test` and
-// the host peers: scripts/test.sh does both.)
+// Run: node --test test/mail.test.js   (Node ^22.19.0 || >= 24, package.json engines; needs the addon
+// built by `npm run build:test` and the host peers: scripts/test.sh does both.)
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { createHmac, createHash, randomUUID } from 'node:crypto'
