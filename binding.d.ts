@@ -235,6 +235,7 @@ export declare const enum RefusalCode {
   AuthFailed = 'auth-failed',
   Forbidden = 'forbidden',
   Unreachable = 'unreachable',
+  HeldElsewhere = 'held-elsewhere',
   UnknownTool = 'unknown-tool',
   Internal = 'internal',
   Busy = 'busy',
