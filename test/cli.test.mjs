@@ -16,6 +16,7 @@ import { fileURLToPath } from 'node:url'
 import { startContractHost } from './contract-host/index.mjs'
 import { projectKey as contractProjectKey, writeCredentials } from './contract-host/store.mjs'
 import { encodeBase64Url } from './contract-host/auth.mjs'
+import { EXIT, exitFor } from '../lib/cli/args.js'
 import {
   installHost, makeSandbox, packAndInstall, bootWeb, initProfile, setRowDisabled, waitForLog, userTexts,
   PROFILE_TEMPLATES, REPO_ROOT,
@@ -55,7 +56,8 @@ describe('usage', () => {
       [['send', '--message', 'hi'], /--to ID is required/],
       [['send', '--to', 'session-x'], /--message TEXT is required/],
       [['send', '--to'], /--to needs a value/],
-      [['list', '--scope', 'everything'], /--scope must be top-level, subagents or all/],
+      // The core refuses the scope (no check of the CLI's own): bad-argument → 2.
+      [['list', '--scope', 'everything'], /^refused \(bad-argument\): scope must be one of "top-level", "subagents", "all"/m],
       [['list', '--limit', '0'], /--limit must be an integer from 1 to 200; got 0/],
       [['list', '--bogus'], /unknown option --bogus/],
       [['read'], /missing ID/],
@@ -74,6 +76,33 @@ describe('usage', () => {
       assert.equal(r.code, 2, `${cases[i][0].join(' ')}: ${r.stderr}`)
       assert.match(r.stdout + r.stderr, cases[i][1], cases[i][0].join(' '))
     })
+  })
+
+  test('one exit code per refusal code: exitFor over every RefusalCode; list and read agree (text and --json)', async () => {
+    const codes = Object.values(core.RefusalCode)
+    assert.ok(codes.includes('bad-argument') && codes.includes('held-elsewhere'), codes.join())
+    for (const code of codes) {
+      const want = code === 'bad-argument' ? EXIT.USAGE : code === 'unreachable' ? EXIT.UNREACHABLE : EXIT.REFUSED
+      assert.equal(exitFor({ code }), want, code)
+    }
+    assert.equal(exitFor({ code: null }), EXIT.OK)
+    assert.equal(exitFor({ ok: true }), EXIT.OK)
+    // The same core refusal (bad-argument) from list and from read: the same exit code and code, in both forms.
+    const home = tmp()
+    const runs = await Promise.all([
+      cli(['list', '--scope', 'nope', '--home', home]),
+      cli(['list', '--scope', 'nope', '--json', '--home', home]),
+      cli(['read', 'session-\u0001x', '--home', home]),
+      cli(['read', 'session-\u0001x', '--json', '--home', home]),
+    ])
+    for (const r of runs) {
+      assert.equal(r.code, EXIT.USAGE, r.stdout + r.stderr)
+      assert.match(r.json?.code ?? r.stdout, /^refused \(bad-argument\)|^bad-argument$/)
+    }
+    // A non-argument refusal of read (not-found) is REFUSED; before, list --json mapped every refusal to USAGE.
+    const gone = await cli(['read', 'session-nope', '--json', '--home', home])
+    assert.equal(gone.code, exitFor({ code: 'not-found' }))
+    assert.equal(gone.json.code, 'not-found')
   })
 
   test('--help per command; ledger on an empty home', async () => {

@@ -13,6 +13,21 @@ export const EXIT = Object.freeze({
   PENDING: 5, // verify: queued (or canceled) but not landed
 })
 
+/**
+ * The one exit code of a tool outcome, keyed on its typed refusal code (binding.d.ts `RefusalCode`; the
+ * CLI's own `no-sender` and `not-found` refusals use the same codes): no code → OK, `bad-argument` → USAGE,
+ * `unreachable` (the host is down, or the message MAY have landed) → UNREACHABLE, any other → REFUSED.
+ * list, read and send (text and --json) all map through here.
+ * @param {{ code?: string | null }} outcome
+ */
+export function exitFor(outcome) {
+  const code = outcome.code ?? null
+  if (code === null) return EXIT.OK
+  if (code === 'bad-argument') return EXIT.USAGE
+  if (code === 'unreachable') return EXIT.UNREACHABLE
+  return EXIT.REFUSED
+}
+
 /** A usage error: printed with the command's usage line, exit 2. */
 export class UsageError extends Error {
   constructor(message, command) {

@@ -2,7 +2,7 @@
 // send_session_message tool (the core writes the `From <sender> ：` header, mints the
 // `dsh-session-mail:<uuid>` request id, picks the host generation and signs the v2 cookie).
 import { readFileSync } from 'node:fs'
-import { EXIT, parse, UsageError } from './args.js'
+import { exitFor, parse, UsageError } from './args.js'
 import { core } from './core.js'
 import { hostUrl } from './host.js'
 import { resolveDshHome } from '../home.js'
@@ -55,7 +55,8 @@ export async function send(argv, out) {
     if (!s.ok) {
       const text = `refused (no-sender): there is no session to sign this message as: ${s.error}. `
         + 'Pass --from <your session id> (dsh-session-mail list shows ids). Nothing was sent.'
-      return report({ accepted: false, code: 'no-sender', mayHaveLanded: false, requestId: null, from: null, to: values.to, url, text }, EXIT.REFUSED)
+      const v = { accepted: false, code: 'no-sender', mayHaveLanded: false, requestId: null, from: null, to: values.to, url, text }
+      return report(v, exitFor(v))
     }
     from = s.id
     fromNote = `from ${from} (the newest session of this directory's project ${s.project}; --from picks another)`
@@ -65,7 +66,8 @@ export async function send(argv, out) {
     if (!r.ok) {
       const text = `refused (not-found): --from ${JSON.stringify(from)} is not a session in ${home}/sessions, so a reply to the From header `
         + 'could not be delivered. Pass your own session id (dsh-session-mail list shows ids). Nothing was sent.'
-      return report({ accepted: false, code: 'not-found', mayHaveLanded: false, requestId: null, from, to: values.to, url, text }, EXIT.REFUSED)
+      const v = { accepted: false, code: 'not-found', mayHaveLanded: false, requestId: null, from, to: values.to, url, text }
+      return report(v, exitFor(v))
     }
   }
   if (fromNote && !values.json) out.stderr(fromNote)
@@ -81,8 +83,5 @@ export async function send(argv, out) {
   }
   const v = await c.runToolResult(JSON.stringify(request))
   const result = { ...v, from, to: values.to, url }
-  if (v.accepted) return report(result, EXIT.OK)
-  if (v.code === 'bad-argument') return report(result, EXIT.USAGE)
-  if (v.code === 'unreachable') return report(result, EXIT.UNREACHABLE)
-  return report(result, EXIT.REFUSED)
+  return report(result, exitFor(v))
 }

@@ -2,7 +2,7 @@
 // and structured JSON for scripts. The CLI runs outside the host, so it has no live registry: every
 // row is `cold` (a session that is running right now shows as cold too) and reads come from the log
 // file, which lags a live session by ~200 ms.
-import { EXIT, intOption, parse } from './args.js'
+import { exitFor, intOption, parse } from './args.js'
 import { core } from './core.js'
 import { resolveDshHome } from '../home.js'
 
@@ -71,10 +71,6 @@ export async function list(argv, out) {
   })
   if (help) return out.help(LIST_HELP)
   const limit = intOption('list', values, 'limit', 1, 200)
-  if (values.scope !== undefined && !['top-level', 'subagents', 'all'].includes(values.scope)) {
-    out.usage('list', `--scope must be top-level, subagents or all; got ${JSON.stringify(values.scope)}`)
-    return EXIT.USAGE
-  }
   const c = core()
   const home = resolveDshHome(values.home)
   const args = {}
@@ -86,11 +82,11 @@ export async function list(argv, out) {
   if (values.json) {
     const v = await withProgress('scanning session logs', home, c.listSessions(JSON.stringify(req)))
     out.stdout(JSON.stringify(v, null, 2))
-    return v.ok ? EXIT.OK : EXIT.USAGE
+    return exitFor(v)
   }
   const r = await withProgress('scanning session logs', home, c.runToolResult(JSON.stringify(req)))
   out.stdout(r.text)
-  return r.code === 'bad-argument' ? EXIT.USAGE : EXIT.OK
+  return exitFor(r)
 }
 
 export async function read(argv, out) {
@@ -115,10 +111,9 @@ export async function read(argv, out) {
   if (values.json) {
     const v = await withProgress('looking the session up', home, c.readSession(JSON.stringify(req)))
     out.stdout(JSON.stringify(v, null, 2))
-    return v.ok ? EXIT.OK : v.code === 'bad-argument' ? EXIT.USAGE : EXIT.REFUSED
+    return exitFor(v)
   }
   const r = await withProgress('looking the session up', home, c.runToolResult(JSON.stringify(req)))
   out.stdout(r.text)
-  if (r.code === 'bad-argument') return EXIT.USAGE
-  return r.code === null ? EXIT.OK : EXIT.REFUSED
+  return exitFor(r)
 }
