@@ -34,6 +34,3 @@ export declare const Config: Schema<Partial<Config>, Config>
 export declare const CORE_CONFIG_KEYS: readonly string[]
 /** Registers the four tools on `ctx.tools` unless `config.enabled` is false. */
 export declare function apply(ctx: unknown, config?: Partial<Config>): void
-/** Runs one tool call through the Rust core; always resolves to the text the model sees. */
-export declare function runTool(ctx: unknown, config: Config, tool: string, args: unknown, exec: unknown, hostVersion: string | null, notices?: unknown): Promise<string>
-export declare function buildRequest(ctx: unknown, config: Config, tool: string, args: unknown, exec: unknown, hostVersion: string | null, secret?: string | null): Record<string, unknown>

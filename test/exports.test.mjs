@@ -37,3 +37,11 @@ test('every export of lib/, scripts/ and index.js has a production importer', ()
   }
   assert.deepEqual(dead, [], 'exported but imported by no other shipped module (un-export or remove it)')
 })
+
+test('index.d.ts declares exactly what index.js exports', async () => {
+  const dts = readFileSync(new URL('../index.d.ts', import.meta.url), 'utf8')
+  const declared = [...dts.matchAll(/^export\s+declare\s+(?:async\s+)?(?:function|const|let|class)\s+([A-Za-z_$][\w$]*)/gm)]
+    .map(m => m[1])
+  const real = Object.keys(await import('../index.js')).filter(k => k !== 'default')
+  assert.deepEqual([...new Set(declared)].sort(), real.sort(), 'index.d.ts and index.js disagree on the exports')
+})
