@@ -596,6 +596,23 @@ pub async fn read_ledger(
 pub mod testing {
     use super::*;
 
+    /// `err.code` of the testing exports that take a key: `E_BAD_KEY` is raised by `mint_cookie`
+    /// alone, so it lives here, not in the core's [`ErrorCode`].
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum KeyError {
+        BadRequest,
+        BadKey,
+    }
+
+    impl AsRef<str> for KeyError {
+        fn as_ref(&self) -> &str {
+            match self {
+                KeyError::BadRequest => ErrorCode::BadRequest.as_ref(),
+                KeyError::BadKey => "E_BAD_KEY",
+            }
+        }
+    }
+
     fn mode_of(mode: &str) -> Result<mail_core::delivery::Mode, ErrorCode> {
         mail_core::delivery::Mode::parse(mode).ok_or_else(|| {
             error(
@@ -608,15 +625,13 @@ pub mod testing {
     /// The browser-session cookie (`name=value`) for `authority` (`host:port`), issued at `nowMs`,
     /// from the base64url secret.
     #[napi(catch_unwind)]
-    pub fn mint_cookie(
-        secret: String,
-        authority: String,
-        now_ms: f64,
-    ) -> Result<String, ErrorCode> {
+    pub fn mint_cookie(secret: String, authority: String, now_ms: f64) -> Result<String, KeyError> {
         let secret = mail_core::delivery::credentials::Secret::from_b64url(&secret)
-            .map_err(|why| error(ErrorCode::BadKey, why))?;
-        let authority = mail_core::delivery::cookie::normalize_authority(&authority)
-            .ok_or_else(|| error(ErrorCode::BadRequest, "authority must be host[:port]"))?;
+            .map_err(|why| napi::Error::new(KeyError::BadKey, why))?;
+        let authority =
+            mail_core::delivery::cookie::normalize_authority(&authority).ok_or_else(|| {
+                napi::Error::new(KeyError::BadRequest, "authority must be host[:port]")
+            })?;
         Ok(mail_core::delivery::cookie::cookie_header(
             &secret,
             &authority,

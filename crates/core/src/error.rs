@@ -1,7 +1,7 @@
 //! Stable error codes that cross the napi boundary (`err.code` in JS).
 //! Tool outcomes are never errors: they are data (`crate::outcome`), rendered to text. These codes are
-//! for misuse of the binding itself (a malformed request from the shim or the CLI, a bad key) and for
-//! a failure of the core (a caught panic).
+//! for misuse of the binding itself (a malformed request from the shim or the CLI) and for a failure
+//! of the core (a caught panic). (`E_BAD_KEY` belongs to the binding's test-only exports.)
 
 use std::fmt;
 
@@ -9,25 +9,18 @@ use std::fmt;
 pub enum ErrorCode {
     /// A request from the shim or the CLI could not be parsed or is out of range.
     BadRequest,
-    /// A key (cookie secret) was not usable.
-    BadKey,
     /// The core failed (a caught panic, a result that does not fit its type).
     Internal,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 3] = [
-        ErrorCode::BadRequest,
-        ErrorCode::BadKey,
-        ErrorCode::Internal,
-    ];
+    pub const ALL: [ErrorCode; 2] = [ErrorCode::BadRequest, ErrorCode::Internal];
 }
 
 impl AsRef<str> for ErrorCode {
     fn as_ref(&self) -> &str {
         match self {
             ErrorCode::BadRequest => "E_BAD_REQUEST",
-            ErrorCode::BadKey => "E_BAD_KEY",
             ErrorCode::Internal => "E_INTERNAL",
         }
     }
@@ -46,6 +39,6 @@ mod tests {
     #[test]
     fn codes_are_stable_and_distinct() {
         let codes: Vec<&str> = ErrorCode::ALL.iter().map(AsRef::as_ref).collect();
-        assert_eq!(codes, ["E_BAD_REQUEST", "E_BAD_KEY", "E_INTERNAL"]);
+        assert_eq!(codes, ["E_BAD_REQUEST", "E_INTERNAL"]);
     }
 }

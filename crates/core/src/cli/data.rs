@@ -1,15 +1,15 @@
-//! The store's listing and window, a send's outcome and the audit ledger as JSON data for the
+//! The store's listing and window and the audit ledger as JSON data for the
 //! command line (`--json`): built from the tools' typed results, never from their text.
 
 use std::path::Path;
 
 use serde_json::{json, Value};
 
-use crate::outcome::{Refusal, SendResult};
+use crate::outcome::Refusal;
 use crate::render::list::{send_hint, store_note, Liveness};
 use crate::request::ToolRequest;
 use crate::store::{self, Lookup};
-use crate::tools::{self, list, read, ToolResult};
+use crate::tools::{list, read};
 
 // list / read as data
 
@@ -151,34 +151,6 @@ pub fn read_value(home: &Path, req: &ToolRequest) -> Value {
     })
 }
 
-// send as data
-
-/// Run `sessions_send` / `send_session_message` and describe the outcome for a program: the tool's
-/// text plus `accepted`, the refusal `code`, `mayHaveLanded` and the `requestId` (when one was minted).
-pub async fn send_value(req: ToolRequest) -> Value {
-    match tools::run_result(req).await {
-        ToolResult::Send(r) => send_outcome(&r),
-        other => json!({
-            "accepted": false,
-            "code": other.code(),
-            "mayHaveLanded": false,
-            "requestId": null,
-            "text": other.render(),
-        }),
-    }
-}
-
-/// A send's outcome as data.
-pub fn send_outcome(r: &SendResult) -> Value {
-    json!({
-        "accepted": r.accepted(),
-        "code": r.code(),
-        "mayHaveLanded": r.may_have_landed(),
-        "requestId": r.request_id(),
-        "text": r.render(),
-    })
-}
-
 /// The audit ledger as JSON data for the CLI's `ledger` command: `{entries, files, unreadable, tornTail, text}`.
 pub fn ledger_value(home: &Path, filter: &crate::ledger::Filter) -> Value {
     match crate::ledger::read_ledger(home, filter) {
@@ -287,6 +259,14 @@ mod tests {
 
     #[tokio::test]
     async fn send_outcomes_come_from_the_typed_result() {
+        use crate::outcome::RefusalCode;
+        use crate::tools::{self, ToolResult};
+        let send = |r: ToolRequest| async move {
+            match tools::run_result(r).await {
+                ToolResult::Send(s) => s,
+                other => panic!("not a send: {}", other.render()),
+            }
+        };
         let home = tempfile::tempdir().unwrap();
         let mut r = req(
             "send_session_message",
@@ -300,14 +280,11 @@ mod tests {
             turn: None,
         });
         // No web server: refused before any id is minted.
-        let v = send_value(r.clone()).await;
-        assert_eq!(v["accepted"], false);
-        assert_eq!(v["code"], "no-web-server");
-        assert_eq!(v["requestId"], Value::Null);
-        assert!(v["text"]
-            .as_str()
-            .unwrap()
-            .starts_with("refused (no-web-server): "));
+        let v = send(r.clone()).await;
+        assert!(!v.accepted());
+        assert_eq!(v.code(), Some(RefusalCode::NoWebServer));
+        assert_eq!(v.request_id(), None);
+        assert!(v.render().starts_with("refused (no-web-server): "));
         // A host that is down: unreachable, with the minted request id.
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         r.host.base_url = Some(format!(
@@ -325,17 +302,14 @@ mod tests {
             pending_next_turn_rpc_ids: vec![],
             files: vec![],
         }];
-        let v = send_value(r).await;
-        assert_eq!(v["code"], "unreachable", "{v}");
-        assert_eq!(v["mayHaveLanded"], false);
-        let rid = v["requestId"].as_str().unwrap();
+        let v = send(r).await;
+        assert_eq!(v.code(), Some(RefusalCode::Unreachable), "{}", v.render());
+        assert!(!v.may_have_landed());
+        let rid = v.request_id().unwrap();
         assert!(rid.starts_with("dsh-session-mail:"));
-        assert!(v["text"]
-            .as_str()
-            .unwrap()
-            .ends_with(&format!("request: {rid}")));
+        assert!(v.render().ends_with(&format!("request: {rid}")));
         // Not a send tool at all.
-        let v = send_value(req("nope", json!({}))).await;
-        assert_eq!(v["code"], "unknown-tool");
+        let v = tools::run_result(req("nope", json!({}))).await;
+        assert_eq!(v.code(), Some(RefusalCode::UnknownTool));
     }
 }

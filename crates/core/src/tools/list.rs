@@ -340,6 +340,8 @@ pub async fn run_result(req: &ToolRequest) -> Result<Selection, Refusal> {
     super::blocking(move || select(&home, &req, &args)).await
 }
 
+/// The text of [`run_result`] (a test helper: the binding goes through `tools::run`).
+#[cfg(test)]
 pub async fn run(req: &ToolRequest) -> String {
     match run_result(req).await {
         Ok(s) => s.render(),

@@ -403,6 +403,8 @@ pub async fn run_result(req: &ToolRequest) -> Result<ReadResult, Refusal> {
     super::blocking(move || read_result(&home, &req, &args)).await?
 }
 
+/// The text of [`run_result`] (a test helper: the binding goes through `tools::run`).
+#[cfg(test)]
 pub async fn run(req: &ToolRequest) -> String {
     match run_result(req).await {
         Ok(r) => r.render(),

@@ -431,18 +431,20 @@ async fn wait_for_owner(req: &ToolRequest, home: &Path, target: &str) -> Option<
     }
 }
 
-/// Run `sessions_send` or `send_session_message`; the result is the text the model sees.
-pub async fn run(req: &ToolRequest) -> String {
-    run_result(req).await.render()
-}
-
 /// Run a send tool; the outcome as data.
 pub async fn run_result(req: &ToolRequest) -> SendResult {
     let home = store::resolve_dsh_home(req.host.dsh_home.as_deref());
     run_result_at(req, &home, time::now_ms()).await
 }
 
-/// [`run`] with DSH_HOME resolved and the clock given (the budget window and the ledger line use it).
+/// The text of [`run_result`] (a test helper: the binding goes through `tools::run`).
+#[cfg(test)]
+pub async fn run(req: &ToolRequest) -> String {
+    run_result(req).await.render()
+}
+
+/// The text of [`run_result_at`] (a test helper: the binding goes through `tools::run`).
+#[cfg(test)]
 pub async fn run_at(req: &ToolRequest, home: &Path, now_ms: i64) -> String {
     run_result_at(req, home, now_ms).await.render()
 }
