@@ -440,10 +440,8 @@ pub async fn verify_request(
     )
 }
 
-/// The cordis patch layers' verdict on one row.
+/// The cordis patch layers' verdict on one row (`mail_core::doctor::patch::RowState`).
 #[napi(object, use_nullable = true)]
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
 pub struct RowState {
     pub inserted: bool,
     pub inserted_by: Option<String>,
@@ -476,19 +474,54 @@ pub fn patch_row_state(
             text: l.text,
         })
         .collect();
-    serde_json::from_value(mail_core::doctor::patch::row_state(
-        &layers, &row_id, &module,
-    ))
-    .map_err(|e| error(ErrorCode::Internal, e.to_string()))
+    let s = mail_core::doctor::patch::row_state(&layers, &row_id, &module);
+    Ok(RowState {
+        inserted: s.inserted,
+        inserted_by: s.inserted_by,
+        disabled: s.disabled,
+        disabled_by: s.disabled_by,
+        config_enabled: s.config_enabled,
+        config_by: s.config_by,
+        errors: s.errors,
+        notes: s.notes,
+    })
+}
+
+/// What the cookie probe found (`mail_core::doctor::auth_probe::AuthState`): `ok` (2xx or 404
+/// after auth), `rejected` (401), `forbidden` (403), `host-error` (5xx), `unexpected` (another
+/// status), `no-secret`, `unreachable` or `bad-url`.
+#[napi(string_enum = "kebab-case")]
+pub enum AuthState {
+    Ok,
+    Rejected,
+    Forbidden,
+    HostError,
+    Unexpected,
+    NoSecret,
+    Unreachable,
+    BadUrl,
+}
+
+impl From<mail_core::doctor::auth_probe::AuthState> for AuthState {
+    fn from(s: mail_core::doctor::auth_probe::AuthState) -> Self {
+        use mail_core::doctor::auth_probe::AuthState as S;
+        match s {
+            S::Ok => AuthState::Ok,
+            S::Rejected => AuthState::Rejected,
+            S::Forbidden => AuthState::Forbidden,
+            S::HostError => AuthState::HostError,
+            S::Unexpected => AuthState::Unexpected,
+            S::NoSecret => AuthState::NoSecret,
+            S::Unreachable => AuthState::Unreachable,
+            S::BadUrl => AuthState::BadUrl,
+        }
+    }
 }
 
 /// Is a cookie minted from `$DSH_HOME/.credentials.yaml` accepted by the host?
 #[napi(object, use_nullable = true)]
-#[derive(serde::Deserialize)]
 pub struct AuthProbe {
-    /// `ok` (2xx or 404 after auth), `rejected` (401), `forbidden` (403), `host-error` (5xx),
-    /// `unexpected` (another status), `no-secret`, `unreachable` or `bad-url`.
-    pub state: String,
+    pub state: AuthState,
     pub status: Option<u32>,
     pub detail: Option<String>,
 }
@@ -506,7 +539,12 @@ pub async fn auth_probe(
         connect_timeout_ms.map_or(2000, u64::from),
         request_timeout_ms.map_or(5000, u64::from),
     );
-    typed(mail_core::doctor::auth_probe::auth_probe(&base_url, &home, None, t).await)
+    let p = mail_core::doctor::auth_probe::auth_probe(&base_url, &home, None, t).await;
+    Ok(AuthProbe {
+        state: p.state.into(),
+        status: p.status.map(u32::from),
+        detail: p.detail,
+    })
 }
 
 /// What the host answered to `POST /api/host.describe` without a cookie (the send path's probe).

@@ -3,26 +3,67 @@
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::json;
 
 use crate::delivery::http::{loopback_base, post_json, Timeouts, TransportError};
 use crate::delivery::{cookie, credentials};
 
 // doctor: is our cookie accepted?
 
+/// What the cookie probe found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AuthState {
+    /// 2xx, or 404 after the cookie check.
+    Ok,
+    /// 401: the cookie was refused.
+    Rejected,
+    /// 403.
+    Forbidden,
+    /// 5xx: proves nothing.
+    HostError,
+    /// Another status.
+    Unexpected,
+    NoSecret,
+    Unreachable,
+    BadUrl,
+}
+
+/// The probe's answer (`authProbe`; the binding converts it field by field).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AuthProbe {
+    pub state: AuthState,
+    pub status: Option<u16>,
+    pub detail: Option<String>,
+}
+
+fn probe(state: AuthState, status: Option<u16>, detail: Option<String>) -> AuthProbe {
+    AuthProbe {
+        state,
+        status,
+        detail,
+    }
+}
+
 /// A harmless authenticated call: POST `/api/host/describe` with the browser-session cookie minted
 /// from the host's secret. The host checks the cookie before it looks the endpoint up [Z17
 /// `rpc-host.ts` `requestRejection`], so any answer but 401 means the cookie passed (a 404 only says
 /// the endpoint is unknown). `state`: `ok`, `rejected` (401), `forbidden` (403), `no-secret`,
 /// `unreachable`, `bad-url`. The secret is never part of the answer.
-pub async fn auth_probe(base_url: &str, home: &Path, secret: Option<&str>, t: Timeouts) -> Value {
+pub async fn auth_probe(
+    base_url: &str,
+    home: &Path,
+    secret: Option<&str>,
+    t: Timeouts,
+) -> AuthProbe {
     let base = match loopback_base(base_url) {
         Ok(b) => b,
-        Err(why) => return json!({ "state": "bad-url", "detail": why }),
+        Err(why) => return probe(AuthState::BadUrl, None, Some(why)),
     };
     let s = match credentials::load(secret, home) {
         Ok(s) => s,
-        Err(why) => return json!({ "state": "no-secret", "detail": why }),
+        Err(why) => return probe(AuthState::NoSecret, None, Some(why)),
     };
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -37,26 +78,40 @@ pub async fn auth_probe(base_url: &str, home: &Path, secret: Option<&str>, t: Ti
     })
     .to_string();
     match post_json(&base, "/api/host/describe", body, Some(&c), t, 256 * 1024).await {
-        Ok(r) if r.status == 401 => json!({ "state": "rejected", "status": 401 }),
-        Ok(r) if r.status == 403 => {
-            json!({ "state": "forbidden", "status": 403, "detail": crate::scrub::scrub(&r.body.chars().take(200).collect::<String>()) })
-        }
+        Ok(r) if r.status == 401 => probe(AuthState::Rejected, Some(401), None),
+        Ok(r) if r.status == 403 => probe(
+            AuthState::Forbidden,
+            Some(403),
+            Some(crate::scrub::scrub(
+                &r.body.chars().take(200).collect::<String>(),
+            )),
+        ),
         // Only an answer the host gives after the cookie check passed says "accepted": a 2xx, or a
         // 404 (the endpoint is looked up after the cookie). A 5xx or any other status proves nothing
         // (issue 11 #5), and whatever answered may echo our cookie: the detail is scrubbed.
         Ok(r) if (200..300).contains(&r.status) || r.status == 404 => {
-            json!({ "state": "ok", "status": r.status })
+            probe(AuthState::Ok, Some(r.status), None)
         }
-        Ok(r) => json!({
-            "state": if r.status >= 500 { "host-error" } else { "unexpected" },
-            "status": r.status,
-            "detail": format!("HTTP {}: {}", r.status, crate::scrub::scrub(&r.body.chars().take(200).collect::<String>())),
-        }),
-        Err(TransportError::NotSent(why)) | Err(TransportError::Ambiguous(why)) => {
-            json!({ "state": "unreachable", "detail": crate::scrub::scrub(&why) })
-        }
+        Ok(r) => probe(
+            if r.status >= 500 {
+                AuthState::HostError
+            } else {
+                AuthState::Unexpected
+            },
+            Some(r.status),
+            Some(format!(
+                "HTTP {}: {}",
+                r.status,
+                crate::scrub::scrub(&r.body.chars().take(200).collect::<String>())
+            )),
+        ),
+        Err(TransportError::NotSent(why)) | Err(TransportError::Ambiguous(why)) => probe(
+            AuthState::Unreachable,
+            None,
+            Some(crate::scrub::scrub(&why)),
+        ),
         Err(TransportError::ConnectTimeout) => {
-            json!({ "state": "unreachable", "detail": "connect timeout" })
+            probe(AuthState::Unreachable, None, Some("connect timeout".into()))
         }
     }
 }
@@ -64,6 +119,12 @@ pub async fn auth_probe(base_url: &str, home: &Path, secret: Option<&str>, t: Ti
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
+
+    /// The probe as the binding's JS sees it.
+    async fn auth_probe(base_url: &str, home: &Path, secret: Option<&str>, t: Timeouts) -> Value {
+        serde_json::to_value(super::auth_probe(base_url, home, secret, t).await).unwrap()
+    }
 
     #[tokio::test]
     async fn auth_probe_states() {

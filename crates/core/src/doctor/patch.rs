@@ -1,8 +1,24 @@
 //! The cordis patch layers (bundle patches, profile, home) applied to one row, as the host's include
 //! loader applies them.
 
-use serde_json::{json, Value};
+use serde::Serialize;
 use serde_norway::Value as Yaml;
+
+/// The layers' verdict on one row (`patchRowState`; the binding converts it field by field).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RowState {
+    pub inserted: bool,
+    pub inserted_by: Option<String>,
+    pub disabled: bool,
+    pub disabled_by: Option<String>,
+    pub config_enabled: Option<bool>,
+    pub config_by: Option<String>,
+    /// A layer that is not a patch file (not YAML, not an array, an entry not a mapping).
+    pub errors: Vec<String>,
+    /// Entries the host skips (an override naming another module).
+    pub notes: Vec<String>,
+}
 
 // doctor: the patch layers' verdict on our row
 
@@ -23,7 +39,7 @@ fn yaml_str<'a>(m: &'a serde_norway::Mapping, key: &str) -> Option<&'a str> {
 /// differs skips the entry). Reports whether the row exists, its final `disabled`, the plugin
 /// config's `enabled`, and which layer decided them. [shared plugin-contract.md §1.2, §3;
 /// `@deepseek-ai/cordis-plugin-include` `applyEntryPatches`]
-pub fn row_state(layers: &[Layer], row_id: &str, module: &str) -> Value {
+pub fn row_state(layers: &[Layer], row_id: &str, module: &str) -> RowState {
     let mut inserted_by: Option<String> = None;
     let mut disabled = false;
     let mut disabled_by: Option<String> = None;
@@ -98,21 +114,27 @@ pub fn row_state(layers: &[Layer], row_id: &str, module: &str) -> Value {
         },
         _ => None,
     };
-    json!({
-        "inserted": inserted_by.is_some(),
-        "insertedBy": inserted_by,
-        "disabled": disabled,
-        "disabledBy": disabled_by,
-        "configEnabled": config_enabled,
-        "configBy": config_by,
-        "errors": errors,
-        "notes": notes,
-    })
+    RowState {
+        inserted: inserted_by.is_some(),
+        inserted_by,
+        disabled,
+        disabled_by,
+        config_enabled,
+        config_by,
+        errors,
+        notes,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
+
+    /// The row state as the binding's JS sees it (camelCase).
+    fn row_state_json(layers: &[Layer], row_id: &str, module: &str) -> Value {
+        serde_json::to_value(super::row_state(layers, row_id, module)).unwrap()
+    }
 
     fn layer(label: &str, text: Option<&str>) -> Layer {
         Layer {
@@ -127,7 +149,7 @@ mod tests {
             "bundle",
             Some("# c\n- insert:\n    - id: dsh-session-mail\n      name: dsh-session-mail\n"),
         );
-        let s = row_state(
+        let s = row_state_json(
             &[
                 bundle.clone(),
                 layer("profile", Some("[]\n")),
@@ -144,7 +166,7 @@ mod tests {
             "profile",
             Some("- id: other\n  disabled: true\n- id: dsh-session-mail\n  disabled: true\n"),
         );
-        let s = row_state(
+        let s = row_state_json(
             &[bundle.clone(), off.clone()],
             "dsh-session-mail",
             "dsh-session-mail",
@@ -153,7 +175,7 @@ mod tests {
         assert_eq!(s["disabledBy"], "profile");
         // the home layer comes last and wins
         let on = layer("home", Some("- id: dsh-session-mail\n  disabled: false\n"));
-        let s = row_state(
+        let s = row_state_json(
             &[bundle.clone(), off.clone(), on],
             "dsh-session-mail",
             "dsh-session-mail",
@@ -164,7 +186,7 @@ mod tests {
             "profile",
             Some("- id: dsh-session-mail\n  name: something-else\n  disabled: true\n"),
         );
-        let s = row_state(
+        let s = row_state_json(
             &[bundle.clone(), other_name],
             "dsh-session-mail",
             "dsh-session-mail",
@@ -174,7 +196,7 @@ mod tests {
         // `disabled: yes` is a string in the host's JSON schema, not true
         let yes = layer("profile", Some("- id: dsh-session-mail\n  disabled: yes\n"));
         assert_eq!(
-            row_state(
+            row_state_json(
                 &[bundle.clone(), yes],
                 "dsh-session-mail",
                 "dsh-session-mail"
@@ -186,7 +208,7 @@ mod tests {
             "profile",
             Some("- id: dsh-session-mail\n  config: { enabled: false }\n"),
         );
-        let s = row_state(
+        let s = row_state_json(
             &[bundle.clone(), cfg],
             "dsh-session-mail",
             "dsh-session-mail",
@@ -194,13 +216,13 @@ mod tests {
         assert_eq!(s["configEnabled"], false);
         // broken layers are reported
         let bad = layer("profile", Some("id: x\n"));
-        let s = row_state(
+        let s = row_state_json(
             &[bundle, bad, layer("home", Some("- [\n"))],
             "dsh-session-mail",
             "dsh-session-mail",
         );
         assert_eq!(s["errors"].as_array().unwrap().len(), 2, "{s}");
-        let none = row_state(
+        let none = row_state_json(
             &[layer("profile", Some("[]"))],
             "dsh-session-mail",
             "dsh-session-mail",
