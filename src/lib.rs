@@ -401,14 +401,21 @@ pub fn read_session(env: &Env, request: String) -> Result<AsyncBlock<ReadWindow>
     })
 }
 
-/// Where a request id is.
+/// The state of a request (`mail_core::fate::FateState`).
+#[napi(string_enum = "kebab-case")]
+pub enum FateState {
+    Landed,
+    Queued,
+    Canceled,
+    Unknown,
+}
+
+/// Where a request id is (`mail_core::fate::RequestFate`).
 #[napi(object, use_nullable = true)]
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
 pub struct RequestFate {
     pub request_id: String,
     /// `landed`, `queued`, `canceled` or `unknown`.
-    pub state: String,
+    pub state: FateState,
     pub session_id: Option<String>,
     pub seq: Option<f64>,
     pub turn: Option<f64>,
@@ -431,13 +438,28 @@ pub async fn verify_request(
     session_id: Option<String>,
 ) -> napi::Result<RequestFate> {
     let home = home_of(dsh_home.as_deref());
-    typed(
-        blocking(move || {
-            let v = mail_core::fate::verify(&home, &request_id, session_id.as_deref());
-            mail_core::fate::verification_value(&v, &request_id, &home)
-        })
-        .await?,
-    )
+    use mail_core::fate::FateState as S;
+    let f = blocking(move || {
+        let v = mail_core::fate::verify(&home, &request_id, session_id.as_deref());
+        mail_core::fate::request_fate(&v, &request_id, &home)
+    })
+    .await?;
+    Ok(RequestFate {
+        request_id: f.request_id,
+        state: match f.state {
+            S::Landed => FateState::Landed,
+            S::Queued => FateState::Queued,
+            S::Canceled => FateState::Canceled,
+            S::Unknown => FateState::Unknown,
+        },
+        session_id: f.session_id,
+        seq: f.seq.map(|n| n as f64),
+        turn: f.turn.map(|n| n as f64),
+        target: f.target,
+        searched: f.searched as u32,
+        session_missing: f.session_missing,
+        text: f.text,
+    })
 }
 
 /// The cordis patch layers' verdict on one row (`mail_core::doctor::patch::RowState`).

@@ -3,8 +3,6 @@
 
 use std::path::Path;
 
-use serde_json::{json, Map, Value};
-
 use crate::store::{self, Lookup};
 
 // verify
@@ -124,40 +122,54 @@ pub fn verify(home: &Path, request_id: &str, session: Option<&str>) -> Verificat
     best
 }
 
-/// A verification as data, with its one line of text (`render::fate`).
-pub fn verification_value(v: &Verification, request_id: &str, home: &Path) -> Value {
-    let mut o = Map::new();
-    o.insert(
-        "text".into(),
-        json!(crate::render::fate::describe(v, request_id, home)),
-    );
-    o.insert("requestId".into(), json!(request_id));
-    o.insert("sessionId".into(), json!(v.session_id));
-    o.insert("searched".into(), json!(v.searched));
-    o.insert("sessionMissing".into(), json!(v.session_missing));
-    match &v.fate {
-        Fate::Landed { seq, turn } => {
-            o.insert("state".into(), json!("landed"));
-            o.insert("seq".into(), json!(seq));
-            o.insert("turn".into(), json!(turn));
+/// The state of a request, as the binding hands it to JS.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FateState {
+    Landed,
+    Queued,
+    Canceled,
+    Unknown,
+}
+
+/// A verification as data, with its one line of text (`render::fate`); `verifyRequest` converts
+/// it field by field.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RequestFate {
+    pub request_id: String,
+    pub state: FateState,
+    pub session_id: Option<String>,
+    pub seq: Option<u64>,
+    pub turn: Option<u64>,
+    /// The inbox (`next-turn`, `next-step`) of a queued or canceled request.
+    pub target: Option<String>,
+    pub searched: usize,
+    pub session_missing: bool,
+    pub text: String,
+}
+
+/// [`RequestFate`] of a verification.
+pub fn request_fate(v: &Verification, request_id: &str, home: &Path) -> RequestFate {
+    let (state, seq, turn, target) = match &v.fate {
+        Fate::Landed { seq, turn } => (FateState::Landed, Some(*seq), *turn, None),
+        Fate::Queued { seq, target } => (FateState::Queued, Some(*seq), None, Some(target.clone())),
+        Fate::Canceled { seq, target } => {
+            (FateState::Canceled, Some(*seq), None, Some(target.clone()))
         }
-        Fate::Queued { seq, target } | Fate::Canceled { seq, target } => {
-            o.insert(
-                "state".into(),
-                json!(if matches!(v.fate, Fate::Queued { .. }) {
-                    "queued"
-                } else {
-                    "canceled"
-                }),
-            );
-            o.insert("seq".into(), json!(seq));
-            o.insert("target".into(), json!(target));
-        }
-        Fate::Unknown => {
-            o.insert("state".into(), json!("unknown"));
-        }
+        Fate::Unknown => (FateState::Unknown, None, None, None),
+    };
+    RequestFate {
+        request_id: request_id.to_string(),
+        state,
+        session_id: v.session_id.clone(),
+        seq,
+        turn,
+        target,
+        searched: v.searched,
+        session_missing: v.session_missing,
+        text: crate::render::fate::describe(v, request_id, home),
     }
-    Value::Object(o)
 }
 
 #[cfg(test)]
@@ -208,7 +220,7 @@ mod tests {
             },
             "{v:?}"
         );
-        let val = verification_value(&v, rid, home.path());
+        let val = serde_json::to_value(request_fate(&v, rid, home.path())).unwrap();
         assert_eq!(val["state"], "landed");
         assert_eq!(val["turn"], 3);
         assert_eq!(val["text"], "landed in session-t at seq 3 (turn 3)");
