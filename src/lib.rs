@@ -599,10 +599,8 @@ pub async fn probe_host(base_url: String, timeout_ms: Option<u32>) -> napi::Resu
     })
 }
 
-/// One audit ledger line.
+/// One audit ledger line (`mail_core::ledger::Entry`).
 #[napi(object, use_nullable = true)]
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
 pub struct LedgerEntry {
     pub time: String,
     pub sender: Option<String>,
@@ -618,8 +616,6 @@ pub struct LedgerEntry {
 
 /// The audit ledger, or why it could not be read (`ok: false`, `error`).
 #[napi(object, use_nullable = true)]
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
 pub struct Ledger {
     pub ok: bool,
     pub error: Option<String>,
@@ -647,7 +643,45 @@ pub async fn read_ledger(
         limit: limit.map(|l| l as usize),
         ..Default::default()
     };
-    typed(blocking(move || mail_core::cli::data::ledger_value(&home, &filter)).await?)
+    Ok(
+        match blocking(move || mail_core::cli::data::ledger_view(&home, &filter)).await? {
+            Ok(v) => Ledger {
+                ok: true,
+                error: None,
+                path: Some(v.path),
+                entries: Some(
+                    v.entries
+                        .into_iter()
+                        .map(|e| LedgerEntry {
+                            outcome: e.outcome.as_string(),
+                            time: e.time,
+                            sender: e.sender,
+                            target: e.target,
+                            tool: e.tool,
+                            mode: e.mode,
+                            request_id: e.request_id,
+                            body_chars: e.body_chars.map(|n| n as u32),
+                            body_sha256: e.body_sha256,
+                        })
+                        .collect(),
+                ),
+                files: Some(v.files as u32),
+                unreadable: Some(v.unreadable as u32),
+                torn_tail: Some(v.torn_tail),
+                text: Some(v.text),
+            },
+            Err(why) => Ledger {
+                ok: false,
+                error: Some(why),
+                path: None,
+                entries: None,
+                files: None,
+                unreadable: None,
+                torn_tail: None,
+                text: None,
+            },
+        },
+    )
 }
 
 // ---- test-only exports (cargo feature `testing`) ----

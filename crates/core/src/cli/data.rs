@@ -151,20 +151,33 @@ pub fn read_value(home: &Path, req: &ToolRequest) -> Value {
     })
 }
 
-/// The audit ledger as JSON data for the CLI's `ledger` command: `{entries, files, unreadable, tornTail, text}`.
-pub fn ledger_value(home: &Path, filter: &crate::ledger::Filter) -> Value {
-    match crate::ledger::read_ledger(home, filter) {
-        Ok(read) => json!({
-            "ok": true,
-            "path": crate::ledger::path(home).display().to_string(),
-            "entries": read.entries,
-            "files": read.files.len(),
-            "unreadable": read.unreadable,
-            "tornTail": read.torn_tail,
-            "text": crate::ledger::render(&read),
-        }),
-        Err(why) => json!({ "ok": false, "error": why }),
-    }
+/// The audit ledger as data for the CLI's `ledger` command (`readLedger` converts it field by field).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LedgerView {
+    pub path: String,
+    /// Matching lines, oldest first.
+    pub entries: Vec<crate::ledger::Entry>,
+    /// Files read.
+    pub files: usize,
+    /// Lines that were not a ledger entry.
+    pub unreadable: usize,
+    pub torn_tail: bool,
+    /// The lines for people (`ledger::render`).
+    pub text: String,
+}
+
+/// The audit ledger, or why it could not be read.
+pub fn ledger_view(home: &Path, filter: &crate::ledger::Filter) -> Result<LedgerView, String> {
+    let read = crate::ledger::read_ledger(home, filter)?;
+    Ok(LedgerView {
+        path: crate::ledger::path(home).display().to_string(),
+        text: crate::ledger::render(&read),
+        files: read.files.len(),
+        unreadable: read.unreadable,
+        torn_tail: read.torn_tail,
+        entries: read.entries,
+    })
 }
 
 #[cfg(test)]
