@@ -31,11 +31,6 @@ fn parse<T: serde::de::DeserializeOwned>(json: &str, what: &str) -> Result<T, Er
     })
 }
 
-/// A JSON value the core built, read into its binding struct (a mismatch is a core bug).
-fn typed<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> napi::Result<T> {
-    serde_json::from_value(v).map_err(internal)
-}
-
 /// A failure inside an async export (the Promise rejects; napi gives async rejections no custom
 /// code, so the message starts with `E_INTERNAL`).
 fn internal(e: impl std::fmt::Display) -> napi::Error {
@@ -281,18 +276,57 @@ pub fn default_sender(dsh_home: Option<String>, cwd: String) -> DefaultSender {
     }
 }
 
-/// One `sessions_list` row as data.
+/// `cold` (only its log) or `live` (`mail_core::cli::data::RowLiveness`).
+#[napi(string_enum = "kebab-case")]
+pub enum Liveness {
+    Cold,
+    Live,
+}
+
+impl From<mail_core::cli::data::RowLiveness> for Liveness {
+    fn from(l: mail_core::cli::data::RowLiveness) -> Self {
+        match l {
+            mail_core::cli::data::RowLiveness::Cold => Liveness::Cold,
+            mail_core::cli::data::RowLiveness::Live => Liveness::Live,
+        }
+    }
+}
+
+/// `top-level` or `subagent` (`mail_core::cli::data::RowScope`).
+#[napi(string_enum = "kebab-case")]
+pub enum SessionScope {
+    TopLevel,
+    Subagent,
+}
+
+impl From<mail_core::cli::data::RowScope> for SessionScope {
+    fn from(s: mail_core::cli::data::RowScope) -> Self {
+        match s {
+            mail_core::cli::data::RowScope::TopLevel => SessionScope::TopLevel,
+            mail_core::cli::data::RowScope::Subagent => SessionScope::Subagent,
+        }
+    }
+}
+
+/// The other process a session is live in.
 #[napi(object, use_nullable = true)]
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
+pub struct RowOwner {
+    pub pid: u32,
+    pub profile: Option<String>,
+    /// It has a web server a send is routed through.
+    pub routable: bool,
+}
+
+/// One `sessions_list` row as data (`mail_core::cli::data::SessionRow`).
+#[napi(object, use_nullable = true)]
 pub struct SessionRow {
     pub id: String,
-    /// `cold` or `live`.
-    pub liveness: String,
+    pub liveness: Liveness,
     /// The live status (`running`, `idle`, …).
     pub status: Option<String>,
-    /// `top-level` or `subagent`.
-    pub scope: String,
+    /// Live in another process.
+    pub owner: Option<RowOwner>,
+    pub scope: SessionScope,
     pub parent_session: Option<String>,
     pub fork_of: Option<String>,
     pub cwd: Option<String>,
@@ -312,11 +346,9 @@ pub struct SessionRow {
 
 /// `sessions_list` as data, or its refusal (`ok: false`, `code`, `text`).
 #[napi(object, use_nullable = true)]
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
 pub struct Listing {
     pub ok: bool,
-    pub code: Option<String>,
+    pub code: Option<RefusalCode>,
     pub text: Option<String>,
     pub dsh_home: Option<String>,
     pub shown: Option<u32>,
@@ -331,18 +363,66 @@ pub fn list_sessions(env: &Env, request: String) -> Result<AsyncBlock<Listing>, 
     let req: mail_core::request::ToolRequest = parse(&request, "list request")?;
     let home = home_of(req.host.dsh_home.as_deref());
     promise(env, async move {
-        typed(blocking(move || mail_core::cli::data::list_value(&home, &req)).await?)
+        Ok(
+            match blocking(move || mail_core::cli::data::list_data(&home, &req)).await? {
+                Ok(l) => Listing {
+                    ok: true,
+                    code: None,
+                    text: None,
+                    dsh_home: Some(l.dsh_home),
+                    shown: Some(l.shown as u32),
+                    considered: Some(l.considered as u32),
+                    rows: Some(
+                        l.rows
+                            .into_iter()
+                            .map(|r| SessionRow {
+                                id: r.id,
+                                liveness: r.liveness.into(),
+                                status: r.status,
+                                owner: r.owner.map(|o| RowOwner {
+                                    pid: o.pid,
+                                    profile: o.profile,
+                                    routable: o.routable,
+                                }),
+                                scope: r.scope.into(),
+                                parent_session: r.parent_session,
+                                fork_of: r.fork_of,
+                                cwd: r.cwd,
+                                preset: r.preset,
+                                title: r.title,
+                                created_at: r.created_at as f64,
+                                is_caller: r.is_caller,
+                                messageable: r.messageable,
+                                hint: r.hint,
+                                same_repo: r.same_repo,
+                                files_changed: r.files_changed,
+                                overlap: r.overlap,
+                            })
+                            .collect(),
+                    ),
+                    notes: Some(l.notes),
+                },
+                Err(r) => Listing {
+                    ok: false,
+                    code: Some(r.code().into()),
+                    text: Some(r.render()),
+                    dsh_home: None,
+                    shown: None,
+                    considered: None,
+                    rows: None,
+                    notes: None,
+                },
+            },
+        )
     })
 }
 
-/// The head of a read window.
+/// The head of a read window (`mail_core::cli::data::ReadSession`).
 #[napi(object, use_nullable = true)]
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
 pub struct ReadSession {
     pub id: String,
-    pub liveness: String,
-    pub scope: String,
+    pub liveness: Liveness,
+    pub scope: SessionScope,
     pub parent_session: Option<String>,
     pub fork_of: Option<String>,
     pub cwd: Option<String>,
@@ -352,10 +432,8 @@ pub struct ReadSession {
     pub log_path: String,
 }
 
-/// One message of a read window.
+/// One message of a read window (`mail_core::cli::data::WindowMessage`).
 #[napi(object, use_nullable = true)]
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
 pub struct ReadMessage {
     pub seq: f64,
     pub role: String,
@@ -370,7 +448,6 @@ pub struct ReadMessage {
 
 /// Messages filtered out of a window.
 #[napi(object)]
-#[derive(serde::Deserialize)]
 pub struct HiddenCounts {
     pub injected: u32,
     pub system: u32,
@@ -378,11 +455,9 @@ pub struct HiddenCounts {
 
 /// `sessions_read` as data, or its refusal (`ok: false`, `code`, `text`).
 #[napi(object, use_nullable = true)]
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
 pub struct ReadWindow {
     pub ok: bool,
-    pub code: Option<String>,
+    pub code: Option<RefusalCode>,
     pub text: Option<String>,
     pub session: Option<ReadSession>,
     pub messages: Option<Vec<ReadMessage>>,
@@ -397,7 +472,59 @@ pub fn read_session(env: &Env, request: String) -> Result<AsyncBlock<ReadWindow>
     let req: mail_core::request::ToolRequest = parse(&request, "read request")?;
     let home = home_of(req.host.dsh_home.as_deref());
     promise(env, async move {
-        typed(blocking(move || mail_core::cli::data::read_value(&home, &req)).await?)
+        Ok(
+            match blocking(move || mail_core::cli::data::read_data(&home, &req)).await? {
+                Ok(w) => ReadWindow {
+                    ok: true,
+                    code: None,
+                    text: None,
+                    session: Some(ReadSession {
+                        id: w.session.id,
+                        liveness: w.session.liveness.into(),
+                        scope: w.session.scope.into(),
+                        parent_session: w.session.parent_session,
+                        fork_of: w.session.fork_of,
+                        cwd: w.session.cwd,
+                        title: w.session.title,
+                        readable: w.session.readable as u32,
+                        captured_through_seq: w.session.captured_through_seq.map(|n| n as f64),
+                        log_path: w.session.log_path,
+                    }),
+                    messages: Some(
+                        w.messages
+                            .into_iter()
+                            .map(|m| ReadMessage {
+                                seq: m.seq as f64,
+                                role: m.role.to_string(),
+                                label: m.label,
+                                request: m.request,
+                                injected: m.injected,
+                                replaced: m.replaced,
+                                error: m.error,
+                                body: m.body,
+                                truncated_chars: m.truncated_chars as u32,
+                            })
+                            .collect(),
+                    ),
+                    omitted: Some(w.omitted as u32),
+                    hidden: Some(HiddenCounts {
+                        injected: w.hidden.injected as u32,
+                        system: w.hidden.system as u32,
+                    }),
+                    notes: Some(w.notes),
+                },
+                Err(r) => ReadWindow {
+                    ok: false,
+                    code: Some(r.code().into()),
+                    text: Some(r.render()),
+                    session: None,
+                    messages: None,
+                    omitted: None,
+                    hidden: None,
+                    notes: None,
+                },
+            },
+        )
     })
 }
 

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use serde_json::{json, Value};
+use serde::Serialize;
 
 use crate::outcome::Refusal;
 use crate::render::list::{send_hint, store_note, Liveness};
@@ -11,67 +11,135 @@ use crate::request::ToolRequest;
 use crate::store::{self, Lookup};
 use crate::tools::{list, read};
 
-// list / read as data
+// list / read as data (the binding converts each struct field by field: a renamed field is a compile
+// error there, not a value JS never sees)
 
-/// A refusal as data: its code and its text.
-pub fn refusal_value(r: &Refusal) -> Value {
-    json!({ "ok": false, "code": r.code(), "text": r.render() })
+/// Whether a session is running in some process (`cold`: only its log).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RowLiveness {
+    Cold,
+    Live,
+}
+
+/// `top-level` or `subagent`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RowScope {
+    TopLevel,
+    Subagent,
+}
+
+impl RowScope {
+    fn of(subagent: bool) -> RowScope {
+        if subagent {
+            RowScope::Subagent
+        } else {
+            RowScope::TopLevel
+        }
+    }
+}
+
+/// The other process a session is live in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RowOwner {
+    pub pid: u32,
+    pub profile: Option<String>,
+    /// It has a web server a send is routed through.
+    pub routable: bool,
+}
+
+/// One `sessions_list` row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionRow {
+    pub id: String,
+    pub liveness: RowLiveness,
+    /// The live status (`running`, `idle`, …).
+    pub status: Option<String>,
+    /// Live in another process.
+    pub owner: Option<RowOwner>,
+    pub scope: RowScope,
+    pub parent_session: Option<String>,
+    pub fork_of: Option<String>,
+    pub cwd: Option<String>,
+    pub preset: Option<String>,
+    pub title: Option<String>,
+    pub created_at: i64,
+    pub is_caller: bool,
+    pub messageable: bool,
+    pub hint: String,
+    pub same_repo: bool,
+    pub files_changed: Vec<String>,
+    pub overlap: Vec<String>,
+}
+
+/// `sessions_list` as data.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Listing {
+    pub dsh_home: String,
+    pub shown: usize,
+    pub considered: usize,
+    pub rows: Vec<SessionRow>,
+    pub notes: Vec<String>,
 }
 
 /// `sessions_list` as data: the same rows, order, filters and limit as the tool's text.
-pub fn list_value(home: &Path, req: &ToolRequest) -> Value {
-    let args = match list::parse_args(&req.args, req.config.max_list_results) {
-        Ok(a) => a,
-        Err(r) => return refusal_value(&r),
-    };
+pub fn list_data(home: &Path, req: &ToolRequest) -> Result<Listing, Refusal> {
+    let args = list::parse_args(&req.args, req.config.max_list_results)?;
     let sel = list::select(home, req, &args);
-    let rows: Vec<Value> = sel
+    let rows: Vec<SessionRow> = sel
         .rows
         .iter()
         .map(|c| {
             let r = &c.row;
             let (liveness, status, owner) = match &r.liveness {
-                Liveness::Cold => ("cold", Value::Null, Value::Null),
-                Liveness::Live(s) => ("live", json!(s), Value::Null),
+                Liveness::Cold => (RowLiveness::Cold, None, None),
+                Liveness::Live(s) => (RowLiveness::Live, Some(s.clone()), None),
                 Liveness::Elsewhere {
                     status,
                     pid,
                     profile,
                     routable,
                 } => (
-                    "live",
-                    json!(status),
-                    json!({"pid": pid, "profile": profile, "routable": routable}),
+                    RowLiveness::Live,
+                    Some(status.clone()),
+                    Some(RowOwner {
+                        pid: *pid,
+                        profile: profile.clone(),
+                        routable: *routable,
+                    }),
                 ),
             };
-            json!({
-                "id": r.id,
-                "liveness": liveness,
-                "status": status,
-                "owner": owner,
-                "scope": if r.subagent { "subagent" } else { "top-level" },
-                "parentSession": r.parent,
-                "forkOf": if r.subagent { None } else { r.parent.clone() },
-                "cwd": r.cwd,
-                "preset": r.preset,
-                "title": r.title,
-                "createdAt": c.created_at,
-                "isCaller": r.is_caller,
-                "messageable": !r.subagent && !r.is_caller,
-                "hint": send_hint(r, req.config.allow_resume),
-                "sameRepo": r.same_repo.is_some(),
-                "filesChanged": r.files,
-                "overlap": r.overlap,
-            })
+            SessionRow {
+                id: r.id.clone(),
+                liveness,
+                status,
+                owner,
+                scope: RowScope::of(r.subagent),
+                parent_session: r.parent.clone(),
+                fork_of: if r.subagent { None } else { r.parent.clone() },
+                cwd: r.cwd.clone(),
+                preset: r.preset.clone(),
+                title: r.title.clone(),
+                created_at: c.created_at,
+                is_caller: r.is_caller,
+                messageable: !r.subagent && !r.is_caller,
+                hint: send_hint(r, req.config.allow_resume),
+                same_repo: r.same_repo.is_some(),
+                files_changed: r.files.clone(),
+                overlap: r.overlap.clone(),
+            }
         })
         .collect();
-    json!({
-        "ok": true,
-        "dshHome": home.display().to_string(),
-        "shown": rows.len(),
-        "considered": sel.considered,
-        "rows": rows,
-        "notes": sel.notes.iter().map(store_note).collect::<Vec<_>>(),
+    Ok(Listing {
+        dsh_home: home.display().to_string(),
+        shown: rows.len(),
+        considered: sel.considered,
+        rows,
+        notes: sel.notes.iter().map(store_note).collect(),
     })
 }
 
@@ -85,20 +153,66 @@ fn cut(body: &str, max: usize) -> (String, usize) {
     }
 }
 
+/// The head of a read window.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReadSession {
+    pub id: String,
+    pub liveness: RowLiveness,
+    pub scope: RowScope,
+    pub parent_session: Option<String>,
+    pub fork_of: Option<String>,
+    pub cwd: Option<String>,
+    pub title: Option<String>,
+    pub readable: usize,
+    pub captured_through_seq: Option<u64>,
+    pub log_path: String,
+}
+
+/// One message of a read window.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WindowMessage {
+    pub seq: u64,
+    pub role: &'static str,
+    pub label: String,
+    pub request: Option<String>,
+    pub injected: bool,
+    pub replaced: bool,
+    pub error: bool,
+    pub body: String,
+    pub truncated_chars: usize,
+}
+
+/// Messages filtered out of a window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct HiddenCounts {
+    pub injected: usize,
+    pub system: usize,
+}
+
+/// `sessions_read` as data.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReadView {
+    pub session: ReadSession,
+    pub messages: Vec<WindowMessage>,
+    pub omitted: usize,
+    pub hidden: HiddenCounts,
+    pub notes: Vec<String>,
+}
+
 /// `sessions_read` of a session on disk as data: the same window, classes and markers as the tool.
 /// Bodies are cut at `maxMessageChars` (`truncatedChars` says how much).
-pub fn read_value(home: &Path, req: &ToolRequest) -> Value {
-    let a = match read::parse_args(&req.args, &req.config) {
-        Ok(a) => a,
-        Err(r) => return refusal_value(&r),
-    };
+pub fn read_data(home: &Path, req: &ToolRequest) -> Result<ReadView, Refusal> {
+    let a = read::parse_args(&req.args, &req.config)?;
     let s = match store::load_session(home, &a.session_id) {
         Lookup::Found(s) => s,
         // The refusal is the tool's own (the lookup is repeated only on this path).
         _ => {
             return match read::read_result(home, req, &a) {
-                Err(r) => refusal_value(&r),
-                Ok(_) => refusal_value(&Refusal::Internal {
+                Err(r) => Err(r),
+                Ok(_) => Err(Refusal::Internal {
                     what: format!("session {} changed while it was read", a.session_id),
                 }),
             }
@@ -111,43 +225,49 @@ pub fn read_value(home: &Path, req: &ToolRequest) -> Value {
     };
     let w = read::window(&head, false, &s.fold, &src, &a, Vec::new());
     let max = req.config.max_message_chars.max(1);
-    let messages: Vec<Value> = w
+    let messages = w
         .messages
         .iter()
         .map(|m| {
-            let (body, truncated) = cut(&m.body, max);
-            json!({
-                "seq": m.seq,
-                "role": m.role,
-                "label": m.label,
-                "request": m.request,
-                "injected": m.injected,
-                "replaced": m.replaced,
-                "error": m.error,
-                "body": body,
-                "truncatedChars": truncated,
-            })
+            let (body, truncated_chars) = cut(&m.body, max);
+            WindowMessage {
+                seq: m.seq,
+                role: m.role,
+                label: m.label.clone(),
+                request: m.request.clone(),
+                injected: m.injected,
+                replaced: m.replaced,
+                error: m.error,
+                body,
+                truncated_chars,
+            }
         })
         .collect();
     let h = &w.head;
-    json!({
-        "ok": true,
-        "session": {
-            "id": h.id,
-            "liveness": if h.live { "live" } else { "cold" },
-            "scope": if h.subagent { "subagent" } else { "top-level" },
-            "parentSession": h.parent,
-            "forkOf": if h.subagent { None } else { h.parent.clone() },
-            "cwd": h.cwd,
-            "title": h.title,
-            "readable": h.readable,
-            "capturedThroughSeq": h.captured_through,
-            "logPath": s.log.path.display().to_string(),
+    Ok(ReadView {
+        session: ReadSession {
+            id: h.id.clone(),
+            liveness: if h.live {
+                RowLiveness::Live
+            } else {
+                RowLiveness::Cold
+            },
+            scope: RowScope::of(h.subagent),
+            parent_session: h.parent.clone(),
+            fork_of: if h.subagent { None } else { h.parent.clone() },
+            cwd: h.cwd.clone(),
+            title: h.title.clone(),
+            readable: h.readable,
+            captured_through_seq: h.captured_through,
+            log_path: s.log.path.display().to_string(),
         },
-        "messages": messages,
-        "omitted": w.omitted,
-        "hidden": { "injected": w.hidden.injected, "system": w.hidden.system },
-        "notes": w.notes,
+        messages,
+        omitted: w.omitted,
+        hidden: HiddenCounts {
+            injected: w.hidden.injected,
+            system: w.hidden.system,
+        },
+        notes: w.notes,
     })
 }
 
@@ -184,6 +304,27 @@ pub fn ledger_view(home: &Path, filter: &crate::ledger::Filter) -> Result<Ledger
 mod tests {
     use super::*;
     use crate::store::testgen::*;
+    use serde_json::{json, Value};
+
+    /// The data as JSON, with the binding's `ok` / `code` / `text` of a refusal.
+    fn as_value<T: Serialize>(r: Result<T, Refusal>) -> Value {
+        match r {
+            Ok(v) => {
+                let mut j = serde_json::to_value(v).unwrap();
+                j["ok"] = json!(true);
+                j
+            }
+            Err(r) => json!({ "ok": false, "code": r.code(), "text": r.render() }),
+        }
+    }
+
+    fn list_value(home: &Path, req: &ToolRequest) -> Value {
+        as_value(list_data(home, req))
+    }
+
+    fn read_value(home: &Path, req: &ToolRequest) -> Value {
+        as_value(read_data(home, req))
+    }
 
     fn req(tool: &str, args: Value) -> ToolRequest {
         ToolRequest {
