@@ -14,13 +14,25 @@ export declare function authProbe(baseUrl: string, dshHome?: string | undefined 
 
 /** Is a cookie minted from `$DSH_HOME/.credentials.yaml` accepted by the host? */
 export interface AuthProbe {
-  /**
-   * `ok` (2xx or 404 after auth), `rejected` (401), `forbidden` (403), `host-error` (5xx),
-   * `unexpected` (another status), `no-secret`, `unreachable` or `bad-url`.
-   */
-  state: string
+  state: AuthState
   status: number | null
   detail: string | null
+}
+
+/**
+ * What the cookie probe found (`mail_core::doctor::auth_probe::AuthState`): `ok` (2xx or 404
+ * after auth), `rejected` (401), `forbidden` (403), `host-error` (5xx), `unexpected` (another
+ * status), `no-secret`, `unreachable` or `bad-url`.
+ */
+export declare const enum AuthState {
+  Ok = 'ok',
+  Rejected = 'rejected',
+  Forbidden = 'forbidden',
+  HostError = 'host-error',
+  Unexpected = 'unexpected',
+  NoSecret = 'no-secret',
+  Unreachable = 'unreachable',
+  BadUrl = 'bad-url',
 }
 
 /** `null` when the body may be sent; otherwise why it is refused (a forged From header or frame line). */
@@ -70,6 +82,14 @@ export interface DefaultSender {
   error: string | null
 }
 
+/** The state of a request (`mail_core::fate::FateState`). */
+export declare const enum FateState {
+  Landed = 'landed',
+  Queued = 'queued',
+  Canceled = 'canceled',
+  Unknown = 'unknown',
+}
+
 /** Messages filtered out of a window. */
 export interface HiddenCounts {
   injected: number
@@ -101,7 +121,7 @@ export interface Ledger {
   text: string | null
 }
 
-/** One audit ledger line. */
+/** One audit ledger line (`mail_core::ledger::Entry`). */
 export interface LedgerEntry {
   time: string
   sender: string | null
@@ -118,7 +138,7 @@ export interface LedgerEntry {
 /** `sessions_list` as data, or its refusal (`ok: false`, `code`, `text`). */
 export interface Listing {
   ok: boolean
-  code: string | null
+  code: RefusalCode | null
   text: string | null
   dshHome: string | null
   shown: number | null
@@ -129,6 +149,12 @@ export interface Listing {
 
 /** `sessions_list` over the store; `request` is a ToolRequest (tool `sessions_list`). */
 export declare function listSessions(request: string): Promise<Listing>
+
+/** `cold` (only its log) or `live` (`mail_core::cli::data::RowLiveness`). */
+export declare const enum Liveness {
+  Cold = 'cold',
+  Live = 'live',
+}
 
 /**
  * The browser-session cookie (`name=value`) for `authority` (`host:port`), issued at `nowMs`,
@@ -171,7 +197,7 @@ export declare function publishPresence(record: string, dshHome?: string | undef
 /** The audit ledger: lines sent by or to `session`, newer than `sinceMs`, the newest `limit`. */
 export declare function readLedger(dshHome?: string | undefined | null, session?: string | undefined | null, sinceMs?: number | undefined | null, limit?: number | undefined | null): Promise<Ledger>
 
-/** One message of a read window. */
+/** One message of a read window (`mail_core::cli::data::WindowMessage`). */
 export interface ReadMessage {
   seq: number
   role: string
@@ -187,11 +213,11 @@ export interface ReadMessage {
 /** `sessions_read` of a stored session; `request` is a ToolRequest (tool `sessions_read`). */
 export declare function readSession(request: string): Promise<ReadWindow>
 
-/** The head of a read window. */
+/** The head of a read window (`mail_core::cli::data::ReadSession`). */
 export interface ReadSession {
   id: string
-  liveness: string
-  scope: string
+  liveness: Liveness
+  scope: SessionScope
   parentSession: string | null
   forkOf: string | null
   cwd: string | null
@@ -204,7 +230,7 @@ export interface ReadSession {
 /** `sessions_read` as data, or its refusal (`ok: false`, `code`, `text`). */
 export interface ReadWindow {
   ok: boolean
-  code: string | null
+  code: RefusalCode | null
   text: string | null
   session: ReadSession | null
   messages: Array<ReadMessage> | null
@@ -241,11 +267,11 @@ export declare const enum RefusalCode {
   Busy = 'busy',
 }
 
-/** Where a request id is. */
+/** Where a request id is (`mail_core::fate::RequestFate`). */
 export interface RequestFate {
   requestId: string
   /** `landed`, `queued`, `canceled` or `unknown`. */
-  state: string
+  state: FateState
   sessionId: string | null
   seq: number | null
   turn: number | null
@@ -262,7 +288,15 @@ export interface RequestFate {
 /** DSH_HOME as the host resolves it: `explicit` → `$DSH_HOME` → `~/.dsh`. */
 export declare function resolveDshHome(explicit?: string | undefined | null): string
 
-/** The cordis patch layers' verdict on one row. */
+/** The other process a session is live in. */
+export interface RowOwner {
+  pid: number
+  profile: string | null
+  /** It has a web server a send is routed through. */
+  routable: boolean
+}
+
+/** The cordis patch layers' verdict on one row (`mail_core::doctor::patch::RowState`). */
 export interface RowState {
   inserted: boolean
   insertedBy: string | null
@@ -283,15 +317,15 @@ export declare function runTool(request: string): Promise<string>
 /** Run one tool call and return its text and outcome (the command line's exit codes come from it). */
 export declare function runToolResult(request: string): Promise<ToolOutcome>
 
-/** One `sessions_list` row as data. */
+/** One `sessions_list` row as data (`mail_core::cli::data::SessionRow`). */
 export interface SessionRow {
   id: string
-  /** `cold` or `live`. */
-  liveness: string
+  liveness: Liveness
   /** The live status (`running`, `idle`, …). */
   status: string | null
-  /** `top-level` or `subagent`. */
-  scope: string
+  /** Live in another process. */
+  owner: RowOwner | null
+  scope: SessionScope
   parentSession: string | null
   forkOf: string | null
   cwd: string | null
@@ -307,6 +341,12 @@ export interface SessionRow {
   filesChanged: Array<string>
   /** Of those, the ones the caller changed recently too. */
   overlap: Array<string>
+}
+
+/** `top-level` or `subagent` (`mail_core::cli::data::RowScope`). */
+export declare const enum SessionScope {
+  TopLevel = 'top-level',
+  Subagent = 'subagent',
 }
 
 /** A tool call's text and what it ended in. */
