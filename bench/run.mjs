@@ -9,7 +9,7 @@
 import { spawn, spawnSync } from 'node:child_process'
 import { copyFileSync, cpSync, existsSync, mkdirSync, openSync, closeSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync, readdirSync } from 'node:fs'
 import os from 'node:os'
-import { dirname, join, resolve } from 'node:path'
+import { dirname, join, relative, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import zlib from 'node:zlib'
 
@@ -418,7 +418,8 @@ async function main() {
   lines.push(`total bench time ${((performance.now() - tStart) / 1000).toFixed(0)} s`)
   console.log(lines.join('\n'))
 
-  const results = { env, corpus: { dir: m.dir, params, totals: m.totals, big: { big100m: { id: big100.id, plainBytes: big100.plainBytes, zBytes: big100.zBytes }, big1g: { id: big1g.id, plainBytes: big1g.plainBytes, zBytes: big1g.zBytes } } }, reps: REPS, quick: QUICK_MODE, table: rows, raw: R, notes }
+  // the corpus folder relative to the checkout: results.json carries no machine path
+  const results = { env, corpus: { dir: relative(REPO, m.dir), params, totals: m.totals, big: { big100m: { id: big100.id, plainBytes: big100.plainBytes, zBytes: big100.zBytes }, big1g: { id: big1g.id, plainBytes: big1g.plainBytes, zBytes: big1g.zBytes } } }, reps: REPS, quick: QUICK_MODE, table: rows, raw: R, notes }
   mkdirSync(benchDir(), { recursive: true })
   writeFileSync(join(benchDir(), 'results.json'), JSON.stringify(results, null, 2) + '\n')
   log(`results written to ${join(benchDir(), 'results.json')}`)
