@@ -79,17 +79,22 @@ pub fn load_log_counted(log: &LogFile) -> (Result<Arc<Fold>, String>, u64) {
     }
 }
 
-fn load_inner(log: &LogFile) -> Result<(Arc<Fold>, u64), String> {
-    let meta = fs::metadata(&log.path).map_err(|e| short_io(&e))?;
+/// The cache key of a log that is a regular file: a FIFO, a device (a link to /dev/zero) or a
+/// directory is never opened, never read. Shared by the fold and the brief caches.
+fn regular_ident(path: &Path) -> Result<Ident, String> {
+    let meta = fs::metadata(path).map_err(|e| short_io(&e))?;
     if !meta.is_file() {
-        // A FIFO, a device (a link to /dev/zero), a directory: never opened, never read.
         return Err(not_regular());
     }
-    let ident = Ident {
+    Ok(Ident {
         key: file_key(&meta),
         size: meta.len(),
         mtime: meta.modified().ok(),
-    };
+    })
+}
+
+fn load_inner(log: &LogFile) -> Result<(Arc<Fold>, u64), String> {
+    let ident = regular_ident(&log.path)?;
     let tick = TICK.fetch_add(1, Ordering::Relaxed);
     let base = {
         let mut map = lock();
@@ -184,16 +189,7 @@ pub fn load_brief_counted(log: &LogFile) -> (Result<Arc<Brief>, String>, Option<
 }
 
 fn brief_inner(log: &LogFile) -> Result<(Arc<Brief>, Option<u64>), String> {
-    let meta = fs::metadata(&log.path).map_err(|e| short_io(&e))?;
-    if !meta.is_file() {
-        // A FIFO, a device (a link to /dev/zero), a directory: never opened, never read.
-        return Err(not_regular());
-    }
-    let ident = Ident {
-        key: file_key(&meta),
-        size: meta.len(),
-        mtime: meta.modified().ok(),
-    };
+    let ident = regular_ident(&log.path)?;
     let tick = TICK.fetch_add(1, Ordering::Relaxed);
     let base = {
         let mut map = brief_lock();
