@@ -6,7 +6,8 @@ import { readFileSync } from 'node:fs'
 
 const require = createRequire(import.meta.url)
 
-function attempt(fn, fallback) {
+/** `fn()`, or `fallback` when it throws or yields undefined: every read of a host object goes through it. */
+export function attempt(fn, fallback) {
   try {
     const v = fn()
     return v === undefined ? fallback : v

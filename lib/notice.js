@@ -11,19 +11,11 @@
 // sessions_read hides it as a plugin notice, and the loop guard (crates/core/src/mail/chain.rs) continues
 // the watched send's chain in the turn it opens.
 import { randomUUID } from 'node:crypto'
+import { attempt } from './host.js'
 
 const NOTICE_PREFIX = 'dsh-session-mail:notice:'
 const PLUGIN = 'dsh-session-mail'
 const INJECTED = ['<system-reminder>', '[MNEMON]', 'MNEMON RUNTIME MEMORY SNAPSHOT', 'Current runtime context.']
-
-function attempt(fn, fallback) {
-  try {
-    const v = fn()
-    return v === undefined ? fallback : v
-  } catch {
-    return fallback
-  }
-}
 
 /**
  * Was the caller's turn opened (most recently fed) by one of our idle notices? Same rule as the loop
