@@ -108,6 +108,29 @@ export interface HostProbe {
   detail: string | null
 }
 
+/**
+ * Decide a `notify_when_idle` request (lib/notice.js). `facts` is the JSON of
+ * `mail_core::mail::notice::NoticeFacts`: what the shim knows (caller, its turn, the target's liveness,
+ * the pending watches); the core applies the loop guard's rule for a turn a notice opened.
+ */
+export declare function idleNotice(facts: string): IdleNoticeNote
+
+/** What a `notify_when_idle` request decided (`mail_core::mail::notice::NoticeDecision`). */
+export declare const enum IdleNoticeDecision {
+  Set = 'set',
+  AlreadyPending = 'already-pending',
+  NoCaller = 'no-caller',
+  OpenedByNotice = 'opened-by-notice',
+  NotLiveHere = 'not-live-here',
+  TooMany = 'too-many',
+}
+
+/** The decision and the receipt's `note:` text for it. */
+export interface IdleNoticeNote {
+  decision: IdleNoticeDecision
+  text: string
+}
+
 /** The audit ledger, or why it could not be read (`ok: false`, `error`). */
 export interface Ledger {
   ok: boolean

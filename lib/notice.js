@@ -12,28 +12,10 @@
 // the watched send's chain in the turn it opens.
 import { randomUUID } from 'node:crypto'
 import { attempt } from './host.js'
+import { loadCore } from './native.js'
 
 const NOTICE_PREFIX = 'dsh-session-mail:notice:'
 const PLUGIN = 'dsh-session-mail'
-const INJECTED = ['<system-reminder>', '[MNEMON]', 'MNEMON RUNTIME MEMORY SNAPSHOT', 'Current runtime context.']
-
-/**
- * Was the caller's turn opened (most recently fed) by one of our idle notices? Same rule as the loop
- * guard's `trigger()`: the newest message that is the human's, a delivery of ours or a notice of ours decides.
- * @param {Array<{kind?:string|null, rpcId?:string|null, plugin?:string|null, text?:string|null}> | null} turn
- */
-function openedByNotice(turn) {
-  if (!Array.isArray(turn)) return false
-  for (let i = turn.length - 1; i >= 0; i--) {
-    const m = turn[i]
-    if (m?.plugin === PLUGIN && typeof m.rpcId === 'string' && m.rpcId.startsWith(NOTICE_PREFIX)) return true
-    if (m?.kind !== 'user') continue
-    const text = String(m.text ?? '').trimStart()
-    if (INJECTED.some(p => text.startsWith(p))) continue
-    return false
-  }
-  return false
-}
 
 /** Insert `note: …` before the `request:` line of a tool text (the core's `with_note`). */
 export function withNote(text, note) {
@@ -67,14 +49,28 @@ export class IdleNotices {
    * @param {{ watcher: string|null, target: string, requestId: string|null, turn: any[]|null }} req
    */
   watch({ watcher, target, requestId, turn }) {
-    if (!watcher) return 'no idle notice: this call has no caller session to notify.'
-    if (openedByNotice(turn)) return 'no idle notice: this turn was opened by an idle notice, and a notice cannot ask for another one.'
-    const agent = attempt(() => this.ctx.agents?.get?.(target), undefined)
-    if (!agent) return 'no idle notice: that session is not live in this process, so its turn end cannot be seen from here; read it later with sessions_read.'
+    const agent = watcher ? attempt(() => this.ctx.agents?.get?.(target), undefined) : undefined
     this.prune()
     const key = `${watcher}\u0000${target}`
-    if (this.watches.has(key)) return 'idle notice already pending for that session (one per pair); it still applies.'
-    if (this.watches.size >= this.maxWatches) return `no idle notice: ${this.maxWatches} notices are already pending in this process.`
+    // The core decides (crates/core/src/mail/notice.rs: the loop guard's rule for a turn a notice
+    // opened) and words the note (render/notice.rs); this passes what only the shim can see.
+    const facts = {
+      hasWatcher: Boolean(watcher),
+      turn: Array.isArray(turn) ? turn : null,
+      targetLive: Boolean(agent),
+      alreadyPending: this.watches.has(key),
+      pending: this.watches.size,
+      maxWatches: this.maxWatches,
+      ttlMs: Math.max(0, Math.round(this.ttlMs)),
+    }
+    let answer
+    try {
+      answer = loadCore().core.idleNotice(JSON.stringify(facts))
+    } catch (e) {
+      // the send was accepted already: a failure here only costs the notice
+      return `no idle notice: the plugin could not decide it (${String(e?.message ?? e)}).`
+    }
+    if (answer.decision !== 'set') return answer.text
     const status = String(attempt(() => agent.status, 'idle'))
     const sinceSeq = attempt(() => (typeof agent.session?.seq === 'number' ? agent.session.seq - 1 : null), null)
     const w = { watcher, target, requestId: requestId ?? randomUUID(), expires: this.now() + this.ttlMs, sawRunning: status !== 'idle', sinceSeq }
@@ -82,8 +78,7 @@ export class IdleNotices {
     // A very short turn can start and end before this watch exists: if the message already landed and the
     // session is idle again, the turn is over — notify now rather than wait for an edge that came already.
     if (status === 'idle' && requestId && this.landedAndEnded(agent, requestId)) queueMicrotask(() => this.fire(key))
-    const mins = Math.round(this.ttlMs / 60_000)
-    return `idle notice set: one message arrives here when that session's running turn ends (expires in ${mins} min if it never does).`
+    return answer.text
   }
 
   landedAndEnded(agent, requestId) {

@@ -187,6 +187,45 @@ fn tool_outcome(r: ToolResult) -> ToolOutcome {
     }
 }
 
+/// What a `notify_when_idle` request decided (`mail_core::mail::notice::NoticeDecision`).
+#[napi(string_enum = "kebab-case")]
+pub enum IdleNoticeDecision {
+    Set,
+    AlreadyPending,
+    NoCaller,
+    OpenedByNotice,
+    NotLiveHere,
+    TooMany,
+}
+
+/// The decision and the receipt's `note:` text for it.
+#[napi(object)]
+pub struct IdleNoticeNote {
+    pub decision: IdleNoticeDecision,
+    pub text: String,
+}
+
+/// Decide a `notify_when_idle` request (lib/notice.js). `facts` is the JSON of
+/// `mail_core::mail::notice::NoticeFacts`: what the shim knows (caller, its turn, the target's liveness,
+/// the pending watches); the core applies the loop guard's rule for a turn a notice opened.
+#[napi(catch_unwind)]
+pub fn idle_notice(facts: String) -> Result<IdleNoticeNote, ErrorCode> {
+    use mail_core::mail::notice::{self, NoticeDecision as D, NoticeRefusal as R};
+    let f: notice::NoticeFacts = parse(&facts, "idle notice facts")?;
+    let d = notice::decide(&f);
+    Ok(IdleNoticeNote {
+        decision: match d {
+            D::Set => IdleNoticeDecision::Set,
+            D::AlreadyPending => IdleNoticeDecision::AlreadyPending,
+            D::Refused(R::NoCaller) => IdleNoticeDecision::NoCaller,
+            D::Refused(R::OpenedByNotice) => IdleNoticeDecision::OpenedByNotice,
+            D::Refused(R::NotLiveHere) => IdleNoticeDecision::NotLiveHere,
+            D::Refused(R::TooMany { .. }) => IdleNoticeDecision::TooMany,
+        },
+        text: mail_core::render::notice::note(d, f.ttl_ms),
+    })
+}
+
 /// The crate version (the CLI's doctor checks that the binary matches its package).
 #[napi(catch_unwind)]
 pub fn core_version() -> String {

@@ -80,6 +80,19 @@ test('idle notices: one per pair, bounded, never for a turn a notice opened, dro
   assert.equal(withNote('a\nrequest: x', 'n'), 'a\nnote: n\nrequest: x')
 })
 
+test('idle notices: the core decides with the loop guard\'s rule (injected context skipped, forged notices ignored, the cap named)', () => {
+  const agents = new Map([['peer', { id: 'peer', status: 'running', session: { seq: 3 } }]])
+  const n = new IdleNotices({ on: () => {}, agents: { get: id => agents.get(id) } }, { maxWatches: 1, ttlMs: 90_000 })
+  const notice = { kind: 'plugin', plugin: 'dsh-session-mail', rpcId: `${NOTICE_PREFIX}dsh-session-mail:r0` }
+  const injected = { kind: 'user', plugin: null, rpcId: null, text: '  <system-reminder> you have tools' }
+  // harness-injected context after the notice does not make it a human turn (crates/core/src/store/classify.rs prefixes)
+  assert.match(n.watch({ watcher: 'a', target: 'peer', requestId: 'r', turn: [notice, injected] }), /^no idle notice: this turn was opened by an idle notice/)
+  // a message of another plugin with our prefix is not our notice; a human after the notice reopens it
+  assert.match(n.watch({ watcher: 'b', target: 'peer', requestId: 'r', turn: [{ ...notice, plugin: 'other' }] }), /^idle notice set: .*\(expires in 2 min if it never does\)\.$/)
+  assert.match(n.watch({ watcher: 'c', target: 'peer', requestId: 'r', turn: [notice, { kind: 'user', text: 'go on' }] }), /^no idle notice: 1 notices are already pending in this process\.$/)
+  assert.match(n.watch({ watcher: null, target: 'peer', requestId: 'r', turn: [] }), /^no idle notice: this call has no caller session to notify\.$/)
+})
+
 test('sendTools registers one send tool when asked', () => {
   assert.deepEqual(toolSpecs().map(s => s.name), ['send_session_message', 'sessions_list', 'sessions_read', 'sessions_send'])
   assert.deepEqual(toolSpecs({ sendTools: 'sessions_send' }).map(s => s.name), ['sessions_list', 'sessions_read', 'sessions_send'])

@@ -21,18 +21,12 @@ use serde::Deserialize;
 
 use crate::ledger::{self, Filter};
 use crate::mail::REQUEST_ID_PREFIX;
+// The text prefixes of user-role messages the harness injects: the list `sessions_read` hides as
+// harness-injected (docs/architecture.md "sessions_read"), never a human speaking.
+use crate::store::classify::INJECTED_PREFIXES;
 
 /// Prefix of the request id of an idle notice: `dsh-session-mail:notice:<request id of the watched send>`.
 pub const NOTICE_PREFIX: &str = "dsh-session-mail:notice:";
-
-/// Text prefixes of user-role messages the harness injects (the same list `sessions_read` hides as
-/// harness-injected, docs/architecture.md "sessions_read"): never a human speaking.
-const INJECTED_PREFIXES: &[&str] = &[
-    "<system-reminder>",
-    "[MNEMON]",
-    "MNEMON RUNTIME MEMORY SNAPSHOT",
-    "Current runtime context.",
-];
 
 /// One user-role message of the caller's current turn, as the host recorded it (the shim copies
 /// `data.source` and the first characters of the text; newest last).

@@ -10,6 +10,7 @@
 pub mod budget;
 pub mod chain;
 pub mod guard;
+pub mod notice;
 pub mod stacking;
 
 use crate::request::Caller;

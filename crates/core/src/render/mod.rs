@@ -2,6 +2,7 @@
 
 pub mod fate;
 pub mod list;
+pub mod notice;
 pub mod read;
 pub mod refusal;
 pub mod send;
