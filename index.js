@@ -6,7 +6,7 @@ import { defineTool } from '@deepseek-ai/dsh-tools'
 import { resolveDshHome } from './lib/home.js'
 import { loadCore } from './lib/native.js'
 import { toolSpecs } from './lib/tools.js'
-import { baseUrlOf, browserSessionSecret, callerOf, detectHostVersion, liveAgents, liveReadFacts } from './lib/host.js'
+import { baseUrlOf, browserSessionSecret, callerOf, detectHostVersion, followSessions, liveAgents, liveReadFacts } from './lib/host.js'
 import { IdleNotices, withNote } from './lib/notice.js'
 import { installOverlapNotice } from './lib/overlap.js'
 import { startPresence } from './lib/presence.js'
@@ -86,7 +86,7 @@ function buildRequest(ctx, config, tool, args, exec, hostVersion, secret = null,
     tool,
     args: keepNonFinite(args ?? {}),
     // a send carries the caller's current turn: the loop guard's evidence of who started it
-    caller: callerOf(exec, { withTurn: sends }),
+    caller: callerOf(exec, { sessions: sends ? followSessions(ctx) : null }),
     config: coreConfig(config),
     host: {
       dshHome: resolveDshHome(),
@@ -153,7 +153,9 @@ export function apply(ctx, config) {
     const { core } = loadCore()
     ctx.effect(() => startPresence(ctx, core, { hostVersion, baseUrl: () => baseUrlOf(ctx, config) }))
   }
-  const notices = new IdleNotices(ctx, { ttlMs: config.idleNoticeMinutes * 60_000 })
+  // turn evidence, awaiting-user and file activity: folded from `session/event` as it happens (lib/observe.js)
+  const sessions = followSessions(ctx)
+  const notices = new IdleNotices(ctx, { ttlMs: config.idleNoticeMinutes * 60_000, sessions })
   if (config.overlapNotice) installOverlapNotice(ctx, exec => overlapRows(ctx, config, exec, hostVersion))
   for (const spec of toolSpecs({ sendTools: config.sendTools })) {
     // defineTool compiles the schemas the model sees. Its execute throws ToolArgsError on a bad call;

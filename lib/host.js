@@ -3,6 +3,7 @@
 // Everything here is read defensively: a missing or changed host API yields "unknown", never a throw.
 import { createRequire } from 'node:module'
 import { readFileSync } from 'node:fs'
+import { SessionEvents } from './observe.js'
 
 const require = createRequire(import.meta.url)
 
@@ -27,95 +28,34 @@ export function detectHostVersion() {
 /**
  * The caller as the runtime reports it: `exec.agent.session.id`, falling back to `exec.agent.id`
  * (rc.8 packages/core/agent/src/runtime-types.ts `Agent.id` / `Agent.session`). Never from arguments.
+ * `sessions` (followSessions): with it, `turn` is the loop guard's evidence of who started the caller's
+ * turn (crates/core/src/mail/chain.rs), as the session published it; null when not seen whole.
  */
-export function callerOf(exec, { withTurn = false } = {}) {
+export function callerOf(exec, { sessions = null } = {}) {
   const agent = attempt(() => exec?.agent, undefined)
   if (agent === undefined || agent === null) return null
   const sessionId = attempt(() => agent.session?.id, undefined)
   const agentId = attempt(() => agent.id, undefined)
+  const id = sessionId === undefined ? agentId : sessionId
   return {
     sessionId: sessionId === undefined ? null : String(sessionId),
     agentId: agentId === undefined ? null : String(agentId),
     title: null,
-    ...(withTurn ? { turn: turnMessagesOf(agent) } : {}),
+    ...(sessions !== null ? { turn: id === undefined ? null : attempt(() => sessions.turnOf(String(id)), null) } : {}),
   }
 }
 
-/** Longest walk back through a session's events (a turn longer than this is read from its newest part). */
-const MAX_EVENTS_BACK = 20_000
+/** The per-context follower of `session/event` (lib/observe.js), created once by `apply`. */
+const followed = new WeakMap()
 
-/**
- * The session's events, newest last, without copying when the host hands out its frozen snapshot
- * (rc.8 `Session.events` getter, packages/core/session/src/index.ts; 0.1.5+ `snapshotEvents()`). null when
- * neither exists.
- */
-function eventsOf(session) {
-  const events = attempt(
-    () => (Array.isArray(session?.events) ? session.events : typeof session?.snapshotEvents === 'function' ? session.snapshotEvents() : undefined),
-    undefined,
-  )
-  return Array.isArray(events) ? events : null
-}
-
-function messageOf(event) {
-  const d = event?.data
-  return d?.message && typeof d.message === 'object' ? d.message : d
-}
-
-function firstText(message, max = 80) {
-  const c = message?.content
-  if (typeof c === 'string') return c.slice(0, max)
-  if (!Array.isArray(c)) return ''
-  for (const b of c) if (b?.type === 'text' && typeof b.text === 'string') return b.text.slice(0, max)
-  return ''
-}
-
-/**
- * The user-role messages of the agent's current turn as its session recorded them (newest last): the
- * loop guard's evidence of who started the turn (crates/core/src/mail/chain.rs). Walks back from the
- * newest event to the previous turn's `turn/end`. null when the events cannot be seen.
- */
-function turnMessagesOf(agent) {
-  const events = eventsOf(attempt(() => agent.session, undefined))
-  if (events === null) return null
-  const out = []
-  const stop = Math.max(0, events.length - MAX_EVENTS_BACK)
-  for (let i = events.length - 1; i >= stop; i--) {
-    const e = events[i]
-    if (e?.type === 'turn/end') break
-    if (e?.type !== 'user/message') continue
-    const m = messageOf(e)
-    const src = m?.source ?? {}
-    const str = v => (typeof v === 'string' ? v : null)
-    out.push({ seq: typeof e.seq === 'number' ? e.seq : null, kind: str(src.kind), rpcId: str(src.rpcId), plugin: str(src.plugin), form: str(src.form), text: firstText(m) })
-    if (out.length >= 64) break
+/** Follow the sessions of this plugin context (idempotent): the source of turn evidence, awaiting-user and file activity. */
+export function followSessions(ctx) {
+  let s = followed.get(ctx)
+  if (s === undefined) {
+    s = new SessionEvents(ctx)
+    followed.set(ctx, s)
   }
-  return out.reverse()
-}
-
-/**
- * Is the running turn waiting on its human? rc.8 records both ways a turn can: an `approval/asked` with no
- * `approval/decided` of the same id yet (packages/interaction/user-approval/src/index.ts `request()` appends
- * the pair around the answerer's wait), and a `tool/call` of `ask_user_question` with no `tool/result` yet
- * (packages/interaction/tool-ask-user: the call awaits `ctx.userQuestions.ask()`, which records nothing
- * else). 0.1.7's built-in derives the same from `user-questions/request` and `approval/asked|decided`
- * (kilinthecode/deepseek-harness packages/experimental/peer-sessions/src/index.ts `statusOf()`).
- */
-function awaitingUser(events) {
-  if (!Array.isArray(events)) return false
-  const decided = new Set()
-  const answered = new Set()
-  const stop = Math.max(0, events.length - MAX_EVENTS_BACK)
-  for (let i = events.length - 1; i >= stop; i--) {
-    const e = events[i]
-    const t = e?.type
-    if (t === 'turn/end' || t === 'turn/start') break
-    if (t === 'approval/decided') decided.add(e.data?.id)
-    else if (t === 'approval/asked' && !decided.has(e.data?.id)) return true
-    else if (t === 'tool/result') answered.add(messageOf(e)?.source?.callId ?? e.data?.callId)
-    else if (t === 'tool/call' && e.data?.name === 'ask_user_question' && !answered.has(e.data?.callId)) return true
-  }
-  return false
+  return s
 }
 
 function plainHeader(header) {
@@ -132,80 +72,33 @@ function rpcIdsOf(messages) {
   return out
 }
 
-/** Write/edit tools whose successful call changed a file, and the argument naming it (rc.8 packages/fs/tool-fs
- * `write`/`edit` {file_path}, packages/fs/tool-str-replace-editor `str_replace_editor` {command, path}; `view` reads). */
-const WRITE_TOOLS = { write: 'file_path', edit: 'file_path', str_replace_editor: 'path' }
-/** How far back file activity counts, and how many files one row carries. */
-const RECENT_MS = 30 * 60_000
-const MAX_FILES = 12
-/** Longest walk back for file activity: recent writes are near the end, and a log whose event times run
- * ahead of this clock must not make every listing walk MAX_EVENTS_BACK events per live session
- * (bench/README.md: +15–30 ms of host main-thread time per list with three 90k-event sessions). */
-const MAX_ACTIVITY_EVENTS_BACK = 2_000
-
-function eventTimeMs(e) {
-  const t = e?.time
-  if (typeof t === 'number') return t
-  if (typeof t === 'string') { const n = Date.parse(t); return Number.isNaN(n) ? null : n }
-  return null
-}
-
 /**
- * Files the session's write/edit tools changed in the last 30 minutes, newest first, as the calls named
- * them (the core makes them relative to the checkout): a `tool/call` of a write tool whose `tool/result`
- * is not an error. Bounded: the newest MAX_ACTIVITY_EVENTS_BACK events, MAX_FILES files, 4 KiB arguments.
+ * The agents live in this process (rc.8 `AgentRegistry.list()`, packages/core/agent/src/index.ts).
+ * awaiting-user and file activity come from the events the sessions published (followSessions; O(1) per
+ * agent, never a read of a session's event array). awaiting-user: a running turn with an `approval/asked`
+ * without its `approval/decided` (rc.8 packages/interaction/user-approval `request()`), or an
+ * `ask_user_question` call without its result (packages/interaction/tool-ask-user); 0.1.7's built-in
+ * derives the same (kilinthecode/deepseek-harness packages/experimental/peer-sessions/src/index.ts `statusOf()`).
  */
-function fileActivityOf(events, now = Date.now()) {
-  if (!Array.isArray(events)) return []
-  const failed = new Set()
-  const succeeded = new Set()
-  const out = []
-  const stop = Math.max(0, events.length - MAX_ACTIVITY_EVENTS_BACK)
-  for (let i = events.length - 1; i >= stop && out.length < MAX_FILES; i--) {
-    const e = events[i]
-    const t = eventTimeMs(e)
-    if (t !== null && now - t > RECENT_MS) break
-    if (e?.type === 'tool/result') {
-      const m = messageOf(e)
-      const id = m?.source?.callId ?? e.data?.callId
-      const block = Array.isArray(m?.content) ? m.content.find(b => b?.type === 'tool-result') : undefined
-      if (block?.isError === true || m?.isError === true) failed.add(id)
-      else succeeded.add(id)
-      continue
-    }
-    if (e?.type !== 'tool/call') continue
-    const key = WRITE_TOOLS[e.data?.name]
-    if (key === undefined || !succeeded.has(e.data?.callId) || failed.has(e.data?.callId)) continue
-    let args = e.data?.arguments
-    if (typeof args === 'string') args = args.length > 4096 ? null : attempt(() => JSON.parse(args), null)
-    if (e.data?.name === 'str_replace_editor' && args?.command === 'view') continue
-    const path = args?.[key]
-    if (typeof path !== 'string' || path === '' || path.length > 1024) continue
-    if (!out.some(f => f.path === path)) out.push({ path, timeMs: t })
-  }
-  return out
-}
-
-/** The agents live in this process (rc.8 `AgentRegistry.list()`, packages/core/agent/src/index.ts). */
 export function liveAgents(ctx, { activity = true, files = activity } = {}) {
   const agents = attempt(() => ctx.agents?.list?.(), []) ?? []
+  const sessions = followed.get(ctx) ?? null
   return agents.map(agent => {
     const inbox = attempt(() => agent.inbox, undefined)
     const nextTurn = attempt(() => [...(inbox?.nextTurn ?? [])], [])
     const nextStep = attempt(() => [...(inbox?.nextStep ?? [])], [])
+    const id = String(agent.id)
+    const sid = String(attempt(() => agent.session?.id, undefined) ?? id)
     let status = String(attempt(() => agent.status, '') ?? '')
-    // awaiting-user and file activity walk back from the newest event (never the whole history); a read
-    // needs neither, presence and send need the status only, and only sessions_list shows file activity
-    const events = activity || files ? attempt(() => eventsOf(agent.session), null) : null
-    if (activity && status === 'running' && attempt(() => awaitingUser(events), false)) status = 'awaiting-user'
+    if (activity && status === 'running' && sessions !== null && attempt(() => sessions.awaitingUser(sid), false)) status = 'awaiting-user'
     return {
-      id: String(agent.id),
+      id,
       status,
       header: plainHeader(attempt(() => agent.session?.header, undefined)),
       pendingRpcIds: rpcIdsOf([...nextTurn, ...nextStep]),
       pendingNextTurnRpcIds: rpcIdsOf(nextTurn),
       pendingNextTurn: nextTurn.length,
-      files: files ? attempt(() => fileActivityOf(events), []) : [],
+      files: files && sessions !== null ? attempt(() => sessions.filesOf(sid), []) : [],
     }
   })
 }

@@ -26,10 +26,12 @@ export function withNote(text, note) {
 export class IdleNotices {
   /**
    * @param {any} ctx the plugin context (`agents` optional; `on` for `agent/status`)
-   * @param {{ ttlMs?: number, maxWatches?: number, now?: () => number }} [options]
+   * @param {{ ttlMs?: number, maxWatches?: number, now?: () => number, sessions?: any }} [options]
    */
-  constructor(ctx, { ttlMs = 30 * 60_000, maxWatches = 64, now = Date.now } = {}) {
+  constructor(ctx, { ttlMs = 30 * 60_000, maxWatches = 64, now = Date.now, sessions = null } = {}) {
     this.ctx = ctx
+    /** lib/observe.js SessionEvents: which request ids landed in a turn that has ended */
+    this.sessions = sessions
     this.ttlMs = ttlMs
     this.maxWatches = maxWatches
     this.now = now
@@ -82,15 +84,8 @@ export class IdleNotices {
   }
 
   landedAndEnded(agent, requestId) {
-    const events = attempt(() => agent.session?.events, null)
-    if (!Array.isArray(events)) return false
-    let landed = false
-    for (const e of events.slice(-2000)) {
-      const m = e?.data?.message ?? e?.data
-      if (e?.type === 'user/message' && m?.source?.rpcId === requestId) landed = true
-      else if (landed && e?.type === 'turn/end') return true
-    }
-    return false
+    const id = attempt(() => agent.session?.id ?? agent.id, undefined)
+    return typeof id === 'string' && attempt(() => this.sessions?.landedAndEnded(id, requestId), false) === true
   }
 
   onStatus(agent, status) {

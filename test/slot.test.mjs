@@ -3,15 +3,28 @@
 // by test/real-host-slot.test.mjs; these pin the edge cases a real host run cannot reach cheaply.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { callerOf, liveAgents } from '../lib/host.js'
+import { callerOf, followSessions, liveAgents } from '../lib/host.js'
 import { IdleNotices, withNote } from '../lib/notice.js'
 
 const NOTICE_PREFIX = 'dsh-session-mail:notice:'
-/** The shim's view of one running agent with these events (lib/host.js liveAgents). */
-const liveOf = events => liveAgents({ agents: { list: () => [{ id: 's', status: 'running', session: { events } }] } })[0]
-const awaitingUser = events => events !== null && liveOf(events).status === 'awaiting-user'
+/** A plugin context whose sessions publish `events` on `session/event` as the host does (rc.8 Session.append). */
+function published(events, { id = 's', status = 'running' } = {}) {
+  const listeners = []
+  const session = { id, get events() { throw new Error('the shim must not read session.events') }, snapshotEvents() { throw new Error('deprecated') } }
+  const ctx = { on: (name, fn) => listeners.push([name, fn]), agents: { list: () => [{ id, status, session }] } }
+  followSessions(ctx)
+  const emit = e => listeners.filter(([k]) => k === 'session/event').forEach(([, fn]) => fn(session, e))
+  for (const e of events) emit(e)
+  return { ctx, session, emit, listeners }
+}
+/** The shim's view of one running agent whose session published these events (lib/host.js liveAgents). */
+const liveOf = events => liveAgents(published(events).ctx)[0]
+const awaitingUser = events => liveOf(events).status === 'awaiting-user'
 const fileActivityOf = events => liveOf(events).files
-const turnMessagesOf = agent => callerOf({ agent }, { withTurn: true }).turn
+const turnMessagesOf = events => {
+  const { ctx, session } = published(events)
+  return callerOf({ agent: { id: session.id, session } }, { sessions: followSessions(ctx) }).turn
+}
 import { toolSpecs } from '../lib/tools.js'
 import { installOverlapNotice } from '../lib/overlap.js'
 
@@ -26,7 +39,7 @@ test('awaiting-user: an open approval or a pending ask_user_question in the runn
   assert.equal(awaitingUser([start, call(2, 'ask_user_question', 'c1', {}), result(3, 'c1')]), false)
   // an ask of an earlier turn does not count
   assert.equal(awaitingUser([call(0, 'ask_user_question', 'c0', {}), start, call(2, 'bash', 'c1', {})]), false)
-  assert.equal(awaitingUser(null), false)
+  assert.equal(awaitingUser([]), false)
 })
 
 test('file activity: successful write/edit calls, newest first, deduplicated; views and failures ignored', () => {
@@ -42,13 +55,51 @@ test('file activity: successful write/edit calls, newest first, deduplicated; vi
   // older than 30 minutes: not recent
   const old = ev.map(e => ({ ...e, time: Date.now() - 31 * 60_000 }))
   assert.deepEqual(fileActivityOf(old), [])
+  // 0.1.7 names the call on the result message as `toolCallId` (peer-sessions/src/index.ts observeSessionEvent)
+  const v017 = { type: 'tool/result', seq: 2, time: Date.now(), data: { message: { role: 'tool', toolCallId: 'w9', isError: false, content: [] } } }
+  assert.deepEqual(fileActivityOf([call(1, 'edit', 'w9', { file_path: 'src/x.rs' }), v017]).map(f => f.path), ['src/x.rs'])
 })
 
-test('the loop guard evidence: user messages of the current turn only, newest last', () => {
+test('idle notice for a target whose turn with the message already ended: fires at once, from the published events', async () => {
+  const { ctx, emit } = published([], { id: 'peer', status: 'idle' })
+  const delivered = []
+  const agents = new Map([['peer', { id: 'peer', status: 'idle', session: { id: 'peer', seq: 9 } }], ['me', { id: 'me', followup: m => delivered.push(m) }]])
+  ctx.agents.get = id => agents.get(id)
+  const n = new IdleNotices(ctx, { sessions: followSessions(ctx) })
+  emit({ type: 'turn/start', seq: 5 })
+  emit({ type: 'user/message', seq: 6, data: { source: { kind: 'user', rpcId: 'dsh-session-mail:r7' }, content: [{ type: 'text', text: 'hi' }] } })
+  assert.match(n.watch({ watcher: 'me', target: 'peer', requestId: 'dsh-session-mail:r7', turn: [] }), /^idle notice set/)
+  await new Promise(resolve => setImmediate(resolve))
+  assert.equal(delivered.length, 0, 'the turn has not ended yet')
+  emit({ type: 'turn/end', seq: 7 })
+  assert.match(n.watch({ watcher: 'me2', target: 'peer', requestId: 'dsh-session-mail:r7', turn: [] }), /^idle notice set/)
+  agents.set('me2', { id: 'me2', followup: m => delivered.push(m) })
+  await new Promise(resolve => setImmediate(resolve))
+  assert.equal(delivered.length, 1)
+  assert.equal(delivered[0].source.rpcId, `${NOTICE_PREFIX}dsh-session-mail:r7`)
+})
+
+test('the loop guard evidence: user messages of the current turn only, newest last; none for a turn not seen whole', () => {
   const um = (seq, source, text) => ({ type: 'user/message', seq, data: { message: { role: 'user', source, content: [{ type: 'text', text }] } } })
-  const events = [um(0, { kind: 'user' }, 'old'), { type: 'turn/end', seq: 1 }, um(2, { kind: 'user', rpcId: 'dsh-session-mail:x' }, 'framed'), { type: 'turn/start', seq: 3 }]
-  assert.deepEqual(turnMessagesOf({ session: { events } }), [{ seq: 2, kind: 'user', rpcId: 'dsh-session-mail:x', plugin: null, form: null, text: 'framed' }])
-  assert.equal(turnMessagesOf({ session: {} }), null)
+  const events = [um(0, { kind: 'user' }, 'old'), { type: 'turn/end', seq: 1 }, { type: 'turn/start', seq: 2 }, um(3, { kind: 'user', rpcId: 'dsh-session-mail:x' }, 'framed')]
+  assert.deepEqual(turnMessagesOf(events), [{ seq: 3, kind: 'user', rpcId: 'dsh-session-mail:x', plugin: null, form: null, text: 'framed' }])
+  // first seen mid-turn (the plugin mounted while it ran): unknown, not "the human", until the next turn
+  assert.equal(turnMessagesOf([um(5, { kind: 'user', rpcId: 'dsh-session-mail:y' }, 'relay')]), null)
+  assert.deepEqual(turnMessagesOf([um(5, { kind: 'user' }, 'a'), { type: 'turn/start', seq: 6 }, um(7, { kind: 'user' }, 'b')]).map(m => m.text), ['b'])
+  assert.equal(callerOf({ agent: { id: 'z', session: { id: 'z' } } }, { sessions: followSessions({ on: () => {} }) }).turn, null)
+})
+
+test('session state is bounded and dropped with its agent', () => {
+  const { ctx, emit, listeners } = published([{ type: 'turn/start', seq: 0 }])
+  const sessions = followSessions(ctx)
+  for (let i = 0; i < 500; i++) emit({ type: 'user/message', seq: i + 1, data: { source: { kind: 'user' }, content: [{ type: 'text', text: 'x'.repeat(500) }] } })
+  const turn = sessions.turnOf('s')
+  assert.equal(turn.length, 64)
+  assert.equal(turn.at(-1).seq, 500)
+  assert.equal(turn[0].text.length, 80)
+  listeners.filter(([k]) => k === 'agent/disposed').forEach(([, fn]) => fn({ agent: { id: 's', session: { id: 's' } } }))
+  assert.equal(sessions.turnOf('s'), null)
+  assert.equal(sessions.states.size, 0)
 })
 
 test('idle notices: one per pair, bounded, never for a turn a notice opened, dropped when the caller is gone', async () => {

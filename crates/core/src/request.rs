@@ -100,7 +100,7 @@ pub struct LiveSession {
     #[serde(default)]
     pub pending_next_turn_rpc_ids: Vec<String>,
     /// Files its write/edit tools changed recently, newest first, as the tool calls named them (the shim
-    /// folds them from the session's events: lib/host.js `fileActivityOf`).
+    /// folds them from the session's events: lib/observe.js `filesOf`).
     #[serde(default)]
     pub files: Vec<FileTouch>,
 }

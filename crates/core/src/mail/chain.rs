@@ -9,8 +9,8 @@
 //!   goes to, so a multi-hop cycle A→B→C→A is one chain;
 //! - a turn opened by an idle notice continues the chain of the send that asked for the notice.
 //!
-//! Authority: the triggering message is what the caller's own session recorded (its events, passed by the
-//! shim from the host's memory — the same events its log holds, so it survives a restart), and the hop of
+//! Authority: the triggering message is what the caller's own session recorded (its events as the host
+//! published them, folded by the shim in lib/observe.js — the same events its log holds), and the hop of
 //! a delivery is what *our* audit ledger recorded for that request id (`chain`, `hop` on the line). Nothing
 //! comes from tool arguments or from message text: a model can write "hop 0" into a body, but the ledger
 //! line keyed by the landed message's `source.rpcId` (set by the host from our request id) is what counts.

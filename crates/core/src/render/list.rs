@@ -153,7 +153,7 @@ pub fn send_hint(row: &ListRow, allow_resume: bool) -> String {
     }
     match &row.liveness {
         Liveness::Live(s) if s == "running" => "send: steer lands in its running turn".into(),
-        // its running turn waits on an open question or approval (lib/host.js `awaitingUser`)
+        // its running turn waits on an open question or approval (lib/observe.js `awaitingUser`)
         Liveness::Live(s) if s == "awaiting-user" => {
             "send: waiting on its human; steer lands once they answer, queue after that turn".into()
         }

@@ -1,0 +1,203 @@
+// What the shim knows about each live session's current turn, folded from the events the host publishes
+// as they are appended — never by reading a session's event array. rc.8 `Session.append()` publishes every
+// accepted event on the cordis `session/event` firehose as `(session, event)` (packages/core/session
+// `collectSessionCallbacks(…, 'session/event', …)`; rc.8's token meter and file-reference plugins listen the
+// same way), and 0.1.7's built-in peer sessions fold their presence and activity rows from the same
+// listener (kilinthecode/deepseek-harness packages/experimental/peer-sessions/src/index.ts
+// `observeSessionEvent`). Reading `session.events` instead copies the whole log on the host's main thread
+// whenever it grew (rc.8 getter `Object.freeze([...this.log])`), and 0.1.7's `snapshotEvents()` is
+// deprecated ("new calls are prohibited", shared/host/plugin-contract.md §12).
+//
+// Each event costs O(1); every per-session structure is bounded, and a session's state is dropped when its
+// agent is disposed. A session first seen in the middle of a turn (the plugin mounted while it ran) has no
+// turn evidence until its next `turn/start`: `turnOf` answers null then (the loop guard treats it as
+// unknown: a new chain, the budgets stay the backstop).
+import { attempt } from './host.js'
+
+/** Most sessions followed at once (live agents; the oldest state is dropped beyond it). */
+const MAX_SESSIONS = 1024
+/** Most user messages of one turn kept (newest). */
+const MAX_TURN_MESSAGES = 64
+/** Most open approvals / questions / write calls tracked in one session. */
+const MAX_OPEN = 256
+/** Request ids whose turn ended, kept per session (newest). */
+const MAX_ENDED = 64
+/** Files one session keeps, newest first, and how long a change counts as recent. */
+const MAX_FILES = 12
+const RECENT_MS = 30 * 60_000
+
+/** Write/edit tools whose successful call changed a file, and the argument naming it (rc.8 packages/fs/tool-fs
+ * `write`/`edit` {file_path}, packages/fs/tool-str-replace-editor `str_replace_editor` {command, path}; `view` reads). */
+const WRITE_TOOLS = { write: 'file_path', edit: 'file_path', str_replace_editor: 'path' }
+
+function messageOf(event) {
+  const d = event?.data
+  return d?.message && typeof d.message === 'object' ? d.message : d
+}
+
+function firstText(message, max = 80) {
+  const c = message?.content
+  if (typeof c === 'string') return c.slice(0, max)
+  if (!Array.isArray(c)) return ''
+  for (const b of c) if (b?.type === 'text' && typeof b.text === 'string') return b.text.slice(0, max)
+  return ''
+}
+
+function eventTimeMs(e) {
+  const t = e?.time
+  if (typeof t === 'number') return t
+  if (typeof t === 'string') { const n = Date.parse(t); return Number.isNaN(n) ? null : n }
+  return null
+}
+
+const str = v => (typeof v === 'string' ? v : null)
+
+/** The path a write tool call changes, or null (arguments ≤ 4 KiB, path ≤ 1 KiB; `view` changes nothing). */
+function writePath(data) {
+  const key = WRITE_TOOLS[data?.name]
+  if (key === undefined) return null
+  let args = data?.arguments
+  if (typeof args === 'string') args = args.length > 4096 ? null : attempt(() => JSON.parse(args), null)
+  if (data.name === 'str_replace_editor' && args?.command === 'view') return null
+  const path = args?.[key]
+  return typeof path === 'string' && path !== '' && path.length <= 1024 ? path : null
+}
+
+/** A bounded insertion-ordered set: adding beyond `max` drops the oldest. */
+function addBounded(set, value, max) {
+  set.add(value)
+  if (set.size > max) set.delete(set.values().next().value)
+}
+
+class SessionState {
+  constructor() {
+    /** Saw this turn from its `turn/start`: the turn evidence is whole. */
+    this.whole = false
+    /** User-role messages of the current turn, newest last. */
+    this.turn = []
+    /** Request ids of messages that landed in the current turn. */
+    this.landed = new Set()
+    /** Request ids whose turn has ended. */
+    this.ended = new Set()
+    /** Open `approval/asked` ids and `ask_user_question` call ids of the current turn. */
+    this.asks = new Set()
+    this.questions = new Set()
+    /** Write calls waiting for their result: call id → {path, timeMs}. */
+    this.writes = new Map()
+    /** Changed files, newest first: {path, timeMs}. */
+    this.files = []
+  }
+
+  fold(e) {
+    switch (e?.type) {
+      case 'turn/end':
+        // everything after a turn end is seen: the next turn's evidence is whole
+        for (const id of this.landed) addBounded(this.ended, id, MAX_ENDED)
+        this.turn = []
+        this.landed.clear()
+        this.asks.clear()
+        this.questions.clear()
+        this.whole = true
+        return
+      case 'turn/start':
+        // rc.8 appends `turn/start` before the turn's user messages (packages/core/agent-loop `turn()`)
+        this.asks.clear()
+        this.questions.clear()
+        if (!this.whole) {
+          this.turn = []
+          this.landed.clear()
+          this.whole = true
+        }
+        return
+      case 'user/message': {
+        const m = messageOf(e)
+        const src = m?.source ?? {}
+        this.turn.push({ seq: typeof e.seq === 'number' ? e.seq : null, kind: str(src.kind), rpcId: str(src.rpcId), plugin: str(src.plugin), form: str(src.form), text: firstText(m) })
+        if (this.turn.length > MAX_TURN_MESSAGES) this.turn.shift()
+        if (typeof src.rpcId === 'string') addBounded(this.landed, src.rpcId, MAX_OPEN)
+        return
+      }
+      case 'approval/asked':
+        addBounded(this.asks, e.data?.id, MAX_OPEN)
+        return
+      case 'approval/decided':
+        this.asks.delete(e.data?.id)
+        return
+      case 'tool/call': {
+        const id = e.data?.callId
+        if (e.data?.name === 'ask_user_question') addBounded(this.questions, id, MAX_OPEN)
+        const path = writePath(e.data)
+        if (path !== null) {
+          this.writes.set(id, { path, timeMs: eventTimeMs(e) })
+          if (this.writes.size > MAX_OPEN) this.writes.delete(this.writes.keys().next().value)
+        }
+        return
+      }
+      case 'tool/result': {
+        const m = messageOf(e)
+        // rc.8: message.source.callId; 0.1.7: message.toolCallId
+        const id = m?.source?.callId ?? m?.toolCallId ?? e.data?.callId
+        this.questions.delete(id)
+        const call = this.writes.get(id)
+        if (call === undefined) return
+        this.writes.delete(id)
+        const block = Array.isArray(m?.content) ? m.content.find(b => b?.type === 'tool-result') : undefined
+        if (block?.isError === true || m?.isError === true) return
+        this.files = [call, ...this.files.filter(f => f.path !== call.path)].slice(0, MAX_FILES)
+        return
+      }
+      default:
+    }
+  }
+}
+
+/** The sessions of one plugin context, followed through `session/event`. */
+export class SessionEvents {
+  /** @param {any} ctx the plugin context (`on`) */
+  constructor(ctx) {
+    /** @type {Map<string, SessionState>} */
+    this.states = new Map()
+    attempt(() => ctx.on('session/event', (session, event) => this.observe(attempt(() => session?.id, undefined), event)), undefined)
+    attempt(() => ctx.on('agent/disposed', ({ agent }) => this.states.delete(String(attempt(() => agent.session?.id ?? agent.id, '')))), undefined)
+  }
+
+  /** Fold one appended event of session `id`. */
+  observe(id, event) {
+    if (typeof id !== 'string') return
+    let st = this.states.get(id)
+    if (st === undefined) {
+      st = new SessionState()
+      this.states.set(id, st)
+      if (this.states.size > MAX_SESSIONS) this.states.delete(this.states.keys().next().value)
+    }
+    try {
+      st.fold(event)
+    } catch {
+      /* a malformed event changes nothing */
+    }
+  }
+
+  /** The user-role messages of the session's current turn (newest last), or null when not seen whole. */
+  turnOf(id) {
+    const st = this.states.get(id)
+    return st?.whole ? st.turn.map(m => ({ ...m })) : null
+  }
+
+  /** Is the current turn waiting on its human (an open approval or `ask_user_question`)? */
+  awaitingUser(id) {
+    const st = this.states.get(id)
+    return st !== undefined && (st.asks.size > 0 || st.questions.size > 0)
+  }
+
+  /** Files the session's write tools changed in the last 30 minutes, newest first. */
+  filesOf(id, now = Date.now()) {
+    const st = this.states.get(id)
+    if (st === undefined) return []
+    return st.files.filter(f => f.timeMs === null || now - f.timeMs <= RECENT_MS).map(f => ({ ...f }))
+  }
+
+  /** Did a message with this request id land in the session, and has that turn ended? */
+  landedAndEnded(id, requestId) {
+    return this.states.get(id)?.ended.has(requestId) ?? false
+  }
+}
