@@ -12,7 +12,7 @@
 //! it decoded (corrupt ones) and unreadable titles. Line-level problems in parts a listing never
 //! reads are reported by `sessions_read`, which folds the whole log.
 
-use std::io::{self, BufReader, Read, Seek, SeekFrom};
+use std::io::{self, Read, Seek, SeekFrom};
 use std::sync::OnceLock;
 
 use memchr::memmem::Finder;
@@ -23,7 +23,7 @@ use super::fold::{prompt_fallback_title, Notes};
 use super::frames::{
     find_magic, next_complete_frame, scan_frame, FrameScan, Loc, Piece, Splitter, Windowed,
 };
-use super::log::{budget_note, chunk_cost, decode_unit, Encoding, Scratch, DECODE_BUDGET};
+use super::log::{budget_note, decode_stream, decode_unit, Encoding, Scratch, DECODE_BUDGET};
 
 /// The listing's view of one log.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -224,7 +224,7 @@ pub fn scan<R: Read + Seek>(
             out
         }
     };
-    if sc.exhausted {
+    if sc.exhausted() {
         // Stopped at the bound: say so, and never resume from a half-read state.
         let (mut b, _) = out?;
         b.notes.push(budget_note(0, size));
@@ -371,47 +371,19 @@ fn decode<R: Read + Seek>(
     if u.torn {
         // As the fold reads a torn tail: decode as far as it goes, keep its complete lines.
         let mut kept = 0u64;
-        w.seek(SeekFrom::Start(start))?;
-        let input = BufReader::with_capacity(64 * 1024, (&mut *w).take(u.end - start));
-        let mut left = sc.budget;
-        let mut spent_out = false;
-        if let Ok(dec) = sc.stream_decoder(input) {
-            let mut buf = vec![0u8; 64 * 1024];
-            let mut dec = dec;
-            let mut inner = 0u64;
-            loop {
-                match dec.read(&mut buf) {
-                    Ok(0) => break,
-                    Ok(n) if chunk_cost(&buf[..n]) > left => {
-                        spent_out = true;
-                        break;
-                    }
-                    Ok(n) => {
-                        left -= chunk_cost(&buf[..n]);
-                        sp.feed(
-                            &buf[..n],
-                            Loc {
-                                frame: start,
-                                inner,
-                            },
-                            &mut |p| {
-                                kept += 1;
-                                on(p)
-                            },
-                        );
-                        inner += n as u64;
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(_) => break,
-                }
-            }
-        }
-        if spent_out {
-            sc.budget = 0;
-            sc.exhausted = true;
-        } else {
-            sc.budget = left;
-        }
+        let _ = decode_stream(w, start, u.end - start, sc, &mut |chunk, inner| {
+            sp.feed(
+                chunk,
+                Loc {
+                    frame: start,
+                    inner,
+                },
+                &mut |p| {
+                    kept += 1;
+                    on(p)
+                },
+            )
+        })?;
         sp.drop_partial();
         notes.push(((start, 1, 0), format!("torn last frame at byte {start} (a write in flight?): kept its {kept} complete lines")));
         return Ok(End::Dropped);
@@ -445,7 +417,7 @@ fn decode<R: Read + Seek>(
         Ok(()) if sp.has_partial() => End::Partial,
         Ok(()) if !any => End::Empty,
         Ok(()) => End::Clean,
-        Err(_) if sc.exhausted => {
+        Err(_) if sc.exhausted() => {
             sp.drop_partial();
             End::Dropped
         }

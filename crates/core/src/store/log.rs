@@ -40,6 +40,35 @@ pub fn chunk_cost(chunk: &[u8]) -> u64 {
 /// Read-ahead window of a frame walk.
 pub(crate) const WINDOW: usize = 256 * 1024;
 
+/// What is left of the decode budget of one read (see [`DECODE_BUDGET`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Budget {
+    left: u64,
+    /// The budget ran out during this read.
+    exhausted: bool,
+}
+
+impl Budget {
+    fn new(left: u64) -> Budget {
+        Budget {
+            left,
+            exhausted: false,
+        }
+    }
+
+    /// Spend the cost of `chunk`; false (and exhausted) when it would overdraw: the read must stop.
+    pub(crate) fn spend(&mut self, chunk: &[u8]) -> bool {
+        let c = chunk_cost(chunk);
+        if c > self.left {
+            self.left = 0;
+            self.exhausted = true;
+            return false;
+        }
+        self.left -= c;
+        true
+    }
+}
+
 /// Buffers reused across the frames of one read: one zstd context, the compressed bytes of a
 /// frame, its decompressed bytes, and a chunk buffer for the streaming path.
 pub struct Scratch {
@@ -48,10 +77,7 @@ pub struct Scratch {
     cbuf: Vec<u8>,
     out: Vec<u8>,
     window: Vec<u8>,
-    /// What is left of the decode budget of the current read (see [`DECODE_BUDGET`]).
-    pub(crate) budget: u64,
-    /// The budget ran out during this read.
-    pub(crate) exhausted: bool,
+    budget: Budget,
 }
 
 impl Default for Scratch {
@@ -68,38 +94,23 @@ impl Scratch {
             cbuf: Vec::new(),
             out: Vec::new(),
             window: Vec::new(),
-            budget: DECODE_BUDGET,
-            exhausted: false,
+            budget: Budget::new(DECODE_BUDGET),
         }
     }
 
     /// Start a new read with a full budget.
     pub(crate) fn reset_budget(&mut self, budget: u64) {
-        self.budget = budget;
-        self.exhausted = false;
+        self.budget = Budget::new(budget);
     }
 
     /// Spend the cost of `chunk`; false when the budget is used up (the read must stop).
     pub(crate) fn spend(&mut self, chunk: &[u8]) -> bool {
-        let c = chunk_cost(chunk);
-        if c > self.budget {
-            self.budget = 0;
-            self.exhausted = true;
-            return false;
-        }
-        self.budget -= c;
-        true
+        self.budget.spend(chunk)
     }
 
-    /// A single-frame streaming decoder over `input`, using this context.
-    pub(crate) fn stream_decoder<R: BufRead>(
-        &mut self,
-        input: R,
-    ) -> io::Result<zstd::stream::read::Decoder<'_, R>> {
-        self.dctx
-            .reset(zstd::zstd_safe::ResetDirective::SessionOnly)
-            .map_err(|c| io::Error::other(zstd::zstd_safe::get_error_name(c)))?;
-        Ok(zstd::stream::read::Decoder::with_context(input, &mut self.dctx).single_frame())
+    /// The budget ran out during this read.
+    pub(crate) fn exhausted(&self) -> bool {
+        self.budget.exhausted
     }
 
     pub(crate) fn take_window(&mut self) -> Vec<u8> {
@@ -137,8 +148,12 @@ pub(crate) fn decode_unit<R: Read + Seek>(
     sink: &mut dyn FnMut(&[u8], u64),
 ) -> io::Result<Result<(), String>> {
     let len = end - start;
-    if sc.exhausted {
+    if sc.budget.exhausted {
         return Ok(Err(BUDGET_SPENT.into()));
+    }
+    if len > CBUF_MAX {
+        // Rare: stream it from the file.
+        return decode_stream(r, start, len, sc, sink);
     }
     let Scratch {
         dctx,
@@ -146,37 +161,8 @@ pub(crate) fn decode_unit<R: Read + Seek>(
         cbuf,
         out,
         budget,
-        exhausted,
         ..
     } = sc;
-    let mut spend = |chunk: &[u8]| {
-        let c = chunk_cost(chunk);
-        if c > *budget {
-            *budget = 0;
-            *exhausted = true;
-            false
-        } else {
-            *budget -= c;
-            true
-        }
-    };
-    let mut sink = |chunk: &[u8], inner: u64| {
-        if spend(chunk) {
-            sink(chunk, inner);
-            true
-        } else {
-            false
-        }
-    };
-    if len > CBUF_MAX {
-        // Rare: stream it from the file.
-        r.seek(SeekFrom::Start(start))?;
-        dctx.reset(zstd::zstd_safe::ResetDirective::SessionOnly)
-            .map_err(|c| io::Error::other(zstd::zstd_safe::get_error_name(c)))?;
-        let input = BufReader::with_capacity(64 * 1024, (&mut *r).take(len));
-        let dec = zstd::stream::read::Decoder::with_context(input, dctx).single_frame();
-        return Ok(stream_into(dec, buf, &mut sink));
-    }
     cbuf.clear();
     cbuf.resize(len as usize, 0);
     r.seek(SeekFrom::Start(start))?;
@@ -187,27 +173,60 @@ pub(crate) fn decode_unit<R: Read + Seek>(
             out.reserve(n as usize);
             let _ = dctx.reset(zstd::zstd_safe::ResetDirective::SessionOnly);
             if let Ok(got) = dctx.decompress(out, cbuf) {
-                if got > 0 && !sink(&out[..got], 0) {
-                    return Ok(Err(BUDGET_SPENT.into()));
+                if got > 0 {
+                    if !budget.spend(&out[..got]) {
+                        return Ok(Err(BUDGET_SPENT.into()));
+                    }
+                    sink(&out[..got], 0);
                 }
                 return Ok(Ok(()));
             }
         }
     }
-    if let Err(c) = dctx.reset(zstd::zstd_safe::ResetDirective::SessionOnly) {
-        return Err(io::Error::other(zstd::zstd_safe::get_error_name(c)));
-    }
+    reset(dctx)?;
     let dec = zstd::stream::read::Decoder::with_context(&cbuf[..], dctx).single_frame();
-    Ok(stream_into(dec, buf, &mut sink))
+    Ok(stream_into(dec, buf, budget, sink))
+}
+
+/// Stream the zstd frame that starts at `start` (at most `len` bytes of it: a torn last frame, or one
+/// too long to read whole) to `sink`, as far as it decodes. Err: why it stopped before its end
+/// ([`BUDGET_SPENT`] when the budget ran out).
+pub(crate) fn decode_stream<R: Read + Seek>(
+    r: &mut R,
+    start: u64,
+    len: u64,
+    sc: &mut Scratch,
+    sink: &mut dyn FnMut(&[u8], u64),
+) -> io::Result<Result<(), String>> {
+    if sc.budget.exhausted {
+        return Ok(Err(BUDGET_SPENT.into()));
+    }
+    r.seek(SeekFrom::Start(start))?;
+    let Scratch {
+        dctx, buf, budget, ..
+    } = sc;
+    reset(dctx)?;
+    let input = BufReader::with_capacity(64 * 1024, (&mut *r).take(len));
+    let dec = zstd::stream::read::Decoder::with_context(input, dctx).single_frame();
+    Ok(stream_into(dec, buf, budget, sink))
+}
+
+fn reset(dctx: &mut zstd::zstd_safe::DCtx<'static>) -> io::Result<()> {
+    dctx.reset(zstd::zstd_safe::ResetDirective::SessionOnly)
+        .map(|_| ())
+        .map_err(|c| io::Error::other(zstd::zstd_safe::get_error_name(c)))
 }
 
 /// Why a decode stopped when the budget ran out.
 pub(crate) const BUDGET_SPENT: &str = "the decode budget of this read is spent";
 
+/// The one streaming loop: read `dec` in `buf`-sized chunks, spend each chunk's cost, hand it to
+/// `sink` with its offset inside the frame.
 fn stream_into<D: Read>(
     mut dec: D,
     buf: &mut [u8],
-    sink: &mut dyn FnMut(&[u8], u64) -> bool,
+    budget: &mut Budget,
+    sink: &mut dyn FnMut(&[u8], u64),
 ) -> Result<(), String> {
     let mut inner = 0u64;
     loop {
@@ -217,9 +236,10 @@ fn stream_into<D: Read>(
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e.to_string()),
         };
-        if !sink(&buf[..n], inner) {
+        if !budget.spend(&buf[..n]) {
             return Err(BUDGET_SPENT.into());
         }
+        sink(&buf[..n], inner);
         inner += n as u64;
     }
 }
@@ -280,7 +300,7 @@ pub fn continue_fold<R: Read + Seek>(
                 match scan_frame(r, pos, size)? {
                     FrameScan::Frame { end } => {
                         decode_frame(r, pos, end, &mut fold, &mut sc);
-                        if sc.exhausted {
+                        if sc.exhausted() {
                             fold.splitter.drop_partial();
                             fold.note(budget_note(pos, size));
                             fold.offset = size;
@@ -306,7 +326,9 @@ pub fn continue_fold<R: Read + Seek>(
                         }
                         let mut tail = fold.clone();
                         let complete_before = tail.lines;
-                        let _ = decode_into(r, pos, size - pos, &mut tail, &mut sc);
+                        let _ = decode_stream(r, pos, size - pos, &mut sc, &mut |chunk, inner| {
+                            tail.feed(chunk, Loc { frame: pos, inner })
+                        });
                         tail.splitter.drop_partial();
                         let kept = tail.lines - complete_before;
                         tail.note(format!("torn last frame at byte {pos} (a write in flight?): kept its {kept} complete lines"));
@@ -347,7 +369,7 @@ fn decode_frame<R: Read + Seek>(
     });
     let why = match res {
         Ok(Ok(())) => return,
-        Ok(Err(_)) if sc.exhausted => return,
+        Ok(Err(_)) if sc.exhausted() => return,
         Ok(Err(why)) => why,
         Err(e) => e.to_string(),
     };
@@ -355,52 +377,6 @@ fn decode_frame<R: Read + Seek>(
         "corrupt zstd frame at byte {start} ({why}); skipped the rest of it"
     ));
     fold.splitter.drop_partial();
-}
-
-fn decode_into<R: Read + Seek>(
-    r: &mut R,
-    start: u64,
-    len: u64,
-    fold: &mut Fold,
-    sc: &mut Scratch,
-) -> io::Result<()> {
-    r.seek(SeekFrom::Start(start))?;
-    sc.dctx
-        .reset(zstd::zstd_safe::ResetDirective::SessionOnly)
-        .map_err(|c| io::Error::other(zstd::zstd_safe::get_error_name(c)))?;
-    let input = BufReader::with_capacity(64 * 1024, (&mut *r).take(len));
-    let Scratch {
-        dctx,
-        buf,
-        budget,
-        exhausted,
-        ..
-    } = sc;
-    let mut dec = zstd::stream::read::Decoder::with_context(input, dctx).single_frame();
-    let mut inner = 0u64;
-    loop {
-        let n = match dec.read(buf) {
-            Ok(0) => return Ok(()),
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        let cost = chunk_cost(&buf[..n]);
-        if cost > *budget {
-            *budget = 0;
-            *exhausted = true;
-            return Ok(());
-        }
-        *budget -= cost;
-        fold.feed(
-            &buf[..n],
-            Loc {
-                frame: start,
-                inner,
-            },
-        );
-        inner += n as u64;
-    }
 }
 
 /// Where the events to fetch live.
@@ -568,4 +544,99 @@ fn fetch_group(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Cursor;
+
+    type Sink<'a> = &'a mut dyn FnMut(&[u8], u64);
+    type Reader =
+        fn(&mut Cursor<&[u8]>, u64, &mut Scratch, Sink<'_>) -> io::Result<Result<(), String>>;
+
+    fn whole(
+        r: &mut Cursor<&[u8]>,
+        end: u64,
+        sc: &mut Scratch,
+        s: Sink<'_>,
+    ) -> io::Result<Result<(), String>> {
+        decode_unit(r, 0, end, sc, s)
+    }
+    fn stream(
+        r: &mut Cursor<&[u8]>,
+        end: u64,
+        sc: &mut Scratch,
+        s: Sink<'_>,
+    ) -> io::Result<Result<(), String>> {
+        decode_stream(r, 0, end, sc, s)
+    }
+    fn torn(
+        r: &mut Cursor<&[u8]>,
+        end: u64,
+        sc: &mut Scratch,
+        s: Sink<'_>,
+    ) -> io::Result<Result<(), String>> {
+        decode_stream(r, 0, end / 2, sc, s)
+    }
+
+    fn frame(lines: usize) -> (Vec<u8>, Vec<u8>) {
+        let plain: Vec<u8> = (0..lines)
+            .flat_map(|i| format!("{{\"seq\":{i},\"pad\":\"{}\"}}\n", "x".repeat(40)).into_bytes())
+            .collect();
+        (zstd::encode_all(&plain[..], 3).unwrap(), plain)
+    }
+
+    fn read(z: &[u8], budget: u64, f: Reader) -> (Vec<u8>, Result<(), String>, bool) {
+        let mut sc = Scratch::new();
+        sc.reset_budget(budget);
+        let mut got = Vec::new();
+        let res = f(
+            &mut Cursor::new(z),
+            z.len() as u64,
+            &mut sc,
+            &mut |chunk, inner| {
+                assert_eq!(
+                    inner as usize,
+                    got.len(),
+                    "offsets inside the frame are contiguous"
+                );
+                got.extend_from_slice(chunk)
+            },
+        )
+        .unwrap();
+        (got, res, sc.exhausted())
+    }
+
+    #[test]
+    fn whole_frames_and_torn_tails_share_one_budgeted_reader() {
+        let (z, plain) = frame(20_000);
+        // a full budget: both paths deliver the frame; a torn frame delivers a prefix and says why
+        assert_eq!(
+            read(&z, DECODE_BUDGET, whole),
+            (plain.clone(), Ok(()), false)
+        );
+        assert_eq!(
+            read(&z, DECODE_BUDGET, stream),
+            (plain.clone(), Ok(()), false)
+        );
+        let (prefix, why, spent) = read(&z, DECODE_BUDGET, torn);
+        assert!(why.is_err() && !spent && !prefix.is_empty() && plain.starts_with(&prefix));
+        // a budget below the frame's cost: both stop, exhausted, having spent no more than it
+        let small = chunk_cost(&plain) / 3;
+        for f in [whole as Reader, stream] {
+            let (got, why, spent) = read(&z, small, f);
+            assert_eq!((why, spent), (Err(BUDGET_SPENT.to_string()), true));
+            assert!(chunk_cost(&got) <= small && plain.starts_with(&got));
+        }
+        // once exhausted, a read does nothing
+        let mut sc = Scratch::new();
+        sc.reset_budget(1);
+        let end = z.len() as u64;
+        let _ = decode_unit(&mut Cursor::new(&z[..]), 0, end, &mut sc, &mut |_, _| {});
+        let res = decode_stream(&mut Cursor::new(&z[..]), 0, end, &mut sc, &mut |_, _| {
+            panic!("no chunk after the budget is spent")
+        });
+        assert_eq!(res.unwrap(), Err(BUDGET_SPENT.to_string()));
+    }
 }
