@@ -456,7 +456,7 @@ pub fn list_sessions(env: &Env, request: String) -> Result<AsyncBlock<Listing>, 
     })
 }
 
-/// The head of a read window (`mail_core::cli::data::ReadSession`).
+/// The head of a read window (`mail_core::render::read::ReadHead`, plus the log it was read from).
 #[napi(object, use_nullable = true)]
 pub struct ReadSession {
     pub id: String,
@@ -518,16 +518,24 @@ pub fn read_session(env: &Env, request: String) -> Result<AsyncBlock<ReadWindow>
                     code: None,
                     text: None,
                     session: Some(ReadSession {
+                        liveness: if w.session.live {
+                            Liveness::Live
+                        } else {
+                            Liveness::Cold
+                        },
+                        scope: if w.session.subagent {
+                            SessionScope::Subagent
+                        } else {
+                            SessionScope::TopLevel
+                        },
+                        fork_of: w.session.parent.clone().filter(|_| !w.session.subagent),
+                        parent_session: w.session.parent,
                         id: w.session.id,
-                        liveness: w.session.liveness.into(),
-                        scope: w.session.scope.into(),
-                        parent_session: w.session.parent_session,
-                        fork_of: w.session.fork_of,
                         cwd: w.session.cwd,
                         title: w.session.title,
                         readable: w.session.readable as u32,
-                        captured_through_seq: w.session.captured_through_seq.map(|n| n as f64),
-                        log_path: w.session.log_path,
+                        captured_through_seq: w.session.captured_through.map(|n| n as f64),
+                        log_path: w.log_path,
                     }),
                     messages: Some(
                         w.messages

@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use crate::outcome::Refusal;
 use crate::render::list::{send_hint, store_note, Liveness};
+use crate::render::read::ReadHead;
 use crate::request::ToolRequest;
 use crate::store::{self, Lookup};
 use crate::tools::{list, read};
@@ -153,22 +154,6 @@ fn cut(body: &str, max: usize) -> (String, usize) {
     }
 }
 
-/// The head of a read window.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ReadSession {
-    pub id: String,
-    pub liveness: RowLiveness,
-    pub scope: RowScope,
-    pub parent_session: Option<String>,
-    pub fork_of: Option<String>,
-    pub cwd: Option<String>,
-    pub title: Option<String>,
-    pub readable: usize,
-    pub captured_through_seq: Option<u64>,
-    pub log_path: String,
-}
-
 /// One message of a read window.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -195,7 +180,9 @@ pub struct HiddenCounts {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ReadView {
-    pub session: ReadSession,
+    pub session: ReadHead,
+    /// The log file the window was read from.
+    pub log_path: String,
     pub messages: Vec<WindowMessage>,
     pub omitted: usize,
     pub hidden: HiddenCounts,
@@ -243,24 +230,9 @@ pub fn read_data(home: &Path, req: &ToolRequest) -> Result<ReadView, Refusal> {
             }
         })
         .collect();
-    let h = &w.head;
     Ok(ReadView {
-        session: ReadSession {
-            id: h.id.clone(),
-            liveness: if h.live {
-                RowLiveness::Live
-            } else {
-                RowLiveness::Cold
-            },
-            scope: RowScope::of(h.subagent),
-            parent_session: h.parent.clone(),
-            fork_of: if h.subagent { None } else { h.parent.clone() },
-            cwd: h.cwd.clone(),
-            title: h.title.clone(),
-            readable: h.readable,
-            captured_through_seq: h.captured_through,
-            log_path: s.log.path.display().to_string(),
-        },
+        session: w.head,
+        log_path: s.log.path.display().to_string(),
         messages,
         omitted: w.omitted,
         hidden: HiddenCounts {
@@ -400,6 +372,19 @@ mod tests {
         };
         let first_seq = r["messages"][0]["seq"].as_u64().unwrap();
         assert!(text.contains(&format!("seq {first_seq},")), "{text}");
+        // the data's head is the text's head: its readable count and captured-through seq are the header's
+        let s = &r["session"];
+        assert!(
+            text.contains(&format!(
+                "readable messages: {} | captured through seq: {}\n",
+                s["readable"], s["capturedThroughSeq"]
+            )),
+            "{s} vs {text}"
+        );
+        assert!(
+            r["logPath"].as_str().unwrap().ends_with(".jsonl")
+                || r["logPath"].as_str().unwrap().ends_with(".zstd")
+        );
         let missing = read_value(
             &home,
             &req("sessions_read", json!({"session_id": "session-nope"})),

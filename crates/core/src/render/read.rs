@@ -2,8 +2,10 @@
 
 use super::list::{capped, one_line, show_id, MAX_CWD_CHARS, MAX_TITLE_CHARS};
 
-/// The header block of a read.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The head of a read window: the header block of the text, and the `session` of the data
+/// (`cli::data::ReadView`, the binding's `ReadSession`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ReadHead {
     pub id: String,
     pub live: bool,
@@ -14,6 +16,7 @@ pub struct ReadHead {
     /// Messages left after filtering.
     pub readable: usize,
     /// The last seq read.
+    #[serde(rename = "capturedThroughSeq")]
     pub captured_through: Option<u64>,
     /// A delta read: only messages after this seq (`since_seq`).
     pub since: Option<u64>,
