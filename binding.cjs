@@ -844,6 +844,7 @@ module.exports.coreVersion = nativeBinding.coreVersion
 module.exports.defaultSender = nativeBinding.defaultSender
 module.exports.FateState = nativeBinding.FateState
 module.exports.homeFilesJson = nativeBinding.homeFilesJson
+module.exports.HostState = nativeBinding.HostState
 module.exports.idleNotice = nativeBinding.idleNotice
 module.exports.IdleNoticeDecision = nativeBinding.IdleNoticeDecision
 module.exports.listSessions = nativeBinding.listSessions

@@ -101,11 +101,22 @@ export declare function homeFilesJson(dshHome?: string | undefined | null): Prom
 
 /** What the host answered to `POST /api/host.describe` without a cookie (the send path's probe). */
 export interface HostProbe {
-  /** `rc8`, `v2`, `forbidden`, `other` (not like DSH) or `unreachable`. */
-  state: string
+  state: HostState
   status: number | null
   /** Why nothing answered, or the start of an unexpected body. */
   detail: string | null
+}
+
+/**
+ * What the host at an address is (`mail_core::doctor::HostState`): `rc8`, `v2`, `forbidden` (403),
+ * `other` (not like DSH) or `unreachable`.
+ */
+export declare const enum HostState {
+  Rc8 = 'rc8',
+  V2 = 'v2',
+  Forbidden = 'forbidden',
+  Other = 'other',
+  Unreachable = 'unreachable',
 }
 
 /**
@@ -236,7 +247,7 @@ export interface ReadMessage {
 /** `sessions_read` of a stored session; `request` is a ToolRequest (tool `sessions_read`). */
 export declare function readSession(request: string): Promise<ReadWindow>
 
-/** The head of a read window (`mail_core::cli::data::ReadSession`). */
+/** The head of a read window (`mail_core::render::read::ReadHead`, plus the log it was read from). */
 export interface ReadSession {
   id: string
   liveness: Liveness

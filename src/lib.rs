@@ -743,11 +743,39 @@ pub async fn auth_probe(
     })
 }
 
+/// What the host at an address is (`mail_core::doctor::HostState`): `rc8`, `v2`, `forbidden` (403),
+/// `other` (not like DSH) or `unreachable`.
+#[napi(string_enum)]
+pub enum HostState {
+    #[napi(value = "rc8")]
+    Rc8,
+    #[napi(value = "v2")]
+    V2,
+    #[napi(value = "forbidden")]
+    Forbidden,
+    #[napi(value = "other")]
+    Other,
+    #[napi(value = "unreachable")]
+    Unreachable,
+}
+
+impl From<mail_core::doctor::HostState> for HostState {
+    fn from(s: mail_core::doctor::HostState) -> Self {
+        use mail_core::doctor::HostState as S;
+        match s {
+            S::Rc8 => HostState::Rc8,
+            S::V2 => HostState::V2,
+            S::Forbidden => HostState::Forbidden,
+            S::Other => HostState::Other,
+            S::Unreachable => HostState::Unreachable,
+        }
+    }
+}
+
 /// What the host answered to `POST /api/host.describe` without a cookie (the send path's probe).
 #[napi(object, use_nullable = true)]
 pub struct HostProbe {
-    /// `rc8`, `v2`, `forbidden`, `other` (not like DSH) or `unreachable`.
-    pub state: String,
+    pub state: HostState,
     pub status: Option<u32>,
     /// Why nothing answered, or the start of an unexpected body.
     pub detail: Option<String>,
@@ -756,20 +784,13 @@ pub struct HostProbe {
 /// Probe the host generation at `baseUrl` (loopback only).
 #[napi]
 pub async fn probe_host(base_url: String, timeout_ms: Option<u32>) -> napi::Result<HostProbe> {
-    use mail_core::delivery::dialect::HostAnswer;
     let ms = timeout_ms.map_or(3000, u64::from);
     let t = mail_core::delivery::http::Timeouts::from_ms(ms, ms);
-    let (state, status, detail) = match mail_core::doctor::probe_host(&base_url, t).await {
-        Ok(HostAnswer::Rc8) => ("rc8", Some(200), None),
-        Ok(HostAnswer::V2 { status }) => ("v2", Some(u32::from(status)), None),
-        Ok(HostAnswer::Forbidden) => ("forbidden", Some(403), None),
-        Ok(HostAnswer::Other { status, body }) => ("other", Some(u32::from(status)), Some(body)),
-        Err(why) => ("unreachable", None, Some(why)),
-    };
+    let p = mail_core::doctor::host_probe(&base_url, t).await;
     Ok(HostProbe {
-        state: state.into(),
-        status,
-        detail,
+        state: p.state.into(),
+        status: p.status.map(u32::from),
+        detail: p.detail,
     })
 }
 

@@ -401,3 +401,17 @@ describe('real DSH 0.1.0-rc.8 host', () => {
     assert.equal(d.json.checks.find(c => c.name === 'row').status, 'skip')
   })
 })
+
+test('probeHost answers a typed state: a closed port is HostState.Unreachable, a non-loopback address is refused before any connection', async () => {
+  assert.deepEqual({ ...core.HostState }, { Rc8: 'rc8', V2: 'v2', Forbidden: 'forbidden', Other: 'other', Unreachable: 'unreachable' })
+  const { createServer } = await import('node:net')
+  const server = createServer()
+  await new Promise(resolve => server.listen(0, '127.0.0.1', resolve))
+  const { port } = server.address()
+  await new Promise(resolve => server.close(resolve))
+  const r = await core.probeHost(`http://127.0.0.1:${port}`, 1000)
+  assert.equal(r.state, core.HostState.Unreachable)
+  assert.equal(r.status, null)
+  assert.match(r.detail, /\S/)
+  assert.equal((await core.probeHost('http://192.0.2.1:80', 1000)).state, core.HostState.Unreachable)
+})

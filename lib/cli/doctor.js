@@ -225,18 +225,20 @@ export async function doctor(argv, out) {
     const where = `${url}${urlSource === '--url' ? '' : ` (${urlSource})`}`
     // The send path's own probe (core `delivery::dialect::probe`), so doctor and send agree.
     const r = c === undefined ? undefined : await c.probeHost(url, 3000)
+    // `state` is the binding's HostState string enum (core doctor::HostState): compared by its members
+    const H = c?.HostState ?? {}
     if (r === undefined) {
       skip('host', `needs this command's own addon: ${coreError.message}`)
-    } else if (r.state === 'unreachable') {
+    } else if (r.state === H.Unreachable) {
       fail('host', `nothing answers at ${where}: ${r.detail}`,
         'start DSH with a web server (dsh --profile web), or pass --url / set DSH_WEB_URL to the address its "dsh web:" line prints')
-    } else if (r.state === 'rc8') {
+    } else if (r.state === H.Rc8) {
       dialect = 'rc8'
       ok('host', `DSH answers at ${where} (rc.8 route, no auth)`)
-    } else if (r.state === 'v2') {
+    } else if (r.state === H.V2) {
       dialect = 'v2'
       ok('host', `DSH answers at ${where} (0.1.2+ route: HTTP ${r.status} without a cookie)`)
-    } else if (r.state === 'forbidden') {
+    } else if (r.state === H.Forbidden) {
       fail('host', `${where} refused the request with HTTP 403 (the Host/Origin fence)`, 'use the loopback address DSH listens on (127.0.0.1 or localhost), not a proxy')
     } else {
       fail('host', `${where} answered HTTP ${r.status}, not like DSH: ${r.detail ?? ''}`,

@@ -17,6 +17,54 @@ pub async fn probe_host(base_url: &str, t: Timeouts) -> Result<HostAnswer, Strin
     })
 }
 
+/// What the host at an address is, as the send path's probe saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HostState {
+    /// rc.8: `POST /api/session.prompt`, no auth.
+    Rc8,
+    /// 0.1.2+: `/api/session/prompt` behind the browser-session cookie.
+    V2,
+    /// 403: the Host/Origin fence.
+    Forbidden,
+    /// Something answered, not like DSH.
+    Other,
+    /// Nothing usable answered (a bad address, a connection that failed).
+    Unreachable,
+}
+
+/// The doctor's host check (`probeHost`; the binding converts it field by field).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct HostProbe {
+    pub state: HostState,
+    pub status: Option<u16>,
+    /// Why nothing answered, or the start of an unexpected body.
+    pub detail: Option<String>,
+}
+
+impl HostProbe {
+    /// The probe's answer as data.
+    pub fn of(answer: Result<HostAnswer, String>) -> HostProbe {
+        let (state, status, detail) = match answer {
+            Ok(HostAnswer::Rc8) => (HostState::Rc8, Some(200), None),
+            Ok(HostAnswer::V2 { status }) => (HostState::V2, Some(status), None),
+            Ok(HostAnswer::Forbidden) => (HostState::Forbidden, Some(403), None),
+            Ok(HostAnswer::Other { status, body }) => (HostState::Other, Some(status), Some(body)),
+            Err(why) => (HostState::Unreachable, None, Some(why)),
+        };
+        HostProbe {
+            state,
+            status,
+            detail,
+        }
+    }
+}
+
+/// [`probe_host`] as data.
+pub async fn host_probe(base_url: &str, t: Timeouts) -> HostProbe {
+    HostProbe::of(probe_host(base_url, t).await)
+}
+
 /// `{ledger, credentials}`: why the audit ledger cannot be used as it is (a link, not a regular
 /// file, foreign-owned, over the read cap) and whether `.credentials.yaml` is readable by others;
 /// `null` when fine (issue 11 #4, #13).
@@ -25,4 +73,42 @@ pub fn home_files(home: &std::path::Path) -> serde_json::Value {
         "ledger": crate::ledger::health(home),
         "credentials": crate::delivery::credentials::exposure_warning(home),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_host_answer_is_a_typed_state_with_its_status() {
+        let v = |a| serde_json::to_value(HostProbe::of(a)).unwrap();
+        assert_eq!(
+            v(Ok(HostAnswer::Rc8)),
+            serde_json::json!({"state": "rc8", "status": 200, "detail": null})
+        );
+        assert_eq!(v(Ok(HostAnswer::V2 { status: 401 }))["state"], "v2");
+        assert_eq!(v(Ok(HostAnswer::Forbidden))["status"], 403);
+        let other = HostProbe::of(Ok(HostAnswer::Other {
+            status: 418,
+            body: "teapot".into(),
+        }));
+        assert_eq!(
+            (other.state, other.status, other.detail.as_deref()),
+            (HostState::Other, Some(418), Some("teapot"))
+        );
+        assert_eq!(v(Err("refused".into()))["state"], "unreachable");
+    }
+
+    #[tokio::test]
+    async fn a_port_nothing_listens_on_is_unreachable_and_a_remote_address_is_refused() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        drop(l);
+        let t = Timeouts::from_ms(500, 500);
+        let p = host_probe(&format!("http://127.0.0.1:{port}"), t).await;
+        assert_eq!((p.state, p.status), (HostState::Unreachable, None));
+        let p = host_probe("http://example.com:80", t).await;
+        assert_eq!(p.state, HostState::Unreachable);
+        assert!(p.detail.is_some());
+    }
 }
