@@ -73,6 +73,20 @@ test('message format: From header with a full-width colon, written by the plugin
   }
 })
 
+test('mintCookie: an unusable secret throws E_BAD_KEY (and says why, never echoing it); a bad authority E_BAD_REQUEST', () => {
+  const authority = '127.0.0.1:4567'
+  const short = b64url(Buffer.alloc(16, 9))
+  for (const [secret, why] of [[short, /decodes to 16 bytes, not 32/], ['not base64url!*', /not unpadded base64url/], ['', /decodes to 0 bytes/]]) {
+    assert.throws(() => core.mintCookie(secret, authority, 0), (e) => {
+      assert.equal(e.code, 'E_BAD_KEY')
+      assert.match(e.message, why)
+      if (secret) assert.ok(!e.message.includes(secret), 'the secret is not in the message')
+      return true
+    })
+  }
+  assert.throws(() => core.mintCookie(b64url(Buffer.alloc(32, 7)), 'http://x/y z', 0), { code: 'E_BAD_REQUEST' })
+})
+
 test('cookie minting equals a node:crypto reference and the contract host accepts it', () => {
   const secret = b64url(Buffer.alloc(32, 7))
   const now = 1_800_000_000_000
