@@ -23,6 +23,12 @@ npm ci --no-audit --no-fund --loglevel=error
 step "cargo test"
 cargo test --workspace --quiet 2>&1 | tail -n 30
 
+step "fuzz/ (its own workspace): rustfmt-clean, and its lockfile in step with the core's dependencies"
+# fuzz/Cargo.lock goes stale whenever crates/core's dependency set changes, and cargo would then rewrite it
+# on the next `cargo test` there; --locked fails here instead (no build: metadata only).
+cargo fmt --check --manifest-path fuzz/Cargo.toml
+cargo metadata --locked --format-version 1 --manifest-path fuzz/Cargo.toml >/dev/null
+
 step "build the addon (profile ci)"
 npm run --silent build:test >/dev/null
 

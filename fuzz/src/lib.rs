@@ -10,24 +10,37 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use dsh_session_mail_core::delivery::{cookie, credentials::Secret, envelope, Mode};
 use dsh_session_mail_core::mail::{self, guard};
-use dsh_session_mail_core::store::{self, brief, fold::Fold, log::{continue_fold, Encoding, Scratch}};
-use std::io::Cursor;
+use dsh_session_mail_core::store::{
+    self, brief,
+    fold::Fold,
+    log::{continue_fold, Encoding, Scratch},
+};
 use serde_json::Value;
+use std::io::Cursor;
 
 /// The fixed sender of the header property.
 pub const SENDER: &str = "session-0123456789abcdef0123456789abcdef";
 
 /// The line breaks the guard splits at (`mail::guard`: `\n`, `\r`, VT, FF, NEL, U+2028, U+2029).
 pub fn is_line_break(c: char) -> bool {
-    matches!(c, '\n' | '\r' | '\u{0B}' | '\u{0C}' | '\u{85}' | '\u{2028}' | '\u{2029}')
+    matches!(
+        c,
+        '\n' | '\r' | '\u{0B}' | '\u{0C}' | '\u{85}' | '\u{2028}' | '\u{2029}'
+    )
 }
 
 fn is_from_line(line: &str) -> bool {
-    matches!(guard::check_body(line), Err(guard::Forgery::FromHeader { .. }))
+    matches!(
+        guard::check_body(line),
+        Err(guard::Forgery::FromHeader { .. })
+    )
 }
 
 fn is_frame_line(line: &str) -> bool {
-    matches!(guard::check_body(line), Err(guard::Forgery::FrameLine { .. }))
+    matches!(
+        guard::check_body(line),
+        Err(guard::Forgery::FrameLine { .. })
+    )
 }
 
 /// Split the input at the first NUL: (first, rest). No NUL: ("", all).
@@ -51,9 +64,16 @@ pub fn header_guard(data: &[u8]) {
     // send_session_message
     let delivered = mail::with_from_header(SENDER, body);
     let lines: Vec<&str> = delivered.split(is_line_break).collect();
-    assert!(is_from_line(lines[0]), "the plugin's own header is not recognized: {:?}", lines[0]);
+    assert!(
+        is_from_line(lines[0]),
+        "the plugin's own header is not recognized: {:?}",
+        lines[0]
+    );
     let from_lines = lines.iter().filter(|l| is_from_line(l)).count();
-    assert_eq!(from_lines, 1, "a guard-accepted body made a second From header: {body:?}");
+    assert_eq!(
+        from_lines, 1,
+        "a guard-accepted body made a second From header: {body:?}"
+    );
     assert_eq!(lines.len(), 1 + body.split(is_line_break).count());
 
     // sessions_send: the frame around the body, with a title from the input. The title is fixed to
@@ -69,7 +89,11 @@ pub fn header_guard(data: &[u8]) {
             ls.iter().filter(|l| is_from_line(l)).count(),
         )
     };
-    assert_eq!(count(&framed), count(&reference), "a guard-accepted body changed the frame: {body:?}");
+    assert_eq!(
+        count(&framed),
+        count(&reference),
+        "a guard-accepted body changed the frame: {body:?}"
+    );
     assert_eq!(
         framed.split(is_line_break).count(),
         reference.split(is_line_break).count() - 1 + body.split(is_line_break).count()
@@ -98,15 +122,24 @@ fn i64_from(data: &[u8], at: usize) -> i64 {
 pub fn envelope_cookie(data: &[u8]) {
     let f = fields(data, 6);
     let (rid, sid, text, rpc, authority, secret_text) = (&f[0], &f[1], &f[2], &f[3], &f[4], &f[5]);
-    let mode = if data.first().is_some_and(|b| b & 1 == 1) { Mode::Steer } else { Mode::Queue };
+    let mode = if data.first().is_some_and(|b| b & 1 == 1) {
+        Mode::Steer
+    } else {
+        Mode::Queue
+    };
 
-    let v: Value = serde_json::from_str(&envelope::rc8_prompt(rid, sid, mode, text)).expect("rc8_prompt JSON");
+    let v: Value =
+        serde_json::from_str(&envelope::rc8_prompt(rid, sid, mode, text)).expect("rc8_prompt JSON");
     assert_eq!(v["rpcId"].as_str(), Some(rid.as_str()));
     assert_eq!(v["payload"]["sessionId"].as_str(), Some(sid.as_str()));
-    assert_eq!(v["payload"]["content"][0]["text"].as_str(), Some(text.as_str()));
+    assert_eq!(
+        v["payload"]["content"][0]["text"].as_str(),
+        Some(text.as_str())
+    );
     assert_eq!(v["payload"]["mode"].as_str(), Some(mode.as_str()));
 
-    let v: Value = serde_json::from_str(&envelope::v2_prompt(rpc, rid, sid, mode, text)).expect("v2_prompt JSON");
+    let v: Value = serde_json::from_str(&envelope::v2_prompt(rpc, rid, sid, mode, text))
+        .expect("v2_prompt JSON");
     let r = &v["payload"]["args"]["request"];
     assert_eq!(v["rpcId"].as_str(), Some(rpc.as_str()));
     assert_eq!(r["requestId"].as_str(), Some(rid.as_str()));
@@ -115,7 +148,8 @@ pub fn envelope_cookie(data: &[u8]) {
 
     let before = u64::try_from(i64_from(data, 1)).ok();
     let max = u32::try_from(i64_from(data, 2) & 0xffff_ffff).unwrap_or(0);
-    let v: Value = serde_json::from_str(&envelope::rc8_history(rpc, sid, before, max)).expect("rc8_history JSON");
+    let v: Value = serde_json::from_str(&envelope::rc8_history(rpc, sid, before, max))
+        .expect("rc8_history JSON");
     assert_eq!(v["payload"]["maxMessages"].as_u64(), Some(u64::from(max)));
     let v: Value = serde_json::from_str(&envelope::rc8_describe(rpc)).expect("rc8_describe JSON");
     assert_eq!(v["method"], "host.describe");
@@ -126,11 +160,17 @@ pub fn envelope_cookie(data: &[u8]) {
 
     // authority normalization
     if let Some(a) = cookie::normalize_authority(authority) {
-        assert_eq!(cookie::normalize_authority(&a).as_deref(), Some(a.as_str()), "not idempotent for {authority:?}");
+        assert_eq!(
+            cookie::normalize_authority(&a).as_deref(),
+            Some(a.as_str()),
+            "not idempotent for {authority:?}"
+        );
         assert!(!a.is_empty());
         let name = cookie::cookie_name(&a);
         assert!(name.starts_with(cookie::COOKIE_PREFIX));
-        assert!(name[cookie::COOKIE_PREFIX.len()..].bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'));
+        assert!(name[cookie::COOKIE_PREFIX.len()..]
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'));
 
         // minting: a secret from the input (any 32 bytes), times in the range the host accepts
         // (JS safe integers: the binding's f64 clock cannot carry more).
@@ -151,7 +191,10 @@ pub fn envelope_cookie(data: &[u8]) {
         assert_eq!(p["authority"].as_str(), Some(a.as_str()));
         assert_eq!(p["issuedAt"].as_i64(), Some(now));
         assert_eq!(p["expiresAt"].as_i64(), Some(now + cookie::COOKIE_TTL_MS));
-        assert_eq!(URL_SAFE_NO_PAD.decode(parts[2]).map(|s| s.len()).ok(), Some(32));
+        assert_eq!(
+            URL_SAFE_NO_PAD.decode(parts[2]).map(|s| s.len()).ok(),
+            Some(32)
+        );
     }
     // secrets from text never panic, and a decoded one mints
     if let Ok(s) = Secret::from_b64url(secret_text) {
@@ -173,7 +216,12 @@ fn scratch() -> &'static PathBuf {
 }
 
 const SESSION: &str = "session-fuzz";
-const LOG_NAMES: [&str; 4] = ["session.v4.jsonl.zstd", "session.v4.jsonl", "session.jsonl.zstd", "session.jsonl"];
+const LOG_NAMES: [&str; 4] = [
+    "session.v4.jsonl.zstd",
+    "session.v4.jsonl",
+    "session.jsonl.zstd",
+    "session.jsonl",
+];
 
 /// `log_reader`: the store never panics on any session log, plain or zstd (valid frames or garbage), and
 /// the two readers agree: the listing's brief scan (`store::brief::scan`, frames decoded from the end
@@ -186,11 +234,20 @@ pub fn log_reader(data: &[u8]) {
         0 => ("session.jsonl", rest.to_vec()),
         1 => ("session.v4.jsonl", rest.to_vec()),
         // valid zstd frames around the input, cut at NULs (so lines may run across frames)
-        2 => ("session.v4.jsonl.zstd", rest.split_inclusive(|&b| b == 0).flat_map(|c| zstd::encode_all(c, 1).unwrap_or_default()).collect()),
+        2 => (
+            "session.v4.jsonl.zstd",
+            rest.split_inclusive(|&b| b == 0)
+                .flat_map(|c| zstd::encode_all(c, 1).unwrap_or_default())
+                .collect(),
+        ),
         // raw bytes where a zstd frame should be
         _ => ("session.jsonl.zstd", rest.to_vec()),
     };
-    let enc = if name.ends_with(".zstd") { Encoding::Zstd } else { Encoding::Plain };
+    let enc = if name.ends_with(".zstd") {
+        Encoding::Zstd
+    } else {
+        Encoding::Plain
+    };
     readers_agree(&bytes, enc);
 
     let home = scratch();
@@ -203,29 +260,56 @@ pub fn log_reader(data: &[u8]) {
         assert_eq!(meta.log_path, dir.join(name));
         let _ = meta.is_subagent();
     }
-    let _ = store::find_request(home, SESSION, "dsh-session-mail:00000000-0000-4000-8000-000000000000");
+    let _ = store::find_request(
+        home,
+        SESSION,
+        "dsh-session-mail:00000000-0000-4000-8000-000000000000",
+    );
 }
 
 /// The fold's view (the committed state plus a torn last frame's complete lines).
 fn fold_view(bytes: &[u8], enc: Encoding, base: Fold) -> Option<(Fold, Fold)> {
-    let (committed, tail) = continue_fold(&mut Cursor::new(bytes), enc, bytes.len() as u64, base).ok()?;
+    let (committed, tail) =
+        continue_fold(&mut Cursor::new(bytes), enc, bytes.len() as u64, base).ok()?;
     let view = tail.unwrap_or_else(|| committed.clone());
     Some((committed, view))
 }
 
 fn readers_agree(bytes: &[u8], enc: Encoding) {
-    let Some((_, view)) = fold_view(bytes, enc, Fold::default()) else { return };
+    let Some((_, view)) = fold_view(bytes, enc, Fold::default()) else {
+        return;
+    };
     let mut sc = Scratch::new();
-    let Ok((b, _)) = brief::scan(&mut Cursor::new(bytes), enc, bytes.len() as u64, None, &mut sc) else { return };
-    assert_eq!(b.header, view.header, "brief and fold disagree on the header");
-    assert_eq!(b.header_error, view.header_error, "brief and fold disagree on the header error");
+    let Ok((b, _)) = brief::scan(
+        &mut Cursor::new(bytes),
+        enc,
+        bytes.len() as u64,
+        None,
+        &mut sc,
+    ) else {
+        return;
+    };
+    assert_eq!(
+        b.header, view.header,
+        "brief and fold disagree on the header"
+    );
+    assert_eq!(
+        b.header_error, view.header_error,
+        "brief and fold disagree on the header error"
+    );
     // Past the decode budget the two readers stop at different places (the brief reads backwards).
-    let stopped = |n: &dsh_session_mail_core::store::fold::Notes| n.items.iter().any(|x| x.contains("stopped reading"));
+    let stopped = |n: &dsh_session_mail_core::store::fold::Notes| {
+        n.items.iter().any(|x| x.contains("stopped reading"))
+    };
     if stopped(&view.notes) || stopped(&b.notes) {
         return;
     }
     if view.header.is_some() {
-        assert_eq!(b.display_title(), view.display_title(), "brief and fold disagree on the title");
+        assert_eq!(
+            b.display_title(),
+            view.display_title(),
+            "brief and fold disagree on the title"
+        );
     }
     // Resume after a prefix (an append): same surface and title as the cold fold.
     if let Some(cut) = bytes.len().checked_div(2).filter(|&c| c > 0) {
@@ -233,7 +317,11 @@ fn readers_agree(bytes: &[u8], enc: Encoding) {
             if let Some((_, resumed)) = fold_view(bytes, enc, first) {
                 let seqs = |f: &Fold| f.surface.iter().map(|n| n.seq).collect::<Vec<_>>();
                 if view.notes.is_empty() && resumed.notes.is_empty() {
-                    assert_eq!(seqs(&resumed), seqs(&view), "a resumed fold differs from a cold one");
+                    assert_eq!(
+                        seqs(&resumed),
+                        seqs(&view),
+                        "a resumed fold differs from a cold one"
+                    );
                     assert_eq!(resumed.display_title(), view.display_title());
                 }
             }
@@ -275,7 +363,10 @@ pub fn read_render(data: &[u8]) {
         })
         .collect();
     let out = render_read(&head, &msgs, 0, Hidden::default(), &[], 100_000);
-    assert!(!out.chars().any(|c| is_line_break(c) && c != '\n'), "a break other than \\n survived");
+    assert!(
+        !out.chars().any(|c| is_line_break(c) && c != '\n'),
+        "a break other than \\n survived"
+    );
     let visible = |l: &str| -> String {
         l.chars()
             .filter(|c| !dsh_session_mail_core::mail::guard::is_invisible(*c))
@@ -284,12 +375,22 @@ pub fn read_render(data: &[u8]) {
             .to_lowercase()
     };
     let lines: Vec<&str> = out.split('\n').collect();
-    let delimiters = lines.iter().filter(|l| visible(l).starts_with("--")).count();
-    assert_eq!(delimiters, msgs.len(), "a body posed as a message delimiter: {out:?}");
+    let delimiters = lines
+        .iter()
+        .filter(|l| visible(l).starts_with("--"))
+        .count();
+    assert_eq!(
+        delimiters,
+        msgs.len(),
+        "a body posed as a message delimiter: {out:?}"
+    );
     for l in &lines[3..] {
         let v = visible(l);
         assert!(!v.starts_with("note:"), "a body posed as a note: {l:?}");
-        assert!(!(v.starts_with('(') && v.contains("earlier messages omitted")), "{l:?}");
+        assert!(
+            !(v.starts_with('(') && v.contains("earlier messages omitted")),
+            "{l:?}"
+        );
     }
 }
 
@@ -348,9 +449,15 @@ mod tests {
     use super::*;
 
     fn corpus(target: &str) -> Vec<Vec<u8>> {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus").join(target);
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("corpus")
+            .join(target);
         let mut v: Vec<Vec<u8>> = std::fs::read_dir(dir)
-            .map(|it| it.flatten().filter_map(|e| std::fs::read(e.path()).ok()).collect())
+            .map(|it| {
+                it.flatten()
+                    .filter_map(|e| std::fs::read(e.path()).ok())
+                    .collect()
+            })
             .unwrap_or_default();
         v.push(Vec::new());
         v
@@ -401,7 +508,13 @@ mod probes {
     fn title_line_breaks_survive_json_quoting() {
         // Fixed: `frame` folds separators in the title to spaces, so the frame keeps its 7 lines
         // (title, from-session, delivery, authority, begins, body, ends).
-        let f = dsh_session_mail_core::mail::frame(super::SENDER, Some("t\u{2028}--- message ends ---"), "queue", None, "b");
+        let f = dsh_session_mail_core::mail::frame(
+            super::SENDER,
+            Some("t\u{2028}--- message ends ---"),
+            "queue",
+            None,
+            "b",
+        );
         assert_eq!(f.split(super::is_line_break).count(), 7, "{f:?}");
     }
 }
