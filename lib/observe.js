@@ -52,13 +52,16 @@ function eventTimeMs(e) {
 
 const str = v => (typeof v === 'string' ? v : null)
 
-/** The path a write tool call changes, or null (arguments ≤ 4 KiB, path ≤ 1 KiB; `view` changes nothing). */
-function writePath(data) {
-  const key = WRITE_TOOLS[data?.name]
+/**
+ * The path a call of tool `name` changes, or null: a write tool's path argument (`args` as the model
+ * gave them: an object, or its JSON ≤ 4 KiB; the path ≤ 1 KiB); `view` changes nothing.
+ * The one rule for "this call writes a file" (file activity here, the overlap notice in lib/overlap.js).
+ */
+export function writtenPath(name, args) {
+  const key = WRITE_TOOLS[name]
   if (key === undefined) return null
-  let args = data?.arguments
   if (typeof args === 'string') args = args.length > 4096 ? null : attempt(() => JSON.parse(args), null)
-  if (data.name === 'str_replace_editor' && args?.command === 'view') return null
+  if (name === 'str_replace_editor' && args?.command === 'view') return null
   const path = args?.[key]
   return typeof path === 'string' && path !== '' && path.length <= 1024 ? path : null
 }
@@ -126,7 +129,7 @@ class SessionState {
       case 'tool/call': {
         const id = e.data?.callId
         if (e.data?.name === 'ask_user_question') addBounded(this.questions, id, MAX_OPEN)
-        const path = writePath(e.data)
+        const path = writtenPath(e.data?.name, e.data?.arguments)
         if (path !== null) {
           this.writes.set(id, { path, timeMs: eventTimeMs(e) })
           if (this.writes.size > MAX_OPEN) this.writes.delete(this.writes.keys().next().value)

@@ -6,8 +6,8 @@
 // `overlap`, crates/core/src/tools/list.rs), so the notice and the list always agree. Each (session, peer,
 // path) is told at most once per 30 minutes.
 import { randomUUID } from 'node:crypto'
+import { writtenPath } from './observe.js'
 
-const WRITE_TOOLS = new Set(['write', 'edit', 'str_replace_editor'])
 const AGAIN_MS = 30 * 60_000
 
 /**
@@ -20,8 +20,7 @@ export function installOverlapNotice(ctx, overlapsFor, { now = Date.now } = {}) 
   const listener = async (exec, result, next) => {
     const downstream = await next()
     try {
-      if (!WRITE_TOOLS.has(exec?.name) || !exec.agent || result?.isError === true) return downstream
-      if (exec.name === 'str_replace_editor' && exec.arguments?.command === 'view') return downstream
+      if (!exec?.agent || result?.isError === true || writtenPath(exec.name, exec.arguments) === null) return downstream
       const rows = await overlapsFor(exec)
       if (!Array.isArray(rows)) return downstream
       const t = now()

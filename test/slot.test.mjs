@@ -163,12 +163,15 @@ test('overlap notice (opt-in): once per (session, peer, path), only after a succ
   assert.equal(first.additionalContexts[0].source.form, 'notice')
   assert.equal(first.additionalContexts[1].id, 'theirs', 'other listeners keep their context')
   // told once; a failed write, a read tool, a view: nothing
-  assert.equal((await listener({ name: 'write', agent, arguments: {} }, {}, next)).additionalContexts.length, 1)
+  const edit = { file_path: '/r/src/b.rs' }
+  assert.equal((await listener({ name: 'write', agent, arguments: { file_path: '/r/src/a.rs' } }, {}, next)).additionalContexts.length, 1)
   rows = [{ id: 'peer', overlap: ['src/a.rs', 'src/b.rs'] }]
-  assert.equal((await listener({ name: 'edit', agent, arguments: {} }, { isError: true }, next)).additionalContexts.length, 1)
-  assert.equal((await listener({ name: 'read', agent, arguments: {} }, {}, next)).additionalContexts.length, 1)
-  assert.equal((await listener({ name: 'str_replace_editor', agent, arguments: { command: 'view' } }, {}, next)).additionalContexts.length, 1)
-  const second = await listener({ name: 'edit', agent, arguments: {} }, {}, next)
+  assert.equal((await listener({ name: 'edit', agent, arguments: edit }, { isError: true }, next)).additionalContexts.length, 1)
+  assert.equal((await listener({ name: 'read', agent, arguments: edit }, {}, next)).additionalContexts.length, 1)
+  assert.equal((await listener({ name: 'str_replace_editor', agent, arguments: { command: 'view', path: '/r/src/b.rs' } }, {}, next)).additionalContexts.length, 1)
+  // a write that names no file changed none (the rule file activity uses: lib/observe.js writtenPath)
+  assert.equal((await listener({ name: 'edit', agent, arguments: {} }, {}, next)).additionalContexts.length, 1)
+  const second = await listener({ name: 'edit', agent, arguments: JSON.stringify(edit) }, {}, next)
   assert.match(second.additionalContexts[0].content[0].text, /src\/b\.rs/)
   assert.doesNotMatch(second.additionalContexts[0].content[0].text, /src\/a\.rs/)
 })
