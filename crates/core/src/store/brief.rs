@@ -19,7 +19,7 @@ use memchr::memmem::Finder;
 use serde_json::value::RawValue;
 
 use super::events::{is_chunk_row, Envelope, Header, MessageLite, SurfaceOp, TitleData};
-use super::fold::{prompt_fallback_title, Notes};
+use super::fold::{header_line, oversized_header, prompt_fallback_title, Notes};
 use super::frames::{
     find_magic, next_complete_frame, scan_frame, FrameScan, Loc, Piece, Splitter, Windowed,
 };
@@ -147,20 +147,10 @@ impl State {
     fn forward(&mut self, notes: &mut Vec<NoteAt>, p: Piece<'_>) {
         match p {
             Piece::Oversized { len, .. } => {
-                if !self.header_decided() {
-                    self.header_error =
-                        Some(format!("header line of {len} bytes exceeds the line cap"));
-                }
+                oversized_header(&self.header, &mut self.header_error, len);
             }
             Piece::Line { bytes, loc } => {
-                if self.header_error.is_some() {
-                    return;
-                }
-                if self.header.is_none() {
-                    match Header::parse(bytes) {
-                        Ok(h) => self.header = Some(h),
-                        Err(e) => self.header_error = Some(e),
-                    }
+                if header_line(&mut self.header, &mut self.header_error, bytes) {
                     return;
                 }
                 match judge(bytes, self.fallback.is_none()) {

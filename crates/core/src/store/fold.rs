@@ -115,6 +115,39 @@ pub struct Fold {
     surface_capped: bool,
 }
 
+/// The first line of a log is its header (both readers: the fold and the listing's brief scan). True when
+/// `bytes` is taken by it: parsed as the header, or ignored because the header could not be read.
+pub(crate) fn header_line(
+    header: &mut Option<Header>,
+    error: &mut Option<String>,
+    bytes: &[u8],
+) -> bool {
+    if error.is_some() {
+        return true;
+    }
+    if header.is_some() {
+        return false;
+    }
+    match Header::parse(bytes) {
+        Ok(h) => *header = Some(h),
+        Err(e) => *error = Some(e),
+    }
+    true
+}
+
+/// An over-long line where the header should be: the log has no usable header. True when it was that line.
+pub(crate) fn oversized_header(
+    header: &Option<Header>,
+    error: &mut Option<String>,
+    len: u64,
+) -> bool {
+    if header.is_some() || error.is_some() {
+        return false;
+    }
+    *error = Some(format!("header line of {len} bytes exceeds the line cap"));
+    true
+}
+
 /// Most surface nodes one fold keeps (about 64 bytes each): past it the oldest go.
 pub const MAX_SURFACE: usize = 1_000_000;
 
@@ -275,17 +308,14 @@ impl Fold {
         self.lines += 1;
         match p {
             Piece::Oversized { len, .. } => {
-                let what = if self.header.is_none() && self.header_error.is_none() {
-                    self.header_error =
-                        Some(format!("header line of {len} bytes exceeds the line cap"));
+                if oversized_header(&self.header, &mut self.header_error, len) {
                     return;
-                } else {
-                    format!(
-                        "line {}: skipped a {} line (over the 16 MiB cap)",
-                        self.lines,
-                        human_bytes(len)
-                    )
-                };
+                }
+                let what = format!(
+                    "line {}: skipped a {} line (over the 16 MiB cap)",
+                    self.lines,
+                    human_bytes(len)
+                );
                 self.note(what);
             }
             Piece::Line { bytes, loc } => self.line(bytes, loc),
@@ -293,14 +323,7 @@ impl Fold {
     }
 
     fn line(&mut self, bytes: &[u8], loc: Loc) {
-        if self.header_error.is_some() {
-            return;
-        }
-        if self.header.is_none() {
-            match Header::parse(bytes) {
-                Ok(h) => self.header = Some(h),
-                Err(e) => self.header_error = Some(e),
-            }
+        if header_line(&mut self.header, &mut self.header_error, bytes) {
             return;
         }
         if bytes.iter().all(u8::is_ascii_whitespace) {
@@ -566,6 +589,53 @@ mod tests {
     }
 
     const H0: &str = r#"{"type":"session","version":0,"id":"s","createdAt":1,"delegationDepth":0}"#;
+
+    #[test]
+    fn the_fold_and_the_brief_scan_take_the_header_line_alike() {
+        use crate::store::brief;
+        use crate::store::log::{Encoding, Scratch};
+        let both = |text: &[u8]| {
+            let mut f = Fold::default();
+            f.feed(text, Loc::default());
+            let (b, _) = brief::scan(
+                &mut std::io::Cursor::new(text),
+                Encoding::Plain,
+                text.len() as u64,
+                None,
+                &mut Scratch::new(),
+            )
+            .unwrap();
+            assert_eq!(f.header, b.header, "the same header");
+            assert_eq!(f.header_error, b.header_error, "the same header error");
+            f
+        };
+        // a header over the line cap: no usable header, and nothing after it counts
+        let big = format!(
+            "{}\n{}\n",
+            "x".repeat(crate::store::frames::LINE_CAP + 1),
+            H0
+        );
+        let f = both(big.as_bytes());
+        assert!(f.header.is_none());
+        assert!(f
+            .header_error
+            .as_deref()
+            .unwrap()
+            .contains("exceeds the line cap"));
+        // an unreadable header: the same
+        let f = both(format!("not json\n{H0}\n").as_bytes());
+        assert!(f.header.is_none() && f.header_error.is_some());
+        // a header, then an over-long line: the header stands, the line is skipped with a note
+        let later = format!("{H0}\n{}\n", "y".repeat(crate::store::frames::LINE_CAP + 1));
+        let f = both(later.as_bytes());
+        assert_eq!(f.header.as_ref().map(|h| h.id.as_str()), Some("s"));
+        assert!(f.header_error.is_none());
+        assert!(
+            f.notes.summary().contains("over the 16 MiB cap"),
+            "{}",
+            f.notes.summary()
+        );
+    }
 
     fn um(seq: u64, text: &str, source: &str, op: &str) -> String {
         format!(
