@@ -64,6 +64,22 @@ function toolRequest(tool, args, home, config = {}) {
   return { tool, args, caller: null, config, host: { dshHome: home }, live: [] }
 }
 
+/**
+ * Run `req` and print it: with `asData` (`--json`) the core's data call as JSON, else the tool's text;
+ * the exit code comes from the typed outcome either way.
+ */
+async function printOutcome(out, asData, c, req, what, home) {
+  const json = JSON.stringify(req)
+  if (asData !== null) {
+    const v = await withProgress(what, home, asData.call(c, json))
+    out.stdout(JSON.stringify(v, null, 2))
+    return exitFor(v)
+  }
+  const r = await withProgress(what, home, c.runToolResult(json))
+  out.stdout(r.text)
+  return exitFor(r)
+}
+
 export async function list(argv, out) {
   const { help, values } = parse('list', argv, {
     query: { type: 'string' }, scope: { type: 'string' }, 'live-only': { type: 'boolean' },
@@ -79,14 +95,7 @@ export async function list(argv, out) {
   if (values['live-only']) args.live_only = true
   if (limit !== undefined) args.limit = limit
   const req = toolRequest('sessions_list', args, home, { maxListResults: Math.max(50, limit ?? 0) })
-  if (values.json) {
-    const v = await withProgress('scanning session logs', home, c.listSessions(JSON.stringify(req)))
-    out.stdout(JSON.stringify(v, null, 2))
-    return exitFor(v)
-  }
-  const r = await withProgress('scanning session logs', home, c.runToolResult(JSON.stringify(req)))
-  out.stdout(r.text)
-  return exitFor(r)
+  return printOutcome(out, values.json ? c.listSessions : null, c, req, 'scanning session logs', home)
 }
 
 export async function read(argv, out) {
@@ -108,12 +117,5 @@ export async function read(argv, out) {
   const config = { maxReadMessages: Math.max(50, max ?? 0) }
   if (maxChars !== undefined) config.maxMessageChars = maxChars
   const req = toolRequest('sessions_read', args, home, config)
-  if (values.json) {
-    const v = await withProgress('looking the session up', home, c.readSession(JSON.stringify(req)))
-    out.stdout(JSON.stringify(v, null, 2))
-    return exitFor(v)
-  }
-  const r = await withProgress('looking the session up', home, c.runToolResult(JSON.stringify(req)))
-  out.stdout(r.text)
-  return exitFor(r)
+  return printOutcome(out, values.json ? c.readSession : null, c, req, 'looking the session up', home)
 }
