@@ -1,6 +1,6 @@
 // What the shim knows about each live session's current turn, folded from the events the host publishes
 // as they are appended — never by reading a session's event array. rc.8 `Session.append()` publishes every
-// accepted event on the cordis `session/event` firehose as `(session, event)` (packages/core/session
+// accepted event on the cordis `session/event` firehose as `(session, event)` (packages/core/session/src/index.ts
 // `collectSessionCallbacks(…, 'session/event', …)`; rc.8's token meter and file-reference plugins listen the
 // same way), and 0.1.7's built-in peer sessions fold their presence and activity rows from the same
 // listener (kilinthecode/deepseek-harness packages/experimental/peer-sessions/src/index.ts
