@@ -847,6 +847,7 @@ module.exports.homeFilesJson = nativeBinding.homeFilesJson
 module.exports.HostState = nativeBinding.HostState
 module.exports.idleNotice = nativeBinding.idleNotice
 module.exports.IdleNoticeDecision = nativeBinding.IdleNoticeDecision
+module.exports.idleNoticeMessage = nativeBinding.idleNoticeMessage
 module.exports.listSessions = nativeBinding.listSessions
 module.exports.Liveness = nativeBinding.Liveness
 module.exports.mintCookie = nativeBinding.mintCookie

@@ -136,6 +136,21 @@ export declare const enum IdleNoticeDecision {
   TooMany = 'too-many',
 }
 
+/**
+ * The notice for the send `requestId` to `target`, whose turn has ended; `sinceSeq`: the seq before
+ * the watched message landed (the read it suggests starts after it).
+ */
+export declare function idleNoticeMessage(target: string, requestId: string, sinceSeq?: number | undefined | null): IdleNoticeMessage
+
+/** The message an idle notice delivers into its caller (lib/notice.js): its text and `source`. */
+export interface IdleNoticeMessage {
+  text: string
+  plugin: string
+  form: string
+  rpcId: string
+  summary: string
+}
+
 /** The decision and the receipt's `note:` text for it. */
 export interface IdleNoticeNote {
   decision: IdleNoticeDecision

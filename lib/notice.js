@@ -14,9 +14,6 @@ import { randomUUID } from 'node:crypto'
 import { attempt } from './host.js'
 import { loadCore } from './native.js'
 
-const NOTICE_PREFIX = 'dsh-session-mail:notice:'
-const PLUGIN = 'dsh-session-mail'
-
 /** Insert `note: …` before the `request:` line of a tool text (the core's `with_note`). */
 export function withNote(text, note) {
   const i = text.lastIndexOf('\nrequest: ')
@@ -104,18 +101,12 @@ export class IdleNotices {
     if (w.expires <= this.now()) return
     const watcher = attempt(() => this.ctx.agents?.get?.(w.watcher), undefined)
     if (!watcher || typeof watcher.followup !== 'function') return // the caller is gone: dropped
-    const since = typeof w.sinceSeq === 'number' && w.sinceSeq >= 0 ? `, "since_seq": ${w.sinceSeq}` : ''
-    const text = [
-      `Idle notice (dsh-session-mail): session ${w.target} finished its turn and is idle; you asked to be told (request ${w.requestId}).`,
-      `See what it did: sessions_read {"session_id": "${w.target}"${since}}. This notice is not a message from that session and asks nothing of you.`,
-    ].join('\n')
-    const source = Object.freeze({
-      kind: 'plugin',
-      plugin: PLUGIN,
-      form: 'notice',
-      summary: `${w.target.slice(0, 40)} is idle`,
-      rpcId: `${NOTICE_PREFIX}${w.requestId}`,
-    })
+    // text and source from the core (render/notice.rs, mail/notice.rs `source`: the rpcId the loop guard knows)
+    const since = typeof w.sinceSeq === 'number' && w.sinceSeq >= 0 ? w.sinceSeq : null
+    const n = attempt(() => loadCore().core.idleNoticeMessage(w.target, w.requestId, since), undefined)
+    if (n === undefined) return
+    const text = n.text
+    const source = Object.freeze({ kind: 'plugin', plugin: n.plugin, form: n.form, summary: n.summary, rpcId: n.rpcId })
     // The message shape of rc.8 `createUserMessage` (packages/llm/llm/src/types/message.ts): frozen, own id.
     const message = Object.freeze({ role: 'user', content: [Object.freeze({ type: 'text', text })], source, id: randomUUID() })
     try {

@@ -226,6 +226,36 @@ pub fn idle_notice(facts: String) -> Result<IdleNoticeNote, ErrorCode> {
     })
 }
 
+/// The message an idle notice delivers into its caller (lib/notice.js): its text and `source`.
+#[napi(object)]
+pub struct IdleNoticeMessage {
+    pub text: String,
+    pub plugin: String,
+    pub form: String,
+    pub rpc_id: String,
+    pub summary: String,
+}
+
+/// The notice for the send `requestId` to `target`, whose turn has ended; `sinceSeq`: the seq before
+/// the watched message landed (the read it suggests starts after it).
+#[napi(catch_unwind)]
+pub fn idle_notice_message(
+    target: String,
+    request_id: String,
+    since_seq: Option<i64>,
+) -> IdleNoticeMessage {
+    use mail_core::mail::notice;
+    let since = since_seq.and_then(|s| u64::try_from(s).ok());
+    let src = notice::source(&target, &request_id);
+    IdleNoticeMessage {
+        text: mail_core::render::notice::message(&target, &request_id, since),
+        plugin: src.plugin.into(),
+        form: src.form.into(),
+        rpc_id: src.rpc_id,
+        summary: src.summary,
+    }
+}
+
 /// The crate version (the CLI's doctor checks that the binary matches its package).
 #[napi(catch_unwind)]
 pub fn core_version() -> String {

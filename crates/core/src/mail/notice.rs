@@ -52,6 +52,29 @@ pub enum NoticeDecision {
     Refused(NoticeRefusal),
 }
 
+/// The `source` of the message an idle notice delivers: what [`chain::trigger`] recognizes as ours.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NoticeSource {
+    /// `source.plugin`.
+    pub plugin: &'static str,
+    /// `source.form`.
+    pub form: &'static str,
+    /// `source.rpcId`: [`chain::NOTICE_PREFIX`] + the request id of the watched send.
+    pub rpc_id: String,
+    /// `source.summary`.
+    pub summary: String,
+}
+
+/// The source of the notice for the send `request_id` to `target`.
+pub fn source(target: &str, request_id: &str) -> NoticeSource {
+    NoticeSource {
+        plugin: crate::ledger::DIR_NAME,
+        form: "notice",
+        rpc_id: format!("{}{request_id}", chain::NOTICE_PREFIX),
+        summary: format!("{} is idle", target.chars().take(40).collect::<String>()),
+    }
+}
+
 /// Was the turn opened (most recently fed) by one of our idle notices? [`chain::trigger`]'s answer.
 pub fn opened_by_notice(turn: Option<&[TurnMessage]>) -> bool {
     matches!(chain::trigger(turn), Trigger::Notice(_))
@@ -139,6 +162,19 @@ mod tests {
             ..ok()
         };
         assert_eq!(decide(&human_after), NoticeDecision::Set);
+        // the notice this module sources is the one the loop guard recognizes
+        let src = source("peer", "dsh-session-mail:r9");
+        let delivered = TurnMessage {
+            kind: Some("plugin".into()),
+            plugin: Some(src.plugin.into()),
+            form: Some(src.form.into()),
+            rpc_id: Some(src.rpc_id),
+            ..TurnMessage::default()
+        };
+        assert_eq!(
+            chain::trigger(Some(&[delivered])),
+            Trigger::Notice("dsh-session-mail:r9".into())
+        );
         // another plugin's message with our notice prefix is not ours
         let mut forged = notice();
         forged.plugin = Some("other".into());

@@ -16,6 +16,18 @@ pub fn note(d: NoticeDecision, ttl_ms: u64) -> String {
     }
 }
 
+/// The text of the notice delivered into the caller when `target`'s turn ended: what it asked for, and
+/// the read that shows what happened (`since_seq`: the seq before the watched send landed).
+pub fn message(target: &str, request_id: &str, since_seq: Option<u64>) -> String {
+    // the id as a JSON string, so the suggested call is valid whatever the id holds
+    let id = serde_json::to_string(target).unwrap_or_default();
+    let since = since_seq.map_or(String::new(), |s| format!(", \"since_seq\": {s}"));
+    format!(
+        "Idle notice (dsh-session-mail): session {target} finished its turn and is idle; you asked to be told (request {request_id}).\n\
+         See what it did: sessions_read {{\"session_id\": {id}{since}}}. This notice is not a message from that session and asks nothing of you."
+    )
+}
+
 fn refusal(r: NoticeRefusal) -> String {
     match r {
         NoticeRefusal::NoCaller => "this call has no caller session to notify.".into(),
@@ -43,5 +55,10 @@ mod tests {
         assert!(note(NoticeDecision::Set, 30 * 60_000).contains("(expires in 30 min "));
         assert!(note(NoticeDecision::Set, 90_000).contains("(expires in 2 min "));
         assert!(note(NoticeDecision::AlreadyPending, 0).starts_with("idle notice already pending"));
+        let m = message("session-b", "dsh-session-mail:r1", Some(39));
+        assert_eq!(m.lines().count(), 2);
+        assert!(m.contains("(request dsh-session-mail:r1)"));
+        assert!(m.contains(r#"sessions_read {"session_id": "session-b", "since_seq": 39}."#));
+        assert!(message("a\"b", "r", None).contains(r#"sessions_read {"session_id": "a\"b"}."#));
     }
 }
