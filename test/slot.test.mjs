@@ -7,10 +7,13 @@ import { callerOf, followSessions, liveAgents } from '../lib/host.js'
 import { IdleNotices, withNote } from '../lib/notice.js'
 
 const NOTICE_PREFIX = 'dsh-session-mail:notice:'
+/** Reads of a session's event array (must stay 0). */
+const logReads = { n: 0 }
 /** A plugin context whose sessions publish `events` on `session/event` as the host does (rc.8 Session.append). */
 function published(events, { id = 's', status = 'running' } = {}) {
   const listeners = []
-  const session = { id, get events() { throw new Error('the shim must not read session.events') }, snapshotEvents() { throw new Error('deprecated') } }
+  // the shim must never read the log out of the host (rc.8 `events` copies it, 0.1.7 `snapshotEvents` is deprecated)
+  const session = { id, get events() { logReads.n++; return [] }, snapshotEvents() { logReads.n++; return [] } }
   const ctx = { on: (name, fn) => listeners.push([name, fn]), agents: { list: () => [{ id, status, session }] } }
   followSessions(ctx)
   const emit = e => listeners.filter(([k]) => k === 'session/event').forEach(([, fn]) => fn(session, e))
@@ -100,6 +103,10 @@ test('session state is bounded and dropped with its agent', () => {
   listeners.filter(([k]) => k === 'agent/disposed').forEach(([, fn]) => fn({ agent: { id: 's', session: { id: 's' } } }))
   assert.equal(sessions.turnOf('s'), null)
   assert.equal(sessions.states.size, 0)
+})
+
+test('no tool path reads a session\'s event array (every test above ran through published events)', () => {
+  assert.equal(logReads.n, 0)
 })
 
 test('idle notices: one per pair, bounded, never for a turn a notice opened, dropped when the caller is gone', async () => {
