@@ -13,6 +13,7 @@ pub mod fate;
 pub mod fsafe;
 pub mod ledger;
 pub mod mail;
+pub mod mailbox;
 pub mod offload;
 pub mod outcome;
 pub mod presence;

@@ -342,6 +342,13 @@ pub enum SendNote {
     AwaitingUser,
     /// The target is live in another host process; that process's own host took the message.
     Routed { pid: u32, profile: Option<String> },
+    /// The target is live in another host process without a web server: the message was handed to
+    /// the mailbox that process drains; `delivered`: its receipt came back within the wait.
+    Mailbox {
+        pid: u32,
+        profile: Option<String>,
+        delivered: bool,
+    },
 }
 
 /// A send's outcome with its notes.

@@ -53,6 +53,8 @@ pub struct Record {
     pub started_at: i64,
     pub updated_at: i64,
     pub sessions: Vec<PeerSession>,
+    /// It drains the mailbox of its live sessions (`crate::mailbox`): a send reaches it without HTTP.
+    pub mailbox: bool,
 }
 
 impl Record {
@@ -268,6 +270,7 @@ mod tests {
             base_url: Some("http://127.0.0.1:1".into()),
             started_at: 1,
             updated_at: 0,
+            mailbox: false,
             sessions: ids
                 .iter()
                 .map(|(id, st)| PeerSession {

@@ -111,7 +111,7 @@ pub enum Liveness {
         status: String,
         pid: u32,
         profile: Option<String>,
-        /// The owner has a web server a send is routed through.
+        /// A send reaches the owner (its web server, or the mailbox it drains).
         routable: bool,
     },
 }

@@ -557,6 +557,14 @@ pub fn note(n: &SendNote) -> String {
             "routed: that session is live in another DSH process (pid {pid}, profile {}); that process's own host took the message, and this process did not resume it.",
             profile.as_deref().unwrap_or("(unknown)")
         ),
+        SendNote::Mailbox { pid, profile, delivered: true } => format!(
+            "routed: that session is live in another DSH process without a web server (pid {pid}, profile {}); that process took the message from its mailbox and its host answered, and this process did not resume it.",
+            profile.as_deref().unwrap_or("(unknown)")
+        ),
+        SendNote::Mailbox { pid, profile, delivered: false } => format!(
+            "routed: that session is live in another DSH process without a web server (pid {pid}, profile {}); the message waits in its mailbox, which that process drains about four times a second, so it lands once even if this session ends now. No answer came back within 2 s: check with verify before sending again.",
+            profile.as_deref().unwrap_or("(unknown)")
+        ),
     }
 }
 

@@ -184,7 +184,7 @@ pub fn select(home: &Path, req: &ToolRequest, args: &ListArgs) -> Selection {
                 status: ps.status.clone(),
                 pid: r.pid,
                 profile: r.profile.clone(),
-                routable: r.base_url.is_some(),
+                routable: r.base_url.is_some() || r.mailbox,
             };
         }
     }

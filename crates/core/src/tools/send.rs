@@ -33,6 +33,7 @@ use crate::ledger::{self, time, LedgerOutcome};
 use crate::mail::budget::{self, Allowance, Reservation};
 use crate::mail::chain::{self, Hop};
 use crate::mail::{self, guard, stacking};
+use crate::mailbox;
 use crate::offload;
 use crate::outcome::{
     ArgProblem, DeliveryContext, Missing, Receipt, Refusal, SendNote, SendOutcome, SendResult,
@@ -139,28 +140,34 @@ pub struct Plan {
     pub hop: Hop,
 }
 
-/// Where a send to a session live in another process goes.
+/// Where a send to a session live in another process goes: its web server when it has one, else
+/// the mailbox it drains (`crate::mailbox`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Routed {
     pub pid: u32,
     pub profile: Option<String>,
-    pub base_url: String,
+    /// None: no web server; the message goes through the mailbox.
+    pub base_url: Option<String>,
+    /// The owner's presence `startedAt` (the envelope is addressed to this incarnation).
+    pub started_at: i64,
 }
 
 impl Routed {
     fn of(r: &presence::Record) -> Option<Routed> {
-        Some(Routed {
+        (r.base_url.is_some() || r.mailbox).then(|| Routed {
             pid: r.pid,
             profile: r.profile.clone(),
-            base_url: r.base_url.clone()?,
+            base_url: r.base_url.clone(),
+            started_at: r.started_at,
         })
     }
 
-    fn note(&self) -> SendNote {
-        SendNote::Routed {
+    /// The receipt note of the HTTP route (the mailbox route's note depends on the owner's answer).
+    fn http_note(&self) -> Option<SendNote> {
+        self.base_url.as_ref().map(|_| SendNote::Routed {
             pid: self.pid,
             profile: self.profile.clone(),
-        }
+        })
     }
 }
 
@@ -201,7 +208,11 @@ fn plan_args(req: &ToolRequest, args: SendArgs, home: &Path, now_ms: i64) -> Res
     let owner = presence::owner_of(&peers, &args.target);
     let routed = owner.and_then(|(r, _)| Routed::of(r));
     let base_url = match &routed {
-        Some(r) => r.base_url.clone(),
+        Some(Routed {
+            base_url: Some(b), ..
+        }) => b.clone(),
+        // The mailbox route needs no web server here.
+        Some(_) => req.host.base_url.clone().unwrap_or_default(),
         None => req
             .host
             .base_url
@@ -266,7 +277,7 @@ fn plan_args(req: &ToolRequest, args: SendArgs, home: &Path, now_ms: i64) -> Res
         return Err(Refusal::HeldElsewhere {
             target: args.target,
             owner: r.describe(),
-            why: "that process has no web server this process could hand the message to".into(),
+            why: "that process has no web server this process could hand the message to, and its plugin does not drain a mailbox (an older version)".into(),
             request_id: None,
         });
     }
@@ -367,7 +378,7 @@ fn plan_args(req: &ToolRequest, args: SendArgs, home: &Path, now_ms: i64) -> Res
                 live.filter(|l| l.status == "awaiting-user")
                     .map(|_| SendNote::AwaitingUser),
             )
-            .chain(routed.as_ref().map(Routed::note))
+            .chain(routed.as_ref().and_then(Routed::http_note))
             .collect(),
         hop,
         routed,
@@ -428,6 +439,90 @@ async fn wait_for_owner(req: &ToolRequest, home: &Path, target: &str) -> Option<
             return None;
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// Hand the message to the mailbox of a session live in a process without a web server and wait up
+/// to [`mailbox::RECEIPT_WAIT_MS`] for that process's receipt. Posting is the durable hand-off: the
+/// owner delivers it whether or not this process is still alive. `Err(why)`: it could not be posted
+/// (the outcome is then a placeholder rejection the caller turns into `held-elsewhere`).
+async fn to_mailbox(
+    home: &Path,
+    p: &Plan,
+    r: &Routed,
+    sender: Option<&str>,
+    now_ms: i64,
+    deadline: std::time::Duration,
+) -> (Outcome, Result<SendNote, String>) {
+    let env = mailbox::Envelope {
+        v: 1,
+        request_id: p.request_id.clone(),
+        session_id: p.target.clone(),
+        mode: p.mode.as_str().to_string(),
+        text: p.text.clone(),
+        sender: sender.map(str::to_string),
+        owner_pid: r.pid,
+        owner_started_at: r.started_at,
+        posted_at: now_ms,
+    };
+    let posted = {
+        let home = home.to_path_buf();
+        offload::run(deadline, move || mailbox::post(&home, &env)).await
+    };
+    let why = match posted {
+        Ok(Ok(())) => None,
+        Ok(Err(mailbox::PostError::Full(n))) => Some(format!(
+            "{n} messages already wait there undelivered; try again once that session has taken them"
+        )),
+        Ok(Err(mailbox::PostError::BadId)) => {
+            Some("its id cannot name a mailbox folder".to_string())
+        }
+        Ok(Err(mailbox::PostError::Io(e))) => Some(e),
+        Err(_) => Some("writing under DSH_HOME did not finish in time".to_string()),
+    };
+    if let Some(why) = why {
+        let o = Outcome::Rejected {
+            code: "mailbox".into(),
+            message: why.clone(),
+            after_ambiguous: false,
+        };
+        return (o, Err(why));
+    }
+    // The owner drains on its presence tick (every 250 ms); wait for its receipt, bounded.
+    let t0 = std::time::Instant::now();
+    let receipt = loop {
+        let (home, target, rid) = (home.to_path_buf(), p.target.clone(), p.request_id.clone());
+        let got = offload::run(deadline, move || mailbox::receipt(&home, &target, &rid))
+            .await
+            .ok()
+            .flatten();
+        if got.is_some() || t0.elapsed().as_millis() as u64 >= mailbox::RECEIPT_WAIT_MS {
+            break got;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    };
+    let note = |delivered| SendNote::Mailbox {
+        pid: r.pid,
+        profile: r.profile.clone(),
+        delivered,
+    };
+    // No HTTP dialect is involved: the owner delivered in-process (`Dialect` only words a resend).
+    let accepted = Outcome::Accepted {
+        dialect: crate::delivery::Dialect::Rc8,
+        recovery: None,
+        ambiguity: None,
+    };
+    match receipt {
+        Some(rc) if rc.state == mailbox::ReceiptState::Rejected => (
+            Outcome::Rejected {
+                code: rc.code.unwrap_or_else(|| "rejected".into()),
+                message: rc.message.unwrap_or_default(),
+                after_ambiguous: false,
+            },
+            Ok(note(true)),
+        ),
+        Some(_) => (accepted, Ok(note(true))),
+        None => (accepted, Ok(note(false))),
     }
 }
 
@@ -588,7 +683,18 @@ pub async fn run_with_deadline(
         text: &p.text,
         request_id: &p.request_id,
     };
-    let mut delivered = delivery::deliver(&d).await;
+    let sender = mail::sender_id(req.caller.as_ref());
+    // A session live in a process without a web server: its mailbox.
+    let mut mailbox_refused = None;
+    let mut delivered = match p.routed.clone().filter(|r| r.base_url.is_none()) {
+        Some(r) => {
+            let (o, note) = to_mailbox(home, &p, &r, sender, now_ms, deadline).await;
+            mailbox_refused = note.as_ref().err().cloned();
+            p.notes.extend(note.ok());
+            o
+        }
+        None => delivery::deliver(&d).await,
+    };
     // 0.1.5+: another process holds the session's lock (`session/writer-held`, nothing delivered).
     // Its owner may have started publishing presence since the plan: wait one refresh for it and
     // hand the message to that process with the same request id.
@@ -596,15 +702,27 @@ pub async fn run_with_deadline(
     if p.routed.is_none() && p.woke && is_writer_held(&delivered) {
         match wait_for_owner(req, home, &p.target).await {
             Some((routed, running)) => {
-                let d = Delivery {
-                    base_url: &routed.base_url,
-                    ..d
-                };
-                delivered = delivery::deliver(&d).await;
-                p.notes.push(routed.note());
                 p.woke = false;
                 p.running = running;
-                p.base_url = routed.base_url.clone();
+                delivered = match &routed.base_url {
+                    Some(base) => {
+                        p.notes.extend(routed.http_note());
+                        let o = delivery::deliver(&Delivery {
+                            base_url: base,
+                            ..d
+                        })
+                        .await;
+                        p.base_url = base.clone();
+                        o
+                    }
+                    None => {
+                        let (o, note) =
+                            to_mailbox(home, &p, &routed, sender, now_ms, deadline).await;
+                        mailbox_refused = note.as_ref().err().cloned();
+                        p.notes.extend(note.ok());
+                        o
+                    }
+                };
                 p.routed = Some(routed);
             }
             None => held_by_unknown = true,
@@ -636,6 +754,21 @@ pub async fn run_with_deadline(
             pending_next_turn: p.pending_next_turn,
             budget: p.budget,
         }),
+        Outcome::Rejected { .. } if mailbox_refused.is_some() => {
+            SendOutcome::Refused(Refusal::HeldElsewhere {
+                target: p.target.clone(),
+                owner: p
+                    .routed
+                    .as_ref()
+                    .map(|r| format!("pid {}, profile {}", r.pid, r.profile.as_deref().unwrap_or("(unknown)")))
+                    .unwrap_or_default(),
+                why: format!(
+                    "its mailbox could not take the message ({})",
+                    mailbox_refused.clone().unwrap_or_default()
+                ),
+                request_id: Some(p.request_id.clone()),
+            })
+        }
         Outcome::Rejected { .. } if held_by_unknown => SendOutcome::Refused(Refusal::HeldElsewhere {
             target: p.target.clone(),
             owner: "one that publishes no presence here: this plugin is not mounted there, or it is not running it".into(),
@@ -661,7 +794,6 @@ pub async fn run_with_deadline(
         outcome,
         notes: p.notes,
     };
-    let sender = mail::sender_id(req.caller.as_ref());
     let ledger_note = record_off(
         deadline,
         home,
@@ -1493,6 +1625,144 @@ mod tests {
             env.requests().is_empty(),
             "nothing may reach this process's host"
         );
+    }
+
+    /// A headless owner: no web server, drains the mailbox.
+    fn headless_owner(pid: u32, id: &str) -> presence::Record {
+        presence::Record {
+            profile: Some("headless".into()),
+            mailbox: true,
+            started_at: 77,
+            ..owner(pid, None, id, "running")
+        }
+    }
+
+    /// Play the owner: drain the shard of `id` as `pid` and settle each envelope with `state`.
+    fn owner_drains(
+        home: std::path::PathBuf,
+        pid: u32,
+        id: &'static str,
+        state: mailbox::ReceiptState,
+    ) -> std::thread::JoinHandle<Vec<mailbox::Claimed>> {
+        std::thread::spawn(move || {
+            let me = mailbox::Drainer {
+                pid,
+                started_at: 77,
+                sessions: vec![id.into()],
+            };
+            for _ in 0..100 {
+                let got = mailbox::drain(&home, &me, 0);
+                if !got.is_empty() {
+                    for c in &got {
+                        let r = mailbox::Receipt {
+                            request_id: c.request_id.clone(),
+                            session_id: c.session_id.clone(),
+                            state,
+                            code: (state == mailbox::ReceiptState::Rejected)
+                                .then(|| "model-unavailable".into()),
+                            message: Some("no adapter".into()),
+                            route: Some("agent".into()),
+                            pid: 0,
+                        };
+                        mailbox::settle(&home, pid, &r).unwrap();
+                    }
+                    return got;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Vec::new()
+        })
+    }
+
+    #[tokio::test]
+    async fn a_headless_owner_gets_the_message_through_its_mailbox_with_its_answer() {
+        // This process's own host must not be touched: nothing resumes a session held elsewhere.
+        let env = Env::online(accept_all()).await;
+        env.cold("session-b", json!({}));
+        let pid = std::os::unix::process::parent_id();
+        let h = env.home.path().to_path_buf();
+        // delivered: the owner's receipt comes back within the wait
+        let owner = owner_drains(
+            h.clone(),
+            pid,
+            "session-b",
+            mailbox::ReceiptState::Delivered,
+        );
+        let mut r = env.req(
+            "sessions_send",
+            json!({"session_id": "session-b", "message": "hi", "mode": "steer"}),
+        );
+        r.peers = Some(vec![headless_owner(pid, "session-b")]);
+        let out = run(&r).await;
+        let got = owner.join().unwrap();
+        assert_eq!(got.len(), 1);
+        assert_eq!((got[0].mode.as_str(), got[0].landed), ("steer", false));
+        assert!(got[0].text.contains("hi"));
+        assert!(
+            out.starts_with("accepted for session-b | mode=steer | chars=2\n"),
+            "{out}"
+        );
+        assert!(!out.contains("woke"), "{out}");
+        assert!(out.contains(&format!("note: routed: that session is live in another DSH process without a web server (pid {pid}, profile headless); that process took the message from its mailbox")), "{out}");
+        assert!(out.ends_with(&got[0].request_id), "{out}");
+        // rejected by the owner's host: its code, nothing claimed as delivered
+        let owner = owner_drains(h.clone(), pid, "session-b", mailbox::ReceiptState::Rejected);
+        let mut r = env.req(
+            "sessions_send",
+            json!({"session_id": "session-b", "message": "again"}),
+        );
+        r.peers = Some(vec![headless_owner(pid, "session-b")]);
+        let out = run(&r).await;
+        assert_eq!(owner.join().unwrap().len(), 1);
+        assert!(
+            out.starts_with("refused (rejected): the host refused the message: model-unavailable"),
+            "{out}"
+        );
+        // no receipt within the wait: accepted as queued, the envelope waits for its owner
+        let mut r = env.req(
+            "sessions_send",
+            json!({"session_id": "session-b", "message": "later"}),
+        );
+        r.peers = Some(vec![headless_owner(pid, "session-b")]);
+        let out = run(&r).await;
+        assert!(out.starts_with("accepted for session-b"), "{out}");
+        assert!(out.contains("the message waits in its mailbox"), "{out}");
+        let rid = out
+            .lines()
+            .last()
+            .unwrap()
+            .strip_prefix("request: ")
+            .unwrap();
+        assert!(mailbox::waiting(&h, "session-b", rid));
+        assert!(
+            env.requests().is_empty(),
+            "this process's host was never asked"
+        );
+        // the ledger counts the delivered and the queued one, not the rejected one
+        let l = crate::ledger::read_ledger(&h, &crate::ledger::Filter::default()).unwrap();
+        let accepted = l
+            .entries
+            .iter()
+            .filter(|e| e.outcome == LedgerOutcome::Accepted)
+            .count();
+        assert_eq!(accepted, 2);
+    }
+
+    #[tokio::test]
+    async fn a_session_live_in_a_process_without_mailbox_or_web_server_is_still_refused() {
+        let env = Env::online(accept_all()).await;
+        env.cold("session-b", json!({}));
+        let mut r = env.req(
+            "sessions_send",
+            json!({"session_id": "session-b", "message": "hi"}),
+        );
+        let mut o = headless_owner(4243, "session-b");
+        o.mailbox = false;
+        r.peers = Some(vec![o]);
+        let out = run(&r).await;
+        assert!(out.starts_with("refused (held-elsewhere)"), "{out}");
+        assert!(out.contains("does not drain a mailbox"), "{out}");
+        assert!(!mailbox::root(env.home.path()).exists());
     }
 
     #[tokio::test]

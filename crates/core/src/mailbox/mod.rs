@@ -1,0 +1,469 @@
+//! The durable mailbox: how a send reaches a session live in another process that has no web server
+//! (the headless profile), and how a message handed off survives its sender.
+//!
+//! One shard per target session, `$DSH_HOME/dsh-session-mail/mailbox/<session-id>/` (0700), one file
+//! per message, named by its request id's UUID:
+//!
+//! - `<uuid>.msg` — posted by the sender (temp file created `O_EXCL|O_NOFOLLOW` 0600, then `rename`:
+//!   a reader never sees half an envelope). Posting is the hand-off: from here on the sender may die.
+//! - `<uuid>.claimed-<pid>` — claimed (renamed) by the process `<pid>` that holds the session live and
+//!   is delivering it in-process.
+//! - `<uuid>.done` — the receipt: what the owner's host did (delivered / rejected with its code),
+//!   written atomically before the claimed file is removed. The sender waits up to ~2 s for it.
+//!
+//! **Only the process holding the session live drains its shard** (the shim asks for the shards of
+//! its own live sessions only), and it takes an envelope only when it is addressed to it (pid and
+//! `startedAt` of its presence record) or orphaned: addressed to a process that is gone (its pid is
+//! dead, or its fresh presence record is another incarnation or no longer lists the session). A claim
+//! left by a dead process is an orphan too.
+//!
+//! **Exactly once.** A claim is a `rename` (one winner). Before delivering, the owner skips a request
+//! id found in the target's log (a previous holder delivered and flushed it: [`Claimed::landed`]) or in
+//! its own memory (the shim's set of ids it delivered, and the live inbox's pending ids). It delivers,
+//! flushes the session, then writes the receipt and removes the claim. A crash after the flush: the
+//! log holds the id and the next holder skips it. A crash before the flush: the delivery died with
+//! that process's memory (its inbox and unflushed events are gone), so the durable history does not
+//! hold it and the next holder delivers it — once.
+//!
+//! Everything here is read as hostile: the shard must be a real private directory, files are opened
+//! without following links and without blocking, sizes and counts are capped, and an envelope whose
+//! request id, session or name disagree is deleted unread.
+
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::fsafe::{self, Follow};
+use crate::presence;
+
+/// Largest envelope read (a message is capped at `maxSendChars` characters plus its frame).
+pub const MAX_ENVELOPE_BYTES: u64 = 256 * 1024;
+/// Largest receipt read.
+pub const MAX_RECEIPT_BYTES: u64 = 4096;
+/// Most names of one shard looked at per drain.
+pub const MAX_NAMES: usize = 512;
+/// Most envelopes of one shard claimed per drain.
+pub const MAX_BATCH: usize = 32;
+/// A shard holding this many waiting envelopes takes no more.
+pub const MAX_PENDING: usize = 256;
+/// Receipts and leftover temp files older than this are removed by the draining process.
+pub const RECEIPT_TTL_MS: u64 = 10 * 60_000;
+/// How long a sender waits for the owner's receipt.
+pub const RECEIPT_WAIT_MS: u64 = 2_000;
+
+/// One message handed to the process that holds its target live.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Envelope {
+    pub v: u32,
+    /// `dsh-session-mail:<uuid>`; the file is named `<uuid>.msg`.
+    pub request_id: String,
+    /// The target; the shard is named after it.
+    pub session_id: String,
+    /// `queue` or `steer`.
+    pub mode: String,
+    /// The full delivered text (header or frame included).
+    pub text: String,
+    pub sender: Option<String>,
+    /// The owner the sender addressed (its presence record).
+    pub owner_pid: u32,
+    pub owner_started_at: i64,
+    pub posted_at: i64,
+}
+
+/// What the owner's host did with an envelope.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReceiptState {
+    /// Delivered in-process (or found already delivered: exactly once).
+    Delivered,
+    /// The owner's host refused it (`code`, `message`).
+    Rejected,
+}
+
+/// The owner's answer, `<uuid>.done`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Receipt {
+    pub request_id: String,
+    pub session_id: String,
+    pub state: ReceiptState,
+    #[serde(default)]
+    pub code: Option<String>,
+    #[serde(default)]
+    pub message: Option<String>,
+    /// How it was delivered (`session-controller`, `agent`, `already-delivered`).
+    #[serde(default)]
+    pub route: Option<String>,
+    #[serde(default)]
+    pub pid: u32,
+}
+
+/// The mailbox folder of a home.
+pub fn root(home: &Path) -> PathBuf {
+    home.join("dsh-session-mail").join("mailbox")
+}
+
+/// A session id usable as a folder name (what DSH mints: `session-<uuid>`, letters, digits, `-_.`).
+fn shard_name(session: &str) -> Option<&str> {
+    let ok = !session.is_empty()
+        && session.len() <= 200
+        && !session.starts_with('.')
+        && session
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    ok.then_some(session)
+}
+
+/// The shard of `session`, None when the id cannot name a folder.
+pub fn shard(home: &Path, session: &str) -> Option<PathBuf> {
+    shard_name(session).map(|s| root(home).join(s))
+}
+
+/// The UUID of a request id this plugin minted (the file stem).
+fn key_of(request_id: &str) -> Option<&str> {
+    let k = request_id.strip_prefix(crate::mail::REQUEST_ID_PREFIX)?;
+    uuid::Uuid::parse_str(k).ok().map(|_| k)
+}
+
+/// Can this session be mailed at all (its id names a folder)?
+pub fn addressable(session: &str) -> bool {
+    shard_name(session).is_some()
+}
+
+#[cfg(unix)]
+fn create_private(p: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(p)
+}
+
+#[cfg(not(unix))]
+fn create_private(p: &Path) -> io::Result<File> {
+    fs::OpenOptions::new().write(true).create_new(true).open(p)
+}
+
+/// Write `bytes` to `dest` atomically: a private temp file in the same folder, synced, renamed.
+fn write_atomic(dir: &Path, dest: &Path, bytes: &[u8]) -> io::Result<()> {
+    let tmp = dir.join(format!(".{}.tmp", uuid::Uuid::new_v4().simple()));
+    let r = (|| {
+        let mut f = create_private(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        fs::rename(&tmp, dest)
+    })();
+    if r.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    r
+}
+
+/// Make (or check) the shard folder: every level private, no link followed.
+fn ensure_shard(home: &Path, session: &str) -> Result<PathBuf, String> {
+    let d = shard(home, session).ok_or("the session id cannot name a mailbox folder")?;
+    for level in [home.join("dsh-session-mail"), root(home), d.clone()] {
+        crate::ledger::ensure_private_dir(&level)
+            .map_err(|e| format!("mailbox folder {}: {e}", level.display()))?;
+    }
+    Ok(d)
+}
+
+/// Why a post did not happen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PostError {
+    /// The shard already holds [`MAX_PENDING`] waiting envelopes.
+    Full(usize),
+    /// The request id or the session id cannot name a file.
+    BadId,
+    Io(String),
+}
+
+/// Hand `env` off to its target's shard. Once this returns Ok the message is durable: whoever
+/// holds the session live delivers it, whether or not the sender is still alive.
+pub fn post(home: &Path, env: &Envelope) -> Result<(), PostError> {
+    let key = key_of(&env.request_id).ok_or(PostError::BadId)?;
+    if !addressable(&env.session_id) {
+        return Err(PostError::BadId);
+    }
+    let d = ensure_shard(home, &env.session_id).map_err(PostError::Io)?;
+    let waiting = fs::read_dir(&d)
+        .map_err(|e| PostError::Io(e.to_string()))?
+        .flatten()
+        .take(MAX_PENDING * 4)
+        .filter(|e| {
+            let n = e.file_name();
+            let n = n.to_string_lossy();
+            n.ends_with(".msg") || n.contains(".claimed-")
+        })
+        .count();
+    if waiting >= MAX_PENDING {
+        return Err(PostError::Full(waiting));
+    }
+    let mut e = env.clone();
+    e.v = 1;
+    let bytes = serde_json::to_vec(&e).map_err(|e| PostError::Io(e.to_string()))?;
+    write_atomic(&d, &d.join(format!("{key}.msg")), &bytes)
+        .map_err(|e| PostError::Io(e.to_string()))
+}
+
+/// The owner's receipt for `request_id`, if written.
+pub fn receipt(home: &Path, session: &str, request_id: &str) -> Option<Receipt> {
+    let key = key_of(request_id)?;
+    let d = shard(home, session)?;
+    fsafe::check_private_dir(&d).ok()?;
+    let (bytes, _) = fsafe::read_capped(
+        &d.join(format!("{key}.done")),
+        Follow::No,
+        MAX_RECEIPT_BYTES,
+    )
+    .ok()?;
+    let r: Receipt = serde_json::from_slice(&bytes).ok()?;
+    (r.request_id == request_id && r.session_id == session).then_some(r)
+}
+
+/// Is `request_id` still waiting in its target's shard (posted or claimed, not settled)?
+pub fn waiting(home: &Path, session: &str, request_id: &str) -> bool {
+    let (Some(key), Some(d)) = (key_of(request_id), shard(home, session)) else {
+        return false;
+    };
+    if fsafe::check_private_dir(&d).is_err() {
+        return false;
+    }
+    if d.join(format!("{key}.done")).exists() {
+        return false;
+    }
+    let claimed = format!("{key}.claimed-");
+    fs::symlink_metadata(d.join(format!("{key}.msg"))).is_ok()
+        || fs::read_dir(&d).is_ok_and(|rd| {
+            rd.flatten()
+                .take(MAX_NAMES * 4)
+                .any(|e| e.file_name().to_string_lossy().starts_with(&claimed))
+        })
+}
+
+/// The draining process: its pid and presence `startedAt`, and the sessions it holds live.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Drainer {
+    pub pid: u32,
+    pub started_at: i64,
+    pub sessions: Vec<String>,
+}
+
+/// One envelope claimed for delivery.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Claimed {
+    pub request_id: String,
+    pub session_id: String,
+    pub mode: String,
+    pub text: String,
+    /// The target's log already holds this request id: a previous holder delivered it. Settle it as
+    /// delivered without delivering again.
+    pub landed: bool,
+}
+
+/// Whose is an envelope addressed to (`pid`, `started_at`) for `session`, as seen by `me`?
+fn is_mine_or_orphan(
+    me: &Drainer,
+    pid: u32,
+    started_at: Option<i64>,
+    session: &str,
+    peers: &mut Option<Vec<presence::Record>>,
+    home: &Path,
+    now_ms: i64,
+) -> bool {
+    if pid == me.pid {
+        // Ours, or addressed to an earlier process that had our pid (it is gone: we have the pid).
+        return true;
+    }
+    if !presence::pid_alive(pid) {
+        return true;
+    }
+    // Alive: it still owns the envelope only while its fresh record (same incarnation) lists the session.
+    let peers = peers.get_or_insert_with(|| presence::peers(home, me.pid, now_ms));
+    !peers.iter().any(|r| {
+        r.pid == pid
+            && started_at.is_none_or(|t| t == r.started_at)
+            && r.sessions.iter().any(|s| s.id == session)
+    })
+}
+
+fn age_ms(m: &fs::Metadata) -> u64 {
+    m.modified()
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Read and check one envelope file; None (and the file removed) when it is not a valid envelope
+/// for `session` named `key`.
+fn read_envelope(p: &Path, session: &str, key: &str) -> Option<Envelope> {
+    let parsed = fsafe::read_capped(p, Follow::No, MAX_ENVELOPE_BYTES)
+        .ok()
+        .and_then(|(b, _)| serde_json::from_slice::<Envelope>(&b).ok())
+        .filter(|e| {
+            e.session_id == session
+                && key_of(&e.request_id) == Some(key)
+                && matches!(e.mode.as_str(), "queue" | "steer")
+        });
+    if parsed.is_none() && fs::symlink_metadata(p).is_ok() {
+        let _ = fs::remove_file(p);
+    }
+    parsed
+}
+
+/// Claim what the drainer should deliver now from the shards of its live sessions, oldest first.
+/// Housekeeping on the way: old receipts and temp files go, an envelope already settled (its
+/// receipt exists) is removed, an invalid one is deleted.
+pub fn drain(home: &Path, me: &Drainer, now_ms: i64) -> Vec<Claimed> {
+    let mut out = Vec::new();
+    if fsafe::check_private_dir(&root(home)).is_err() {
+        return out;
+    }
+    let mut peers = None;
+    for session in me.sessions.iter().take(presence::MAX_SESSIONS) {
+        let Some(d) = shard(home, session) else {
+            continue;
+        };
+        if fsafe::check_private_dir(&d).is_err() {
+            continue;
+        }
+        let Ok(rd) = fs::read_dir(&d) else { continue };
+        // (posted_at or mtime order key, key, path)
+        let mut todo: Vec<(String, PathBuf, Option<u32>)> = Vec::new();
+        for entry in rd.flatten().take(MAX_NAMES) {
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            let path = entry.path();
+            let Ok(meta) = fs::symlink_metadata(&path) else {
+                continue;
+            };
+            if name.starts_with('.') && name.ends_with(".tmp") {
+                if age_ms(&meta) > RECEIPT_TTL_MS && meta.is_file() {
+                    let _ = fs::remove_file(&path);
+                }
+                continue;
+            }
+            if let Some(k) = name.strip_suffix(".done") {
+                if key_of(&format!("{}{k}", crate::mail::REQUEST_ID_PREFIX)).is_some()
+                    && age_ms(&meta) > RECEIPT_TTL_MS
+                    && meta.is_file()
+                {
+                    let _ = fs::remove_file(&path);
+                }
+                continue;
+            }
+            let (key, claimer) = if let Some(k) = name.strip_suffix(".msg") {
+                (k, None)
+            } else if let Some((k, pid)) = name.split_once(".claimed-") {
+                match pid.parse::<u32>() {
+                    Ok(p) if pid.len() <= 10 && pid.bytes().all(|b| b.is_ascii_digit()) => {
+                        (k, Some(p))
+                    }
+                    _ => continue,
+                }
+            } else {
+                continue;
+            };
+            let rid = format!("{}{key}", crate::mail::REQUEST_ID_PREFIX);
+            if key_of(&rid).is_none() {
+                continue;
+            }
+            if !meta.is_file() {
+                // A link is removed (never followed); a folder or a FIFO is left alone, unread.
+                if meta.file_type().is_symlink() {
+                    let _ = fs::remove_file(&path);
+                }
+                continue;
+            }
+            if d.join(format!("{key}.done")).exists() {
+                // Settled already (a crash between the receipt and the removal).
+                let _ = fs::remove_file(&path);
+                continue;
+            }
+            todo.push((key.to_string(), path, claimer));
+        }
+        let mut batch: Vec<(i64, Envelope, PathBuf)> = Vec::new();
+        for (key, path, claimer) in todo {
+            if batch.len() >= MAX_BATCH {
+                break;
+            }
+            // A claim by a live other process is that process's business.
+            if let Some(c) = claimer {
+                if c != me.pid && !is_mine_or_orphan(me, c, None, session, &mut peers, home, now_ms)
+                {
+                    continue;
+                }
+            }
+            let Some(env) = read_envelope(&path, session, &key) else {
+                continue;
+            };
+            if claimer.is_none()
+                && !is_mine_or_orphan(
+                    me,
+                    env.owner_pid,
+                    Some(env.owner_started_at),
+                    session,
+                    &mut peers,
+                    home,
+                    now_ms,
+                )
+            {
+                continue;
+            }
+            let mine = d.join(format!("{key}.claimed-{}", me.pid));
+            if path != mine && fs::rename(&path, &mine).is_err() {
+                continue; // someone else claimed it first
+            }
+            batch.push((env.posted_at, env, mine));
+        }
+        batch.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.request_id.cmp(&b.1.request_id)));
+        for (_, env, _) in batch {
+            let landed = crate::store::find_request(home, session, &env.request_id).is_some();
+            out.push(Claimed {
+                request_id: env.request_id,
+                session_id: env.session_id,
+                mode: env.mode,
+                text: env.text,
+                landed,
+            });
+        }
+    }
+    out
+}
+
+/// Record what happened to a claimed envelope: the receipt first (atomically), then the claim goes.
+pub fn settle(home: &Path, pid: u32, r: &Receipt) -> Result<(), String> {
+    let key = key_of(&r.request_id).ok_or("not a request id of this plugin")?;
+    let d = shard(home, &r.session_id).ok_or("the session id cannot name a mailbox folder")?;
+    fsafe::check_private_dir(&d)?;
+    let mut r = r.clone();
+    r.pid = pid;
+    let bytes = serde_json::to_vec(&r).map_err(|e| e.to_string())?;
+    write_atomic(&d, &d.join(format!("{key}.done")), &bytes).map_err(|e| e.to_string())?;
+    let _ = fs::remove_file(d.join(format!("{key}.claimed-{pid}")));
+    Ok(())
+}
+
+/// Give a claimed envelope back (the session is no longer live here): its next holder drains it.
+pub fn release(home: &Path, pid: u32, session: &str, request_id: &str) {
+    let (Some(key), Some(d)) = (key_of(request_id), shard(home, session)) else {
+        return;
+    };
+    if fsafe::check_private_dir(&d).is_ok() {
+        let _ = fs::rename(
+            d.join(format!("{key}.claimed-{pid}")),
+            d.join(format!("{key}.msg")),
+        );
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests;
