@@ -206,6 +206,48 @@ export declare const enum Liveness {
 }
 
 /**
+ * Claim what this process should deliver from the mailboxes of the sessions it holds live
+ * (`sessions`: their ids; `startedAt`: this process's presence record), on a worker thread.
+ */
+export declare function mailboxDrain(sessions: Array<string>, startedAt: number, dshHome?: string | undefined | null): Promise<Array<MailboxEnvelope>>
+
+/**
+ * One envelope this process claimed from the mailbox of a session it holds live
+ * (`mail_core::mailbox::Claimed`).
+ */
+export interface MailboxEnvelope {
+  requestId: string
+  sessionId: string
+  /** `queue` or `steer`. */
+  mode: string
+  text: string
+  /** The target's log already holds this request id: settle it delivered, do not deliver again. */
+  landed: boolean
+}
+
+/** Give a claimed envelope back to its mailbox (the session is no longer live here). */
+export declare function mailboxRelease(sessionId: string, requestId: string, dshHome?: string | undefined | null): Promise<void>
+
+/**
+ * Write the receipt of a claimed envelope (the sender waits for it) and drop the claim; on a
+ * worker thread. Resolves to `true` once written.
+ */
+export declare function mailboxSettle(settlement: MailboxSettlement, dshHome?: string | undefined | null): Promise<boolean>
+
+/** What this process's host did with a claimed envelope. */
+export interface MailboxSettlement {
+  requestId: string
+  sessionId: string
+  /** `delivered` or `rejected`. */
+  state: string
+  /** The host's error code when rejected. */
+  code?: string
+  message?: string
+  /** `session-controller`, `agent` or `already-delivered`. */
+  route?: string
+}
+
+/**
  * The browser-session cookie (`name=value`) for `authority` (`host:port`), issued at `nowMs`,
  * from the base64url secret.
  */

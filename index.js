@@ -10,6 +10,7 @@ import { baseUrlOf, browserSessionSecret, callerOf, detectHostVersion, followSes
 import { IdleNotices, withNote } from './lib/notice.js'
 import { installOverlapNotice } from './lib/overlap.js'
 import { startPresence } from './lib/presence.js'
+import { canDrain, startMailbox } from './lib/mailbox.js'
 
 export const name = 'dsh-session-mail'
 
@@ -22,6 +23,8 @@ export const inject = {
   credentials: { required: false },
   // rc.8+ `ctx.sessions.flush(session)`: a live read asks the host to write pending events first.
   sessions: { required: false },
+  // 0.1.7 `ctx.sessionController.prompt(request, signal)`: mailbox deliveries keep the host's request-id dedup.
+  sessionController: { required: false },
 }
 
 export const Config = Schema.object({
@@ -151,7 +154,13 @@ export function apply(ctx, config) {
   // disposed (a cordis context always has effect; a bare test double without it publishes nothing).
   if (typeof ctx.effect === 'function') {
     const { core } = loadCore()
-    ctx.effect(() => startPresence(ctx, core, { hostVersion, baseUrl: () => baseUrlOf(ctx, config) }))
+    // The mailbox drain starts with it: the record advertises it, and envelopes are addressed to startedAt.
+    ctx.effect(() => {
+      const startedAt = Date.now()
+      const stopMailbox = startMailbox(ctx, core, { startedAt })
+      const stopPresence = startPresence(ctx, core, { hostVersion, baseUrl: () => baseUrlOf(ctx, config), startedAt, mailbox: canDrain(core) })
+      return () => { stopMailbox(); stopPresence() }
+    })
   }
   // turn evidence, awaiting-user and file activity: folded from `session/event` as it happens (lib/observe.js)
   const sessions = followSessions(ctx)

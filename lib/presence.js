@@ -20,13 +20,14 @@ function profileOf(argv = process.argv) {
 }
 
 /** The record this process publishes now (the core adds pid and updatedAt). */
-function presenceRecord(ctx, { hostVersion, baseUrl, startedAt, profile }) {
+function presenceRecord(ctx, { hostVersion, baseUrl, startedAt, profile, mailbox }) {
   return {
     v: 1,
     profile,
     hostVersion: hostVersion ?? null,
     baseUrl: baseUrl ?? null,
     startedAt,
+    mailbox, // it drains the mailbox of its live sessions (lib/mailbox.js)
     sessions: liveAgents(ctx, { files: false }).map(a => ({ id: a.id, status: a.status })), // status only, every second
   }
 }
@@ -36,9 +37,8 @@ function presenceRecord(ctx, { hostVersion, baseUrl, startedAt, profile }) {
  * process alive); withdraw the record when the plugin is disposed or the process exits.
  * `baseUrl` is a function (the web server's port is known only once it listens).
  */
-export function startPresence(ctx, core, { hostVersion, baseUrl, dshHome = () => resolveDshHome() }) {
+export function startPresence(ctx, core, { hostVersion, baseUrl, startedAt = Date.now(), mailbox = false, dshHome = () => resolveDshHome() }) {
   if (typeof core?.publishPresence !== 'function') return () => {}
-  const startedAt = Date.now()
   const profile = profileOf()
   let busy = false
   let stopped = false
@@ -46,7 +46,7 @@ export function startPresence(ctx, core, { hostVersion, baseUrl, dshHome = () =>
     if (busy || stopped) return
     busy = true
     try {
-      const record = presenceRecord(ctx, { hostVersion, baseUrl: baseUrl(), startedAt, profile })
+      const record = presenceRecord(ctx, { hostVersion, baseUrl: baseUrl(), startedAt, profile, mailbox })
       await core.publishPresence(JSON.stringify(record), dshHome())
     } catch {
       // a home we cannot write: peers simply do not see this process; try again next tick

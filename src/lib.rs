@@ -1045,3 +1045,102 @@ pub fn withdraw_presence(dsh_home: Option<String>) {
     let home = home_of(dsh_home.as_deref());
     mail_core::presence::withdraw(&home, std::process::id());
 }
+
+/// One envelope this process claimed from the mailbox of a session it holds live
+/// (`mail_core::mailbox::Claimed`).
+#[napi(object)]
+pub struct MailboxEnvelope {
+    pub request_id: String,
+    pub session_id: String,
+    /// `queue` or `steer`.
+    pub mode: String,
+    pub text: String,
+    /// The target's log already holds this request id: settle it delivered, do not deliver again.
+    pub landed: bool,
+}
+
+/// Claim what this process should deliver from the mailboxes of the sessions it holds live
+/// (`sessions`: their ids; `startedAt`: this process's presence record), on a worker thread.
+#[napi]
+pub async fn mailbox_drain(
+    sessions: Vec<String>,
+    started_at: f64,
+    dsh_home: Option<String>,
+) -> napi::Result<Vec<MailboxEnvelope>> {
+    let home = home_of(dsh_home.as_deref());
+    let me = mail_core::mailbox::Drainer {
+        pid: std::process::id(),
+        started_at: started_at as i64,
+        sessions,
+    };
+    let now = mail_core::ledger::time::now_ms();
+    let claimed = blocking(move || mail_core::mailbox::drain(&home, &me, now)).await?;
+    Ok(claimed
+        .into_iter()
+        .map(|c| MailboxEnvelope {
+            request_id: c.request_id,
+            session_id: c.session_id,
+            mode: c.mode,
+            text: c.text,
+            landed: c.landed,
+        })
+        .collect())
+}
+
+/// What this process's host did with a claimed envelope.
+#[napi(object)]
+pub struct MailboxSettlement {
+    pub request_id: String,
+    pub session_id: String,
+    /// `delivered` or `rejected`.
+    pub state: String,
+    /// The host's error code when rejected.
+    pub code: Option<String>,
+    pub message: Option<String>,
+    /// `session-controller`, `agent` or `already-delivered`.
+    pub route: Option<String>,
+}
+
+/// Write the receipt of a claimed envelope (the sender waits for it) and drop the claim; on a
+/// worker thread. Resolves to `true` once written.
+#[napi]
+pub async fn mailbox_settle(
+    settlement: MailboxSettlement,
+    dsh_home: Option<String>,
+) -> napi::Result<bool> {
+    use mail_core::mailbox::{Receipt, ReceiptState};
+    let state = match settlement.state.as_str() {
+        "delivered" => ReceiptState::Delivered,
+        "rejected" => ReceiptState::Rejected,
+        other => return Err(internal(format!("unknown settlement state {other:?}"))),
+    };
+    let cut = |s: Option<String>| s.map(|s| s.chars().take(512).collect::<String>());
+    let r = Receipt {
+        request_id: settlement.request_id,
+        session_id: settlement.session_id,
+        state,
+        code: cut(settlement.code),
+        message: cut(settlement.message),
+        route: cut(settlement.route),
+        pid: 0,
+    };
+    let home = home_of(dsh_home.as_deref());
+    blocking(move || mail_core::mailbox::settle(&home, std::process::id(), &r))
+        .await?
+        .map(|()| true)
+        .map_err(internal)
+}
+
+/// Give a claimed envelope back to its mailbox (the session is no longer live here).
+#[napi]
+pub async fn mailbox_release(
+    session_id: String,
+    request_id: String,
+    dsh_home: Option<String>,
+) -> napi::Result<()> {
+    let home = home_of(dsh_home.as_deref());
+    blocking(move || {
+        mail_core::mailbox::release(&home, std::process::id(), &session_id, &request_id)
+    })
+    .await
+}

@@ -1,0 +1,172 @@
+// The owner's half of the mailbox (lib/mailbox.js over crates/core/src/mailbox), with the real core and a
+// host double: envelopes posted in the on-disk format are delivered in-process once, through the session
+// controller when the host has one (0.1.7) or the agent's inbox (rc.8), and each gets its receipt.
+// The sender's half and the crash rules are in the Rust tests (mailbox::tests, tools::send::tests); the
+// real rc.8 proof is test/real-host-peers.test.mjs.
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { createRequire } from 'node:module'
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync, existsSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { randomUUID } from 'node:crypto'
+import { startMailbox } from '../lib/mailbox.js'
+
+const core = createRequire(import.meta.url)('../binding.cjs')
+const sleep = ms => new Promise(r => setTimeout(r, ms))
+const STARTED = 1234
+let posted = Date.now()
+
+function home(t) {
+  const h = mkdtempSync(join(tmpdir(), 'mailbox-'))
+  t.after(() => rmSync(h, { recursive: true, force: true }))
+  return h
+}
+
+/** Post an envelope the way the core's sender does (file name = the request id's UUID). */
+function post(h, session, { mode = 'queue', text = 'hello', ownerPid = process.pid, startedAt = STARTED } = {}) {
+  const uuid = randomUUID()
+  const requestId = `dsh-session-mail:${uuid}`
+  const dir = join(h, 'dsh-session-mail', 'mailbox', session)
+  for (const d of [join(h, 'dsh-session-mail'), join(h, 'dsh-session-mail', 'mailbox'), dir]) mkdirSync(d, { recursive: true, mode: 0o700 })
+  writeFileSync(join(dir, `${uuid}.msg`), JSON.stringify({
+    v: 1, requestId, sessionId: session, mode, text, sender: 'session-a', ownerPid, ownerStartedAt: startedAt, postedAt: ++posted, // oldest first
+  }), { mode: 0o600 })
+  return { requestId, uuid, dir }
+}
+
+function receipt(dir, uuid) {
+  const p = join(dir, `${uuid}.done`)
+  return existsSync(p) ? JSON.parse(readFileSync(p, 'utf8')) : null
+}
+
+/** A live agent of rc.8's shape: steer/followup put the message in its inbox. */
+function fakeAgent(id) {
+  const agent = {
+    id, status: 'running', session: { id, seq: 3 }, inbox: { nextTurn: [], nextStep: [] }, calls: [],
+    followup(m) { agent.calls.push(['followup', m]); agent.inbox.nextTurn.push(m) },
+    steer(m) { agent.calls.push(['steer', m]); agent.inbox.nextStep.push(m) },
+  }
+  return agent
+}
+
+function fakeCtx(agents, extra = {}) {
+  const flushed = []
+  return {
+    flushed,
+    agents: { list: () => agents, get: id => agents.find(a => a.id === id) },
+    sessions: { flush: async s => { flushed.push(s.id) } },
+    ...extra,
+  }
+}
+
+async function until(fn, ms = 3000) {
+  const t0 = Date.now()
+  for (;;) {
+    const v = fn()
+    if (v) return v
+    if (Date.now() - t0 > ms) return v
+    await sleep(20)
+  }
+}
+
+test('rc.8 route: each envelope lands once in the live agent, as the host\'s own route builds it, then its receipt', async (t) => {
+  const h = home(t)
+  const b = fakeAgent('session-b')
+  const ctx = fakeCtx([b])
+  const q = post(h, 'session-b', { mode: 'queue', text: 'first' })
+  const s = post(h, 'session-b', { mode: 'steer', text: 'second' })
+  const stop = startMailbox(ctx, core, { startedAt: STARTED, dshHome: () => h })
+  t.after(stop)
+  assert.ok(await until(() => receipt(q.dir, q.uuid) && receipt(s.dir, s.uuid)), 'both settled')
+  assert.deepEqual(b.calls.map(([how, m]) => [how, m.content[0].text, m.source.rpcId, m.role]), [
+    ['followup', 'first', q.requestId, 'user'],
+    ['steer', 'second', s.requestId, 'user'],
+  ])
+  assert.ok(Object.isFrozen(b.calls[0][1]) && Object.isFrozen(b.calls[0][1].source), 'deep-frozen like createUserMessage')
+  assert.equal(typeof b.calls[0][1].id, 'string')
+  assert.deepEqual(ctx.flushed, ['session-b', 'session-b'], 'flushed before each receipt')
+  const r = receipt(q.dir, q.uuid)
+  assert.equal(r.state, 'delivered')
+  assert.equal(r.route, 'agent')
+  assert.equal(r.pid, process.pid)
+  assert.deepEqual(readdirSync(q.dir).filter(n => !n.endsWith('.done')), [], 'no envelope or claim left')
+  // a few more ticks: nothing is delivered again
+  await sleep(600)
+  assert.equal(b.calls.length, 2)
+})
+
+test('dedup without host help: already pending in the inbox, or already delivered by this process; a refusing agent is a rejection', async (t) => {
+  const h = home(t)
+  const b = fakeAgent('session-b')
+  const ctx = fakeCtx([b])
+  const stop = startMailbox(ctx, core, { startedAt: STARTED, dshHome: () => h })
+  t.after(stop)
+  // another holder put it in the inbox before it crashed without a receipt: not delivered again
+  const pending = post(h, 'session-b')
+  b.inbox.nextTurn.push({ role: 'user', content: [], source: { kind: 'user', rpcId: pending.requestId } })
+  assert.ok(await until(() => receipt(pending.dir, pending.uuid)))
+  assert.deepEqual([receipt(pending.dir, pending.uuid).state, receipt(pending.dir, pending.uuid).route], ['delivered', 'already-delivered'])
+  assert.equal(b.calls.length, 0)
+  // delivered here, then its claim came back unsettled (the receipt write failed): not delivered twice
+  const once = post(h, 'session-b', { text: 'once' })
+  assert.ok(await until(() => receipt(once.dir, once.uuid)))
+  assert.equal(b.calls.length, 1)
+  b.inbox.nextTurn.length = 0 // the turn took it: the inbox no longer shows it
+  const body = JSON.stringify({ v: 1, requestId: once.requestId, sessionId: 'session-b', mode: 'queue', text: 'once', ownerPid: process.pid, ownerStartedAt: STARTED, postedAt: 1 })
+  rmSync(join(once.dir, `${once.uuid}.done`))
+  writeFileSync(join(once.dir, `${once.uuid}.claimed-${process.pid}`), body, { mode: 0o600 })
+  assert.ok(await until(() => receipt(once.dir, once.uuid)))
+  assert.equal(receipt(once.dir, once.uuid).route, 'already-delivered')
+  assert.equal(b.calls.length, 1)
+  // the agent refuses: rc.8's own route answers agent-busy for the same throw
+  b.followup = () => { throw new Error('closed') }
+  const no = post(h, 'session-b', { text: 'no' })
+  assert.ok(await until(() => receipt(no.dir, no.uuid)))
+  const r = receipt(no.dir, no.uuid)
+  assert.deepEqual([r.state, r.code, r.message], ['rejected', 'agent-busy', 'closed'])
+})
+
+test('0.1.7 route: the session controller gets the request id (host dedup); its refusal code reaches the receipt', async (t) => {
+  const h = home(t)
+  const b = fakeAgent('session-b')
+  const prompts = []
+  const controller = {
+    async prompt(request, signal) {
+      prompts.push(request)
+      assert.ok(signal instanceof AbortSignal)
+      if (request.content[0].text === 'refuse') throw Object.assign(new Error('no adapter serves provider'), { code: 'session/model-unavailable' })
+      return { accepted: true }
+    },
+  }
+  const ctx = fakeCtx([b], { sessionController: controller })
+  const ok = post(h, 'session-b', { text: 'fine', mode: 'steer' })
+  const no = post(h, 'session-b', { text: 'refuse' })
+  const stop = startMailbox(ctx, core, { startedAt: STARTED, dshHome: () => h })
+  t.after(stop)
+  assert.ok(await until(() => receipt(ok.dir, ok.uuid) && receipt(no.dir, no.uuid)))
+  assert.deepEqual(prompts.map(p => [p.requestId, p.sessionId, p.mode]), [[ok.requestId, 'session-b', 'steer'], [no.requestId, 'session-b', 'queue']])
+  assert.equal(b.calls.length, 0, 'the agent inbox is not used when the controller exists')
+  assert.deepEqual([receipt(ok.dir, ok.uuid).state, receipt(ok.dir, ok.uuid).route], ['delivered', 'session-controller'])
+  const r = receipt(no.dir, no.uuid)
+  assert.deepEqual([r.state, r.code], ['rejected', 'session/model-unavailable'])
+})
+
+test('only the holder drains: a session not live here is not touched, and an envelope for a live other owner waits', async (t) => {
+  const h = home(t)
+  const b = fakeAgent('session-b')
+  const ctx = fakeCtx([b])
+  const other = post(h, 'session-c') // not live here
+  // addressed to a live process (our parent) whose fresh presence record lists session-b
+  const parent = process.ppid
+  const pdir = join(h, 'dsh-session-mail', 'presence')
+  mkdirSync(pdir, { recursive: true, mode: 0o700 })
+  writeFileSync(join(pdir, `${parent}.json`), JSON.stringify({ v: 1, pid: parent, startedAt: 5, updatedAt: Date.now(), sessions: [{ id: 'session-b', status: 'idle' }], mailbox: true }), { mode: 0o600 })
+  const theirs = post(h, 'session-b', { ownerPid: parent, startedAt: 5 })
+  const stop = startMailbox(ctx, core, { startedAt: STARTED, dshHome: () => h })
+  t.after(stop)
+  await sleep(700)
+  assert.equal(b.calls.length, 0)
+  assert.ok(existsSync(join(other.dir, `${other.uuid}.msg`)))
+  assert.ok(existsSync(join(theirs.dir, `${theirs.uuid}.msg`)))
+})
