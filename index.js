@@ -15,16 +15,15 @@ import { canDrain, startMailbox } from './lib/mailbox.js'
 export const name = 'dsh-session-mail'
 
 // Optional services are declared one by one (the `{required:[…], optional:[…]}` form leaves the row
-// pending in rc.8: shared/host/plugin-contract.md §11).
+// pending in rc.8: shared/host/plugin-contract.md §11). Only services every profile declares: an optional
+// inject of a service the profile does not have leaves the plugin pending and fails the boot ("waiting for
+// service: webServer" in the headless profile), so the web server is looked up (lib/host.js `service`).
 export const inject = {
   tools: { required: true },
   agents: { required: false },
-  webServer: { required: false },
   credentials: { required: false },
   // rc.8+ `ctx.sessions.flush(session)`: a live read asks the host to write pending events first.
   sessions: { required: false },
-  // 0.1.7 `ctx.sessionController.prompt(request, signal)`: mailbox deliveries keep the host's request-id dedup.
-  sessionController: { required: false },
 }
 
 export const Config = Schema.object({

@@ -17,6 +17,15 @@ export function attempt(fn, fallback) {
   }
 }
 
+/**
+ * A host service looked up at call time instead of injected (`ctx.get(name)`, cordis 4; a test double
+ * without `get` carries it as a property). For services some profiles lack: the headless profile has no
+ * `webServer`, rc.8 has no `sessionController`. undefined when absent.
+ */
+export function service(ctx, name) {
+  return attempt(() => (typeof ctx?.get === 'function' ? ctx.get(name) : ctx?.[name]) ?? undefined, undefined)
+}
+
 /** The DSH runtime version as seen through the peer `@deepseek-ai/dsh-tools`, or null. */
 export function detectHostVersion() {
   return attempt(() => {
@@ -141,14 +150,15 @@ export async function liveReadFacts(ctx, id) {
 }
 
 /**
- * `http://<host>:<port>` of the host's web server, from the config override or `ctx.webServer`
+ * `http://<host>:<port>` of the host's web server, from the config override or the `webServer` service
  * (rc.8 packages/host/webserver/src/index.ts `get port()` is the bound port, also for `--port 0`).
  * A server bound to 0.0.0.0 is reached on loopback. null: this profile has no web server.
  */
 export function baseUrlOf(ctx, config) {
-  const port = config.port > 0 ? config.port : attempt(() => ctx.webServer?.port, undefined)
+  const web = service(ctx, 'webServer')
+  const port = config.port > 0 ? config.port : attempt(() => web?.port, undefined)
   if (typeof port !== 'number' || !(port > 0)) return null
-  let host = config.host?.trim() || attempt(() => ctx.webServer?.host, '127.0.0.1') || '127.0.0.1'
+  let host = config.host?.trim() || attempt(() => web?.host, '127.0.0.1') || '127.0.0.1'
   if (host === '0.0.0.0' || host === '::') host = '127.0.0.1'
   if (host.includes(':') && !host.startsWith('[')) host = `[${host}]`
   return `http://${host}:${port}`

@@ -5,7 +5,7 @@
 // session, and has the core write the receipt the sender waits for. The file work, the claim and the
 // hostile-input checks are the core's; this file only talks to the host.
 import { randomUUID } from 'node:crypto'
-import { attempt } from './host.js'
+import { attempt, service } from './host.js'
 import { resolveDshHome } from './home.js'
 
 const DRAIN_MS = 250
@@ -76,7 +76,9 @@ async function deliverEnvelope(ctx, env, delivered) {
   if (pendingRpcIds(agent).has(env.requestId)) return { state: 'delivered', route: 'already-delivered' }
   const mode = env.mode === 'steer' ? 'steer' : 'queue'
   let route
-  const controller = attempt(() => ctx.sessionController, undefined)
+  // Looked up, not injected: rc.8 has no such service, and an optional inject of an unknown service
+  // leaves the plugin pending there ("waiting for service: sessionController").
+  const controller = service(ctx, 'sessionController')
   if (typeof controller?.prompt === 'function') {
     route = 'session-controller'
     try {

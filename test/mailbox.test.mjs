@@ -139,7 +139,7 @@ test('0.1.7 route: the session controller gets the request id (host dedup); its 
       return { accepted: true }
     },
   }
-  const ctx = fakeCtx([b], { sessionController: controller })
+  const ctx = fakeCtx([b], { get: name => (name === 'sessionController' ? controller : undefined) })
   const ok = post(h, 'session-b', { text: 'fine', mode: 'steer' })
   const no = post(h, 'session-b', { text: 'refuse' })
   const stop = startMailbox(ctx, core, { startedAt: STARTED, dshHome: () => h })
