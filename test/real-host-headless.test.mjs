@@ -1,0 +1,171 @@
+// A session live in a DSH 0.1.0-rc.8 process WITHOUT a web server (the one-shot headless profile,
+// `dsh --profile headless "<task>"`, whose turn the fake LLM keeps running for seconds), the plugin mounted
+// in it and in a `dsh web` process on the same DSH_HOME (issue 8 point 3: headless owners, durable hand-off).
+// A send from the web process goes through the mailbox the headless process drains and lands in its
+// session exactly once, with the owner's answer in the tool result; a sender SIGKILLed right after the
+// hand-off (the owner frozen with SIGSTOP until then, so the delivery surely happens after the sender died)
+// still lands once.
+//
+//   eval "$(bash test/real-host/install-host.sh)" && $DSH_NODE --test --test-concurrency=1 test/real-host-headless.test.mjs
+import { describe, test, before, after } from 'node:test'
+import assert from 'node:assert/strict'
+import { spawn, execFileSync } from 'node:child_process'
+import { existsSync, readdirSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import {
+  makeSandbox, packAndInstall, bootWeb, initProfile, callTool, readSessionLog, findSessionLog,
+  userTexts, isIdle, turnEndCount, printMetrics, REPO_ROOT,
+} from './real-host/harness.mjs'
+
+const [major, minor] = process.versions.node.split('.').map(Number)
+if (major < 22 || (major === 22 && minor < 15)) {
+  throw new Error(`run this under Node >= 22.15 (the host's Node 22: $DSH_NODE); this is ${process.version}`)
+}
+
+const sleep = ms => new Promise(r => setTimeout(r, ms))
+const esc = s => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+
+function requestIdOf(text) {
+  const id = /^request: (dsh-session-mail:\S+)$/m.exec(text)?.[1]
+  assert.ok(id, `a request id in:\n${text}`)
+  return id
+}
+
+const landedCount = (events, rpcId) => userTexts(events).filter(u => u.source?.rpcId === rpcId).length
+
+/** The fresh presence record of the headless process (profile headless) with one live session. */
+async function headlessOwner(home, notPid = null, timeout = 20_000) {
+  const dir = join(home, 'dsh-session-mail', 'presence')
+  const t0 = Date.now()
+  for (;;) {
+    for (const n of existsSync(dir) ? readdirSync(dir) : []) {
+      if (!/^\d+\.json$/.test(n)) continue
+      try {
+        const r = JSON.parse(readFileSync(join(dir, n), 'utf8'))
+        if (r.profile === 'headless' && r.pid !== notPid && r.sessions?.length === 1 && Date.now() - r.updatedAt < 3000) return r
+      } catch { /* being replaced */ }
+    }
+    if (Date.now() - t0 > timeout) throw new Error('no headless presence record')
+    await sleep(50)
+  }
+}
+
+/** Start `dsh --profile headless "<task>"`; resolves on exit to { code, stdout, stderr }. */
+function runHeadless(box, task) {
+  const child = spawn(box.host.dsh, ['--profile', 'headless', task], { cwd: box.ws, env: box.env, stdio: ['ignore', 'pipe', 'pipe'] })
+  let stdout = ''
+  let stderr = ''
+  child.stdout.on('data', d => { stdout += d })
+  child.stderr.on('data', d => { stderr += d })
+  const done = new Promise(r => child.on('exit', code => r({ code, stdout, stderr })))
+  return { child, done }
+}
+
+function assertOneHistory(events, id) {
+  const seqs = events.map(e => e.seq).filter(s => s !== undefined)
+  for (let i = 1; i < seqs.length; i++) assert.ok(seqs[i] > seqs[i - 1], `seq ${seqs[i]} after ${seqs[i - 1]} in ${id}`)
+}
+
+describe('dsh-session-mail: a send to a session live in a headless rc.8 process (no web server)', () => {
+  let box, web1, A
+  const m = {}
+
+  before(async () => {
+    box = await makeSandbox()
+    packAndInstall(initProfile(box, 'web'), REPO_ROOT, { mode: 'manual' })
+    packAndInstall(initProfile(box, 'headless'), REPO_ROOT, { mode: 'manual' })
+    web1 = await bootWeb(box)
+    A = await web1.createSession(box.ws)
+    await web1.prompt(A, 'hello from A')
+    await web1.waitFor(A, ev => turnEndCount(ev) >= 1 && isIdle(ev))
+  })
+  after(async () => {
+    printMetrics('session-mail-headless', m)
+    await box?.cleanup()
+  })
+
+  test('1. queue and steer from the web process land once in the headless session through its mailbox', async () => {
+    const h = runHeadless(box, '@@sleep 9000')
+    const owner = await headlessOwner(box.home)
+    const H = owner.sessions[0].id
+    assert.equal(owner.baseUrl, null)
+    assert.equal(owner.mailbox, true)
+    const list = await callTool(web1, A, 'sessions_list', { query: H })
+    assert.match(list.text, new RegExp(`^- ${esc(H)} \\[live, top-level, running, in pid ${owner.pid}, profile headless\\] \\| .* \\| send: delivered by its own process \\(pid ${owner.pid}\\)$`, 'm'), list.text)
+    const q = await callTool(web1, A, 'sessions_send', { session_id: H, message: 'HEADLESS-QUEUE one' })
+    m.queueToolMs = q.result.time - q.call.time
+    assert.match(q.text, new RegExp(`^accepted for ${esc(H)} \\| mode=queue \\| chars=\\d+\\n`), q.text)
+    assert.ok(!q.text.includes('woke a cold session'), q.text)
+    assert.match(q.text, new RegExp(`note: routed: that session is live in another DSH process without a web server \\(pid ${owner.pid}, profile headless\\); that process took the message from its mailbox`), q.text)
+    const s = await callTool(web1, A, 'send_session_message', { toSessionId: H, message: 'HEADLESS-STEER two', urgent: true })
+    assert.match(s.text, new RegExp(`^accepted for ${esc(H)} \\| mode=steer`), s.text)
+    assert.match(s.text, /that process took the message from its mailbox/, s.text)
+    const rq = requestIdOf(q.text)
+    const rs = requestIdOf(s.text)
+    const out = await h.done
+    m.headlessExit = out.code
+    assert.equal(out.code, 0, `headless exited ${out.code}: ${out.stderr}`)
+    const events = readSessionLog(findSessionLog(box.home, H))
+    assert.equal(landedCount(events, rq), 1, 'the queued message landed once')
+    assert.equal(landedCount(events, rs), 1, 'the steer landed once')
+    assertOneHistory(events, H)
+    // the web process never held H
+    assert.ok(!readFileSync(join(box.home, 'dsh-session-mail', 'presence', `${web1.pid}.json`), 'utf8').includes(H))
+    // verify confirms each landing from the log
+    for (const rid of [rq, rs]) {
+      const v = execFileSync(process.execPath, [join(REPO_ROOT, 'bin', 'dsh-session-mail.mjs'), 'verify', rid], { env: { ...box.env }, encoding: 'utf8' })
+      assert.match(v, new RegExp(`^landed in ${esc(H)} at seq \\d+`), v)
+    }
+    // the mailbox holds no envelope or claim any more (receipts only)
+    const shard = join(box.home, 'dsh-session-mail', 'mailbox', H)
+    assert.deepEqual(readdirSync(shard).filter(n => !n.endsWith('.done')), [])
+  })
+
+  test('2. the sender is SIGKILLed right after the hand-off: the message still lands once', async () => {
+    const web3 = await bootWeb(box)
+    const C = await web3.createSession(box.mkdir('ws-c'))
+    await web3.prompt(C, 'hello from C')
+    await web3.waitFor(C, ev => turnEndCount(ev) >= 1 && isIdle(ev))
+    const h = runHeadless(box, '@@sleep 9000')
+    const owner = await headlessOwner(box.home)
+    const H = owner.sessions[0].id
+    // freeze the owner: it cannot drain until the sender is dead
+    process.kill(owner.pid, 'SIGSTOP')
+    let stopped = true
+    try {
+      const shard = join(box.home, 'dsh-session-mail', 'mailbox', H)
+      await web3.prompt(C, `@@call sessions_send ${JSON.stringify({ session_id: H, message: 'HEADLESS-ORPHAN three', mode: 'steer' })}`)
+      let envelope
+      const t0 = Date.now()
+      while (envelope === undefined) {
+        const names = existsSync(shard) ? readdirSync(shard).filter(n => n.endsWith('.msg')) : []
+        if (names.length > 0) envelope = names[0]
+        else if (Date.now() - t0 > 20_000) throw new Error('no envelope was posted')
+        else await sleep(5)
+      }
+      m.handOffMs = Date.now() - t0
+      const web3Pid = web3.child.pid
+      process.kill(web3Pid, 'SIGKILL')
+      await new Promise(r => (web3.child.exitCode !== null || web3.child.signalCode !== null) ? r() : web3.child.once('exit', r))
+      const env = JSON.parse(readFileSync(join(shard, envelope), 'utf8'))
+      assert.equal(env.sessionId, H)
+      assert.equal(env.ownerPid, owner.pid)
+      assert.ok(!existsSync(join(shard, envelope.replace(/\.msg$/, '.done'))), 'nothing was delivered before the sender died')
+      process.kill(owner.pid, 'SIGCONT')
+      stopped = false
+      const out = await h.done
+      assert.equal(out.code, 0, `headless exited ${out.code}: ${out.stderr}`)
+      const events = readSessionLog(findSessionLog(box.home, H))
+      assert.equal(landedCount(events, env.requestId), 1, 'landed once after its sender died')
+      assertOneHistory(events, H)
+      // the sender's tool call never returned: its turn has no tool result
+      const cEvents = readSessionLog(findSessionLog(box.home, C))
+      const call = cEvents.find(e => e.type === 'tool/call' && e.data?.name === 'sessions_send')
+      assert.ok(call === undefined || !cEvents.some(e => e.type === 'tool/result' && e.data?.message?.source?.callId === call.data.callId))
+      const v = execFileSync(process.execPath, [join(REPO_ROOT, 'bin', 'dsh-session-mail.mjs'), 'verify', env.requestId], { env: { ...box.env }, encoding: 'utf8' })
+      assert.match(v, new RegExp(`^landed in ${esc(H)} at seq \\d+`), v)
+    } finally {
+      if (stopped) try { process.kill(owner.pid, 'SIGCONT') } catch {}
+    }
+  })
+})
