@@ -6,8 +6,9 @@
 // Reference: Z17 = zsagi1368/deepseek-harness-zDSH (0.1.7-rc.2 era), R8 = toninfo/deepseek-harness
 // (0.1.0-rc.8, local snapshot). Research notes: docs shared with the team (session-contract.md §3-§5).
 //
-// Not modelled: attachments (image/file parts), model routing (`requireServedRoute`), the
-// `session/writer-held` lock, WebSocket streams, every endpoint other than session/prompt and the
+// The `session/writer-held` lock is modelled between contract-host instances on one DSH_HOME (see
+// `WRITER_LEASES`). Not modelled: attachments (image/file parts), model routing (`requireServedRoute`),
+// WebSocket streams, every endpoint other than session/prompt and the
 // test-only session/history, request-body size limits (http-bridge.ts).
 
 import { randomBytes, randomUUID } from 'node:crypto'
@@ -26,6 +27,17 @@ const DAY_MILLISECONDS = 24 * 60 * 60 * 1000
 const API_PATH = '/api'
 // rpc-host.ts `ENDPOINT_SEGMENT_PATTERN`
 const ENDPOINT_SEGMENT_PATTERN = /^[A-Za-z0-9_$.-]+$/
+
+/**
+ * The session write lock of 0.1.5+ between host processes on one DSH_HOME: a live session holds an
+ * exclusive lease on its log (0.1.7 `session-persistence-jsonl/src/index.ts` `acquireLease`, a kernel flock
+ * on `session.lock`, released when the process dies), and a resume blocked by another holder's lease
+ * answers `session/writer-held` with the session id (kilinthecode/deepseek-harness
+ * packages/api/session-controller/README.md: "A resume blocked by an existing write handle returns
+ * `session/writer-held` with the Session id"). Modelled per instance: `${dshHome}\0${sessionId}` → the
+ * instance holding it; an instance's leases go when it is closed (its process ended).
+ */
+const WRITER_LEASES = new Map()
 
 /** A failure that crosses the wire as `{ok:false, error:{code, message, details}}` (typert RemoteError). */
 class RemoteError extends Error {
@@ -126,6 +138,22 @@ export async function startContractHost(opts = {}) {
 
   /** @type {Map<string, HostSession>} */
   const sessions = new Map()
+  const instance = Symbol('contract-host instance')
+  const leaseKey = id => `${dshHome}\0${id}`
+  const heldElsewhere = id => {
+    const holder = WRITER_LEASES.get(leaseKey(id))
+    return holder !== undefined && holder !== instance
+  }
+  /** Take the write lease of a session becoming live here; writer-held when another instance has it. */
+  function acquireLease(id) {
+    if (heldElsewhere(id)) {
+      throw new RemoteError('session/writer-held', `session "${id}" is held by another process`, { sessionId: id })
+    }
+    WRITER_LEASES.set(leaseKey(id), instance)
+  }
+  function releaseLeases() {
+    for (const [k, v] of WRITER_LEASES) if (v === instance) WRITER_LEASES.delete(k)
+  }
   const requests = []
   const faults = { status: undefined, delayMs: 0, resetAfterAccept: false }
   let down = false
@@ -189,6 +217,8 @@ export async function startContractHost(opts = {}) {
   // Z17 session-controller/src/agent.ts `resolve`, `resumeObserved`, `hasApiSessionSubagentOwner`,
   // `apiSessionSubagentOwnershipError`, `inspectApiSession` (no cwd = not found).
   function resolveAgent(sessionId) {
+    // A session another instance holds exists on disk even when this instance never saw it.
+    if (!sessions.get(sessionId)?.live && heldElsewhere(sessionId)) acquireLease(sessionId)
     const s = sessions.get(sessionId)
     if (s === undefined || (!s.live && s.header.cwd === undefined)) {
       throw new RemoteError('session/not-found', `session "${sessionId}" not found`, { sessionId })
@@ -198,7 +228,10 @@ export async function startContractHost(opts = {}) {
         { reason: 'use subagent delivery for this child session' })
     }
     // Cold resume makes the session live in this process (R8 core/session index.ts end-seed).
-    if (!s.live) s.resume()
+    if (!s.live) {
+      acquireLease(sessionId)
+      s.resume()
+    }
     return s
   }
 
@@ -213,7 +246,7 @@ export async function startContractHost(opts = {}) {
       throw new RemoteError('session/invalid-time-zone', 'clientTimeZone must be UTC or a valid IANA Area/Location name',
         { value: request.clientTimeZone })
     }
-    if (!sessions.has(request.sessionId)) resolveAgent(request.sessionId) // throws session/not-found
+    if (!sessions.has(request.sessionId)) resolveAgent(request.sessionId) // throws session/not-found or writer-held
     return operate(request.sessionId, () => {
       const agent = resolveAgent(request.sessionId)
       if (agent.hasPromptRequest(request.requestId)) return { accepted: true }
@@ -419,6 +452,7 @@ export async function startContractHost(opts = {}) {
         delegationDepth: delegationDepth ?? (origin === 'subagent' ? 1 : 0),
         ...(preset === undefined ? {} : { agentPreset: preset }),
       }
+      if (live) acquireLease(sessionId)
       const s = new HostSession({ meta, file: new SessionLogFile(sessionsRoot, meta), now, live })
       s.autoComplete = autoComplete
       sessions.set(sessionId, s)
@@ -438,6 +472,7 @@ export async function startContractHost(opts = {}) {
     /** true: open a running turn (resumes a cold session first). false: complete turns until idle. */
     setRunning(id, running) {
       operate(id, (s) => {
+        if (!s.live) acquireLease(id)
         s.resume()
         if (running) s.openBusyTurn()
         else while (s.status === 'running') s.finishTurn()
@@ -455,6 +490,7 @@ export async function startContractHost(opts = {}) {
     /** Wake an idle session (agent.ts `wakeDriver`): a turn opens and claims per the inbox rules. */
     runTurn(id) {
       operate(id, (s) => {
+        if (!s.live) acquireLease(id)
         s.resume()
         if (s.status !== 'idle') throw new Error(`contract-host: session "${id}" is already running`)
         s.wakeDriver()
@@ -505,6 +541,7 @@ export async function startContractHost(opts = {}) {
     },
 
     async close() {
+      releaseLeases()
       if (down) return
       down = true
       await new Promise((resolve) => {

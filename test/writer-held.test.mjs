@@ -1,0 +1,98 @@
+// `session/writer-held` → the owner: two contract-host instances on one DSH_HOME stand in for two 0.1.5+
+// host processes. Session B is live in instance 2 (it holds B's write lease); the plugin in "process 1"
+// (bound to instance 1) does not see B in presence when it plans, so it sends to its own host, which
+// answers `session/writer-held` (test/contract-host/index.mjs `WRITER_LEASES`, after 0.1.7
+// session-persistence-jsonl `acquireLease` and packages/api/session-controller/README.md). The plugin then
+// waits (≤ 1.5 s) for the owner's presence record and re-sends there with the same request id: B lands
+// once, in its owner; instance 1 never resumes it. Without an owner in presence: a readable refusal.
+import { test, before, after } from 'node:test'
+import assert from 'node:assert/strict'
+import { mkdirSync, writeFileSync, rmSync } from 'node:fs'
+import { join } from 'node:path'
+import { startContractHost } from './contract-host/index.mjs'
+import { execAs, landingsOf, toolsOf } from './helpers/plugin-harness.mjs'
+
+const CONFIG = {
+  hostApi: 'v2', connectTimeoutMs: 500, requestTimeoutMs: 1500,
+  budgetWindowSecs: 0, budgetPerPair: 0, budgetPerSender: 0, maxStackedPerSender: 0,
+}
+const sleep = ms => new Promise(r => setTimeout(r, ms))
+
+let host1, host2
+const ids = []
+
+before(async () => {
+  host1 = await startContractHost({})
+  host2 = await startContractHost({ dshHome: host1.dshHome, secret: host1.secret })
+  process.env.DSH_HOME = host1.dshHome
+})
+after(async () => {
+  await host1?.close()
+  await host2?.close()
+})
+
+/** Publish a presence record for the "owner process" (a live pid that is not this one: our parent). */
+function publishOwner(home, base, sessions, { mailbox = false } = {}) {
+  const dir = join(home, 'dsh-session-mail', 'presence')
+  mkdirSync(dir, { recursive: true, mode: 0o700 })
+  const pid = process.ppid
+  writeFileSync(join(dir, `${pid}.json`), JSON.stringify({
+    v: 1, pid, profile: 'web', hostVersion: '0.1.7', baseUrl: base, startedAt: 1, updatedAt: Date.now(),
+    sessions: sessions.map(id => ({ id, status: 'idle' })), mailbox,
+  }), { mode: 0o600 })
+  return { pid, remove: () => rmSync(join(dir, `${pid}.json`), { force: true }) }
+}
+
+function promptsTo(host, id) {
+  return host.requests.filter(r => r.path === '/api/session/prompt' && r.body?.payload?.args?.request?.sessionId === id)
+}
+
+test('the contract host answers session/writer-held for a session another instance holds; with no owner in presence the plugin refuses readably', async () => {
+  const B = host2.createSession({ cwd: '/tmp/wh', live: true })
+  const tools = toolsOf(CONFIG, host1, () => [])
+  // with no presence at all, process 1's own host refuses: writer-held → held-elsewhere, nothing resumed
+  const A = host1.createSession({ cwd: '/tmp/wh', live: true })
+  ids.push(A)
+  const out = await tools.sessions_send.execute({ session_id: B, message: 'no owner known' }, execAs(A))
+  assert.match(out, new RegExp(`^refused \\(held-elsewhere\\): "${B}" is live in another DSH process \\(one that publishes no presence here`), out)
+  const tried = promptsTo(host1, B)
+  assert.equal(tried.length, 1)
+  assert.equal(tried[0].result.ok, false)
+  assert.equal(tried[0].result.error.code, 'session/writer-held')
+  assert.deepEqual(tried[0].result.error.details, { sessionId: B })
+  assert.throws(() => host1.state(B), /unknown session/, 'instance 1 never resumed B')
+  assert.equal(landingsOf(host2.events(B), tried[0].body.payload.args.request.requestId).insertions, 0)
+})
+
+test('writer-held, then the owner shows up in presence: re-sent there with the same request id, lands once', async () => {
+  const B = host2.createSession({ cwd: '/tmp/wh2', live: true })
+  const A = ids[0]
+  const tools = toolsOf(CONFIG, host1, () => ids)
+  // the owner's presence record appears 300 ms after the send started (its next refresh)
+  let owner
+  const late = sleep(300).then(() => { owner = publishOwner(host1.dshHome, host2.url, [B]) })
+  const t0 = Date.now()
+  const out = await tools.sessions_send.execute({ session_id: B, message: 'to the owner', mode: 'steer' }, execAs(A))
+  const ms = Date.now() - t0
+  await late
+  try {
+    assert.match(out, new RegExp(`^accepted for ${B} \\| mode=steer \\| chars=12\\n`), out)
+    assert.ok(!out.includes('woke a cold session'), out)
+    assert.match(out, new RegExp(`note: routed: that session is live in another DSH process \\(pid ${owner.pid}, profile web\\); that process's own host took the message`), out)
+    const rid = /^request: (\S+)$/m.exec(out)[1]
+    // instance 1 answered writer-held to the first attempt; the owner got the same request id once
+    const first = promptsTo(host1, B)
+    assert.equal(first.length, 1)
+    assert.equal(first[0].result.error.code, 'session/writer-held')
+    assert.equal(first[0].body.payload.args.request.requestId, rid)
+    const routed = promptsTo(host2, B)
+    assert.equal(routed.length, 1)
+    assert.equal(routed[0].body.payload.args.request.requestId, rid)
+    assert.deepEqual(routed[0].result, { ok: true, value: { accepted: true } })
+    assert.equal(landingsOf(host2.events(B), rid).insertions, 1)
+    assert.throws(() => host1.state(B), /unknown session/, 'instance 1 never resumed B')
+    console.log(`metrics ${JSON.stringify({ writerHeldResendMs: ms })}`)
+  } finally {
+    owner?.remove()
+  }
+})
