@@ -247,6 +247,21 @@ pub fn waiting(home: &Path, session: &str, request_id: &str) -> bool {
         })
 }
 
+/// The session whose mailbox holds `request_id` undelivered (`session` when given, else every shard
+/// looked at, at most [`MAX_NAMES`] × 8 of them).
+pub fn find_waiting(home: &Path, request_id: &str, session: Option<&str>) -> Option<String> {
+    if let Some(s) = session {
+        return waiting(home, s, request_id).then(|| s.to_string());
+    }
+    fsafe::check_private_dir(&root(home)).ok()?;
+    fs::read_dir(root(home))
+        .ok()?
+        .flatten()
+        .take(MAX_NAMES * 8)
+        .filter_map(|e| e.file_name().into_string().ok())
+        .find(|s| waiting(home, s, request_id))
+}
+
 /// The draining process: its pid and presence `startedAt`, and the sessions it holds live.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase", default)]

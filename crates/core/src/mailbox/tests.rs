@@ -90,6 +90,17 @@ fn posted_claimed_settled_once_and_private() {
         0o600
     );
     assert!(waiting(h, S, &rid(1)));
+    // verify says where it waits (no log holds it yet; found with or without the session named)
+    for named in [None, Some(S)] {
+        let v = crate::fate::verify(h, &rid(1), named);
+        let f = crate::fate::request_fate(&v, &rid(1), h);
+        assert!(
+            f.text
+                .starts_with(&format!("waiting: {} is in the mailbox of {S}", rid(1))),
+            "{}",
+            f.text
+        );
+    }
 
     let got = drain(h, &me(pid), 0);
     // oldest first, both claimed, none in the log yet

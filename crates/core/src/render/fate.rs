@@ -7,6 +7,14 @@ use crate::fate::{Fate, Verification};
 /// `landed in <session> at seq N (turn T)`, `queued in …`, `canceled: …` or `unknown: …`.
 pub fn describe(v: &Verification, request_id: &str, home: &Path) -> String {
     let session = v.session_id.as_deref().unwrap_or("(no session)");
+    if v.fate == Fate::Unknown {
+        // Handed to the mailbox of a session live in a process without a web server, not drained yet.
+        if let Some(s) = crate::mailbox::find_waiting(home, request_id, v.session_id.as_deref()) {
+            return format!(
+                "waiting: {request_id} is in the mailbox of {s}, not delivered yet; the process holding {s} delivers it on its next drain (or, if that process ended, the next one to hold it)"
+            );
+        }
+    }
     match &v.fate {
         Fate::Landed { seq, turn } => format!(
             "landed in {session} at seq {seq}{}",
