@@ -38,8 +38,9 @@ use serde::{Deserialize, Serialize};
 use crate::fsafe::{self, Follow};
 use crate::presence;
 
-/// Largest envelope read (a message is capped at `maxSendChars` characters plus its frame).
-pub const MAX_ENVELOPE_BYTES: u64 = 256 * 1024;
+/// Largest envelope posted or read (a message is capped at `maxSendChars` characters plus its frame;
+/// a larger one is refused at the sender, never posted to be deleted unread).
+pub const MAX_ENVELOPE_BYTES: u64 = 1024 * 1024;
 /// Largest receipt read.
 pub const MAX_RECEIPT_BYTES: u64 = 4096;
 /// Most names of one shard looked at per drain.
@@ -181,6 +182,8 @@ pub enum PostError {
     Full(usize),
     /// The request id or the session id cannot name a file.
     BadId,
+    /// The envelope would be this many bytes, over [`MAX_ENVELOPE_BYTES`].
+    TooLarge(usize),
     Io(String),
 }
 
@@ -208,6 +211,9 @@ pub fn post(home: &Path, env: &Envelope) -> Result<(), PostError> {
     let mut e = env.clone();
     e.v = 1;
     let bytes = serde_json::to_vec(&e).map_err(|e| PostError::Io(e.to_string()))?;
+    if bytes.len() as u64 > MAX_ENVELOPE_BYTES {
+        return Err(PostError::TooLarge(bytes.len()));
+    }
     write_atomic(&d, &d.join(format!("{key}.msg")), &bytes)
         .map_err(|e| PostError::Io(e.to_string()))
 }

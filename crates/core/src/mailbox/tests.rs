@@ -283,6 +283,11 @@ fn hostile_files_are_ignored_or_removed() {
     bad = env(12, pid, 7);
     bad.request_id = "dsh-session-mail:../../x".into();
     assert_eq!(post(h, &bad), Err(PostError::BadId));
+    // too large to be read back: refused at the sender, never posted
+    bad = env(13, pid, 7);
+    bad.text = "x".repeat(MAX_ENVELOPE_BYTES as usize);
+    assert!(matches!(post(h, &bad), Err(PostError::TooLarge(_))));
+    assert!(!waiting(h, S, &rid(13)));
 }
 
 #[test]

@@ -474,6 +474,10 @@ async fn to_mailbox(
         Ok(Err(mailbox::PostError::Full(n))) => Some(format!(
             "{n} messages already wait there undelivered; try again once that session has taken them"
         )),
+        Ok(Err(mailbox::PostError::TooLarge(n))) => Some(format!(
+            "the message is {n} bytes, over the mailbox's {} cap; send a shorter one",
+            crate::store::fold::human_bytes(mailbox::MAX_ENVELOPE_BYTES)
+        )),
         Ok(Err(mailbox::PostError::BadId)) => {
             Some("its id cannot name a mailbox folder".to_string())
         }
