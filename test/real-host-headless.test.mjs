@@ -4,12 +4,13 @@
 // A send from the web process goes through the mailbox the headless process drains and lands in its
 // session exactly once, with the owner's answer in the tool result; a sender SIGKILLed right after the
 // hand-off (the owner frozen with SIGSTOP until then, so the delivery surely happens after the sender died)
-// still lands once.
+// still lands once. An owner SIGKILLed before it drained: the envelope waits, and the next process to hold the
+// session (woken by a queue send in the web process) delivers it once.
 //
 //   eval "$(bash test/real-host/install-host.sh)" && $DSH_NODE --test --test-concurrency=1 test/real-host-headless.test.mjs
 import { describe, test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
-import { spawn, execFileSync } from 'node:child_process'
+import { spawn, spawnSync, execFileSync } from 'node:child_process'
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import {
@@ -167,5 +168,48 @@ describe('dsh-session-mail: a send to a session live in a headless rc.8 process 
     } finally {
       if (stopped) try { process.kill(owner.pid, 'SIGCONT') } catch {}
     }
+  })
+
+  test('3. the owner dies before draining: the envelope waits, and the next holder of the session delivers it once', async () => {
+    const h = runHeadless(box, '@@sleep 9000')
+    const owner = await headlessOwner(box.home)
+    const H = owner.sessions[0].id
+    process.kill(owner.pid, 'SIGSTOP')
+    let q
+    try {
+      q = await callTool(web1, A, 'sessions_send', { session_id: H, message: 'HEADLESS-ORPHAN four' })
+    } finally {
+      process.kill(owner.pid, 'SIGKILL')
+      process.kill(owner.pid, 'SIGCONT')
+    }
+    await h.done
+    // accepted and durable, but the owner never answered
+    assert.match(q.text, new RegExp(`^accepted for ${esc(H)} \\| mode=queue`), q.text)
+    assert.match(q.text, /the message waits in its mailbox/, q.text)
+    const r1 = requestIdOf(q.text)
+    // not landed yet: verify exits non-zero and says where it waits
+    const v1 = spawnSync(process.execPath, [join(REPO_ROOT, 'bin', 'dsh-session-mail.mjs'), 'verify', r1], { env: { ...box.env }, encoding: 'utf8' }).stdout
+    assert.match(v1, new RegExp(`^waiting: ${esc(r1)} is in the mailbox of ${esc(H)}`), v1)
+    // H is cold now (its owner is dead): a queue send wakes it in the web process, which then drains the orphan
+    const w = await callTool(web1, A, 'sessions_send', { session_id: H, message: 'HEADLESS-WAKE five' })
+    assert.match(w.text, new RegExp(`^accepted for ${esc(H)} \\| mode=queue \\| chars=\\d+ \\(woke a cold session\\)`), w.text)
+    const r2 = requestIdOf(w.text)
+    const t0 = Date.now()
+    let events
+    for (;;) {
+      events = readSessionLog(findSessionLog(box.home, H))
+      if (landedCount(events, r1) >= 1 && landedCount(events, r2) >= 1) break
+      assert.ok(Date.now() - t0 < 30_000, 'the orphan and the wake both land')
+      await sleep(200)
+    }
+    m.orphanLandedMs = Date.now() - t0
+    await web1.waitFor(H, isIdle)
+    await sleep(500)
+    events = readSessionLog(findSessionLog(box.home, H))
+    assert.equal(landedCount(events, r1), 1)
+    assert.equal(landedCount(events, r2), 1)
+    assertOneHistory(events, H)
+    const shard = join(box.home, 'dsh-session-mail', 'mailbox', H)
+    assert.deepEqual(readdirSync(shard).filter(n => !n.endsWith('.done')), [])
   })
 })
