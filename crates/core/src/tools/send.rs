@@ -1753,6 +1753,56 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn writer_held_then_a_headless_owner_appears_the_message_goes_to_its_mailbox() {
+        // This process's host answers writer-held; the owner (no web server, drains a mailbox) publishes
+        // its presence 300 ms later; the same request id is posted to its mailbox and it answers.
+        let env = Env::online(|_, _| rpc_error("session/writer-held", "held")).await;
+        env.cold("session-b", json!({}));
+        let pid = std::os::unix::process::parent_id();
+        let h = env.home.path().to_path_buf();
+        let publisher = {
+            let h = h.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(300));
+                let rec = headless_owner(pid, "session-b");
+                presence::publish(&h, &rec, crate::ledger::time::now_ms()).unwrap();
+            })
+        };
+        let owner = owner_drains(
+            h.clone(),
+            pid,
+            "session-b",
+            mailbox::ReceiptState::Delivered,
+        );
+        let mut r = env.req(
+            "sessions_send",
+            json!({"session_id": "session-b", "message": "hi"}),
+        );
+        r.config.host_api = "v2".into();
+        r.host.secret = Some(SECRET_B64.into());
+        r.peers = None; // presence read from this home, as in a host
+        let out = run(&r).await;
+        publisher.join().unwrap();
+        let got = owner.join().unwrap();
+        assert_eq!(got.len(), 1, "{out}");
+        assert!(
+            out.starts_with("accepted for session-b | mode=queue"),
+            "{out}"
+        );
+        assert!(!out.contains("woke"), "{out}");
+        assert!(out.contains("took the message from its mailbox"), "{out}");
+        // the same request id the host refused with writer-held
+        let reqs = env.requests();
+        assert_eq!(reqs.len(), 1);
+        let j: Value = serde_json::from_str(&reqs[0].body).unwrap();
+        assert_eq!(
+            j["payload"]["args"]["request"]["requestId"],
+            got[0].request_id.as_str()
+        );
+        assert!(out.ends_with(&got[0].request_id), "{out}");
+    }
+
+    #[tokio::test]
     async fn a_session_live_in_a_process_without_mailbox_or_web_server_is_still_refused() {
         let env = Env::online(accept_all()).await;
         env.cold("session-b", json!({}));
