@@ -492,7 +492,7 @@ async fn to_mailbox(
         };
         return (o, Err(why));
     }
-    // The owner drains on its presence tick (every 250 ms); wait for its receipt, bounded.
+    // The owner drains every 250 ms (lib/mailbox.js); wait for its receipt, bounded.
     let t0 = std::time::Instant::now();
     let receipt = loop {
         let (home, target, rid) = (home.to_path_buf(), p.target.clone(), p.request_id.clone());
