@@ -6,7 +6,7 @@ import { defineTool } from '@deepseek-ai/dsh-tools'
 import { resolveDshHome } from './lib/home.js'
 import { loadCore } from './lib/native.js'
 import { toolSpecs } from './lib/tools.js'
-import { baseUrlOf, browserSessionSecret, callerOf, detectHostVersion, followSessions, liveAgents, liveReadFacts } from './lib/host.js'
+import { baseUrlOf, browserSessionSecret, callerOf, detectHostVersion, followSessions, liveAgents, liveReadFacts, secretReader } from './lib/host.js'
 import { IdleNotices, withNote } from './lib/notice.js'
 import { installOverlapNotice } from './lib/overlap.js'
 import { startPresence } from './lib/presence.js'
@@ -64,6 +64,12 @@ function coreConfig(config) {
   return out
 }
 
+/** A send's target as written (the core takes it exactly so); '' when it is not a string. */
+function targetOf(tool, args) {
+  const v = tool === 'sessions_send' ? args?.session_id : args?.toSessionId
+  return typeof v === 'string' ? v : ''
+}
+
 /** Build the JSON request the core takes (src/request.rs `ToolRequest`). */
 /**
  * JSON has no NaN or Infinity: JSON.stringify would turn them into null, which the core takes as
@@ -97,14 +103,15 @@ function buildRequest(ctx, config, tool, args, exec, hostVersion, secret = null,
       secret,
       profile: null,
     },
-    live: liveAgents(ctx, { activity: tool !== 'sessions_read', files: tool === 'sessions_list' }),
+    // a send looks at its target alone (crates/core/src/tools/send.rs finds it by id in `live`)
+    live: liveAgents(ctx, { activity: tool !== 'sessions_read', files: tool === 'sessions_list', only: sends ? targetOf(tool, args) : null }),
     liveSeq: liveRead?.liveSeq ?? null,
     liveFlushed: liveRead?.liveFlushed ?? null,
   }
 }
 
 /** Run one call through the core; every failure becomes readable text. */
-async function runTool(ctx, config, tool, args, exec, hostVersion, notices = null) {
+async function runTool(ctx, config, tool, args, exec, hostVersion, notices = null, readSecret = () => browserSessionSecret(ctx)) {
   const { core, error } = loadCore()
   if (core === undefined) {
     return `refused (internal): the dsh-session-mail native addon did not load on this platform (${process.platform}-${process.arch}): ${error?.message ?? error}. Reinstall the plugin for this platform.`
@@ -112,7 +119,8 @@ async function runTool(ctx, config, tool, args, exec, hostVersion, notices = nul
   if (exec?.signal?.aborted) return 'refused (cancelled): the call was cancelled before anything was sent.'
   try {
     const sends = tool === 'sessions_send' || tool === 'send_session_message'
-    const secret = sends ? await browserSessionSecret(ctx) : null
+    let secret = sends ? readSecret() : null
+    if (secret !== null && typeof secret === 'object') secret = await secret
     const liveRead = tool === 'sessions_read' && typeof args?.session_id === 'string'
       ? await liveReadFacts(ctx, args.session_id)
       : null
@@ -164,6 +172,7 @@ export function apply(ctx, config) {
   // turn evidence, awaiting-user and file activity: folded from `session/event` as it happens (lib/observe.js)
   const sessions = followSessions(ctx)
   const notices = new IdleNotices(ctx, { ttlMs: config.idleNoticeMinutes * 60_000, sessions })
+  const readSecret = secretReader(ctx)
   if (config.overlapNotice) installOverlapNotice(ctx, exec => overlapRows(ctx, config, exec, hostVersion))
   for (const spec of toolSpecs({ sendTools: config.sendTools })) {
     // defineTool compiles the schemas the model sees. Its execute throws ToolArgsError on a bad call;
@@ -174,7 +183,7 @@ export function apply(ctx, config) {
     ctx.tools.register({
       ...defined,
       async execute(args, exec) {
-        return runTool(ctx, config, spec.name, args, exec, hostVersion, notices)
+        return runTool(ctx, config, spec.name, args, exec, hostVersion, notices, readSecret)
       },
     })
   }

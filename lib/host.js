@@ -89,8 +89,19 @@ function rpcIdsOf(messages) {
  * `ask_user_question` call without its result (packages/interaction/tool-ask-user); 0.1.7's built-in
  * derives the same (kilinthecode/deepseek-harness packages/experimental/peer-sessions/src/index.ts `statusOf()`).
  */
-export function liveAgents(ctx, { activity = true, files = activity } = {}) {
-  const agents = attempt(() => ctx.agents?.list?.(), []) ?? []
+export function liveAgents(ctx, { activity = true, files = activity, only = null } = {}) {
+  // `only`: just the agent with that id (a send needs its target alone), by the registry's own map lookup
+  // (rc.8 `AgentRegistry.get(id)`; agent id = session id, its `resolve: sessionId => this.get(sessionId)`), so
+  // a send costs the same whatever else is live; without `get`, the list filtered to that id. One service
+  // lookup per call: cordis resolves `ctx.agents` through a proxy that builds an Error each time.
+  const registry = attempt(() => ctx.agents, undefined)
+  const all = () => attempt(() => registry?.list?.(), []) ?? []
+  let agents
+  if (typeof only !== 'string') agents = all()
+  else if (typeof registry?.get === 'function') {
+    const one = attempt(() => registry.get(only), undefined)
+    agents = one !== undefined && one !== null && attempt(() => String(one.id), null) === only ? [one] : []
+  } else agents = all().filter(a => attempt(() => String(a.id), null) === only)
   const sessions = followed.get(ctx) ?? null
   return agents.map(agent => {
     const inbox = attempt(() => agent.inbox, undefined)
@@ -169,17 +180,46 @@ export function baseUrlOf(ctx, config) {
  * (0.1.7: `ctx.credentials.readRecord(credentialKey('client-connection', 'browser-session'))`
  * → `{kind:'grant', payload:{version:1, secret}}`, packages/credentials/credentials/README.md and
  * packages/client/connection/README.md). A CredentialKey is a branded `<owner>/<id>` string.
- * null on rc.8 (no records API) or on any failure: the core then reads $DSH_HOME/.credentials.yaml.
+ * null on rc.8 (no records API; then synchronously, not a promise) or on any failure: the core then reads
+ * $DSH_HOME/.credentials.yaml.
  * The value is handed to the core only; it is never logged or returned.
  */
-export async function browserSessionSecret(ctx) {
+export function browserSessionSecret(ctx) {
   const credentials = attempt(() => ctx.credentials, undefined)
+  // rc.8 has no records API: answer at once, without a promise (a send awaits only when there is a record to read)
   if (typeof credentials?.readRecord !== 'function') return null
+  return readSecret(credentials)
+}
+
+async function readSecret(credentials) {
   try {
     const record = await credentials.readRecord('client-connection/browser-session')
     const secret = record?.payload?.secret
     return typeof secret === 'string' && secret !== '' ? secret : null
   } catch {
     return null
+  }
+}
+
+/** How long "this host has no credentials records API" is remembered (see `secretReader`). */
+const NO_RECORDS_TTL_MS = 30_000
+
+/**
+ * `browserSessionSecret` for one plugin instance, remembering for NO_RECORDS_TTL_MS that the host has no
+ * records API. rc.8 has no `credentials` service with `readRecord`, and looking an absent optional service up
+ * costs ~0.2 ms on every send (cordis's context proxy builds and throws an Error: `ReflectService.handler.get`,
+ * packages/cordis/src/reflect.ts). The answer only decides whether the core gets the secret from the host or
+ * reads $DSH_HOME/.credentials.yaml itself (delivery/credentials.rs), so a stale "no" costs nothing but that fallback.
+ */
+export function secretReader(ctx, { ttlMs = NO_RECORDS_TTL_MS, now = Date.now } = {}) {
+  let noRecordsUntil = -Infinity
+  return () => {
+    if (now() < noRecordsUntil) return null
+    const credentials = attempt(() => ctx.credentials, undefined)
+    if (typeof credentials?.readRecord !== 'function') {
+      noRecordsUntil = now() + ttlMs
+      return null
+    }
+    return readSecret(credentials)
   }
 }
