@@ -230,14 +230,23 @@ async function hostRows() {
     // send vs a raw fetch of the same envelope (alternating; budgets off so every send goes out)
     const sendMs = []; const fetchMs = []
     const cfg = { budgetWindowSecs: 0, maxStackedPerSender: 0, frameMessages: false }
+    // Each call waits the same pause first (the previous message's turn has ended) and the order inside a
+    // pair alternates: a fetch sent right after a send met a target still busy with the send's turn, which
+    // answers faster than an idle one (the first runs favoured the fetch by ~1–2 ms; bench/send.mjs)
     for (let i = 0; i < Math.max(5, REPS * 2); i++) {
-      const s = await during(() => job({ op: 'tool', tool: 'sessions_send', args: { session_id: S, message: `bench ${i}` }, caller: A, config: cfg }))
-      if (!s.r.text.startsWith('accepted')) throw new Error(`send: ${s.r.text.slice(0, 300)}`)
-      sendMs.push(s.r.ms); stall.send.push(s.stall); cpu.send.push([s.r.mainCpuMs, s.r.procCpuMs, s.r.ms, s.r.gcMs])
-      const rpcId = `dsh-session-mail:${crypto.randomUUID()}`
-      const f = await job({ op: 'fetch', body: { type: 'client-request', rpcId, method: 'session.prompt', payload: { sessionId: S, mode: 'queue', content: [{ type: 'text', text: `bench ${i}` }] } } })
-      fetchMs.push(f.ms)
-      await sleep(300)
+      const doSend = async () => {
+        await sleep(300)
+        const s = await during(() => job({ op: 'tool', tool: 'sessions_send', args: { session_id: S, message: `bench ${i}` }, caller: A, config: cfg }))
+        if (!s.r.text.startsWith('accepted')) throw new Error(`send: ${s.r.text.slice(0, 300)}`)
+        sendMs.push(s.r.ms); stall.send.push(s.stall); cpu.send.push([s.r.mainCpuMs, s.r.procCpuMs, s.r.ms, s.r.gcMs])
+      }
+      const doFetch = async () => {
+        await sleep(300)
+        const rpcId = `dsh-session-mail:${crypto.randomUUID()}`
+        const f = await job({ op: 'fetch', body: { type: 'client-request', rpcId, method: 'session.prompt', payload: { sessionId: S, mode: 'queue', content: [{ type: 'text', text: `bench ${i}` }] } } })
+        fetchMs.push(f.ms)
+      }
+      if (i % 2 === 0) { await doSend(); await doFetch() } else { await doFetch(); await doSend() }
     }
     probing = false; await probe
     const cold = median(liveRead); const rest = median(restRead); const restHost = median(restInHost); const app = median(appended)

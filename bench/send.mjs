@@ -1,0 +1,108 @@
+#!/usr/bin/env node
+// `npm run bench:send`: the send-overhead row of issue 8 alone, with enough samples to see through the
+// noise of a shared box. A real rc.8 host (harness sandbox, fake LLM) runs `sessions_send` INSIDE the
+// host (bench/peers-plugin: the plugin's own execute with the host's ctx) and, alternating with it, a raw
+// `fetch` of the same envelope to the same route from the same process. Target: median send ≤ 1.1× the
+// median raw fetch.
+//
+// Two configurations, alternating send/fetch pairs within each:
+//   bench    budgets off, stacking off, no frame: the row of bench/peers.mjs (the transport's overhead)
+//   default  the shipped guards (budgets counted from the ledger — limits raised so the run is not refused —,
+//            stacking guard, loop guard, frame): what a user pays
+// With --live N (default 0) N more sessions are made live in the host first (each with a short model
+// turn), so the shim's per-call walk of the live registry has something to walk.
+//
+// Options: --n N (pairs per configuration, default 30), --live N, --only bench|default, --pause MS (before
+// every call, default 150)
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync, cpSync } from 'node:fs'
+import { dirname, join, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { loadavg } from 'node:os'
+
+const HERE = dirname(fileURLToPath(import.meta.url))
+const REPO = resolve(HERE, '..')
+const H = await import('../test/real-host/harness.mjs')
+
+const argv = process.argv.slice(2)
+const opt = (name, dflt) => argv.includes(name) ? argv[argv.indexOf(name) + 1] : dflt
+const N = Math.max(3, Number(opt('--n', 30)) || 30)
+const LIVE = Math.max(0, Number(opt('--live', 0)) || 0)
+const ONLY = opt('--only', null)
+const PAUSE = Math.max(0, Number(opt('--pause', 150)))
+const log = s => process.stderr.write(`bench-send: ${s}\n`)
+const sleep = ms => new Promise(r => setTimeout(r, ms))
+const median = xs => { const a = xs.filter(Number.isFinite).sort((x, y) => x - y); if (!a.length) return NaN; const m = a.length >> 1; return a.length % 2 ? a[m] : (a[m - 1] + a[m]) / 2 }
+const q = (xs, p) => { const a = xs.filter(Number.isFinite).sort((x, y) => x - y); return a.length ? a[Math.min(a.length - 1, Math.floor(p * a.length))] : NaN }
+const f2 = x => Number.isFinite(x) ? x.toFixed(2) : '—'
+
+const box = await H.makeSandbox()
+const jobsDir = join(box.dir, 'jobs'); mkdirSync(jobsDir)
+box.env.DSH_BENCH_PEERS_DIR = jobsDir
+try {
+  const pdir = H.initProfile(box, 'web')
+  H.packAndInstall(pdir, REPO, { mode: 'manual' })
+  cpSync(join(HERE, 'peers-plugin'), join(pdir, 'node_modules', 'dsh-session-mail-bench-peers'), { recursive: true })
+  const pkg = JSON.parse(readFileSync(join(pdir, 'package.json'), 'utf8'))
+  pkg.dependencies = { ...pkg.dependencies, 'dsh-session-mail-bench-peers': '0.0.0' }
+  pkg.dsh.profile.bundles = [...pkg.dsh.profile.bundles, 'dsh-session-mail-bench-peers']
+  writeFileSync(join(pdir, 'package.json'), JSON.stringify(pkg, null, 2) + '\n')
+  const web = await H.bootWeb(box)
+  let n = 0
+  const job = async (j, timeout = 60_000) => {
+    const k = ++n
+    writeFileSync(join(jobsDir, `.job-${k}.tmp`), JSON.stringify(j))
+    renameSync(join(jobsDir, `.job-${k}.tmp`), join(jobsDir, `job-${k}.json`))
+    const file = join(jobsDir, `result-${k}.json`)
+    const t0 = Date.now()
+    while (!existsSync(file)) { if (Date.now() - t0 > timeout) throw new Error(`job ${j.op} timed out`); await sleep(5) }
+    const r = JSON.parse(readFileSync(file, 'utf8'))
+    if (r.error) throw new Error(r.error)
+    return r
+  }
+  const A = await web.createSession(box.ws)
+  const S = await web.createSession(box.mkdir('ws-s'))
+  for (let i = 0; i < LIVE; i++) {
+    const id = await web.createSession(box.mkdir(`ws-live-${i}`))
+    await web.prompt(id, `warm ${i}`)
+  }
+  await sleep(1500)
+  const load0 = loadavg()
+  const configs = { bench: { budgetWindowSecs: 0, maxStackedPerSender: 0, frameMessages: false }, default: { budgetPerPair: 100_000, budgetPerSender: 100_000 } }
+  const out = {}
+  for (const [name, cfg] of Object.entries(configs)) {
+    if (ONLY && ONLY !== name) continue
+    // one warm-up pair (the plugin's first call loads the addon; the first fetch opens undici's pool)
+    const sendMs = []; const fetchMs = []; const mainCpu = []
+    // Each call waits the same pause before it (the previous message's turn has ended in the fake LLM), and
+    // the order inside a pair alternates, so neither side always meets the target idle or busy.
+    for (let i = -1; i < N; i++) {
+      const doSend = async () => {
+        await sleep(PAUSE)
+        const s = await job({ op: 'tool', tool: 'sessions_send', args: { session_id: S, message: `bench ${name} ${i}` }, caller: A, config: cfg })
+        if (!s.text.startsWith('accepted')) throw new Error(`send: ${s.text.slice(0, 300)}`)
+        if (i >= 0) { sendMs.push(s.ms); mainCpu.push(s.mainCpuMs) }
+      }
+      const doFetch = async () => {
+        await sleep(PAUSE)
+        const rpcId = `dsh-session-mail:${crypto.randomUUID()}`
+        const f = await job({ op: 'fetch', body: { type: 'client-request', rpcId, method: 'session.prompt', payload: { sessionId: S, mode: 'queue', content: [{ type: 'text', text: `bench ${name} ${i}` }] } } })
+        if (f.status !== 200) throw new Error(`fetch: HTTP ${f.status} ${f.text}`)
+        if (i >= 0) fetchMs.push(f.ms)
+      }
+      if (i % 2 === 0) { await doSend(); await doFetch() } else { await doFetch(); await doSend() }
+    }
+    out[name] = { sendMs, fetchMs, mainCpu }
+  }
+  const load1 = loadavg()
+  console.log(`\nsessions_send in the host vs raw fetch of the same envelope (rc.8, ${N} alternating pairs each, ${LIVE + 2} live sessions; load ${load0[0].toFixed(1)} → ${load1[0].toFixed(1)})`)
+  console.log('| config | send median (p25–p75) | raw fetch median (p25–p75) | ratio of medians | send main-thread CPU median | verdict ≤ 1.1× |')
+  console.log('|---|---|---|---|---|---|')
+  for (const [name, r] of Object.entries(out)) {
+    const sm = median(r.sendMs); const fm = median(r.fetchMs)
+    console.log(`| ${name} | ${f2(sm)} ms (${f2(q(r.sendMs, 0.25))}–${f2(q(r.sendMs, 0.75))}) | ${f2(fm)} ms (${f2(q(r.fetchMs, 0.25))}–${f2(q(r.fetchMs, 0.75))}) | ${(sm / fm).toFixed(2)}× | ${f2(median(r.mainCpu))} ms | ${sm / fm <= 1.1 ? 'PASS' : 'MISS'} |`)
+  }
+  mkdirSync(join(REPO, '.cache', 'bench'), { recursive: true })
+  writeFileSync(join(REPO, '.cache', 'bench', 'send-results.json'), JSON.stringify({ N, LIVE, PAUSE, load0, load1, out }, null, 2))
+} finally {
+  await box.cleanup()
+}
