@@ -233,6 +233,13 @@ pub enum Refusal {
         why: String,
         request_id: Option<String>,
     },
+    /// `held-elsewhere`, from evidence on this machine: a cold target may be live in a DSH process on this
+    /// home that publishes no presence (it does not mount this plugin; `presence::foreign`). Decided before
+    /// anything is sent; this process does not wake it.
+    MayBeHeldElsewhere {
+        target: String,
+        holder: crate::presence::foreign::Holder,
+    },
     /// `unknown-tool`: a tool name this plugin does not provide.
     UnknownTool { name: String },
     /// `internal`: the plugin itself failed (nothing was changed).
@@ -267,7 +274,9 @@ impl Refusal {
                 Failure::Forbidden(_) => RefusalCode::Forbidden,
                 _ => RefusalCode::Unreachable,
             },
-            Refusal::HeldElsewhere { .. } => RefusalCode::HeldElsewhere,
+            Refusal::HeldElsewhere { .. } | Refusal::MayBeHeldElsewhere { .. } => {
+                RefusalCode::HeldElsewhere
+            }
             Refusal::UnknownTool { .. } => RefusalCode::UnknownTool,
             Refusal::Internal { .. } => RefusalCode::Internal,
             Refusal::BudgetUnchecked { .. } => RefusalCode::Budget,
@@ -508,6 +517,18 @@ mod tests {
                 owner: "pid 42".into(),
                 why: "no web server".into(),
                 request_id: Some("dsh-session-mail:h".into()),
+            },
+            Refusal::MayBeHeldElsewhere {
+                target: "session-t".into(),
+                holder: crate::presence::foreign::Holder {
+                    host: crate::presence::foreign::Host {
+                        pid: 43,
+                        profile: Some("plain".into()),
+                        started_ms: 1_000,
+                    },
+                    log_written_ms: 2_000,
+                    others: 0,
+                },
             },
         ];
         for missing in [

@@ -18,6 +18,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub mod foreign;
+
 /// A record older than this is ignored (the publisher refreshes every [`REFRESH_MS`]).
 pub const STALE_MS: i64 = 5_000;
 /// How often a live process rewrites its record (the shim's timer).

@@ -91,6 +91,7 @@ pub fn render(r: &Refusal) -> String {
                 None => t,
             }
         }
+        Refusal::MayBeHeldElsewhere { target, holder } => text::may_be_held_elsewhere(target, holder),
         Refusal::NotFound { target, missing } => match missing {
             Missing::SendTarget => text::not_found(target),
             Missing::ReadTarget => refused(

@@ -71,6 +71,32 @@ pub fn held_elsewhere(target: &str, owner: &str, why: &str) -> String {
     )
 }
 
+/// A cold target that a DSH process without this plugin may hold (`presence::foreign`).
+pub fn may_be_held_elsewhere(target: &str, h: &crate::presence::foreign::Holder) -> String {
+    let others = match h.others {
+        0 => String::new(),
+        1 => " (1 other such process started before that too)".into(),
+        n => format!(" ({n} other such processes started before that too)"),
+    };
+    refused(
+        "held-elsewhere",
+        &format!(
+            "{} may be live in another DSH process on this home ({}) that does not run dsh-session-mail, so it cannot say what it holds or take the message: its log was last written at {}, after that process started at {}{others}.",
+            quote(target),
+            h.describe(),
+            format_utc_secs(h.log_written_ms),
+            format_utc_secs(h.host.started_ms),
+        ),
+        &[
+            "Waking it here could fork its history (rc.8 has no session lock), so this process will not. Nothing was sent.".into(),
+            format!(
+                "Send from a session in that process; or install dsh-session-mail in its profile and restart it (it then routes messages); or, if it does not hold the session, close it there or stop pid {} and send again (it is then woken here).",
+                h.host.pid
+            ),
+        ],
+    )
+}
+
 pub fn self_send(target: &str) -> String {
     refused(
         "self-send",

@@ -290,13 +290,18 @@ fn plan_args(req: &ToolRequest, args: SendArgs, home: &Path, now_ms: i64) -> Res
 
     // Resolve: live header, else the store. A subagent is `origin: "subagent"`; a fork (parentSession
     // without origin) is top-level [R8/Z17 `session-controller/src/agent.ts`; docs/architecture.md].
-    let (subagent, parent) = match live {
+    let (subagent, parent, cold_log) = match live {
         Some(l) => (
             store::events::is_subagent_origin(header_str(&l.header, "origin")),
             header_str(&l.header, "parentSession").map(str::to_string),
+            None,
         ),
         None => match store::find_session(home, &args.target) {
-            Some(meta) => (meta.is_subagent(), meta.parent_session.clone()),
+            Some(meta) => (
+                meta.is_subagent(),
+                meta.parent_session.clone(),
+                Some(meta.log_path),
+            ),
             None => {
                 return Err(Refusal::NotFound {
                     target: args.target,
@@ -311,6 +316,18 @@ fn plan_args(req: &ToolRequest, args: SendArgs, home: &Path, now_ms: i64) -> Res
             target: args.target,
             owner: parent,
         });
+    }
+    // A cold target may still be live in a DSH process on this home that does not mount this plugin (it
+    // publishes no presence; rc.8 has no session lock): waking it here would fork its history. Evidence
+    // from /proc (Linux, same user, bounded), looked at only when this send would wake the session.
+    if let (Some(log), None) = (&cold_log, owner) {
+        let known: Vec<u32> = peers.iter().map(|r| r.pid).collect();
+        if let Some(holder) = presence::foreign::holder_of(home, log, &known) {
+            return Err(Refusal::MayBeHeldElsewhere {
+                target: args.target,
+                holder,
+            });
+        }
     }
     // Stacking: queue sends only; a live target's pending ids, or a cold target's log.
     stacking::check(home, &sender, &args.target, urgent, live, now_ms, cfg).map_err(|stacked| {
@@ -1327,6 +1344,87 @@ mod tests {
         let read = ledger::read_ledger(env.home.path(), &ledger::Filter::default()).unwrap();
         let line = read.entries.last().unwrap();
         assert_eq!((line.chain.as_deref(), line.hop), (Some(rid), Some(1)));
+    }
+
+    /// A DSH host on this home that does not run this plugin (a real process, as `node …/dsh/lib/bin.js`
+    /// runs): a cold target whose log was written after it started may be live there, so nothing is sent;
+    /// one written before it started is woken; once it is gone, the first one is woken too.
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_cold_target_a_dsh_process_without_this_plugin_may_hold_is_refused_before_anything_is_sent(
+    ) {
+        let env = Env::online(accept_all()).await;
+        env.cold("session-before", json!({}));
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(120);
+        let log = |id: &str| {
+            env.home
+                .path()
+                .join("sessions")
+                .join("-w")
+                .join(id)
+                .join("session.jsonl")
+        };
+        std::fs::File::options()
+            .append(true)
+            .open(log("session-before"))
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        let lib = env
+            .home
+            .path()
+            .join("pkg/node_modules/@deepseek-ai/dsh/lib");
+        std::fs::create_dir_all(&lib).unwrap();
+        std::fs::write(lib.join("bin.js"), "sleep 30; :\n").unwrap();
+        let mut other = std::process::Command::new("/bin/sh")
+            .arg(lib.join("bin.js"))
+            .args(["--profile", "plain"])
+            .env("DSH_HOME", env.home.path())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        env.cold("session-after", json!({}));
+        let out = run(&env.req(
+            "sessions_send",
+            json!({"session_id": "session-after", "message": "hi"}),
+        ))
+        .await;
+        let pid = other.id();
+        assert_eq!(code(&out), "held-elsewhere", "{out}");
+        assert!(
+            out.contains(&format!(
+                "(pid {pid}, profile plain) that does not run dsh-session-mail"
+            )),
+            "{out}"
+        );
+        assert!(out.contains("Nothing was sent."), "{out}");
+        assert!(env.requests().is_empty(), "nothing reached the host");
+        let line = ledger::read_ledger(env.home.path(), &ledger::Filter::default())
+            .unwrap()
+            .entries
+            .pop()
+            .unwrap();
+        assert_eq!(
+            line.outcome,
+            LedgerOutcome::Refused(crate::outcome::RefusalCode::HeldElsewhere)
+        );
+        // written before that process started: not held there
+        let out = run(&env.req(
+            "sessions_send",
+            json!({"session_id": "session-before", "message": "hi"}),
+        ))
+        .await;
+        assert!(out.starts_with("accepted for session-before"), "{out}");
+        assert!(out.contains("(woke a cold session)"), "{out}");
+        let _ = other.kill();
+        let _ = other.wait();
+        let out = run(&env.req(
+            "sessions_send",
+            json!({"session_id": "session-after", "message": "hi"}),
+        ))
+        .await;
+        assert!(out.starts_with("accepted for session-after"), "{out}");
+        assert_eq!(env.requests().len(), 2);
     }
 
     #[tokio::test]

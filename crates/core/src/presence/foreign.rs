@@ -1,0 +1,448 @@
+//! Sessions held by a DSH process that does **not** mount this plugin (so publishes no presence).
+//!
+//! rc.8 has no session lock: a send that wakes a cold session resumes it in this process, and if another
+//! host process holds it live, both append to one log and its history forks. A process with this plugin
+//! says what it holds ([`super::peers`]); one without it says nothing, so the send path looks for
+//! evidence on this machine before it wakes a session (Linux `/proc`, same user only):
+//!
+//! - **which processes are DSH hosts on this home**: `/proc/<pid>/cmdline` runs the DSH CLI
+//!   (`…/@deepseek-ai/dsh/lib/bin.js` or a `dsh` launcher; not `plugin`/`--dump-config`/`--version`/`--help`
+//!   one-shots) and `/proc/<pid>/environ` resolves to this DSH_HOME (`DSH_HOME`, else `$HOME/.dsh`, as
+//!   `store::resolve_dsh_home` does); minus this process and the processes that publish presence;
+//! - **whether such a process may hold the session**: it started before the session's log was last
+//!   written. Every way an rc.8 process comes to hold a session writes the log once it holds it: creating
+//!   it writes the header, and resuming it appends a `session/end-seed` event (seen in the real rc.8 host:
+//!   test/real-host-foreign.test.mjs), so a session live in a process that started at `t` has a log
+//!   written at `t` or later. A log last written before every foreign process started is held by none of
+//!   them.
+//!
+//! The rc.8 host keeps no file of a session open between writes (it opens, appends, fsyncs and closes the
+//! log per batch: `dsh-session-persistence-jsonl` `appendLines`), so `/proc/<pid>/fd` names nothing, and
+//! its API marks running sessions only (`session.list` `running`), not idle live ones: the start-time
+//! rule above is the strongest evidence there is. It can refuse a session that a foreign process wrote
+//! and no longer holds (rc.8 disposes no idle session before it exits, so that is mostly a session it
+//! held until it ended another way) — the refusal says "may hold" and names the process so the user can
+//! decide; it never lets a fork through for a session that process does hold.
+//!
+//! Bounded: at most [`MAX_PIDS`] `/proc` entries, only processes of this user, `cmdline` read up to
+//! [`MAX_CMDLINE`] bytes and `environ` up to [`MAX_ENVIRON`] bytes, and only when a send is about to wake a
+//! cold session. Elsewhere than Linux, or without `/proc`, nothing is found (the documented limit).
+
+use std::path::{Path, PathBuf};
+
+/// Most `/proc` entries looked at in one scan.
+pub const MAX_PIDS: usize = 32_768;
+/// Longest `cmdline` read.
+pub const MAX_CMDLINE: u64 = 16 * 1024;
+/// Longest `environ` read.
+pub const MAX_ENVIRON: u64 = 256 * 1024;
+
+/// A DSH host process on this home that publishes no presence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Host {
+    pub pid: u32,
+    /// `--profile <name>` of its command line, when given.
+    pub profile: Option<String>,
+    /// When it started (ms since the epoch).
+    pub started_ms: i64,
+}
+
+/// A foreign host that may hold a session, with the evidence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    pub host: Host,
+    /// When the session's log was last written (ms since the epoch).
+    pub log_written_ms: i64,
+    /// Other foreign hosts that started before that write too.
+    pub others: usize,
+}
+
+impl Holder {
+    /// `pid 4242, profile plain`
+    pub fn describe(&self) -> String {
+        format!(
+            "pid {}, profile {}",
+            self.host.pid,
+            self.host
+                .profile
+                .as_deref()
+                .unwrap_or("(not on its command line)")
+        )
+    }
+}
+
+/// Is this command line a DSH host (not a one-shot CLI command)? `Some(profile)` when it is.
+pub fn dsh_host_profile(args: &[&str]) -> Option<Option<String>> {
+    let is_cli = |a: &&str| {
+        let a = a.replace('\\', "/");
+        a.ends_with("/@deepseek-ai/dsh/lib/bin.js")
+            || a.ends_with("/@deepseek-ai/dsh/bin/dsh")
+            || a.rsplit('/').next() == Some("dsh")
+    };
+    // the launcher is argv[0] (a binary, or a script the kernel ran) or argv[1] after an interpreter
+    // (`node <script>`), never a later argument nor a file another program opened
+    let interpreter = |a: &str| {
+        let base = a.rsplit(['/', '\\']).next().unwrap_or(a);
+        base.starts_with("node") || matches!(base, "bun" | "deno" | "sh" | "bash" | "dash")
+    };
+    let launched = args.first().is_some_and(is_cli)
+        || (args.first().is_some_and(|a| interpreter(a)) && args.get(1).is_some_and(is_cli));
+    if !launched {
+        return None;
+    }
+    if args.iter().any(|a| {
+        matches!(
+            *a,
+            "plugin" | "--dump-config" | "--version" | "-v" | "--help" | "-h"
+        )
+    }) {
+        return None;
+    }
+    let mut profile = None;
+    for (i, a) in args.iter().enumerate() {
+        if let Some(p) = a.strip_prefix("--profile=") {
+            profile = Some(p.to_string());
+        } else if *a == "--profile" {
+            profile = args.get(i + 1).map(|p| p.to_string());
+        }
+    }
+    Some(profile.filter(|p| !p.is_empty() && p.len() <= 128))
+}
+
+/// The DSH_HOME a process with this environment uses (`store::resolve_dsh_home`'s rule).
+pub fn home_of_env(dsh_home: Option<&str>, home: Option<&str>) -> Option<PathBuf> {
+    let expand = |p: &str| -> Option<PathBuf> {
+        if p == "~" {
+            home.map(PathBuf::from)
+        } else if let Some(rest) = p.strip_prefix("~/") {
+            home.map(|h| Path::new(h).join(rest))
+        } else {
+            Some(PathBuf::from(p))
+        }
+    };
+    match dsh_home.map(str::trim).filter(|s| !s.is_empty()) {
+        Some(d) => expand(d),
+        None => home
+            .filter(|h| !h.is_empty())
+            .map(|h| Path::new(h).join(".dsh")),
+    }
+}
+
+/// The first foreign host that started before the log was written, and how many others did. A start time
+/// is whole clock ticks after boot, rounded down: never later than the real start, so a process that
+/// started before the write is never missed (one that started within a tick after it may be named).
+pub fn holder_among(hosts: &[Host], log_written_ms: i64) -> Option<Holder> {
+    let mut could: Vec<&Host> = hosts
+        .iter()
+        .filter(|h| h.started_ms <= log_written_ms)
+        .collect();
+    // the newest such process is the likeliest writer of the newest write
+    could.sort_by(|a, b| b.started_ms.cmp(&a.started_ms).then(a.pid.cmp(&b.pid)));
+    let first = (*could.first()?).clone();
+    Some(Holder {
+        host: first,
+        log_written_ms,
+        others: could.len() - 1,
+    })
+}
+
+/// A foreign DSH host on `home` that may hold the session whose log is `log` (`known`: the pids that
+/// publish presence, and so say what they hold). `None`: no evidence (or not Linux).
+pub fn holder_of(home: &Path, log: &Path, known: &[u32]) -> Option<Holder> {
+    let written = std::fs::metadata(log).ok()?.modified().ok()?;
+    let written_ms = written
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_millis() as i64;
+    let hosts = hosts_on(home, known);
+    holder_among(&hosts, written_ms)
+}
+
+/// The DSH host processes of this user on `home`, except this process and `known`.
+#[cfg(target_os = "linux")]
+pub fn hosts_on(home: &Path, known: &[u32]) -> Vec<Host> {
+    linux::hosts_on(Path::new("/proc"), home, known)
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn hosts_on(_home: &Path, _known: &[u32]) -> Vec<Host> {
+    Vec::new()
+}
+
+#[cfg(target_os = "linux")]
+mod linux {
+    use super::*;
+    use std::fs::{self, File};
+    use std::io::Read;
+    use std::os::unix::fs::MetadataExt;
+
+    fn read_capped(p: &Path, cap: u64) -> Option<Vec<u8>> {
+        let mut out = Vec::new();
+        File::open(p).ok()?.take(cap).read_to_end(&mut out).ok()?;
+        Some(out)
+    }
+
+    /// Boot time (ms since the epoch): the wall clock minus CLOCK_BOOTTIME, the clock `starttime` counts
+    /// in (`/proc/stat` `btime` has whole seconds only, which would move a start by up to 1 s).
+    // time_t and c_long are not i64 on every Linux target
+    #[allow(clippy::unnecessary_cast)]
+    fn boot_ms() -> Option<i64> {
+        let ms = |clock| {
+            let mut t = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: clock_gettime writes one timespec into the value we own.
+            (unsafe { libc::clock_gettime(clock, &mut t) } == 0)
+                .then(|| t.tv_sec as i64 * 1000 + t.tv_nsec as i64 / 1_000_000)
+        };
+        Some(ms(libc::CLOCK_REALTIME)? - ms(libc::CLOCK_BOOTTIME)?)
+    }
+
+    /// Field 22 of `/proc/<pid>/stat` (`starttime`, clock ticks after boot): read after the last `)`, so a
+    /// command name with spaces or parentheses cannot shift it.
+    pub(super) fn start_ticks(stat: &str) -> Option<u64> {
+        let rest = &stat[stat.rfind(')')? + 1..];
+        rest.split_whitespace().nth(19)?.parse().ok()
+    }
+
+    fn ticks_per_sec() -> i64 {
+        // SAFETY: sysconf reads a constant of the running system.
+        let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+        if t > 0 {
+            t as i64
+        } else {
+            100
+        }
+    }
+
+    fn same_path(a: &Path, b: &Path) -> bool {
+        a == b
+            || match (fs::canonicalize(a), fs::canonicalize(b)) {
+                (Ok(x), Ok(y)) => x == y,
+                _ => false,
+            }
+    }
+
+    pub(super) fn hosts_on(proc_root: &Path, home: &Path, known: &[u32]) -> Vec<Host> {
+        let Ok(rd) = fs::read_dir(proc_root) else {
+            return Vec::new();
+        };
+        let me = std::process::id();
+        // SAFETY: geteuid has no preconditions.
+        let uid = unsafe { libc::geteuid() };
+        let Some(boot) = boot_ms() else {
+            return Vec::new();
+        };
+        let tick = ticks_per_sec();
+        let mut out = Vec::new();
+        for entry in rd.flatten().take(MAX_PIDS) {
+            let name = entry.file_name();
+            let Some(pid) = name
+                .to_str()
+                .filter(|n| !n.is_empty() && n.len() <= 10 && n.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if pid == me || known.contains(&pid) {
+                continue;
+            }
+            let dir = entry.path();
+            // same user only (another user's environ is not ours to read)
+            if fs::metadata(&dir).map(|m| m.uid()).ok() != Some(uid) {
+                continue;
+            }
+            let Some(cmdline) = read_capped(&dir.join("cmdline"), MAX_CMDLINE) else {
+                continue;
+            };
+            let cmdline = String::from_utf8_lossy(&cmdline);
+            let args: Vec<&str> = cmdline.split('\0').filter(|a| !a.is_empty()).collect();
+            let Some(profile) = dsh_host_profile(&args) else {
+                continue;
+            };
+            let Some(environ) = read_capped(&dir.join("environ"), MAX_ENVIRON) else {
+                continue;
+            };
+            let environ = String::from_utf8_lossy(&environ);
+            let var = |k: &str| {
+                environ
+                    .split('\0')
+                    .find_map(|kv| kv.strip_prefix(k).and_then(|v| v.strip_prefix('=')))
+            };
+            let Some(its_home) = home_of_env(var("DSH_HOME"), var("HOME")) else {
+                continue;
+            };
+            if !same_path(&its_home, home) {
+                continue;
+            }
+            let Some(ticks) = read_capped(&dir.join("stat"), 4096)
+                .and_then(|s| start_ticks(&String::from_utf8_lossy(&s)))
+            else {
+                continue;
+            };
+            out.push(Host {
+                pid,
+                profile,
+                started_ms: boot + (ticks as i64).saturating_mul(1000) / tick,
+            });
+        }
+        out.sort_by_key(|h| h.pid);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dsh_host_is_the_cli_launched_as_a_host_not_a_one_shot() {
+        let bin = "/usr/lib/node_modules/@deepseek-ai/dsh/lib/bin.js";
+        assert_eq!(
+            dsh_host_profile(&[
+                "node",
+                bin,
+                "--profile",
+                "plain",
+                "--no-open",
+                "--port",
+                "0"
+            ]),
+            Some(Some("plain".into()))
+        );
+        assert_eq!(
+            dsh_host_profile(&["node", bin, "--profile=web"]),
+            Some(Some("web".into()))
+        );
+        assert_eq!(dsh_host_profile(&["/usr/local/bin/dsh", "web"]), Some(None));
+        assert_eq!(
+            dsh_host_profile(&["node", bin, "plugin", "--profile", "web", "add", "x.tgz"]),
+            None
+        );
+        assert_eq!(
+            dsh_host_profile(&["node", bin, "--profile", "web", "--dump-config"]),
+            None
+        );
+        // the CLI named as a later argument (an editor, a grep) is not a host
+        assert_eq!(dsh_host_profile(&["vim", bin]), None);
+        assert_eq!(
+            dsh_host_profile(&["node", "/srv/app/server.js", "dsh"]),
+            None
+        );
+        assert_eq!(dsh_host_profile(&[]), None);
+    }
+
+    #[test]
+    fn the_home_of_a_process_follows_resolve_dsh_home() {
+        assert_eq!(
+            home_of_env(Some("/h/x"), Some("/root")),
+            Some(PathBuf::from("/h/x"))
+        );
+        assert_eq!(
+            home_of_env(Some("~/d"), Some("/root")),
+            Some(PathBuf::from("/root/d"))
+        );
+        assert_eq!(
+            home_of_env(Some("  "), Some("/root")),
+            Some(PathBuf::from("/root/.dsh"))
+        );
+        assert_eq!(
+            home_of_env(None, Some("/u")),
+            Some(PathBuf::from("/u/.dsh"))
+        );
+        assert_eq!(home_of_env(None, None), None);
+    }
+
+    #[test]
+    fn only_a_process_started_before_the_last_write_may_hold_the_session() {
+        let h = |pid, started_ms| Host {
+            pid,
+            profile: Some("plain".into()),
+            started_ms,
+        };
+        // started after the log's last write: it never wrote it, so it does not hold it
+        assert_eq!(holder_among(&[h(7, 10_000)], 5_000), None);
+        // started before: it may have (created or resumed it since)
+        let got = holder_among(&[h(7, 1_000), h(8, 4_000), h(9, 50_000)], 5_000).unwrap();
+        assert_eq!((got.host.pid, got.others), (8, 1));
+        assert_eq!(got.describe(), "pid 8, profile plain");
+        // the same millisecond counts as before (start times are rounded down)
+        assert!(holder_among(&[h(7, 5_000)], 5_000).is_some());
+        assert!(holder_among(&[h(7, 5_001)], 5_000).is_none());
+        assert_eq!(holder_among(&[], 5_000), None);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn start_ticks_survive_a_command_name_with_spaces_and_parentheses() {
+        let stat = "4242 (dsh (web) x) S 1 4242 4242 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 11 0 987654 1000 100";
+        assert_eq!(linux::start_ticks(stat), Some(987_654));
+        assert_eq!(linux::start_ticks("garbage"), None);
+    }
+
+    /// A real process of this user run as `<interpreter> …/@deepseek-ai/dsh/lib/bin.js --profile plain` (as
+    /// `node` runs the DSH CLI) on a temp home is found, with its profile and a start time of about now; on
+    /// another home, or when it publishes presence, it is not.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_live_dsh_like_process_on_this_home_is_found_in_proc() {
+        let home = tempfile::tempdir().unwrap();
+        let other = tempfile::tempdir().unwrap();
+        let lib = home.path().join("pkg/node_modules/@deepseek-ai/dsh/lib");
+        std::fs::create_dir_all(&lib).unwrap();
+        let script = lib.join("bin.js");
+        std::fs::write(&script, "sleep 30; :\n").unwrap();
+        let t0 = crate::ledger::time::now_ms();
+        let mut child = std::process::Command::new("/bin/sh")
+            .arg(&script)
+            .args(["--profile", "plain", "--no-open"])
+            .env("DSH_HOME", home.path())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        // the kernel shows the new argv once the exec is done
+        let mut found = None;
+        for _ in 0..50 {
+            found = linux::hosts_on(Path::new("/proc"), home.path(), &[])
+                .into_iter()
+                .find(|h| h.pid == pid);
+            if found.is_some() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let elsewhere = linux::hosts_on(Path::new("/proc"), other.path(), &[]);
+        let published = linux::hosts_on(Path::new("/proc"), home.path(), &[pid]);
+        // a log written now (after it started): it may hold that session; one written a minute before it
+        // started: it does not
+        let fresh = home.path().join("fresh.jsonl");
+        let stale = home.path().join("stale.jsonl");
+        std::fs::write(&fresh, b"x").unwrap();
+        std::fs::write(&stale, b"x").unwrap();
+        std::fs::File::options()
+            .append(true)
+            .open(&stale)
+            .unwrap()
+            .set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(60))
+            .unwrap();
+        let on_fresh = holder_of(home.path(), &fresh, &[]).filter(|x| x.host.pid == pid);
+        let on_stale = holder_of(home.path(), &stale, &[]).filter(|x| x.host.pid == pid);
+        let _ = child.kill();
+        let _ = child.wait();
+        let h = found.expect("the DSH-like process on this home");
+        assert_eq!(h.profile.as_deref(), Some("plain"));
+        assert!(
+            (h.started_ms - t0).abs() < 5_000,
+            "started {} vs now {t0}",
+            h.started_ms
+        );
+        assert!(elsewhere.iter().all(|h| h.pid != pid), "another home");
+        assert!(
+            published.iter().all(|h| h.pid != pid),
+            "a process that publishes presence"
+        );
+        assert!(on_fresh.is_some(), "a log written after it started");
+        assert!(on_stale.is_none(), "a log written before it started");
+    }
+}
