@@ -438,3 +438,97 @@ fn a_rotated_ledger_is_owner_only_and_links_are_never_followed() {
         .unwrap_err()
         .contains("cap"));
 }
+
+/// The live file's parse cache gives exactly what a whole parse gives, after every kind of change: appends
+/// (also by another writer), a torn tail later completed, garbage, a rewrite and a truncation of the parsed
+/// part, and a rotation.
+#[test]
+fn the_live_file_parse_cache_agrees_with_a_whole_parse_after_every_change() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let whole = || {
+        let (f, _) = fsafe::open_regular(&path(h), Follow::No, Some(READ_CAP)).unwrap();
+        let (entries, unreadable, torn) = read_file(f).unwrap();
+        (entries, unreadable, torn)
+    };
+    let check = |what: &str| {
+        let got = read_ledger(h, &Filter::default()).unwrap();
+        let (entries, unreadable, torn) = whole();
+        assert_eq!(got.entries, entries, "{what}: entries");
+        assert_eq!(
+            (got.unreadable, got.torn_tail),
+            (unreadable, torn),
+            "{what}: counts"
+        );
+        got.entries.len()
+    };
+    let raw = |bytes: &[u8]| {
+        use std::io::Write;
+        let mut f = OpenOptions::new().append(true).open(path(h)).unwrap();
+        f.write_all(bytes).unwrap();
+    };
+    for i in 0..3 {
+        append(h, &e(i, "session-a", "session-b", "accepted")).unwrap();
+    }
+    assert_eq!(check("three lines"), 3);
+    // the same read again (nothing new) and an append by "another process" (raw bytes)
+    assert_eq!(check("unchanged"), 3);
+    let line = serde_json::to_string(&e(3, "session-c", "session-b", "accepted")).unwrap();
+    raw(format!("{line}\n").as_bytes());
+    assert_eq!(check("appended by another writer"), 4);
+    // a write in progress: the half line is torn, then completed
+    let line = serde_json::to_string(&e(4, "session-a", "session-d", "accepted")).unwrap();
+    let (a, b) = line.split_at(line.len() / 2);
+    raw(a.as_bytes());
+    assert_eq!(check("half a line"), 4);
+    assert!(read_ledger(h, &Filter::default()).unwrap().torn_tail);
+    raw(format!("{b}\n").as_bytes());
+    assert_eq!(check("the line completed"), 5);
+    // garbage, an over-cap line, a blank line, then a good line
+    raw(b"not json\n\n");
+    raw(&vec![b'x'; LINE_CAP + 10]);
+    raw(b"\n");
+    append(h, &e(5, "session-a", "session-b", "refused:budget")).unwrap();
+    assert_eq!(check("garbage and an over-cap line"), 6);
+    assert_eq!(read_ledger(h, &Filter::default()).unwrap().unreadable, 2);
+    // the filter applies to cached entries too
+    let f = Filter {
+        target: Some("session-d".into()),
+        ..Filter::default()
+    };
+    assert_eq!(read_ledger(h, &f).unwrap().entries.len(), 1);
+    // rewritten in place (same inode, other content of the same length and more): parsed afresh
+    let text = std::fs::read_to_string(path(h)).unwrap();
+    let rewritten = text.replace("session-a", "session-z");
+    assert_eq!(rewritten.len(), text.len());
+    {
+        use std::io::Write;
+        let mut f = OpenOptions::new().write(true).open(path(h)).unwrap();
+        f.write_all(rewritten.as_bytes()).unwrap();
+        f.write_all(b"").unwrap();
+    }
+    let n = check("rewritten in place");
+    assert!(read_ledger(h, &Filter::default())
+        .unwrap()
+        .entries
+        .iter()
+        .all(|x| x.sender.as_deref() != Some("session-a")));
+    assert_eq!(n, 6);
+    // truncated, then one line: parsed afresh
+    std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(path(h))
+        .unwrap();
+    append(h, &e(9, "session-q", "session-b", "accepted")).unwrap();
+    assert_eq!(check("truncated"), 1);
+    // rotated: the live file is a new inode
+    append_with_limit(h, &e(10, "session-r", "session-b", "accepted"), 1).unwrap();
+    let got = read_ledger(h, &Filter::default()).unwrap();
+    assert_eq!(
+        got.entries.len(),
+        2,
+        "the rotated line and the new live one"
+    );
+    assert_eq!(got.entries[1].sender.as_deref(), Some("session-r"));
+}
