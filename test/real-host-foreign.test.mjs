@@ -3,17 +3,19 @@
 // guard a queue send from another process resumed the session there too and forked its log. The guard
 // (crates/core/src/presence/foreign.rs) finds DSH hosts on this home in /proc that publish no presence and
 // refuses to wake a session whose log was written after one of them started (creating or resuming a session
-// writes its log; the probe below checks the resume half in this very host).
+// writes its log; test 1b checks the resume half in this very host).
 //
 // Three rc.8 processes on one DSH_HOME: process 0 (plugin) writes session C and exits; then process 1 (plugin,
 // the sender A) and process 2 (profile `plain`, no plugin, holds B live). A → B is refused naming process 2
-// and nothing reaches B (one contiguous seq history, B still answers its own process); A → C (written before
-// process 2 started) wakes C; process 2 exits, then A → B wakes B once.
+// and nothing reaches B (one contiguous seq history, B still answers its own process); D, written before
+// process 2 started and then resumed there without a turn, is refused too; A → C (written before process 2
+// started) wakes C; process 2 exits, then A → B wakes B once.
 //
 //   eval "$(bash test/real-host/install-host.sh)" && $DSH_NODE --test --test-concurrency=1 test/real-host-foreign.test.mjs
 import { describe, test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { cpSync, statSync } from 'node:fs'
+import { join } from 'node:path'
 import {
   makeSandbox, packAndInstall, bootWeb, initProfile, callTool, readSessionLog, findSessionLog, waitForLog,
   userTexts, isIdle, turnEndCount, printMetrics, REPO_ROOT,
@@ -37,7 +39,7 @@ function assertOneHistory(home, id) {
 }
 
 describe('a session live in an rc.8 process without dsh-session-mail is never woken here', () => {
-  let box, web1, web2, A, B, C
+  let box, web1, web2, A, B, C, D
   const m = {}
 
   before(async () => {
@@ -51,6 +53,10 @@ describe('a session live in an rc.8 process without dsh-session-mail is never wo
     C = await web0.createSession(box.mkdir('ws-c'))
     await web0.prompt(C, 'hello from C')
     await web0.waitFor(C, ev => turnEndCount(ev) >= 1 && isIdle(ev))
+    // D: also written before the others start; process 2 will resume it without a turn
+    D = await web0.createSession(box.mkdir('ws-d'))
+    await web0.prompt(D, 'hello from D')
+    await web0.waitFor(D, ev => turnEndCount(ev) >= 1 && isIdle(ev))
     await web0.stop()
     await sleep(1000) // C is last written well before the next processes start
     ;[web1, web2] = await Promise.all([bootWeb(box), bootWeb(box, { profile: 'plain' })])
@@ -87,6 +93,20 @@ describe('a session live in an rc.8 process without dsh-session-mail is never wo
     // the send path refused without resuming: web1 does not hold B (its listing shows B cold, not live here)
     const list = await callTool(web1, A, 'sessions_list', { query: B })
     assert.doesNotMatch(list.text, new RegExp(`^- ${esc(B)} \\[live, top-level, (idle|running)\\]`, 'm'), list.text)
+  })
+
+  test('1b. A → D, a session the plugin-less process only resumed (no turn): refused too; resuming appended session/end-seed', async () => {
+    const before = readSessionLog(findSessionLog(box.home, D))
+    // rc.8 session.create with a stored id resumes it (apiproxy ensureSession), and appends one event to its log
+    const r = await web2.rpc('session.create', { sessionId: D, cwd: join(box.dir, 'ws-d') })
+    assert.equal(r.sessionId, D)
+    const resumed = await waitForLog(box.home, D, ev => ev.length > before.length)
+    assert.deepEqual(resumed.slice(before.length).map(e => e.type), ['session/end-seed'])
+    const s = await callTool(web1, A, 'sessions_send', { session_id: D, message: 'FOREIGN-D' })
+    assert.match(s.text, new RegExp(`^refused \\(held-elsewhere\\): "${esc(D)}" may be live in another DSH process on this home \\(pid ${web2.pid}, profile plain\\)`), s.text)
+    await sleep(300)
+    assert.equal(ours(readSessionLog(findSessionLog(box.home, D))).length, 0)
+    assertOneHistory(box.home, D)
   })
 
   test('2. A → C (cold, last written before the plugin-less process started): woken here, once', async () => {

@@ -11,18 +11,18 @@
 //!   `store::resolve_dsh_home` does); minus this process and the processes that publish presence;
 //! - **whether such a process may hold the session**: it started before the session's log was last
 //!   written. Every way an rc.8 process comes to hold a session writes the log once it holds it: creating
-//!   it writes the header, and resuming it appends a `session/end-seed` event (seen in the real rc.8 host:
-//!   test/real-host-foreign.test.mjs), so a session live in a process that started at `t` has a log
-//!   written at `t` or later. A log last written before every foreign process started is held by none of
-//!   them.
+//!   it writes the header, and resuming it (`session.create` with a stored id) appends a `session/end-seed`
+//!   event (both seen in the real rc.8 host; test/real-host-foreign.test.mjs proves the guard for both),
+//!   so a session live in a process that started at `t` has a log written at `t` or later. A log last
+//!   written before every foreign process started is held by none of them.
 //!
 //! The rc.8 host keeps no file of a session open between writes (it opens, appends, fsyncs and closes the
 //! log per batch: `dsh-session-persistence-jsonl` `appendLines`), so `/proc/<pid>/fd` names nothing, and
 //! its API marks running sessions only (`session.list` `running`), not idle live ones: the start-time
 //! rule above is the strongest evidence there is. It can refuse a session that a foreign process wrote
-//! and no longer holds (rc.8 disposes no idle session before it exits, so that is mostly a session it
-//! held until it ended another way) — the refusal says "may hold" and names the process so the user can
-//! decide; it never lets a fork through for a session that process does hold.
+//! and no longer holds (we found no idle-session disposal in rc.8's API proxy, so that is mostly a session
+//! another process wrote after the foreign one started) — the refusal says "may be live" and names the
+//! process so the user can decide; it never lets a fork through for a session that process does hold.
 //!
 //! Bounded: at most [`MAX_PIDS`] `/proc` entries, only processes of this user, `cmdline` read up to
 //! [`MAX_CMDLINE`] bytes and `environ` up to [`MAX_ENVIRON`] bytes, and only when a send is about to wake a
