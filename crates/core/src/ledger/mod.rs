@@ -458,6 +458,9 @@ pub struct Filter {
     /// Either the sender or the target.
     pub session: Option<String>,
     pub request_id: Option<String>,
+    /// Lines of this conversation chain (the loop guard): its `chain` field, or the chain's first delivery
+    /// (whose request id names the chain).
+    pub chain: Option<String>,
     pub tool: Option<String>,
     /// Only lines at or after this instant (ms since the epoch). Rotated files older than it are not read.
     pub since_ms: Option<i64>,
@@ -478,6 +481,11 @@ impl Filter {
             || !eq(&self.request_id, &e.request_id)
         {
             return false;
+        }
+        if let Some(c) = &self.chain {
+            if e.chain.as_deref() != Some(c) && e.request_id.as_deref() != Some(c) {
+                return false;
+            }
         }
         if let Some(s) = &self.session {
             if e.sender.as_deref() != Some(s) && e.target.as_deref() != Some(s) {

@@ -491,6 +491,22 @@ fn the_live_file_parse_cache_agrees_with_a_whole_parse_after_every_change() {
     append(h, &e(5, "session-a", "session-b", "refused:budget")).unwrap();
     assert_eq!(check("garbage and an over-cap line"), 6);
     assert_eq!(read_ledger(h, &Filter::default()).unwrap().unreadable, 2);
+    // a chain: its lines (chain field) and its first delivery (request id = the chain)
+    let mut first = e(20, "session-a", "session-b", "accepted");
+    first.request_id = Some("dsh-session-mail:c1".into());
+    let mut hop2 = e(21, "session-b", "session-c", "accepted");
+    hop2.chain = Some("dsh-session-mail:c1".into());
+    let mut other = e(22, "session-b", "session-c", "accepted");
+    other.chain = Some("dsh-session-mail:c2".into());
+    for x in [&first, &hop2, &other] {
+        append(h, x).unwrap();
+    }
+    let c = Filter {
+        chain: Some("dsh-session-mail:c1".into()),
+        ..Filter::default()
+    };
+    assert_eq!(read_ledger(h, &c).unwrap().entries, vec![first, hop2]);
+    assert_eq!(check("a chain appended"), 9);
     // the filter applies to cached entries too
     let f = Filter {
         target: Some("session-d".into()),
@@ -513,7 +529,7 @@ fn the_live_file_parse_cache_agrees_with_a_whole_parse_after_every_change() {
         .entries
         .iter()
         .all(|x| x.sender.as_deref() != Some("session-a")));
-    assert_eq!(n, 6);
+    assert_eq!(n, 9);
     // truncated, then one line: parsed afresh
     std::fs::OpenOptions::new()
         .write(true)
