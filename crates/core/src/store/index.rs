@@ -183,12 +183,12 @@ pub fn load_brief(log: &LogFile) -> Result<Arc<Brief>, String> {
 /// [`load_brief`], also returning the offset the scan started at (`None` when it was a cache hit).
 pub fn load_brief_counted(log: &LogFile) -> (Result<Arc<Brief>, String>, Option<u64>) {
     match brief_inner(log) {
-        Ok((b, from)) => (Ok(b), from),
+        Ok((b, from, _)) => (Ok(b), from),
         Err(e) => (Err(e), None),
     }
 }
 
-fn brief_inner(log: &LogFile) -> Result<(Arc<Brief>, Option<u64>), String> {
+fn brief_inner(log: &LogFile) -> Result<(Arc<Brief>, Option<u64>, Ident), String> {
     let ident = regular_ident(&log.path)?;
     let tick = TICK.fetch_add(1, Ordering::Relaxed);
     let base = {
@@ -196,7 +196,7 @@ fn brief_inner(log: &LogFile) -> Result<(Arc<Brief>, Option<u64>), String> {
         match map.get_mut(log.path.as_os_str()) {
             Some(e) if e.ident == ident => {
                 e.used = tick;
-                return Ok((e.brief.clone(), None));
+                return Ok((e.brief.clone(), None, ident));
             }
             Some(e)
                 if e.ident.key.is_some()
@@ -232,13 +232,13 @@ fn brief_inner(log: &LogFile) -> Result<(Arc<Brief>, Option<u64>), String> {
     map.insert(
         log.path.as_os_str().to_owned(),
         BriefEntry {
-            ident,
+            ident: ident.clone(),
             brief: b.clone(),
             resume,
             used: tick,
         },
     );
-    Ok((b, Some(from)))
+    Ok((b, Some(from), ident))
 }
 
 /// One session directory after a brief scan.
@@ -312,17 +312,19 @@ pub fn scan_briefs(home: &Path, notes: &mut Vec<super::StoreNote>) -> Vec<Briefe
 
 /// A listing re-checks a session it remembers (its folder and its log: two `stat`s) at most this
 /// long after it last checked it, unless the session can change right now (see
-/// [`scan_briefs_cached`]). The staleness bound of a listing for a log appended by a writer that
+/// [`list_cached`]). The staleness bound of a listing for a log appended by a writer that
 /// publishes no presence.
 pub const LIST_STALE: Duration = Duration::from_secs(2);
 /// A log modified this recently belongs to a session that is probably running: re-checked on
 /// every listing.
 pub const LIST_RECENT: Duration = Duration::from_secs(60);
-/// Homes whose listings are remembered (tests and odd setups use many; a host uses one).
-const LIST_HOMES: usize = 8;
+/// Homes whose listings are remembered (tests and odd setups use many; a host uses one); the
+/// least recently listed goes first. (The unit tests list many homes in parallel.)
+const LIST_HOMES: usize = if cfg!(test) { 64 } else { 8 };
 
 type Loaded = Option<Result<Arc<Brief>, String>>;
 
+/// What the last listing saw of one session folder.
 #[derive(Clone)]
 struct Memo {
     visited: layout::Visited,
@@ -333,6 +335,25 @@ struct Memo {
 }
 
 impl Memo {
+    /// Look at one session folder now: folder `lstat`, generation pick, log `stat`, brief.
+    fn check(dir: &Path, now: Instant) -> Memo {
+        let visited = layout::visit(dir);
+        let (brief, log_mtime) = match visited.log() {
+            None => (None, None),
+            Some(log) => match std::panic::catch_unwind(|| brief_inner(log)) {
+                Ok(Ok((b, _, ident))) => (Some(Ok(b)), ident.mtime),
+                Ok(Err(e)) => (Some(Err(e)), None),
+                Err(_) => (Some(Err("internal error while reading".into())), None),
+            },
+        };
+        Memo {
+            visited,
+            brief,
+            log_mtime,
+            checked: now,
+        }
+    }
+
     /// Still good for this call: checked within [`LIST_STALE`], not hot, its log not recently
     /// modified, and not a folder still waiting for its first log batch.
     fn reusable(&self, now: Instant, wall: SystemTime) -> bool {
@@ -356,105 +377,227 @@ impl Memo {
             _ => true,
         }
     }
+
+    /// A listing shows this folder exactly as it showed `old` (same pick, the same brief).
+    fn same_as(&self, old: &Memo) -> bool {
+        let same_brief = match (&self.brief, &old.brief) {
+            (None, None) => true,
+            (Some(Ok(x)), Some(Ok(y))) => Arc::ptr_eq(x, y),
+            (Some(Err(x)), Some(Err(y))) => x == y,
+            _ => false,
+        };
+        same_brief && self.visited == old.visited
+    }
+
+    /// The new brief when this change can be applied to a built listing in place: the same
+    /// folder and log, a header with the same id before and after, and no notes either time (so
+    /// the row is the only thing that moves: not its place, not the notes, not the id dedup).
+    fn patch_over(&self, old: &Memo) -> Option<Arc<Brief>> {
+        if self.visited != old.visited || self.visited.log().is_none() {
+            return None;
+        }
+        let (Some(Ok(was)), Some(Ok(now))) = (&old.brief, &self.brief) else {
+            return None;
+        };
+        let (Some(a), Some(b)) = (&was.header, &now.header) else {
+            return None;
+        };
+        (a.id == b.id && was.notes.is_empty() && now.notes.is_empty()).then(|| now.clone())
+    }
 }
 
-fn list_memo() -> std::sync::MutexGuard<'static, HashMap<PathBuf, HashMap<PathBuf, Memo>>> {
-    static M: OnceLock<Mutex<HashMap<PathBuf, HashMap<PathBuf, Memo>>>> = OnceLock::new();
+/// What the last listing of one home saw: its walk, one memo per entry of each project (in the
+/// walk's order), and the listing built from them.
+struct HomeMemo {
+    walk: Vec<layout::ProjectWalk>,
+    /// All `Some` between calls (an `Option` so a call can fill the gaps in place).
+    memos: Vec<Vec<Option<Memo>>>,
+    listing: Arc<super::BriefListing>,
+    used: u64,
+}
+
+fn list_memo() -> std::sync::MutexGuard<'static, HashMap<PathBuf, HomeMemo>> {
+    static M: OnceLock<Mutex<HashMap<PathBuf, HomeMemo>>> = OnceLock::new();
     M.get_or_init(|| Mutex::new(HashMap::new()))
         .lock()
         .unwrap_or_else(|p| p.into_inner())
 }
 
-/// The mtime the brief cache recorded for `path` when it last read or checked it.
-fn brief_mtime(path: &Path) -> Option<SystemTime> {
-    brief_lock()
-        .get(path.as_os_str())
-        .and_then(|e| e.ident.mtime)
-}
-
-/// [`scan_briefs`] for a listing that may reuse what it saw before. Always fresh: the set of
-/// projects and session folders (the root's and each project's mtime; a new or removed session
-/// shows at once), and every session whose folder name is in `hot` (live in this process or in
-/// another one per presence), whose log changed in the last [`LIST_RECENT`], or whose folder has no
-/// log yet. Every other session is re-checked (folder `lstat`, generation pick, log `stat`, brief)
-/// when its last check is [`LIST_STALE`] old or more: a log appended by a writer nobody knows of
-/// shows in every listing that starts at least [`LIST_STALE`] after the append.
-pub fn scan_briefs_cached(
-    home: &Path,
-    hot: &HashSet<String>,
-    notes: &mut Vec<super::StoreNote>,
-) -> Vec<Briefed> {
-    let items = layout::walk_items(home);
+/// [`scan_briefs`] + [`super::briefs_listing`] for a listing that may reuse what it saw before.
+/// Always fresh: the set of projects and session folders (the root's and each project's mtime; a
+/// new or removed session shows at once), and every session whose folder name is in `hot` (live in
+/// this process or in another one per presence), whose log changed in the last [`LIST_RECENT`], or
+/// whose folder has no log yet. Every other session is re-checked (folder `lstat`, generation
+/// pick, log `stat`, brief) when its last check is [`LIST_STALE`] old or more: a log appended by a
+/// writer nobody knows of shows in every listing that starts at least [`LIST_STALE`] after the
+/// append.
+///
+/// The memo is kept per project folder, in the order of its (cached, sorted) entries: while a
+/// project's entries are the same, its sessions' memos are reused by position (no path hashed).
+/// When nothing a listing shows changed, the listing built last time is returned as it is (one
+/// `Arc`); when only the briefs of sessions re-checked changed (an append to a live log), those
+/// rows are replaced in place; anything else (a new or removed folder, a new generation, a note)
+/// rebuilds the listing from the memos.
+pub fn list_cached(home: &Path, hot: &HashSet<String>) -> Arc<super::BriefListing> {
+    let walk = layout::walk_projects(home);
     let now = Instant::now();
     let wall = SystemTime::now();
-    let is_hot = |d: &Path| {
-        d.file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| hot.contains(n))
-    };
-    // 1. what the memo still answers
-    let mut memo: Vec<Option<Memo>> = {
-        let m = list_memo();
-        let known = m.get(home);
-        items
-            .iter()
-            .map(|i| {
-                let d = i.dir()?;
-                if is_hot(d) {
-                    return None;
+    // Taken out while this call works: a concurrent listing of the same home starts from scratch
+    // (correct, only slower); the last one to finish puts its state back.
+    let old = list_memo().remove(home);
+    let mut rebuild = old.as_ref().is_none_or(|o| o.walk != walk);
+    let (old_listing, mut old_projects) = match old {
+        None => (None, HashMap::new()),
+        Some(o) => {
+            let mut by_project = HashMap::with_capacity(o.memos.len());
+            let mut memos = o.memos.into_iter();
+            for p in o.walk {
+                if let layout::ProjectWalk::Entries { project, entries } = p {
+                    if let Some(m) = memos.next() {
+                        by_project.insert(project, (entries, m));
+                    }
                 }
-                known
-                    .and_then(|k| k.get(d))
-                    .filter(|e| e.reusable(now, wall))
-                    .cloned()
-            })
-            .collect()
+            }
+            (Some(o.listing), by_project)
+        }
     };
-    // 2. the rest, on the available cores
-    let todo: Vec<usize> = (0..items.len())
-        .filter(|&i| memo[i].is_none() && items[i].dir().is_some())
+    // 1. per project, the memos of its entries: by position when the entries are the same
+    let projects: Vec<&Arc<Vec<PathBuf>>> = walk
+        .iter()
+        .filter_map(|p| match p {
+            layout::ProjectWalk::Entries { entries, .. } => Some(entries),
+            layout::ProjectWalk::Note(_) => None,
+        })
         .collect();
-    let fresh: Vec<Memo> = parallel(&todo, |&i: &usize| {
-        let dir = items[i].dir().expect("a dir item");
-        let visited = layout::visit(dir);
-        let brief = visited.log().map(|log| {
-            std::panic::catch_unwind(|| load_brief(log))
-                .unwrap_or_else(|_| Err("internal error while reading".into()))
-        });
-        let log_mtime = visited.log().and_then(|l| brief_mtime(&l.path));
-        Memo {
-            visited,
-            brief,
-            log_mtime,
-            checked: now,
-        }
-    });
-    for (&i, f) in todo.iter().zip(fresh) {
-        memo[i] = Some(f);
-    }
-    // 3. remember what was re-checked; forget folders this walk no longer saw
-    {
-        let mut m = list_memo();
-        if !m.contains_key(home) && m.len() >= LIST_HOMES {
-            m.clear();
-        }
-        let known = m.entry(home.to_path_buf()).or_default();
-        for &i in &todo {
-            if let (Some(d), Some(e)) = (items[i].dir(), &memo[i]) {
-                known.insert(d.to_path_buf(), e.clone());
+    let mut memos: Vec<Vec<Option<Memo>>> = walk
+        .iter()
+        .filter_map(|p| match p {
+            layout::ProjectWalk::Entries { project, entries } => {
+                Some(match old_projects.remove(project) {
+                    Some((was, m)) if Arc::ptr_eq(&was, entries) || was == *entries => m,
+                    Some((was, m)) => {
+                        let mut by_path: HashMap<PathBuf, Memo> = was
+                            .iter()
+                            .cloned()
+                            .zip(m)
+                            .filter_map(|(p, m)| Some((p, m?)))
+                            .collect();
+                        entries.iter().map(|e| by_path.remove(e)).collect()
+                    }
+                    None => vec![None; entries.len()],
+                })
+            }
+            layout::ProjectWalk::Note(_) => None,
+        })
+        .collect();
+    // 2. what must be looked at now: unknown, stale or changing sessions, and the hot ones
+    let mut todo: Vec<(usize, usize)> = Vec::new();
+    for (k, (ms, entries)) in memos.iter().zip(&projects).enumerate() {
+        let first = todo.len();
+        for (j, m) in ms.iter().enumerate() {
+            if !m.as_ref().is_some_and(|m| m.reusable(now, wall)) {
+                todo.push((k, j));
             }
         }
-        let dirs = items.iter().filter(|i| i.dir().is_some()).count();
-        if known.len() != dirs {
-            let seen: HashSet<&Path> = items.iter().filter_map(WalkItem::dir).collect();
-            known.retain(|k, _| seen.contains(k.as_path()));
+        for name in hot {
+            // the entries are one folder's, sorted: by name
+            let name = std::ffi::OsStr::new(name);
+            if let Ok(j) = entries.binary_search_by(|e| e.file_name().cmp(&Some(name))) {
+                if !todo[first..].contains(&(k, j)) {
+                    todo.push((k, j));
+                }
+            }
         }
     }
-    let (visited, mut briefs): (Vec<Option<layout::Visited>>, Vec<Loaded>) = memo
-        .into_iter()
-        .map(|e| e.map_or((None, None), |e| (Some(e.visited), e.brief)))
-        .unzip();
-    layout::assemble(items, visited, notes)
+    let fresh: Vec<Memo> = parallel(&todo, |&(k, j): &(usize, usize)| {
+        Memo::check(&projects[k][j], now)
+    });
+    // 3. what changed for the listing
+    let mut patches: Vec<(usize, usize, Arc<Brief>)> = Vec::new();
+    for (&(k, j), f) in todo.iter().zip(fresh) {
+        match &memos[k][j] {
+            Some(old) if f.same_as(old) => {}
+            Some(old) => match f.patch_over(old) {
+                Some(b) => patches.push((k, j, b)),
+                None => rebuild = true,
+            },
+            None => rebuild = true,
+        }
+        memos[k][j] = Some(f);
+    }
+    let listing = match old_listing {
+        Some(mut l) if !rebuild => {
+            if !patches.is_empty() {
+                let m = Arc::make_mut(&mut l);
+                for (k, j, b) in patches {
+                    let id = &b.header.as_ref().expect("a patch has a header").id;
+                    let log = memos[k][j]
+                        .as_ref()
+                        .and_then(|m| m.visited.log())
+                        .expect("a patch has a log");
+                    match m.by_id.get(id) {
+                        Some(&i) if m.sessions[i].log == *log => m.sessions[i].brief = b,
+                        _ => {
+                            rebuild = true;
+                            break;
+                        }
+                    }
+                }
+            }
+            (!rebuild).then_some(l)
+        }
+        _ => None,
+    };
+    let listing = listing.unwrap_or_else(|| Arc::new(build_listing(home, &walk, &memos)));
+    let used = TICK.fetch_add(1, Ordering::Relaxed);
+    let mut m = list_memo();
+    if !m.contains_key(home) && m.len() >= LIST_HOMES {
+        if let Some(oldest) = m.iter().min_by_key(|(_, h)| h.used).map(|(k, _)| k.clone()) {
+            m.remove(&oldest);
+        }
+    }
+    m.insert(
+        home.to_path_buf(),
+        HomeMemo {
+            walk,
+            memos,
+            listing: listing.clone(),
+            used,
+        },
+    );
+    listing
+}
+
+/// The listing of a walk and its memos (notes in walk order, each physical folder once).
+fn build_listing(
+    home: &Path,
+    walk: &[layout::ProjectWalk],
+    memos: &[Vec<Option<Memo>>],
+) -> super::BriefListing {
+    let n: usize = memos.iter().map(Vec::len).sum::<usize>() + walk.len();
+    let mut items = Vec::with_capacity(n);
+    let mut visited = Vec::with_capacity(n);
+    let mut briefs: Vec<Loaded> = Vec::with_capacity(n);
+    let mut ms = memos.iter();
+    for p in walk {
+        match p {
+            layout::ProjectWalk::Note(t) => {
+                items.push(WalkItem::Note(t.clone()));
+                visited.push(None);
+                briefs.push(None);
+            }
+            layout::ProjectWalk::Entries { entries, .. } => {
+                let Some(m) = ms.next() else { continue };
+                for (e, m) in entries.iter().zip(m) {
+                    items.push(WalkItem::Dir(e.clone()));
+                    visited.push(m.as_ref().map(|m| m.visited.clone()));
+                    briefs.push(m.as_ref().and_then(|m| m.brief.clone()));
+                }
+            }
+        }
+    }
+    let mut notes = Vec::new();
+    let scanned = layout::assemble(items, visited, &mut notes)
         .into_iter()
         .map(|(i, d)| Briefed {
             brief: briefs[i]
@@ -463,7 +606,8 @@ pub fn scan_briefs_cached(
             dir: d.dir,
             log: d.log,
         })
-        .collect()
+        .collect();
+    super::briefs_listing(home, scanned, notes)
 }
 
 /// One session directory after folding.
@@ -499,6 +643,6 @@ pub fn scan(home: &Path, notes: &mut Vec<super::StoreNote>) -> Vec<Scanned> {
 #[cfg(test)]
 pub(crate) fn forget(path: &Path) {
     lock().remove(path);
-    list_memo().clear();
+    list_memo().retain(|home, _| !path.starts_with(home));
     brief_lock().remove(path.as_os_str());
 }

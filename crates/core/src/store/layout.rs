@@ -211,7 +211,7 @@ impl WalkItem {
 }
 
 /// What one candidate session directory holds (the part of a walk that can run in parallel).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Visited {
     Note(String),
     NotADir,
@@ -233,6 +233,52 @@ impl Visited {
 }
 
 pub fn walk_items(home: &Path) -> Vec<WalkItem> {
+    let mut out = Vec::new();
+    for p in walk_projects(home) {
+        match p {
+            ProjectWalk::Note(n) => out.push(WalkItem::Note(n)),
+            ProjectWalk::Entries { entries, .. } => {
+                out.extend(entries.iter().cloned().map(WalkItem::Dir))
+            }
+        }
+    }
+    out
+}
+
+/// The walk one project at a time: a note, or a project folder and its sorted entries (the
+/// candidate session folders). The same `Arc` comes back while the folder's mtime has not moved.
+#[derive(Debug, Clone)]
+pub enum ProjectWalk {
+    Note(String),
+    Entries {
+        project: PathBuf,
+        entries: Arc<Vec<PathBuf>>,
+    },
+}
+
+impl PartialEq for ProjectWalk {
+    /// Same notes, same projects with the same entries (the same `Arc` is the cheap answer).
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (ProjectWalk::Note(a), ProjectWalk::Note(b)) => a == b,
+            (
+                ProjectWalk::Entries {
+                    project: p,
+                    entries: a,
+                },
+                ProjectWalk::Entries {
+                    project: q,
+                    entries: b,
+                },
+            ) => p == q && (Arc::ptr_eq(a, b) || a == b),
+            _ => false,
+        }
+    }
+}
+
+/// The sequential part of a walk: the sessions root and each project folder (one `stat` each; a
+/// `readdir` only when a folder's mtime moved).
+pub fn walk_projects(home: &Path) -> Vec<ProjectWalk> {
     let root = home.join("sessions");
     let mut out = Vec::new();
     let root_mtime = fs::metadata(&root).ok().and_then(|m| m.modified().ok());
@@ -240,7 +286,7 @@ pub fn walk_items(home: &Path) -> Vec<WalkItem> {
         Ok(v) => v,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return out,
         Err(e) => {
-            out.push(WalkItem::Note(format!(
+            out.push(ProjectWalk::Note(format!(
                 "{}: unreadable directory ({e})",
                 root.display()
             )));
@@ -251,7 +297,7 @@ pub fn walk_items(home: &Path) -> Vec<WalkItem> {
         let pmeta = match fs::symlink_metadata(project) {
             Ok(m) if m.file_type().is_symlink() => {
                 if let Some(why) = link_out_of_home(project, 2) {
-                    out.push(WalkItem::Note(why));
+                    out.push(ProjectWalk::Note(why));
                     continue;
                 }
                 fs::metadata(project)
@@ -262,7 +308,7 @@ pub fn walk_items(home: &Path) -> Vec<WalkItem> {
             Ok(m) if m.is_dir() => m,
             Ok(_) => continue, // a stray file
             Err(e) => {
-                out.push(WalkItem::Note(format!(
+                out.push(ProjectWalk::Note(format!(
                     "{}: unreadable ({})",
                     project.display(),
                     short_io(&e)
@@ -271,8 +317,11 @@ pub fn walk_items(home: &Path) -> Vec<WalkItem> {
             }
         };
         match entries(project, pmeta.modified().ok()) {
-            Ok(v) => out.extend(v.iter().cloned().map(WalkItem::Dir)),
-            Err(e) => out.push(WalkItem::Note(format!(
+            Ok(v) => out.push(ProjectWalk::Entries {
+                project: project.clone(),
+                entries: v,
+            }),
+            Err(e) => out.push(ProjectWalk::Note(format!(
                 "{}: unreadable directory ({})",
                 project.display(),
                 short_io(&e)

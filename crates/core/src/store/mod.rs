@@ -245,6 +245,8 @@ impl BriefSession {
 pub struct BriefListing {
     pub sessions: Vec<BriefSession>,
     pub notes: Vec<StoreNote>,
+    /// Each session's place in `sessions`, by header id (ids are unique there).
+    pub by_id: std::collections::HashMap<String, usize>,
 }
 
 fn strip_notes(home: &Path, raw: Vec<StoreNote>) -> Vec<StoreNote> {
@@ -271,14 +273,16 @@ pub fn list_briefs(home: &Path) -> BriefListing {
 
 /// [`list_briefs`] for `sessions_list`: reuses what the last listing of this home saw for sessions
 /// that cannot be changing now. `hot`: ids of sessions live in this process or another one (always
-/// re-checked). Staleness: see [`index::scan_briefs_cached`] (at most [`index::LIST_STALE`] for a
+/// re-checked). Staleness: see [`index::list_cached`] (at most [`index::LIST_STALE`] for a
 /// log appended by a writer that publishes no presence; none for new, removed or hot sessions).
-pub fn list_briefs_cached<'a>(home: &Path, hot: impl IntoIterator<Item = &'a str>) -> BriefListing {
+/// Shared: while nothing it shows changed, the same listing comes back.
+pub fn list_briefs_cached<'a>(
+    home: &Path,
+    hot: impl IntoIterator<Item = &'a str>,
+) -> Arc<BriefListing> {
     let hot: std::collections::HashSet<String> =
         hot.into_iter().map(layout::encode_segment).collect();
-    let mut raw_notes = Vec::new();
-    let scanned = index::scan_briefs_cached(home, &hot, &mut raw_notes);
-    briefs_listing(home, scanned, raw_notes)
+    index::list_cached(home, &hot)
 }
 
 fn briefs_listing(
@@ -288,7 +292,7 @@ fn briefs_listing(
 ) -> BriefListing {
     let mut notes = strip_notes(home, raw_notes);
     let mut sessions = Vec::with_capacity(scanned.len());
-    let mut seen = std::collections::HashSet::with_capacity(scanned.len());
+    let mut by_id = std::collections::HashMap::with_capacity(scanned.len());
     for s in scanned {
         let Some(log) = s.log else { continue };
         let where_ = |log: &LogFile| rel(home, &log.path);
@@ -322,17 +326,25 @@ fn briefs_listing(
                 b.notes.summary()
             )));
         }
-        if seen.insert(h.id.clone()) {
-            sessions.push(BriefSession { log, brief: b });
-        } else {
-            notes.push(StoreNote::Text(format!(
-                "{}: duplicate session id {}; ignored",
-                where_(&log),
-                h.id
-            )));
+        match by_id.entry(h.id.clone()) {
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(sessions.len());
+                sessions.push(BriefSession { log, brief: b });
+            }
+            std::collections::hash_map::Entry::Occupied(_) => {
+                notes.push(StoreNote::Text(format!(
+                    "{}: duplicate session id {}; ignored",
+                    where_(&log),
+                    h.id
+                )));
+            }
         }
     }
-    BriefListing { sessions, notes }
+    BriefListing {
+        sessions,
+        notes,
+        by_id,
+    }
 }
 
 /// Look one session up by exact id in `<project>/<encodeSegment(id)>` (a header id must match its

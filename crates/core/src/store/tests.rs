@@ -1489,4 +1489,205 @@ mod listing_memo {
             [pair("s-a", "a"), pair("s-late", "late")]
         );
     }
+
+    #[test]
+    fn an_unchanged_home_returns_the_same_listing_and_a_hot_append_patches_it() {
+        let d = tempfile::tempdir().unwrap();
+        write_old(d.path(), "s-a", "first");
+        write_old(d.path(), "s-b", "other");
+        let l1 = list_briefs_cached(d.path(), []);
+        let l2 = list_briefs_cached(d.path(), ["s-a"]);
+        assert!(
+            std::sync::Arc::ptr_eq(&l1, &l2),
+            "nothing changed (a hot re-check included): the listing built last time"
+        );
+        // An append to a hot session: its row is replaced in place, the others stay.
+        append_title(d.path(), "s-a", "second", true);
+        let l3 = list_briefs_cached(d.path(), ["s-a"]);
+        assert!(!std::sync::Arc::ptr_eq(&l2, &l3));
+        assert_eq!(
+            titles(d.path(), ["s-a"]),
+            [pair("s-a", "second"), pair("s-b", "other")]
+        );
+        for (id, &i) in &l3.by_id {
+            assert_eq!(
+                &l3.sessions[i].header().id,
+                id,
+                "by_id points at its session"
+            );
+        }
+        assert_eq!(l3.by_id.len(), l3.sessions.len());
+        let l4 = list_briefs_cached(d.path(), ["s-a"]);
+        assert!(std::sync::Arc::ptr_eq(&l3, &l4));
+        // The patched listing equals one built from scratch.
+        assert_eq!(shape(&l4), shape(&list_briefs(d.path())));
+    }
+
+    #[test]
+    fn sessions_added_and_removed_around_remembered_ones_keep_their_rows() {
+        // The memo is positional per project folder; a folder's entries shifting must not hand
+        // one session's brief to its neighbour.
+        let d = tempfile::tempdir().unwrap();
+        write_old(d.path(), "s-b", "bee");
+        write_old(d.path(), "s-d", "dee");
+        assert_eq!(
+            titles(d.path(), []),
+            [pair("s-b", "bee"), pair("s-d", "dee")]
+        );
+        write_old(d.path(), "s-a", "ay");
+        write_old(d.path(), "s-c", "cee");
+        assert_eq!(
+            titles(d.path(), []),
+            [
+                pair("s-a", "ay"),
+                pair("s-b", "bee"),
+                pair("s-c", "cee"),
+                pair("s-d", "dee")
+            ]
+        );
+        fs::remove_dir_all(log_path(d.path(), "s-a").parent().unwrap()).unwrap();
+        assert_eq!(
+            titles(d.path(), []),
+            [pair("s-b", "bee"), pair("s-c", "cee"), pair("s-d", "dee")]
+        );
+        assert_eq!(
+            shape(&list_briefs_cached(d.path(), [])),
+            shape(&list_briefs(d.path()))
+        );
+    }
+
+    /// What a listing shows: ids with titles in order, and the notes.
+    fn shape(l: &BriefListing) -> (Vec<(String, Option<String>)>, Vec<String>) {
+        (
+            l.sessions
+                .iter()
+                .map(|s| {
+                    (
+                        s.header().id.clone(),
+                        s.brief.display_title().map(str::to_string),
+                    )
+                })
+                .collect(),
+            l.notes.iter().map(|n| format!("{n:?}")).collect(),
+        )
+    }
+
+    /// Random changes to a home, each one of a kind the memo must see at once (new, removed,
+    /// written recently, or hot), and after each the cached listing equals a full re-check:
+    /// whatever path it took (the same listing, a patch in place, a rebuild).
+    #[test]
+    fn the_memo_agrees_with_a_full_recheck_through_random_changes() {
+        let d = tempfile::tempdir().unwrap();
+        let home = d.path();
+        let mut seed: u64 = 0x5eed_1234_abcd_0042;
+        let mut rnd = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let projects = ["--w-memo--", "--w-two--"];
+        let dir = |p: &str, id: &str| home.join("sessions").join(p).join(id);
+        let mut alive: Vec<(usize, String)> = Vec::new();
+        let mut hot: Vec<String> = Vec::new();
+        // written within LIST_RECENT of the memo's last look (so re-checked on every listing)
+        let mut fresh: Vec<String> = Vec::new();
+        // An idle session's change shows within LIST_STALE only: change idle ones while hot.
+        let touch = |id: &str, hot: &mut Vec<String>, fresh: &[String]| {
+            if !fresh.iter().any(|f| f == id) && !hot.iter().any(|h| h == id) {
+                hot.push(id.to_string());
+            }
+        };
+        let mut next = 0;
+        for step in 0..160 {
+            let op = if alive.len() < 3 { 0 } else { rnd(8) };
+            match op {
+                0 | 1 => {
+                    // a new session, idle (aged) or just written
+                    next += 1;
+                    let id = format!("s-{:03}", rnd(1000) * 10 + next % 10);
+                    let p = rnd(2) as usize;
+                    if alive.iter().any(|(_, a)| *a == id) {
+                        continue;
+                    }
+                    let mut b = LogBuilder::v0(&id, Some("/w/memo"), BASE_TIME + next);
+                    b.title(&format!("t{step}"), serde_json::json!({"kind":"user"}), &[]);
+                    let f = dir(projects[p], &id).join("session.jsonl.zstd");
+                    fs::create_dir_all(f.parent().unwrap()).unwrap();
+                    fs::write(&f, b.zstd()).unwrap();
+                    if op == 0 {
+                        age(&f);
+                        age(f.parent().unwrap());
+                    } else {
+                        fresh.push(id.clone());
+                    }
+                    alive.push((p, id));
+                }
+                2 => {
+                    let (p, id) = alive.remove(rnd(alive.len() as u64) as usize);
+                    fs::remove_dir_all(dir(projects[p], &id)).unwrap();
+                }
+                3 | 4 => {
+                    // an append: to a hot session (its mtime may say nothing), or recent
+                    let (p, id) = alive[rnd(alive.len() as u64) as usize].clone();
+                    touch(&id, &mut hot, &fresh);
+                    let is_hot = hot.contains(&id);
+                    let f = dir(projects[p], &id).join("session.jsonl.zstd");
+                    let row = serde_json::json!({"type":"session/title","seq":50 + step,
+                        "time":BASE_TIME + 50,"data":{"title":format!("u{step}"),"source":{"kind":"user"}}});
+                    let mut w = fs::OpenOptions::new().append(true).open(&f).unwrap();
+                    w.write_all(&frame(format!("{row}\n").as_bytes())).unwrap();
+                    if rnd(4) == 0 {
+                        w.write_all(b"\x28\xb5\x2f\xfd not a frame").unwrap(); // a note
+                    }
+                    if is_hot && rnd(2) == 0 {
+                        age(&f);
+                        fresh.retain(|f| *f != id);
+                    }
+                }
+                5 => {
+                    // the log rewritten, maybe under another header id (a folder mismatch note)
+                    let (p, id) = alive[rnd(alive.len() as u64) as usize].clone();
+                    touch(&id, &mut hot, &fresh);
+                    let other = if rnd(2) == 0 {
+                        format!("{id}-x")
+                    } else {
+                        id.clone()
+                    };
+                    let f = dir(projects[p], &id).join("session.jsonl.zstd");
+                    fs::write(
+                        &f,
+                        LogBuilder::v0(&other, Some("/w/memo"), BASE_TIME).zstd(),
+                    )
+                    .unwrap();
+                }
+                6 => {
+                    // a newer generation in a hot session's folder (its folder's mtime is not watched)
+                    let (p, id) = alive[rnd(alive.len() as u64) as usize].clone();
+                    touch(&id, &mut hot, &[]);
+                    let mut b = LogBuilder::v0(&id, Some("/w/memo"), BASE_TIME);
+                    b.title(&format!("g{step}"), serde_json::json!({"kind":"user"}), &[]);
+                    let g = dir(projects[p], &id).join(format!("session.v{}.jsonl.zstd", step + 1));
+                    fs::write(g, b.zstd()).unwrap();
+                }
+                _ => {
+                    // hot set changes
+                    let (_, id) = alive[rnd(alive.len() as u64) as usize].clone();
+                    match hot.iter().position(|h| *h == id) {
+                        Some(i) => {
+                            hot.remove(i);
+                        }
+                        None => hot.push(id),
+                    }
+                }
+            }
+            let cached = list_briefs_cached(home, hot.iter().map(String::as_str));
+            assert_eq!(
+                shape(&cached),
+                shape(&list_briefs(home)),
+                "step {step} (op {op})"
+            );
+            assert_eq!(cached.by_id.len(), cached.sessions.len());
+        }
+    }
 }

@@ -88,6 +88,9 @@ pub fn list_blocking(home: &Path, req: &ToolRequest, args: &ListArgs) -> String 
 }
 
 /// Select the rows of a listing (blocking: reads the store). The text and the CLI's JSON share it.
+///
+/// A home can hold 20,000 sessions: filters and the order work on a [`Lite`] per session (numbers,
+/// flags and places, no strings copied), and rows are built only for the ≤ `limit` that survive.
 pub fn select(home: &Path, req: &ToolRequest, args: &ListArgs) -> Selection {
     let peers = req.peers_at(home);
     // Sessions that can change right now are always read fresh; the rest within LIST_STALE.
@@ -97,74 +100,38 @@ pub fn select(home: &Path, req: &ToolRequest, args: &ListArgs) -> Selection {
             .flat_map(|r| r.sessions.iter().map(|s| s.id.as_str())),
     );
     let listing = store::list_briefs_cached(home, hot);
-    let caller = req.caller.as_ref().and_then(|c| c.id()).map(str::to_string);
-    let mut by_id: HashMap<String, usize> =
-        HashMap::with_capacity(listing.sessions.len() + req.live.len());
-    let mut all: Vec<Candidate> = Vec::with_capacity(listing.sessions.len() + req.live.len());
-    let push = |all: &mut Vec<Candidate>,
-                by_id: &mut HashMap<String, usize>,
-                h: &Header,
-                title: Option<String>,
-                liveness: Liveness| {
-        let row = ListRow {
-            id: h.id.clone(),
-            liveness,
-            subagent: h.is_subagent(),
-            parent: h.parent_session.clone(),
-            cwd: h.cwd.clone(),
-            preset: h.agent_preset.clone(),
-            title,
-            is_caller: caller.as_deref() == Some(h.id.as_str()),
-            same_repo: None,
-            files: Vec::new(),
-            overlap: Vec::new(),
-        };
-        match by_id.get(&h.id) {
-            Some(&i) => {
-                all[i] = Candidate {
-                    row,
-                    created_at: h.created_at.unwrap_or(0),
-                    same_place: false,
-                }
-            }
-            None => {
-                by_id.insert(h.id.clone(), all.len());
-                all.push(Candidate {
-                    row,
-                    created_at: h.created_at.unwrap_or(0),
-                    same_place: false,
-                });
-            }
-        }
-    };
-    for s in &listing.sessions {
-        push(
-            &mut all,
-            &mut by_id,
-            s.header(),
-            s.brief.display_title().map(str::to_string),
-            Liveness::Cold,
-        );
+    let caller = req.caller.as_ref().and_then(|c| c.id());
+    let files = &listing.sessions;
+    // Rows 0..files.len() are the files' sessions, in order (ids are unique there); then the
+    // sessions live here that have no file yet.
+    let mut all: Vec<Lite> = Vec::with_capacity(files.len() + req.live.len());
+    for s in files {
+        let h = s.header();
+        all.push(Lite::new(Some(all.len()), None, h));
     }
     // Live sessions win over the file (the file lags ~200 ms; a new session has no file yet).
-    for l in &req.live {
+    let mut merged: Vec<(usize, Header)> = Vec::new();
+    let mut live_only: HashMap<&str, usize> = HashMap::new();
+    for (j, l) in req.live.iter().enumerate() {
         if l.id.is_empty() {
             continue;
         }
-        // Rows 0..len are the files' sessions, in order (ids are unique there).
-        let file = by_id
+        let at = listing
+            .by_id
             .get(&l.id)
-            .and_then(|&i| listing.sessions.get(i))
-            .map(|s| s.header());
-        let h = merged_header(l, file);
-        let title = by_id.get(&l.id).and_then(|&i| all[i].row.title.clone());
-        push(
-            &mut all,
-            &mut by_id,
-            &h,
-            title,
-            Liveness::Live(l.status.clone()),
-        );
+            .copied()
+            .or_else(|| live_only.get(l.id.as_str()).copied());
+        let file = at.and_then(|i| all[i].file);
+        let h = merged_header(l, file.map(|i| files[i].header()));
+        let c = Lite::new(file, Some(merged.len()), &h);
+        merged.push((j, h));
+        match at {
+            Some(i) => all[i] = c,
+            None => {
+                live_only.insert(l.id.as_str(), all.len());
+                all.push(c);
+            }
+        }
     }
     // Sessions live in another process on this home (presence records): live there, unless this
     // process holds them too (then the registry above wins).
@@ -173,45 +140,56 @@ pub fn select(home: &Path, req: &ToolRequest, args: &ListArgs) -> Selection {
             if req.live.iter().any(|l| l.id == ps.id) {
                 continue;
             }
-            let Some(&i) = by_id.get(&ps.id) else {
+            let Some(&i) = listing.by_id.get(&ps.id) else {
                 // Not on disk yet (no first flush): nothing of its header is known here.
                 continue;
             };
-            if matches!(all[i].row.liveness, Liveness::Elsewhere { .. }) {
+            if all[i].elsewhere.is_some() {
                 continue; // a fresher record already claimed it
             }
-            all[i].row.liveness = Liveness::Elsewhere {
+            all[i].elsewhere = Some(Liveness::Elsewhere {
                 status: ps.status.clone(),
                 pid: r.pid,
                 profile: r.profile.clone(),
                 routable: r.base_url.is_some() || r.mailbox,
-            };
+            });
+        }
+    }
+    let view = View {
+        files,
+        merged: &merged,
+        live: &req.live,
+    };
+    if let Some(c) = caller {
+        let at = listing.by_id.get(c).or_else(|| live_only.get(c)).copied();
+        if let Some(i) = at {
+            all[i].is_caller = true;
         }
     }
     let considered = all.len();
-    annotate_repos_and_files(&mut all, &req.live);
+    annotate_repos_and_files(&mut all, &view);
     let q = args.query.as_deref().map(str::to_lowercase);
-    // Filter and order indices, not rows (a row is a few hundred bytes; a home can hold 20,000).
+    // Filter and order indices, not rows (a home can hold 20,000).
     let mut keep: Vec<usize> = (0..all.len())
         .filter(|&i| {
             let c = &all[i];
             match args.scope {
-                Scope::TopLevel => !c.row.subagent,
-                Scope::Subagents => c.row.subagent,
+                Scope::TopLevel => !c.subagent,
+                Scope::Subagents => c.subagent,
                 Scope::All => true,
             }
         })
-        .filter(|&i| !args.live_only || all[i].row.liveness.is_live())
-        .filter(|&i| !args.repo_only || all[i].same_place || all[i].row.is_caller)
+        .filter(|&i| !args.live_only || all[i].live.is_some() || all[i].elsewhere.is_some())
+        .filter(|&i| !args.repo_only || all[i].same_place || all[i].is_caller)
         .filter(|&i| match &q {
             None => true,
             Some(q) => {
-                let c = &all[i];
+                let h = view.header(&all[i]);
                 [
-                    Some(&c.row.id),
-                    c.row.title.as_ref(),
-                    c.row.cwd.as_ref(),
-                    c.row.preset.as_ref(),
+                    Some(h.id.as_str()),
+                    view.title(&all[i]),
+                    h.cwd.as_deref(),
+                    h.agent_preset.as_deref(),
                 ]
                 .into_iter()
                 .flatten()
@@ -222,12 +200,11 @@ pub fn select(home: &Path, req: &ToolRequest, args: &ListArgs) -> Selection {
     // The caller's repository first, then newest first by createdAt, then id; the caller always last.
     let order = |&x: &usize, &y: &usize| {
         let (a, b) = (&all[x], &all[y]);
-        a.row
-            .is_caller
-            .cmp(&b.row.is_caller)
-            .then(b.row.same_repo.is_some().cmp(&a.row.same_repo.is_some()))
+        a.is_caller
+            .cmp(&b.is_caller)
+            .then(b.same_repo.cmp(&a.same_repo))
             .then(b.created_at.cmp(&a.created_at))
-            .then(a.row.id.cmp(&b.row.id))
+            .then_with(|| view.header(a).id.cmp(&view.header(b).id))
     };
     if keep.len() > args.limit {
         if args.limit > 0 {
@@ -236,21 +213,109 @@ pub fn select(home: &Path, req: &ToolRequest, args: &ListArgs) -> Selection {
         keep.truncate(args.limit);
     }
     keep.sort_by(order);
-    let mut all: Vec<Option<Candidate>> = all.into_iter().map(Some).collect();
-    let rows: Vec<Candidate> = keep.into_iter().filter_map(|i| all[i].take()).collect();
+    let rows: Vec<Candidate> = keep
+        .into_iter()
+        .map(|i| view.candidate(std::mem::take(&mut all[i])))
+        .collect();
     // A live session that has not written its first batch yet has a folder but no log (rc.8
     // `session-persistence`: "an unmaterialized session has no filesystem footprint" until its first
     // flush); the live registry already lists it, so its "no session log" note is noise.
     let notes = listing
         .notes
-        .into_iter()
+        .iter()
         .filter(|n| !is_live_without_log(n, &req.live))
+        .cloned()
         .collect();
     Selection {
         rows,
         considered,
         notes,
         allow_resume: req.config.allow_resume,
+    }
+}
+
+/// One session of a listing before it is a row: where its data is, and its sort key.
+#[derive(Debug, Default)]
+struct Lite {
+    /// Its place in the listing's sessions (None: live here without a file yet).
+    file: Option<usize>,
+    /// Live in this process: its place in the merged headers (the registry wins over the file).
+    live: Option<usize>,
+    /// Live in another process (presence).
+    elsewhere: Option<Liveness>,
+    created_at: i64,
+    subagent: bool,
+    is_caller: bool,
+    /// Same repository as the caller, or (outside git) the caller's directory: what `repo_only` keeps.
+    same_place: bool,
+    /// Same git repository as the caller: tagged and ranked first.
+    same_repo: bool,
+    files: Vec<String>,
+    overlap: Vec<String>,
+}
+
+impl Lite {
+    fn new(file: Option<usize>, live: Option<usize>, h: &Header) -> Lite {
+        Lite {
+            file,
+            live,
+            created_at: h.created_at.unwrap_or(0),
+            subagent: h.is_subagent(),
+            ..Lite::default()
+        }
+    }
+}
+
+/// Where a [`Lite`]'s strings live.
+struct View<'a> {
+    files: &'a [store::BriefSession],
+    merged: &'a [(usize, Header)],
+    live: &'a [LiveSession],
+}
+
+impl<'a> View<'a> {
+    fn header(&self, c: &Lite) -> &'a Header {
+        match (c.live, c.file) {
+            (Some(m), _) => &self.merged[m].1,
+            (None, Some(i)) => self.files[i].header(),
+            (None, None) => unreachable!("a listed session is live or on file"),
+        }
+    }
+
+    /// The file's title (a live session's registry entry has none).
+    fn title(&self, c: &Lite) -> Option<&'a str> {
+        c.file.and_then(|i| self.files[i].brief.display_title())
+    }
+
+    fn live_session(&self, c: &Lite) -> Option<&'a LiveSession> {
+        c.live.map(|m| &self.live[self.merged[m].0])
+    }
+
+    fn candidate(&self, c: Lite) -> Candidate {
+        let h = self.header(&c);
+        let title = self.title(&c).map(str::to_string);
+        let liveness = match (self.live_session(&c), c.elsewhere) {
+            (Some(l), _) => Liveness::Live(l.status.clone()),
+            (None, Some(e)) => e,
+            (None, None) => Liveness::Cold,
+        };
+        Candidate {
+            row: ListRow {
+                id: h.id.clone(),
+                liveness,
+                subagent: c.subagent,
+                parent: h.parent_session.clone(),
+                cwd: h.cwd.clone(),
+                preset: h.agent_preset.clone(),
+                title,
+                is_caller: c.is_caller,
+                same_repo: c.same_repo.then_some("same repo"),
+                files: c.files,
+                overlap: c.overlap,
+            },
+            created_at: c.created_at,
+            same_place: c.same_place,
+        }
     }
 }
 
@@ -262,10 +327,10 @@ const MAX_CHECKOUTS: usize = 256;
 /// Mark rows in the caller's repository (`crate::repo`: worktrees grouped as git does), attach the files
 /// live sessions changed recently (relative to their checkout, so two worktrees agree) and the overlap with
 /// the caller's own recent changes. The caller's repository is known from its row (live header or file).
-fn annotate_repos_and_files(all: &mut [Candidate], live: &[LiveSession]) {
+fn annotate_repos_and_files<'a>(all: &mut [Lite], view: &View<'a>) {
     use crate::repo::{self, Checkout};
-    let mut cache: HashMap<String, Option<Checkout>> = HashMap::new();
-    let mut checkout_of = |cwd: Option<&String>| -> Option<Checkout> {
+    let mut cache: HashMap<&'a str, Option<Checkout>> = HashMap::new();
+    let mut checkout_of = |cwd: Option<&'a str>| -> Option<Checkout> {
         let cwd = cwd?;
         if let Some(c) = cache.get(cwd) {
             return c.clone();
@@ -275,11 +340,12 @@ fn annotate_repos_and_files(all: &mut [Candidate], live: &[LiveSession]) {
         } else {
             None
         };
-        cache.insert(cwd.clone(), c.clone());
+        cache.insert(cwd, c.clone());
         c
     };
+    let live = view.live;
     let now = crate::ledger::time::now_ms();
-    let files_of = |id: &str, co: Option<&Checkout>, cwd: Option<&String>| -> Vec<String> {
+    let files_of = |id: &str, co: Option<&Checkout>, cwd: Option<&str>| -> Vec<String> {
         let Some(l) = live.iter().find(|l| l.id == id) else {
             return Vec::new();
         };
@@ -288,30 +354,42 @@ fn annotate_repos_and_files(all: &mut [Candidate], live: &[LiveSession]) {
             if f.path.is_empty() || f.time_ms.is_some_and(|t| now - t > RECENT_FILES_MS) {
                 continue;
             }
-            let k = repo::relative_key(co, cwd.map(String::as_str), &f.path);
+            let k = repo::relative_key(co, cwd, &f.path);
             if !out.contains(&k) {
                 out.push(k);
             }
         }
         out
     };
-    let caller = all.iter().position(|c| c.row.is_caller);
-    let caller_co = caller.and_then(|i| checkout_of(all[i].row.cwd.as_ref()));
+    let caller = all
+        .iter()
+        .position(|c| c.is_caller)
+        .map(|i| view.header(&all[i]));
+    let caller_co = caller.and_then(|h| checkout_of(h.cwd.as_deref()));
     let caller_files: Vec<String> = match caller {
-        Some(i) => files_of(&all[i].row.id, caller_co.as_ref(), all[i].row.cwd.as_ref()),
+        Some(h) => files_of(&h.id, caller_co.as_ref(), h.cwd.as_deref()),
         None => Vec::new(),
     };
+    // Rows of one project folder mostly share their directory: ask the cache once per run of them.
+    let mut last: Option<(&str, Option<Checkout>)> = None;
     for c in all.iter_mut() {
-        let co = checkout_of(c.row.cwd.as_ref());
+        let h = view.header(c);
+        let cwd = h.cwd.as_deref();
+        let co = match (&last, cwd) {
+            (Some((l, co)), Some(d)) if *l == d => co.clone(),
+            _ => {
+                let co = checkout_of(cwd);
+                last = cwd.map(|d| (d, co.clone()));
+                co
+            }
+        };
         c.same_place = matches!((&co, &caller_co), (Some(a), Some(b)) if a.key == b.key);
         // only a git repository is tagged and ranked first; outside git, repo_only keeps the caller's dir
-        c.row.same_repo =
-            (c.same_place && co.as_ref().is_some_and(|x| x.git)).then_some("same repo");
-        if matches!(c.row.liveness, Liveness::Live(_)) && !c.row.is_caller {
-            c.row.files = files_of(&c.row.id, co.as_ref(), c.row.cwd.as_ref());
+        c.same_repo = c.same_place && co.as_ref().is_some_and(|x| x.git);
+        if c.live.is_some() && !c.is_caller {
+            c.files = files_of(&h.id, co.as_ref(), cwd);
             if c.same_place {
-                c.row.overlap = c
-                    .row
+                c.overlap = c
                     .files
                     .iter()
                     .filter(|f| caller_files.contains(f))
