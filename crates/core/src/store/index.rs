@@ -189,7 +189,26 @@ pub fn load_brief_counted(log: &LogFile) -> (Result<Arc<Brief>, String>, Option<
 }
 
 fn brief_inner(log: &LogFile) -> Result<(Arc<Brief>, Option<u64>, Ident), String> {
-    let ident = regular_ident(&log.path)?;
+    // A log this cache has not seen is read in any case: open it and `fstat` the descriptor (no
+    // `stat` by path first: one path walk fewer per session on a cold listing). The walk only
+    // offers names whose directory entry is a regular file; `open_regular` never blocks (a FIFO
+    // swapped in meanwhile) and refuses what is not regular. A known log costs one `stat`.
+    let known = brief_lock().contains_key(log.path.as_os_str());
+    let (ident, mut opened) = if known {
+        (regular_ident(&log.path)?, None)
+    } else {
+        let (f, meta) = crate::fsafe::open_regular(&log.path, crate::fsafe::Follow::Yes, None)
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::InvalidData => not_regular(),
+                _ => short_io(&e),
+            })?;
+        let ident = Ident {
+            key: file_key(&meta),
+            size: meta.len(),
+            mtime: meta.modified().ok(),
+        };
+        (ident, Some(f))
+    };
     let tick = TICK.fetch_add(1, Ordering::Relaxed);
     let base = {
         let mut map = brief_lock();
@@ -209,7 +228,10 @@ fn brief_inner(log: &LogFile) -> Result<(Arc<Brief>, Option<u64>, Ident), String
         }
     };
     let from = base.as_ref().map_or(0, |r| r.offset);
-    let mut file = open_log(&log.path)?;
+    let mut file = match opened.take() {
+        Some(f) => f,
+        None => open_log(&log.path)?,
+    };
     let (b, resume) = SCRATCH
         .with(|sc| {
             let mut sc = sc.borrow_mut();
@@ -280,6 +302,15 @@ fn parallel<T: Sync, U: Send>(items: &[T], f: impl Fn(&T) -> U + Sync) -> Vec<U>
         .collect()
 }
 
+/// [`parallel`] over owned items (each handed to `f` once).
+fn parallel_owned<T: Send, U: Send>(items: Vec<T>, f: impl Fn(T) -> U + Sync) -> Vec<U> {
+    let slots: Vec<Mutex<Option<T>>> = items.into_iter().map(|t| Mutex::new(Some(t))).collect();
+    parallel(&slots, |s| {
+        let t = s.lock().unwrap_or_else(|p| p.into_inner()).take();
+        f(t.expect("each slot is taken once"))
+    })
+}
+
 /// Walk and brief-scan every session under `home`: the directory `stat`s and the briefs run
 /// on the available cores; the result (and the notes) come in walk order.
 pub fn scan_briefs(home: &Path, notes: &mut Vec<super::StoreNote>) -> Vec<Briefed> {
@@ -329,28 +360,98 @@ type Loaded = Option<Result<Arc<Brief>, String>>;
 struct Memo {
     visited: layout::Visited,
     brief: Loaded,
-    /// The log's mtime when it was last checked (None: no log, or unknown).
-    log_mtime: Option<SystemTime>,
+    /// The log's identity (size, mtime) when its brief was taken (None: no log, or unreadable).
+    ident: Option<Ident>,
+    /// The folder's mtime when it was last looked at, if settled (see [`layout::visit_again`]).
+    dir_mtime: Option<SystemTime>,
     checked: Instant,
+}
+
+/// What a re-check found, for the built listing.
+enum Change {
+    /// Nothing a listing shows.
+    Same,
+    /// Only this brief (see [`Memo::patch_over`]).
+    Patch(Arc<Brief>),
+    /// Anything else: the listing is built again.
+    Rebuild,
 }
 
 impl Memo {
     /// Look at one session folder now: folder `lstat`, generation pick, log `stat`, brief.
     fn check(dir: &Path, now: Instant) -> Memo {
-        let visited = layout::visit(dir);
-        let (brief, log_mtime) = match visited.log() {
-            None => (None, None),
-            Some(log) => match std::panic::catch_unwind(|| brief_inner(log)) {
-                Ok(Ok((b, _, ident))) => (Some(Ok(b)), ident.mtime),
-                Ok(Err(e)) => (Some(Err(e)), None),
-                Err(_) => (Some(Err("internal error while reading".into())), None),
-            },
-        };
+        let (visited, dir_mtime) = layout::visit_again(dir, None);
+        let visited = visited.expect("a first visit always answers");
+        let (brief, ident) = Self::brief_of(&visited);
         Memo {
             visited,
             brief,
-            log_mtime,
+            ident,
+            dir_mtime,
             checked: now,
+        }
+    }
+
+    fn brief_of(visited: &layout::Visited) -> (Loaded, Option<Ident>) {
+        match visited.log() {
+            None => (None, None),
+            Some(log) => match std::panic::catch_unwind(|| brief_inner(log)) {
+                Ok(Ok((b, _, ident))) => (Some(Ok(b)), Some(ident)),
+                Ok(Err(e)) => (Some(Err(e)), None),
+                Err(_) => (Some(Err("internal error while reading".into())), None),
+            },
+        }
+    }
+
+    /// Look at a remembered folder again. The usual answer costs two `stat`s and no lock: the
+    /// folder as it was (same identity, same settled mtime: the same pick) and its log as it was
+    /// (same identity, size, mtime: the same brief).
+    fn recheck(dir: &Path, old: Option<Memo>, now: Instant) -> (Memo, Change) {
+        let Some(mut old) = old else {
+            return (Memo::check(dir, now), Change::Rebuild);
+        };
+        let (visited, dir_mtime) = layout::visit_again(dir, Some((&old.visited, old.dir_mtime)));
+        let Some(visited) = visited else {
+            old.dir_mtime = dir_mtime;
+            old.checked = now;
+            let unchanged = match (old.visited.log(), &old.ident) {
+                (None, _) => true,
+                (Some(log), Some(was)) => regular_ident(&log.path).is_ok_and(|i| i == *was),
+                (Some(_), None) => false,
+            };
+            if unchanged {
+                return (old, Change::Same);
+            }
+            let (brief, ident) = Self::brief_of(&old.visited);
+            let new = Memo {
+                visited: old.visited.clone(),
+                brief,
+                ident,
+                dir_mtime,
+                checked: now,
+            };
+            let change = new.change_from(&old);
+            return (new, change);
+        };
+        let (brief, ident) = Self::brief_of(&visited);
+        let new = Memo {
+            visited,
+            brief,
+            ident,
+            dir_mtime,
+            checked: now,
+        };
+        let change = new.change_from(&old);
+        (new, change)
+    }
+
+    fn change_from(&self, old: &Memo) -> Change {
+        if self.same_as(old) {
+            Change::Same
+        } else if let Some(b) = self.patch_over(old) {
+            Change::Patch(b)
+        } else {
+            Change::Rebuild
         }
     }
 
@@ -360,7 +461,7 @@ impl Memo {
         if now.saturating_duration_since(self.checked) >= LIST_STALE {
             return false;
         }
-        match (&self.visited, self.log_mtime) {
+        match (&self.visited, self.ident.as_ref().and_then(|i| i.mtime)) {
             (layout::Visited::Dir { log: Ok(None), .. }, _) => false,
             (
                 layout::Visited::Dir {
@@ -509,21 +610,22 @@ pub fn list_cached(home: &Path, hot: &HashSet<String>) -> Arc<super::BriefListin
             }
         }
     }
-    let fresh: Vec<Memo> = parallel(&todo, |&(k, j): &(usize, usize)| {
-        Memo::check(&projects[k][j], now)
+    let work: Vec<(usize, usize, Option<Memo>)> = todo
+        .iter()
+        .map(|&(k, j)| (k, j, memos[k][j].take()))
+        .collect();
+    let fresh = parallel_owned(work, |(k, j, old)| {
+        (k, j, Memo::recheck(&projects[k][j], old, now))
     });
     // 3. what changed for the listing
     let mut patches: Vec<(usize, usize, Arc<Brief>)> = Vec::new();
-    for (&(k, j), f) in todo.iter().zip(fresh) {
-        match &memos[k][j] {
-            Some(old) if f.same_as(old) => {}
-            Some(old) => match f.patch_over(old) {
-                Some(b) => patches.push((k, j, b)),
-                None => rebuild = true,
-            },
-            None => rebuild = true,
+    for (k, j, (memo, change)) in fresh {
+        match change {
+            Change::Same => {}
+            Change::Patch(b) => patches.push((k, j, b)),
+            Change::Rebuild => rebuild = true,
         }
-        memos[k][j] = Some(f);
+        memos[k][j] = Some(memo);
     }
     let listing = match old_listing {
         Some(mut l) if !rebuild => {

@@ -334,13 +334,27 @@ pub fn walk_projects(home: &Path) -> Vec<ProjectWalk> {
 /// Look at one candidate session directory: one `stat`, and its generation files only when
 /// its mtime changed.
 pub fn visit(dir: &Path) -> Visited {
+    match visit_again(dir, None) {
+        (Some(v), _) => v,
+        (None, _) => unreachable!("a first visit always answers"),
+    }
+}
+
+/// [`visit`] that knows what an earlier one saw: `prev` is its answer and the folder mtime it
+/// returned. `None` when the folder is as `prev` saw it (the same identity and the same settled
+/// mtime: the same generation pick, not looked up again). Also returns the mtime a later visit may
+/// compare against: only a settled one (a change in the same clock tick could hide behind it).
+pub fn visit_again(
+    dir: &Path,
+    prev: Option<(&Visited, Option<SystemTime>)>,
+) -> (Option<Visited>, Option<SystemTime>) {
     // A session folder that is a link is followed only when it stays inside DSH_HOME
     // (`<home>/sessions/<project>/<dir>`: three levels up).
     // One `lstat` in the usual case (not a link: it is the directory's own metadata).
     let meta = match fs::symlink_metadata(dir) {
         Ok(m) if m.file_type().is_symlink() => {
             if let Some(why) = link_out_of_home(dir, 3) {
-                return Visited::Note(why);
+                return (Some(Visited::Note(why)), None);
             }
             fs::metadata(dir)
         }
@@ -349,18 +363,24 @@ pub fn visit(dir: &Path) -> Visited {
     let meta = match meta {
         Ok(m) => m,
         Err(e) => {
-            return Visited::Note(format!("{}: unreadable ({})", dir.display(), short_io(&e)))
+            let note = format!("{}: unreadable ({})", dir.display(), short_io(&e));
+            return (Some(Visited::Note(note)), None);
         }
     };
     if !meta.is_dir() {
-        return Visited::NotADir;
+        return (Some(Visited::NotADir), None);
     }
-    let log = pick_cached(dir, meta.modified().ok())
+    let key = file_key(&meta);
+    let mtime = meta.modified().ok();
+    let remember = mtime.filter(|m| settled(*m));
+    if let (Some((Visited::Dir { key: k, log: Ok(_) }, Some(was))), Some(m)) = (prev, remember) {
+        if *k == key && was == m {
+            return (None, remember);
+        }
+    }
+    let log = pick_cached(dir, mtime)
         .map_err(|e| format!("{}: unreadable directory ({})", dir.display(), short_io(&e)));
-    Visited::Dir {
-        key: file_key(&meta),
-        log,
-    }
+    (Some(Visited::Dir { key, log }), remember)
 }
 
 /// Put a walk together in order: notes where they occurred, each physical directory once
