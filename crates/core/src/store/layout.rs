@@ -334,7 +334,7 @@ pub fn walk_projects(home: &Path) -> Vec<ProjectWalk> {
 /// Look at one candidate session directory: one `stat`, and its generation files only when
 /// its mtime changed.
 pub fn visit(dir: &Path) -> Visited {
-    match visit_again(dir, None) {
+    match look(dir, None, true) {
         (Some(v), _) => v,
         (None, _) => unreachable!("a first visit always answers"),
     }
@@ -344,9 +344,18 @@ pub fn visit(dir: &Path) -> Visited {
 /// returned. `None` when the folder is as `prev` saw it (the same identity and the same settled
 /// mtime: the same generation pick, not looked up again). Also returns the mtime a later visit may
 /// compare against: only a settled one (a change in the same clock tick could hide behind it).
+/// The caller remembers the pick: the shared pick cache is not used (nor filled).
 pub fn visit_again(
     dir: &Path,
     prev: Option<(&Visited, Option<SystemTime>)>,
+) -> (Option<Visited>, Option<SystemTime>) {
+    look(dir, prev, false)
+}
+
+fn look(
+    dir: &Path,
+    prev: Option<(&Visited, Option<SystemTime>)>,
+    shared_cache: bool,
 ) -> (Option<Visited>, Option<SystemTime>) {
     // A session folder that is a link is followed only when it stays inside DSH_HOME
     // (`<home>/sessions/<project>/<dir>`: three levels up).
@@ -378,8 +387,13 @@ pub fn visit_again(
             return (None, remember);
         }
     }
-    let log = pick_cached(dir, mtime)
-        .map_err(|e| format!("{}: unreadable directory ({})", dir.display(), short_io(&e)));
+    let log = if shared_cache {
+        pick_cached(dir, mtime)
+    } else {
+        pick_generation(dir)
+    };
+    let log =
+        log.map_err(|e| format!("{}: unreadable directory ({})", dir.display(), short_io(&e)));
     (Some(Visited::Dir { key, log }), remember)
 }
 
