@@ -13,6 +13,9 @@ const job = JSON.parse(process.argv[2])
 function vmHwmKb() {
   return Number(/VmHWM:\s+(\d+)/.exec(readFileSync('/proc/self/status', 'utf8'))[1])
 }
+function vmRssKb() {
+  return Number(/VmRSS:\s+(\d+)/.exec(readFileSync('/proc/self/status', 'utf8'))[1])
+}
 
 const tLoad = performance.now()
 // BENCH_CORE=<a .node addon, or a module exporting runTool(json)>: bench another build or implementation
@@ -51,10 +54,11 @@ function done(result) {
 
 switch (job.op) {
   case 'load': // baseline for the RSS metric: the addon loaded, nothing called
-    done({ hwmKb: vmHwmKb() })
+    done({ hwmKb: vmHwmKb(), rssKb: vmRssKb() })
     break
 
-  case 'list': { // cold call, then `warm` more calls in the same process
+  case 'list': { // cold call, then `warm` more calls in the same process (then `stale` more, each
+    // `staleAfterMs` after the last call: past the memo's LIST_STALE, every session is re-checked)
     const req = listRequest(job.home, job.limit)
     const cold = await timed(req)
     const warm = []
@@ -66,7 +70,15 @@ switch (job.op) {
       warm.push(w.ms)
       if (w.text !== cold.text) sameAsCold = false
     }
-    done({ coldMs: cold.ms, coldCpuMs: cold.cpuMs, warmMs: warm, sameAsCold, text: cold.text })
+    const rssKb = vmRssKb() // what the warm caches hold (with the addon and Node)
+    const staleMs = []
+    for (let i = 0; i < (job.stale ?? 0); i++) {
+      await new Promise(resolve => setTimeout(resolve, job.staleAfterMs ?? 2100))
+      const s = await timed(req)
+      staleMs.push(s.ms)
+      if (s.text !== cold.text) sameAsCold = false
+    }
+    done({ coldMs: cold.ms, coldCpuMs: cold.cpuMs, warmMs: warm, staleMs, rssKb, hwmKb: vmHwmKb(), sameAsCold, text: cold.text })
     break
   }
 
