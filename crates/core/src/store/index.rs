@@ -405,11 +405,21 @@ impl Memo {
 
     /// Look at a remembered folder again. The usual answer costs two `stat`s and no lock: the
     /// folder as it was (same identity, same settled mtime: the same pick) and its log as it was
-    /// (same identity, size, mtime: the same brief).
-    fn recheck(dir: &Path, old: Option<Memo>, now: Instant) -> (Memo, Change) {
+    /// (same identity, size, mtime: the same brief). `at`: the project folder, opened, and this
+    /// folder's name in it: those two `stat`s then walk one or two components, not the whole path.
+    fn recheck(
+        dir: &Path,
+        at: Option<(&File, &std::ffi::OsStr)>,
+        old: Option<Memo>,
+        now: Instant,
+    ) -> (Memo, Change) {
         let Some(mut old) = old else {
             return (Memo::check(dir, now), Change::Rebuild);
         };
+        if at.is_some_and(|(p, name)| old.unchanged_at(p, name)) {
+            old.checked = now;
+            return (old, Change::Same);
+        }
         let (visited, dir_mtime) = layout::visit_again(dir, Some((&old.visited, old.dir_mtime)));
         let Some(visited) = visited else {
             old.dir_mtime = dir_mtime;
@@ -443,6 +453,50 @@ impl Memo {
         };
         let change = new.change_from(&old);
         (new, change)
+    }
+
+    /// The fast form of [`Memo::recheck`]'s usual answer, by `fstatat` relative to the project
+    /// folder: true only when the folder is a directory (not a link) with the remembered identity
+    /// and settled mtime, and its log a regular file with the remembered identity, size and mtime.
+    /// Anything else (or any doubt) is false, and the caller looks again by path.
+    #[cfg(unix)]
+    fn unchanged_at(&self, project: &File, name: &std::ffi::OsStr) -> bool {
+        let layout::Visited::Dir {
+            key: Some(key),
+            log: Ok(pick),
+        } = &self.visited
+        else {
+            return false;
+        };
+        let Some(dir_mtime) = self.dir_mtime else {
+            return false;
+        };
+        let Some(d) = stat_at(project, Path::new(name), false) else {
+            return false;
+        };
+        if d.st_mode & libc::S_IFMT != libc::S_IFDIR
+            || ident_of(&d).key != Some(*key)
+            || ident_of(&d).mtime != Some(dir_mtime)
+        {
+            return false;
+        }
+        match (pick, &self.ident) {
+            (None, _) => true,
+            (Some(log), Some(was)) => {
+                let Some(f) = log.path.file_name() else {
+                    return false;
+                };
+                stat_at(project, &Path::new(name).join(f), true).is_some_and(|l| {
+                    l.st_mode & libc::S_IFMT == libc::S_IFREG && ident_of(&l) == *was
+                })
+            }
+            (Some(_), None) => false,
+        }
+    }
+
+    #[cfg(not(unix))]
+    fn unchanged_at(&self, _project: &File, _name: &std::ffi::OsStr) -> bool {
+        false
     }
 
     fn change_from(&self, old: &Memo) -> Change {
@@ -505,6 +559,49 @@ impl Memo {
         };
         (a.id == b.id && was.notes.is_empty() && now.notes.is_empty()).then(|| now.clone())
     }
+}
+
+/// `fstatat(dir, rel)`: `None` on any error.
+#[cfg(unix)]
+fn stat_at(dir: &File, rel: &Path, follow: bool) -> Option<libc::stat> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::io::AsRawFd;
+    let rel = std::ffi::CString::new(rel.as_os_str().as_bytes()).ok()?;
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    let flags = if follow { 0 } else { libc::AT_SYMLINK_NOFOLLOW };
+    // SAFETY: a valid descriptor, a NUL-terminated path and a buffer of the right type; the buffer
+    // is read only when the call succeeded (it filled it).
+    let r = unsafe { libc::fstatat(dir.as_raw_fd(), rel.as_ptr(), st.as_mut_ptr(), flags) };
+    // SAFETY: see above.
+    (r == 0).then(|| unsafe { st.assume_init() })
+}
+
+/// The [`Ident`] of a `stat` answer, as `regular_ident` builds it from `std::fs::Metadata` (a
+/// time before 1970 gives no mtime: it then never matches, and the caller looks by path).
+#[cfg(unix)]
+fn ident_of(st: &libc::stat) -> Ident {
+    #[allow(clippy::unnecessary_cast)] // the field types differ between targets
+    let (dev, ino, size) = (st.st_dev as u64, st.st_ino as u64, st.st_size as u64);
+    let mtime = (st.st_mtime >= 0 && (0..1_000_000_000).contains(&st.st_mtime_nsec)).then(|| {
+        SystemTime::UNIX_EPOCH + Duration::new(st.st_mtime as u64, st.st_mtime_nsec as u32)
+    });
+    Ident {
+        key: Some((dev, ino)),
+        size,
+        mtime,
+    }
+}
+
+/// A project folder opened for the `*at` calls of a sweep (`None`: look by path).
+fn open_project(p: &Path) -> Option<File> {
+    let mut o = fs::OpenOptions::new();
+    o.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        o.custom_flags(libc::O_DIRECTORY | libc::O_NONBLOCK | libc::O_CLOEXEC);
+    }
+    o.open(p).ok()
 }
 
 /// What the last listing of one home saw: its walk, one memo per entry of each project (in the
@@ -570,6 +667,13 @@ pub fn list_cached(home: &Path, hot: &HashSet<String>) -> Arc<super::BriefListin
             layout::ProjectWalk::Note(_) => None,
         })
         .collect();
+    let project_dirs: Vec<&Path> = walk
+        .iter()
+        .filter_map(|p| match p {
+            layout::ProjectWalk::Entries { project, .. } => Some(project.as_path()),
+            layout::ProjectWalk::Note(_) => None,
+        })
+        .collect();
     let mut memos: Vec<Vec<Option<Memo>>> = walk
         .iter()
         .filter_map(|p| match p {
@@ -614,8 +718,19 @@ pub fn list_cached(home: &Path, hot: &HashSet<String>) -> Arc<super::BriefListin
         .iter()
         .map(|&(k, j)| (k, j, memos[k][j].take()))
         .collect();
+    // The project folders with something to re-check, opened once for the `fstatat`s.
+    let mut opened: Vec<Option<File>> = (0..projects.len()).map(|_| None).collect();
+    let mut seen_k = vec![false; projects.len()];
+    for &(k, _) in &todo {
+        if !seen_k[k] {
+            seen_k[k] = true;
+            opened[k] = project_dirs.get(k).and_then(|p| open_project(p));
+        }
+    }
     let fresh = parallel_owned(work, |(k, j, old)| {
-        (k, j, Memo::recheck(&projects[k][j], old, now))
+        let dir = &projects[k][j];
+        let at = opened[k].as_ref().zip(dir.file_name());
+        (k, j, Memo::recheck(dir, at, old, now))
     });
     // 3. what changed for the listing
     let mut patches: Vec<(usize, usize, Arc<Brief>)> = Vec::new();

@@ -1690,4 +1690,35 @@ mod listing_memo {
             assert_eq!(cached.by_id.len(), cached.sessions.len());
         }
     }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_session_folder_linked_inside_the_home_is_re_checked_through_its_link() {
+        // The sweep's fast `fstatat` does not follow a folder link: it must fall back to the
+        // path (which follows a link that stays inside DSH_HOME) and still see an append.
+        let d = tempfile::tempdir().unwrap();
+        write_old(d.path(), "s-a", "a");
+        let real = d.path().join("stash").join("s-link");
+        fs::create_dir_all(&real).unwrap();
+        let mut b = LogBuilder::v0("s-link", Some("/w/memo"), BASE_TIME);
+        b.title("linked", serde_json::json!({"kind":"user"}), &[]);
+        fs::write(real.join("session.jsonl.zstd"), b.zstd()).unwrap();
+        age(&real.join("session.jsonl.zstd"));
+        age(&real);
+        let link = d.path().join("sessions").join(P).join("s-link");
+        std::os::unix::fs::symlink("../../stash/s-link", &link).unwrap();
+        assert_eq!(
+            titles(d.path(), ["s-link"]),
+            [pair("s-a", "a"), pair("s-link", "linked")]
+        );
+        append_title(d.path(), "s-link", "moved", true);
+        assert_eq!(
+            titles(d.path(), ["s-link"]),
+            [pair("s-a", "a"), pair("s-link", "moved")]
+        );
+        assert_eq!(
+            shape(&list_briefs_cached(d.path(), ["s-link"])),
+            shape(&list_briefs(d.path()))
+        );
+    }
 }
