@@ -46,6 +46,8 @@ impl Brief {
 
 /// Where a scan of the same file, grown by appends, can start again: after the last complete
 /// frame (zstd) or line (plain), which ended at a line boundary.
+/// Its `brief` is always the brief the same scan returned (the index cache keeps only `offset`
+/// and resumes from the brief it cached).
 #[derive(Debug, Clone)]
 pub struct Resume {
     pub offset: u64,
