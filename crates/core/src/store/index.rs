@@ -618,14 +618,35 @@ struct HomeMemo {
     /// All `Some` between calls (an `Option` so a call can fill the gaps in place).
     memos: Vec<Vec<Option<Memo>>>,
     listing: Arc<super::BriefListing>,
-    used: u64,
 }
 
-fn list_memo() -> std::sync::MutexGuard<'static, HashMap<PathBuf, HomeMemo>> {
-    static M: OnceLock<Mutex<HashMap<PathBuf, HomeMemo>>> = OnceLock::new();
+/// One home's memo, locked by a listing for its whole call: concurrent listings of one home take
+/// turns (the second one is then warm), listings of different homes do not wait for each other.
+type HomeSlot = Arc<Mutex<Option<HomeMemo>>>;
+
+fn list_memo() -> std::sync::MutexGuard<'static, HashMap<PathBuf, (HomeSlot, u64)>> {
+    static M: OnceLock<Mutex<HashMap<PathBuf, (HomeSlot, u64)>>> = OnceLock::new();
     M.get_or_init(|| Mutex::new(HashMap::new()))
         .lock()
         .unwrap_or_else(|p| p.into_inner())
+}
+
+/// The slot of `home` (made, and the least recently listed home dropped, when it is new).
+fn home_slot(home: &Path) -> HomeSlot {
+    let used = TICK.fetch_add(1, Ordering::Relaxed);
+    let mut m = list_memo();
+    if !m.contains_key(home) && m.len() >= LIST_HOMES {
+        if let Some(oldest) = m
+            .iter()
+            .min_by_key(|(_, (_, u))| *u)
+            .map(|(k, _)| k.clone())
+        {
+            m.remove(&oldest);
+        }
+    }
+    let e = m.entry(home.to_path_buf()).or_default();
+    e.1 = used;
+    e.0.clone()
 }
 
 /// [`scan_briefs`] + [`super::briefs_listing`] for a listing that may reuse what it saw before.
@@ -644,12 +665,13 @@ fn list_memo() -> std::sync::MutexGuard<'static, HashMap<PathBuf, HomeMemo>> {
 /// rows are replaced in place; anything else (a new or removed folder, a new generation, a note)
 /// rebuilds the listing from the memos.
 pub fn list_cached(home: &Path, hot: &HashSet<String>) -> Arc<super::BriefListing> {
+    let slot = home_slot(home);
+    // Held to the end of the call (a panic leaves `None`: the next listing starts cold).
+    let mut held = slot.lock().unwrap_or_else(|p| p.into_inner());
+    let old = held.take();
     let walk = layout::walk_projects(home);
     let now = Instant::now();
     let wall = SystemTime::now();
-    // Taken out while this call works: a concurrent listing of the same home starts from scratch
-    // (correct, only slower); the last one to finish puts its state back.
-    let old = list_memo().remove(home);
     let mut rebuild = old.as_ref().is_none_or(|o| o.walk != walk);
     let (old_listing, mut old_projects) = match old {
         None => (None, HashMap::new()),
@@ -773,22 +795,11 @@ pub fn list_cached(home: &Path, hot: &HashSet<String>) -> Arc<super::BriefListin
         _ => None,
     };
     let listing = listing.unwrap_or_else(|| Arc::new(build_listing(home, &walk, &memos)));
-    let used = TICK.fetch_add(1, Ordering::Relaxed);
-    let mut m = list_memo();
-    if !m.contains_key(home) && m.len() >= LIST_HOMES {
-        if let Some(oldest) = m.iter().min_by_key(|(_, h)| h.used).map(|(k, _)| k.clone()) {
-            m.remove(&oldest);
-        }
-    }
-    m.insert(
-        home.to_path_buf(),
-        HomeMemo {
-            walk,
-            memos,
-            listing: listing.clone(),
-            used,
-        },
-    );
+    *held = Some(HomeMemo {
+        walk,
+        memos,
+        listing: listing.clone(),
+    });
     listing
 }
 

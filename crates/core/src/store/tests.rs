@@ -1721,4 +1721,25 @@ mod listing_memo {
             shape(&list_briefs(d.path()))
         );
     }
+
+    #[test]
+    fn concurrent_listings_of_one_home_take_turns_and_share_one_listing() {
+        let d = tempfile::tempdir().unwrap();
+        for i in 0..40 {
+            write_old(d.path(), &format!("s-{i:02}"), &format!("t{i}"));
+        }
+        let home = d.path().to_path_buf();
+        let got: Vec<std::sync::Arc<BriefListing>> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..4)
+                .map(|_| s.spawn(|| list_briefs_cached(&home, ["s-07"])))
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        // One of them built it; the others waited and found nothing changed.
+        for l in &got[1..] {
+            assert!(std::sync::Arc::ptr_eq(&got[0], l));
+        }
+        assert_eq!(shape(&got[0]), shape(&list_briefs(&home)));
+        assert_eq!(got[0].sessions.len(), 40);
+    }
 }
