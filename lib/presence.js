@@ -2,12 +2,26 @@
 // plugin in another DSH process on the same DSH_HOME lists them as live here and routes a send to
 // this process instead of resuming them itself (rc.8 has no session lock: two writers fork a log).
 // The record is written by the core (atomic, owner-only: crates/core/src/presence) on a worker
-// thread; this file only gathers what the host knows and keeps the timer. A record not refreshed for
+// thread; this file only gathers what the host knows and keeps the timers. A record not refreshed for
 // 5 s, or whose pid is gone, is ignored by readers.
-import { liveAgents } from './host.js'
+//
+// When it is republished: every REFRESH_MS (freshness: readers drop a record older than 5 s), and
+// DEBOUNCE_MS after anything that can change what it lists, so another process does not list a session
+// `running` for up to a second after it went idle. The host's events (rc.8 toninfo/deepseek-harness
+// packages/core/agent/src/runtime-types.ts): `agent/status` (idle ⇄ running, emitted by
+// packages/core/agent-loop/src/agent.ts), `agent/created` / `agent/disposed` (the registry's lifecycle edges,
+// packages/core/agent/src/index.ts `announce` / `emitDisposed`); and the `session/event`s awaiting-user is
+// folded from (lib/observe.js). A listener only arms a timer: the record is gathered when it fires, once per
+// burst, written only if what it lists changed, and the write itself runs on the core's worker thread.
+import { attempt, liveAgents } from './host.js'
 import { resolveDshHome } from './home.js'
 
-const REFRESH_MS = 1000
+/** Republish at least this often (readers drop a record not refreshed for 5 s). */
+export const REFRESH_MS = 1000
+/** A change is republished this long after it, coalesced with the changes that follow it. */
+export const DEBOUNCE_MS = 50
+/** Appended session events that can change a live session's listed status (awaiting-user, lib/observe.js). */
+const STATUS_EVENTS = new Set(['turn/start', 'turn/end', 'approval/asked', 'approval/decided', 'tool/call', 'tool/result'])
 
 /** `--profile <name>` / `--profile=<name>` of this process, else null. */
 function profileOf(argv = process.argv) {
@@ -28,36 +42,74 @@ function presenceRecord(ctx, { hostVersion, baseUrl, startedAt, profile, mailbox
     baseUrl: baseUrl ?? null,
     startedAt,
     mailbox, // it drains the mailbox of its live sessions (lib/mailbox.js)
-    sessions: liveAgents(ctx, { files: false }).map(a => ({ id: a.id, status: a.status })), // status only, every second
+    sessions: liveAgents(ctx, { files: false }).map(a => ({ id: a.id, status: a.status })), // status only (no file activity)
   }
 }
 
 /**
- * Publish now and every REFRESH_MS while the plugin is mounted (timer unref'd: it never keeps the
- * process alive); withdraw the record when the plugin is disposed or the process exits.
- * `baseUrl` is a function (the web server's port is known only once it listens).
+ * Publish now, every `refreshMs`, and `debounceMs` after a status change or a session created or disposed,
+ * while the plugin is mounted (timers unref'd: they never keep the process alive); withdraw the record when
+ * the plugin is disposed or the process exits. `baseUrl` is a function (the web server's port is known
+ * only once it listens).
  */
-export function startPresence(ctx, core, { hostVersion, baseUrl, startedAt = Date.now(), mailbox = false, dshHome = () => resolveDshHome() }) {
+export function startPresence(ctx, core, {
+  hostVersion, baseUrl, startedAt = Date.now(), mailbox = false, dshHome = () => resolveDshHome(),
+  refreshMs = REFRESH_MS, debounceMs = DEBOUNCE_MS,
+}) {
   if (typeof core?.publishPresence !== 'function') return () => {}
   const profile = profileOf()
   let busy = false
   let stopped = false
-  const publish = async () => {
-    if (busy || stopped) return
+  /** A change arrived while a write was in flight: look again once it is done. */
+  let again = false
+  /** The `sessions` of the record last written, as JSON. */
+  let written = null
+  /** The armed debounce timer, or null. */
+  let soon = null
+  const publish = async ({ ifChanged = false } = {}) => {
+    if (stopped) return
+    if (busy) {
+      again = true
+      return
+    }
     busy = true
     try {
       const record = presenceRecord(ctx, { hostVersion, baseUrl: baseUrl(), startedAt, profile, mailbox })
+      const sessions = JSON.stringify(record.sessions)
+      if (ifChanged && sessions === written) return
       await core.publishPresence(JSON.stringify(record), dshHome())
+      written = sessions
     } catch {
       // a home we cannot write: peers simply do not see this process; try again next tick
     } finally {
       busy = false
+      // stopped while this write was in flight: it may have landed after the withdrawal
+      if (stopped) withdraw()
+      else if (again) {
+        again = false
+        changed()
+      }
     }
   }
+  /** Something the record lists may have changed: republish once the burst settles. */
+  const changed = () => {
+    if (stopped || soon !== null) return
+    soon = setTimeout(() => {
+      soon = null
+      void publish({ ifChanged: true })
+    }, debounceMs)
+    soon.unref?.()
+  }
+  const listeners = [
+    attempt(() => ctx.on('agent/status', changed), null),
+    attempt(() => ctx.on('agent/created', changed), null),
+    attempt(() => ctx.on('agent/disposed', changed), null),
+    attempt(() => ctx.on('session/event', (_session, event) => { if (STATUS_EVENTS.has(attempt(() => event?.type, null))) changed() }), null),
+  ]
   const withdraw = () => {
     try { core.withdrawPresence?.(dshHome()) } catch {}
   }
-  const timer = setInterval(publish, REFRESH_MS)
+  const timer = setInterval(publish, refreshMs)
   timer.unref?.()
   process.once('exit', withdraw)
   void publish()
@@ -65,6 +117,8 @@ export function startPresence(ctx, core, { hostVersion, baseUrl, startedAt = Dat
     if (stopped) return
     stopped = true
     clearInterval(timer)
+    if (soon !== null) clearTimeout(soon)
+    for (const off of listeners) if (typeof off === 'function') attempt(off, null)
     process.off('exit', withdraw)
     withdraw()
   }

@@ -60,6 +60,17 @@ async function ownerPid(home, id, timeout = 10_000) {
   }
 }
 
+/** The record of `pid` once it lists `id` with `status` (bounded poll of the file, not a sleep). */
+async function presenceStatus(home, pid, id, status, timeout = 10_000) {
+  const t0 = Date.now()
+  for (;;) {
+    const r = presence(home).get(pid)
+    if (r?.sessions?.some(s => s.id === id && s.status === status)) return r
+    if (Date.now() - t0 > timeout) throw new Error(`pid ${pid} does not list ${id} as ${status} after ${timeout} ms: ${JSON.stringify(r?.sessions)}`)
+    await sleep(20)
+  }
+}
+
 /**
  * One writer, one history: the seq of B's log only ever goes up (rc.8 packs runs of events into
  * `text-chunks` records, so gaps are normal; a second writer shows as a seq that repeats or goes back,
@@ -99,6 +110,8 @@ describe('dsh-session-mail in two rc.8 processes on one DSH_HOME', () => {
   })
 
   test('1. process 1 lists B as live in process 2 and reads it from disk without touching it', async () => {
+    // B went idle in process 2 (its turn ended); process 2 republishes that (lib/presence.js), wait for it
+    await presenceStatus(box.home, pid2, B, 'idle')
     const list = await callTool(web1, A, 'sessions_list', {})
     const row = new RegExp(`^- ${esc(B)} \\[live, top-level, idle, in pid ${pid2}, profile web\\] \\| .* \\| send: delivered by its own process \\(pid ${pid2}\\)$`, 'm')
     assert.match(list.text, row)
@@ -107,6 +120,18 @@ describe('dsh-session-mail in two rc.8 processes on one DSH_HOME', () => {
     assert.match(read.text, /\nhello from B\n/)
     assert.match(read.text, new RegExp(`note: live in another DSH process \\(pid ${pid2}, profile web, idle\\)`))
     assert.ok(!presence(box.home).get(pid1).sessions.some(s => s.id === B), 'process 1 does not hold B')
+  })
+
+  test('1b. B running, then idle again: process 2 republishes each status and process 1 lists it', async () => {
+    // a turn the fake LLM keeps running: B goes running, then idle again; each shows in process 2's record
+    await web2.prompt(B, '@@sleep 2500')
+    await presenceStatus(box.home, pid2, B, 'running')
+    let list = await callTool(web1, A, 'sessions_list', { query: B })
+    assert.match(list.text, new RegExp(`^- ${esc(B)} \\[live, top-level, running, in pid ${pid2}`, 'm'), list.text)
+    await web2.waitFor(B, ev => turnEndCount(ev) >= 2 && isIdle(ev))
+    await presenceStatus(box.home, pid2, B, 'idle')
+    list = await callTool(web1, A, 'sessions_list', { query: B })
+    assert.match(list.text, new RegExp(`^- ${esc(B)} \\[live, top-level, idle, in pid ${pid2}`, 'm'), list.text)
   })
 
   test('2. queue and steer from process 1 land in B in process 2 exactly once; one history', async () => {

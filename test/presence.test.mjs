@@ -1,0 +1,129 @@
+// lib/presence.js over the real core: a live session's status change, and a session created or disposed,
+// are republished when the host says so (its rc.8 events: toninfo/deepseek-harness
+// packages/core/agent/src/runtime-types.ts `agent/status`, `agent/created`, `agent/disposed`; awaiting-user
+// from `session/event`, lib/observe.js), not only on the periodic refresh. The refresh is set to an hour
+// here, so only the event-driven republish can make the record change: each check is a bounded poll of
+// the record on disk, never a timed assertion. The real-host side is test/real-host-peers.test.mjs.
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { createRequire } from 'node:module'
+import { mkdtempSync, readFileSync, rmSync, existsSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { EventEmitter } from 'node:events'
+import { startPresence, DEBOUNCE_MS } from '../lib/presence.js'
+import { followSessions } from '../lib/host.js'
+
+const core = createRequire(import.meta.url)('../binding.cjs')
+const sleep = ms => new Promise(r => setTimeout(r, ms))
+const HOUR = 3_600_000
+
+/** A host double with rc.8's event names (cordis `ctx.on` returns the listener's disposer). */
+function fakeCtx(agents) {
+  const bus = new EventEmitter()
+  return {
+    bus,
+    agents: { list: () => agents, get: id => agents.find(a => a.id === id) },
+    on(name, fn) { bus.on(name, fn); return () => bus.off(name, fn) },
+    emit(name, ...args) { bus.emit(name, ...args) },
+  }
+}
+
+const agent = (id, status = 'idle') => ({ id, status, session: { id, seq: 1 }, inbox: { nextTurn: [], nextStep: [] } })
+
+function setup(t, agents, opts = {}) {
+  const home = mkdtempSync(join(tmpdir(), 'presence-'))
+  const ctx = fakeCtx(agents)
+  followSessions(ctx)
+  const writes = { n: 0 }
+  const counting = { ...core, publishPresence: (...a) => { writes.n++; return core.publishPresence(...a) } }
+  const stop = startPresence(ctx, counting, { hostVersion: '0.1.0-rc.8', baseUrl: () => null, dshHome: () => home, refreshMs: HOUR, ...opts })
+  t.after(() => { stop(); rmSync(home, { recursive: true, force: true }) })
+  return { home, ctx, writes, stop, file: join(home, 'dsh-session-mail', 'presence', `${process.pid}.json`) }
+}
+
+function record(file) {
+  try { return JSON.parse(readFileSync(file, 'utf8')) } catch { return null }
+}
+
+/** Poll the record on disk until `pred` holds; fails with the last record after `ms`. */
+async function until(file, pred, what, ms = 10_000) {
+  const t0 = Date.now()
+  let r
+  for (;;) {
+    r = record(file)
+    if (r !== null && pred(r)) return r
+    assert.ok(Date.now() - t0 < ms, `${what}; the record says ${JSON.stringify(r?.sessions)}`)
+    await sleep(10)
+  }
+}
+
+const statusOf = (r, id) => r.sessions.find(s => s.id === id)?.status
+
+test('a status change (agent/status) is republished without waiting for the periodic refresh', async t => {
+  const a = agent('sess-a', 'running')
+  const { file, ctx } = setup(t, [a])
+  await until(file, r => statusOf(r, 'sess-a') === 'running', 'the first record lists sess-a running')
+  a.status = 'idle'
+  ctx.emit('agent/status', { agent: a, status: 'idle' })
+  await until(file, r => statusOf(r, 'sess-a') === 'idle', 'idle was republished after agent/status')
+  a.status = 'running'
+  ctx.emit('agent/status', { agent: a, status: 'running' })
+  await until(file, r => statusOf(r, 'sess-a') === 'running', 'running was republished after agent/status')
+})
+
+test('a session created or disposed is republished; a status no event announced is not (the refresh picks it up)', async t => {
+  const agents = [agent('sess-a')]
+  const { file, ctx } = setup(t, agents)
+  await until(file, r => r.sessions.length === 1, 'the first record')
+  const b = agent('sess-b', 'running')
+  agents.push(b)
+  ctx.emit('agent/created', { agent: b })
+  await until(file, r => statusOf(r, 'sess-b') === 'running', 'sess-b appears after agent/created')
+  agents.splice(0, 1)
+  ctx.emit('agent/disposed', { agent: { id: 'sess-a', session: { id: 'sess-a' } } })
+  await until(file, r => r.sessions.length === 1 && statusOf(r, 'sess-a') === undefined, 'sess-a is gone after agent/disposed')
+  // the control: a change with no event stays unpublished (so the checks above are the events' doing)
+  b.status = 'idle'
+  await sleep(DEBOUNCE_MS * 6)
+  assert.equal(statusOf(record(file), 'sess-b'), 'running')
+})
+
+test('awaiting-user, folded from session/event, is republished; a burst of events is one write, and an unchanged record is not rewritten', async t => {
+  const a = agent('sess-a', 'running')
+  const { file, ctx, writes } = setup(t, [a])
+  await until(file, r => statusOf(r, 'sess-a') === 'running', 'the first record')
+  ctx.emit('session/event', a.session, { type: 'turn/start', seq: 2 })
+  ctx.emit('session/event', a.session, { type: 'approval/asked', seq: 3, data: { id: 'ask-1' } })
+  await until(file, r => statusOf(r, 'sess-a') === 'awaiting-user', 'awaiting-user was republished after approval/asked')
+  ctx.emit('session/event', a.session, { type: 'approval/decided', seq: 4, data: { id: 'ask-1' } })
+  await until(file, r => statusOf(r, 'sess-a') === 'running', 'running again after approval/decided')
+  const before = writes.n
+  // events that change nothing listed: no write (each arms the debounce; the gathered record is unchanged)
+  for (let i = 0; i < 50; i++) ctx.emit('session/event', a.session, { type: 'tool/call', seq: 5 + i, data: { callId: `c${i}`, name: 'read' } })
+  ctx.emit('agent/status', { agent: a, status: 'running' })
+  await sleep(DEBOUNCE_MS * 6)
+  assert.equal(writes.n, before, 'an unchanged record is not rewritten')
+  // assistant token events never arm it
+  ctx.emit('session/event', a.session, { type: 'assistant/delta', seq: 60 })
+  a.status = 'idle'
+  await sleep(DEBOUNCE_MS * 6)
+  assert.equal(statusOf(record(file), 'sess-a'), 'running')
+})
+
+test('stop withdraws the record and unhooks the listeners', async t => {
+  const a = agent('sess-a', 'running')
+  const { file, ctx, stop, writes } = setup(t, [a])
+  await until(file, r => r.sessions.length === 1, 'the first record')
+  stop()
+  assert.ok(!existsSync(file), 'withdrawn')
+  const n = writes.n
+  a.status = 'idle'
+  ctx.emit('agent/status', { agent: a, status: 'idle' })
+  await sleep(DEBOUNCE_MS * 6)
+  assert.equal(writes.n, n)
+  assert.ok(!existsSync(file))
+  // lib/observe.js keeps its own session/event and agent/disposed listeners; presence's are gone
+  assert.equal(ctx.bus.listenerCount('agent/status') + ctx.bus.listenerCount('agent/created'), 0)
+  assert.equal(ctx.bus.listenerCount('session/event'), 1)
+})
