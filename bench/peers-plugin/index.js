@@ -86,9 +86,10 @@ export function apply(ctx) {
     }
     if (job.op === 'eventsCost') {
       // what `session.events` costs the main thread (rc.8: Object.freeze([...this.log]) once per change):
-      // the path lib/host.js eventsOf takes for list and send (liveAgents with activity)
-      // (something else, e.g. the presence timer, may already have paid the getter since the change, so the
-      // copy the getter makes is also timed directly)
+      // a reference price only — the plugin no longer reads it (lib/observe.js folds turn evidence,
+      // awaiting-user and file activity from `session/event` as events are appended); an older shim's
+      // `eventsOf` paid it on every list and send. Another reader may already have paid the getter since
+      // the change, so the copy the getter makes is also timed directly.
       const session = ctx.agents?.get?.(job.id)?.session
       const t0 = performance.now(); const events = session?.events; const t1 = performance.now()
       const copy = Object.freeze([...(events ?? [])]); const t2 = performance.now()

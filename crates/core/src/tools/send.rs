@@ -367,7 +367,8 @@ fn plan_args(req: &ToolRequest, args: SendArgs, home: &Path, now_ms: i64) -> Res
         request_id,
         base_url,
         woke: live.is_none() && owner.is_none(),
-        // awaiting-user is a running turn that waits on its human (lib/host.js `awaitingUser`)
+        // awaiting-user is a running turn that waits on its human (lib/observe.js `awaitingUser`,
+        // applied by lib/host.js `liveAgents`)
         running: live.is_some_and(|l| l.status == "running" || l.status == "awaiting-user")
             || owner.is_some_and(|(_, s)| s.status == "running" || s.status == "awaiting-user"),
         pending_from_plugin: live.map_or(0, |l| {
