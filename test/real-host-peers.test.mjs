@@ -2,8 +2,10 @@
 // Session B lives in process 2; process 1's session A lists it as live there, reads it from disk and mails it
 // (queue and steer): B's owner receives each message exactly once, B's log keeps one seq history,
 // and process 1 never holds B (it would resume it and fork the log: rc.8 has no session lock). Then process 2
-// is SIGKILLed: B drops to cold within a bounded time and a queue send wakes it in process 1, once. Last, a
-// new process 2' and process 1 send to one target at the same time: each request lands once.
+// is SIGKILLed: B drops to cold within a bounded time and a queue send wakes it in process 1, once. Then a
+// new process 2' and process 1 send to one target at the same time: each request lands once. Last, the HTTP
+// hand-off is durable: a routed POST that reached a frozen owner lands once although its sender was SIGKILLed
+// before any answer (docs/architecture.md "Routing a send to the owner").
 //
 //   eval "$(bash test/real-host/install-host.sh)" && $DSH_NODE --test --test-concurrency=1 test/real-host-peers.test.mjs
 //
@@ -11,7 +13,7 @@
 import { describe, test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
-import { readdirSync, readFileSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import {
   makeSandbox, packAndInstall, bootWeb, initProfile, callTool, readSessionLog, findSessionLog, waitForLog,
@@ -69,6 +71,24 @@ async function presenceStatus(home, pid, id, status, timeout = 10_000) {
     if (Date.now() - t0 > timeout) throw new Error(`pid ${pid} does not list ${id} as ${status} after ${timeout} ms: ${JSON.stringify(r?.sessions)}`)
     await sleep(20)
   }
+}
+
+/**
+ * Bytes received and not yet read by the process, on established TCP connections to local `port`
+ * (/proc/net/tcp{,6}: `tx_queue:rx_queue`, state 01): what a request sent to a frozen server leaves there.
+ */
+function unreadBytesOn(port) {
+  let sum = 0
+  for (const f of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    if (!existsSync(f)) continue
+    for (const line of readFileSync(f, 'utf8').split('\n').slice(1)) {
+      const c = line.trim().split(/\s+/)
+      if (c.length < 5 || c[3] !== '01') continue
+      if (parseInt(c[1].split(':').pop(), 16) !== port) continue
+      sum += parseInt(c[4].split(':')[1], 16)
+    }
+  }
+  return sum
 }
 
 /**
@@ -219,6 +239,63 @@ describe('dsh-session-mail in two rc.8 processes on one DSH_HOME', () => {
     assert.equal(landedCount(events, ra), 1)
     assert.equal(landedCount(events, rc), 1)
     await waitForLog(box.home, B, ev => landedCount(ev, rc) === 1 && landedCount(ev, ra) === 1)
+    assertOneHistory(box.home, B)
+  })
+
+  test('5. HTTP hand-off: the owner frozen, the sender\'s POST reaches it and the sender is SIGKILLed before any answer; thawed, the owner lands the message once (rc.8 host/apiproxy prompt has no abort signal)', async () => {
+    // B is live in process 1 (woken there in test 3); the sender is a fourth process whose agent calls the tool
+    const web4 = await bootWeb(box)
+    const D = await web4.createSession(box.mkdir('ws-d'))
+    await web4.prompt(D, 'hello from D')
+    await web4.waitFor(D, ev => turnEndCount(ev) >= 1 && isIdle(ev))
+    await web1.waitFor(B, isIdle)
+    await presenceStatus(box.home, pid1, B, 'idle')
+    const port = Number(new URL(web1.base).port)
+    const text = 'HTTP-ORPHAN six'
+    assert.equal(unreadBytesOn(port), 0, 'nothing waits on the owner\'s port before the send')
+    process.kill(pid1, 'SIGSTOP')
+    let stopped = true
+    try {
+      await web4.prompt(D, `@@call sessions_send ${JSON.stringify({ session_id: B, message: text })}`)
+      // the POST is in the owner's socket buffer (the kernel accepts for a stopped process) once bytes wait
+      // there and stop growing; the owner cannot have answered, so the sender's tool call is still waiting
+      const t0 = Date.now()
+      let last = 0
+      let stableSince = null
+      for (;;) {
+        const n = unreadBytesOn(port)
+        if (n > 0 && n === last) stableSince ??= Date.now()
+        else stableSince = null
+        last = n
+        if (stableSince !== null && Date.now() - stableSince >= 300) break
+        assert.ok(Date.now() - t0 < 4000, `the routed POST did not reach the owner's port within the presence lifetime (unread bytes ${n})`)
+        await sleep(10)
+      }
+      m.httpHandOffMs = Date.now() - t0
+      m.httpHandOffBytes = last
+      web4.child.kill('SIGKILL')
+      await new Promise(r => (web4.child.exitCode !== null || web4.child.signalCode !== null) ? r() : web4.child.once('exit', r))
+      process.kill(pid1, 'SIGCONT')
+      stopped = false
+    } finally {
+      if (stopped) try { process.kill(pid1, 'SIGCONT') } catch {}
+    }
+    // the sender's tool call never returned: its log has no tool result for it
+    const dEvents = readSessionLog(findSessionLog(box.home, D))
+    const call = dEvents.find(e => e.type === 'tool/call' && e.data?.name === 'sessions_send')
+    assert.ok(call === undefined || !dEvents.some(e => e.type === 'tool/result' && e.data?.message?.source?.callId === call.data.callId), 'the sender got no answer')
+    const carries = ev => userTexts(ev).filter(u => u.text.includes(text))
+    await web1.waitFor(B, ev => carries(ev).length >= 1 && isIdle(ev), { timeout: 30_000 })
+    await sleep(500)
+    const landed = carries(await web1.history(B))
+    assert.equal(landed.length, 1, 'landed exactly once')
+    assert.match(landed[0].source?.rpcId ?? '', /^dsh-session-mail:/, 'delivered by the routed send (its request id)')
+    // through the owner's HTTP route, not the mailbox: no envelope or receipt carries that request id
+    const uuid = landed[0].source.rpcId.slice('dsh-session-mail:'.length)
+    const shard = join(box.home, 'dsh-session-mail', 'mailbox', B)
+    assert.ok(!existsSync(shard) || !readdirSync(shard).some(n => n.startsWith(uuid)), 'no mailbox file for it')
+    const onDisk = await waitForLog(box.home, B, ev => carries(ev).length === 1)
+    assert.equal(carries(onDisk).length, 1)
     assertOneHistory(box.home, B)
   })
 })
