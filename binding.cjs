@@ -855,6 +855,7 @@ module.exports.mailboxRelease = nativeBinding.mailboxRelease
 module.exports.mailboxSettle = nativeBinding.mailboxSettle
 module.exports.mintCookie = nativeBinding.mintCookie
 module.exports.newRequestId = nativeBinding.newRequestId
+module.exports.overlapNotice = nativeBinding.overlapNotice
 module.exports.patchRowState = nativeBinding.patchRowState
 module.exports.probeHost = nativeBinding.probeHost
 module.exports.projectKey = nativeBinding.projectKey

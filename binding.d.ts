@@ -123,8 +123,9 @@ export declare const enum HostState {
  * Decide a `notify_when_idle` request (lib/notice.js). `facts` is the JSON of
  * `mail_core::mail::notice::NoticeFacts`: what the shim knows (caller, its turn, the target's liveness,
  * the pending watches); the core applies the loop guard's rule for a turn a notice opened.
+ * `receipt`: the accepted send's text, returned with the note before its `request:` line.
  */
-export declare function idleNotice(facts: string): IdleNoticeNote
+export declare function idleNotice(facts: string, receipt?: string | undefined | null): IdleNoticeNote
 
 /** What a `notify_when_idle` request decided (`mail_core::mail::notice::NoticeDecision`). */
 export declare const enum IdleNoticeDecision {
@@ -151,10 +152,14 @@ export interface IdleNoticeMessage {
   summary: string
 }
 
-/** The decision and the receipt's `note:` text for it. */
+/**
+ * The decision and the receipt's `note:` text for it; `receipt`: the send's receipt with that note in
+ * place (when one was given).
+ */
 export interface IdleNoticeNote {
   decision: IdleNoticeDecision
   text: string
+  receipt?: string
 }
 
 /** The audit ledger, or why it could not be read (`ok: false`, `error`). */
@@ -255,6 +260,24 @@ export declare function mintCookie(secret: string, authority: string, nowMs: num
 
 /** A fresh request id `dsh-session-mail:<uuid>`. */
 export declare function newRequestId(): string
+
+/** One path a live peer of the caller's repository also changed, not told yet (lib/overlap.js). */
+export interface OverlapFact {
+  path: string
+  /** The peer's session id. */
+  peer: string
+}
+
+/** The overlap notice for `fresh` (in the order found), or null when it is empty (lib/overlap.js). */
+export declare function overlapNotice(fresh: Array<OverlapFact>): OverlapNoticeMessage | null
+
+/** The overlap notice's message: its text and `source` fields. */
+export interface OverlapNoticeMessage {
+  text: string
+  plugin: string
+  form: string
+  summary: string
+}
 
 /** One cordis patch layer: its label and its text (`null`: the file does not exist). */
 export interface PatchLayer {

@@ -7,7 +7,7 @@ import { resolveDshHome } from './lib/home.js'
 import { loadCore } from './lib/native.js'
 import { toolSpecs } from './lib/tools.js'
 import { baseUrlOf, browserSessionSecret, callerOf, detectHostVersion, followSessions, liveAgents, liveReadFacts, secretReader } from './lib/host.js'
-import { IdleNotices, withNote } from './lib/notice.js'
+import { IdleNotices } from './lib/notice.js'
 import { installOverlapNotice } from './lib/overlap.js'
 import { startPresence } from './lib/presence.js'
 import { canDrain, startMailbox } from './lib/mailbox.js'
@@ -129,8 +129,8 @@ async function runTool(ctx, config, tool, args, exec, hostVersion, notices = nul
     if (sends && notices !== null && args?.notify_when_idle === true && text.startsWith('accepted for ')) {
       const target = String(args.session_id ?? args.toSessionId)
       const requestId = /\nrequest: (\S+)\s*$/.exec(text)?.[1] ?? null
-      const note = notices.watch({ watcher: request.caller?.sessionId ?? request.caller?.agentId ?? null, target, requestId, turn: request.caller?.turn ?? null })
-      return withNote(text, note)
+      // the receipt with the notice's note in place (the core words and places it)
+      return notices.watch({ watcher: request.caller?.sessionId ?? request.caller?.agentId ?? null, target, requestId, turn: request.caller?.turn ?? null, receipt: text })
     }
     return text
   } catch (e) {

@@ -14,12 +14,6 @@ import { randomUUID } from 'node:crypto'
 import { attempt } from './host.js'
 import { loadCore } from './native.js'
 
-/** Insert `note: …` before the `request:` line of a tool text (the core's `with_note`). */
-export function withNote(text, note) {
-  const i = text.lastIndexOf('\nrequest: ')
-  return i < 0 ? `${text}\nnote: ${note}` : `${text.slice(0, i)}\nnote: ${note}${text.slice(i)}`
-}
-
 export class IdleNotices {
   /**
    * @param {any} ctx the plugin context (`agents` optional; `on` for `agent/status`)
@@ -44,10 +38,12 @@ export class IdleNotices {
   }
 
   /**
-   * Ask for one notice when `target`'s running turn ends. Returns the receipt's `note:` text.
-   * @param {{ watcher: string|null, target: string, requestId: string|null, turn: any[]|null }} req
+   * Ask for one notice when `target`'s running turn ends. Returns the receipt's `note:` text, or, given
+   * the accepted send's `receipt`, that receipt with the note in place (the core places and words it:
+   * crates/core/src/render/notice.rs).
+   * @param {{ watcher: string|null, target: string, requestId: string|null, turn: any[]|null, receipt?: string|null }} req
    */
-  watch({ watcher, target, requestId, turn }) {
+  watch({ watcher, target, requestId, turn, receipt = null }) {
     const agent = watcher ? attempt(() => this.ctx.agents?.get?.(target), undefined) : undefined
     this.prune()
     const key = `${watcher}\u0000${target}`
@@ -64,12 +60,15 @@ export class IdleNotices {
     }
     let answer
     try {
-      answer = loadCore().core.idleNotice(JSON.stringify(facts))
+      answer = loadCore().core.idleNotice(JSON.stringify(facts), receipt)
     } catch (e) {
-      // the send was accepted already: a failure here only costs the notice
-      return `no idle notice: the plugin could not decide it (${String(e?.message ?? e)}).`
+      // the send was accepted already: a failure here only costs the notice (the core that places notes
+      // could not be asked, so this one is appended)
+      const note = `no idle notice: the plugin could not decide it (${String(e?.message ?? e)}).`
+      return receipt === null ? note : `${receipt}\nnote: ${note}`
     }
-    if (answer.decision !== 'set') return answer.text
+    const out = receipt === null ? answer.text : answer.receipt
+    if (answer.decision !== 'set') return out
     const status = String(attempt(() => agent.status, 'idle'))
     const sinceSeq = attempt(() => (typeof agent.session?.seq === 'number' ? agent.session.seq - 1 : null), null)
     const w = { watcher, target, requestId: requestId ?? randomUUID(), expires: this.now() + this.ttlMs, sawRunning: status !== 'idle', sinceSeq }
@@ -77,7 +76,7 @@ export class IdleNotices {
     // A very short turn can start and end before this watch exists: if the message already landed and the
     // session is idle again, the turn is over — notify now rather than wait for an edge that came already.
     if (status === 'idle' && requestId && this.landedAndEnded(agent, requestId)) queueMicrotask(() => this.fire(key))
-    return answer.text
+    return out
   }
 
   landedAndEnded(agent, requestId) {

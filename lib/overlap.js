@@ -3,10 +3,12 @@
 // recently, one short notice rides along with that tool result as additional context — the same seam rc.8's
 // own repeat-tool reminder uses (packages/guard/repeat-tool-reminder: a `tools/post-execute` waterfall
 // listener returning `additionalContexts`). The overlap itself is the core's (`sessions_list` rows'
-// `overlap`, crates/core/src/tools/list.rs), so the notice and the list always agree. Each (session, peer,
-// path) is told at most once per 30 minutes.
+// `overlap`, crates/core/src/tools/list.rs), so the notice and the list always agree; so are its words
+// (crates/core/src/render/notice.rs `overlap`: this passes the fresh (path, peer) pairs). Each (session,
+// peer, path) is told at most once per 30 minutes.
 import { randomUUID } from 'node:crypto'
 import { writtenPath } from './observe.js'
+import { loadCore } from './native.js'
 
 const AGAIN_MS = 30 * 60_000
 
@@ -31,15 +33,16 @@ export function installOverlapNotice(ctx, overlapsFor, { now = Date.now } = {}) 
           const key = `${exec.agent.id}\u0000${row.id}\u0000${path}`
           if (told.has(key)) continue
           told.set(key, t)
-          fresh.push(`${path} (also changed by ${row.id})`)
+          fresh.push({ path: String(path), peer: String(row.id) })
         }
       }
       if (fresh.length === 0) return downstream
-      const text = `Overlap notice (dsh-session-mail): another live session of this repository changed the same file recently: ${fresh.slice(0, 4).join('; ')}${fresh.length > 4 ? `; and ${fresh.length - 4} more` : ''}. Coordinate (sessions_read / sessions_send) before editing it further.`
+      const n = loadCore().core?.overlapNotice?.(fresh)
+      if (!n) return downstream
       const message = Object.freeze({
         role: 'user',
-        content: [Object.freeze({ type: 'text', text })],
-        source: Object.freeze({ kind: 'plugin', plugin: 'dsh-session-mail', form: 'notice', summary: 'file overlap with a peer' }),
+        content: [Object.freeze({ type: 'text', text: n.text })],
+        source: Object.freeze({ kind: 'plugin', plugin: n.plugin, form: n.form, summary: n.summary }),
         id: randomUUID(),
       })
       return { ...downstream, additionalContexts: [message, ...(downstream?.additionalContexts ?? [])] }

@@ -17,9 +17,9 @@ import { attempt, liveAgents } from './host.js'
 import { resolveDshHome } from './home.js'
 
 /** Republish at least this often (readers drop a record not refreshed for 5 s). */
-export const REFRESH_MS = 1000
+const REFRESH_MS = 1000
 /** A change is republished this long after it, coalesced with the changes that follow it. */
-export const DEBOUNCE_MS = 50
+const DEBOUNCE_MS = 50
 /** Appended session events that can change a live session's listed status (awaiting-user, lib/observe.js). */
 const STATUS_EVENTS = new Set(['turn/start', 'turn/end', 'approval/asked', 'approval/decided', 'tool/call', 'tool/result'])
 

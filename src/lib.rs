@@ -198,22 +198,26 @@ pub enum IdleNoticeDecision {
     TooMany,
 }
 
-/// The decision and the receipt's `note:` text for it.
+/// The decision and the receipt's `note:` text for it; `receipt`: the send's receipt with that note in
+/// place (when one was given).
 #[napi(object)]
 pub struct IdleNoticeNote {
     pub decision: IdleNoticeDecision,
     pub text: String,
+    pub receipt: Option<String>,
 }
 
 /// Decide a `notify_when_idle` request (lib/notice.js). `facts` is the JSON of
 /// `mail_core::mail::notice::NoticeFacts`: what the shim knows (caller, its turn, the target's liveness,
 /// the pending watches); the core applies the loop guard's rule for a turn a notice opened.
+/// `receipt`: the accepted send's text, returned with the note before its `request:` line.
 #[napi(catch_unwind)]
-pub fn idle_notice(facts: String) -> Result<IdleNoticeNote, ErrorCode> {
+pub fn idle_notice(facts: String, receipt: Option<String>) -> Result<IdleNoticeNote, ErrorCode> {
     use mail_core::mail::notice::{self, NoticeDecision as D, NoticeRefusal as R};
     let f: notice::NoticeFacts = parse(&facts, "idle notice facts")?;
     let d = notice::decide(&f);
     Ok(IdleNoticeNote {
+        receipt: receipt.map(|r| mail_core::render::notice::receipt_with_note(r, d, f.ttl_ms)),
         decision: match d {
             D::Set => IdleNoticeDecision::Set,
             D::AlreadyPending => IdleNoticeDecision::AlreadyPending,
@@ -254,6 +258,36 @@ pub fn idle_notice_message(
         rpc_id: src.rpc_id,
         summary: src.summary,
     }
+}
+
+/// One path a live peer of the caller's repository also changed, not told yet (lib/overlap.js).
+#[napi(object)]
+pub struct OverlapFact {
+    pub path: String,
+    /// The peer's session id.
+    pub peer: String,
+}
+
+/// The overlap notice's message: its text and `source` fields.
+#[napi(object)]
+pub struct OverlapNoticeMessage {
+    pub text: String,
+    pub plugin: String,
+    pub form: String,
+    pub summary: String,
+}
+
+/// The overlap notice for `fresh` (in the order found), or null when it is empty (lib/overlap.js).
+#[napi(catch_unwind)]
+pub fn overlap_notice(fresh: Vec<OverlapFact>) -> Option<OverlapNoticeMessage> {
+    use mail_core::render::notice;
+    let pairs: Vec<(String, String)> = fresh.into_iter().map(|f| (f.path, f.peer)).collect();
+    notice::overlap(&pairs).map(|text| OverlapNoticeMessage {
+        text,
+        plugin: mail_core::ledger::DIR_NAME.into(),
+        form: mail_core::mail::notice::FORM.into(),
+        summary: notice::OVERLAP_SUMMARY.into(),
+    })
 }
 
 /// The crate version (the CLI's doctor checks that the binary matches its package).

@@ -11,12 +11,14 @@ import { mkdtempSync, readFileSync, rmSync, existsSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { EventEmitter } from 'node:events'
-import { startPresence, DEBOUNCE_MS } from '../lib/presence.js'
+import { startPresence } from '../lib/presence.js'
 import { followSessions } from '../lib/host.js'
 
 const core = createRequire(import.meta.url)('../binding.cjs')
 const sleep = ms => new Promise(r => setTimeout(r, ms))
 const HOUR = 3_600_000
+/** lib/presence.js DEBOUNCE_MS: the negative checks wait several of it */
+const DEBOUNCE_MS = 50
 
 /** A host double with rc.8's event names (cordis `ctx.on` returns the listener's disposer). */
 function fakeCtx(agents) {

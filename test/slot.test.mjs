@@ -4,7 +4,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { callerOf, followSessions, liveAgents } from '../lib/host.js'
-import { IdleNotices, withNote } from '../lib/notice.js'
+import { IdleNotices } from '../lib/notice.js'
 
 const NOTICE_PREFIX = 'dsh-session-mail:notice:'
 /** Reads of a session's event array (must stay 0). */
@@ -135,7 +135,14 @@ test('idle notices: one per pair, bounded, never for a turn a notice opened, dro
   n.watch({ watcher: 'me', target: 'peer', requestId: 'r3', turn: [] })
   emit('running'); emit('idle')
   assert.equal(delivered.length, 1)
-  assert.equal(withNote('a\nrequest: x', 'n'), 'a\nnote: n\nrequest: x')
+  // given the receipt, the core puts the note before its request line
+  agents.set('me', { id: 'me', followup: m => delivered.push(m) })
+  const receipt = 'accepted for peer | mode=queue\nrequest: r4'
+  assert.match(n.watch({ watcher: 'me', target: 'peer', requestId: 'r4', turn: [], receipt }), /^accepted for peer \| mode=queue\nnote: idle notice set: [^\n]+\nrequest: r4$/)
+  assert.equal(
+    n.watch({ watcher: 'me', target: 'peer', requestId: 'r5', turn: [], receipt }),
+    'accepted for peer | mode=queue\nnote: idle notice already pending for that session (one per pair); it still applies.\nrequest: r4',
+  )
 })
 
 test('idle notices: the core decides with the loop guard\'s rule (injected context skipped, forged notices ignored, the cap named)', () => {
@@ -167,7 +174,8 @@ test('overlap notice (opt-in): once per (session, peer, path), only after a succ
   const first = await listener({ name: 'write', agent, arguments: { file_path: '/r/src/a.rs' } }, { isError: false }, next)
   assert.equal(first.additionalContexts.length, 2)
   assert.match(first.additionalContexts[0].content[0].text, /^Overlap notice \(dsh-session-mail\): .*src\/a\.rs \(also changed by peer\)/)
-  assert.equal(first.additionalContexts[0].source.form, 'notice')
+  assert.deepEqual({ ...first.additionalContexts[0].source }, { kind: 'plugin', plugin: 'dsh-session-mail', form: 'notice', summary: 'file overlap with a peer' })
+  assert.match(first.additionalContexts[0].content[0].text, /\(also changed by peer\)\. Coordinate \(sessions_read \/ sessions_send\) before editing it further\.$/)
   assert.equal(first.additionalContexts[1].id, 'theirs', 'other listeners keep their context')
   // told once; a failed write, a read tool, a view: nothing
   const edit = { file_path: '/r/src/b.rs' }

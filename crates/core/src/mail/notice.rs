@@ -65,11 +65,14 @@ pub struct NoticeSource {
     pub summary: String,
 }
 
+/// The `form` of every plugin notice's message source (idle and overlap notices; sessions_read hides them).
+pub const FORM: &str = "notice";
+
 /// The source of the notice for the send `request_id` to `target`.
 pub fn source(target: &str, request_id: &str) -> NoticeSource {
     NoticeSource {
         plugin: crate::ledger::DIR_NAME,
-        form: "notice",
+        form: FORM,
         rpc_id: format!("{}{request_id}", chain::NOTICE_PREFIX),
         summary: format!("{} is idle", target.chars().take(40).collect::<String>()),
     }

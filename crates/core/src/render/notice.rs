@@ -1,4 +1,5 @@
-//! The `note:` line of a send receipt that asked for an idle notice (`mail::notice`).
+//! The notices' words: the `note:` line of a send receipt that asked for an idle notice (`mail::notice`),
+//! the idle notice itself, and the opt-in overlap notice (lib/overlap.js passes the facts).
 
 use crate::mail::notice::{NoticeDecision, NoticeRefusal};
 
@@ -26,6 +27,39 @@ pub fn message(target: &str, request_id: &str, since_seq: Option<u64>) -> String
         "Idle notice (dsh-session-mail): session {target} finished its turn and is idle; you asked to be told (request {request_id}).\n\
          See what it did: sessions_read {{\"session_id\": {id}{since}}}. This notice is not a message from that session and asks nothing of you."
     )
+}
+
+/// The receipt `receipt` (a send tool's text) with the idle-notice note for `d` in it, before its
+/// `request:` line like every other note (`render::send::with_note`).
+pub fn receipt_with_note(receipt: String, d: NoticeDecision, ttl_ms: u64) -> String {
+    crate::render::send::with_note(receipt, &note(d, ttl_ms))
+}
+
+/// Paths named in an overlap notice; the rest are counted.
+const OVERLAP_NAMED: usize = 4;
+
+/// The `summary` of an overlap notice's message source.
+pub const OVERLAP_SUMMARY: &str = "file overlap with a peer";
+
+/// The overlap notice (Config `overlapNotice`): `fresh` is each (path, peer session id) not told yet,
+/// in the order found; the first four are named, the rest counted. None when there is nothing to tell.
+pub fn overlap(fresh: &[(String, String)]) -> Option<String> {
+    if fresh.is_empty() {
+        return None;
+    }
+    let named: Vec<String> = fresh
+        .iter()
+        .take(OVERLAP_NAMED)
+        .map(|(path, peer)| format!("{path} (also changed by {peer})"))
+        .collect();
+    let more = match fresh.len().saturating_sub(OVERLAP_NAMED) {
+        0 => String::new(),
+        n => format!("; and {n} more"),
+    };
+    Some(format!(
+        "Overlap notice (dsh-session-mail): another live session of this repository changed the same file recently: {}{more}. Coordinate (sessions_read / sessions_send) before editing it further.",
+        named.join("; ")
+    ))
 }
 
 fn refusal(r: NoticeRefusal) -> String {
@@ -60,5 +94,42 @@ mod tests {
         assert!(m.contains("(request dsh-session-mail:r1)"));
         assert!(m.contains(r#"sessions_read {"session_id": "session-b", "since_seq": 39}."#));
         assert!(message("a\"b", "r", None).contains(r#"sessions_read {"session_id": "a\"b"}."#));
+    }
+
+    #[test]
+    fn the_idle_note_goes_before_the_request_line_of_the_receipt() {
+        let r = receipt_with_note(
+            "accepted for b | mode=queue\nrequest: dsh-session-mail:r1".into(),
+            NoticeDecision::AlreadyPending,
+            0,
+        );
+        assert_eq!(
+            r,
+            "accepted for b | mode=queue\nnote: idle notice already pending for that session (one per pair); it still applies.\nrequest: dsh-session-mail:r1"
+        );
+        // no request line: the note goes last
+        assert_eq!(
+            receipt_with_note(
+                "x".into(),
+                NoticeDecision::Refused(NoticeRefusal::NoCaller),
+                0
+            ),
+            "x\nnote: no idle notice: this call has no caller session to notify."
+        );
+    }
+
+    #[test]
+    fn overlap_names_four_paths_and_counts_the_rest() {
+        assert_eq!(overlap(&[]), None);
+        let one = [("src/a.rs".to_string(), "peer".to_string())];
+        assert_eq!(
+            overlap(&one).unwrap(),
+            "Overlap notice (dsh-session-mail): another live session of this repository changed the same file recently: src/a.rs (also changed by peer). Coordinate (sessions_read / sessions_send) before editing it further."
+        );
+        let six: Vec<(String, String)> =
+            (0..6).map(|i| (format!("f{i}"), "p".to_string())).collect();
+        let t = overlap(&six).unwrap();
+        assert!(t.contains(": f0 (also changed by p); f1 (also changed by p); f2 (also changed by p); f3 (also changed by p); and 2 more. Coordinate"), "{t}");
+        assert!(!t.contains("f4"));
     }
 }
