@@ -62,6 +62,8 @@ export function startPresence(ctx, core, {
   let stopped = false
   /** A change arrived while a write was in flight: look again once it is done. */
   let again = false
+  /** A refresh fell on a write in flight: refresh once it is done (keeps the record's age ≤ ~1 s). */
+  let refreshAgain = false
   /** The `sessions` of the record last written, as JSON. */
   let written = null
   /** The armed debounce timer, or null. */
@@ -69,7 +71,8 @@ export function startPresence(ctx, core, {
   const publish = async ({ ifChanged = false } = {}) => {
     if (stopped) return
     if (busy) {
-      again = true
+      if (ifChanged) again = true
+      else refreshAgain = true
       return
     }
     busy = true
@@ -85,7 +88,10 @@ export function startPresence(ctx, core, {
       busy = false
       // stopped while this write was in flight: it may have landed after the withdrawal
       if (stopped) withdraw()
-      else if (again) {
+      else if (refreshAgain) {
+        refreshAgain = again = false
+        void publish()
+      } else if (again) {
         again = false
         changed()
       }
@@ -109,7 +115,7 @@ export function startPresence(ctx, core, {
   const withdraw = () => {
     try { core.withdrawPresence?.(dshHome()) } catch {}
   }
-  const timer = setInterval(publish, refreshMs)
+  const timer = setInterval(() => publish(), refreshMs)
   timer.unref?.()
   process.once('exit', withdraw)
   void publish()
