@@ -11,7 +11,7 @@
 import { describe, test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawn, spawnSync, execFileSync } from 'node:child_process'
-import { existsSync, readdirSync, readFileSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import {
   makeSandbox, packAndInstall, bootWeb, initProfile, callTool, readSessionLog, findSessionLog,
@@ -34,8 +34,19 @@ function requestIdOf(text) {
 
 const landedCount = (events, rpcId) => userTexts(events).filter(u => u.source?.rpcId === rpcId).length
 
-/** The fresh presence record of the headless process (profile headless) with one live session. */
-async function headlessOwner(home, notPid = null, timeout = 20_000) {
+/** The session's log is on disk and not empty (its header written: a sender reads it to rule out a subagent). */
+function hasLog(home, id) {
+  try { return statSync(findSessionLog(home, id)).size > 0 } catch { return false }
+}
+
+/**
+ * The fresh presence record of the headless process (profile headless) with one live session whose log is
+ * written. Fresh: at most 300 ms old, because tests freeze the owner right after, and a sender drops a record
+ * not refreshed for 5 s: the sender's whole turn (a fake-LLM round trip) must fit in what is left, also under
+ * load. Written: presence lists a new session at once, up to 200 ms before rc.8's write-behind writes its log,
+ * and an owner frozen in between never writes it (a sender then finds no such session).
+ */
+async function headlessOwner(home, notPid = null, timeout = 20_000, maxAgeMs = 300) {
   const dir = join(home, 'dsh-session-mail', 'presence')
   const t0 = Date.now()
   for (;;) {
@@ -43,7 +54,7 @@ async function headlessOwner(home, notPid = null, timeout = 20_000) {
       if (!/^\d+\.json$/.test(n)) continue
       try {
         const r = JSON.parse(readFileSync(join(dir, n), 'utf8'))
-        if (r.profile === 'headless' && r.pid !== notPid && r.sessions?.length === 1 && Date.now() - r.updatedAt < 3000) return r
+        if (r.profile === 'headless' && r.pid !== notPid && r.sessions?.length === 1 && Date.now() - r.updatedAt < maxAgeMs && hasLog(home, r.sessions[0].id)) return r
       } catch { /* being replaced */ }
     }
     if (Date.now() - t0 > timeout) throw new Error('no headless presence record')

@@ -62,12 +62,12 @@ async function ownerPid(home, id, timeout = 10_000) {
   }
 }
 
-/** The record of `pid` once it lists `id` with `status` (bounded poll of the file, not a sleep). */
-async function presenceStatus(home, pid, id, status, timeout = 10_000) {
+/** The record of `pid` once it lists `id` with `status`, at most `maxAgeMs` old (bounded poll of the file, not a sleep). */
+async function presenceStatus(home, pid, id, status, timeout = 10_000, maxAgeMs = Infinity) {
   const t0 = Date.now()
   for (;;) {
     const r = presence(home).get(pid)
-    if (r?.sessions?.some(s => s.id === id && s.status === status)) return r
+    if (r?.sessions?.some(s => s.id === id && s.status === status) && Date.now() - r.updatedAt < maxAgeMs) return r
     if (Date.now() - t0 > timeout) throw new Error(`pid ${pid} does not list ${id} as ${status} after ${timeout} ms: ${JSON.stringify(r?.sessions)}`)
     await sleep(20)
   }
@@ -249,7 +249,9 @@ describe('dsh-session-mail in two rc.8 processes on one DSH_HOME', () => {
     await web4.prompt(D, 'hello from D')
     await web4.waitFor(D, ev => turnEndCount(ev) >= 1 && isIdle(ev))
     await web1.waitFor(B, isIdle)
-    await presenceStatus(box.home, pid1, B, 'idle')
+    // freeze the owner right after it refreshed its record: the sender drops a record 5 s old, and its
+    // whole turn (a fake-LLM round trip) must fit in that, also under load
+    const fresh = await presenceStatus(box.home, pid1, B, 'idle', 10_000, 300)
     const port = Number(new URL(web1.base).port)
     const text = 'HTTP-ORPHAN six'
     assert.equal(unreadBytesOn(port), 0, 'nothing waits on the owner\'s port before the send')

@@ -189,6 +189,27 @@ pub fn plan_at(req: &ToolRequest, home: &Path, now_ms: i64) -> Result<Plan, Refu
     plan_args(req, args, home, now_ms)
 }
 
+/// How long a send to a session another process holds waits for that session's log to appear. The owner
+/// publishes a session as soon as its agent is created (lib/presence.js republishes on `agent/created`),
+/// which can come before the host's write-behind wrote the log (rc.8 `DEFAULT_WRITE_BATCH_MAX_DELAY_MS =
+/// 200`, `session-persistence/lib/index.js`); the log's header says whether it is a subagent.
+const OWNED_LOG_WAIT_MS: u64 = 1000;
+
+/// The target's log in the store; for a session held by another process (`owned`), waited for up to
+/// [`OWNED_LOG_WAIT_MS`] (runs on the blocking pool, like the rest of the plan).
+fn find_target(home: &Path, id: &str, owned: bool) -> Option<store::SessionMeta> {
+    let t0 = std::time::Instant::now();
+    loop {
+        if let Some(meta) = store::find_session(home, id) {
+            return Some(meta);
+        }
+        if !owned || t0.elapsed() >= std::time::Duration::from_millis(OWNED_LOG_WAIT_MS) {
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 /// [`plan_at`] once the arguments are valid.
 fn plan_args(req: &ToolRequest, args: SendArgs, home: &Path, now_ms: i64) -> Result<Plan, Refusal> {
     let tool = SendTool::from_name(&req.tool);
@@ -296,7 +317,7 @@ fn plan_args(req: &ToolRequest, args: SendArgs, home: &Path, now_ms: i64) -> Res
             header_str(&l.header, "parentSession").map(str::to_string),
             None,
         ),
-        None => match store::find_session(home, &args.target) {
+        None => match find_target(home, &args.target, owner.is_some()) {
             Some(meta) => (
                 meta.is_subagent(),
                 meta.parent_session.clone(),
@@ -1651,6 +1672,60 @@ mod tests {
             }],
             ..Default::default()
         }
+    }
+
+    #[tokio::test]
+    async fn a_session_another_process_lists_before_its_log_is_written_is_routed_once_the_log_appears(
+    ) {
+        // The owner republishes a new session at once (agent/created); its host writes the log up to
+        // 200 ms later (rc.8 write-behind). The send waits for the log instead of answering not-found.
+        let owner_env = Env::online(accept_all()).await;
+        let env = Env::offline();
+        let dir = env
+            .home
+            .path()
+            .join("sessions")
+            .join("-w")
+            .join("session-new");
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            std::fs::create_dir_all(&dir).unwrap();
+            let h =
+                json!({"type":"session","version":0,"id":"session-new","createdAt":1,"cwd":"/w"});
+            std::fs::write(dir.join("session.jsonl"), format!("{h}\n")).unwrap();
+        });
+        let mut r = env.req(
+            "sessions_send",
+            json!({"session_id": "session-new", "message": "hi"}),
+        );
+        r.peers = Some(vec![owner(
+            4242,
+            Some(&owner_env.base),
+            "session-new",
+            "running",
+        )]);
+        let out = run(&r).await;
+        writer.join().unwrap();
+        assert!(
+            out.starts_with("accepted for session-new | mode=queue"),
+            "{out}"
+        );
+        assert!(out.contains("note: routed: "), "{out}");
+        assert_eq!(owner_env.requests().len(), 1);
+        // a session held elsewhere whose log never appears: still not found, after a bounded wait
+        let mut r = env.req(
+            "sessions_send",
+            json!({"session_id": "session-none", "message": "hi"}),
+        );
+        r.peers = Some(vec![owner(
+            4242,
+            Some(&owner_env.base),
+            "session-none",
+            "running",
+        )]);
+        let out = run(&r).await;
+        assert!(out.starts_with("refused (not-found)"), "{out}");
+        assert_eq!(owner_env.requests().len(), 1);
     }
 
     #[tokio::test]
