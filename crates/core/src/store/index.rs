@@ -372,6 +372,11 @@ struct Memo {
     /// The folder's mtime when it was last looked at, if settled (see [`layout::visit_again`]).
     dir_mtime: Option<SystemTime>,
     checked: Instant,
+    /// The epoch of the home's watcher (see [`super::watch`]) when a watch on this folder was in
+    /// place before `checked` and the folder and its log can only change under it (not links, one
+    /// name for the log): the memo is then current until an event marks the folder dirty. 0: not
+    /// covered (swept every [`LIST_STALE`]).
+    watched: u64,
 }
 
 /// What a re-check found, for the built listing.
@@ -396,6 +401,7 @@ impl Memo {
             ident,
             dir_mtime,
             checked: now,
+            watched: 0,
         }
     }
 
@@ -446,6 +452,7 @@ impl Memo {
                 ident,
                 dir_mtime,
                 checked: now,
+                watched: 0,
             };
             let change = new.change_from(&old);
             return (new, change);
@@ -457,6 +464,7 @@ impl Memo {
             ident,
             dir_mtime,
             checked: now,
+            watched: 0,
         };
         let change = new.change_from(&old);
         (new, change)
@@ -506,6 +514,37 @@ impl Memo {
         false
     }
 
+    /// Whether a watch on `dir` sees every change a listing shows of this memo: the folder is a
+    /// folder (not a link) with the remembered identity, and its log a regular file with one name
+    /// (a write through a link or another hard link is reported in the other name's folder only).
+    #[cfg(unix)]
+    fn watchable(&self, dir: &Path) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        let layout::Visited::Dir {
+            key: Some(key),
+            log: Ok(pick),
+        } = &self.visited
+        else {
+            return false;
+        };
+        let Ok(d) = fs::symlink_metadata(dir) else {
+            return false;
+        };
+        if !d.file_type().is_dir() || file_key(&d) != Some(*key) {
+            return false;
+        }
+        match pick {
+            None => true,
+            Some(log) => fs::symlink_metadata(&log.path)
+                .is_ok_and(|m| m.file_type().is_file() && m.nlink() == 1),
+        }
+    }
+
+    #[cfg(not(unix))]
+    fn watchable(&self, _dir: &Path) -> bool {
+        false
+    }
+
     fn change_from(&self, old: &Memo) -> Change {
         if self.same_as(old) {
             Change::Same
@@ -516,10 +555,12 @@ impl Memo {
         }
     }
 
-    /// Still good for this call: checked within [`LIST_STALE`], not hot, its log not recently
+    /// Still good for this call: checked within [`LIST_STALE`] (or covered by the watcher of
+    /// `epoch`, and not marked dirty: the caller re-checks those), not hot, its log not recently
     /// modified, and not a folder still waiting for its first log batch.
-    fn reusable(&self, now: Instant, wall: SystemTime) -> bool {
-        if now.saturating_duration_since(self.checked) >= LIST_STALE {
+    fn reusable(&self, now: Instant, wall: SystemTime, epoch: u64) -> bool {
+        let covered = epoch != 0 && self.watched == epoch;
+        if !covered && now.saturating_duration_since(self.checked) >= LIST_STALE {
             return false;
         }
         match (&self.visited, self.ident.as_ref().and_then(|i| i.mtime)) {
@@ -618,6 +659,84 @@ struct HomeMemo {
     /// All `Some` between calls (an `Option` so a call can fill the gaps in place).
     memos: Vec<Vec<Option<Memo>>>,
     listing: Arc<super::BriefListing>,
+    watch: WatchSlot,
+    /// Sessions the last call looked at again (tests).
+    #[cfg_attr(not(test), allow(dead_code))]
+    rechecked: usize,
+}
+
+/// The change notification of one home.
+enum WatchSlot {
+    On(super::watch::Watch),
+    /// Swept as before; a new watcher is tried from `retry` on. `why`: the last reason (logs,
+    /// tests).
+    Off {
+        retry: Instant,
+        #[cfg_attr(not(test), allow(dead_code))]
+        why: String,
+    },
+}
+
+impl WatchSlot {
+    fn start(home: &Path, now: Instant) -> WatchSlot {
+        #[cfg(test)]
+        let w = match test_caps().get(home) {
+            Some(&cap) => super::watch::Watch::start_capped(home, cap),
+            None => super::watch::Watch::start(home),
+        };
+        #[cfg(not(test))]
+        let w = super::watch::Watch::start(home);
+        match w {
+            Ok(w) => WatchSlot::On(w),
+            Err(why) => WatchSlot::Off {
+                retry: now + super::watch::WATCH_RETRY,
+                why,
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+fn test_caps() -> std::sync::MutexGuard<'static, HashMap<PathBuf, usize>> {
+    static M: OnceLock<Mutex<HashMap<PathBuf, usize>>> = OnceLock::new();
+    M.get_or_init(|| Mutex::new(HashMap::new()))
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+}
+
+/// Tests: the watcher of `home` (made from now on) holds at most `cap` watches.
+#[cfg(test)]
+pub(crate) fn set_watch_cap(home: &Path, cap: usize) {
+    test_caps().insert(home.to_path_buf(), cap);
+}
+
+/// Tests: how many sessions the last listing of `home` looked at again, and its watcher's state
+/// (`Ok(())` watching, `Err(why)` swept).
+#[cfg(test)]
+pub(crate) fn memo_probe(home: &Path) -> Option<(usize, Result<(), String>)> {
+    let slot = home_slot(home);
+    let held = slot.lock().unwrap_or_else(|p| p.into_inner());
+    held.as_ref().map(|h| {
+        let w = match &h.watch {
+            WatchSlot::On(_) => Ok(()),
+            WatchSlot::Off { why, .. } => Err(why.clone()),
+        };
+        (h.rechecked, w)
+    })
+}
+
+/// Tests: run `f` on the watcher of `home`, if it has one.
+#[cfg(all(test, target_os = "linux"))]
+pub(crate) fn with_watch(home: &Path, f: impl FnOnce(&super::watch::Watch)) {
+    let slot = home_slot(home);
+    let held = slot.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(HomeMemo {
+        watch: WatchSlot::On(w),
+        ..
+    }) = held.as_ref()
+    {
+        f(w);
+    }
 }
 
 /// One home's memo, locked by a listing for its whole call: concurrent listings of one home take
@@ -668,9 +787,41 @@ pub fn list_cached(home: &Path, hot: &HashSet<String>) -> Arc<super::BriefListin
     let slot = home_slot(home);
     // Held to the end of the call (a panic leaves `None`: the next listing starts cold).
     let mut held = slot.lock().unwrap_or_else(|p| p.into_inner());
-    let old = held.take();
-    let walk = layout::walk_projects(home);
+    let mut old = held.take();
     let now = Instant::now();
+    // The changes the watcher saw (drained before the walk: a change finished before this call
+    // started is in it), or the sweep when there is no watcher (or it could not be trusted).
+    let watch = match old.as_mut().map(|o| {
+        std::mem::replace(
+            &mut o.watch,
+            WatchSlot::Off {
+                retry: now,
+                why: String::new(),
+            },
+        )
+    }) {
+        None => WatchSlot::start(home, now),
+        Some(WatchSlot::Off { retry, .. }) if retry <= now => WatchSlot::start(home, now),
+        Some(w) => w,
+    };
+    let (watch, epoch, dirty) = match watch {
+        WatchSlot::On(w) => match w.take() {
+            Ok(dirty) => {
+                let epoch = w.epoch;
+                (WatchSlot::On(w), epoch, dirty)
+            }
+            Err(why) => (
+                WatchSlot::Off {
+                    retry: now + super::watch::WATCH_RETRY,
+                    why,
+                },
+                0,
+                HashSet::new(),
+            ),
+        },
+        off => (off, 0, HashSet::new()),
+    };
+    let walk = layout::walk_projects(home);
     let wall = SystemTime::now();
     let mut rebuild = old.as_ref().is_none_or(|o| o.walk != walk);
     let (old_listing, mut old_projects) = match old {
@@ -729,7 +880,7 @@ pub fn list_cached(home: &Path, hot: &HashSet<String>) -> Arc<super::BriefListin
     for (k, (ms, entries)) in memos.iter().zip(&projects).enumerate() {
         let first = todo.len();
         for (j, m) in ms.iter().enumerate() {
-            if !m.as_ref().is_some_and(|m| m.reusable(now, wall)) {
+            if !m.as_ref().is_some_and(|m| m.reusable(now, wall, epoch)) {
                 todo.push((k, j));
             }
         }
@@ -743,9 +894,45 @@ pub fn list_cached(home: &Path, hot: &HashSet<String>) -> Arc<super::BriefListin
             }
         }
     }
-    let work: Vec<(usize, usize, Option<Memo>)> = todo
+    if !dirty.is_empty() {
+        // the folders the watcher saw change (a few: looked up, not scanned for)
+        let by_project: HashMap<&Path, usize> = project_dirs
+            .iter()
+            .enumerate()
+            .map(|(k, p)| (*p, k))
+            .collect();
+        let mut extra: HashSet<(usize, usize)> = HashSet::new();
+        for d in &dirty {
+            let (Some(p), Some(name)) = (d.parent(), d.file_name()) else {
+                continue;
+            };
+            let Some(&k) = by_project.get(p) else {
+                continue;
+            };
+            if let Ok(j) = projects[k].binary_search_by(|e| e.file_name().cmp(&Some(name))) {
+                extra.insert((k, j));
+            }
+        }
+        if !extra.is_empty() {
+            let have: HashSet<(usize, usize)> = todo.iter().copied().collect();
+            todo.extend(extra.into_iter().filter(|x| !have.contains(x)));
+        }
+    }
+    // Which of them are watched since before this call (the others are asked for).
+    let since_ok: Vec<bool> = match &watch {
+        WatchSlot::On(w) if !todo.is_empty() => {
+            let dirs: Vec<&Path> = todo
+                .iter()
+                .map(|&(k, j)| projects[k][j].as_path())
+                .collect();
+            w.since_ok(&dirs, now)
+        }
+        _ => vec![false; todo.len()],
+    };
+    let work: Vec<(usize, usize, Option<Memo>, bool)> = todo
         .iter()
-        .map(|&(k, j)| (k, j, memos[k][j].take()))
+        .zip(&since_ok)
+        .map(|(&(k, j), &ok)| (k, j, memos[k][j].take(), ok))
         .collect();
     // The project folders with something to re-check, opened once for the `fstatat`s.
     let mut opened: Vec<Option<File>> = (0..projects.len()).map(|_| None).collect();
@@ -756,10 +943,17 @@ pub fn list_cached(home: &Path, hot: &HashSet<String>) -> Arc<super::BriefListin
             opened[k] = project_dirs.get(k).and_then(|p| open_project(p));
         }
     }
-    let fresh = parallel_owned(work, |(k, j, old)| {
+    let rechecked = work.len();
+    let fresh = parallel_owned(work, |(k, j, old, since_ok)| {
         let dir = &projects[k][j];
         let at = opened[k].as_ref().zip(dir.file_name());
-        (k, j, Memo::recheck(dir, at, old, now))
+        let (mut memo, change) = Memo::recheck(dir, at, old, now);
+        memo.watched = if since_ok && memo.watchable(dir) {
+            epoch
+        } else {
+            0
+        };
+        (k, j, (memo, change))
     });
     // 3. what changed for the listing
     let mut patches: Vec<(usize, usize, Arc<Brief>)> = Vec::new();
@@ -799,6 +993,8 @@ pub fn list_cached(home: &Path, hot: &HashSet<String>) -> Arc<super::BriefListin
         walk,
         memos,
         listing: listing.clone(),
+        watch,
+        rechecked,
     });
     listing
 }

@@ -19,6 +19,7 @@ pub(crate) mod testgen;
 #[cfg(test)]
 mod tests;
 pub mod title;
+pub mod watch;
 
 use std::path::{Path, PathBuf};
 

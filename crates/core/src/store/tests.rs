@@ -1577,6 +1577,18 @@ mod listing_memo {
     /// whatever path it took (the same listing, a patch in place, a rebuild).
     #[test]
     fn the_memo_agrees_with_a_full_recheck_through_random_changes() {
+        random_changes(false);
+    }
+
+    /// The same with the home watched (Linux): now an idle session changed by a writer that
+    /// publishes no presence (never hot) must show at once too, through the watcher alone.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_watched_memo_agrees_with_a_full_recheck_through_random_changes() {
+        random_changes(true);
+    }
+
+    fn random_changes(watched: bool) {
         let d = tempfile::tempdir().unwrap();
         let home = d.path();
         let mut seed: u64 = 0x5eed_1234_abcd_0042;
@@ -1593,8 +1605,9 @@ mod listing_memo {
         // written within LIST_RECENT of the memo's last look (so re-checked on every listing)
         let mut fresh: Vec<String> = Vec::new();
         // An idle session's change shows within LIST_STALE only: change idle ones while hot.
+        // Watched: nothing is made hot for a change (the watcher must see it).
         let touch = |id: &str, hot: &mut Vec<String>, fresh: &[String]| {
-            if !fresh.iter().any(|f| f == id) && !hot.iter().any(|h| h == id) {
+            if !watched && !fresh.iter().any(|f| f == id) && !hot.iter().any(|h| h == id) {
                 hot.push(id.to_string());
             }
         };
@@ -1688,7 +1701,153 @@ mod listing_memo {
                 "step {step} (op {op})"
             );
             assert_eq!(cached.by_id.len(), cached.sessions.len());
+            if watched {
+                // a new folder's watch lands (the next listing looks at it under watch)
+                #[cfg(target_os = "linux")]
+                crate::store::index::with_watch(home, |w| w.settle());
+            }
         }
+        if watched {
+            let (_, state) = crate::store::index::memo_probe(home).unwrap();
+            assert_eq!(state, Ok(()), "the watcher held to the end");
+        }
+    }
+
+    /// List, let the watches land, list again (each folder looked at once more under watch).
+    #[cfg(target_os = "linux")]
+    fn watched(home: &Path) {
+        list_briefs_cached(home, []);
+        crate::store::index::with_watch(home, |w| w.settle());
+        list_briefs_cached(home, []);
+        let (_, state) = crate::store::index::memo_probe(home).unwrap();
+        assert_eq!(state, Ok(()));
+    }
+
+    #[cfg(target_os = "linux")]
+    fn rechecked(home: &Path) -> usize {
+        crate::store::index::memo_probe(home).unwrap().0
+    }
+
+    /// A watched home is not swept: past LIST_STALE a listing looks at nothing, and a change by a
+    /// writer that publishes no presence (never hot, its mtime set back) shows on the very next
+    /// listing, which looks at that folder only.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_watched_home_shows_an_outside_change_at_once_without_a_sweep() {
+        let d = tempfile::tempdir().unwrap();
+        let home = d.path();
+        for id in ["s-a", "s-b", "s-c", "s-d"] {
+            write_old(home, id, id);
+        }
+        watched(home);
+        std::thread::sleep(LIST_STALE + Duration::from_millis(100));
+        let before = list_briefs_cached(home, []);
+        assert_eq!(rechecked(home), 0, "no sweep past LIST_STALE");
+        let check = |what: &str, n: usize| {
+            let cached = list_briefs_cached(home, []);
+            assert_eq!(shape(&cached), shape(&list_briefs(home)), "{what}");
+            assert_eq!(rechecked(home), n, "{what}: folders looked at");
+            cached
+        };
+        // an append
+        append_title(home, "s-a", "second", true);
+        let l = check("append", 1);
+        assert!(!Arc::ptr_eq(&l, &before));
+        assert!(shape(&l).0.contains(&("s-a".into(), Some("second".into()))));
+        // a newer generation
+        let mut b = LogBuilder::v0("s-b", Some("/w/memo"), BASE_TIME);
+        b.title("gen", serde_json::json!({"kind":"user"}), &[]);
+        let g = home
+            .join("sessions")
+            .join(P)
+            .join("s-b")
+            .join("session.v2.jsonl.zstd");
+        fs::write(&g, b.zstd()).unwrap();
+        age(&g);
+        let l = check("generation", 1);
+        assert!(shape(&l).0.contains(&("s-b".into(), Some("gen".into()))));
+        // the log replaced by a rename (an atomic rewrite), its mtime set back
+        let mut b = LogBuilder::v0("s-c", Some("/w/memo"), BASE_TIME);
+        b.title("rewritten", serde_json::json!({"kind":"user"}), &[]);
+        let tmp = home.join("sessions").join(P).join("s-c").join("tmp");
+        fs::write(&tmp, b.zstd()).unwrap();
+        age(&tmp);
+        fs::rename(&tmp, log_path(home, "s-c")).unwrap();
+        let l = check("rewrite", 1);
+        assert!(shape(&l)
+            .0
+            .contains(&("s-c".into(), Some("rewritten".into()))));
+        // a new session, a deleted one, a renamed folder: the walk shows them at once
+        write_old(home, "s-e", "new");
+        let l = check("new", 1);
+        assert!(shape(&l).0.contains(&("s-e".into(), Some("new".into()))));
+        // its watch lands: the next listing looks at it once more, under watch
+        crate::store::index::with_watch(home, |w| w.settle());
+        check("new, under watch", 1);
+        fs::remove_dir_all(home.join("sessions").join(P).join("s-c")).unwrap();
+        let l = check("deleted", 0);
+        assert!(!shape(&l).0.iter().any(|(id, _)| id == "s-c"));
+        fs::rename(
+            home.join("sessions").join(P).join("s-d"),
+            home.join("sessions").join(P).join("s-z"),
+        )
+        .unwrap();
+        check("renamed", 1);
+        // nothing more: the same listing, nothing looked at
+        crate::store::index::with_watch(home, |w| w.settle());
+        let a = list_briefs_cached(home, []);
+        let b = list_briefs_cached(home, []);
+        assert!(Arc::ptr_eq(&a, &b));
+        assert_eq!(rechecked(home), 0);
+        assert_eq!(crate::store::index::memo_probe(home).unwrap().1, Ok(()));
+    }
+
+    /// An overflowed event queue ends the watcher: the home is swept again (an outside append
+    /// shows within LIST_STALE, by a sweep of every folder).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn an_event_queue_overflow_falls_back_to_the_sweep() {
+        let d = tempfile::tempdir().unwrap();
+        let home = d.path();
+        for id in ["s-a", "s-b", "s-c"] {
+            write_old(home, id, id);
+        }
+        watched(home);
+        crate::store::index::with_watch(home, |w| w.inject(inotify::EventMask::Q_OVERFLOW));
+        append_title(home, "s-a", "second", true);
+        list_briefs_cached(home, []);
+        let (_, state) = crate::store::index::memo_probe(home).unwrap();
+        assert!(
+            state.as_ref().is_err_and(|w| w.contains("overflow")),
+            "{state:?}"
+        );
+        std::thread::sleep(LIST_STALE + Duration::from_millis(100));
+        assert_eq!(titles(home, [])[0], pair("s-a", "second"));
+        assert_eq!(rechecked(home), 3, "a sweep");
+    }
+
+    /// More session folders than the watch limit allows: the watches are given back and the
+    /// home is swept as before.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_watch_limit_falls_back_to_the_sweep() {
+        let d = tempfile::tempdir().unwrap();
+        let home = d.path();
+        crate::store::index::set_watch_cap(home, 2);
+        for id in ["s-a", "s-b", "s-c"] {
+            write_old(home, id, id);
+        }
+        list_briefs_cached(home, []);
+        list_briefs_cached(home, []);
+        let (_, state) = crate::store::index::memo_probe(home).unwrap();
+        assert!(
+            state.as_ref().is_err_and(|w| w.contains("2 watches")),
+            "{state:?}"
+        );
+        append_title(home, "s-b", "second", true);
+        std::thread::sleep(LIST_STALE + Duration::from_millis(100));
+        assert_eq!(titles(home, [])[1], pair("s-b", "second"));
+        assert_eq!(rechecked(home), 3, "a sweep");
     }
 
     #[cfg(unix)]

@@ -1,0 +1,367 @@
+//! Change notification for the listing memo (`index::list_cached`): one inotify instance per
+//! home (Linux), a watch on each session folder the memo remembers, a background thread that
+//! keeps the kernel queue drained, and a dirty set the next listing takes. A listing also drains
+//! the queue itself before it decides anything: every change finished before the listing starts
+//! has its event queued by then (inotify queues in the writer's system call), so a memo covered
+//! by a watch needs no periodic re-check.
+//!
+//! Any doubt ends the watcher and the home goes back to the periodic sweep (`LIST_STALE`): a
+//! queue overflow, an unmount, a watch limit (`max_user_watches`, or more session folders than
+//! [`cap`] allows: the watches are given back so other programs keep theirs), a failed read, a
+//! file system whose changes can come from elsewhere (NFS, SMB, FUSE, 9p, Ceph, ...). A folder
+//! that cannot be watched alone (a link, a folder gone meanwhile) is swept as before.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// After the watcher of a home ended, how long that home is swept before a new one is tried.
+pub const WATCH_RETRY: Duration = Duration::from_secs(60);
+
+#[cfg(target_os = "linux")]
+pub use imp::Watch;
+
+#[cfg(not(target_os = "linux"))]
+pub use stub::Watch;
+
+#[cfg(not(target_os = "linux"))]
+mod stub {
+    use super::*;
+
+    /// No change notification here: every home is swept.
+    pub struct Watch {
+        pub epoch: u64,
+    }
+
+    impl Watch {
+        pub fn start(_home: &Path) -> Result<Watch, String> {
+            Err("no change notification on this OS".into())
+        }
+        pub fn take(&self) -> Result<HashSet<PathBuf>, String> {
+            Ok(HashSet::new())
+        }
+        pub fn since_ok(&self, dirs: &[&Path], _now: Instant) -> Vec<bool> {
+            vec![false; dirs.len()]
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+mod imp {
+    use super::*;
+    use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask, Watches};
+    use std::collections::HashMap;
+    use std::os::unix::io::AsRawFd;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::{Arc, Mutex, MutexGuard};
+
+    static EPOCH: AtomicU64 = AtomicU64::new(1);
+
+    /// Most watches one home may hold: a quarter of the user's `max_user_watches` (other programs
+    /// share it), at most 65,536.
+    fn cap() -> usize {
+        let max = std::fs::read_to_string("/proc/sys/fs/inotify/max_user_watches")
+            .ok()
+            .and_then(|s| s.trim().parse::<usize>().ok())
+            .unwrap_or(8192);
+        (max / 4).min(65_536)
+    }
+
+    const MASK: WatchMask = WatchMask::MODIFY
+        .union(WatchMask::ATTRIB)
+        .union(WatchMask::CREATE)
+        .union(WatchMask::DELETE)
+        .union(WatchMask::MOVED_FROM)
+        .union(WatchMask::MOVED_TO)
+        .union(WatchMask::DELETE_SELF)
+        .union(WatchMask::MOVE_SELF)
+        .union(WatchMask::ONLYDIR)
+        .union(WatchMask::DONT_FOLLOW);
+
+    struct State {
+        inotify: Inotify,
+        watches: Watches,
+        by_wd: HashMap<WatchDescriptor, Arc<Path>>,
+        /// Each watched session folder: its watch and when the watch was in place.
+        by_dir: HashMap<Arc<Path>, (WatchDescriptor, Instant)>,
+        /// Folders a listing asked to watch (added by the thread).
+        pending: HashSet<PathBuf>,
+        /// Folders changed since the last listing took the set.
+        dirty: HashSet<PathBuf>,
+        /// Why this watcher can no longer be trusted.
+        broken: Option<String>,
+        cap: usize,
+    }
+
+    struct Shared {
+        state: Mutex<State>,
+        fd: i32,
+        stop: AtomicBool,
+    }
+
+    /// The watcher of one home (owned by its memo). Dropping it stops its thread, which closes
+    /// the inotify descriptor (every watch goes with it).
+    pub struct Watch {
+        shared: Arc<Shared>,
+        /// Memos covered by this watcher carry its epoch (a new watcher covers nothing yet).
+        pub epoch: u64,
+    }
+
+    impl Drop for Watch {
+        fn drop(&mut self) {
+            self.shared.stop.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// File systems whose changes may be made by another machine (or a user-space server) that
+    /// inotify never hears of.
+    fn remote_fs(p: &Path) -> Option<String> {
+        use std::os::unix::ffi::OsStrExt;
+        let c = std::ffi::CString::new(p.as_os_str().as_bytes()).ok()?;
+        let mut st = std::mem::MaybeUninit::<libc::statfs>::uninit();
+        // SAFETY: a NUL-terminated path and a buffer of the right type, read only on success.
+        let r = unsafe { libc::statfs(c.as_ptr(), st.as_mut_ptr()) };
+        if r != 0 {
+            return Some("statfs failed".into());
+        }
+        // SAFETY: see above.
+        let st = unsafe { st.assume_init() };
+        #[allow(clippy::unnecessary_cast)] // `f_type`'s type differs between targets
+        let t = st.f_type as i64 as u32;
+        const REMOTE: [u32; 12] = [
+            0x6969,      // NFS
+            0x517B,      // SMB
+            0xFF53_4D42, // CIFS
+            0xFE53_4D42, // SMB2
+            0x6573_5546, // FUSE
+            0x0102_1997, // 9p
+            0x00C3_6400, // Ceph
+            0x5346_414F, // AFS
+            0x6B41_4653, // kAFS
+            0x7375_7245, // Coda
+            0x7461_636F, // OCFS2
+            0x0116_1970, // GFS2
+        ];
+        REMOTE
+            .contains(&t)
+            .then(|| format!("file system type {t:#x} may change without notice"))
+    }
+
+    impl Watch {
+        /// A watcher for `home` (nothing watched yet: [`Watch::since_ok`] asks for folders).
+        pub fn start(home: &Path) -> Result<Watch, String> {
+            Self::start_capped(home, cap())
+        }
+
+        pub fn start_capped(home: &Path, cap: usize) -> Result<Watch, String> {
+            let root = home.join("sessions");
+            if let Some(why) = remote_fs(if root.is_dir() { &root } else { home }) {
+                return Err(why);
+            }
+            let inotify = Inotify::init().map_err(|e| format!("inotify_init: {e}"))?;
+            let fd = inotify.as_raw_fd();
+            let watches = inotify.watches();
+            let shared = Arc::new(Shared {
+                state: Mutex::new(State {
+                    inotify,
+                    watches,
+                    by_wd: HashMap::new(),
+                    by_dir: HashMap::new(),
+                    pending: HashSet::new(),
+                    dirty: HashSet::new(),
+                    broken: None,
+                    cap,
+                }),
+                fd,
+                stop: AtomicBool::new(false),
+            });
+            let s = shared.clone();
+            std::thread::Builder::new()
+                .name("dsh-list-watch".into())
+                .spawn(move || run(&s))
+                .map_err(|e| format!("thread: {e}"))?;
+            Ok(Watch {
+                shared,
+                epoch: EPOCH.fetch_add(1, Ordering::Relaxed),
+            })
+        }
+
+        fn lock(&self) -> MutexGuard<'_, State> {
+            self.shared.state.lock().unwrap_or_else(|p| p.into_inner())
+        }
+
+        /// The folders changed since the last call (the queue drained first). Err: this watcher
+        /// can no longer be trusted (the reason).
+        pub fn take(&self) -> Result<HashSet<PathBuf>, String> {
+            let mut st = self.lock();
+            drain(&mut st);
+            match &st.broken {
+                Some(why) => Err(why.clone()),
+                None => Ok(std::mem::take(&mut st.dirty)),
+            }
+        }
+
+        /// For each folder: watched since before `now` (a check that starts at `now` or later is
+        /// then kept current by the events). A folder not watched yet is asked for.
+        pub fn since_ok(&self, dirs: &[&Path], now: Instant) -> Vec<bool> {
+            let mut st = self.lock();
+            let st = &mut *st;
+            let mut out = Vec::with_capacity(dirs.len());
+            for d in dirs {
+                match st.by_dir.get(*d) {
+                    Some((_, since)) => out.push(*since <= now),
+                    None => {
+                        if !st.pending.contains(*d) {
+                            if st.by_dir.len() + st.pending.len() >= st.cap {
+                                st.broken.get_or_insert_with(|| {
+                                    format!("more session folders than {} watches", st.cap)
+                                });
+                            } else {
+                                st.pending.insert(d.to_path_buf());
+                            }
+                        }
+                        out.push(false);
+                    }
+                }
+            }
+            out
+        }
+
+        /// Feed one event as the kernel would (tests: an overflow).
+        #[cfg(test)]
+        pub fn inject(&self, mask: EventMask) {
+            let mut st = self.lock();
+            apply(&mut st, None, mask);
+        }
+
+        /// Wait (≤ 10 s) until every folder asked for has been watched.
+        #[cfg(test)]
+        pub fn settle(&self) {
+            for _ in 0..1000 {
+                if self.lock().pending.is_empty() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+
+    fn drain(st: &mut State) {
+        let mut buf = [0u8; 4096];
+        loop {
+            match st.inotify.read_events(&mut buf) {
+                Ok(events) => {
+                    let mut n = 0;
+                    let got: Vec<(WatchDescriptor, EventMask)> =
+                        events.map(|e| (e.wd, e.mask)).collect();
+                    for (wd, mask) in got {
+                        n += 1;
+                        apply(st, Some(wd), mask);
+                    }
+                    if n == 0 {
+                        return;
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    st.broken
+                        .get_or_insert_with(|| format!("inotify read: {e}"));
+                    return;
+                }
+            }
+        }
+    }
+
+    fn apply(st: &mut State, wd: Option<WatchDescriptor>, mask: EventMask) {
+        if mask.contains(EventMask::Q_OVERFLOW) {
+            st.broken
+                .get_or_insert_with(|| "inotify queue overflow".into());
+            return;
+        }
+        if mask.contains(EventMask::UNMOUNT) {
+            st.broken
+                .get_or_insert_with(|| "a watched file system was unmounted".into());
+            return;
+        }
+        let Some(wd) = wd else { return };
+        let Some(dir) = st.by_wd.get(&wd).cloned() else {
+            return;
+        };
+        st.dirty.insert(dir.to_path_buf());
+        if mask.intersects(EventMask::IGNORED | EventMask::DELETE_SELF | EventMask::MOVE_SELF) {
+            // The folder at this path is gone or is another one now: not watched any more.
+            if !mask.contains(EventMask::IGNORED) {
+                let _ = st.watches.remove(wd.clone());
+            }
+            st.by_wd.remove(&wd);
+            if st.by_dir.get(&dir).is_some_and(|(w, _)| *w == wd) {
+                st.by_dir.remove(&dir);
+            }
+        }
+    }
+
+    /// Add up to `n` asked-for watches. A folder that cannot be watched (a link, gone, not a
+    /// folder) stays swept; a limit ends the watcher.
+    fn add_pending(st: &mut State, n: usize) {
+        let batch: Vec<PathBuf> = st.pending.iter().take(n).cloned().collect();
+        for p in batch {
+            st.pending.remove(&p);
+            if st.broken.is_some() || st.by_dir.contains_key(p.as_path()) {
+                continue;
+            }
+            match st.watches.add(&p, MASK) {
+                Ok(wd) => {
+                    if st.by_wd.contains_key(&wd) {
+                        // the same folder under another path (an alias): keep the first one
+                        continue;
+                    }
+                    let p: Arc<Path> = Arc::from(p.as_path());
+                    st.by_wd.insert(wd.clone(), p.clone());
+                    st.by_dir.insert(p.clone(), (wd, Instant::now()));
+                    // the next listing looks at it once more, now under watch
+                    st.dirty.insert(p.to_path_buf());
+                }
+                Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => {
+                    st.broken = Some("inotify watch limit (max_user_watches) reached".into());
+                }
+                Err(e) if e.raw_os_error() == Some(libc::ENOMEM) => {
+                    st.broken = Some("inotify: out of kernel memory".into());
+                }
+                Err(_) => {}
+            }
+        }
+        if st.broken.is_some() {
+            st.pending.clear();
+        }
+    }
+
+    fn run(s: &Shared) {
+        while !s.stop.load(Ordering::Relaxed) {
+            let busy = {
+                let st = s.state.lock().unwrap_or_else(|p| p.into_inner());
+                !st.pending.is_empty() && st.broken.is_none()
+            };
+            if !busy {
+                let mut pfd = libc::pollfd {
+                    fd: s.fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd; the descriptor lives as long as `s` (held here).
+                unsafe { libc::poll(&mut pfd, 1, 200) };
+            }
+            let mut st = s.state.lock().unwrap_or_else(|p| p.into_inner());
+            drain(&mut st);
+            add_pending(&mut st, 512);
+            if st.broken.is_some() {
+                // nothing more to do: the next listing ends this watcher
+                drop(st);
+                while !s.stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+                return;
+            }
+        }
+    }
+}
