@@ -918,7 +918,8 @@ pub fn list_cached(home: &Path, hot: &HashSet<String>) -> Arc<super::BriefListin
             todo.extend(extra.into_iter().filter(|x| !have.contains(x)));
         }
     }
-    // Which of them are watched since before this call (the others are asked for).
+    // Which of them are watched since before this call (the others are asked for at the end of
+    // the call: the watches land while nothing else runs).
     let since_ok: Vec<bool> = match &watch {
         WatchSlot::On(w) if !todo.is_empty() => {
             let dirs: Vec<&Path> = todo
@@ -989,6 +990,17 @@ pub fn list_cached(home: &Path, hot: &HashSet<String>) -> Arc<super::BriefListin
         _ => None,
     };
     let listing = listing.unwrap_or_else(|| Arc::new(build_listing(home, &walk, &memos)));
+    if let WatchSlot::On(w) = &watch {
+        let ask: Vec<&Path> = todo
+            .iter()
+            .zip(&since_ok)
+            .filter(|&(&(k, j), &ok)| !ok && memos[k][j].as_ref().is_some_and(|m| m.watched == 0))
+            .map(|(&(k, j), _)| projects[k][j].as_path())
+            .collect();
+        if !ask.is_empty() {
+            w.ask(&ask);
+        }
+    }
     *held = Some(HomeMemo {
         walk,
         memos,

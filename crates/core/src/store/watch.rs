@@ -17,6 +17,9 @@ use std::time::{Duration, Instant};
 
 /// After the watcher of a home ended, how long that home is swept before a new one is tried.
 pub const WATCH_RETRY: Duration = Duration::from_secs(60);
+/// Set (not empty, not `0`): no watcher, every home is swept (a file system where change
+/// notification is known to lie; the bench's baseline).
+pub const NO_WATCH: &str = "DSH_SESSION_MAIL_NO_WATCH";
 
 #[cfg(target_os = "linux")]
 pub use imp::Watch;
@@ -43,6 +46,7 @@ mod stub {
         pub fn since_ok(&self, dirs: &[&Path], _now: Instant) -> Vec<bool> {
             vec![false; dirs.len()]
         }
+        pub fn ask(&self, _dirs: &[&Path]) {}
     }
 }
 
@@ -148,8 +152,11 @@ mod imp {
     }
 
     impl Watch {
-        /// A watcher for `home` (nothing watched yet: [`Watch::since_ok`] asks for folders).
+        /// A watcher for `home` (nothing watched yet: [`Watch::ask`] asks for folders).
         pub fn start(home: &Path) -> Result<Watch, String> {
+            if std::env::var_os(NO_WATCH).is_some_and(|v| !v.is_empty() && v != "0") {
+                return Err(format!("{NO_WATCH} is set"));
+            }
             Self::start_capped(home, cap())
         }
 
@@ -202,29 +209,33 @@ mod imp {
         }
 
         /// For each folder: watched since before `now` (a check that starts at `now` or later is
-        /// then kept current by the events). A folder not watched yet is asked for.
+        /// then kept current by the events).
         pub fn since_ok(&self, dirs: &[&Path], now: Instant) -> Vec<bool> {
+            let st = self.lock();
+            dirs.iter()
+                .map(|d| st.by_dir.get(*d).is_some_and(|(_, since)| *since <= now))
+                .collect()
+        }
+
+        /// Ask for these folders to be watched (the thread adds them; each is then marked dirty so
+        /// the next listing looks at it once more, under watch). More than the cap ends the
+        /// watcher.
+        pub fn ask(&self, dirs: &[&Path]) {
             let mut st = self.lock();
             let st = &mut *st;
-            let mut out = Vec::with_capacity(dirs.len());
             for d in dirs {
-                match st.by_dir.get(*d) {
-                    Some((_, since)) => out.push(*since <= now),
-                    None => {
-                        if !st.pending.contains(*d) {
-                            if st.by_dir.len() + st.pending.len() >= st.cap {
-                                st.broken.get_or_insert_with(|| {
-                                    format!("more session folders than {} watches", st.cap)
-                                });
-                            } else {
-                                st.pending.insert(d.to_path_buf());
-                            }
-                        }
-                        out.push(false);
-                    }
+                if st.by_dir.contains_key(*d) || st.pending.contains(*d) {
+                    continue;
                 }
+                if st.by_dir.len() + st.pending.len() >= st.cap {
+                    st.broken.get_or_insert_with(|| {
+                        format!("more session folders than {} watches", st.cap)
+                    });
+                    st.pending.clear();
+                    return;
+                }
+                st.pending.insert(d.to_path_buf());
             }
-            out
         }
 
         /// Feed one event as the kernel would (tests: an overflow).
