@@ -102,13 +102,17 @@ async function scaleRows() {
   const cold = median(runs.map(r => r.coldMs))
   const coldCpu = median(runs.map(r => r.coldCpuMs)) // user + system, all threads: what the load inflates least
   const warm = median(runs.map(r => median(r.warmMs)))
-  const stale = median(runs.flatMap(r => r.staleMs))
   const rss = median(runs.map(r => r.rssKb))
   const coldSwept = median(swept.map(r => r.coldMs))
   row(`list ${SCALE_N} sessions, cold (fresh process)`, `${fmt(cold)} (cpu ${fmt(coldCpu)})`, `read all ${files} logs ${fmt(base)}; no watch ${fmt(coldSwept)}`, `${(cold / base).toFixed(2)}×`, '≤ 0.5 s', cold <= 500)
   row(`list ${SCALE_N} sessions, warm${same ? '' : ' (text differs from cold!)'}`, fmt(warm), `cold ${fmt(cold)}`, `${(warm / cold).toFixed(3)}×`, '≤ 20 ms', same && warm <= 20)
+  // watched: the first of those calls looks at every folder once more (their watches landed after the cold call
+  // looked); from the second on, only folders an event marked
   const sweep = median(swept.flatMap(r => r.staleMs))
-  row(`list ${SCALE_N} sessions, warm, 2.1 s after the last (watched: changed folders only)`, fmt(stale), `sweep (no watch) ${fmt(sweep)}`, `${(stale / sweep).toFixed(3)}×`, '≤ 20 ms', stale <= 20)
+  const settled = median(runs.map(r => r.staleMs[r.staleMs.length - 1]))
+  const landing = median(runs.map(r => r.staleMs[0]))
+  row(`list ${SCALE_N} sessions, warm, 2.1 s after the last (watched: changed folders only)`, fmt(settled), `sweep (no watch) ${fmt(sweep)}`, `${(settled / sweep).toFixed(3)}×`, '≤ 20 ms', settled <= 20)
+  row(`list ${SCALE_N} sessions, the first call after the watches landed (each folder once more)`, fmt(landing), `sweep (no watch) ${fmt(sweep)}`, `${(landing / sweep).toFixed(3)}×`, '—')
   row(`RSS with the warm ${SCALE_N}-session listing (Δ VmRSS)`, `${((rss - load.rssKb) / 1024).toFixed(1)} MB`, `addon only ${(load.rssKb / 1024).toFixed(1)} MB`, `${(rss / load.rssKb).toFixed(2)}×`, '—')
 }
 

@@ -788,20 +788,20 @@ pub fn list_cached(home: &Path, hot: &HashSet<String>) -> Arc<super::BriefListin
     // Held to the end of the call (a panic leaves `None`: the next listing starts cold).
     let mut held = slot.lock().unwrap_or_else(|p| p.into_inner());
     let mut old = held.take();
-    let now = Instant::now();
+    let started = Instant::now();
     // The changes the watcher saw (drained before the walk: a change finished before this call
     // started is in it), or the sweep when there is no watcher (or it could not be trusted).
     let watch = match old.as_mut().map(|o| {
         std::mem::replace(
             &mut o.watch,
             WatchSlot::Off {
-                retry: now,
+                retry: started,
                 why: String::new(),
             },
         )
     }) {
-        None => WatchSlot::start(home, now),
-        Some(WatchSlot::Off { retry, .. }) if retry <= now => WatchSlot::start(home, now),
+        None => WatchSlot::start(home, started),
+        Some(WatchSlot::Off { retry, .. }) if retry <= started => WatchSlot::start(home, started),
         Some(w) => w,
     };
     let (watch, epoch, dirty) = match watch {
@@ -812,7 +812,7 @@ pub fn list_cached(home: &Path, hot: &HashSet<String>) -> Arc<super::BriefListin
             }
             Err(why) => (
                 WatchSlot::Off {
-                    retry: now + super::watch::WATCH_RETRY,
+                    retry: started + super::watch::WATCH_RETRY,
                     why,
                 },
                 0,
@@ -821,6 +821,9 @@ pub fn list_cached(home: &Path, hot: &HashSet<String>) -> Arc<super::BriefListin
         },
         off => (off, 0, HashSet::new()),
     };
+    // Every check of this call starts after `now`, which is after the take: a watch in place by
+    // then (its `since` ≤ `now`) reports any change the checks do not see.
+    let now = Instant::now();
     let walk = layout::walk_projects(home);
     let wall = SystemTime::now();
     let mut rebuild = old.as_ref().is_none_or(|o| o.walk != walk);
