@@ -663,6 +663,26 @@ struct HomeMemo {
     /// Sessions the last call looked at again (tests).
     #[cfg_attr(not(test), allow(dead_code))]
     rechecked: usize,
+    /// The identity of the sessions root and of each project folder of `walk` (see
+    /// [`folder_ids`]).
+    folders: Vec<(PathBuf, Option<(u64, u64)>)>,
+}
+
+/// The identity (dev, ino) of the sessions root and of each project folder a walk listed (links
+/// followed: a link retargeted is another folder).
+fn folder_ids(home: &Path, walk: &[layout::ProjectWalk]) -> Vec<(PathBuf, Option<(u64, u64)>)> {
+    let id = |p: &Path| {
+        (
+            p.to_path_buf(),
+            fs::metadata(p).ok().and_then(|m| file_key(&m)),
+        )
+    };
+    std::iter::once(id(&home.join("sessions")))
+        .chain(walk.iter().filter_map(|p| match p {
+            layout::ProjectWalk::Entries { project, .. } => Some(id(project)),
+            layout::ProjectWalk::Note(_) => None,
+        }))
+        .collect()
 }
 
 /// The change notification of one home.
@@ -804,7 +824,7 @@ pub fn list_cached(home: &Path, hot: &HashSet<String>) -> Arc<super::BriefListin
         Some(WatchSlot::Off { retry, .. }) if retry <= started => WatchSlot::start(home, started),
         Some(w) => w,
     };
-    let (watch, epoch, dirty) = match watch {
+    let (mut watch, mut epoch, mut dirty) = match watch {
         WatchSlot::On(w) => match w.take() {
             Ok(dirty) => {
                 let epoch = w.epoch;
@@ -826,6 +846,26 @@ pub fn list_cached(home: &Path, hot: &HashSet<String>) -> Arc<super::BriefListin
     let now = Instant::now();
     let walk = layout::walk_projects(home);
     let wall = SystemTime::now();
+    // The watches hang on the folders' inodes, the memos on their paths: when the sessions root or
+    // a project folder (by path) is another folder than last time (replaced, moved, a link retargeted), the
+    // session folders under it are other ones too, watched or not. A new watcher then (nothing is
+    // covered until it has watched each folder again; the 2 s rule meanwhile).
+    let folders = folder_ids(home, &walk);
+    if let (WatchSlot::On(_), Some(o)) = (&watch, &old) {
+        let was: HashMap<&Path, Option<(u64, u64)>> =
+            o.folders.iter().map(|(p, id)| (p.as_path(), *id)).collect();
+        if folders
+            .iter()
+            .any(|(p, id)| was.get(p.as_path()).is_some_and(|w| w != id))
+        {
+            watch = WatchSlot::start(home, started);
+            epoch = match &watch {
+                WatchSlot::On(w) => w.epoch,
+                WatchSlot::Off { .. } => 0,
+            };
+            dirty.clear();
+        }
+    }
     let mut rebuild = old.as_ref().is_none_or(|o| o.walk != walk);
     let (old_listing, mut old_projects) = match old {
         None => (None, HashMap::new()),
@@ -1010,6 +1050,7 @@ pub fn list_cached(home: &Path, hot: &HashSet<String>) -> Arc<super::BriefListin
         listing: listing.clone(),
         watch,
         rechecked,
+        folders,
     });
     listing
 }

@@ -1802,6 +1802,39 @@ mod listing_memo {
         assert_eq!(crate::store::index::memo_probe(home).unwrap().1, Ok(()));
     }
 
+    /// A project folder replaced by a copy (other inodes, the same names, old mtimes): the
+    /// watches were on the old session folders, so none of the copies is covered; a change to
+    /// one shows as soon as the 2 s rule allows (here at once: the memo's last look is older).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_project_folder_replaced_under_a_watched_home_is_looked_at_again() {
+        let d = tempfile::tempdir().unwrap();
+        let home = d.path();
+        for id in ["s-a", "s-b"] {
+            write_old(home, id, id);
+        }
+        watched(home);
+        std::thread::sleep(LIST_STALE + Duration::from_millis(100));
+        list_briefs_cached(home, []);
+        assert_eq!(rechecked(home), 0);
+        let project = home.join("sessions").join(P);
+        fs::rename(&project, home.join("moved")).unwrap();
+        for id in ["s-a", "s-b"] {
+            let from = home.join("moved").join(id).join("session.jsonl.zstd");
+            let to = log_path(home, id);
+            fs::create_dir_all(to.parent().unwrap()).unwrap();
+            fs::copy(&from, &to).unwrap();
+            age(&to);
+            age(to.parent().unwrap());
+        }
+        age(&project);
+        append_title(home, "s-a", "second", true);
+        let l = list_briefs_cached(home, []);
+        assert_eq!(shape(&l), shape(&list_briefs(home)));
+        assert!(shape(&l).0.contains(&("s-a".into(), Some("second".into()))));
+        assert_eq!(crate::store::index::memo_probe(home).unwrap().1, Ok(()));
+    }
+
     /// An overflowed event queue ends the watcher: the home is swept again (an outside append
     /// shows within LIST_STALE, by a sweep of every folder).
     #[cfg(target_os = "linux")]
