@@ -361,12 +361,21 @@ mod imp {
                 };
                 // SAFETY: one valid pollfd; the descriptor lives as long as `s` (held here).
                 unsafe { libc::poll(&mut pfd, 1, 200) };
+                // a session being written wakes this on every write: batch them (a listing
+                // drains the queue itself, so this only bounds the queue, far below overflow)
+                std::thread::sleep(Duration::from_millis(50));
             }
             let mut st = s.state.lock().unwrap_or_else(|p| p.into_inner());
             drain(&mut st);
             add_pending(&mut st, 512);
             if st.broken.is_some() {
-                // nothing more to do: the next listing ends this watcher
+                // Give the watches back now (other programs share the user's limit); the next
+                // listing ends this watcher.
+                let wds: Vec<WatchDescriptor> = st.by_wd.drain().map(|(wd, _)| wd).collect();
+                for wd in wds {
+                    let _ = st.watches.remove(wd);
+                }
+                st.by_dir.clear();
                 drop(st);
                 while !s.stop.load(Ordering::Relaxed) {
                     std::thread::sleep(Duration::from_millis(200));
