@@ -40,6 +40,10 @@ mod stub {
         pub fn start(_home: &Path) -> Result<Watch, String> {
             Err("no change notification on this OS".into())
         }
+        #[cfg(test)]
+        pub fn start_capped(home: &Path, _cap: usize) -> Result<Watch, String> {
+            Self::start(home)
+        }
         pub fn take(&self) -> Result<HashSet<PathBuf>, String> {
             Ok(HashSet::new())
         }
