@@ -234,3 +234,21 @@ mod tests {
         assert!(check_private_dir(&l).unwrap_err().contains("symbolic link"));
     }
 }
+
+/// A new file only this user can read or write (0600), created exclusively and never through a link
+/// (`O_NOFOLLOW`): the temp file of an atomic write into the plugin's own folders (presence, mailbox).
+#[cfg(unix)]
+pub fn create_private(p: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(p)
+}
+
+#[cfg(not(unix))]
+pub fn create_private(p: &Path) -> io::Result<File> {
+    OpenOptions::new().write(true).create_new(true).open(p)
+}

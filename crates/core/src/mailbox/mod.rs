@@ -29,7 +29,7 @@
 //! without following links and without blocking, sizes and counts are capped, and an envelope whose
 //! request id, session or name disagree is deleted unread.
 
-use std::fs::{self, File};
+use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
@@ -134,27 +134,11 @@ pub fn addressable(session: &str) -> bool {
     shard_name(session).is_some()
 }
 
-#[cfg(unix)]
-fn create_private(p: &Path) -> io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(p)
-}
-
-#[cfg(not(unix))]
-fn create_private(p: &Path) -> io::Result<File> {
-    fs::OpenOptions::new().write(true).create_new(true).open(p)
-}
-
 /// Write `bytes` to `dest` atomically: a private temp file in the same folder, synced, renamed.
 fn write_atomic(dir: &Path, dest: &Path, bytes: &[u8]) -> io::Result<()> {
     let tmp = dir.join(format!(".{}.tmp", uuid::Uuid::new_v4().simple()));
     let r = (|| {
-        let mut f = create_private(&tmp)?;
+        let mut f = fsafe::create_private(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
         fs::rename(&tmp, dest)

@@ -18,6 +18,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::fsafe;
+
 pub mod foreign;
 
 /// A record older than this is ignored (the publisher refreshes every [`REFRESH_MS`]).
@@ -118,7 +120,7 @@ pub fn publish(home: &Path, record: &Record, now_ms: i64) -> Result<(), String> 
     let text = serde_json::to_vec(&r).map_err(|e| e.to_string())?;
     let tmp = d.join(format!(".{}.{}.tmp", r.pid, uuid::Uuid::new_v4().simple()));
     let written = (|| -> io::Result<()> {
-        let mut f = create_private(&tmp)?;
+        let mut f = fsafe::create_private(&tmp)?;
         f.write_all(&text)?;
         fs::rename(&tmp, record_path(home, r.pid))
     })();
@@ -127,22 +129,6 @@ pub fn publish(home: &Path, record: &Record, now_ms: i64) -> Result<(), String> 
         return Err(format!("presence record: {e}"));
     }
     Ok(())
-}
-
-#[cfg(unix)]
-fn create_private(p: &Path) -> io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(p)
-}
-
-#[cfg(not(unix))]
-fn create_private(p: &Path) -> io::Result<File> {
-    fs::OpenOptions::new().write(true).create_new(true).open(p)
 }
 
 /// Remove this process's record (plugin disposed, process exiting).
