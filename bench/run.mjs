@@ -98,7 +98,7 @@ function zstdDecompress(files) {
 
 // ---------------------------------------------------------------- output parsing (sanity checks)
 const isRefusal = (text) => typeof text === 'string' && text.startsWith('refused')
-/** Row ids and titles of a sessions_list text (docs/architecture.md "sessions_list — output"). */
+/** Row ids and titles of a sessions_list text (docs/output-contract.md "sessions_list — output"). */
 function listRows(text) {
   const rows = []; const lines = text.split('\n')
   for (let i = 0; i < lines.length; i++) {

@@ -5,7 +5,7 @@
 
 // Every byte here is paid on every model request (issue 9 point 6: the four tools as the host sends them
 // ≤ 2.4 kB; test/real-host-slot.test.mjs measures the request body the real host sends). The long form of
-// each rule lives in the seeds, the README and docs/architecture.md; these keep the seeds' meaning.
+// each rule lives in the seeds, the README and docs/output-contract.md; these keep the seeds' meaning.
 
 const SEND_SESSION_MESSAGE_DESCRIPTION = [
   'Message another session\'s agent. The plugin adds the header `From <your session id> ：`; never write one.',

@@ -5,7 +5,7 @@
 // is SIGKILLed: B drops to cold within a bounded time and a queue send wakes it in process 1, once. Then a
 // new process 2' and process 1 send to one target at the same time: each request lands once. Last, the HTTP
 // hand-off is durable: a routed POST that reached a frozen owner lands once although its sender was SIGKILLed
-// before any answer (docs/architecture.md "Routing a send to the owner").
+// before any answer (docs/delivery.md "Routing a send to the owner").
 //
 //   eval "$(bash test/real-host/install-host.sh)" && $DSH_NODE --test --test-concurrency=1 test/real-host-peers.test.mjs
 //

@@ -368,7 +368,7 @@ test('fault: connection reset after the host accepted → accepted, confirmed fr
   assert.equal(r.insertions, 1, 'inserted exactly once')
 })
 
-test('fault: every delivery-stage refusal names its request id (docs/architecture.md: "Refusals after the request id was minted end with `request: <id>`")', () => {
+test('fault: every delivery-stage refusal names its request id (docs/output-contract.md: "Refusals after the request id was minted end with `request: <id>`")', () => {
   for (const name of ['host-down', 'wrong-port', 'stale-cookie-401', 'injected-403', 'http-503']) {
     const r = faultResults[name]
     assert.ok(r, `${name} ran`)

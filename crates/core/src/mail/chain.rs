@@ -22,7 +22,7 @@ use serde::Deserialize;
 use crate::ledger::{self, Filter};
 use crate::mail::REQUEST_ID_PREFIX;
 // The text prefixes of user-role messages the harness injects: the list `sessions_read` hides as
-// harness-injected (docs/architecture.md "sessions_read"), never a human speaking.
+// harness-injected (docs/output-contract.md "sessions_read"), never a human speaking.
 use crate::store::classify::INJECTED_PREFIXES;
 
 /// Prefix of the request id of an idle notice: `dsh-session-mail:notice:<request id of the watched send>`.

@@ -1,7 +1,7 @@
 //! Mail: what the receiving session sees, built only from runtime facts.
 //!
 //! - the `send_session_message` From header (`From <sender id> ：` + `\n` + message, seed 003);
-//! - the `sessions_send` frame (seed 000, lost characters reconstructed in docs/architecture.md);
+//! - the `sessions_send` frame (seed 000, lost characters reconstructed in docs/output-contract.md);
 //! - request ids `dsh-session-mail:<uuid v4>` (seed 003: the marker a program reads in `data.source.rpcId`);
 //! - the forged-header guard (`guard`).
 //!

@@ -1,5 +1,5 @@
 //! Text of `sessions_list` and of the argument refusals shared by `sessions_list` / `sessions_read`
-//! (docs/architecture.md "sessions_list — output", "Common rules").
+//! (docs/output-contract.md "sessions_list — output", "Common rules").
 
 use serde_json::Value;
 

@@ -1,4 +1,4 @@
-//! Text of `sessions_read` (docs/architecture.md "sessions_read — output").
+//! Text of `sessions_read` (docs/output-contract.md "sessions_read — output").
 
 use super::list::{capped, one_line, show_id, MAX_CWD_CHARS, MAX_TITLE_CHARS};
 

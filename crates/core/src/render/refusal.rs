@@ -1,5 +1,5 @@
 //! The text of every refusal: `refused (<code>): <first line>`, then further lines.
-//! The one place a [`Refusal`] becomes text (docs/architecture.md "Common rules").
+//! The one place a [`Refusal`] becomes text (docs/output-contract.md "Common rules").
 
 use crate::outcome::{ArgProblem, Missing, Refusal};
 use crate::render::list::quote_short;

@@ -1,6 +1,6 @@
 //! Which surface messages `sessions_read` shows: the label of a message and its class
 //! (conversation, harness-injected, system/plugin notice, empty), from the tables of injected
-//! prefixes, forms and producers (docs/architecture.md "sessions_read — output").
+//! prefixes, forms and producers (docs/output-contract.md "sessions_read — output").
 
 use super::events::{MessageLite, Role};
 use super::fold::Class;
