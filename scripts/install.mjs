@@ -22,8 +22,8 @@
 //
 // Exit codes: 0 success, 2 bad usage / not a profile, 1 any other failure (message on stderr).
 
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmdirSync } from 'node:fs'
-import { basename, dirname, join, resolve } from 'node:path'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmdirSync } from 'node:fs'
+import { basename, dirname, join, relative, resolve, sep } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parse, UsageError } from '../lib/cli/args.js'
 import { resolveDshHome } from '../lib/home.js'
@@ -31,6 +31,7 @@ import { loadCore } from '../lib/native.js'
 import { dshPlugin, findDsh } from './lib/dsh.mjs'
 import { InstallError, usageError } from './lib/errors.mjs'
 import { atomicWriteFile, kindFollowing, kindOf, readTree, renameSync, rmSync, takeLock, writeTree } from './lib/fsutil.mjs'
+import { appendBundle, checkOwnedPlaces, ManifestShapeError, parseManifest, removeBundle, removeDependency, setDependency, textOf } from './lib/manifest.mjs'
 import { loadPackage as packPackage, packageNameFromTarball, validPackageName } from './lib/package.mjs'
 
 const SELF_DIR = fileURLToPath(new URL('..', import.meta.url))
@@ -90,13 +91,29 @@ function forbiddenProfileName(name) {
   return name === '' || name.includes('/') || name.includes('\\') || name === '.' || name === '..' || name === 'node_modules'
 }
 
-/** Detect how package.json is formatted so a rewrite changes only what we change. */
-function jsonStyle(text) {
-  const eol = text.includes('\r\n') ? '\r\n' : '\n'
-  const indentMatch = /^[{[][ \t]*\r?\n([ \t]+)\S/.exec(text)
-  const indent = indentMatch ? indentMatch[1] : 2
-  const trailing = /\r?\n$/.test(text)
-  return value => JSON.stringify(value, undefined, indent).replace(/\n/g, eol) + (trailing ? eol : '')
+const isInside = (root, path) => path === root || path.startsWith(root.endsWith(sep) ? root : root + sep)
+
+/**
+ * Refuse a write that would go through a symlink out of the profile: `path` itself (when `self`) and every
+ * directory between the profile and it that exists must resolve inside the profile's real path.
+ */
+function refuseWriteOutside(profile, path, { self = false } = {}) {
+  const steps = relative(profile.dir, path).split(sep)
+  const upTo = self ? steps.length : steps.length - 1
+  for (let i = 1; i <= upTo; i++) {
+    const step = join(profile.dir, ...steps.slice(0, i))
+    if (kindOf(step) !== 'symlink') continue
+    let target
+    try {
+      target = realpathSync(step)
+    } catch {
+      target = '(a dangling link)'
+    }
+    if (!isInside(profile.real, target)) {
+      throw usageError(`${step} is a symlink that leaves the profile (→ ${target}); this script writes only inside `
+        + `${profile.dir}. Replace the link by a directory (or remove it) and run again. Nothing was changed.`)
+    }
+  }
 }
 
 function readProfile(profileArg) {
@@ -123,12 +140,13 @@ function readProfile(profileArg) {
     if (error.code === 'ENOENT') throw usageError(`${dir} is not a DSH profile: it has no package.json. ${whatAProfileIs()}`)
     throw usageError(`${manifestPath} cannot be read (${error.code ?? error.message}); nothing was changed.`)
   }
-  let manifest
+  let parsed
   try {
-    manifest = JSON.parse(text)
+    parsed = parseManifest(text)
   } catch (error) {
     throw usageError(`${manifestPath} is not valid JSON (${error.message}); fix it by hand — this script does not overwrite it. Nothing was changed.`)
   }
+  const manifest = parsed.value
   if (manifest === null || typeof manifest !== 'object' || Array.isArray(manifest)) {
     throw usageError(`${manifestPath} must hold a JSON object; nothing was changed. ${whatAProfileIs()}`)
   }
@@ -144,7 +162,21 @@ function readProfile(profileArg) {
   if (deps !== undefined && (deps === null || typeof deps !== 'object' || Array.isArray(deps))) {
     throw usageError(`${manifestPath}: "dependencies" must be an object; nothing was changed.`)
   }
-  return { dir, name, manifestPath, text, manifest, format: jsonStyle(text) }
+  try {
+    checkOwnedPlaces(parsed)
+  } catch (error) {
+    if (!(error instanceof ManifestShapeError)) throw error
+    throw usageError(`${manifestPath}: ${error.message}, a place this script edits; which copy counts differs between readers, `
+      + 'so it does not guess. Remove one by hand and run again. Nothing was changed.')
+  }
+  const read = { dir, real: realpathSync(dir), name, manifestPath, text, manifest, parsed }
+  refuseWriteOutside(read, manifestPath, { self: true })
+  return read
+}
+
+/** Refuse every move of a plan whose target is reached through a symlink out of the profile. */
+function refusePlanOutside(profile, plan) {
+  for (const move of plan.moves) refuseWriteOutside(profile, move.target)
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -209,7 +241,6 @@ function sameTree(actual, expected) {
   return true
 }
 
-const clone = value => JSON.parse(JSON.stringify(value))
 const list = items => `[${items.join(', ')}]`
 
 function planInstall(profile, pkg) {
@@ -227,28 +258,23 @@ function planInstall(profile, pkg) {
     scopeDir: oldRecord.created?.scopeDir === true,
   }
   const changes = []
-  const next = clone(manifest)
-  if (next.dependencies === undefined) {
-    next.dependencies = {}
-    created.dependencies = true
-  }
-  const previousSpec = next.dependencies[name]
+  let edited = profile.parsed
+  if (manifest.dependencies === undefined) created.dependencies = true
+  const previousSpec = manifest.dependencies?.[name]
   if (previousSpec !== spec) {
-    next.dependencies[name] = spec
+    edited = setDependency(edited, name, spec)
     changes.push(`package.json: dependencies[${JSON.stringify(name)}] = ${JSON.stringify(spec)}`
       + (previousSpec === undefined ? '' : ` (was ${JSON.stringify(previousSpec)})`))
   }
-  if (next.dsh.profile.bundles === undefined) {
-    next.dsh.profile.bundles = []
-    created.bundles = true
-  }
-  const bundles = next.dsh.profile.bundles
+  if (manifest.dsh.profile.bundles === undefined) created.bundles = true
+  const bundles = [...(manifest.dsh.profile.bundles ?? [])]
   const bundlesChanged = !bundles.includes(name)
   if (bundlesChanged) {
+    edited = appendBundle(edited, name)
     bundles.push(name)
     changes.push(`package.json: dsh.profile.bundles += ${JSON.stringify(name)} → ${list(bundles)}`)
   }
-  const manifestText = JSON.stringify(next) === JSON.stringify(manifest) ? undefined : profile.format(next)
+  const manifestText = edited === profile.parsed ? undefined : textOf(edited)
 
   // node_modules/<name>: a real directory with exactly the package content
   const nmKind = kindOf(nmDir)
@@ -292,22 +318,20 @@ function planUninstall(profile, name) {
   const nmDir = nodeModulesPath(dir, name)
   const record = readRecord(storeDir)
   const changes = []
-  const next = clone(manifest)
-  const spec = next.dependencies?.[name]
+  let edited = profile.parsed
+  const spec = manifest.dependencies?.[name]
   if (spec !== undefined) {
-    delete next.dependencies[name]
+    edited = removeDependency(edited, name, record.created?.dependencies === true)
     const ours = typeof spec === 'string' && spec.startsWith(`file:./${store}/`)
     changes.push(`package.json: removed dependencies[${JSON.stringify(name)}] (${JSON.stringify(spec)}${ours ? '' : ', not written by this script'})`)
-    if (record.created?.dependencies === true && Object.keys(next.dependencies).length === 0) delete next.dependencies
   }
-  const bundles = next.dsh.profile.bundles
+  const bundles = manifest.dsh.profile.bundles
   const bundlesChanged = Array.isArray(bundles) && bundles.includes(name)
   if (bundlesChanged) {
-    next.dsh.profile.bundles = bundles.filter(item => item !== name)
-    changes.push(`package.json: dsh.profile.bundles -= ${JSON.stringify(name)} → ${list(next.dsh.profile.bundles)}`)
-    if (record.created?.bundles === true && next.dsh.profile.bundles.length === 0) delete next.dsh.profile.bundles
+    edited = removeBundle(edited, name, record.created?.bundles === true)
+    changes.push(`package.json: dsh.profile.bundles -= ${JSON.stringify(name)} → ${list(bundles.filter(item => item !== name))}`)
   }
-  const manifestText = JSON.stringify(next) === JSON.stringify(manifest) ? undefined : profile.format(next)
+  const manifestText = edited === profile.parsed ? undefined : textOf(edited)
   const moves = []
   const nmKind = kindOf(nmDir)
   if (nmKind !== 'missing') {
@@ -581,11 +605,13 @@ function main(argv) {
     // The host's `remove` only knows dependencies; anything else an install left is removed by this script.
     route = profile.manifest.dependencies?.[name] === undefined ? { via: 'copy', why: `${name} is not a dependency of the profile` } : chooseRoute(options.via, profile)
     plan = route.via === 'dsh' ? planUninstallDsh(profile, name, route.dsh) : planUninstall(profile, name)
+    refusePlanOutside(profile, plan)
     out.push(`${options.dryRun ? 'Dry run: uninstalling' : 'Uninstalling'} ${name} from profile "${profile.name}" (${profile.dir})`)
   } else {
     pkg = loadPackage(options.package)
     route = chooseRoute(options.via, profile)
     plan = route.via === 'dsh' ? planInstallDsh(profile, pkg, route.dsh) : planInstall(profile, pkg)
+    refusePlanOutside(profile, plan)
     out.push(`${options.dryRun ? 'Dry run: installing' : 'Installing'} ${pkg.name} ${pkg.version} into profile "${profile.name}" (${profile.dir})`)
   }
   if (plan.changes.length === 0) {
@@ -596,7 +622,7 @@ function main(argv) {
     if (!options.dryRun) {
       apply(profile, plan, route.dsh)
       if (route.via === 'dsh') {
-        const after = JSON.parse(readFileSync(profile.manifestPath, 'utf8'))
+        const after = parseManifest(readFileSync(profile.manifestPath, 'utf8')).value
         for (const change of manifestDiff(profile.manifest, after, pkg?.name ?? plan.args[1])) out.push(`  ${change}`)
       }
     }

@@ -105,6 +105,14 @@ function snapshot(dir) {
   return out
 }
 
+function refuses(args, code, pattern) {
+  const r = run(...args)
+  assert.equal(r.code, code, `exit code; stderr: ${r.stderr}`)
+  assert.match(r.stderr, pattern)
+  assert.equal(r.stdout, '')
+  return r
+}
+
 const readJson = file => JSON.parse(readFileSync(file, 'utf8'))
 
 describe('install', () => {
@@ -359,14 +367,6 @@ describe('install', () => {
 })
 
 describe('refusals', () => {
-  const refuses = (args, code, pattern) => {
-    const r = run(...args)
-    assert.equal(r.code, code, `exit code; stderr: ${r.stderr}`)
-    assert.match(r.stderr, pattern)
-    assert.equal(r.stdout, '')
-    return r
-  }
-
   test('a missing directory', () => {
     const pkg = makeFixturePackage()
     refuses(['--profile', join(root, 'nope', 'profiles', 'web'), '--package', pkg], 2,
@@ -459,6 +459,69 @@ describe('refusals', () => {
     refuses(['--profile'], 2, /--profile needs a value/)
     refuses(['--profile='], 2, /--profile needs a value/)
     refuses(['--profile', makeProfile(), '--package', join(root, 'missing-pkg')], 2, /no such file or directory/)
+  })
+})
+
+// Issue 16 #10: the copy route edits the profile's package.json in the two places it owns and nowhere else
+// (byte for byte), or refuses; a BOM is accepted and kept; nothing is written through a symlink that leaves the profile.
+describe('issue 16 #10: the profile package.json is edited, not re-serialised', () => {
+  const HAND = '\uFEFF{\n\t"name" : "dsh-profile-web",   "private": true,\n'
+    + '\t"config": { "seed": 123456789012345678901, "ratio": 1.50, "dup": 1, "dup": 2 },\n'
+    + '\t"dependencies": { "other": "^1.0.0" },\n'
+    + '\t"dsh": { "profile": { "bundles": [ "@deepseek-ai/dsh-base" ] } }\n}'
+  test('a big integer, a duplicate key, tabs, odd spacing and a BOM survive install; uninstall gives the original bytes back', () => {
+    const pkg = makeFixturePackage()
+    const profile = makeProfile()
+    const file = join(profile, 'package.json')
+    writeFileSync(file, HAND)
+    const r = run('--profile', profile, '--package', pkg)
+    assert.equal(r.code, 0, r.stderr)
+    const text = readFileSync(file, 'utf8')
+    assert.ok(text.startsWith('\uFEFF{\n\t"name" : "dsh-profile-web",   "private": true,\n'), text)
+    assert.ok(text.includes('"config": { "seed": 123456789012345678901, "ratio": 1.50, "dup": 1, "dup": 2 },'), text)
+    const parsed = JSON.parse(text.slice(1))
+    assert.deepEqual(parsed.dependencies, { other: '^1.0.0', [NAME]: SPEC })
+    assert.deepEqual(parsed.dsh.profile.bundles, ['@deepseek-ai/dsh-base', NAME])
+    const u = run('--profile', profile, '--package', pkg, '--uninstall')
+    assert.equal(u.code, 0, u.stderr)
+    assert.equal(readFileSync(file, 'utf8'), HAND, 'uninstall removes exactly what install added')
+  })
+
+  test('a duplicate key in a place the installer edits is refused, byte-identical', () => {
+    const pkg = makeFixturePackage()
+    const profile = makeProfile()
+    const file = join(profile, 'package.json')
+    const text = '{"name":"p","dependencies":{},"dependencies":{"a":"1"},"dsh":{"profile":{"bundles":[]}}}\n'
+    writeFileSync(file, text)
+    const before = snapshot(profile)
+    refuses(['--profile', profile, '--package', pkg], 2, /"dependencies" appears twice/)
+    assert.deepEqual(snapshot(profile), before)
+  })
+
+  test('a node_modules symlinked out of the profile is refused; nothing lands at the link target', () => {
+    const pkg = makeFixturePackage()
+    const profile = makeProfile()
+    const outside = fresh('outside')
+    const manifest = readFileSync(join(profile, 'package.json'))
+    symlinkSync(outside, join(profile, 'node_modules'), 'dir')
+    const entries = readdirSync(profile).sort()
+    refuses(['--profile', profile, '--package', pkg], 2, /node_modules is a symlink that leaves the profile/)
+    assert.deepEqual(readdirSync(outside), [], 'nothing unpacked at the link target')
+    assert.deepEqual(readdirSync(profile).sort(), entries, 'no kept tarball, no staging dir, no lock')
+    assert.deepEqual(readFileSync(join(profile, 'package.json')), manifest)
+  })
+
+  test('a package.json symlinked out of the profile is refused; the target keeps its bytes', () => {
+    const pkg = makeFixturePackage()
+    const profile = makeProfile()
+    const outside = join(fresh('outside'), 'package.json')
+    const text = readFileSync(join(profile, 'package.json'), 'utf8')
+    writeFileSync(outside, text)
+    rmSync(join(profile, 'package.json'))
+    symlinkSync(outside, join(profile, 'package.json'))
+    refuses(['--profile', profile, '--package', pkg], 2, /package\.json is a symlink that leaves the profile/)
+    assert.equal(readFileSync(outside, 'utf8'), text)
+    assert.equal(existsSync(join(profile, `.${NAME}`)), false)
   })
 })
 
