@@ -229,7 +229,7 @@ async function main() {
     loadavgStart: os.loadavg().map(x => +x.toFixed(2)),
   }
   log(`corpus ${m.dir}: ${m.totals.files} logs, ${(m.totals.plainBytes / MiB).toFixed(0)} MiB decompressed, ${(m.totals.zstdBytes / MiB).toFixed(0)} MiB zstd`)
-  const srcNewest = Math.max(...['src', 'crates/core/src', 'crates/core/src/store', 'crates/core/src/tools', 'crates/core/src/render'].flatMap(d => { try { return readdirSync(join(REPO, d)).map(f => statSync(join(REPO, d, f)).mtimeMs) } catch { return [] } }))
+  const srcNewest = Math.max(...['src', 'crates/base/src', 'crates/store/src', 'crates/core/src', 'crates/core/src/tools', 'crates/core/src/render'].flatMap(d => { try { return readdirSync(join(REPO, d)).map(f => statSync(join(REPO, d, f)).mtimeMs) } catch { return [] } }))
   if (addonMtime && srcNewest > addonMtime.getTime()) log('warning: src/ is newer than the built addon; rebuild it (see bench/README.md)')
   if (addonDebug && !process.env.BENCH_CORE) log('warning: the addon is a debug build (it has .debug_info); build with --profile ci or --release for meaningful numbers')
 

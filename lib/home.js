@@ -3,7 +3,7 @@
 // The host's rule (rc.8 `@deepseek-ai/dsh-home-paths` lib/index.js `resolveDshHome`, source
 // packages/util/home-paths/src/index.ts; the same in 0.1.7): an explicit path, else `$DSH_HOME` when it is
 // not blank, else `join(os.homedir(), '.dsh')`; `~`, `~/…` and `~\…` expand to the OS home; the result is
-// made absolute with `path.resolve`. Like the Rust core (crates/core/src/store/mod.rs `resolve_dsh_home`),
+// made absolute with `path.resolve`. Like the Rust core (crates/base/src/home.rs `resolve_dsh_home`),
 // a value is trimmed and a blank explicit path counts as none. test/home.test.mjs checks that this module
 // and the core's `resolveDshHome` export agree.
 import { homedir } from 'node:os'

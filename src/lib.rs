@@ -53,7 +53,7 @@ where
 }
 
 fn home_of(explicit: Option<&str>) -> std::path::PathBuf {
-    mail_core::store::resolve_dsh_home(explicit)
+    base::home::resolve_dsh_home(explicit)
 }
 
 /// Run blocking store work off the executor; a panic there is `E_INTERNAL`.
@@ -78,7 +78,7 @@ pub fn run_tool(env: &Env, request: String) -> Result<AsyncBlock<String>, ErrorC
         .map_err(|why| error(ErrorCode::BadRequest, why))?;
     promise(env, async move {
         Ok(match parsed {
-            Ok(req) => mail_core::tools::run(req).await,
+            Ok(req) => mail_core::render::run(req).await,
             Err(refusal) => refusal.render(),
         })
     })
@@ -679,7 +679,7 @@ pub async fn verify_request(
     use mail_core::fate::FateState as S;
     let f = blocking(move || {
         let v = mail_core::fate::verify(&home, &request_id, session_id.as_deref());
-        mail_core::fate::request_fate(&v, &request_id, &home)
+        mail_core::render::fate::request_fate(&v, &request_id, &home)
     })
     .await?;
     Ok(RequestFate {
@@ -1066,7 +1066,7 @@ pub async fn publish_presence(record: String, dsh_home: Option<String>) -> napi:
         .map_err(|e| internal(format!("presence record is not valid JSON: {e}")))?;
     rec.pid = std::process::id();
     let home = home_of(dsh_home.as_deref());
-    let now = mail_core::ledger::time::now_ms();
+    let now = base::clock::now_ms();
     blocking(move || mail_core::presence::publish(&home, &rec, now))
         .await?
         .map(|()| true)
@@ -1107,7 +1107,7 @@ pub async fn mailbox_drain(
         started_at: started_at as i64,
         sessions,
     };
-    let now = mail_core::ledger::time::now_ms();
+    let now = base::clock::now_ms();
     let claimed = blocking(move || mail_core::mailbox::drain(&home, &me, now)).await?;
     Ok(claimed
         .into_iter()

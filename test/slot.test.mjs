@@ -150,7 +150,7 @@ test('idle notices: the core decides with the loop guard\'s rule (injected conte
   const n = new IdleNotices({ on: () => {}, agents: { get: id => agents.get(id) } }, { maxWatches: 1, ttlMs: 90_000 })
   const notice = { kind: 'plugin', plugin: 'dsh-session-mail', rpcId: `${NOTICE_PREFIX}dsh-session-mail:r0` }
   const injected = { kind: 'user', plugin: null, rpcId: null, text: '  <system-reminder> you have tools' }
-  // harness-injected context after the notice does not make it a human turn (crates/core/src/store/classify.rs prefixes)
+  // harness-injected context after the notice does not make it a human turn (crates/store/src/classify.rs prefixes)
   assert.match(n.watch({ watcher: 'a', target: 'peer', requestId: 'r', turn: [notice, injected] }), /^no idle notice: this turn was opened by an idle notice/)
   // a message of another plugin with our prefix is not our notice; a human after the notice reopens it
   assert.match(n.watch({ watcher: 'b', target: 'peer', requestId: 'r', turn: [{ ...notice, plugin: 'other' }] }), /^idle notice set: .*\(expires in 2 min if it never does\)\.$/)

@@ -10,8 +10,8 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use dsh_session_mail_core::delivery::{cookie, credentials::Secret, envelope, Mode};
 use dsh_session_mail_core::mail::{self, guard};
-use dsh_session_mail_core::store::{
-    self, brief,
+use dsh_session_mail_store::{
+    self as store, brief,
     fold::Fold,
     log::{continue_fold, Encoding, Scratch},
 };
@@ -298,7 +298,7 @@ fn readers_agree(bytes: &[u8], enc: Encoding) {
         "brief and fold disagree on the header error"
     );
     // Past the decode budget the two readers stop at different places (the brief reads backwards).
-    let stopped = |n: &dsh_session_mail_core::store::fold::Notes| {
+    let stopped = |n: &dsh_session_mail_store::fold::Notes| {
         n.items.iter().any(|x| x.contains("stopped reading"))
     };
     if stopped(&view.notes) || stopped(&b.notes) {
@@ -398,8 +398,8 @@ pub fn read_render(data: &[u8]) {
 /// under any sequence of appends, range replaces and oldest-drops (the replace storms).
 /// Each input byte pair is one op.
 pub fn surface_ops(data: &[u8]) {
-    use dsh_session_mail_core::store::events::Role;
-    use dsh_session_mail_core::store::fold::{Class, Node, Surface};
+    use dsh_session_mail_store::events::Role;
+    use dsh_session_mail_store::fold::{Class, Node, Surface};
     let node = |seq: u64| Node {
         seq,
         role: Role::User,

@@ -94,7 +94,7 @@ pub fn open_regular(
             return Err(refused(format!(
                 "is {} bytes, over the {} cap",
                 m.len(),
-                crate::store::fold::human_bytes(cap)
+                crate::text::human_bytes(cap)
             )));
         }
     }
@@ -109,7 +109,7 @@ pub fn read_capped(path: &Path, follow: Follow, max_len: u64) -> io::Result<(Vec
     if buf.len() as u64 > max_len {
         return Err(refused(format!(
             "grew past the {} cap while it was read",
-            crate::store::fold::human_bytes(max_len)
+            crate::text::human_bytes(max_len)
         )));
     }
     Ok((buf, m))
@@ -180,6 +180,33 @@ pub fn resolves_inside(p: &Path, root: &Path) -> bool {
         (Ok(p), Ok(r)) => p.starts_with(r),
         _ => false,
     }
+}
+
+/// A private folder (the plugin's, or one of its subfolders): created 0700 when missing; refused when it is a link, not a directory, or
+/// owned by someone else (then nothing is written through it); tightened to 0700 when looser.
+#[cfg(unix)]
+pub fn ensure_private_dir(d: &Path) -> io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    match fs::symlink_metadata(d) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(d)?;
+        }
+        Err(e) => return Err(e),
+        Ok(_) => {}
+    }
+    let m = check_private_dir(d).map_err(io::Error::other)?;
+    if mode_of(&m) & 0o077 != 0 {
+        fs::set_permissions(d, fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+pub fn ensure_private_dir(d: &Path) -> io::Result<()> {
+    fs::create_dir_all(d)
 }
 
 #[cfg(all(test, unix))]

@@ -1,32 +1,12 @@
-//! Where a request id ended up: the one request-state model ("request fate") of the store, the
-//! ledger's `verify` and the CLI's `verify`.
+//! Where a request id ended up: `verify` looks it up (the ledger names its target, the store holds
+//! its fate, the mailbox what is not drained yet); the one request-state model is `store::fate::Fate`.
 
 use std::path::Path;
 
-use crate::store::{self, Lookup};
+pub use store::fate::{fate_of, rank, Fate};
+use store::Lookup;
 
 // verify
-
-/// What the store says about one request id.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Fate {
-    /// Landed as a `user/message` at this seq (turn if known).
-    Landed {
-        seq: u64,
-        turn: Option<u64>,
-    },
-    /// Inserted into the inbox (`next-turn` or `next-step`) at this seq, not landed yet.
-    Queued {
-        seq: u64,
-        target: String,
-    },
-    /// Inserted, then removed with `outcome: canceled` before landing.
-    Canceled {
-        seq: u64,
-        target: String,
-    },
-    Unknown,
-}
 
 /// Where a request id was looked for and what was found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,38 +18,22 @@ pub struct Verification {
     pub searched: usize,
     /// The named session does not exist / cannot be read.
     pub session_missing: bool,
-}
-
-/// The fate a request's trace in one log says.
-pub fn fate_of(t: &store::RequestTrace) -> Fate {
-    if let Some((seq, turn)) = t.landed {
-        return Fate::Landed { seq, turn };
-    }
-    match (&t.queued, t.canceled) {
-        (Some((seq, target)), true) => Fate::Canceled {
-            seq: *seq,
-            target: target.clone(),
-        },
-        (Some((seq, target)), false) => Fate::Queued {
-            seq: *seq,
-            target: target.clone(),
-        },
-        (None, _) => Fate::Unknown,
-    }
-}
-
-fn rank(f: &Fate) -> u8 {
-    match f {
-        Fate::Landed { .. } => 3,
-        Fate::Queued { .. } => 2,
-        Fate::Canceled { .. } => 1,
-        Fate::Unknown => 0,
-    }
+    /// Unknown to the store but waiting in the mailbox of this session (handed to a process without
+    /// a web server, not drained yet).
+    pub waiting: Option<String>,
 }
 
 /// Look a request id up: in `session` when given, else in every session's log (the folds keep
 /// every request id, so a warm scan is cheap).
 pub fn verify(home: &Path, request_id: &str, session: Option<&str>) -> Verification {
+    let mut v = lookup(home, request_id, session);
+    if v.fate == Fate::Unknown {
+        v.waiting = crate::mailbox::find_waiting(home, request_id, v.session_id.as_deref());
+    }
+    v
+}
+
+fn lookup(home: &Path, request_id: &str, session: Option<&str>) -> Verification {
     // Without a session, the audit ledger knows the target of every request id this plugin minted.
     let from_ledger = if session.is_none() {
         let filter = crate::ledger::Filter {
@@ -94,12 +58,14 @@ pub fn verify(home: &Path, request_id: &str, session: Option<&str>) -> Verificat
                 session_id: Some(id.to_string()),
                 searched: 1,
                 session_missing: false,
+                waiting: None,
             },
             _ => Verification {
                 fate: Fate::Unknown,
                 session_id: Some(id.to_string()),
                 searched: 0,
                 session_missing: true,
+                waiting: None,
             },
         };
     }
@@ -109,6 +75,7 @@ pub fn verify(home: &Path, request_id: &str, session: Option<&str>) -> Verificat
         session_id: None,
         searched: listing.sessions.len(),
         session_missing: false,
+        waiting: None,
     };
     for s in &listing.sessions {
         if let Some(t) = s.fold.requests.get(request_id) {
@@ -132,8 +99,8 @@ pub enum FateState {
     Unknown,
 }
 
-/// A verification as data, with its one line of text (`render::fate`); `verifyRequest` converts
-/// it field by field.
+/// A verification as data, with its one line of text (`render::fate::request_fate` makes it);
+/// `verifyRequest` converts it field by field.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RequestFate {
@@ -147,29 +114,6 @@ pub struct RequestFate {
     pub searched: usize,
     pub session_missing: bool,
     pub text: String,
-}
-
-/// [`RequestFate`] of a verification.
-pub fn request_fate(v: &Verification, request_id: &str, home: &Path) -> RequestFate {
-    let (state, seq, turn, target) = match &v.fate {
-        Fate::Landed { seq, turn } => (FateState::Landed, Some(*seq), *turn, None),
-        Fate::Queued { seq, target } => (FateState::Queued, Some(*seq), None, Some(target.clone())),
-        Fate::Canceled { seq, target } => {
-            (FateState::Canceled, Some(*seq), None, Some(target.clone()))
-        }
-        Fate::Unknown => (FateState::Unknown, None, None, None),
-    };
-    RequestFate {
-        request_id: request_id.to_string(),
-        state,
-        session_id: v.session_id.clone(),
-        seq,
-        turn,
-        target,
-        searched: v.searched,
-        session_missing: v.session_missing,
-        text: crate::render::fate::describe(v, request_id, home),
-    }
 }
 
 #[cfg(test)]
@@ -220,7 +164,8 @@ mod tests {
             },
             "{v:?}"
         );
-        let val = serde_json::to_value(request_fate(&v, rid, home.path())).unwrap();
+        let val =
+            serde_json::to_value(crate::render::fate::request_fate(&v, rid, home.path())).unwrap();
         assert_eq!(val["state"], "landed");
         assert_eq!(val["turn"], 3);
         assert_eq!(val["text"], "landed in session-t at seq 3 (turn 3)");

@@ -3,24 +3,26 @@
 //!
 //! No napi types live here: every module is plain Rust, tested by `cargo test -p dsh-session-mail-core`.
 //! The addon crate at the repository root (`src/lib.rs`) is the one thin binding over it.
+//!
+//! Below this crate: `base` (safe file IO, names, paths, clock, text helpers) and `store` (the
+//! read-only session logs). Its modules, bottom to top (each uses only those before it):
+//! `config`, `error`, `code`, `tool`, `repo`; `ledger`, `presence`, `request`, `mailbox`; `mail`;
+//! `delivery`, `fate`; `outcome`; `tools`, `doctor`; `render` (the printers); `cli`.
 
 pub mod cli;
+pub mod code;
 pub mod config;
 pub mod delivery;
 pub mod doctor;
 pub mod error;
 pub mod fate;
-pub mod fsafe;
 pub mod ledger;
 pub mod mail;
 pub mod mailbox;
-pub mod offload;
 pub mod outcome;
 pub mod presence;
 pub mod render;
 pub mod repo;
 pub mod request;
-pub mod scrub;
-pub mod store;
+pub mod tool;
 pub mod tools;
-pub mod utf16;

@@ -5,12 +5,12 @@
 //! - [`SendOutcome`] / [`SendResult`]: accepted (with its receipt), refused, or may-have-landed.
 //! - [`ArgProblem`]: one problem with one argument (the data of a `bad-argument` refusal).
 
+pub use crate::code::RefusalCode;
 use crate::delivery::{Dialect, Failure, Mode, Recovery};
 use crate::mail::budget::{Allowance, Exceeded};
 use crate::mail::guard::Forgery;
 use crate::mail::stacking::Stacked;
-use crate::tools::send::SendTool;
-use crate::tools::Tool;
+pub use crate::tool::{SendTool, Tool};
 
 /// One problem with one argument of a tool call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,98 +72,6 @@ pub struct DeliveryContext {
     pub request_id: String,
     pub base_url: String,
     pub connect_timeout_ms: u64,
-}
-
-/// The code of a refusal (`refused (<code>): …`): what the CLI's exit codes, the ledger and the
-/// binding key on. Serialized as its kebab-case string.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum RefusalCode {
-    BadArgument,
-    NoCaller,
-    NoWebServer,
-    SelfSend,
-    EmptyBody,
-    TooLong,
-    ForgedHeader,
-    Budget,
-    RelayLimit,
-    ResumeDisabled,
-    NotFound,
-    NotMessageable,
-    Stacked,
-    Rejected,
-    AuthFailed,
-    Forbidden,
-    Unreachable,
-    HeldElsewhere,
-    UnknownTool,
-    Internal,
-    Busy,
-}
-
-impl RefusalCode {
-    /// Every code, in declaration order.
-    pub const ALL: &'static [RefusalCode] = &[
-        RefusalCode::BadArgument,
-        RefusalCode::NoCaller,
-        RefusalCode::NoWebServer,
-        RefusalCode::SelfSend,
-        RefusalCode::EmptyBody,
-        RefusalCode::TooLong,
-        RefusalCode::ForgedHeader,
-        RefusalCode::Budget,
-        RefusalCode::RelayLimit,
-        RefusalCode::ResumeDisabled,
-        RefusalCode::NotFound,
-        RefusalCode::NotMessageable,
-        RefusalCode::Stacked,
-        RefusalCode::Rejected,
-        RefusalCode::AuthFailed,
-        RefusalCode::Forbidden,
-        RefusalCode::Unreachable,
-        RefusalCode::HeldElsewhere,
-        RefusalCode::UnknownTool,
-        RefusalCode::Internal,
-        RefusalCode::Busy,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RefusalCode::BadArgument => "bad-argument",
-            RefusalCode::NoCaller => "no-caller",
-            RefusalCode::NoWebServer => "no-web-server",
-            RefusalCode::SelfSend => "self-send",
-            RefusalCode::EmptyBody => "empty-body",
-            RefusalCode::TooLong => "too-long",
-            RefusalCode::ForgedHeader => "forged-header",
-            RefusalCode::Budget => "budget",
-            RefusalCode::RelayLimit => "relay-limit",
-            RefusalCode::ResumeDisabled => "resume-disabled",
-            RefusalCode::NotFound => "not-found",
-            RefusalCode::NotMessageable => "not-messageable",
-            RefusalCode::Stacked => "stacked",
-            RefusalCode::Rejected => "rejected",
-            RefusalCode::AuthFailed => "auth-failed",
-            RefusalCode::Forbidden => "forbidden",
-            RefusalCode::Unreachable => "unreachable",
-            RefusalCode::HeldElsewhere => "held-elsewhere",
-            RefusalCode::UnknownTool => "unknown-tool",
-            RefusalCode::Internal => "internal",
-            RefusalCode::Busy => "busy",
-        }
-    }
-
-    /// The code of this string (`None`: not a code this version knows).
-    pub fn parse(s: &str) -> Option<RefusalCode> {
-        RefusalCode::ALL.iter().copied().find(|c| c.as_str() == s)
-    }
-}
-
-impl std::fmt::Display for RefusalCode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
 }
 
 /// Every refusal a tool answers with, one variant per code.
@@ -293,11 +201,6 @@ impl Refusal {
             _ => None,
         }
     }
-
-    /// The text the model sees.
-    pub fn render(&self) -> String {
-        crate::render::refusal::render(self)
-    }
 }
 
 /// Everything an accepted receipt says.
@@ -407,11 +310,6 @@ impl SendResult {
                 code => L::Refused(code),
             },
         }
-    }
-
-    /// The text the model sees.
-    pub fn render(&self) -> String {
-        crate::render::send::result(self)
     }
 }
 

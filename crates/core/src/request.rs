@@ -54,7 +54,7 @@ pub struct Caller {
     /// The user-role messages of the caller's current turn as its session recorded them (newest last),
     /// for the loop guard (`mail::chain`). `None`: the shim could not see them.
     #[serde(default)]
-    pub turn: Option<Vec<crate::mail::chain::TurnMessage>>,
+    pub turn: Option<Vec<TurnMessage>>,
 }
 
 impl Caller {
@@ -113,4 +113,22 @@ pub struct FileTouch {
     pub path: String,
     /// When (ms since the epoch), if the event said.
     pub time_ms: Option<i64>,
+}
+
+/// One user-role message of the caller's current turn, as the host recorded it (the shim copies
+/// `data.source` and the first characters of the text; newest last).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct TurnMessage {
+    pub seq: Option<i64>,
+    /// `source.kind` (`user`, `plugin`, …).
+    pub kind: Option<String>,
+    /// `source.rpcId`.
+    pub rpc_id: Option<String>,
+    /// `source.plugin` (for `kind: plugin`).
+    pub plugin: Option<String>,
+    /// `source.form`.
+    pub form: Option<String>,
+    /// The first characters of the message text.
+    pub text: Option<String>,
 }

@@ -6,7 +6,7 @@ use super::events::{MessageLite, Role};
 use super::fold::Class;
 
 /// Request ids this plugin puts on its deliveries (`source.rpcId`): the prefix `mail` mints them with.
-pub use crate::mail::REQUEST_ID_PREFIX as REQUEST_PREFIX;
+pub use base::names::REQUEST_ID_PREFIX as REQUEST_PREFIX;
 
 /// Content prefixes of harness-injected `user/message`s (seed 000 §sessions_read "What it filters";
 /// the first prefix was lost in the seed's conversion, `<system-reminder>` is our reconstruction:

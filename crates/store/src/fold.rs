@@ -566,15 +566,7 @@ fn truncate_for_note(s: &str) -> String {
     s.chars().take(40).collect()
 }
 
-pub fn human_bytes(n: u64) -> String {
-    if n >= 1024 * 1024 {
-        format!("{:.1} MiB", n as f64 / (1024.0 * 1024.0))
-    } else if n >= 1024 {
-        format!("{:.1} KiB", n as f64 / 1024.0)
-    } else {
-        format!("{n} B")
-    }
-}
+pub use base::text::human_bytes;
 
 #[cfg(test)]
 mod tests {
@@ -592,8 +584,8 @@ mod tests {
 
     #[test]
     fn the_fold_and_the_brief_scan_take_the_header_line_alike() {
-        use crate::store::brief;
-        use crate::store::log::{Encoding, Scratch};
+        use crate::brief;
+        use crate::log::{Encoding, Scratch};
         let both = |text: &[u8]| {
             let mut f = Fold::default();
             f.feed(text, Loc::default());
@@ -610,11 +602,7 @@ mod tests {
             f
         };
         // a header over the line cap: no usable header, and nothing after it counts
-        let big = format!(
-            "{}\n{}\n",
-            "x".repeat(crate::store::frames::LINE_CAP + 1),
-            H0
-        );
+        let big = format!("{}\n{}\n", "x".repeat(crate::frames::LINE_CAP + 1), H0);
         let f = both(big.as_bytes());
         assert!(f.header.is_none());
         assert!(f
@@ -626,7 +614,7 @@ mod tests {
         let f = both(format!("not json\n{H0}\n").as_bytes());
         assert!(f.header.is_none() && f.header_error.is_some());
         // a header, then an over-long line: the header stands, the line is skipped with a note
-        let later = format!("{H0}\n{}\n", "y".repeat(crate::store::frames::LINE_CAP + 1));
+        let later = format!("{H0}\n{}\n", "y".repeat(crate::frames::LINE_CAP + 1));
         let f = both(later.as_bytes());
         assert_eq!(f.header.as_ref().map(|h| h.id.as_str()), Some("s"));
         assert!(f.header_error.is_none());

@@ -57,7 +57,7 @@ fn not_regular() -> String {
 
 /// Open a log without blocking (a FIFO swapped in after the `stat`) and only if it is regular.
 fn open_log(p: &std::path::Path) -> Result<File, String> {
-    crate::fsafe::open_regular(p, crate::fsafe::Follow::Yes, None)
+    base::fsafe::open_regular(p, base::fsafe::Follow::Yes, None)
         .map(|(f, _)| f)
         .map_err(|e| match e.kind() {
             std::io::ErrorKind::InvalidData => e.to_string(),
@@ -199,7 +199,7 @@ fn brief_inner(log: &LogFile) -> Result<(Arc<Brief>, Option<u64>, Ident), String
     let (ident, mut opened) = if known {
         (regular_ident(&log.path)?, None)
     } else {
-        let (f, meta) = crate::fsafe::open_regular(&log.path, crate::fsafe::Follow::Yes, None)
+        let (f, meta) = base::fsafe::open_regular(&log.path, base::fsafe::Follow::Yes, None)
             .map_err(|e| match e.kind() {
                 std::io::ErrorKind::InvalidData => not_regular(),
                 _ => short_io(&e),

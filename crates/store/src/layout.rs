@@ -454,7 +454,7 @@ pub fn link_out_of_home(p: &Path, levels: usize) -> Option<String> {
     let home = p.ancestors().nth(levels)?;
     // A dangling link or a loop: reported as unreadable by the caller's own stat.
     fs::canonicalize(p).ok()?;
-    if crate::fsafe::resolves_inside(p, home) {
+    if base::fsafe::resolves_inside(p, home) {
         None
     } else {
         Some(format!(

@@ -1,4 +1,5 @@
-//! The session-log store: read-only access to `$DSH_HOME/sessions`.
+//! dsh-session-mail store: read-only access to `$DSH_HOME/sessions` (the DSH session logs). It
+//! knows nothing of mail: it reads logs, folds them and says what became of a request id.
 //!
 //! Layers: [`layout`] (directories, generation files) → [`frames`] (zstd frames, bounded lines)
 //! → [`events`] (header and envelope) → [`fold`] (title, surface, requests) → [`index`] (the
@@ -9,13 +10,14 @@
 pub mod brief;
 pub mod classify;
 pub mod events;
+pub mod fate;
 pub mod fold;
 pub mod frames;
 pub mod index;
 pub mod layout;
 pub mod log;
-#[cfg(test)]
-pub(crate) mod testgen;
+#[cfg(any(test, feature = "testgen"))]
+pub mod testgen;
 #[cfg(test)]
 mod tests;
 pub mod title;
@@ -23,10 +25,8 @@ pub mod watch;
 
 use std::path::{Path, PathBuf};
 
-pub use crate::fate::Fate;
+pub use fate::Fate;
 use std::sync::Arc;
-
-use crate::render;
 
 pub use events::Header;
 pub use fold::{Fold, RequestTrace};
@@ -71,32 +71,7 @@ impl SessionMeta {
     }
 }
 
-/// Resolve DSH_HOME as the host does: explicit → `$DSH_HOME` (blank = unset, `~` expanded) → `~/.dsh`.
-/// [R8 `packages/util/home-paths/src/index.ts` `resolveDshHome`]
-pub fn resolve_dsh_home(explicit: Option<&str>) -> PathBuf {
-    fn expand(p: &str) -> PathBuf {
-        let home = std::env::var_os("HOME")
-            .or_else(|| std::env::var_os("USERPROFILE"))
-            .map(PathBuf::from)
-            .unwrap_or_default();
-        if p == "~" {
-            home
-        } else if let Some(rest) = p.strip_prefix("~/").or_else(|| p.strip_prefix("~\\")) {
-            home.join(rest)
-        } else {
-            PathBuf::from(p)
-        }
-    }
-    if let Some(e) = explicit.map(str::trim).filter(|s| !s.is_empty()) {
-        return expand(e);
-    }
-    if let Ok(v) = std::env::var("DSH_HOME") {
-        if !v.trim().is_empty() {
-            return expand(v.trim());
-        }
-    }
-    expand("~").join(".dsh")
-}
+pub use base::home::resolve_dsh_home;
 
 /// One session found on disk, folded.
 #[derive(Debug, Clone)]
@@ -154,7 +129,7 @@ pub fn folder_matches(log: &LogFile, id: &str) -> bool {
 fn mismatch_note(id: &str) -> String {
     format!(
         "its header claims the id {} but the folder is not named after it; not listed",
-        render::list::show_id(id)
+        base::text::show_id(id)
     )
 }
 
@@ -440,10 +415,10 @@ pub fn request_trace(home: &Path, session_id: &str, rpc_id: &str) -> Option<Requ
 /// Look a request id up in a session's log (dedup before a resend; receipts).
 /// `user/message` with that `source.rpcId` → Landed (seq, turn of the enclosing `turn/start`);
 /// else an `agent/inbox/spliced` insertion carrying it → Queued (Canceled when it was removed with
-/// `outcome: canceled`); the one request-fate model, `fate::Fate` (`None`: not in that log).
+/// `outcome: canceled`); the one request-fate model, [`fate::Fate`] (`None`: not in that log).
 /// [R8/Z17 `core/agent-loop/src/agent.ts` `step()` appends claimed messages as `user/message`
 /// with the inserted message's source; `inbox.ts` `mutate`]
 pub fn find_request(home: &Path, session_id: &str, rpc_id: &str) -> Option<Fate> {
     let t = request_trace(home, session_id, rpc_id)?;
-    Some(crate::fate::fate_of(&t)).filter(|f| *f != Fate::Unknown)
+    Some(fate::fate_of(&t)).filter(|f| *f != Fate::Unknown)
 }

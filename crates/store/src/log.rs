@@ -398,7 +398,7 @@ pub fn fetch_events(src: &Source<'_>, wanted: &[(u64, Loc)]) -> HashMap<u64, Val
         Source::File {
             path,
             enc: Encoding::Zstd,
-        } => crate::fsafe::open_regular(path, crate::fsafe::Follow::Yes, None)
+        } => base::fsafe::open_regular(path, base::fsafe::Follow::Yes, None)
             .map(|(f, m)| (m.len(), f))
             .ok()
             .map(|(size, f)| {
@@ -463,7 +463,7 @@ fn fetch_in_frame<R: Read + Seek>(
     for (seq, line) in lines {
         // The same cap as the streaming path, which counts the newline.
         if line.len() < LINE_CAP {
-            if let Ok(v) = crate::utf16::parse_lossy(line).ok_or(()) {
+            if let Ok(v) = base::utf16::parse_lossy(line).ok_or(()) {
                 if v.get("seq").and_then(Value::as_u64) == Some(seq) {
                     out.insert(seq, v);
                 }
@@ -486,7 +486,7 @@ fn fetch_group(
         if line.len() > LINE_CAP {
             return;
         }
-        if let Ok(v) = crate::utf16::parse_lossy(line).ok_or(()) {
+        if let Ok(v) = base::utf16::parse_lossy(line).ok_or(()) {
             if v.get("seq").and_then(Value::as_u64) == Some(seq) {
                 out.insert(seq, v);
             }
@@ -506,9 +506,8 @@ fn fetch_group(
             path,
             enc: Encoding::Plain,
         } => {
-            let mut reader = BufReader::new(
-                crate::fsafe::open_regular(path, crate::fsafe::Follow::Yes, None)?.0,
-            );
+            let mut reader =
+                BufReader::new(base::fsafe::open_regular(path, base::fsafe::Follow::Yes, None)?.0);
             for &(inner, seq) in items {
                 reader.seek(SeekFrom::Start(inner))?;
                 let mut line = Vec::new();
@@ -522,7 +521,7 @@ fn fetch_group(
             path,
             enc: Encoding::Zstd,
         } => {
-            let (mut f, m) = crate::fsafe::open_regular(path, crate::fsafe::Follow::Yes, None)?;
+            let (mut f, m) = base::fsafe::open_regular(path, base::fsafe::Follow::Yes, None)?;
             let size = m.len();
             f.seek(SeekFrom::Start(frame))?;
             // Not single-frame: a line may continue into the next frame.

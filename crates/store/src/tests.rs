@@ -12,6 +12,14 @@ use super::log::Encoding;
 use super::testgen::*;
 use super::*;
 
+/// A note as one line (the listing's printer, `render::list::store_note`, lives above this crate).
+fn note_text(n: &StoreNote) -> String {
+    match n {
+        StoreNote::NoLog { path, .. } => format!("{path}: no session log"),
+        StoreNote::Text(t) => t.clone(),
+    }
+}
+
 fn log_of(home: &Path, proj: &str, id: &str, name: &str) -> PathBuf {
     home.join("sessions").join(proj).join(id).join(name)
 }
@@ -412,12 +420,7 @@ fn bad_logs_give_notes_and_the_rest_is_listed() {
     let ids: Vec<&str> = l.sessions.iter().map(|s| s.meta.id.as_str()).collect();
     assert!(ids.contains(&MAIN) && ids.contains(&"s-lines"), "{ids:?}");
     assert_eq!(l.sessions.len(), 7);
-    let notes = l
-        .notes
-        .iter()
-        .map(crate::render::list::store_note)
-        .collect::<Vec<_>>()
-        .join("\n");
+    let notes = l.notes.iter().map(note_text).collect::<Vec<_>>().join("\n");
     assert!(
         notes.contains("--bad--/s-header/session.jsonl.zstd: header line is not valid JSON"),
         "{notes}"
@@ -506,12 +509,7 @@ fn unreadable_dirs_symlink_loops_and_aliases() {
     let root_can_read = fs::read_dir(&locked).is_ok();
     let l = list_sessions(home.path());
     fs::set_permissions(&locked, fs::Permissions::from_mode(0o755)).unwrap();
-    let notes = l
-        .notes
-        .iter()
-        .map(crate::render::list::store_note)
-        .collect::<Vec<_>>()
-        .join("\n");
+    let notes = l.notes.iter().map(note_text).collect::<Vec<_>>().join("\n");
     assert!(notes.contains("loop: unreadable"), "{notes}");
     assert!(notes.contains("--p--/dangling: unreadable"), "{notes}");
     if !root_can_read {
@@ -612,8 +610,8 @@ fn bench_read() {
 
 mod briefs {
     use super::*;
-    use crate::store::brief::{self, Brief, Resume};
-    use crate::store::log::{continue_fold, Scratch};
+    use crate::brief::{self, Brief, Resume};
+    use crate::log::{continue_fold, Scratch};
     use serde_json::json;
     use std::io::Cursor;
 
@@ -933,7 +931,7 @@ mod briefs {
     /// or run across frames (the streaming path).
     #[test]
     fn fetched_events_do_not_depend_on_the_framing() {
-        use crate::store::log::{fetch_events, Source};
+        use crate::log::{fetch_events, Source};
         let b = main_v0();
         let text = b.text();
         let d = tempfile::tempdir().unwrap();
@@ -1096,12 +1094,7 @@ mod briefs {
             ],
         );
         let l = list_briefs(d.path());
-        let notes = l
-            .notes
-            .iter()
-            .map(crate::render::list::store_note)
-            .collect::<Vec<_>>()
-            .join("\n");
+        let notes = l.notes.iter().map(note_text).collect::<Vec<_>>().join("\n");
         assert!(
             notes.contains("--bad--/s-header/session.jsonl.zstd: header line is not valid JSON"),
             "{notes}"
@@ -1329,7 +1322,7 @@ fn a_session_folder_linked_out_of_the_home_is_not_read() {
 
 mod listing_memo {
     use super::*;
-    use crate::store::index::{LIST_RECENT, LIST_STALE};
+    use crate::index::{LIST_RECENT, LIST_STALE};
     use std::time::{Duration, SystemTime};
 
     const P: &str = "--w-memo--";
@@ -1704,11 +1697,11 @@ mod listing_memo {
             if watched {
                 // a new folder's watch lands (the next listing looks at it under watch)
                 #[cfg(target_os = "linux")]
-                crate::store::index::with_watch(home, |w| w.settle());
+                crate::index::with_watch(home, |w| w.settle());
             }
         }
         if watched {
-            let (_, state) = crate::store::index::memo_probe(home).unwrap();
+            let (_, state) = crate::index::memo_probe(home).unwrap();
             assert_eq!(state, Ok(()), "the watcher held to the end");
         }
     }
@@ -1717,15 +1710,15 @@ mod listing_memo {
     #[cfg(target_os = "linux")]
     fn watched(home: &Path) {
         list_briefs_cached(home, []);
-        crate::store::index::with_watch(home, |w| w.settle());
+        crate::index::with_watch(home, |w| w.settle());
         list_briefs_cached(home, []);
-        let (_, state) = crate::store::index::memo_probe(home).unwrap();
+        let (_, state) = crate::index::memo_probe(home).unwrap();
         assert_eq!(state, Ok(()));
     }
 
     #[cfg(target_os = "linux")]
     fn rechecked(home: &Path) -> usize {
-        crate::store::index::memo_probe(home).unwrap().0
+        crate::index::memo_probe(home).unwrap().0
     }
 
     /// A watched home is not swept: past LIST_STALE a listing looks at nothing, and a change by a
@@ -1782,7 +1775,7 @@ mod listing_memo {
         let l = check("new", 1);
         assert!(shape(&l).0.contains(&("s-e".into(), Some("new".into()))));
         // its watch lands: the next listing looks at it once more, under watch
-        crate::store::index::with_watch(home, |w| w.settle());
+        crate::index::with_watch(home, |w| w.settle());
         check("new, under watch", 1);
         fs::remove_dir_all(home.join("sessions").join(P).join("s-c")).unwrap();
         let l = check("deleted", 0);
@@ -1794,12 +1787,12 @@ mod listing_memo {
         .unwrap();
         check("renamed", 1);
         // nothing more: the same listing, nothing looked at
-        crate::store::index::with_watch(home, |w| w.settle());
+        crate::index::with_watch(home, |w| w.settle());
         let a = list_briefs_cached(home, []);
         let b = list_briefs_cached(home, []);
         assert!(Arc::ptr_eq(&a, &b));
         assert_eq!(rechecked(home), 0);
-        assert_eq!(crate::store::index::memo_probe(home).unwrap().1, Ok(()));
+        assert_eq!(crate::index::memo_probe(home).unwrap().1, Ok(()));
     }
 
     /// A project folder replaced by a copy (other inodes, the same names, old mtimes): the
@@ -1832,7 +1825,7 @@ mod listing_memo {
         let l = list_briefs_cached(home, []);
         assert_eq!(shape(&l), shape(&list_briefs(home)));
         assert!(shape(&l).0.contains(&("s-a".into(), Some("second".into()))));
-        assert_eq!(crate::store::index::memo_probe(home).unwrap().1, Ok(()));
+        assert_eq!(crate::index::memo_probe(home).unwrap().1, Ok(()));
     }
 
     /// An overflowed event queue ends the watcher: the home is swept again (an outside append
@@ -1846,10 +1839,10 @@ mod listing_memo {
             write_old(home, id, id);
         }
         watched(home);
-        crate::store::index::with_watch(home, |w| w.inject(inotify::EventMask::Q_OVERFLOW));
+        crate::index::with_watch(home, |w| w.inject(inotify::EventMask::Q_OVERFLOW));
         append_title(home, "s-a", "second", true);
         list_briefs_cached(home, []);
-        let (_, state) = crate::store::index::memo_probe(home).unwrap();
+        let (_, state) = crate::index::memo_probe(home).unwrap();
         assert!(
             state.as_ref().is_err_and(|w| w.contains("overflow")),
             "{state:?}"
@@ -1866,13 +1859,13 @@ mod listing_memo {
     fn a_watch_limit_falls_back_to_the_sweep() {
         let d = tempfile::tempdir().unwrap();
         let home = d.path();
-        crate::store::index::set_watch_cap(home, 2);
+        crate::index::set_watch_cap(home, 2);
         for id in ["s-a", "s-b", "s-c"] {
             write_old(home, id, id);
         }
         list_briefs_cached(home, []);
         list_briefs_cached(home, []);
-        let (_, state) = crate::store::index::memo_probe(home).unwrap();
+        let (_, state) = crate::index::memo_probe(home).unwrap();
         assert!(
             state.as_ref().is_err_and(|w| w.contains("2 watches")),
             "{state:?}"

@@ -9,8 +9,8 @@ use crate::outcome::Refusal;
 use crate::render::list::{send_hint, store_note, Liveness};
 use crate::render::read::ReadHead;
 use crate::request::ToolRequest;
-use crate::store::{self, Lookup};
 use crate::tools::{list, read};
+use store::{self, Lookup};
 
 // list / read as data (the binding converts each struct field by field: a renamed field is a compile
 // error there, not a value JS never sees)
@@ -264,7 +264,7 @@ pub fn ledger_view(home: &Path, filter: &crate::ledger::Filter) -> Result<Ledger
     let read = crate::ledger::read_ledger(home, filter)?;
     Ok(LedgerView {
         path: crate::ledger::path(home).display().to_string(),
-        text: crate::ledger::render(&read),
+        text: crate::render::ledger::render(&read),
         files: read.files.len(),
         unreadable: read.unreadable,
         torn_tail: read.torn_tail,
@@ -275,8 +275,8 @@ pub fn ledger_view(home: &Path, filter: &crate::ledger::Filter) -> Result<Ledger
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::testgen::*;
     use serde_json::{json, Value};
+    use store::testgen::*;
 
     /// The data as JSON, with the binding's `ok` / `code` / `text` of a refusal.
     fn as_value<T: Serialize>(r: Result<T, Refusal>) -> Value {
@@ -318,11 +318,12 @@ mod tests {
             .iter()
             .map(|r| r["id"].as_str().unwrap())
             .collect();
-        let text = list::list_blocking(
+        let text = list::select(
             &home,
             &req("sessions_list", json!({"scope":"all"})),
             &list::parse_args(&json!({"scope":"all"}), 50).unwrap(),
-        );
+        )
+        .render();
         let text_ids: Vec<&str> = text
             .lines()
             .filter_map(|l| l.strip_prefix("- "))
@@ -368,7 +369,10 @@ mod tests {
                 &Default::default(),
             )
             .unwrap();
-            read::read_blocking(&home, &req("sessions_read", Value::Null), &a)
+            match read::read_result(&home, &req("sessions_read", Value::Null), &a) {
+                Ok(r) => r.render(),
+                Err(r) => r.render(),
+            }
         };
         let first_seq = r["messages"][0]["seq"].as_u64().unwrap();
         assert!(text.contains(&format!("seq {first_seq},")), "{text}");

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
-use crate::store::{self, layout};
+use store::{self, layout};
 
 // project key and the default sender
 

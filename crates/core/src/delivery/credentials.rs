@@ -64,7 +64,7 @@ pub fn load(host_secret: Option<&str>, home: &Path) -> Result<Secret, String> {
     }
     let path = home.join(CREDENTIALS_FILE);
     // Never block on it (a FIFO), never read a device or gigabytes: a regular file up to the cap.
-    let bytes = match crate::fsafe::read_capped(&path, crate::fsafe::Follow::Yes, MAX_FILE_BYTES) {
+    let bytes = match base::fsafe::read_capped(&path, base::fsafe::Follow::Yes, MAX_FILE_BYTES) {
         Ok((b, _)) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(format!(
@@ -88,8 +88,8 @@ pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
 /// anyone who reads it can act as the host's browser session. `None` when private or absent.
 pub fn exposure_warning(home: &Path) -> Option<String> {
     let path = home.join(CREDENTIALS_FILE);
-    let (_, m) = crate::fsafe::open_regular(&path, crate::fsafe::Follow::Yes, None).ok()?;
-    let mode = crate::fsafe::mode_of(&m);
+    let (_, m) = base::fsafe::open_regular(&path, base::fsafe::Follow::Yes, None).ok()?;
+    let mode = base::fsafe::mode_of(&m);
     (mode & 0o044 != 0).then(|| {
         let who = if mode & 0o004 != 0 { "every user of this machine" } else { "its group" };
         format!(

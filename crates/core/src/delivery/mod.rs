@@ -296,7 +296,7 @@ async fn attempt(
 
 fn snippet(body: &str) -> String {
     // Whatever answers on the port may echo our Cookie header back: never quote it.
-    let one_line: String = crate::scrub::scrub(body)
+    let one_line: String = base::scrub::scrub(body)
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect();
@@ -314,8 +314,8 @@ fn interpret(reply: http::Reply, dialect: Dialect) -> Attempt {
         200 => match parse_response(&reply.body) {
             Some(RpcResult::Ok(_)) => Attempt::Accepted,
             Some(RpcResult::Err { code, message }) => Attempt::Rejected {
-                code: crate::scrub::scrub(&code),
-                message: crate::scrub::scrub(&message),
+                code: base::scrub::scrub(&code),
+                message: base::scrub::scrub(&message),
             },
             None => Attempt::Ambiguous(format!(
                 "the host answered HTTP 200 with something that is not a server-response ({})",
@@ -359,8 +359,8 @@ async fn recover(
             d.session_id.to_string(),
             d.request_id.to_string(),
         );
-        crate::offload::run(crate::offload::FILE_DEADLINE, move || {
-            crate::store::find_request(&home, &sid, &rid).is_some()
+        base::offload::run(base::offload::FILE_DEADLINE, move || {
+            store::find_request(&home, &sid, &rid).is_some()
         })
         .await
         .unwrap_or(false)
@@ -437,7 +437,7 @@ async fn history_lookup(d: &Delivery<'_>, base: &Base) -> Lookup {
         let value = match parse_response(&reply.body) {
             Some(RpcResult::Ok(v)) => v,
             Some(RpcResult::Err { code, message }) => {
-                return Lookup::Unknown(crate::scrub::scrub(&format!(
+                return Lookup::Unknown(base::scrub::scrub(&format!(
                     "session.history refused: {code}: {message}"
                 )))
             }

@@ -82,7 +82,7 @@ pub async fn auth_probe(
         Ok(r) if r.status == 403 => probe(
             AuthState::Forbidden,
             Some(403),
-            Some(crate::scrub::scrub(
+            Some(base::scrub::scrub(
                 &r.body.chars().take(200).collect::<String>(),
             )),
         ),
@@ -102,14 +102,12 @@ pub async fn auth_probe(
             Some(format!(
                 "HTTP {}: {}",
                 r.status,
-                crate::scrub::scrub(&r.body.chars().take(200).collect::<String>())
+                base::scrub::scrub(&r.body.chars().take(200).collect::<String>())
             )),
         ),
-        Err(TransportError::NotSent(why)) | Err(TransportError::Ambiguous(why)) => probe(
-            AuthState::Unreachable,
-            None,
-            Some(crate::scrub::scrub(&why)),
-        ),
+        Err(TransportError::NotSent(why)) | Err(TransportError::Ambiguous(why)) => {
+            probe(AuthState::Unreachable, None, Some(base::scrub::scrub(&why)))
+        }
         Err(TransportError::ConnectTimeout) => {
             probe(AuthState::Unreachable, None, Some("connect timeout".into()))
         }

@@ -19,8 +19,6 @@
 //! - A ledger that cannot be written never blocks a send: the send goes out and its text ends with
 //!   `note: audit ledger not written: <reason>` (see `tools::send`).
 
-pub mod time;
-
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -29,11 +27,13 @@ use std::sync::Mutex;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::fsafe::{self, Follow};
-use crate::outcome::RefusalCode;
+use base::clock as time;
+use base::fsafe::{self, ensure_private_dir, Follow};
 
-/// The plugin's directory under DSH_HOME.
-pub const DIR_NAME: &str = "dsh-session-mail";
+use crate::code::RefusalCode;
+
+/// The plugin's directory under DSH_HOME (the name lives in `base::names`).
+pub use base::names::DIR_NAME;
 /// The live ledger file.
 pub const FILE_NAME: &str = "ledger.jsonl";
 /// Rotate when the live file would grow past this many bytes.
@@ -355,33 +355,6 @@ fn tighten(p: &Path) {
 
 #[cfg(not(unix))]
 fn tighten(_p: &Path) {}
-
-/// The plugin's folder: created 0700 when missing; refused when it is a link, not a directory, or
-/// owned by someone else (then nothing is written through it); tightened to 0700 when looser.
-#[cfg(unix)]
-pub(crate) fn ensure_private_dir(d: &Path) -> io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    match fs::symlink_metadata(d) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(d)?;
-        }
-        Err(e) => return Err(e),
-        Ok(_) => {}
-    }
-    let m = fsafe::check_private_dir(d).map_err(io::Error::other)?;
-    if fsafe::mode_of(&m) & 0o077 != 0 {
-        fs::set_permissions(d, fs::Permissions::from_mode(0o700))?;
-    }
-    Ok(())
-}
-
-#[cfg(not(unix))]
-pub(crate) fn ensure_private_dir(d: &Path) -> io::Result<()> {
-    fs::create_dir_all(d)
-}
 
 /// Open for appending without following a link and without blocking; only a regular file owned by
 /// this user is accepted (tightened to 0600 through the descriptor when looser).
@@ -774,48 +747,6 @@ mod parsed {
             .insert(p.to_path_buf(), state);
         Ok(out)
     }
-}
-
-/// The ledger for people (the CLI's `ledger` command): one line per attempt, oldest first.
-///
-/// ```text
-/// 2026-10-29T12:34:56.789Z session-a → session-b send_session_message queue accepted chars=12 sha256=3f1a…c2 dsh-session-mail:…
-/// ```
-pub fn render(read: &LedgerRead) -> String {
-    let mut s = String::new();
-    for e in &read.entries {
-        let sha = e
-            .body_sha256
-            .as_deref()
-            .map(|h| {
-                if h.len() > 12 {
-                    format!("{}…", &h[..12])
-                } else {
-                    h.to_string()
-                }
-            })
-            .unwrap_or_else(|| "-".into());
-        s.push_str(&format!(
-            "{} {} → {} {} {} {} chars={} sha256={} {}\n",
-            e.time,
-            e.sender.as_deref().unwrap_or("(no sender)"),
-            e.target.as_deref().unwrap_or("(no target)"),
-            e.tool,
-            e.mode.as_deref().unwrap_or("-"),
-            e.outcome.as_string(),
-            e.body_chars.map_or_else(|| "-".into(), |c| c.to_string()),
-            sha,
-            e.request_id.as_deref().unwrap_or("-"),
-        ));
-    }
-    s.push_str(&format!("{} attempt(s)", read.entries.len()));
-    if read.unreadable > 0 {
-        s.push_str(&format!("; {} unreadable line(s) skipped", read.unreadable));
-    }
-    if read.torn_tail {
-        s.push_str("; a torn last line skipped");
-    }
-    s
 }
 
 #[cfg(test)]

@@ -1,4 +1,5 @@
 use super::*;
+use crate::render::ledger::render;
 
 const NOW: i64 = 1_761_741_296_789;
 

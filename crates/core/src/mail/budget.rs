@@ -598,7 +598,7 @@ mod tests {
     #[test]
     fn a_ledger_that_cannot_take_a_line_fails_closed() {
         use std::os::unix::fs::PermissionsExt;
-        if crate::fsafe::my_uid() == Some(0) {
+        if base::fsafe::my_uid() == Some(0) {
             return; // root writes through any mode
         }
         let home = tempfile::tempdir().unwrap();

@@ -17,34 +17,16 @@
 
 use std::path::Path;
 
-use serde::Deserialize;
-
 use crate::ledger::{self, Filter};
 use crate::mail::REQUEST_ID_PREFIX;
 // The text prefixes of user-role messages the harness injects: the list `sessions_read` hides as
 // harness-injected (docs/output-contract.md "sessions_read"), never a human speaking.
-use crate::store::classify::INJECTED_PREFIXES;
+use store::classify::INJECTED_PREFIXES;
 
 /// Prefix of the request id of an idle notice: `dsh-session-mail:notice:<request id of the watched send>`.
 pub const NOTICE_PREFIX: &str = "dsh-session-mail:notice:";
 
-/// One user-role message of the caller's current turn, as the host recorded it (the shim copies
-/// `data.source` and the first characters of the text; newest last).
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase", default)]
-pub struct TurnMessage {
-    pub seq: Option<i64>,
-    /// `source.kind` (`user`, `plugin`, …).
-    pub kind: Option<String>,
-    /// `source.rpcId`.
-    pub rpc_id: Option<String>,
-    /// `source.plugin` (for `kind: plugin`).
-    pub plugin: Option<String>,
-    /// `source.form`.
-    pub form: Option<String>,
-    /// The first characters of the message text.
-    pub text: Option<String>,
-}
+pub use crate::request::TurnMessage;
 
 /// What opened (or last fed) the caller's turn.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,7 +50,7 @@ pub fn trigger(turn: Option<&[TurnMessage]>) -> Trigger {
     for m in turn.iter().rev() {
         let rpc = m.rpc_id.as_deref().unwrap_or("");
         if let Some(watched) = rpc.strip_prefix(NOTICE_PREFIX) {
-            if m.plugin.as_deref() == Some(crate::ledger::DIR_NAME) {
+            if m.plugin.as_deref() == Some(base::names::DIR_NAME) {
                 return Trigger::Notice(watched.to_string());
             }
         }
@@ -172,10 +154,10 @@ const MAX_RESET_SESSIONS: usize = 8;
 /// a human message — a conversation `user` message that is not one of our deliveries — with a later seq.
 /// Read only when a send would pass the limit, so the normal path never opens another session's log.
 pub fn human_spoke_in_chain(home: &Path, chain: &str) -> bool {
-    use crate::fate::Fate;
-    use crate::store::events::Role;
-    use crate::store::fold::Class;
-    use crate::store::{self, Lookup};
+    use store::events::Role;
+    use store::fold::Class;
+    use store::Fate;
+    use store::{self, Lookup};
     let of_chain = Filter {
         chain: Some(chain.to_string()),
         ..Filter::default()
@@ -345,7 +327,7 @@ mod tests {
 
     #[test]
     fn a_human_writing_in_any_session_of_the_chain_after_it_arrived_there_resets_it() {
-        use crate::store::testgen::LogBuilder;
+        use store::testgen::LogBuilder;
         let home = tempfile::tempdir().unwrap();
         let h = home.path();
         let rid = |n: u32| format!("dsh-session-mail:00000000-0000-4000-8000-{n:012}");

@@ -16,7 +16,7 @@ pub mod stacking;
 use crate::request::Caller;
 
 /// Prefix of every request id this plugin mints (seed 003: `data.source.rpcId.startsWith('dsh-session-mail:')`).
-pub const REQUEST_ID_PREFIX: &str = "dsh-session-mail:";
+pub use base::names::REQUEST_ID_PREFIX;
 
 /// FULLWIDTH COLON, the last character of the From header line (seed 003: `From <sender session id> ：`).
 pub const HEADER_COLON: char = '\u{FF1A}';

@@ -71,7 +71,7 @@ pub const FORM: &str = "notice";
 /// The source of the notice for the send `request_id` to `target`.
 pub fn source(target: &str, request_id: &str) -> NoticeSource {
     NoticeSource {
-        plugin: crate::ledger::DIR_NAME,
+        plugin: base::names::DIR_NAME,
         form: FORM,
         rpc_id: format!("{}{request_id}", chain::NOTICE_PREFIX),
         summary: format!("{} is idle", target.chars().take(40).collect::<String>()),

@@ -18,7 +18,7 @@ use std::path::Path;
 use crate::config::Config;
 use crate::ledger::{self, Filter};
 use crate::request::LiveSession;
-use crate::store::{self, Fate};
+use store::{self, Fate};
 
 /// How far back the ledger is searched for this sender's earlier sends.
 pub const LOOKBACK_MS: i64 = 24 * 60 * 60 * 1000;

@@ -35,8 +35,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::fsafe::{self, Follow};
 use crate::presence;
+use base::fsafe::{self, Follow};
 
 /// Largest envelope posted or read (a message is capped at `maxSendChars` characters plus its frame;
 /// a larger one is refused at the sender, never posted to be deleted unread).
@@ -125,7 +125,7 @@ pub fn shard(home: &Path, session: &str) -> Option<PathBuf> {
 
 /// The UUID of a request id this plugin minted (the file stem).
 fn key_of(request_id: &str) -> Option<&str> {
-    let k = request_id.strip_prefix(crate::mail::REQUEST_ID_PREFIX)?;
+    let k = request_id.strip_prefix(base::names::REQUEST_ID_PREFIX)?;
     uuid::Uuid::parse_str(k).ok().map(|_| k)
 }
 
@@ -153,7 +153,7 @@ fn write_atomic(dir: &Path, dest: &Path, bytes: &[u8]) -> io::Result<()> {
 fn ensure_shard(home: &Path, session: &str) -> Result<PathBuf, String> {
     let d = shard(home, session).ok_or("the session id cannot name a mailbox folder")?;
     for level in [home.join("dsh-session-mail"), root(home), d.clone()] {
-        crate::ledger::ensure_private_dir(&level)
+        base::fsafe::ensure_private_dir(&level)
             .map_err(|e| format!("mailbox folder {}: {e}", level.display()))?;
     }
     Ok(d)
@@ -357,7 +357,7 @@ pub fn drain(home: &Path, me: &Drainer, now_ms: i64) -> Vec<Claimed> {
                 continue;
             }
             if let Some(k) = name.strip_suffix(".done") {
-                if key_of(&format!("{}{k}", crate::mail::REQUEST_ID_PREFIX)).is_some()
+                if key_of(&format!("{}{k}", base::names::REQUEST_ID_PREFIX)).is_some()
                     && age_ms(&meta) > RECEIPT_TTL_MS
                     && meta.is_file()
                 {
@@ -377,7 +377,7 @@ pub fn drain(home: &Path, me: &Drainer, now_ms: i64) -> Vec<Claimed> {
             } else {
                 continue;
             };
-            let rid = format!("{}{key}", crate::mail::REQUEST_ID_PREFIX);
+            let rid = format!("{}{key}", base::names::REQUEST_ID_PREFIX);
             if key_of(&rid).is_none() {
                 continue;
             }
@@ -431,7 +431,7 @@ pub fn drain(home: &Path, me: &Drainer, now_ms: i64) -> Vec<Claimed> {
         }
         batch.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.request_id.cmp(&b.1.request_id)));
         for (_, env, _) in batch {
-            let landed = crate::store::find_request(home, session, &env.request_id).is_some();
+            let landed = store::find_request(home, session, &env.request_id).is_some();
             out.push(Claimed {
                 request_id: env.request_id,
                 session_id: env.session_id,

@@ -93,7 +93,7 @@ fn posted_claimed_settled_once_and_private() {
     // verify says where it waits (no log holds it yet; found with or without the session named)
     for named in [None, Some(S)] {
         let v = crate::fate::verify(h, &rid(1), named);
-        let f = crate::fate::request_fate(&v, &rid(1), h);
+        let f = crate::render::fate::request_fate(&v, &rid(1), h);
         assert!(
             f.text
                 .starts_with(&format!("waiting: {} is in the mailbox of {S}", rid(1))),
@@ -150,7 +150,7 @@ fn only_the_holder_drains_and_orphans_of_dead_owners_are_taken() {
         }],
         ..Default::default()
     };
-    let now = crate::ledger::time::now_ms();
+    let now = base::clock::now_ms();
     presence::publish(h, &rec, now).unwrap();
     post(h, &env(1, other, 5)).unwrap();
     post(h, &env(2, dead, 5)).unwrap();

@@ -393,7 +393,7 @@ mod tests {
         std::fs::create_dir_all(&lib).unwrap();
         let script = lib.join("bin.js");
         std::fs::write(&script, "sleep 30; :\n").unwrap();
-        let t0 = crate::ledger::time::now_ms();
+        let t0 = base::clock::now_ms();
         let mut child = std::process::Command::new("/bin/sh")
             .arg(&script)
             .args(["--profile", "plain", "--no-open"])

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::fsafe;
+use base::fsafe;
 
 pub mod foreign;
 
@@ -111,8 +111,8 @@ fn cut(s: &mut String) {
 /// record's `updatedAt` is set to `now_ms`.
 pub fn publish(home: &Path, record: &Record, now_ms: i64) -> Result<(), String> {
     let d = dir(home);
-    crate::ledger::ensure_private_dir(&home.join("dsh-session-mail"))
-        .and_then(|_| crate::ledger::ensure_private_dir(&d))
+    base::fsafe::ensure_private_dir(&home.join("dsh-session-mail"))
+        .and_then(|_| base::fsafe::ensure_private_dir(&d))
         .map_err(|e| format!("presence folder: {e}"))?;
     let mut r = record.clone();
     r.v = 1;
@@ -242,7 +242,7 @@ pub fn owner_of<'a>(peers: &'a [Record], id: &str) -> Option<(&'a Record, &'a Pe
 
 /// Presence as the tools see it: the other processes' records, read once per call.
 pub fn current(home: &Path) -> Vec<Record> {
-    peers(home, std::process::id(), crate::ledger::time::now_ms())
+    peers(home, std::process::id(), base::clock::now_ms())
 }
 
 #[cfg(test)]

@@ -1,19 +1,18 @@
-//! The one text of a request's fate (the CLI's `verify`, the doctor's delivery check).
+//! The one text of a request's fate (the CLI's `verify`, the doctor's delivery check): a printer
+//! over `fate::Verification`; it reads nothing.
 
 use std::path::Path;
 
-use crate::fate::{Fate, Verification};
+use crate::fate::{Fate, FateState, RequestFate, Verification};
 
 /// `landed in <session> at seq N (turn T)`, `queued in …`, `canceled: …` or `unknown: …`.
 pub fn describe(v: &Verification, request_id: &str, home: &Path) -> String {
     let session = v.session_id.as_deref().unwrap_or("(no session)");
-    if v.fate == Fate::Unknown {
+    if let (Fate::Unknown, Some(s)) = (&v.fate, &v.waiting) {
         // Handed to the mailbox of a session live in a process without a web server, not drained yet.
-        if let Some(s) = crate::mailbox::find_waiting(home, request_id, v.session_id.as_deref()) {
-            return format!(
-                "waiting: {request_id} is in the mailbox of {s}, not delivered yet; the process holding {s} delivers it on its next drain (or, if that process ended, the next one to hold it)"
-            );
-        }
+        return format!(
+            "waiting: {request_id} is in the mailbox of {s}, not delivered yet; the process holding {s} delivers it on its next drain (or, if that process ended, the next one to hold it)"
+        );
     }
     match &v.fate {
         Fate::Landed { seq, turn } => format!(
@@ -39,5 +38,28 @@ pub fn describe(v: &Verification, request_id: &str, home: &Path) -> String {
             v.searched,
             home.display()
         ),
+    }
+}
+
+/// [`RequestFate`] of a verification.
+pub fn request_fate(v: &Verification, request_id: &str, home: &Path) -> RequestFate {
+    let (state, seq, turn, target) = match &v.fate {
+        Fate::Landed { seq, turn } => (FateState::Landed, Some(*seq), *turn, None),
+        Fate::Queued { seq, target } => (FateState::Queued, Some(*seq), None, Some(target.clone())),
+        Fate::Canceled { seq, target } => {
+            (FateState::Canceled, Some(*seq), None, Some(target.clone()))
+        }
+        Fate::Unknown => (FateState::Unknown, None, None, None),
+    };
+    RequestFate {
+        request_id: request_id.to_string(),
+        state,
+        session_id: v.session_id.clone(),
+        seq,
+        turn,
+        target,
+        searched: v.searched,
+        session_missing: v.session_missing,
+        text: describe(v, request_id, home),
     }
 }

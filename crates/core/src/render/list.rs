@@ -1,9 +1,11 @@
 //! Text of `sessions_list` and of the argument refusals shared by `sessions_list` / `sessions_read`
 //! (docs/output-contract.md "sessions_list — output", "Common rules").
 
-use serde_json::Value;
+pub use base::text::{quote_short, show_id, MAX_ID_CHARS};
+use store::StoreNote;
 
-use crate::store::StoreNote;
+use crate::tools::list::Selection;
+pub use crate::tools::list::{ListRow, Liveness};
 
 /// `refused (<code>): <message>`.
 pub fn refusal(code: &str, message: &str) -> String {
@@ -23,38 +25,6 @@ pub fn bad_argument(name: &str, expected: &str, got: &str, hint: &str) -> String
     s
 }
 
-/// How a JSON value is described in a refusal's `got` part.
-pub fn describe(v: &Value) -> String {
-    match v {
-        Value::Null => "null".into(),
-        Value::Bool(b) => b.to_string(),
-        Value::Number(n) => n.to_string(),
-        Value::String(s) => {
-            let short: String = s.chars().take(60).collect();
-            let quoted = serde_json::to_string(&short).unwrap_or_default();
-            if s.chars().count() > 60 {
-                format!("{}…\" (a string)", &quoted[..quoted.len() - 1])
-            } else {
-                format!("{quoted} (a string)")
-            }
-        }
-        Value::Array(_) => "an array".into(),
-        Value::Object(_) => "an object".into(),
-    }
-}
-
-/// A caller-supplied string quoted as JSON for a refusal, cut to `max` characters (with `…`) so a huge
-/// argument name or id never comes back whole.
-pub fn quote_short(s: &str, max: usize) -> String {
-    if s.chars().count() > max {
-        let short: String = s.chars().take(max).collect();
-        let q = serde_json::to_string(&short).unwrap_or_default();
-        format!("{}…\"", &q[..q.len() - 1])
-    } else {
-        serde_json::to_string(s).unwrap_or_default()
-    }
-}
-
 /// One-line text for a row field (titles and paths are data from logs: no newlines or controls).
 pub fn one_line(s: &str) -> String {
     let cleaned: String = s
@@ -68,7 +38,6 @@ pub fn one_line(s: &str) -> String {
 pub const MAX_TITLE_CHARS: usize = 200;
 pub const MAX_CWD_CHARS: usize = 400;
 pub const MAX_PRESET_CHARS: usize = 64;
-pub const MAX_ID_CHARS: usize = 200;
 
 /// [`one_line`], cut to `max` characters (`…[+N chars]` says how many were cut).
 pub fn capped(s: &str, max: usize) -> String {
@@ -82,65 +51,6 @@ pub fn capped(s: &str, max: usize) -> String {
     }
     let kept: String = line.chars().take(max).collect();
     format!("{kept}…[+{} chars]", n.saturating_sub(max) + total_cut)
-}
-
-/// An id as a row or header shows it: as written when it only has id characters
-/// (`[A-Za-z0-9._:~-]`), else as a JSON string (so spaces, brackets, `|` or quotes in a hostile
-/// header id cannot forge row structure), cut to [`MAX_ID_CHARS`].
-pub fn show_id(id: &str) -> String {
-    let plain = !id.is_empty()
-        && id.chars().count() <= MAX_ID_CHARS
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '~' | '-'));
-    if plain {
-        id.to_string()
-    } else {
-        quote_short(id, MAX_ID_CHARS)
-    }
-}
-
-/// Live state of a session, as the host reports it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Liveness {
-    Cold,
-    /// The agent's public status (`running`, `idle`, …).
-    Live(String),
-    /// Live in another host process on this home (from its presence record).
-    Elsewhere {
-        status: String,
-        pid: u32,
-        profile: Option<String>,
-        /// A send reaches the owner (its web server, or the mailbox it drains).
-        routable: bool,
-    },
-}
-
-impl Liveness {
-    pub fn is_live(&self) -> bool {
-        !matches!(self, Liveness::Cold)
-    }
-}
-
-/// One `sessions_list` row.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ListRow {
-    pub id: String,
-    pub liveness: Liveness,
-    pub subagent: bool,
-    /// `parentSession` of the session (a fork's origin, or a subagent's owner).
-    pub parent: Option<String>,
-    pub cwd: Option<String>,
-    pub preset: Option<String>,
-    pub title: Option<String>,
-    pub is_caller: bool,
-    /// `same repo`: in the caller's git repository (any worktree of it); `same dir`: outside git, in the
-    /// caller's directory. `None`: elsewhere.
-    pub same_repo: Option<&'static str>,
-    /// Files a live session's write/edit tools changed recently, newest first, relative to its checkout.
-    pub files: Vec<String>,
-    /// Of those, the ones the caller changed recently too.
-    pub overlap: Vec<String>,
 }
 
 /// What a send can do to this row now.
@@ -325,9 +235,18 @@ pub fn render_list(
     out.join("\n")
 }
 
+impl Selection {
+    /// The text the model sees.
+    pub fn render(&self) -> String {
+        let rows: Vec<ListRow> = self.rows.iter().map(|c| c.row.clone()).collect();
+        render_list(&rows, self.considered, &self.notes, self.allow_resume)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tools::args::describe;
 
     fn row(id: &str) -> ListRow {
         ListRow {

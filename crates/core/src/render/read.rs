@@ -1,39 +1,8 @@
 //! Text of `sessions_read` (docs/output-contract.md "sessions_read — output").
 
 use super::list::{capped, one_line, show_id, MAX_CWD_CHARS, MAX_TITLE_CHARS};
-
-/// The head of a read window: the header block of the text, and the `session` of the data
-/// (`cli::data::ReadView`, the binding's `ReadSession`).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ReadHead {
-    pub id: String,
-    pub live: bool,
-    pub subagent: bool,
-    pub parent: Option<String>,
-    pub cwd: Option<String>,
-    pub title: Option<String>,
-    /// Messages left after filtering.
-    pub readable: usize,
-    /// The last seq read.
-    #[serde(rename = "capturedThroughSeq")]
-    pub captured_through: Option<u64>,
-    /// A delta read: only messages after this seq (`since_seq`).
-    pub since: Option<u64>,
-}
-
-/// One message of the window.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReadMessage {
-    pub role: &'static str,
-    pub seq: u64,
-    pub label: String,
-    pub request: Option<String>,
-    pub injected: bool,
-    pub replaced: bool,
-    pub error: bool,
-    pub body: String,
-}
+use crate::tools::read::ReadResult;
+pub use crate::tools::read::{Hidden, ReadHead, ReadMessage};
 
 /// Cut `body` to `max_chars` characters, saying how many were cut.
 pub fn truncate_body(body: &str, max_chars: usize) -> String {
@@ -164,13 +133,6 @@ fn defuse(body: &str) -> String {
         .join("\n")
 }
 
-/// What was filtered out, for the closing hint.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Hidden {
-    pub injected: usize,
-    pub system: usize,
-}
-
 /// The whole `sessions_read` result. `messages` are newest first, already windowed.
 pub fn render_read(
     head: &ReadHead,
@@ -278,6 +240,21 @@ pub fn render_read(
         ));
     }
     out.join("\n")
+}
+
+impl ReadResult {
+    /// The text the model sees.
+    pub fn render(&self) -> String {
+        let w = &self.window;
+        render_read(
+            &w.head,
+            &w.messages,
+            w.omitted,
+            w.hidden,
+            &w.notes,
+            self.max_chars,
+        )
+    }
 }
 
 #[cfg(test)]

@@ -5,6 +5,13 @@ use crate::outcome::{ArgProblem, Missing, Refusal};
 use crate::render::list::quote_short;
 use crate::render::send as text;
 
+impl Refusal {
+    /// The text the model sees.
+    pub fn render(&self) -> String {
+        render(self)
+    }
+}
+
 /// `refused (<code>): <first>` plus further lines.
 pub fn refused(code: &str, first: &str, more: &[String]) -> String {
     let mut s = format!("refused ({code}): {first}");

@@ -3,36 +3,20 @@
 //! A refusal's first line always starts with `refused (<code>): `. No text here ever contains the
 //! browser-session secret or a cookie: none of these functions is given one.
 
-use serde_json::Value;
-
 use crate::delivery::{Dialect, Failure, Mode, Recovery};
-use crate::ledger::time::{format_utc_secs, human_secs};
 use crate::mail::budget::{Allowance, Exceeded, Which};
 use crate::mail::guard::Forgery;
 use crate::mail::stacking::Stacked;
 use crate::outcome::{DeliveryContext, Receipt, SendNote, SendOutcome, SendResult};
-use crate::tools::send::SendTool;
+use crate::tool::SendTool;
+use base::clock::{format_utc_secs, human_secs};
 
 pub use crate::render::refusal::refused;
 
-/// How a JSON value (or its absence) is described after `got`.
-pub fn describe_got(v: Option<&Value>) -> String {
-    match v {
-        None => "nothing (the argument is missing)".into(),
-        Some(Value::Null) => "null".into(),
-        Some(Value::Bool(b)) => format!("the boolean {b}"),
-        Some(Value::Number(n)) => format!("the number {n}"),
-        Some(Value::String(s)) => {
-            let short: String = s.chars().take(60).collect();
-            let mut q = serde_json::to_string(&short).unwrap_or_else(|_| "\"…\"".into());
-            if s.chars().count() > 60 {
-                q.pop();
-                q.push_str("…\"");
-            }
-            format!("the string {q}")
-        }
-        Some(Value::Array(_)) => "an array".into(),
-        Some(Value::Object(_)) => "an object".into(),
+impl SendResult {
+    /// The text the model sees.
+    pub fn render(&self) -> String {
+        result(self)
     }
 }
 
@@ -255,7 +239,7 @@ fn urgent_spelling(tool: SendTool) -> &'static str {
 pub fn budget_unchecked(why: &str) -> String {
     refused(
         "budget",
-        &format!("the send budget cannot be checked, so nothing was sent: {}.", crate::scrub::scrub(why)),
+        &format!("the send budget cannot be checked, so nothing was sent: {}.", base::scrub::scrub(why)),
         &[
             "The budget is counted from the audit ledger ($DSH_HOME/dsh-session-mail/ledger.jsonl), and a limit that cannot be checked refuses rather than letting sends through unlimited.".into(),
             "Tell the user: the ledger file or its folder needs fixing (`dsh-session-mail doctor` says what is wrong), or the budget can be turned off with budgetWindowSecs: 0.".into(),

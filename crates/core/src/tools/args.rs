@@ -7,12 +7,51 @@ use serde_json::{Map, Value};
 use crate::config::Config;
 use crate::delivery::Mode;
 use crate::outcome::{ArgProblem, Refusal};
-use crate::render::list::describe;
-use crate::render::send::describe_got;
 use crate::tools::list::{ListArgs, Scope, LIST_ARGS};
 use crate::tools::read::{ReadArgs, READ_ARGS};
 use crate::tools::send::{SendArgs, SendTool};
 use crate::tools::Tool;
+
+/// How a JSON value is described in a refusal's `got` part.
+pub fn describe(v: &Value) -> String {
+    match v {
+        Value::Null => "null".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => {
+            let short: String = s.chars().take(60).collect();
+            let quoted = serde_json::to_string(&short).unwrap_or_default();
+            if s.chars().count() > 60 {
+                format!("{}…\" (a string)", &quoted[..quoted.len() - 1])
+            } else {
+                format!("{quoted} (a string)")
+            }
+        }
+        Value::Array(_) => "an array".into(),
+        Value::Object(_) => "an object".into(),
+    }
+}
+
+/// How a JSON value (or its absence) is described after `got`.
+pub fn describe_got(v: Option<&Value>) -> String {
+    match v {
+        None => "nothing (the argument is missing)".into(),
+        Some(Value::Null) => "null".into(),
+        Some(Value::Bool(b)) => format!("the boolean {b}"),
+        Some(Value::Number(n)) => format!("the number {n}"),
+        Some(Value::String(s)) => {
+            let short: String = s.chars().take(60).collect();
+            let mut q = serde_json::to_string(&short).unwrap_or_else(|_| "\"…\"".into());
+            if s.chars().count() > 60 {
+                q.pop();
+                q.push_str("…\"");
+            }
+            format!("the string {q}")
+        }
+        Some(Value::Array(_)) => "an array".into(),
+        Some(Value::Object(_)) => "an object".into(),
+    }
+}
 
 /// A `bad-argument` refusal of one problem (the `sessions_list` / `sessions_read` form: no usage line).
 pub fn refuse(p: ArgProblem) -> Refusal {

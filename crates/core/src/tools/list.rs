@@ -7,9 +7,8 @@ use serde_json::Value;
 
 use super::args;
 use crate::outcome::Refusal;
-use crate::render::list::{render_list, ListRow, Liveness};
 use crate::request::{LiveSession, ToolRequest};
-use crate::store::{self, Header, StoreNote};
+use store::{self, Header, StoreNote};
 
 /// The header a live session reports, merged over the file's (live wins field by field).
 pub(crate) fn merged_header(live: &LiveSession, file: Option<&Header>) -> Header {
@@ -53,6 +52,49 @@ pub fn parse_args(args: &Value, max_list_results: usize) -> Result<ListArgs, Ref
     args::list(args, max_list_results).map_err(args::refuse)
 }
 
+/// Live state of a session, as the host reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Liveness {
+    Cold,
+    /// The agent's public status (`running`, `idle`, …).
+    Live(String),
+    /// Live in another host process on this home (from its presence record).
+    Elsewhere {
+        status: String,
+        pid: u32,
+        profile: Option<String>,
+        /// A send reaches the owner (its web server, or the mailbox it drains).
+        routable: bool,
+    },
+}
+
+impl Liveness {
+    pub fn is_live(&self) -> bool {
+        !matches!(self, Liveness::Cold)
+    }
+}
+
+/// One `sessions_list` row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListRow {
+    pub id: String,
+    pub liveness: Liveness,
+    pub subagent: bool,
+    /// `parentSession` of the session (a fork's origin, or a subagent's owner).
+    pub parent: Option<String>,
+    pub cwd: Option<String>,
+    pub preset: Option<String>,
+    pub title: Option<String>,
+    pub is_caller: bool,
+    /// `same repo`: in the caller's git repository (any worktree of it); `same dir`: outside git, in the
+    /// caller's directory. `None`: elsewhere.
+    pub same_repo: Option<&'static str>,
+    /// Files a live session's write/edit tools changed recently, newest first, relative to its checkout.
+    pub files: Vec<String>,
+    /// Of those, the ones the caller changed recently too.
+    pub overlap: Vec<String>,
+}
+
 /// One row of a listing and its sort key.
 #[derive(Debug, Clone)]
 pub struct Candidate {
@@ -62,7 +104,7 @@ pub struct Candidate {
     pub same_place: bool,
 }
 
-/// The rows a listing shows (filtered, sorted, limited), before rendering.
+/// The rows a listing shows (filtered, sorted, limited), before rendering (`render::list`).
 #[derive(Debug, Clone)]
 pub struct Selection {
     pub rows: Vec<Candidate>,
@@ -72,19 +114,6 @@ pub struct Selection {
     pub notes: Vec<StoreNote>,
     /// Whether cold sessions may be woken (the rows' send hint says it).
     pub allow_resume: bool,
-}
-
-impl Selection {
-    /// The text the model sees.
-    pub fn render(&self) -> String {
-        let rows: Vec<ListRow> = self.rows.iter().map(|c| c.row.clone()).collect();
-        render_list(&rows, self.considered, &self.notes, self.allow_resume)
-    }
-}
-
-/// Build the listing text (blocking: reads the store).
-pub fn list_blocking(home: &Path, req: &ToolRequest, args: &ListArgs) -> String {
-    select(home, req, args).render()
 }
 
 /// Select the rows of a listing (blocking: reads the store). The text and the CLI's JSON share it.
@@ -344,7 +373,7 @@ fn annotate_repos_and_files<'a>(all: &mut [Lite], view: &View<'a>) {
         c
     };
     let live = view.live;
-    let now = crate::ledger::time::now_ms();
+    let now = base::clock::now_ms();
     let files_of = |id: &str, co: Option<&Checkout>, cwd: Option<&str>| -> Vec<String> {
         let Some(l) = live.iter().find(|l| l.id == id) else {
             return Vec::new();
@@ -431,8 +460,8 @@ pub async fn run(req: &ToolRequest) -> String {
 pub(crate) mod tests {
     use super::*;
     use crate::request::Caller;
-    use crate::store::testgen::*;
     use serde_json::json;
+    use store::testgen::*;
 
     fn req(args: Value, home: &Path) -> ToolRequest {
         ToolRequest {
@@ -514,7 +543,7 @@ Top-level sessions are messageable with sessions_send; subagent sessions are not
         .unwrap();
         let other = t.path().join("other");
         std::fs::create_dir_all(other.join(".git")).unwrap();
-        let now = crate::ledger::time::now_ms();
+        let now = base::clock::now_ms();
         let touch = |p: &str| FileTouch {
             path: p.into(),
             time_ms: Some(now),

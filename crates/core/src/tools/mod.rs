@@ -1,5 +1,5 @@
-//! The four tools, as plain async Rust: request in, typed result out ([`ToolResult`]), rendered once
-//! into the text the model sees. A tool never fails at the model: a refusal is a result too.
+//! The four tools, as plain async Rust: request in, typed result out ([`ToolResult`]); `render`
+//! makes the text the model sees. A tool never fails at the model: a refusal is a result too.
 
 pub mod args;
 pub mod list;
@@ -9,36 +9,7 @@ pub mod send;
 use crate::outcome::{Refusal, SendResult};
 use crate::request::ToolRequest;
 
-/// The tools this plugin provides (names are stable: the model calls them).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Tool {
-    SessionsList,
-    SessionsRead,
-    SessionsSend,
-    SendSessionMessage,
-}
-
-impl Tool {
-    pub const ALL: [Tool; 4] = [
-        Tool::SessionsList,
-        Tool::SessionsRead,
-        Tool::SessionsSend,
-        Tool::SendSessionMessage,
-    ];
-
-    pub fn parse(name: &str) -> Option<Tool> {
-        Tool::ALL.into_iter().find(|t| t.name() == name)
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Tool::SessionsList => "sessions_list",
-            Tool::SessionsRead => "sessions_read",
-            Tool::SessionsSend => "sessions_send",
-            Tool::SendSessionMessage => "send_session_message",
-        }
-    }
-}
+pub use crate::tool::Tool;
 
 /// What one tool call ended in, before rendering.
 #[derive(Debug, Clone)]
@@ -50,17 +21,6 @@ pub enum ToolResult {
 }
 
 impl ToolResult {
-    /// The text the model sees.
-    pub fn render(&self) -> String {
-        match self {
-            ToolResult::List(s) => s.render(),
-            ToolResult::Read(r) => r.render(),
-            // Host text is scrubbed where it is quoted; this pass is the last line of defence.
-            ToolResult::Send(s) => crate::scrub::scrub(&s.render()),
-            ToolResult::Refused(r) => r.render(),
-        }
-    }
-
     /// The refusal code, when the call was refused (a send that may have landed: `unreachable`).
     pub fn code(&self) -> Option<crate::outcome::RefusalCode> {
         match self {
@@ -87,11 +47,6 @@ pub async fn run_result(req: ToolRequest) -> ToolResult {
     }
 }
 
-/// Run one tool call and return the text the model sees.
-pub async fn run(req: ToolRequest) -> String {
-    run_result(req).await.render()
-}
-
 /// Run blocking store work off the async executor; a panic there becomes `refused (internal)`.
 pub async fn blocking<T, F>(f: F) -> Result<T, Refusal>
 where
@@ -100,15 +55,15 @@ where
 {
     // With a deadline (issue 11 #3): a stuck file system under DSH_HOME answers this call with a
     // readable failure instead of holding it forever; other calls are never held up (blocking pool).
-    match crate::offload::run(STORE_DEADLINE, f).await {
+    match base::offload::run(STORE_DEADLINE, f).await {
         Ok(v) => Ok(v),
-        Err(crate::offload::Offload::TimedOut(d)) => Err(Refusal::Internal {
+        Err(base::offload::Offload::TimedOut(d)) => Err(Refusal::Internal {
             what: format!(
                 "reading the session store under DSH_HOME took longer than {} s (a slow or stuck file system?)",
                 d.as_secs()
             ),
         }),
-        Err(crate::offload::Offload::Panicked) => Err(Refusal::Internal {
+        Err(base::offload::Offload::Panicked) => Err(Refusal::Internal {
             what: "internal error while reading the session store".into(),
         }),
     }
@@ -123,14 +78,14 @@ pub const STORE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(6
 /// (`Ok(Err(refusal))`); anywhere else (a live agent's header, live events, the caller's title) it
 /// is shown as U+FFFD. `Err`: the text is not a tool request at all (a binding misuse).
 pub fn parse_request(request: &str) -> Result<Result<ToolRequest, Refusal>, String> {
-    let Some(repaired) = crate::utf16::repair_json(request) else {
+    let Some(repaired) = base::utf16::repair_json(request) else {
         return serde_json::from_str(request)
             .map(Ok)
             .map_err(|e| format!("tool request is not valid JSON: {e}"));
     };
     let mut v: serde_json::Value = serde_json::from_str(&repaired)
         .map_err(|e| format!("tool request is not valid JSON: {e}"))?;
-    if let Some(path) = v.get("args").and_then(|a| crate::utf16::find_lone(a, "")) {
+    if let Some(path) = v.get("args").and_then(|a| base::utf16::find_lone(a, "")) {
         let name = if path.is_empty() {
             "the arguments".to_string()
         } else {
@@ -146,24 +101,16 @@ pub fn parse_request(request: &str) -> Result<Result<ToolRequest, Refusal>, Stri
             usage: None,
         }));
     }
-    crate::utf16::replace_lone(&mut v);
+    base::utf16::replace_lone(&mut v);
     serde_json::from_value(v)
         .map(Ok)
         .map_err(|e| format!("tool request is not valid JSON: {e}"))
 }
 
-/// [`parse_request`] and [`run`]: the text of one call from the shim's JSON.
-pub async fn run_json(request: &str) -> Result<String, String> {
-    Ok(match parse_request(request)? {
-        Ok(req) => run(req).await,
-        Err(refusal) => refusal.render(),
-    })
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::store::testgen::{write_tree, LogBuilder};
+    use crate::render::run_json;
+    use store::testgen::{write_tree, LogBuilder};
 
     fn req(tool: &str, args: &str, home: &std::path::Path, extra: &str) -> String {
         format!(

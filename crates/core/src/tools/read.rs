@@ -9,12 +9,11 @@ use serde_json::Value;
 use super::args;
 use super::list::merged_header;
 use crate::outcome::{Missing, Refusal};
-use crate::render::read::{render_read, Hidden, ReadHead, ReadMessage};
 use crate::request::ToolRequest;
-use crate::store::events::{Header, Role};
-use crate::store::fold::{Class, Fold, Node};
-use crate::store::log::{fetch_events, Source};
-use crate::store::{self, Lookup};
+use store::events::{Header, Role};
+use store::fold::{Class, Fold, Node};
+use store::log::{fetch_events, Source};
+use store::{self, Lookup};
 
 pub const READ_ARGS: [&str; 5] = [
     "session_id",
@@ -127,6 +126,46 @@ fn visible(n: &Node, a: &ReadArgs) -> bool {
     }
 }
 
+/// The head of a read window: the header block of the text, and the `session` of the data
+/// (`cli::data::ReadView`, the binding's `ReadSession`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReadHead {
+    pub id: String,
+    pub live: bool,
+    pub subagent: bool,
+    pub parent: Option<String>,
+    pub cwd: Option<String>,
+    pub title: Option<String>,
+    /// Messages left after filtering.
+    pub readable: usize,
+    /// The last seq read.
+    #[serde(rename = "capturedThroughSeq")]
+    pub captured_through: Option<u64>,
+    /// A delta read: only messages after this seq (`since_seq`).
+    pub since: Option<u64>,
+}
+
+/// One message of the window.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadMessage {
+    pub role: &'static str,
+    pub seq: u64,
+    pub label: String,
+    pub request: Option<String>,
+    pub injected: bool,
+    pub replaced: bool,
+    pub error: bool,
+    pub body: String,
+}
+
+/// What was filtered out, for the closing hint.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Hidden {
+    pub injected: usize,
+    pub system: usize,
+}
+
 /// A window of one session, before rendering (newest first).
 #[derive(Debug, Clone)]
 pub struct Window {
@@ -144,21 +183,6 @@ pub struct ReadResult {
     pub window: Window,
     /// `maxMessageChars`: a longer message ends with `…[truncated N chars]`.
     pub max_chars: usize,
-}
-
-impl ReadResult {
-    /// The text the model sees.
-    pub fn render(&self) -> String {
-        let w = &self.window;
-        render_read(
-            &w.head,
-            &w.messages,
-            w.omitted,
-            w.hidden,
-            &w.notes,
-            self.max_chars,
-        )
-    }
 }
 
 /// A window of `fold` as a result, fetching message text from `src`.
@@ -274,21 +298,13 @@ pub fn window(
 const FLUSH_WAIT: std::time::Duration = std::time::Duration::from_millis(400);
 const FLUSH_POLL: std::time::Duration = std::time::Duration::from_millis(25);
 
-/// Build the read text (blocking: reads the store).
+/// The window of a read as data, or the refusal (blocking: reads the store or the live events).
 ///
 /// A live target is read from its log file through the store, like a session at rest: the cached
 /// fold is extended by what was appended since the last read, so the cost follows what is new, not
 /// the history. Nothing of the session crosses from the host's main thread: the shim only asks the
 /// host to flush (its own batch write) and reports how many events the session holds (`live_seq`).
 /// When the file is still behind that, the read waits for the host's next batch, up to `FLUSH_WAIT`.
-pub fn read_blocking(home: &Path, req: &ToolRequest, a: &ReadArgs) -> String {
-    match read_result(home, req, a) {
-        Ok(r) => r.render(),
-        Err(r) => r.render(),
-    }
-}
-
-/// The window of a read as data, or the refusal (blocking: reads the store or the live events).
 pub fn read_result(home: &Path, req: &ToolRequest, a: &ReadArgs) -> Result<ReadResult, Refusal> {
     let max_chars = req.config.max_message_chars.max(1);
     let live = req.live.iter().find(|l| l.id == a.session_id);
@@ -416,9 +432,9 @@ pub async fn run(req: &ToolRequest) -> String {
 mod tests {
     use super::*;
     use crate::request::{HostInfo, LiveSession};
-    use crate::store::testgen::*;
     use crate::tools::list::tests::snapshot;
     use serde_json::json;
+    use store::testgen::*;
 
     fn req(args: Value, home: &Path) -> ToolRequest {
         ToolRequest {

@@ -29,26 +29,21 @@ use serde_json::Value;
 
 use crate::config::Config;
 use crate::delivery::{self, http::Timeouts, Delivery, Failure, Mode, Outcome};
-use crate::ledger::{self, time, LedgerOutcome};
+use crate::ledger::{self, LedgerOutcome};
 use crate::mail::budget::{self, Allowance, Reservation};
 use crate::mail::chain::{self, Hop};
 use crate::mail::{self, guard, stacking};
 use crate::mailbox;
-use crate::offload;
 use crate::outcome::{
     ArgProblem, DeliveryContext, Missing, Receipt, Refusal, SendNote, SendOutcome, SendResult,
 };
 use crate::presence;
 use crate::request::{LiveSession, ToolRequest};
-use crate::store;
 use crate::tools::args::{PartialSend, SendArgsRefused};
+use base::clock as time;
+use base::offload;
 
-/// Which send tool is answering (the reply line and the urgent spelling differ).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SendTool {
-    SessionsSend,
-    SendSessionMessage,
-}
+pub use crate::tool::SendTool;
 
 /// Validated arguments.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,46 +51,6 @@ pub struct SendArgs {
     pub target: String,
     pub message: String,
     pub mode: Mode,
-}
-
-impl SendTool {
-    pub fn from_name(name: &str) -> SendTool {
-        if name == "sessions_send" {
-            SendTool::SessionsSend
-        } else {
-            SendTool::SendSessionMessage
-        }
-    }
-    pub fn name(self) -> &'static str {
-        match self {
-            SendTool::SessionsSend => "sessions_send",
-            SendTool::SendSessionMessage => "send_session_message",
-        }
-    }
-    pub fn target_arg(self) -> &'static str {
-        match self {
-            SendTool::SessionsSend => "session_id",
-            SendTool::SendSessionMessage => "toSessionId",
-        }
-    }
-    pub fn known(self) -> &'static [&'static str] {
-        match self {
-            SendTool::SessionsSend => &["session_id", "message", "mode", "notify_when_idle"],
-            SendTool::SendSessionMessage => {
-                &["toSessionId", "message", "urgent", "notify_when_idle"]
-            }
-        }
-    }
-    pub fn usage(self) -> &'static str {
-        match self {
-            SendTool::SessionsSend => {
-                r#"sessions_send {"session_id": "<id from sessions_list>", "message": "<text>", "mode": "queue" | "steer" (optional)}"#
-            }
-            SendTool::SendSessionMessage => {
-                r#"send_session_message {"toSessionId": "<session id>", "message": "<text>", "urgent": false | true (optional)}"#
-            }
-        }
-    }
 }
 
 /// Validate the raw arguments (`tools::args::send`). All problems are reported, in argument order,
@@ -515,7 +470,7 @@ async fn to_mailbox(
         )),
         Ok(Err(mailbox::PostError::TooLarge(n))) => Some(format!(
             "the message is {n} bytes, over the mailbox's {} cap; send a shorter one",
-            crate::store::fold::human_bytes(mailbox::MAX_ENVELOPE_BYTES)
+            store::fold::human_bytes(mailbox::MAX_ENVELOPE_BYTES)
         )),
         Ok(Err(mailbox::PostError::BadId)) => {
             Some("its id cannot name a mailbox folder".to_string())
@@ -1939,7 +1894,7 @@ mod tests {
             std::thread::spawn(move || {
                 std::thread::sleep(std::time::Duration::from_millis(300));
                 let rec = headless_owner(pid, "session-b");
-                presence::publish(&h, &rec, crate::ledger::time::now_ms()).unwrap();
+                presence::publish(&h, &rec, base::clock::now_ms()).unwrap();
             })
         };
         let owner = owner_drains(
@@ -2216,7 +2171,7 @@ mod tests {
             NOW + 10_000,
         )
         .await;
-        let reset = crate::ledger::time::format_utc_secs(NOW + 600_000);
+        let reset = base::clock::format_utc_secs(NOW + 600_000);
         assert_eq!(
             out,
             format!("refused (budget): you already sent 6 message(s) to session-peer in the last 10 min; the budget for this pair is 6 per 10 min (budgetPerPair).\n\

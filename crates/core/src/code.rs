@@ -1,0 +1,94 @@
+//! The stable codes of refusals: what the texts, the CLI's exit codes, the ledger and the binding
+//! key on.
+
+/// The code of a refusal (`refused (<code>): …`): what the CLI's exit codes, the ledger and the
+/// binding key on. Serialized as its kebab-case string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RefusalCode {
+    BadArgument,
+    NoCaller,
+    NoWebServer,
+    SelfSend,
+    EmptyBody,
+    TooLong,
+    ForgedHeader,
+    Budget,
+    RelayLimit,
+    ResumeDisabled,
+    NotFound,
+    NotMessageable,
+    Stacked,
+    Rejected,
+    AuthFailed,
+    Forbidden,
+    Unreachable,
+    HeldElsewhere,
+    UnknownTool,
+    Internal,
+    Busy,
+}
+
+impl RefusalCode {
+    /// Every code, in declaration order.
+    pub const ALL: &'static [RefusalCode] = &[
+        RefusalCode::BadArgument,
+        RefusalCode::NoCaller,
+        RefusalCode::NoWebServer,
+        RefusalCode::SelfSend,
+        RefusalCode::EmptyBody,
+        RefusalCode::TooLong,
+        RefusalCode::ForgedHeader,
+        RefusalCode::Budget,
+        RefusalCode::RelayLimit,
+        RefusalCode::ResumeDisabled,
+        RefusalCode::NotFound,
+        RefusalCode::NotMessageable,
+        RefusalCode::Stacked,
+        RefusalCode::Rejected,
+        RefusalCode::AuthFailed,
+        RefusalCode::Forbidden,
+        RefusalCode::Unreachable,
+        RefusalCode::HeldElsewhere,
+        RefusalCode::UnknownTool,
+        RefusalCode::Internal,
+        RefusalCode::Busy,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RefusalCode::BadArgument => "bad-argument",
+            RefusalCode::NoCaller => "no-caller",
+            RefusalCode::NoWebServer => "no-web-server",
+            RefusalCode::SelfSend => "self-send",
+            RefusalCode::EmptyBody => "empty-body",
+            RefusalCode::TooLong => "too-long",
+            RefusalCode::ForgedHeader => "forged-header",
+            RefusalCode::Budget => "budget",
+            RefusalCode::RelayLimit => "relay-limit",
+            RefusalCode::ResumeDisabled => "resume-disabled",
+            RefusalCode::NotFound => "not-found",
+            RefusalCode::NotMessageable => "not-messageable",
+            RefusalCode::Stacked => "stacked",
+            RefusalCode::Rejected => "rejected",
+            RefusalCode::AuthFailed => "auth-failed",
+            RefusalCode::Forbidden => "forbidden",
+            RefusalCode::Unreachable => "unreachable",
+            RefusalCode::HeldElsewhere => "held-elsewhere",
+            RefusalCode::UnknownTool => "unknown-tool",
+            RefusalCode::Internal => "internal",
+            RefusalCode::Busy => "busy",
+        }
+    }
+
+    /// The code of this string (`None`: not a code this version knows).
+    pub fn parse(s: &str) -> Option<RefusalCode> {
+        RefusalCode::ALL.iter().copied().find(|c| c.as_str() == s)
+    }
+}
+
+impl std::fmt::Display for RefusalCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
