@@ -74,6 +74,29 @@ pub struct DeliveryContext {
     pub connect_timeout_ms: u64,
 }
 
+/// The process that holds a `held-elsewhere` target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Owner {
+    /// A host process that publishes its presence on this home.
+    Process { pid: u32, profile: Option<String> },
+    /// A process that publishes no presence here (this plugin is not mounted there, or not running).
+    Unpublished,
+    /// The route's owner was not recorded.
+    Unknown,
+}
+
+/// Why a live target's owner cannot take the message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HeldWhy {
+    /// The owner has no web server to hand the message to, and its plugin drains no mailbox (an older
+    /// version).
+    NoRoute,
+    /// The owner's mailbox did not take the message (why).
+    MailboxRefused(String),
+    /// The host answered `session/writer-held`: no process on this home can route it there.
+    WriterHeld,
+}
+
 /// Every refusal a tool answers with, one variant per code.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Refusal {
@@ -134,11 +157,11 @@ pub enum Refusal {
         context: DeliveryContext,
     },
     /// `held-elsewhere`: the target is live in another host process that cannot take the message
-    /// (`owner` describes it; `why` says what is missing). This process never resumes it.
+    /// (`owner`: which process; `why`: what is missing). This process never resumes it.
     HeldElsewhere {
         target: String,
-        owner: String,
-        why: String,
+        owner: Owner,
+        why: HeldWhy,
         request_id: Option<String>,
     },
     /// `held-elsewhere`, from evidence on this machine: a cold target may be live in a DSH process on this
@@ -412,8 +435,11 @@ mod tests {
             },
             Refusal::HeldElsewhere {
                 target: "session-t".into(),
-                owner: "pid 42".into(),
-                why: "no web server".into(),
+                owner: Owner::Process {
+                    pid: 42,
+                    profile: None,
+                },
+                why: HeldWhy::NoRoute,
                 request_id: Some("dsh-session-mail:h".into()),
             },
             Refusal::MayBeHeldElsewhere {

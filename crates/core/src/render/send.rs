@@ -7,7 +7,7 @@ use crate::delivery::{Dialect, Failure, Mode, Recovery};
 use crate::mail::budget::{Allowance, Exceeded, Which};
 use crate::mail::guard::Forgery;
 use crate::mail::stacking::Stacked;
-use crate::outcome::{DeliveryContext, Receipt, SendNote, SendOutcome, SendResult};
+use crate::outcome::{DeliveryContext, HeldWhy, Owner, Receipt, SendNote, SendOutcome, SendResult};
 use crate::tool::SendTool;
 use base::clock::{format_utc_secs, human_secs};
 
@@ -41,7 +41,22 @@ pub fn no_web_server(profile: Option<&str>) -> String {
 }
 
 /// The target is live in another host process that offers no route this process can use.
-pub fn held_elsewhere(target: &str, owner: &str, why: &str) -> String {
+pub fn held_elsewhere(target: &str, owner: &Owner, why: &HeldWhy) -> String {
+    let owner = match owner {
+        Owner::Process { pid, profile } => format!(
+            "pid {pid}, profile {}",
+            profile.as_deref().unwrap_or("(unknown)")
+        ),
+        Owner::Unpublished => {
+            "one that publishes no presence here: this plugin is not mounted there, or it is not running it".into()
+        }
+        Owner::Unknown => String::new(),
+    };
+    let why = match why {
+        HeldWhy::NoRoute => "that process has no web server this process could hand the message to, and its plugin does not drain a mailbox (an older version)".into(),
+        HeldWhy::MailboxRefused(e) => format!("its mailbox could not take the message ({e})"),
+        HeldWhy::WriterHeld => "the host refused the message with session/writer-held, so no process on this home can route it there".into(),
+    };
     refused(
         "held-elsewhere",
         &format!(
@@ -595,4 +610,44 @@ pub fn relay_limit(h: &crate::mail::chain::Hop, max: u32) -> String {
          Stop relaying. Take the conclusion, or the open question, to your human instead. Nothing was sent; a new message from your human starts a new chain.",
         h.hop, h.chain
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LAST: &str = "This process will not resume it: two writers would fork its history. Nothing was sent.\nSend from a session in that process, open that process's profile with its web server, or close that session there and send again (it is then woken here).";
+
+    /// The words of `held-elsewhere` are made here from its data (owner, why), byte for byte as before.
+    #[test]
+    fn held_elsewhere_text_from_its_owner_and_reason() {
+        let cases = [
+            (
+                Owner::Process { pid: 777, profile: Some("web".into()) },
+                HeldWhy::NoRoute,
+                "refused (held-elsewhere): \"session-b\" is live in another DSH process (pid 777, profile web), and that process has no web server this process could hand the message to, and its plugin does not drain a mailbox (an older version).",
+            ),
+            (
+                Owner::Process { pid: 9, profile: None },
+                HeldWhy::MailboxRefused("disk full".into()),
+                "refused (held-elsewhere): \"session-b\" is live in another DSH process (pid 9, profile (unknown)), and its mailbox could not take the message (disk full).",
+            ),
+            (
+                Owner::Unpublished,
+                HeldWhy::WriterHeld,
+                "refused (held-elsewhere): \"session-b\" is live in another DSH process (one that publishes no presence here: this plugin is not mounted there, or it is not running it), and the host refused the message with session/writer-held, so no process on this home can route it there.",
+            ),
+            (
+                Owner::Unknown,
+                HeldWhy::MailboxRefused(String::new()),
+                "refused (held-elsewhere): \"session-b\" is live in another DSH process (), and its mailbox could not take the message ().",
+            ),
+        ];
+        for (owner, why, first) in cases {
+            assert_eq!(
+                held_elsewhere("session-b", &owner, &why),
+                format!("{first}\n{LAST}")
+            );
+        }
+    }
 }

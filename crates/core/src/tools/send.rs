@@ -35,7 +35,8 @@ use crate::mail::chain::{self, Hop};
 use crate::mail::{self, guard, stacking};
 use crate::mailbox;
 use crate::outcome::{
-    ArgProblem, DeliveryContext, Missing, Receipt, Refusal, SendNote, SendOutcome, SendResult,
+    ArgProblem, DeliveryContext, HeldWhy, Missing, Owner, Receipt, Refusal, SendNote, SendOutcome,
+    SendResult,
 };
 use crate::presence;
 use crate::request::{LiveSession, ToolRequest};
@@ -252,8 +253,11 @@ fn plan_args(req: &ToolRequest, args: SendArgs, home: &Path, now_ms: i64) -> Res
     if let (Some((r, _)), None) = (owner, &routed) {
         return Err(Refusal::HeldElsewhere {
             target: args.target,
-            owner: r.describe(),
-            why: "that process has no web server this process could hand the message to, and its plugin does not drain a mailbox (an older version)".into(),
+            owner: Owner::Process {
+                pid: r.pid,
+                profile: r.profile.clone(),
+            },
+            why: HeldWhy::NoRoute,
             request_id: None,
         });
     }
@@ -758,21 +762,22 @@ pub async fn run_with_deadline(
                 owner: p
                     .routed
                     .as_ref()
-                    .map(|r| format!("pid {}, profile {}", r.pid, r.profile.as_deref().unwrap_or("(unknown)")))
-                    .unwrap_or_default(),
-                why: format!(
-                    "its mailbox could not take the message ({})",
-                    mailbox_refused.clone().unwrap_or_default()
-                ),
+                    .map_or(Owner::Unknown, |r| Owner::Process {
+                        pid: r.pid,
+                        profile: r.profile.clone(),
+                    }),
+                why: HeldWhy::MailboxRefused(mailbox_refused.clone().unwrap_or_default()),
                 request_id: Some(p.request_id.clone()),
             })
         }
-        Outcome::Rejected { .. } if held_by_unknown => SendOutcome::Refused(Refusal::HeldElsewhere {
-            target: p.target.clone(),
-            owner: "one that publishes no presence here: this plugin is not mounted there, or it is not running it".into(),
-            why: "the host refused the message with session/writer-held, so no process on this home can route it there".into(),
-            request_id: Some(p.request_id.clone()),
-        }),
+        Outcome::Rejected { .. } if held_by_unknown => {
+            SendOutcome::Refused(Refusal::HeldElsewhere {
+                target: p.target.clone(),
+                owner: Owner::Unpublished,
+                why: HeldWhy::WriterHeld,
+                request_id: Some(p.request_id.clone()),
+            })
+        }
         Outcome::Rejected {
             code,
             message,
