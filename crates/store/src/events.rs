@@ -7,7 +7,7 @@
 
 use std::borrow::Cow;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
@@ -15,7 +15,7 @@ use serde_json::Value;
 /// V0: `{type:'session', version, id, createdAt, cwd?, parentSession?, seedLength?, origin?, delegationDepth, agentPreset?}`
 /// [R8 `packages/session/session-persistence-jsonl/src/format.ts` `HeaderLine`];
 /// V4: `seedLength` gone, `isSeeded` added [Z17 same file `HEADER_REQUIRED_KEYS`, `HEADER_OPTIONAL_KEYS`].
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Header {
     pub version: Option<i64>,
     pub id: String,

@@ -49,7 +49,7 @@ pub struct Node {
 }
 
 /// What the log says about one request id (`source.rpcId`).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct RequestTrace {
     /// Inserted into the inbox: (seq of the splice, target queue).
     pub queued: Option<(u64, String)>,
@@ -60,7 +60,7 @@ pub struct RequestTrace {
 }
 
 /// Bounded list of notes about one log.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Notes {
     pub items: Vec<String>,
     pub more: usize,
@@ -276,6 +276,161 @@ impl std::ops::Index<usize> for Surface {
     type Output = Node;
     fn index(&self, i: usize) -> &Node {
         self.iter().nth(i).expect("surface index out of range")
+    }
+}
+
+/// One surface node as plain data (see [`FoldState`]).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct NodeState {
+    seq: u64,
+    role: u8,
+    class: u8,
+    replaced: bool,
+    is_error: bool,
+    label: String,
+    request: Option<String>,
+    frame: u64,
+    inner: u64,
+}
+
+const ROLES: [Role; 5] = [
+    Role::User,
+    Role::Assistant,
+    Role::Tool,
+    Role::System,
+    Role::Developer,
+];
+const CLASSES: [Class; 4] = [
+    Class::Conversation,
+    Class::Injected,
+    Class::System,
+    Class::Empty,
+];
+
+/// A committed [`Fold`] as plain data, every field a fold resumed from it needs: what the read
+/// checkpoint (`store::checkpoint`) persists. Only a fold at a line boundary has one.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct FoldState {
+    header: Option<Header>,
+    header_error: Option<String>,
+    title: Option<String>,
+    fallback_title: Option<String>,
+    nodes: Vec<NodeState>,
+    last_seq: Option<u64>,
+    events: u64,
+    turn: Option<u64>,
+    requests: Vec<(String, RequestTrace)>,
+    inbox_next_turn: Vec<Option<String>>,
+    inbox_next_step: Vec<Option<String>>,
+    inherited_cut: Option<u64>,
+    notes: Notes,
+    lines: u64,
+    gap_noted: bool,
+    offset: u64,
+    surface_capped: bool,
+}
+
+impl FoldState {
+    /// Where a fold resumed from this state starts reading.
+    pub(crate) fn offset(&self) -> u64 {
+        self.offset
+    }
+}
+
+impl Fold {
+    /// This fold as plain data; None while a line is unfinished (a line that runs into the next
+    /// frame: the splitter's bytes are not persisted).
+    pub(crate) fn state(&self) -> Option<FoldState> {
+        if self.splitter.has_partial() {
+            return None;
+        }
+        let idx = |r: Role| ROLES.iter().position(|x| *x == r).unwrap_or(0) as u8;
+        let cls = |c: Class| CLASSES.iter().position(|x| *x == c).unwrap_or(0) as u8;
+        let mut requests: Vec<(String, RequestTrace)> = self
+            .requests
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        requests.sort_by(|a, b| a.0.cmp(&b.0));
+        Some(FoldState {
+            header: self.header.clone(),
+            header_error: self.header_error.clone(),
+            title: self.title.clone(),
+            fallback_title: self.fallback_title.clone(),
+            nodes: self
+                .surface
+                .iter()
+                .map(|n| NodeState {
+                    seq: n.seq,
+                    role: idx(n.role),
+                    class: cls(n.class),
+                    replaced: n.replaced,
+                    is_error: n.is_error,
+                    label: n.label.to_string(),
+                    request: n.request.as_deref().map(str::to_string),
+                    frame: n.loc.frame,
+                    inner: n.loc.inner,
+                })
+                .collect(),
+            last_seq: self.last_seq,
+            events: self.events,
+            turn: self.turn,
+            requests,
+            inbox_next_turn: self.inbox_next_turn.clone(),
+            inbox_next_step: self.inbox_next_step.clone(),
+            inherited_cut: self.inherited_cut,
+            notes: self.notes.clone(),
+            lines: self.lines,
+            gap_noted: self.gap_noted,
+            offset: self.offset,
+            surface_capped: self.surface_capped,
+        })
+    }
+
+    /// The fold a [`FoldState`] describes. None when the state is not one a fold can be in (an
+    /// unknown role or class, more nodes than [`MAX_SURFACE`]).
+    pub(crate) fn from_state(s: FoldState) -> Option<Fold> {
+        if s.nodes.len() > MAX_SURFACE || s.notes.items.len() > Notes::MAX {
+            return None;
+        }
+        let mut f = Fold {
+            header: s.header,
+            header_error: s.header_error,
+            title: s.title,
+            fallback_title: s.fallback_title,
+            last_seq: s.last_seq,
+            events: s.events,
+            turn: s.turn,
+            requests: s.requests.into_iter().collect(),
+            inbox_next_turn: s.inbox_next_turn,
+            inbox_next_step: s.inbox_next_step,
+            inherited_cut: s.inherited_cut,
+            notes: s.notes,
+            lines: s.lines,
+            gap_noted: s.gap_noted,
+            offset: s.offset,
+            surface_capped: s.surface_capped,
+            ..Fold::default()
+        };
+        for n in s.nodes {
+            let role = *ROLES.get(n.role as usize)?;
+            let class = *CLASSES.get(n.class as usize)?;
+            let label = f.intern(n.label);
+            f.surface.push(Node {
+                seq: n.seq,
+                role,
+                class,
+                replaced: n.replaced,
+                is_error: n.is_error,
+                label,
+                request: n.request.map(Arc::from),
+                loc: Loc {
+                    frame: n.frame,
+                    inner: n.inner,
+                },
+            });
+        }
+        Some(f)
     }
 }
 

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use super::brief::{self, Brief, Resume};
+use super::checkpoint;
 use super::fold::Fold;
 use super::layout::{self, file_key, short_io, LogFile, SessionDir, WalkItem};
 use super::log::{continue_fold, Scratch};
@@ -113,16 +114,25 @@ fn load_inner(log: &LogFile) -> Result<(Arc<Fold>, u64), String> {
             {
                 let e = map.remove(&log.path).expect("present");
                 drop(e.view);
-                Arc::try_unwrap(e.committed).unwrap_or_else(|shared| (*shared).clone())
+                Some(Arc::try_unwrap(e.committed).unwrap_or_else(|shared| (*shared).clone()))
             }
-            _ => Fold::default(),
+            _ => None,
         }
     };
-    let start = base.offset;
     let mut file = open_log(&log.path)?;
+    // Not in this process's cache: a read checkpoint another process (or an earlier run) left,
+    // if it checks out (`checkpoint`), else the start of the log.
+    let base = match base {
+        Some(b) => b,
+        None => checkpoint::load(&log.path, ident.key, ident.size, &mut file).unwrap_or_default(),
+    };
+    let start = base.offset;
     let (committed, tail) =
         continue_fold(&mut file, log.enc, ident.size, base).map_err(|e| short_io(&e))?;
     let read = ident.size.saturating_sub(start);
+    if read >= checkpoint::persist_min() {
+        checkpoint::save(&log.path, ident.key, &mut file, &committed);
+    }
     let committed = Arc::new(committed);
     let view = match tail {
         Some(t) => Arc::new(t),

@@ -8,6 +8,7 @@
 //! Nothing here writes, renames, or takes `session.lock`: files are opened read-only.
 
 pub mod brief;
+pub mod checkpoint;
 pub mod classify;
 pub mod events;
 pub mod fate;
