@@ -555,6 +555,27 @@ impl Memo {
         false
     }
 
+    /// What [`Memo::unchanged_at`] compares, for the watcher's check after a watch lands.
+    fn snap(&self) -> Option<Snap> {
+        let layout::Visited::Dir {
+            key: Some(key),
+            log: Ok(pick),
+        } = &self.visited
+        else {
+            return None;
+        };
+        let log = match (pick, &self.ident) {
+            (None, _) => None,
+            (Some(l), Some(i)) => Some((l.path.clone(), i.clone())),
+            (Some(_), None) => return None,
+        };
+        Some(Snap {
+            key: *key,
+            dir_mtime: self.dir_mtime?,
+            log,
+        })
+    }
+
     fn change_from(&self, old: &Memo) -> Change {
         if self.same_as(old) {
             Change::Same
@@ -619,6 +640,49 @@ impl Memo {
     }
 }
 
+/// A session folder as a listing saw it: identity and settled mtime of the folder, and its log's
+/// path and identity (size, mtime).
+#[derive(Debug, Clone, PartialEq)]
+struct Snap {
+    key: (u64, u64),
+    dir_mtime: SystemTime,
+    log: Option<(PathBuf, Ident)>,
+}
+
+/// The folder and its log are as `s` says, and a watch on the folder sees every change of them
+/// ([`Memo::watchable`]: the folder not a link, the log a regular file with one name).
+#[cfg(unix)]
+fn snap_holds(dir: &Path, s: &Snap) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(d) = fs::symlink_metadata(dir) else {
+        return false;
+    };
+    if !d.file_type().is_dir() || file_key(&d) != Some(s.key) || d.modified().ok() != Some(s.dir_mtime) {
+        return false;
+    }
+    match &s.log {
+        None => true,
+        Some((path, was)) => fs::symlink_metadata(path).is_ok_and(|m| {
+            m.file_type().is_file()
+                && m.nlink() == 1
+                && Ident {
+                    key: file_key(&m),
+                    size: m.len(),
+                    mtime: m.modified().ok(),
+                } == *was
+        }),
+    }
+}
+
+#[cfg(not(unix))]
+fn snap_holds(_dir: &Path, _s: &Snap) -> bool {
+    false
+}
+
+/// Folders whose watch landed and whose check held: (folder, what it was checked against, the
+/// watcher's epoch). Filled by the watcher's thread, taken by the next listing.
+type Verified = Arc<Mutex<Vec<(PathBuf, Snap, u64)>>>;
+
 /// `fstatat(dir, rel)`: `None` on any error.
 #[cfg(unix)]
 fn stat_at(dir: &File, rel: &Path, follow: bool) -> Option<libc::stat> {
@@ -670,6 +734,8 @@ struct HomeMemo {
     memos: Vec<Vec<Option<Memo>>>,
     listing: Arc<super::BriefListing>,
     watch: WatchSlot,
+    /// Folders the watcher checked after their watch landed (see [`Verified`]).
+    verified: Verified,
     /// Sessions the last call looked at again (tests).
     #[cfg_attr(not(test), allow(dead_code))]
     rechecked: usize,
@@ -876,6 +942,10 @@ pub fn list_cached(home: &Path, hot: &HashSet<String>) -> Arc<super::BriefListin
             dirty.clear();
         }
     }
+    let verified: Verified = old
+        .as_ref()
+        .map(|o| o.verified.clone())
+        .unwrap_or_default();
     let mut rebuild = old.as_ref().is_none_or(|o| o.walk != walk);
     let (old_listing, mut old_projects) = match old {
         None => (None, HashMap::new()),
@@ -928,6 +998,34 @@ pub fn list_cached(home: &Path, hot: &HashSet<String>) -> Arc<super::BriefListin
             layout::ProjectWalk::Note(_) => None,
         })
         .collect();
+    // 1b. folders whose watch landed since the last call and checked out (the watcher's thread
+    // compared them with what the call that asked saw): covered from now on, not looked at again
+    let arrived = std::mem::take(&mut *verified.lock().unwrap_or_else(|p| p.into_inner()));
+    if epoch != 0 && !arrived.is_empty() {
+        let by_project: HashMap<&Path, usize> = project_dirs
+            .iter()
+            .enumerate()
+            .map(|(k, p)| (*p, k))
+            .collect();
+        for (d, snap, ep) in arrived {
+            let (Some(p), Some(name)) = (d.parent(), d.file_name()) else {
+                continue;
+            };
+            let Some(&k) = by_project.get(p) else {
+                continue;
+            };
+            if ep != epoch || dirty.contains(&d) {
+                continue;
+            }
+            if let Ok(j) = projects[k].binary_search_by(|e| e.file_name().cmp(&Some(name))) {
+                if let Some(m) = memos[k][j].as_mut() {
+                    if m.watched == 0 && m.snap().as_ref() == Some(&snap) {
+                        m.watched = epoch;
+                    }
+                }
+            }
+        }
+    }
     // 2. what must be looked at now: unknown, stale or changing sessions, and the hot ones
     let mut todo: Vec<(usize, usize)> = Vec::new();
     for (k, (ms, entries)) in memos.iter().zip(&projects).enumerate() {
@@ -1044,14 +1142,31 @@ pub fn list_cached(home: &Path, hot: &HashSet<String>) -> Arc<super::BriefListin
     };
     let listing = listing.unwrap_or_else(|| Arc::new(build_listing(home, &walk, &memos)));
     if let WatchSlot::On(w) = &watch {
-        let ask: Vec<&Path> = todo
+        // each with the check its watcher runs once the watch is in place (see `Verified`)
+        let ask: Vec<(&Path, Option<super::watch::Verify>)> = todo
             .iter()
             .zip(&since_ok)
             .filter(|&(&(k, j), &ok)| !ok && memos[k][j].as_ref().is_some_and(|m| m.watched == 0))
-            .map(|(&(k, j), _)| projects[k][j].as_path())
+            .map(|(&(k, j), _)| {
+                let dir = projects[k][j].as_path();
+                let check = memos[k][j].as_ref().and_then(Memo::snap).map(|snap| {
+                    let (inbox, d) = (verified.clone(), dir.to_path_buf());
+                    Box::new(move || {
+                        let ok = snap_holds(&d, &snap);
+                        if ok {
+                            inbox
+                                .lock()
+                                .unwrap_or_else(|p| p.into_inner())
+                                .push((d, snap, epoch));
+                        }
+                        ok
+                    }) as super::watch::Verify
+                });
+                (dir, check)
+            })
             .collect();
         if !ask.is_empty() {
-            w.ask(&ask);
+            w.ask(ask);
         }
     }
     *held = Some(HomeMemo {
@@ -1059,6 +1174,7 @@ pub fn list_cached(home: &Path, hot: &HashSet<String>) -> Arc<super::BriefListin
         memos,
         listing: listing.clone(),
         watch,
+        verified,
         rechecked,
         folders,
     });

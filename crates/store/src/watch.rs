@@ -21,6 +21,11 @@ pub const WATCH_RETRY: Duration = Duration::from_secs(60);
 /// notification is known to lie; the bench's baseline).
 pub const NO_WATCH: &str = "DSH_SESSION_MAIL_NO_WATCH";
 
+/// Run by the watcher's thread once the watch on a folder is in place: true when the folder is
+/// still as the listing that asked for the watch saw it (then it is current from that moment on,
+/// the events keep it so, and the next listing need not look at it); false marks it dirty.
+pub type Verify = Box<dyn FnOnce() -> bool + Send>;
+
 #[cfg(target_os = "linux")]
 pub use imp::Watch;
 
@@ -50,7 +55,7 @@ mod stub {
         pub fn since_ok(&self, dirs: &[&Path], _now: Instant) -> Vec<bool> {
             vec![false; dirs.len()]
         }
-        pub fn ask(&self, _dirs: &[&Path]) {}
+        pub fn ask(&self, _dirs: Vec<(&Path, Option<Verify>)>) {}
     }
 }
 
@@ -92,10 +97,12 @@ mod imp {
         by_wd: HashMap<WatchDescriptor, Arc<Path>>,
         /// Each watched session folder: its watch and when the watch was in place.
         by_dir: HashMap<Arc<Path>, (WatchDescriptor, Instant)>,
-        /// Folders a listing asked to watch (added by the thread).
-        pending: HashSet<PathBuf>,
+        /// Folders a listing asked to watch (added by the thread), each with its check.
+        pending: HashMap<PathBuf, Option<Verify>>,
         /// Folders changed since the last listing took the set.
         dirty: HashSet<PathBuf>,
+        /// Checks the thread is running outside the lock (tests wait for them).
+        checking: usize,
         /// Why this watcher can no longer be trusted.
         broken: Option<String>,
         cap: usize,
@@ -178,8 +185,9 @@ mod imp {
                     watches,
                     by_wd: HashMap::new(),
                     by_dir: HashMap::new(),
-                    pending: HashSet::new(),
+                    pending: HashMap::new(),
                     dirty: HashSet::new(),
+                    checking: 0,
                     broken: None,
                     cap,
                 }),
@@ -221,14 +229,15 @@ mod imp {
                 .collect()
         }
 
-        /// Ask for these folders to be watched (the thread adds them; each is then marked dirty so
-        /// the next listing looks at it once more, under watch). More than the cap ends the
-        /// watcher.
-        pub fn ask(&self, dirs: &[&Path]) {
+        /// Ask for these folders to be watched. The thread adds them, then runs each one's
+        /// [`Verify`] (outside the lock): a folder that checks out is current from then on; one
+        /// that does not, or has no check, is marked dirty (the next listing looks at it once
+        /// more, under watch). More than the cap ends the watcher.
+        pub fn ask(&self, dirs: Vec<(&Path, Option<Verify>)>) {
             let mut st = self.lock();
             let st = &mut *st;
-            for d in dirs {
-                if st.by_dir.contains_key(*d) || st.pending.contains(*d) {
+            for (d, verify) in dirs {
+                if st.by_dir.contains_key(d) || st.pending.contains_key(d) {
                     continue;
                 }
                 if st.by_dir.len() + st.pending.len() >= st.cap {
@@ -238,7 +247,7 @@ mod imp {
                     st.pending.clear();
                     return;
                 }
-                st.pending.insert(d.to_path_buf());
+                st.pending.insert(d.to_path_buf(), verify);
             }
         }
 
@@ -249,12 +258,15 @@ mod imp {
             apply(&mut st, None, mask);
         }
 
-        /// Wait (≤ 10 s) until every folder asked for has been watched.
+        /// Wait (≤ 10 s) until every folder asked for has been watched and checked.
         #[cfg(test)]
         pub fn settle(&self) {
             for _ in 0..1000 {
-                if self.lock().pending.is_empty() {
-                    return;
+                {
+                    let st = self.lock();
+                    if st.pending.is_empty() && st.checking == 0 {
+                        return;
+                    }
                 }
                 std::thread::sleep(Duration::from_millis(10));
             }
@@ -317,11 +329,13 @@ mod imp {
     }
 
     /// Add up to `n` asked-for watches. A folder that cannot be watched (a link, gone, not a
-    /// folder) stays swept; a limit ends the watcher.
-    fn add_pending(st: &mut State, n: usize) {
-        let batch: Vec<PathBuf> = st.pending.iter().take(n).cloned().collect();
+    /// folder) stays swept; a limit ends the watcher. Returns the checks to run now that their
+    /// watches are in place.
+    fn add_pending(st: &mut State, n: usize) -> Vec<(PathBuf, Verify)> {
+        let batch: Vec<PathBuf> = st.pending.keys().take(n).cloned().collect();
+        let mut checks = Vec::new();
         for p in batch {
-            st.pending.remove(&p);
+            let verify = st.pending.remove(&p).flatten();
             if st.broken.is_some() || st.by_dir.contains_key(p.as_path()) {
                 continue;
             }
@@ -334,8 +348,13 @@ mod imp {
                     let p: Arc<Path> = Arc::from(p.as_path());
                     st.by_wd.insert(wd.clone(), p.clone());
                     st.by_dir.insert(p.clone(), (wd, Instant::now()));
-                    // the next listing looks at it once more, now under watch
-                    st.dirty.insert(p.to_path_buf());
+                    match verify {
+                        Some(v) => checks.push((p.to_path_buf(), v)),
+                        // the next listing looks at it once more, now under watch
+                        None => {
+                            st.dirty.insert(p.to_path_buf());
+                        }
+                    }
                 }
                 Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => {
                     st.broken = Some("inotify watch limit (max_user_watches) reached".into());
@@ -349,6 +368,7 @@ mod imp {
         if st.broken.is_some() {
             st.pending.clear();
         }
+        checks
     }
 
     fn run(s: &Shared) {
@@ -371,7 +391,21 @@ mod imp {
             }
             let mut st = s.state.lock().unwrap_or_else(|p| p.into_inner());
             drain(&mut st);
-            add_pending(&mut st, 512);
+            // Small batches: a listing waits for this lock at its start.
+            let checks = add_pending(&mut st, 64);
+            if !checks.is_empty() {
+                // The checks `stat` the folders: outside the lock, the watches already in place
+                // (a change from now on is an event; one before shows in the check).
+                st.checking = checks.len();
+                drop(st);
+                let failed: Vec<PathBuf> = checks
+                    .into_iter()
+                    .filter_map(|(p, v)| (!v()).then_some(p))
+                    .collect();
+                st = s.state.lock().unwrap_or_else(|p| p.into_inner());
+                st.dirty.extend(failed);
+                st.checking = 0;
+            }
             if st.broken.is_some() {
                 // Give the watches back now (other programs share the user's limit); the next
                 // listing ends this watcher.
