@@ -82,6 +82,26 @@ switch (job.op) {
     break
   }
 
+  case 'list-spread': { // cold call, then `calls` more spread evenly over `spanMs` (the watcher's
+    // thread, the memo's 2 s rule and its checks run meanwhile, as in a host): every warm call's time
+    const req = listRequest(job.home, job.limit)
+    const cold = await timed(req)
+    const warm = []
+    let sameAsCold = true
+    const gap = job.spanMs / job.calls
+    const t0 = performance.now()
+    for (let i = 0; i < job.calls; i++) {
+      const due = t0 + (i + 1) * gap
+      const wait = due - performance.now()
+      if (wait > 0) await new Promise(resolve => setTimeout(resolve, wait))
+      const w = await timed(req)
+      warm.push(w.ms)
+      if (w.text !== cold.text) sameAsCold = false
+    }
+    done({ coldMs: cold.ms, coldCpuMs: cold.cpuMs, warmMs: warm, sameAsCold })
+    break
+  }
+
   case 'read': { // one cold read
     const before = vmHwmKb()
     const r = await timed(readRequest(job.home, job.id, job.max))

@@ -38,6 +38,11 @@ const CHEAP_REPS = Math.max(REPS, 5) // cold list, cold read, zstd of one file: 
 const LIST_LIMIT = 200
 const READ_MAX = 50
 const WARM_CALLS = 5
+// The read checkpoints (crates/core/src/store/checkpoint.rs) of the bench's children: a private folder of
+// the bench's own, emptied before each "first read".
+const CK_DIR = join(benchDir(), 'read-cache')
+const CK_ENV = { DSH_SESSION_MAIL_CACHE_DIR: CK_DIR }
+const NO_CK_ENV = { DSH_SESSION_MAIL_NO_CHECKPOINT: '1' }
 const CHILD = join(HERE, 'child.mjs')
 const PLUGIN_SRC = join(HERE, 'host-plugin')
 const PLUGIN_NAME = 'dsh-session-mail-bench-host'
@@ -49,9 +54,9 @@ let crashed = false
 
 // ---------------------------------------------------------------- processes
 /** Run bench/child.mjs with one job; resolves to its BENCH_RESULT object or {error}. */
-function child(job, timeoutMs = 600_000) {
+function child(job, timeoutMs = 600_000, env = {}) {
   return new Promise((resolvePromise) => {
-    const p = spawn(process.execPath, [CHILD, JSON.stringify(job)], { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'] })
+    const p = spawn(process.execPath, [CHILD, JSON.stringify(job)], { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } })
     let out = ''; let err = ''
     p.stdout.on('data', d => { out += d })
     p.stderr.on('data', d => { err += d; if (err.length > 20_000) err = err.slice(-10_000) })
@@ -281,22 +286,33 @@ async function main() {
     }
   }
 
-  // 3. read the last 50 messages of the 100 MB log, cold, vs zstd -dc of that file
+  // 3. read the last 50 messages of the 100 MB log in a fresh process, vs zstd -dc of that file, interleaved:
+  //    cold   = resuming from the read checkpoint a first read left (store/checkpoint.rs; in the bench's own
+  //             private cache folder, outside DSH_HOME);
+  //    first  = no checkpoint yet: folds the whole history once and leaves one;
+  //    full   = the checkpoint off (DSH_SESSION_MAIL_NO_CHECKPOINT=1): the whole history folded, every time.
+  // Each cold read's text must equal the full fold's.
   const big100File = join(m.home, big100.file)
-  log(`zstd -dc of the ${(big100.plainBytes / MiB).toFixed(0)} MiB log and sessions_read cold, ×${CHEAP_REPS} interleaved…`)
+  rmSync(CK_DIR, { recursive: true, force: true })
+  log(`zstd -dc of the ${(big100.plainBytes / MiB).toFixed(0)} MiB log and sessions_read (full fold, first, cold), ×${CHEAP_REPS} interleaved…`)
   await zstdDecompress([big100File])
-  const zb = []; const reads = []
+  const zb = []; const reads = []; const fulls = []
+  const first100 = await child({ op: 'read', home: m.home, id: big100.id, max: READ_MAX }, undefined, CK_ENV)
   for (let i = 0; i < CHEAP_REPS; i++) {
-    if (i >= REPS && reads[0].coldMs > 5000) break // not cheap after all
     zb.push(await zstdDecompress([big100File]))
-    reads.push(await child({ op: 'read', home: m.home, id: big100.id, max: READ_MAX }))
+    if (i < REPS) fulls.push(await child({ op: 'read', home: m.home, id: big100.id, max: READ_MAX }, undefined, NO_CK_ENV))
+    reads.push(await child({ op: 'read', home: m.home, id: big100.id, max: READ_MAX }, undefined, CK_ENV))
   }
   R.zstdBig100 = { ms: zb.map(z => z.ms), median: median(zb.map(z => z.ms)), cpuMs: zb.map(z => z.cpuMs), cpu: median(zb.map(z => z.cpuMs)) }
   const readText = reads.find(r => r.text)?.text ?? ''
+  const fullText = fulls.find(r => r.text)?.text ?? ''
   R.read = {
     coldMs: reads.map(r => r.coldMs), cold: median(reads.map(r => r.coldMs)), coldCpu: median(reads.map(r => r.coldCpuMs)), loadMs: median(reads.map(r => r.loadMs)),
     messages: readMessages(readText), refused: isRefusal(readText), error: reads.find(r => r.error)?.error, head: readText.slice(0, 300),
+    sameAsFull: [first100, ...reads].every(r => r.text === fullText),
   }
+  R.readFull = { coldMs: fulls.map(r => r.coldMs), cold: median(fulls.map(r => r.coldMs)), coldCpu: median(fulls.map(r => r.coldCpuMs)), error: fulls.find(r => r.error)?.error }
+  R.readFirst = { coldMs: first100.coldMs, coldCpu: first100.coldCpuMs, error: first100.error }
 
   // 4. warm read after one appended event (on a scratch copy: the cached corpus is never modified)
   log('sessions_read warm after an appended frame…')
@@ -305,19 +321,23 @@ async function main() {
   const scratchFile = join(scratch, big100.file)
   mkdirSync(dirname(scratchFile), { recursive: true })
   copyFileSync(big100File, scratchFile)
-  const ra = await child({ op: 'read-append', home: scratch, id: big100.id, max: READ_MAX, file: scratchFile, lastSeq: big100.lastSeq, lastTime: big100.lastTime, reps: Math.max(REPS, 5) })
+  const ra = await child({ op: 'read-append', home: scratch, id: big100.id, max: READ_MAX, file: scratchFile, lastSeq: big100.lastSeq, lastTime: big100.lastTime, reps: Math.max(REPS, 5) }, undefined, CK_ENV)
   R.readAppend = {
     coldMs: ra.coldMs, warmMs: ra.warmMs ?? [], warm: median(ra.warmMs ?? []),
     sawAppend: ra.sawAppend ?? [], refused: isRefusal(ra.coldText), error: ra.error,
   }
   rmSync(scratch, { recursive: true, force: true })
 
-  // 5. peak RSS reading the 1 GB log
-  log(`peak RSS: addon-only child, then sessions_read of the ${(big1g.plainBytes / MiB).toFixed(0)} MiB log…`)
+  // 5. the 1 GB log: peak RSS of its first read (the full fold, no checkpoint yet: the worst case), then cold
+  //    reads resuming from the checkpoint it left, interleaved with zstd -dc of that file
+  log(`peak RSS: addon-only child, then the first sessions_read of the ${(big1g.plainBytes / MiB).toFixed(0)} MiB log…`)
   const base = []; const rss = []
+  const big1gFile = join(m.home, big1g.file)
   for (let i = 0; i < REPS; i++) {
     base.push(await child({ op: 'load' }))
-    rss.push(await child({ op: 'read', home: m.home, id: big1g.id, max: READ_MAX }))
+    // each sample a first read: the 1 GiB checkpoint removed (the 100 MiB one may stay)
+    rmSync(CK_DIR, { recursive: true, force: true })
+    rss.push(await child({ op: 'read', home: m.home, id: big1g.id, max: READ_MAX }, undefined, CK_ENV))
     if (i === 0 && rss[0].coldMs > 60_000) break // one sample is enough when a read takes minutes
   }
   const baseKb = median(base.map(b => b.hwmKb)); const peakKb = median(rss.map(r => r.hwmKb))
@@ -326,6 +346,18 @@ async function main() {
     baseKb, peakKb, deltaKb: peakKb - baseKb, samplesKb: rss.map(r => r.hwmKb), baseSamplesKb: base.map(b => b.hwmKb),
     readMs: rss.map(r => r.coldMs), messages: readMessages(rssText), refused: isRefusal(rssText), error: rss.find(r => r.error)?.error,
   }
+  log(`zstd -dc of the ${(big1g.plainBytes / MiB).toFixed(0)} MiB log and cold sessions_read (checkpoint), ×${REPS} interleaved…`)
+  const zg = []; const reads1g = []
+  for (let i = 0; i < REPS; i++) {
+    zg.push(await zstdDecompress([big1gFile]))
+    reads1g.push(await child({ op: 'read', home: m.home, id: big1g.id, max: READ_MAX }, undefined, CK_ENV))
+  }
+  R.zstdBig1g = { ms: zg.map(z => z.ms), median: median(zg.map(z => z.ms)), cpu: median(zg.map(z => z.cpuMs)) }
+  R.read1g = {
+    coldMs: reads1g.map(r => r.coldMs), cold: median(reads1g.map(r => r.coldMs)), coldCpu: median(reads1g.map(r => r.coldCpuMs)),
+    error: reads1g.find(r => r.error)?.error, sameAsFirst: reads1g.every(r => r.text === rssText), messages: readMessages(reads1g[0]?.text ?? ''),
+  }
+  rmSync(CK_DIR, { recursive: true, force: true })
 
   // ---------------------------------------------------------------- report
   const rows = []
@@ -351,11 +383,28 @@ async function main() {
     ratio: `${(R.list.warm / R.list.cold).toFixed(3)}×`, target: '≤ 20 ms', verdict: verdict(R.list.warm <= 20, listInvalid || !R.list.warmSameAsCold),
     value: R.list.warm, base: R.list.cold,
   })
-  const readInvalid = R.read.refused || !!R.read.error || R.read.messages === 0
+  const readInvalid = R.read.refused || !!R.read.error || R.read.messages === 0 || !R.read.sameAsFull
+  const mib100 = (big100.plainBytes / MiB).toFixed(0)
   rows.push({
-    metric: `read ${READ_MAX} msgs, ${(big100.plainBytes / MiB).toFixed(0)} MiB log, cold`, measured: fmtMs(R.read.cold), baseline: `zstd -dc file ${fmtMs(R.zstdBig100.median)}`,
-    ratio: `${(R.read.cold / R.zstdBig100.median).toFixed(2)}×`, cpu: cpuRatio(R.read.coldCpu, R.zstdBig100.cpu), target: '≤ 1.2×', verdict: verdict(R.read.cold / R.zstdBig100.median <= 1.2, readInvalid),
+    metric: `read ${READ_MAX} msgs, ${mib100} MiB log, cold (checkpoint)${R.read.sameAsFull ? '' : ' (text differs from the full fold!)'}`, measured: fmtMs(R.read.cold), baseline: `zstd -dc file ${fmtMs(R.zstdBig100.median)}`,
+    ratio: `${(R.read.cold / R.zstdBig100.median).toFixed(2)}×`, cpu: cpuRatio(R.read.coldCpu, R.zstdBig100.cpu), target: '≤ 0.3×', verdict: verdict(R.read.cold / R.zstdBig100.median <= 0.3, readInvalid),
     value: R.read.cold, base: R.zstdBig100.median,
+  })
+  rows.push({
+    metric: `read ${READ_MAX} msgs, ${mib100} MiB log, first read (no checkpoint yet)`, measured: fmtMs(R.readFirst.coldMs), baseline: `zstd -dc file ${fmtMs(R.zstdBig100.median)}`,
+    ratio: `${(R.readFirst.coldMs / R.zstdBig100.median).toFixed(2)}×`, cpu: cpuRatio(R.readFirst.coldCpu, R.zstdBig100.cpu), target: '—', verdict: R.readFirst.error ? 'MISS*' : 'info',
+    value: R.readFirst.coldMs, base: R.zstdBig100.median,
+  })
+  rows.push({
+    metric: `read ${READ_MAX} msgs, ${mib100} MiB log, full fold (checkpoint off)`, measured: fmtMs(R.readFull.cold), baseline: `zstd -dc file ${fmtMs(R.zstdBig100.median)}`,
+    ratio: `${(R.readFull.cold / R.zstdBig100.median).toFixed(2)}×`, cpu: cpuRatio(R.readFull.coldCpu, R.zstdBig100.cpu), target: '≤ 1.2×', verdict: verdict(R.readFull.cold / R.zstdBig100.median <= 1.2, !!R.readFull.error),
+    value: R.readFull.cold, base: R.zstdBig100.median,
+  })
+  const read1gInvalid = !!R.read1g.error || R.read1g.messages === 0 || !R.read1g.sameAsFirst
+  rows.push({
+    metric: `read ${READ_MAX} msgs, ${(big1g.plainBytes / MiB).toFixed(0)} MiB log, cold (checkpoint)${R.read1g.sameAsFirst ? '' : ' (text differs from the first read!)'}`, measured: fmtMs(R.read1g.cold), baseline: `zstd -dc file ${fmtMs(R.zstdBig1g.median)}`,
+    ratio: `${(R.read1g.cold / R.zstdBig1g.median).toFixed(3)}×`, cpu: cpuRatio(R.read1g.coldCpu, R.zstdBig1g.cpu), target: '≤ 0.1× and ≤ 0.5 s', verdict: verdict(R.read1g.cold / R.zstdBig1g.median <= 0.1 && R.read1g.cold <= 500, read1gInvalid),
+    value: R.read1g.cold, base: R.zstdBig1g.median,
   })
   const appendInvalid = R.readAppend.refused || !!R.readAppend.error || !R.readAppend.sawAppend.length || !R.readAppend.sawAppend.every(Boolean)
   rows.push({
@@ -390,7 +439,8 @@ async function main() {
   lines.push('')
   lines.push(`samples (ms): zstd corpus ${R.zstdCorpus.ms.map(x => x.toFixed(0)).join(' ')} | list cold ${R.list.coldMs.map(x => x?.toFixed(1)).join(' ')} | list warm ${R.list.warmMs.map(x => x.toFixed(2)).join(' ')}`)
   if (R.host.runs) lines.push(`             host total ${R.host.totalMs.map(x => x.toFixed(0)).join(' ')} (listSessions ${R.host.runs.map(r => r.listMs.toFixed(0)).join(' ')}, readTitleSnapshots ${R.host.runs.map(r => r.titlesMs.toFixed(0)).join(' ')}; boot ${R.host.readyMs.toFixed(0)}, host VmHWM ${fmtMB(R.host.hwmAfterKb)})`)
-  lines.push(`             zstd 100M ${R.zstdBig100.ms.map(x => x.toFixed(0)).join(' ')} | read cold ${R.read.coldMs.map(x => x?.toFixed(1)).join(' ')} | read warm+append ${R.readAppend.warmMs.map(x => x.toFixed(2)).join(' ')} | 1G read ${R.rss.readMs.map(x => x?.toFixed(0)).join(' ')}`)
+  lines.push(`             zstd 100M ${R.zstdBig100.ms.map(x => x.toFixed(0)).join(' ')} | read cold ${R.read.coldMs.map(x => x?.toFixed(1)).join(' ')} | first ${R.readFirst.coldMs?.toFixed(0)} | full fold ${R.readFull.coldMs.map(x => x?.toFixed(0)).join(' ')} | read warm+append ${R.readAppend.warmMs.map(x => x.toFixed(2)).join(' ')}`)
+  lines.push(`             zstd 1G ${R.zstdBig1g.ms.map(x => x.toFixed(0)).join(' ')} | 1G read cold ${R.read1g.coldMs.map(x => x?.toFixed(1)).join(' ')} | 1G first read ${R.rss.readMs.map(x => x?.toFixed(0)).join(' ')}`)
   lines.push(`             RSS: addon-only VmHWM ${R.rss.baseSamplesKb.map(fmtMB).join(' ')}; after 1G read ${R.rss.samplesKb.map(fmtMB).join(' ')}; addon load ${fmtMs(R.list.loadMs)}`)
   const best = (xs) => Math.min(...xs.filter(Number.isFinite))
   lines.push(`best-of ratios (min/min; noise only ever adds time): list/zstd corpus ${(best(R.list.coldMs) / best(R.zstdCorpus.ms)).toFixed(2)}× | host/list ${R.host.runs ? (best(R.host.totalMs) / best(R.list.coldMs)).toFixed(1) + '×' : '—'} | read/zstd file ${(best(R.read.coldMs) / best(R.zstdBig100.ms)).toFixed(2)}× | warm list ${fmtMs(best(R.list.warmMs))} | warm read ${fmtMs(best(R.readAppend.warmMs))}`)
