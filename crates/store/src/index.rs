@@ -657,7 +657,10 @@ fn snap_holds(dir: &Path, s: &Snap) -> bool {
     let Ok(d) = fs::symlink_metadata(dir) else {
         return false;
     };
-    if !d.file_type().is_dir() || file_key(&d) != Some(s.key) || d.modified().ok() != Some(s.dir_mtime) {
+    if !d.file_type().is_dir()
+        || file_key(&d) != Some(s.key)
+        || d.modified().ok() != Some(s.dir_mtime)
+    {
         return false;
     }
     match &s.log {
@@ -942,10 +945,7 @@ pub fn list_cached(home: &Path, hot: &HashSet<String>) -> Arc<super::BriefListin
             dirty.clear();
         }
     }
-    let verified: Verified = old
-        .as_ref()
-        .map(|o| o.verified.clone())
-        .unwrap_or_default();
+    let verified: Verified = old.as_ref().map(|o| o.verified.clone()).unwrap_or_default();
     let mut rebuild = old.as_ref().is_none_or(|o| o.walk != walk);
     let (old_listing, mut old_projects) = match old {
         None => (None, HashMap::new()),
@@ -1099,7 +1099,9 @@ pub fn list_cached(home: &Path, hot: &HashSet<String>) -> Arc<super::BriefListin
     let fresh = parallel_owned(work, |(k, j, old, since_ok)| {
         let dir = &projects[k][j];
         let at = opened[k].as_ref().zip(dir.file_name());
-        let (mut memo, change) = Memo::recheck(dir, at, old, now);
+        // Its own moment, not the call's start: a long call (a cold one) does not leave every
+        // memo due for the 2 s rule by the time it returns.
+        let (mut memo, change) = Memo::recheck(dir, at, old, Instant::now());
         memo.watched = if since_ok && memo.watchable(dir) {
             epoch
         } else {

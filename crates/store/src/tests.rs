@@ -1774,9 +1774,10 @@ mod listing_memo {
         write_old(home, "s-e", "new");
         let l = check("new", 1);
         assert!(shape(&l).0.contains(&("s-e".into(), Some("new".into()))));
-        // its watch lands: the next listing looks at it once more, under watch
+        // its watch lands and the watcher's thread checks it against what the listing saw: the
+        // next listing has nothing to look at
         crate::index::with_watch(home, |w| w.settle());
-        check("new, under watch", 1);
+        check("new, under watch", 0);
         fs::remove_dir_all(home.join("sessions").join(P).join("s-c")).unwrap();
         let l = check("deleted", 0);
         assert!(!shape(&l).0.iter().any(|(id, _)| id == "s-c"));
@@ -1791,6 +1792,39 @@ mod listing_memo {
         let a = list_briefs_cached(home, []);
         let b = list_briefs_cached(home, []);
         assert!(Arc::ptr_eq(&a, &b));
+        assert_eq!(rechecked(home), 0);
+        assert_eq!(crate::index::memo_probe(home).unwrap().1, Ok(()));
+    }
+
+    /// A change between a listing's look at a folder and the moment its watch lands is not lost:
+    /// the watcher's check sees the log differ from what the listing saw and marks the folder
+    /// dirty (or the change comes after the watch: an event). Nothing changed: nothing is looked at.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_change_before_the_watch_landed_is_not_lost() {
+        let d = tempfile::tempdir().unwrap();
+        let home = d.path();
+        let ids: Vec<String> = (0..6).map(|i| format!("s-{i}")).collect();
+        for id in &ids {
+            write_old(home, id, id);
+        }
+        list_briefs_cached(home, []);
+        // at once, before the watcher's thread (it waits for its poll) has added the watches
+        for id in &ids[..3] {
+            append_title(home, id, "changed", true);
+        }
+        crate::index::with_watch(home, |w| w.settle());
+        let l = list_briefs_cached(home, []);
+        assert_eq!(shape(&l), shape(&list_briefs(home)));
+        for id in &ids[..3] {
+            assert!(
+                shape(&l).0.contains(&(id.clone(), Some("changed".into()))),
+                "{id}"
+            );
+        }
+        assert_eq!(rechecked(home), 3, "the three changed folders, no others");
+        crate::index::with_watch(home, |w| w.settle());
+        list_briefs_cached(home, []);
         assert_eq!(rechecked(home), 0);
         assert_eq!(crate::index::memo_probe(home).unwrap().1, Ok(()));
     }

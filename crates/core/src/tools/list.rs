@@ -358,14 +358,15 @@ const MAX_CHECKOUTS: usize = 256;
 /// the caller's own recent changes. The caller's repository is known from its row (live header or file).
 fn annotate_repos_and_files<'a>(all: &mut [Lite], view: &View<'a>) {
     use crate::repo::{self, Checkout};
-    let mut cache: HashMap<&'a str, Option<Checkout>> = HashMap::new();
-    let mut checkout_of = |cwd: Option<&'a str>| -> Option<Checkout> {
+    // Shared, not copied: a home of 20,000 sessions asks for a checkout per session.
+    let mut cache: HashMap<&'a str, Option<std::rc::Rc<Checkout>>> = HashMap::new();
+    let mut checkout_of = |cwd: Option<&'a str>| -> Option<std::rc::Rc<Checkout>> {
         let cwd = cwd?;
         if let Some(c) = cache.get(cwd) {
             return c.clone();
         }
         let c = if cache.len() < MAX_CHECKOUTS {
-            repo::checkout(cwd)
+            repo::checkout(cwd).map(std::rc::Rc::new)
         } else {
             None
         };
@@ -396,11 +397,11 @@ fn annotate_repos_and_files<'a>(all: &mut [Lite], view: &View<'a>) {
         .map(|i| view.header(&all[i]));
     let caller_co = caller.and_then(|h| checkout_of(h.cwd.as_deref()));
     let caller_files: Vec<String> = match caller {
-        Some(h) => files_of(&h.id, caller_co.as_ref(), h.cwd.as_deref()),
+        Some(h) => files_of(&h.id, caller_co.as_deref(), h.cwd.as_deref()),
         None => Vec::new(),
     };
     // Rows of one project folder mostly share their directory: ask the cache once per run of them.
-    let mut last: Option<(&str, Option<Checkout>)> = None;
+    let mut last: Option<(&str, Option<std::rc::Rc<Checkout>>)> = None;
     for c in all.iter_mut() {
         let h = view.header(c);
         let cwd = h.cwd.as_deref();
@@ -412,11 +413,11 @@ fn annotate_repos_and_files<'a>(all: &mut [Lite], view: &View<'a>) {
                 co
             }
         };
-        c.same_place = matches!((&co, &caller_co), (Some(a), Some(b)) if a.key == b.key);
+        c.same_place = matches!((&co, &caller_co), (Some(a), Some(b)) if std::rc::Rc::ptr_eq(a, b) || a.key == b.key);
         // only a git repository is tagged and ranked first; outside git, repo_only keeps the caller's dir
         c.same_repo = c.same_place && co.as_ref().is_some_and(|x| x.git);
         if c.live.is_some() && !c.is_caller {
-            c.files = files_of(&h.id, co.as_ref(), cwd);
+            c.files = files_of(&h.id, co.as_deref(), cwd);
             if c.same_place {
                 c.overlap = c
                     .files
