@@ -100,6 +100,43 @@ pub fn is_loopback_ip(ip: IpAddr) -> bool {
     }
 }
 
+/// How long an idle loopback connection is kept for the next send: well below the host's keep-alive
+/// timeout (rc.8 `packages/host/webserver/src/index.ts` uses node:http `createServer` with its default
+/// `keepAliveTimeout`, 5 s), so the host never closes a connection this side is about to reuse (a
+/// request on a connection closed under it would be an ambiguous failure, never resent).
+const IDLE: Duration = Duration::from_secs(2);
+
+thread_local! {
+    /// One client per thread of the runtime and connect timeout: a send reuses the loopback
+    /// connection of the last one (no connect, and no new socket for the host's event loop to
+    /// accept), as `fetch` does. Per thread, because a connection lives on the runtime that opened it
+    /// (a test's runtime ends with the test; its thread, and this, with it).
+    static CLIENTS: std::cell::RefCell<Vec<(Duration, reqwest::Client)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+fn client(connect: Duration) -> Result<reqwest::Client, String> {
+    CLIENTS.with(|c| {
+        let mut c = c.borrow_mut();
+        if let Some((_, cl)) = c.iter().find(|(d, _)| *d == connect) {
+            return Ok(cl.clone());
+        }
+        let cl = reqwest::Client::builder()
+            .no_proxy()
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(connect)
+            .pool_idle_timeout(IDLE)
+            .pool_max_idle_per_host(4)
+            .build()
+            .map_err(|e| format!("HTTP client setup failed: {e}"))?;
+        if c.len() >= 4 {
+            c.remove(0);
+        }
+        c.push((connect, cl.clone()));
+        Ok(cl)
+    })
+}
+
 /// POST `body` (JSON) to `base.origin + path`, with an optional `Cookie` header.
 /// The answer body is read up to `max_body` bytes (more is an ambiguous, truncated answer).
 pub async fn post_json(
@@ -110,17 +147,11 @@ pub async fn post_json(
     t: Timeouts,
     max_body: usize,
 ) -> Result<Reply, TransportError> {
-    let client = reqwest::Client::builder()
-        .no_proxy()
-        .redirect(reqwest::redirect::Policy::none())
-        .connect_timeout(t.connect)
-        .timeout(t.total)
-        .pool_max_idle_per_host(0)
-        .build()
-        .map_err(|e| TransportError::NotSent(format!("HTTP client setup failed: {e}")))?;
+    let client = client(t.connect).map_err(TransportError::NotSent)?;
     let url = format!("{}{}", base.origin, path);
     let mut rb = client
         .post(url)
+        .timeout(t.total)
         .header(reqwest::header::HOST, base.authority.as_str())
         .header(reqwest::header::CONTENT_TYPE, "application/json")
         .header(reqwest::header::ACCEPT, "application/json")
