@@ -86,7 +86,7 @@ switch (job.op) {
     // thread, the memo's 2 s rule and its checks run meanwhile, as in a host): every warm call's time
     const req = listRequest(job.home, job.limit)
     const cold = await timed(req)
-    const warm = []
+    const warm = []; const cpu = []
     let sameAsCold = true
     const gap = job.spanMs / job.calls
     const t0 = performance.now()
@@ -96,9 +96,10 @@ switch (job.op) {
       if (wait > 0) await new Promise(resolve => setTimeout(resolve, wait))
       const w = await timed(req)
       warm.push(w.ms)
+      cpu.push(w.cpuMs)
       if (w.text !== cold.text) sameAsCold = false
     }
-    done({ coldMs: cold.ms, coldCpuMs: cold.cpuMs, warmMs: warm, sameAsCold })
+    done({ coldMs: cold.ms, coldCpuMs: cold.cpuMs, warmMs: warm, cpuMs: cpu, sameAsCold })
     break
   }
 
