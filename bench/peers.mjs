@@ -151,7 +151,9 @@ async function hostRows() {
   const big = m.big.big100m
   const bigFile = join(m.home, big.file)
   const mib = `${(big.plainBytes / 2 ** 20).toFixed(0)} MiB`
-  const box = await H.makeSandbox()
+  // The live-read rows compare the live read with a read at rest of the same fold: without the read checkpoint
+  // (crates/core/src/store/checkpoint.rs) on both sides, or whichever ran second would resume from the first's.
+  const box = await H.makeSandbox({ env: { DSH_SESSION_MAIL_NO_CHECKPOINT: '1' } })
   const jobsDir = join(box.dir, 'jobs'); mkdirSync(jobsDir)
   box.env.DSH_BENCH_PEERS_DIR = jobsDir
   try {
@@ -238,7 +240,7 @@ async function hostRows() {
     const stall = { list: [], rest: [], live: [], appended: [], control: [], child: [], send: [] }
     const cpu = { live: [], appended: [], rest: [], list: [], send: [] } // [mainCpuMs, procCpuMs, wall ms] of each call in the host
     for (let i = 0; i < REPS; i++) {
-      const c = await during(() => child({ op: 'read', home: box.home, id: LIVE[i], max: 50 }))
+      const c = await during(() => child({ op: 'read', home: box.home, id: LIVE[i], max: 50 }, { DSH_SESSION_MAIL_NO_CHECKPOINT: '1' }))
       if (c.r.error) throw new Error(c.r.error)
       restRead.push(c.r.coldMs); stall.child.push(c.stall)
       const l = await during(() => job({ op: 'tool', tool: 'sessions_read', args: { session_id: LIVE[i] } }))

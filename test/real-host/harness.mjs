@@ -139,6 +139,8 @@ export async function makeSandbox({ t, host = installHost(), keep = process.env.
       DEEPSEEK_BASE_URL: llm.baseURL,
       DEEPSEEK_API_KEY: 'fake-key',
       DSH_TELEMETRY_DISABLED: '1',
+      // the plugin's read checkpoints (crates/core/src/store/checkpoint.rs) stay in the sandbox
+      DSH_SESSION_MAIL_CACHE_DIR: join(dir, 'cache'),
       ...env,
     },
     webs: [],
