@@ -1,7 +1,7 @@
 //! Stable error codes that cross the napi boundary (`err.code` in JS).
 //! Tool outcomes are never errors: they are data (`crate::outcome`), rendered to text. These codes are
 //! for misuse of the binding itself (a malformed request from the shim or the CLI) and for a failure
-//! of the core (a caught panic). (`E_BAD_KEY` belongs to the binding's test-only exports.)
+//! of the core (a caught panic).
 
 use std::fmt;
 
