@@ -35,12 +35,6 @@ export declare const enum AuthState {
   BadUrl = 'bad-url',
 }
 
-/** `null` when the body may be sent; otherwise why it is refused (a forged From header or frame line). */
-export declare function checkBody(body: string): string | null
-
-/** The delivered body of `send_session_message`: the From header line and the message. */
-export declare function composeMessage(senderId: string, message: string): string
-
 /** The defaults of `config::Config`. */
 export declare function configDefaults(): ConfigDefaults
 
@@ -119,14 +113,6 @@ export declare const enum HostState {
   Unreachable = 'unreachable',
 }
 
-/**
- * Decide a `notify_when_idle` request (lib/notice.js). `facts` is the JSON of
- * `mail_core::mail::notice::NoticeFacts`: what the shim knows (caller, its turn, the target's liveness,
- * the pending watches); the core applies the loop guard's rule for a turn a notice opened.
- * `receipt`: the accepted send's text, returned with the note before its `request:` line.
- */
-export declare function idleNotice(facts: string, receipt?: string | undefined | null): IdleNoticeNote
-
 /** What a `notify_when_idle` request decided (`mail_core::mail::notice::NoticeDecision`). */
 export declare const enum IdleNoticeDecision {
   Set = 'set',
@@ -150,16 +136,6 @@ export interface IdleNoticeMessage {
   form: string
   rpcId: string
   summary: string
-}
-
-/**
- * The decision and the receipt's `note:` text for it; `receipt`: the send's receipt with that note in
- * place (when one was given).
- */
-export interface IdleNoticeNote {
-  decision: IdleNoticeDecision
-  text: string
-  receipt?: string
 }
 
 /** The audit ledger, or why it could not be read (`ok: false`, `error`). */
@@ -252,15 +228,6 @@ export interface MailboxSettlement {
   route?: string
 }
 
-/**
- * The browser-session cookie (`name=value`) for `authority` (`host:port`), issued at `nowMs`,
- * from the base64url secret.
- */
-export declare function mintCookie(secret: string, authority: string, nowMs: number): string
-
-/** A fresh request id `dsh-session-mail:<uuid>`. */
-export declare function newRequestId(): string
-
 /** One path a live peer of the caller's repository also changed, not told yet (lib/overlap.js). */
 export interface OverlapFact {
   path: string
@@ -293,12 +260,6 @@ export declare function probeHost(baseUrl: string, timeoutMs?: number | undefine
 
 /** The host's session directory key for a project path (`null` for an empty path). */
 export declare function projectKey(cwd: string): string | null
-
-/**
- * The exact JSON body POSTed to the host route for `dialect` (`rc8` or `v2`).
- * For v2 `envelopeRpcId` is the plain envelope id; for rc8 the request id is the envelope id.
- */
-export declare function promptEnvelope(dialect: string, requestId: string, sessionId: string, mode: string, text: string, envelopeRpcId?: string | undefined | null): string
 
 /**
  * Publish this process's presence record (`presence::Record` as JSON; `updatedAt` is set here)
@@ -423,13 +384,14 @@ export interface RowState {
 }
 
 /**
- * Run one tool call. `request` is the JSON of `request::ToolRequest`; the result is the text
- * the model sees (a receipt, a listing, a window, or a readable refusal).
+ * Run one tool call: its text and its typed outcome (index.js, the command line, the doctor).
+ * `request` is the JSON of `request::ToolRequest`. `notice`: for a send with `notify_when_idle`, the JSON
+ * of `mail_core::mail::notice::NoticeFacts` as the shim knows them before the call (caller, its turn,
+ * the pending watches); whether the target is live here afterwards is known from the request and the
+ * receipt (live before, or woken by this process's host), and the core decides, with the loop guard's
+ * rule for a turn a notice opened, and words the `note:`.
  */
-export declare function runTool(request: string): Promise<string>
-
-/** Run one tool call and return its text and outcome (the command line's exit codes come from it). */
-export declare function runToolResult(request: string): Promise<ToolOutcome>
+export declare function run(request: string, notice?: string | undefined | null): Promise<ToolOutcome>
 
 /** One `sessions_list` row as data (`mail_core::cli::data::SessionRow`). */
 export interface SessionRow {
@@ -463,7 +425,10 @@ export declare const enum SessionScope {
   Subagent = 'subagent',
 }
 
-/** A tool call's text and what it ended in. */
+/**
+ * A tool call's text and what it ended in: the shim and the command line decide on these fields, never
+ * on the text.
+ */
 export interface ToolOutcome {
   /** The text the model sees. */
   text: string
@@ -478,6 +443,11 @@ export interface ToolOutcome {
   mayHaveLanded: boolean
   /** A send tool: the request id, once one was minted. */
   requestId: string | null
+  /**
+   * An accepted send given idle-notice facts: what was decided (`set`: the shim watches the target).
+   * Its `note:` is in `text` already.
+   */
+  notice: IdleNoticeDecision | null
 }
 
 /**

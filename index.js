@@ -26,41 +26,42 @@ export const inject = {
   sessions: { required: false },
 }
 
+// The Config keys the core reads take their defaults from the core (crates/core/src/config.rs `Config::default`,
+// exported as configDefaults()): declared once. An addon that does not load leaves them without a default —
+// every tool then answers that the addon did not load, and the core fills its own defaults anyway.
+const CORE_DEFAULTS = loadCore().core?.configDefaults?.() ?? {}
+const coreDefault = (schema, key) => (CORE_DEFAULTS[key] === undefined ? schema : schema.default(CORE_DEFAULTS[key]))
+
 export const Config = Schema.object({
   enabled: Schema.boolean().default(true).description('Register the tools. false: the plugin registers nothing.'),
-  frameMessages: Schema.boolean().default(true).description('Frame sessions_send bodies so the receiver can tell a peer from the human.'),
-  maxSendChars: Schema.natural().min(1).default(8000).description('Longest message body, in characters.'),
-  defaultSendMode: Schema.union(['queue', 'steer']).default('queue').description('sessions_send mode when the call names none.'),
-  allowResume: Schema.boolean().default(true).description('May a send wake a cold session?'),
-  maxListResults: Schema.natural().min(1).max(200).default(50).description('Cap on sessions_list rows.'),
-  maxReadMessages: Schema.natural().min(1).max(100).default(50).description('Cap on sessions_read messages.'),
-  maxMessageChars: Schema.natural().min(16).default(4000).description('Longer messages are cut, visibly.'),
-  includeInjectedByDefault: Schema.boolean().default(false).description('sessions_read default for include_injected.'),
-  hostApi: Schema.union(['auto', 'rc8', 'v2']).default('auto').description('Host route generation: rc8 = /api/session.prompt, v2 = /api/session/prompt with the browser-session cookie.'),
+  frameMessages: coreDefault(Schema.boolean(), 'frameMessages').description('Frame sessions_send bodies so the receiver can tell a peer from the human.'),
+  maxSendChars: coreDefault(Schema.natural().min(1), 'maxSendChars').description('Longest message body, in characters.'),
+  defaultSendMode: coreDefault(Schema.union(['queue', 'steer']), 'defaultSendMode').description('sessions_send mode when the call names none.'),
+  allowResume: coreDefault(Schema.boolean(), 'allowResume').description('May a send wake a cold session?'),
+  maxListResults: coreDefault(Schema.natural().min(1).max(200), 'maxListResults').description('Cap on sessions_list rows.'),
+  maxReadMessages: coreDefault(Schema.natural().min(1).max(100), 'maxReadMessages').description('Cap on sessions_read messages.'),
+  maxMessageChars: coreDefault(Schema.natural().min(16), 'maxMessageChars').description('Longer messages are cut, visibly.'),
+  includeInjectedByDefault: coreDefault(Schema.boolean(), 'includeInjectedByDefault').description('sessions_read default for include_injected.'),
+  hostApi: coreDefault(Schema.union(['auto', 'rc8', 'v2']), 'hostApi').description('Host route generation: rc8 = /api/session.prompt, v2 = /api/session/prompt with the browser-session cookie.'),
   host: Schema.string().default('').description('Override the web server host (default: the host\'s own, on loopback).'),
   port: Schema.natural().max(65535).default(0).description('Override the web server port (0: the host\'s bound port).'),
-  connectTimeoutMs: Schema.natural().min(1).default(2000),
-  requestTimeoutMs: Schema.natural().min(1).default(10000),
-  budgetWindowSecs: Schema.natural().default(600).description('Sliding window of the send budgets, in seconds (0: budgets off).'),
-  budgetPerPair: Schema.natural().default(6).description('Sends one session may make to one target per window (0: no pair budget).'),
-  budgetPerSender: Schema.natural().default(20).description('Sends one session may make to all targets per window (0: no sender budget).'),
-  urgentReserve: Schema.natural().default(2).description('Extra urgent/steer sends per pair beyond budgetPerPair, so a correction can still interrupt.'),
-  maxStackedPerSender: Schema.natural().default(2).description('Queued messages from one sender that may wait unclaimed in a target inbox (0: no limit).'),
-  maxRelayHops: Schema.natural().default(4).description('Agent-to-agent deliveries one conversation chain may make until a human writes in it (0: no loop guard).'),
+  connectTimeoutMs: coreDefault(Schema.natural().min(1), 'connectTimeoutMs'),
+  requestTimeoutMs: coreDefault(Schema.natural().min(1), 'requestTimeoutMs'),
+  budgetWindowSecs: coreDefault(Schema.natural(), 'budgetWindowSecs').description('Sliding window of the send budgets, in seconds (0: budgets off).'),
+  budgetPerPair: coreDefault(Schema.natural(), 'budgetPerPair').description('Sends one session may make to one target per window (0: no pair budget).'),
+  budgetPerSender: coreDefault(Schema.natural(), 'budgetPerSender').description('Sends one session may make to all targets per window (0: no sender budget).'),
+  urgentReserve: coreDefault(Schema.natural(), 'urgentReserve').description('Extra urgent/steer sends per pair beyond budgetPerPair, so a correction can still interrupt.'),
+  maxStackedPerSender: coreDefault(Schema.natural(), 'maxStackedPerSender').description('Queued messages from one sender that may wait unclaimed in a target inbox (0: no limit).'),
+  maxRelayHops: coreDefault(Schema.natural(), 'maxRelayHops').description('Agent-to-agent deliveries one conversation chain may make until a human writes in it (0: no loop guard).'),
   sendTools: Schema.union(['both', 'sessions_send', 'send_session_message']).default('both').description('Register both send tools, or only one (each schema is paid on every model request).'),
   idleNoticeMinutes: Schema.natural().min(1).default(30).description('A pending notify_when_idle notice expires after this many minutes.'),
   overlapNotice: Schema.boolean().default(false).description('After a write/edit, tell the session when a live peer of its repository changed the same file recently (injected into that turn; off: shown in sessions_list only).'),
 })
 
-export const CORE_CONFIG_KEYS = [
-  'frameMessages', 'maxSendChars', 'defaultSendMode', 'allowResume', 'maxListResults', 'maxReadMessages',
-  'maxMessageChars', 'includeInjectedByDefault', 'hostApi', 'connectTimeoutMs', 'requestTimeoutMs',
-  'budgetWindowSecs', 'budgetPerPair', 'budgetPerSender', 'urgentReserve', 'maxStackedPerSender', 'maxRelayHops',
-]
-
+/** The part of the Config the core reads: the keys it has defaults for. */
 function coreConfig(config) {
   const out = {}
-  for (const key of CORE_CONFIG_KEYS) if (config[key] !== undefined) out[key] = config[key]
+  for (const key of Object.keys(CORE_DEFAULTS)) if (config[key] !== undefined) out[key] = config[key]
   return out
 }
 
@@ -125,14 +126,13 @@ async function runTool(ctx, config, tool, args, exec, hostVersion, notices = nul
       ? await liveReadFacts(ctx, args.session_id)
       : null
     const request = buildRequest(ctx, config, tool, args, exec, hostVersion, secret, liveRead)
-    const text = await core.runTool(JSON.stringify(request))
-    if (sends && notices !== null && args?.notify_when_idle === true && text.startsWith('accepted for ')) {
-      const target = String(args.session_id ?? args.toSessionId)
-      const requestId = /\nrequest: (\S+)\s*$/.exec(text)?.[1] ?? null
-      // the receipt with the notice's note in place (the core words and places it)
-      return notices.watch({ watcher: request.caller?.sessionId ?? request.caller?.agentId ?? null, target, requestId, turn: request.caller?.turn ?? null, receipt: text })
-    }
-    return text
+    // notify_when_idle: what only the shim knows goes in; the core decides and words the receipt's note
+    const watch = sends && notices !== null && args?.notify_when_idle === true
+      ? { watcher: request.caller?.sessionId ?? request.caller?.agentId ?? null, target: targetOf(tool, args), turn: request.caller?.turn ?? null }
+      : null
+    const outcome = await core.run(JSON.stringify(request), watch === null ? null : JSON.stringify(notices.factsFor(watch)))
+    if (outcome.notice === 'set') notices.watch({ ...watch, requestId: outcome.requestId })
+    return outcome.text
   } catch (e) {
     const msg = String(e?.message ?? e)
     // A request the core cannot take (E_BAD_REQUEST) fails the same way every time: no retry advice.

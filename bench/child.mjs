@@ -1,7 +1,7 @@
 // One measurement in a fresh process (spawned by bench/run.mjs; not meant to be run by hand).
 // argv[2] = JSON {op, ...}. Prints exactly one line `BENCH_RESULT <json>` on stdout.
 //
-// Times cover the `core.runTool` call only; process start and addon load are reported apart
+// Times cover the core's call only; process start and addon load are reported apart
 // (`loadMs`), so "cold" means: first call in a process that has no in-process cache yet.
 import { appendFileSync, readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
@@ -18,7 +18,8 @@ function vmRssKb() {
 }
 
 const tLoad = performance.now()
-// BENCH_CORE=<a .node addon, or a module exporting runTool(json)>: bench another build or implementation
+// BENCH_CORE=<a .node addon (`run(json)`, or an older build's `runTool(json)`), or a module exporting runTool(json)>:
+// bench another build or implementation
 // (a private release build while the shared one in the repo root is a debug build; checking the bench itself).
 const require = createRequire(import.meta.url)
 const BENCH_CORE = process.env.BENCH_CORE
@@ -28,6 +29,8 @@ const core = !BENCH_CORE
     ? require(BENCH_CORE)
     : await import(pathToFileURL(BENCH_CORE).href).then(m => (typeof m.runTool === 'function' ? m : m.default))
 const loadMs = performance.now() - tLoad
+/** The text of one call: `run` (its typed outcome's text), or the `runTool` of an older build / a module. */
+const runText = typeof core.run === 'function' ? async json => (await core.run(json)).text : json => core.runTool(json)
 
 const listRequest = (home, limit) => JSON.stringify({
   tool: 'sessions_list', args: { scope: 'all', limit }, caller: null,
@@ -42,7 +45,7 @@ const readRequest = (home, id, max) => JSON.stringify({
 async function timed(request) {
   const c0 = process.cpuUsage()
   const t0 = performance.now()
-  const text = await core.runTool(request)
+  const text = await runText(request)
   const ms = performance.now() - t0
   const c = process.cpuUsage(c0)
   return { ms, cpuMs: (c.user + c.system) / 1000, text }

@@ -27,7 +27,7 @@ async function run(lines) {
   const times = { human: [], peer: [] }
   for (let k = 0; k < 7; k++) {
     for (const [name, turn] of [['human', [{ kind: 'user', rpcId: 'client-1', text: 'do it' }]], ['peer', [{ kind: 'user', rpcId: 'dsh-session-mail:00000000-0000-4000-8000-000000000007', text: 'Cross-session message' }]]]) {
-      const t = performance.now(); const out = await core.runTool(req(turn)); times[name].push(performance.now() - t)
+      const t = performance.now(); const out = (await core.run(req(turn))).text; times[name].push(performance.now() - t)
       if (k === 0 && !out.startsWith('refused (unreachable)')) console.log(out.slice(0, 200))
     }
   }

@@ -11,7 +11,8 @@
 // sessions_read hides it as a plugin notice, and the loop guard (crates/core/src/mail/chain.rs) continues
 // the watched send's chain in the turn it opens.
 import { randomUUID } from 'node:crypto'
-import { attempt } from './host.js'
+import { attempt } from './attempt.js'
+import { userMessage } from './host.js'
 import { loadCore } from './native.js'
 
 export class IdleNotices {
@@ -38,37 +39,31 @@ export class IdleNotices {
   }
 
   /**
-   * Ask for one notice when `target`'s running turn ends. Returns the receipt's `note:` text, or, given
-   * the accepted send's `receipt`, that receipt with the note in place (the core places and words it:
-   * crates/core/src/render/notice.rs).
-   * @param {{ watcher: string|null, target: string, requestId: string|null, turn: any[]|null, receipt?: string|null }} req
+   * What only the shim knows about a `notify_when_idle` request, before the send: the core decides with it
+   * (crates/core/src/mail/notice.rs: the loop guard's rule for a turn a notice opened; whether the target is
+   * live here is the core's to tell from the send) and words the receipt's `note:` (render/notice.rs).
+   * @param {{ watcher: string|null, target: string, turn: any[]|null }} req
    */
-  watch({ watcher, target, requestId, turn, receipt = null }) {
-    const agent = watcher ? attempt(() => this.ctx.agents?.get?.(target), undefined) : undefined
+  factsFor({ watcher, target, turn }) {
     this.prune()
-    const key = `${watcher}\u0000${target}`
-    // The core decides (crates/core/src/mail/notice.rs: the loop guard's rule for a turn a notice
-    // opened) and words the note (render/notice.rs); this passes what only the shim can see.
-    const facts = {
+    return {
       hasWatcher: Boolean(watcher),
       turn: Array.isArray(turn) ? turn : null,
-      targetLive: Boolean(agent),
-      alreadyPending: this.watches.has(key),
+      alreadyPending: this.watches.has(`${watcher}\u0000${target}`),
       pending: this.watches.size,
       maxWatches: this.maxWatches,
       ttlMs: Math.max(0, Math.round(this.ttlMs)),
     }
-    let answer
-    try {
-      answer = loadCore().core.idleNotice(JSON.stringify(facts), receipt)
-    } catch (e) {
-      // the send was accepted already: a failure here only costs the notice (the core that places notes
-      // could not be asked, so this one is appended)
-      const note = `no idle notice: the plugin could not decide it (${String(e?.message ?? e)}).`
-      return receipt === null ? note : `${receipt}\nnote: ${note}`
-    }
-    const out = receipt === null ? answer.text : answer.receipt
-    if (answer.decision !== 'set') return out
+  }
+
+  /**
+   * Watch `target` for the notice the core set (`run` answered `notice: 'set'`): one message into the caller
+   * when the target's running turn ends.
+   * @param {{ watcher: string, target: string, requestId: string|null }} req
+   */
+  watch({ watcher, target, requestId }) {
+    const agent = attempt(() => this.ctx.agents?.get?.(target), undefined)
+    const key = `${watcher}\u0000${target}`
     const status = String(attempt(() => agent.status, 'idle'))
     const sinceSeq = attempt(() => (typeof agent.session?.seq === 'number' ? agent.session.seq - 1 : null), null)
     const w = { watcher, target, requestId: requestId ?? randomUUID(), expires: this.now() + this.ttlMs, sawRunning: status !== 'idle', sinceSeq }
@@ -76,7 +71,6 @@ export class IdleNotices {
     // A very short turn can start and end before this watch exists: if the message already landed and the
     // session is idle again, the turn is over — notify now rather than wait for an edge that came already.
     if (status === 'idle' && requestId && this.landedAndEnded(agent, requestId)) queueMicrotask(() => this.fire(key))
-    return out
   }
 
   landedAndEnded(agent, requestId) {
@@ -104,10 +98,7 @@ export class IdleNotices {
     const since = typeof w.sinceSeq === 'number' && w.sinceSeq >= 0 ? w.sinceSeq : null
     const n = attempt(() => loadCore().core.idleNoticeMessage(w.target, w.requestId, since), undefined)
     if (n === undefined) return
-    const text = n.text
-    const source = Object.freeze({ kind: 'plugin', plugin: n.plugin, form: n.form, summary: n.summary, rpcId: n.rpcId })
-    // The message shape of rc.8 `createUserMessage` (packages/llm/llm/src/types/message.ts): frozen, own id.
-    const message = Object.freeze({ role: 'user', content: [Object.freeze({ type: 'text', text })], source, id: randomUUID() })
+    const message = userMessage(n.text, { kind: 'plugin', plugin: n.plugin, form: n.form, summary: n.summary, rpcId: n.rpcId })
     try {
       watcher.followup(message)
       this.delivered++

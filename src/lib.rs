@@ -4,9 +4,6 @@
 //! data, never an error. Errors are for misuse of the binding (a malformed request, a bad key) and carry
 //! a stable `err.code` (`E_*`, [`ErrorCode`]). Sync exports use `catch_unwind` so a panic can never abort
 //! the host process; a panic in an async export already becomes a rejected Promise.
-//!
-//! Exports used only by the test suites (cookie minting, composing, envelopes) are compiled with the
-//! `testing` cargo feature (scripts/test.sh builds with it).
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -69,21 +66,6 @@ where
 
 // ---- the tools (index.js) ----
 
-/// Run one tool call. `request` is the JSON of `request::ToolRequest`; the result is the text
-/// the model sees (a receipt, a listing, a window, or a readable refusal).
-#[napi(ts_return_type = "Promise<string>")]
-pub fn run_tool(env: &Env, request: String) -> Result<AsyncBlock<String>, ErrorCode> {
-    // A lone UTF-16 surrogate in an argument is a readable refusal, never a failed call.
-    let parsed = mail_core::tools::parse_request(&request)
-        .map_err(|why| error(ErrorCode::BadRequest, why))?;
-    promise(env, async move {
-        Ok(match parsed {
-            Ok(req) => mail_core::render::run(req).await,
-            Err(refusal) => refusal.render(),
-        })
-    })
-}
-
 /// A refusal code as JS sees it (`mail_core::outcome::RefusalCode`; the match below makes a code
 /// added to the core a compile error here until it is declared).
 #[napi(string_enum = "kebab-case")]
@@ -140,7 +122,8 @@ impl From<mail_core::outcome::RefusalCode> for RefusalCode {
     }
 }
 
-/// A tool call's text and what it ended in.
+/// A tool call's text and what it ended in: the shim and the command line decide on these fields, never
+/// on the text.
 #[napi(object, use_nullable = true)]
 pub struct ToolOutcome {
     /// The text the model sees.
@@ -154,37 +137,9 @@ pub struct ToolOutcome {
     pub may_have_landed: bool,
     /// A send tool: the request id, once one was minted.
     pub request_id: Option<String>,
-}
-
-/// Run one tool call and return its text and outcome (the command line's exit codes come from it).
-#[napi(ts_return_type = "Promise<ToolOutcome>")]
-pub fn run_tool_result(env: &Env, request: String) -> Result<AsyncBlock<ToolOutcome>, ErrorCode> {
-    let parsed = mail_core::tools::parse_request(&request)
-        .map_err(|why| error(ErrorCode::BadRequest, why))?;
-    promise(env, async move {
-        Ok(tool_outcome(match parsed {
-            Ok(req) => mail_core::tools::run_result(req).await,
-            Err(refusal) => ToolResult::Refused(refusal),
-        }))
-    })
-}
-
-fn tool_outcome(r: ToolResult) -> ToolOutcome {
-    let (accepted, may_have_landed, request_id) = match &r {
-        ToolResult::Send(s) => (
-            s.accepted(),
-            s.may_have_landed(),
-            s.request_id().map(str::to_string),
-        ),
-        _ => (false, false, None),
-    };
-    ToolOutcome {
-        text: r.render(),
-        code: r.code().map(RefusalCode::from),
-        accepted,
-        may_have_landed,
-        request_id,
-    }
+    /// An accepted send given idle-notice facts: what was decided (`set`: the shim watches the target).
+    /// Its `note:` is in `text` already.
+    pub notice: Option<IdleNoticeDecision>,
 }
 
 /// What a `notify_when_idle` request decided (`mail_core::mail::notice::NoticeDecision`).
@@ -198,36 +153,79 @@ pub enum IdleNoticeDecision {
     TooMany,
 }
 
-/// The decision and the receipt's `note:` text for it; `receipt`: the send's receipt with that note in
-/// place (when one was given).
-#[napi(object)]
-pub struct IdleNoticeNote {
-    pub decision: IdleNoticeDecision,
-    pub text: String,
-    pub receipt: Option<String>,
-}
-
-/// Decide a `notify_when_idle` request (lib/notice.js). `facts` is the JSON of
-/// `mail_core::mail::notice::NoticeFacts`: what the shim knows (caller, its turn, the target's liveness,
-/// the pending watches); the core applies the loop guard's rule for a turn a notice opened.
-/// `receipt`: the accepted send's text, returned with the note before its `request:` line.
-#[napi(catch_unwind)]
-pub fn idle_notice(facts: String, receipt: Option<String>) -> Result<IdleNoticeNote, ErrorCode> {
-    use mail_core::mail::notice::{self, NoticeDecision as D, NoticeRefusal as R};
-    let f: notice::NoticeFacts = parse(&facts, "idle notice facts")?;
-    let d = notice::decide(&f);
-    Ok(IdleNoticeNote {
-        receipt: receipt.map(|r| mail_core::render::notice::receipt_with_note(r, d, f.ttl_ms)),
-        decision: match d {
+impl From<mail_core::mail::notice::NoticeDecision> for IdleNoticeDecision {
+    fn from(d: mail_core::mail::notice::NoticeDecision) -> Self {
+        use mail_core::mail::notice::{NoticeDecision as D, NoticeRefusal as R};
+        match d {
             D::Set => IdleNoticeDecision::Set,
             D::AlreadyPending => IdleNoticeDecision::AlreadyPending,
             D::Refused(R::NoCaller) => IdleNoticeDecision::NoCaller,
             D::Refused(R::OpenedByNotice) => IdleNoticeDecision::OpenedByNotice,
             D::Refused(R::NotLiveHere) => IdleNoticeDecision::NotLiveHere,
             D::Refused(R::TooMany { .. }) => IdleNoticeDecision::TooMany,
-        },
-        text: mail_core::render::notice::note(d, f.ttl_ms),
+        }
+    }
+}
+
+/// Run one tool call: its text and its typed outcome (index.js, the command line, the doctor).
+/// `request` is the JSON of `request::ToolRequest`. `notice`: for a send with `notify_when_idle`, the JSON
+/// of `mail_core::mail::notice::NoticeFacts` as the shim knows them before the call (caller, its turn,
+/// the pending watches); whether the target is live here afterwards is known from the request and the
+/// receipt (live before, or woken by this process's host), and the core decides, with the loop guard's
+/// rule for a turn a notice opened, and words the `note:`.
+#[napi(ts_return_type = "Promise<ToolOutcome>")]
+pub fn run(
+    env: &Env,
+    request: String,
+    notice: Option<String>,
+) -> Result<AsyncBlock<ToolOutcome>, ErrorCode> {
+    // A lone UTF-16 surrogate in an argument is a readable refusal, never a failed call.
+    let parsed = mail_core::tools::parse_request(&request)
+        .map_err(|why| error(ErrorCode::BadRequest, why))?;
+    let facts: Option<mail_core::mail::notice::NoticeFacts> =
+        notice.map(|n| parse(&n, "idle notice facts")).transpose()?;
+    promise(env, async move {
+        Ok(match parsed {
+            Ok(req) => {
+                let live: Vec<String> = req.live.iter().map(|l| l.id.clone()).collect();
+                tool_outcome(mail_core::tools::run_result(req).await, facts, &live)
+            }
+            Err(refusal) => tool_outcome(ToolResult::Refused(refusal), None, &[]),
+        })
     })
+}
+
+fn tool_outcome(
+    r: ToolResult,
+    facts: Option<mail_core::mail::notice::NoticeFacts>,
+    live: &[String],
+) -> ToolOutcome {
+    let mut text = r.render();
+    let (accepted, may_have_landed, request_id, mut notice) = match &r {
+        ToolResult::Send(s) => (
+            s.accepted(),
+            s.may_have_landed(),
+            s.request_id().map(str::to_string),
+            None,
+        ),
+        _ => (false, false, None, None),
+    };
+    if let (ToolResult::Send(s), Some(mut f)) = (&r, facts) {
+        if let mail_core::outcome::SendOutcome::Accepted(receipt) = &s.outcome {
+            f.target_live = receipt.woke || live.iter().any(|id| *id == receipt.target);
+            let d = mail_core::mail::notice::decide(&f);
+            text = mail_core::render::notice::receipt_with_note(text, d, f.ttl_ms);
+            notice = Some(d.into());
+        }
+    }
+    ToolOutcome {
+        text,
+        code: r.code().map(RefusalCode::from),
+        accepted,
+        may_have_landed,
+        request_id,
+        notice,
+    }
 }
 
 /// The message an idle notice delivers into its caller (lib/notice.js): its text and `source`.
@@ -941,112 +939,6 @@ pub async fn read_ledger(
             },
         },
     )
-}
-
-// ---- test-only exports (cargo feature `testing`) ----
-
-#[cfg(feature = "testing")]
-pub mod testing {
-    use super::*;
-
-    /// `err.code` of the testing exports that take a key: `E_BAD_KEY` is raised by `mint_cookie`
-    /// alone, so it lives here, not in the core's [`ErrorCode`].
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    pub enum KeyError {
-        BadRequest,
-        BadKey,
-    }
-
-    impl AsRef<str> for KeyError {
-        fn as_ref(&self) -> &str {
-            match self {
-                KeyError::BadRequest => ErrorCode::BadRequest.as_ref(),
-                KeyError::BadKey => "E_BAD_KEY",
-            }
-        }
-    }
-
-    fn mode_of(mode: &str) -> Result<mail_core::delivery::Mode, ErrorCode> {
-        mail_core::delivery::Mode::parse(mode).ok_or_else(|| {
-            error(
-                ErrorCode::BadRequest,
-                format!("mode must be queue or steer, got {mode:?}"),
-            )
-        })
-    }
-
-    /// The browser-session cookie (`name=value`) for `authority` (`host:port`), issued at `nowMs`,
-    /// from the base64url secret.
-    #[napi(catch_unwind)]
-    pub fn mint_cookie(secret: String, authority: String, now_ms: f64) -> Result<String, KeyError> {
-        let secret = mail_core::delivery::credentials::Secret::from_b64url(&secret)
-            .map_err(|why| napi::Error::new(KeyError::BadKey, why))?;
-        let authority =
-            mail_core::delivery::cookie::normalize_authority(&authority).ok_or_else(|| {
-                napi::Error::new(KeyError::BadRequest, "authority must be host[:port]")
-            })?;
-        Ok(mail_core::delivery::cookie::cookie_header(
-            &secret,
-            &authority,
-            now_ms as i64,
-        ))
-    }
-
-    /// The delivered body of `send_session_message`: the From header line and the message.
-    #[napi(catch_unwind)]
-    pub fn compose_message(sender_id: String, message: String) -> String {
-        mail_core::mail::with_from_header(&sender_id, &message)
-    }
-
-    /// `null` when the body may be sent; otherwise why it is refused (a forged From header or frame line).
-    #[napi(catch_unwind)]
-    pub fn check_body(body: String) -> Option<String> {
-        mail_core::mail::guard::check_body(&body)
-            .err()
-            .map(|f| format!("{f:?}"))
-    }
-
-    /// A fresh request id `dsh-session-mail:<uuid>`.
-    #[napi(catch_unwind)]
-    pub fn new_request_id() -> String {
-        mail_core::mail::new_request_id()
-    }
-
-    /// The exact JSON body POSTed to the host route for `dialect` (`rc8` or `v2`).
-    /// For v2 `envelopeRpcId` is the plain envelope id; for rc8 the request id is the envelope id.
-    #[napi(catch_unwind)]
-    pub fn prompt_envelope(
-        dialect: String,
-        request_id: String,
-        session_id: String,
-        mode: String,
-        text: String,
-        envelope_rpc_id: Option<String>,
-    ) -> Result<String, ErrorCode> {
-        let mode = mode_of(&mode)?;
-        match dialect.as_str() {
-            "rc8" => Ok(mail_core::delivery::envelope::rc8_prompt(
-                &request_id,
-                &session_id,
-                mode,
-                &text,
-            )),
-            "v2" => {
-                let env = envelope_rpc_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-                Ok(mail_core::delivery::envelope::v2_prompt(
-                    &env,
-                    &request_id,
-                    &session_id,
-                    mode,
-                    &text,
-                ))
-            }
-            other => Err(error(
-                ErrorCode::BadRequest,
-                format!("dialect must be rc8 or v2, got {other:?}"),
-            )),
-        }
-    }
 }
 
 /// The doctor's file check as JSON (`{ledger, credentials}`, each `null` or the problem).

@@ -15,7 +15,6 @@ const KEPT = new Map([
   ['index.js Config', 'cordis plugin contract'],
   ['index.js apply', 'cordis plugin contract'],
   ['lib/cli/main.js stdio', 'output sinks for embedders (main(argv, out))'],
-  ['index.js CORE_CONFIG_KEYS', 'checked against the core\'s config defaults (test/config-defaults.test.mjs)'],
 ])
 
 function modules() {

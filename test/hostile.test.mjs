@@ -1,5 +1,5 @@
 // Hostile homes and hostile peers (issue 11): one case per red-team defect, through the real addon,
-// in-process as DSH loads the plugin (index.js → runTool), against the contract host where a host
+// in-process as DSH loads the plugin (index.js → the core's run), against the contract host where a host
 // is needed and against a deliberately misbehaving local server where the attack is the server.
 // The CLI is driven as a child process for its stdout / --json.
 import { test, before, after } from 'node:test'

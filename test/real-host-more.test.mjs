@@ -324,7 +324,7 @@ describe('dsh-session-mail in rc.8: subagent targets, ambiguous failures, host d
 
   test('4b. the row config override reaches the budget: budgetPerPair: 2 is the limit the receipts count against', () => {
     assert.notEqual(m.budgetPerPairSeen, undefined, '4a ran')
-    // index.js must declare the knobs in Config and pass them in CORE_CONFIG_KEYS, or a user's override is dropped
+    // index.js must declare the knobs in Config and pass the core's keys on (coreConfig), or a user's override is dropped
     assert.equal(m.budgetPerPairSeen, 2, `the receipts counted against budgetPerPair ${m.budgetPerPairSeen}, not the 2 of the row config override: the shim drops the budget knobs`)
   })
 

@@ -71,11 +71,11 @@ test('idle notice for a target whose turn with the message already ended: fires 
   const n = new IdleNotices(ctx, { sessions: followSessions(ctx) })
   emit({ type: 'turn/start', seq: 5 })
   emit({ type: 'user/message', seq: 6, data: { source: { kind: 'user', rpcId: 'dsh-session-mail:r7' }, content: [{ type: 'text', text: 'hi' }] } })
-  assert.match(n.watch({ watcher: 'me', target: 'peer', requestId: 'dsh-session-mail:r7', turn: [] }), /^idle notice set/)
+  n.watch({ watcher: 'me', target: 'peer', requestId: 'dsh-session-mail:r7' })
   await new Promise(resolve => setImmediate(resolve))
   assert.equal(delivered.length, 0, 'the turn has not ended yet')
   emit({ type: 'turn/end', seq: 7 })
-  assert.match(n.watch({ watcher: 'me2', target: 'peer', requestId: 'dsh-session-mail:r7', turn: [] }), /^idle notice set/)
+  n.watch({ watcher: 'me2', target: 'peer', requestId: 'dsh-session-mail:r7' })
   agents.set('me2', { id: 'me2', followup: m => delivered.push(m) })
   await new Promise(resolve => setImmediate(resolve))
   assert.equal(delivered.length, 1)
@@ -109,53 +109,44 @@ test('no tool path reads a session\'s event array (every test above ran through 
   assert.equal(logReads.n, 0)
 })
 
-test('idle notices: one per pair, bounded, never for a turn a notice opened, dropped when the caller is gone', async () => {
+test('idle notices: the facts only the shim knows (one per pair, the pending count, expiry), once, dropped when the caller is gone', async () => {
   const listeners = []
   const delivered = []
   const agents = new Map()
+  let now = 1_000_000
   const ctx = { on: (name, fn) => listeners.push([name, fn]), agents: { get: id => agents.get(id) } }
   const peer = { id: 'peer', status: 'running', session: { seq: 40, events: [] } }
   agents.set('peer', peer)
   agents.set('me', { id: 'me', followup: m => delivered.push(m) })
-  const n = new IdleNotices(ctx, { maxWatches: 2 })
+  const n = new IdleNotices(ctx, { maxWatches: 2, ttlMs: 60_000, now: () => now })
   const emit = status => listeners.filter(([k]) => k === 'agent/status').forEach(([, fn]) => fn({ agent: peer, status }))
-  assert.match(n.watch({ watcher: 'me', target: 'peer', requestId: 'dsh-session-mail:r1', turn: [] }), /^idle notice set/)
-  assert.match(n.watch({ watcher: 'me', target: 'peer', requestId: 'dsh-session-mail:r2', turn: [] }), /already pending/)
-  assert.match(n.watch({ watcher: 'me', target: 'nobody', requestId: 'r', turn: [] }), /not live in this process/)
-  const fromNotice = [{ kind: 'plugin', plugin: 'dsh-session-mail', rpcId: `${NOTICE_PREFIX}dsh-session-mail:r0` }]
-  assert.match(n.watch({ watcher: 'other', target: 'peer', requestId: 'r', turn: fromNotice }), /opened by an idle notice/)
+  // what the core decides with (crates/core/src/mail/notice.rs `decide`; the binding adds whether the target is live here)
+  assert.deepEqual(n.factsFor({ watcher: 'me', target: 'peer', turn: [] }), { hasWatcher: true, turn: [], alreadyPending: false, pending: 0, maxWatches: 2, ttlMs: 60_000 })
+  assert.deepEqual(n.factsFor({ watcher: null, target: 'peer', turn: 'not a turn' }), { hasWatcher: false, turn: null, alreadyPending: false, pending: 0, maxWatches: 2, ttlMs: 60_000 })
+  n.watch({ watcher: 'me', target: 'peer', requestId: 'dsh-session-mail:r1' })
+  assert.equal(n.factsFor({ watcher: 'me', target: 'peer', turn: [] }).alreadyPending, true, 'one per pair')
+  assert.equal(n.factsFor({ watcher: 'other', target: 'peer', turn: [] }).alreadyPending, false)
+  assert.equal(n.factsFor({ watcher: 'other', target: 'peer', turn: [] }).pending, 1)
   emit('idle')
   emit('running')
   emit('idle')
   assert.equal(delivered.length, 1, 'once')
   assert.equal(delivered[0].source.rpcId, `${NOTICE_PREFIX}dsh-session-mail:r1`)
   assert.match(delivered[0].content[0].text, /"since_seq": 39/)
+  assert.ok(Object.isFrozen(delivered[0]) && Object.isFrozen(delivered[0].content[0]), 'frozen like the host\'s own messages')
+  assert.equal(n.factsFor({ watcher: 'me', target: 'peer', turn: [] }).pending, 0, 'a fired notice is no longer pending')
   // the caller is gone by the time the peer idles: dropped, nothing thrown
   agents.delete('me')
-  n.watch({ watcher: 'me', target: 'peer', requestId: 'r3', turn: [] })
+  n.watch({ watcher: 'me', target: 'peer', requestId: 'r3' })
   emit('running'); emit('idle')
   assert.equal(delivered.length, 1)
-  // given the receipt, the core puts the note before its request line
+  // expired: no longer counted, never delivered
   agents.set('me', { id: 'me', followup: m => delivered.push(m) })
-  const receipt = 'accepted for peer | mode=queue\nrequest: r4'
-  assert.match(n.watch({ watcher: 'me', target: 'peer', requestId: 'r4', turn: [], receipt }), /^accepted for peer \| mode=queue\nnote: idle notice set: [^\n]+\nrequest: r4$/)
-  assert.equal(
-    n.watch({ watcher: 'me', target: 'peer', requestId: 'r5', turn: [], receipt }),
-    'accepted for peer | mode=queue\nnote: idle notice already pending for that session (one per pair); it still applies.\nrequest: r4',
-  )
-})
-
-test('idle notices: the core decides with the loop guard\'s rule (injected context skipped, forged notices ignored, the cap named)', () => {
-  const agents = new Map([['peer', { id: 'peer', status: 'running', session: { seq: 3 } }]])
-  const n = new IdleNotices({ on: () => {}, agents: { get: id => agents.get(id) } }, { maxWatches: 1, ttlMs: 90_000 })
-  const notice = { kind: 'plugin', plugin: 'dsh-session-mail', rpcId: `${NOTICE_PREFIX}dsh-session-mail:r0` }
-  const injected = { kind: 'user', plugin: null, rpcId: null, text: '  <system-reminder> you have tools' }
-  // harness-injected context after the notice does not make it a human turn (crates/store/src/classify.rs prefixes)
-  assert.match(n.watch({ watcher: 'a', target: 'peer', requestId: 'r', turn: [notice, injected] }), /^no idle notice: this turn was opened by an idle notice/)
-  // a message of another plugin with our prefix is not our notice; a human after the notice reopens it
-  assert.match(n.watch({ watcher: 'b', target: 'peer', requestId: 'r', turn: [{ ...notice, plugin: 'other' }] }), /^idle notice set: .*\(expires in 2 min if it never does\)\.$/)
-  assert.match(n.watch({ watcher: 'c', target: 'peer', requestId: 'r', turn: [notice, { kind: 'user', text: 'go on' }] }), /^no idle notice: 1 notices are already pending in this process\.$/)
-  assert.match(n.watch({ watcher: null, target: 'peer', requestId: 'r', turn: [] }), /^no idle notice: this call has no caller session to notify\.$/)
+  n.watch({ watcher: 'me', target: 'peer', requestId: 'r4' })
+  now += 60_001
+  assert.equal(n.factsFor({ watcher: 'me', target: 'peer', turn: [] }).pending, 0, 'expired watches are pruned')
+  emit('running'); emit('idle')
+  assert.equal(delivered.length, 1)
 })
 
 test('sendTools registers one send tool when asked', () => {

@@ -1,5 +1,5 @@
 // Bench-only host plugin for bench/peers.mjs: runs dsh-session-mail's tools INSIDE the real host
-// process (through the plugin's own exported runTool, with this host's ctx: agents, sessions, web
+// process (through the plugin's own registered tools, with this host's ctx: agents, sessions, web
 // server), so the runner can time them and watch the host's event loop from outside.
 //
 // Protocol (env DSH_BENCH_PEERS_DIR=<dir>): the runner writes <dir>/job-<n>.json, this plugin runs it

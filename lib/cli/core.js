@@ -20,3 +20,23 @@ export function core() {
   }
   return c
 }
+
+/**
+ * The one ToolRequest the command line hands the core (crates/core/src/request.rs `ToolRequest`, JSON): no
+ * live registry (the command line runs outside any host process), the caller when it signs as a session, the
+ * host's URL when it delivers. What is left out the core fills in (its Config defaults included).
+ * @param {string} tool
+ * @param {Record<string, unknown>} args - the tool's arguments, as a model would pass them
+ * @param {{ home: string, config?: object, caller?: string | null, baseUrl?: string | null, live?: object[] }} opts
+ * @returns {string} the request as JSON
+ */
+export function toolRequest(tool, args, { home, config = {}, caller = null, baseUrl = null, live = [] }) {
+  return JSON.stringify({
+    tool,
+    args,
+    caller: caller === null ? null : { sessionId: caller, agentId: null, title: null },
+    config,
+    host: { dshHome: home, baseUrl, version: null, secret: null, profile: null },
+    live,
+  })
+}

@@ -6,7 +6,7 @@ import { createRequire } from 'node:module'
 import { isAbsolute, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { EXIT, durationOption, parse } from './args.js'
-import { core, PACKAGE, PACKAGE_DIR } from './core.js'
+import { core, PACKAGE, PACKAGE_DIR, toolRequest } from './core.js'
 import { resolveDshHome } from '../home.js'
 import { hostUrl, rc8 } from './host.js'
 
@@ -299,7 +299,7 @@ async function selfCheck({ c, home, url, dialect, scratch, timeoutMs }) {
     let live = []
     if (target === undefined) {
       const cwd = scratchDir(home)
-      const v = await c.listSessions(JSON.stringify({ tool: 'sessions_list', args: { query: cwd, limit: 200 }, config: { maxListResults: 200 }, host: { dshHome: home } }))
+      const v = await c.listSessions(toolRequest('sessions_list', { query: cwd, limit: 200 }, { home, config: { maxListResults: 200 } }))
       target = v.ok ? v.rows.find(r => r.cwd === cwd)?.id : undefined
       if (target === undefined) {
         if (dialect !== 'rc8') {
@@ -313,15 +313,8 @@ async function selfCheck({ c, home, url, dialect, scratch, timeoutMs }) {
       }
     }
     step.name = `send to ${target}`
-    const request = {
-      tool: 'send_session_message',
-      args: { toSessionId: target, message: `${PACKAGE.name} doctor self-check at ${new Date().toISOString()}. No reply needed.` },
-      caller: { sessionId: DOCTOR_SENDER, agentId: null, title: null },
-      config: {},
-      host: { dshHome: home, baseUrl: url, version: null, secret: null, profile: null },
-      live,
-    }
-    const s = await c.runToolResult(JSON.stringify(request))
+    const args = { toSessionId: target, message: `${PACKAGE.name} doctor self-check at ${new Date().toISOString()}. No reply needed.` }
+    const s = await c.run(toolRequest('send_session_message', args, { home, caller: DOCTOR_SENDER, baseUrl: url, live }))
     if (!s.accepted) {
       return { status: 'FAIL', detail: `${step.name}: ${s.text.split('\n')[0]}`, fix: 'the line above says what the host or the core refused' }
     }

@@ -3,7 +3,7 @@
 // `dsh-session-mail:<uuid>` request id, picks the host generation and signs the v2 cookie).
 import { readFileSync } from 'node:fs'
 import { exitFor, parse, UsageError } from './args.js'
-import { core } from './core.js'
+import { core, toolRequest } from './core.js'
 import { hostUrl } from './host.js'
 import { resolveDshHome } from '../home.js'
 
@@ -62,7 +62,7 @@ export async function send(argv, out) {
     fromNote = `from ${from} (the newest session of this directory's project ${s.project}; --from picks another)`
   } else {
     // The header is the reply address: a sender the store does not know could never be answered.
-    const r = await c.readSession(JSON.stringify({ tool: 'sessions_read', args: { session_id: from, max_messages: 1 }, host: { dshHome: home } }))
+    const r = await c.readSession(toolRequest('sessions_read', { session_id: from, max_messages: 1 }, { home }))
     if (!r.ok) {
       const text = `refused (not-found): --from ${JSON.stringify(from)} is not a session in ${home}/sessions, so a reply to the From header `
         + 'could not be delivered. Pass your own session id (dsh-session-mail list shows ids). Nothing was sent.'
@@ -73,15 +73,8 @@ export async function send(argv, out) {
   if (fromNote && !values.json) out.stderr(fromNote)
   if (source !== '--url' && !values.json) out.stderr(`host ${url} (${source === 'default' ? 'default; --url or DSH_WEB_URL to change' : source})`)
 
-  const request = {
-    tool: 'send_session_message',
-    args: { toSessionId: values.to, message, ...(values.urgent ? { urgent: true } : {}) },
-    caller: { sessionId: from, agentId: null, title: null },
-    config: {},
-    host: { dshHome: home, baseUrl: url, version: null, secret: null, profile: null },
-    live: [],
-  }
-  const v = await c.runToolResult(JSON.stringify(request))
+  const args = { toSessionId: values.to, message, ...(values.urgent ? { urgent: true } : {}) }
+  const v = await c.run(toolRequest('send_session_message', args, { home, caller: from, baseUrl: url }))
   const result = { ...v, from, to: values.to, url }
   return report(result, exitFor(v))
 }

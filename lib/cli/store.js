@@ -3,7 +3,7 @@
 // row is `cold` (a session that is running right now shows as cold too) and reads come from the log
 // file, which lags a live session by ~200 ms.
 import { exitFor, intOption, parse } from './args.js'
-import { core } from './core.js'
+import { core, toolRequest } from './core.js'
 import { resolveDshHome } from '../home.js'
 
 const LIST_HELP = `usage: dsh-session-mail list [--query Q] [--scope top-level|subagents|all] [--live-only]
@@ -60,22 +60,17 @@ async function withProgress(what, home, promise, { stderr = process.stderr } = {
   }
 }
 
-function toolRequest(tool, args, home, config = {}) {
-  return { tool, args, caller: null, config, host: { dshHome: home }, live: [] }
-}
-
 /**
  * Run `req` and print it: with `asData` (`--json`) the core's data call as JSON, else the tool's text;
  * the exit code comes from the typed outcome either way.
  */
-async function printOutcome(out, asData, c, req, what, home) {
-  const json = JSON.stringify(req)
+async function printOutcome(out, asData, c, json, what, home) {
   if (asData !== null) {
     const v = await withProgress(what, home, asData.call(c, json))
     out.stdout(JSON.stringify(v, null, 2))
     return exitFor(v)
   }
-  const r = await withProgress(what, home, c.runToolResult(json))
+  const r = await withProgress(what, home, c.run(json))
   out.stdout(r.text)
   return exitFor(r)
 }
@@ -94,7 +89,7 @@ export async function list(argv, out) {
   if (values.scope !== undefined) args.scope = values.scope
   if (values['live-only']) args.live_only = true
   if (limit !== undefined) args.limit = limit
-  const req = toolRequest('sessions_list', args, home, { maxListResults: Math.max(50, limit ?? 0) })
+  const req = toolRequest('sessions_list', args, { home, config: { maxListResults: Math.max(50, limit ?? 0) } })
   return printOutcome(out, values.json ? c.listSessions : null, c, req, 'scanning session logs', home)
 }
 
@@ -116,6 +111,6 @@ export async function read(argv, out) {
   if (values['include-system']) args.include_system = true
   const config = { maxReadMessages: Math.max(50, max ?? 0) }
   if (maxChars !== undefined) config.maxMessageChars = maxChars
-  const req = toolRequest('sessions_read', args, home, config)
+  const req = toolRequest('sessions_read', args, { home, config })
   return printOutcome(out, values.json ? c.readSession : null, c, req, 'looking the session up', home)
 }

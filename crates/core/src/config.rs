@@ -1,6 +1,6 @@
 //! Plugin configuration as the shim hands it over. The defaults are declared here, once; the binding
-//! exports them (`configDefaults()`) and test/config-defaults.test.mjs checks that index.js's
-//! Schemastery defaults, its key list and index.d.ts agree with them.
+//! exports them (`configDefaults()`), index.js's Schemastery Config takes its defaults and the keys it
+//! passes on from them, and index.d.ts's `Config` extends the generated `ConfigDefaults`.
 
 use serde::{Deserialize, Serialize};
 
