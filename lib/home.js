@@ -1,29 +1,21 @@
-// DSH_HOME, resolved once for the whole JS side (the plugin shim, the command line, the installer).
-//
-// The host's rule (rc.8 `@deepseek-ai/dsh-home-paths` lib/index.js `resolveDshHome`, source
-// packages/util/home-paths/src/index.ts; the same in 0.1.7): an explicit path, else `$DSH_HOME` when it is
-// not blank, else `join(os.homedir(), '.dsh')`; `~`, `~/…` and `~\…` expand to the OS home; the result is
-// made absolute with `path.resolve`. Like the Rust core (crates/base/src/home.rs `resolve_dsh_home`),
-// a value is trimmed and a blank explicit path counts as none. test/home.test.mjs checks that this module
-// and the core's `resolveDshHome` export agree.
-import { homedir } from 'node:os'
-import { join, resolve } from 'node:path'
-
-/** `~`, `~/x`, `~\x` → under the OS home (the host's `expandHomePath`); anything else unchanged. */
-function expandHome(path) {
-  if (path === '~') return homedir()
-  if (path.startsWith('~/') || path.startsWith('~\\')) return join(homedir(), path.slice(2))
-  return path
-}
+// DSH_HOME for the whole JS side (the plugin shim, the command line, the installer): the core's rule, asked, not
+// repeated (crates/base/src/home.rs `resolve_dsh_home`, after the host's: rc.8 `@deepseek-ai/dsh-home-paths`
+// lib/index.js `resolveDshHome`, source packages/util/home-paths/src/index.ts; the same in 0.1.7): an explicit path,
+// else `$DSH_HOME` when it is not blank, else `~/.dsh`; a value is trimmed, a blank explicit path counts as none, `~`,
+// `~/…` and `~\…` expand to the OS home. Made absolute here (`path.resolve`, against this process's cwd, which is the
+// core's too). test/home.test.mjs pins the rule's cases and that no other module reads `$DSH_HOME` or `homedir()`.
+import { resolve } from 'node:path'
+import { loadCore } from './native.js'
 
 /**
  * DSH_HOME as the host resolves it: `explicit` → `$DSH_HOME` → `~/.dsh`, absolute.
  * @param {string | null | undefined} [explicit] - e.g. a `--home` option; blank means not given
- * @param {Record<string, string | undefined>} [env]
  * @returns {string}
  */
-export function resolveDshHome(explicit, env = process.env) {
-  const given = typeof explicit === 'string' ? explicit.trim() : ''
-  const fromEnv = typeof env.DSH_HOME === 'string' ? env.DSH_HOME.trim() : ''
-  return resolve(expandHome(given || fromEnv || join(homedir(), '.dsh')))
+export function resolveDshHome(explicit) {
+  const { core, error } = loadCore()
+  if (typeof core?.resolveDshHome !== 'function') {
+    throw new Error(`DSH_HOME cannot be resolved: the dsh-session-mail native addon did not load (${String(error?.message ?? error).split('\n')[0]})`)
+  }
+  return resolve(core.resolveDshHome(typeof explicit === 'string' ? explicit : null))
 }

@@ -1,21 +1,13 @@
 // Host facts the Rust core cannot see from outside the host process: the caller's runtime
 // identity, the live agent registry, the web server's bound port, the runtime version.
 // Everything here is read defensively: a missing or changed host API yields "unknown", never a throw.
+import { randomUUID } from 'node:crypto'
 import { createRequire } from 'node:module'
 import { readFileSync } from 'node:fs'
+import { attempt } from './attempt.js'
 import { SessionEvents } from './observe.js'
 
 const require = createRequire(import.meta.url)
-
-/** `fn()`, or `fallback` when it throws or yields undefined: every read of a host object goes through it. */
-export function attempt(fn, fallback) {
-  try {
-    const v = fn()
-    return v === undefined ? fallback : v
-  } catch {
-    return fallback
-  }
-}
 
 /**
  * A host service looked up at call time instead of injected (`ctx.get(name)`, cordis 4; a test double
@@ -72,6 +64,7 @@ function plainHeader(header) {
   return attempt(() => JSON.parse(JSON.stringify(header)), {})
 }
 
+/** The request ids (`source.rpcId`) of inbox messages, in order. */
 function rpcIdsOf(messages) {
   const out = []
   for (const m of messages ?? []) {
@@ -79,6 +72,59 @@ function rpcIdsOf(messages) {
     if (typeof id === 'string') out.push(id)
   }
   return out
+}
+
+/**
+ * A live agent's pending inbox, copied (rc.8 packages/core/agent/src/runtime-types.ts `AgentInbox`: `nextTurn`
+ * waits for the running turn to end, `nextStep` lands at its next step), with their request ids: the one reading
+ * of "what is waiting in that session" (the send's stacking guard and note, the mailbox's dedup).
+ */
+export function pendingOf(agent) {
+  const inbox = attempt(() => agent?.inbox, undefined)
+  const nextTurn = attempt(() => [...(inbox?.nextTurn ?? [])], [])
+  const nextStep = attempt(() => [...(inbox?.nextStep ?? [])], [])
+  const nextTurnRpcIds = rpcIdsOf(nextTurn)
+  return { nextTurn: nextTurn.length, nextTurnRpcIds, rpcIds: [...nextTurnRpcIds, ...rpcIdsOf(nextStep)] }
+}
+
+/** Deep-freeze a plain value (rc.8 messages are immutable once made). */
+function deepFreeze(v) {
+  if (v !== null && typeof v === 'object' && !Object.isFrozen(v)) {
+    Object.freeze(v)
+    for (const x of Object.values(v)) deepFreeze(x)
+  }
+  return v
+}
+
+/**
+ * A user-role message as the host makes one (rc.8 `createUserMessage`, packages/llm/src/types/message.ts:
+ * `{...input, role:'user', id: randomUUID()}`, deep-frozen): one text part and its `source` — `{kind:'user',
+ * rpcId}` for a delivery (what rc.8's own prompt route admits), `{kind:'plugin', plugin, form, …}` for a notice.
+ */
+export function userMessage(text, source) {
+  return deepFreeze({ role: 'user', content: [{ type: 'text', text }], source: { ...source }, id: randomUUID() })
+}
+
+/**
+ * Ask the host to write a session's pending events now, bounded by `timeoutMs` (rc.8 `ctx.sessions.flush(session)`,
+ * packages/core/session/src/index.ts `SessionStore.flush`: "consumers that flush themselves before reading storage
+ * must come through here"; 0.1.7's built-in peer sessions call the same). true once flushed; false on a host without
+ * it, a failure, or the timeout.
+ */
+export async function flushSession(ctx, session, timeoutMs) {
+  const flush = attempt(() => ctx.sessions?.flush, undefined)
+  if (typeof flush !== 'function' || session === undefined || session === null) return false
+  let timer
+  try {
+    return await Promise.race([
+      Promise.resolve(flush.call(ctx.sessions, session)).then(() => true, () => false),
+      new Promise(resolve => { timer = setTimeout(resolve, timeoutMs, false) }),
+    ])
+  } catch {
+    return false
+  } finally {
+    clearTimeout(timer)
+  }
 }
 
 /**
@@ -104,9 +150,7 @@ export function liveAgents(ctx, { activity = true, files = activity, only = null
   } else agents = all().filter(a => attempt(() => String(a.id), null) === only)
   const sessions = followed.get(ctx) ?? null
   return agents.map(agent => {
-    const inbox = attempt(() => agent.inbox, undefined)
-    const nextTurn = attempt(() => [...(inbox?.nextTurn ?? [])], [])
-    const nextStep = attempt(() => [...(inbox?.nextStep ?? [])], [])
+    const pending = pendingOf(agent)
     const id = String(agent.id)
     const sid = String(attempt(() => agent.session?.id, undefined) ?? id)
     let status = String(attempt(() => agent.status, '') ?? '')
@@ -115,22 +159,21 @@ export function liveAgents(ctx, { activity = true, files = activity, only = null
       id,
       status,
       header: plainHeader(attempt(() => agent.session?.header, undefined)),
-      pendingRpcIds: rpcIdsOf([...nextTurn, ...nextStep]),
-      pendingNextTurnRpcIds: rpcIdsOf(nextTurn),
-      pendingNextTurn: nextTurn.length,
+      pendingRpcIds: pending.rpcIds,
+      pendingNextTurnRpcIds: pending.nextTurnRpcIds,
+      pendingNextTurn: pending.nextTurn,
       files: files && sessions !== null ? attempt(() => sessions.filesOf(sid), []) : [],
     }
   })
 }
 
+/** How long a live read waits for the host's flush. */
 const FLUSH_TIMEOUT_MS = 500
 
 /**
  * What a live read needs from the host, without copying any event: ask the host to write the
- * session's pending events now (rc.8 `ctx.sessions.flush(session)`, packages/core/session/src/index.ts
- * "consumers that flush themselves before reading storage must come through here"; the same call the
- * 0.1.7 built-in peer sessions make), then report how many events it holds (`session.seq`, the
- * log length, O(1)). The core reads the file through its incremental cache and waits briefly if the
+ * session's pending events now (`flushSession`), then report how many events it holds (`session.seq`,
+ * the log length, O(1)). The core reads the file through its incremental cache and waits briefly if the
  * file is still behind. Never `session.events` / `snapshotEvents()` (a full copy on the main thread;
  * `snapshotEvents` is deprecated in 0.1.7, "new calls are prohibited").
  * null when the session is not live here.
@@ -141,21 +184,7 @@ export async function liveReadFacts(ctx, id) {
   if (agent === undefined || agent === null) return null
   const session = attempt(() => agent.session, undefined)
   if (session === undefined || session === null) return null
-  let flushed = false
-  const flush = attempt(() => ctx.sessions?.flush, undefined)
-  if (typeof flush === 'function') {
-    let timer
-    try {
-      flushed = await Promise.race([
-        Promise.resolve(flush.call(ctx.sessions, session)).then(() => true, () => false),
-        new Promise(resolve => { timer = setTimeout(resolve, FLUSH_TIMEOUT_MS, false) }),
-      ])
-    } catch {
-      flushed = false
-    } finally {
-      clearTimeout(timer)
-    }
-  }
+  const flushed = await flushSession(ctx, session, FLUSH_TIMEOUT_MS)
   const seq = attempt(() => session.seq, undefined)
   return { liveSeq: Number.isSafeInteger(seq) && seq >= 0 ? seq : null, liveFlushed: flushed }
 }

@@ -4,8 +4,8 @@
 // worker thread) for the envelopes of the sessions it holds live, delivers each in-process, flushes the
 // session, and has the core write the receipt the sender waits for. The file work, the claim and the
 // hostile-input checks are the core's; this file only talks to the host.
-import { randomUUID } from 'node:crypto'
-import { attempt, service } from './host.js'
+import { attempt } from './attempt.js'
+import { flushSession, pendingOf, service, userMessage } from './host.js'
 import { resolveDshHome } from './home.js'
 
 const DRAIN_MS = 250
@@ -13,48 +13,6 @@ const PROMPT_TIMEOUT_MS = 5000
 const FLUSH_TIMEOUT_MS = 1000
 /** Request ids this process delivered (a claim it could not settle comes back: never delivered twice). */
 const REMEMBER = 4096
-
-function deepFreeze(v) {
-  if (v !== null && typeof v === 'object' && !Object.isFrozen(v)) {
-    Object.freeze(v)
-    for (const x of Object.values(v)) deepFreeze(x)
-  }
-  return v
-}
-
-/**
- * The user message rc.8's own prompt route admits (packages/host/apiproxy `prompt`: `createUserMessage({content,
- * source:{kind:'user', rpcId}})`, which is `{...input, role:'user', id: randomUUID()}` deep-frozen,
- * packages/llm/src/types/message.ts). `source.rpcId` is the request id, exactly as over HTTP, so the
- * store, `verify` and every dedup find it in the log.
- */
-function userMessage(text, requestId) {
-  return deepFreeze({ content: [{ type: 'text', text }], source: { kind: 'user', rpcId: requestId }, role: 'user', id: randomUUID() })
-}
-
-function pendingRpcIds(agent) {
-  const inbox = attempt(() => agent.inbox, undefined)
-  const ids = new Set()
-  for (const m of [...attempt(() => [...(inbox?.nextTurn ?? [])], []), ...attempt(() => [...(inbox?.nextStep ?? [])], [])]) {
-    const id = attempt(() => m?.source?.rpcId, undefined)
-    if (typeof id === 'string') ids.add(id)
-  }
-  return ids
-}
-
-async function flush(ctx, session) {
-  const f = attempt(() => ctx.sessions?.flush, undefined)
-  if (typeof f !== 'function') return false
-  let timer
-  try {
-    return await Promise.race([
-      Promise.resolve(f.call(ctx.sessions, session)).then(() => true, () => false),
-      new Promise(resolve => { timer = setTimeout(resolve, FLUSH_TIMEOUT_MS, false) }),
-    ])
-  } finally {
-    clearTimeout(timer)
-  }
-}
 
 function errorCode(e) {
   const code = attempt(() => e?.code ?? e?.error?.code, undefined)
@@ -73,7 +31,7 @@ async function deliverEnvelope(ctx, env, delivered) {
   if (env.landed || delivered.has(env.requestId)) return { state: 'delivered', route: 'already-delivered' }
   const agent = attempt(() => ctx.agents?.get?.(env.sessionId), undefined)
   if (agent === undefined || agent === null) return null
-  if (pendingRpcIds(agent).has(env.requestId)) return { state: 'delivered', route: 'already-delivered' }
+  if (pendingOf(agent).rpcIds.includes(env.requestId)) return { state: 'delivered', route: 'already-delivered' }
   const mode = env.mode === 'steer' ? 'steer' : 'queue'
   let route
   // Looked up, not injected: rc.8 has no such service, and an optional inject of an unknown service
@@ -93,7 +51,10 @@ async function deliverEnvelope(ctx, env, delivered) {
   } else {
     route = 'agent'
     try {
-      const m = userMessage(env.text, env.requestId)
+      // what rc.8's own prompt route admits (packages/host/apiproxy `prompt`: `createUserMessage({content,
+      // source:{kind:'user', rpcId}})`): `source.rpcId` is the request id, exactly as over HTTP, so the
+      // store, `verify` and every dedup find it in the log
+      const m = userMessage(env.text, { kind: 'user', rpcId: env.requestId })
       if (mode === 'steer') agent.steer(m)
       else agent.followup(m)
     } catch (e) {
@@ -105,7 +66,7 @@ async function deliverEnvelope(ctx, env, delivered) {
   if (delivered.size > REMEMBER) delivered.delete(delivered.values().next().value)
   // Written to the log before the receipt: a crash after this point is never delivered again by
   // the session's next holder (it finds the request id in the log).
-  await flush(ctx, attempt(() => agent.session, undefined))
+  await flushSession(ctx, attempt(() => agent.session, undefined), FLUSH_TIMEOUT_MS)
   return { state: 'delivered', route }
 }
 

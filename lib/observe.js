@@ -12,7 +12,7 @@
 // agent is disposed. A session first seen in the middle of a turn (the plugin mounted while it ran) has no
 // turn evidence until its next `turn/start`: `turnOf` answers null then (the loop guard treats it as
 // unknown: a new chain, the budgets stay the backstop).
-import { attempt } from './host.js'
+import { attempt } from './attempt.js'
 
 /** Most sessions followed at once (live agents; the oldest state is dropped beyond it). */
 const MAX_SESSIONS = 1024

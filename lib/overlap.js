@@ -6,7 +6,7 @@
 // `overlap`, crates/core/src/tools/list.rs), so the notice and the list always agree; so are its words
 // (crates/core/src/render/notice.rs `overlap`: this passes the fresh (path, peer) pairs). Each (session,
 // peer, path) is told at most once per 30 minutes.
-import { randomUUID } from 'node:crypto'
+import { userMessage } from './host.js'
 import { writtenPath } from './observe.js'
 import { loadCore } from './native.js'
 
@@ -39,12 +39,7 @@ export function installOverlapNotice(ctx, overlapsFor, { now = Date.now } = {}) 
       if (fresh.length === 0) return downstream
       const n = loadCore().core?.overlapNotice?.(fresh)
       if (!n) return downstream
-      const message = Object.freeze({
-        role: 'user',
-        content: [Object.freeze({ type: 'text', text: n.text })],
-        source: Object.freeze({ kind: 'plugin', plugin: n.plugin, form: n.form, summary: n.summary }),
-        id: randomUUID(),
-      })
+      const message = userMessage(n.text, { kind: 'plugin', plugin: n.plugin, form: n.form, summary: n.summary })
       return { ...downstream, additionalContexts: [message, ...(downstream?.additionalContexts ?? [])] }
     } catch {
       return downstream

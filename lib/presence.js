@@ -13,7 +13,8 @@
 // packages/core/agent/src/index.ts `announce` / `emitDisposed`); and the `session/event`s awaiting-user is
 // folded from (lib/observe.js). A listener only arms a timer: the record is gathered when it fires, once per
 // burst, written only if what it lists changed, and the write itself runs on the core's worker thread.
-import { attempt, liveAgents } from './host.js'
+import { attempt } from './attempt.js'
+import { liveAgents } from './host.js'
 import { resolveDshHome } from './home.js'
 
 /** Republish at least this often (readers drop a record not refreshed for 5 s). */
