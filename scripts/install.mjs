@@ -27,6 +27,7 @@ import { basename, dirname, join, relative, resolve, sep } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parse, UsageError } from '../lib/cli/args.js'
 import { resolveDshHome } from '../lib/home.js'
+import { packageDir, profileDir } from './lib/layout.mjs'
 import { loadCore } from '../lib/native.js'
 import { dshPlugin, findDsh } from './lib/dsh.mjs'
 import { InstallError, usageError } from './lib/errors.mjs'
@@ -80,7 +81,7 @@ function parseArgs(argv) {
 
 function whatAProfileIs(extra = '') {
   const home = resolveDshHome()
-  return `${extra}A DSH profile directory is <DSH_HOME>/profiles/<name>/ (here: ${join(home, 'profiles', '<name>')}); `
+  return `${extra}A DSH profile directory is <DSH_HOME>/profiles/<name>/ (here: ${profileDir(home, '<name>')}); `
     + 'its package.json has "dsh": { "profile": { "bundles": [ ...bundle package names... ] } }. '
     + 'Create one by running `dsh web` once (profile "web"; `dsh --profile headless --dump-config` creates "headless" '
     + 'without starting anything), or `dsh plugin --profile NAME add <package>` for any name; then pass that directory to --profile.'
@@ -121,7 +122,7 @@ function readProfile(profileArg) {
   const kind = kindFollowing(dir)
   if (kind === 'missing') {
     const bare = !/[\\/]/.test(profileArg) && profileArg !== '.' && profileArg !== '..'
-    const hint = bare ? ` Did you mean the profile named "${profileArg}": --profile ${join(resolveDshHome(), 'profiles', profileArg)} ?` : ''
+    const hint = bare ? ` Did you mean the profile named "${profileArg}": --profile ${profileDir(resolveDshHome(), profileArg)} ?` : ''
     throw usageError(`${dir} does not exist.${hint} ${whatAProfileIs()}`)
   }
   if (kind !== 'dir') throw usageError(`${dir} is a file, not a profile directory. ${whatAProfileIs()}`)
@@ -219,10 +220,6 @@ function storeDirName(name) {
   return `.${name.replace(/^@/, '').replace('/', '-')}`
 }
 
-function nodeModulesPath(dir, name) {
-  return join(dir, 'node_modules', ...name.split('/'))
-}
-
 function readRecord(storeDir) {
   try {
     const record = JSON.parse(readFileSync(join(storeDir, RECORD), 'utf8'))
@@ -248,7 +245,7 @@ function planInstall(profile, pkg) {
   const { name } = pkg
   const store = storeDirName(name)
   const storeDir = join(dir, store)
-  const nmDir = nodeModulesPath(dir, name)
+  const nmDir = packageDir(dir, name)
   const spec = `file:./${store}/${pkg.tgzName}`
   const oldRecord = readRecord(storeDir)
   const created = {
@@ -315,7 +312,7 @@ function planUninstall(profile, name) {
   const { dir, manifest } = profile
   const store = storeDirName(name)
   const storeDir = join(dir, store)
-  const nmDir = nodeModulesPath(dir, name)
+  const nmDir = packageDir(dir, name)
   const record = readRecord(storeDir)
   const changes = []
   let edited = profile.parsed
@@ -374,8 +371,8 @@ function planInstallDsh(profile, pkg, dsh) {
   const record = { name, version: pkg.version, tarball: pkg.tgzName, dependency: `file:${tarball}`, via: 'dsh', created: {} }
   const expectedStore = new Map([[pkg.tgzName, pkg.tgz], [RECORD, Buffer.from(JSON.stringify(record, undefined, 2) + '\n')]])
   const storeChanged = !sameTree(readTree(storeDir), expectedStore)
-  const nmKind = kindOf(nodeModulesPath(dir, name))
-  const sameCode = sameTree(readTree(nodeModulesPath(dir, name)), new Map(pkg.entries.map(entry => [entry.path, entry.data])))
+  const nmKind = kindOf(packageDir(dir, name))
+  const sameCode = sameTree(readTree(packageDir(dir, name)), new Map(pkg.entries.map(entry => [entry.path, entry.data])))
   const upToDate = !storeChanged && sameCode && specNames(manifest.dependencies?.[name], dir, tarball)
     && (manifest.dsh.profile.bundles ?? []).includes(name)
   const changes = []

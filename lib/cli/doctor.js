@@ -9,6 +9,7 @@ import { EXIT, durationOption, parse } from './args.js'
 import { core, PACKAGE, PACKAGE_DIR, toolRequest } from './core.js'
 import { resolveDshHome } from '../home.js'
 import { hostUrl, rc8 } from './host.js'
+import { listedIn, manifestPath, packageDir, profileDir, profilesDir } from '../../scripts/lib/layout.mjs'
 
 const NAME = PACKAGE.name
 const ROW_ID = 'dsh-session-mail'
@@ -61,21 +62,6 @@ function isDir(p) {
   try { return statSync(p).isDirectory() } catch { return false }
 }
 
-class Checks {
-  constructor() { this.list = [] }
-  add(name, status, detail, fix) {
-    const c = { name, status, detail, ...(fix ? { fix } : {}) }
-    this.list.push(c)
-    return c
-  }
-  ok(name, detail) { return this.add(name, 'ok', detail) }
-  fail(name, detail, fix) { return this.add(name, 'FAIL', detail, fix) }
-  skip(name, detail, fix) { return this.add(name, 'skip', detail, fix) }
-  status(name) { return this.list.find(c => c.name === name)?.status }
-  passed(...names) { return names.every(n => this.status(n) === 'ok') }
-  blocker(...names) { return names.find(n => this.status(n) !== 'ok') }
-}
-
 function installCommand(profileDir) {
   const script = fileURLToPath(new URL('scripts/install.mjs', PACKAGE_DIR))
   return existsSync(script)
@@ -87,16 +73,196 @@ function installCommand(profileDir) {
 function findProfile(home, arg) {
   if (arg !== undefined) {
     const looksLikePath = isAbsolute(arg) || arg.includes('/') || arg.includes('\\') || arg.startsWith('.')
-    const dir = looksLikePath ? resolve(arg) : join(home, 'profiles', arg)
+    const dir = looksLikePath ? resolve(arg) : profileDir(home, arg)
     return { dir, name: looksLikePath ? dir : arg, tried: [dir] }
   }
   const tried = []
   for (const name of ['web', 'desktop']) {
-    const dir = join(home, 'profiles', name)
+    const dir = profileDir(home, name)
     tried.push(dir)
-    if (existsSync(join(dir, 'package.json'))) return { dir, name, tried }
+    if (existsSync(manifestPath(dir))) return { dir, name, tried }
   }
   return { dir: tried[0], name: 'web', tried }
+}
+
+const ok = detail => ({ status: 'ok', detail })
+const fail = (detail, fix) => ({ status: 'FAIL', detail, fix })
+const skip = (detail, fix) => ({ status: 'skip', detail, fix })
+/** A need on this command's own addon (`s.c`). */
+const CORE = 'core'
+
+/**
+ * The checks, in order. `needs`: the checks (or CORE) that must have passed; the first one missing is named in the
+ * skip. `run(s)` reads and extends the shared state `s` (home, profile, installedDir, dialect, …) and returns the
+ * verdict. The install layout (profile, package dir, manifest, dependency and bundle entry) is
+ * scripts/lib/layout.mjs's, the one the installer writes.
+ */
+const CHECKS = [
+  {
+    name: 'home',
+    run: s => (isDir(s.home) ? ok(`DSH_HOME ${s.home}`)
+      : fail(`DSH_HOME ${s.home} does not exist`, 'run DSH once (it creates DSH_HOME), or pass --home / set DSH_HOME to the directory DSH uses')),
+  },
+  {
+    name: 'profile',
+    needs: ['home'],
+    run: (s) => {
+      s.profile = findProfile(s.home, s.values.profile)
+      if (existsSync(manifestPath(s.profile.dir))) return ok(`${s.profile.name} (${s.profile.dir})`)
+      return fail(`no profile at ${s.profile.tried.join(' or ')}`,
+        s.values.profile === undefined
+          ? 'start DSH with the profile once (dsh --profile web), or pass --profile NAME|DIR'
+          : `check the name; profiles live in ${profilesDir(s.home)}/<name>/ with a package.json`)
+    },
+  },
+  {
+    name: 'installed',
+    needs: ['home', 'profile'],
+    run: (s) => {
+      const manifestFile = manifestPath(s.profile.dir)
+      const { dependency: dep, bundled } = listedIn(readJson(manifestFile) ?? {}, NAME)
+      const dir = packageDir(s.profile.dir, NAME)
+      const st = (() => { try { return lstatSync(dir) } catch { return undefined } })()
+      const pkg = st?.isDirectory() ? readJson(join(dir, 'package.json')) : undefined
+      const fix = installCommand(s.profile.dir)
+      if (st === undefined) return fail(`${NAME} is not in ${join(s.profile.dir, 'node_modules')}`, fix)
+      if (st.isSymbolicLink()) {
+        return fail(`${dir} is a link; the host cannot resolve the plugin's peers through a link out of DSH_HOME`, `reinstall as a copy: ${fix}`)
+      }
+      if (!st.isDirectory() || pkg?.name !== NAME) return fail(`${dir} is not the ${NAME} package`, `reinstall: ${fix}`)
+      if (dep === undefined) return fail(`${NAME} is in node_modules but not a dependency in ${manifestFile}`, `reinstall: ${fix}`)
+      if (!bundled) {
+        return fail(`${NAME} is installed but not listed in dsh.profile.bundles of ${manifestFile}`, `reinstall (it adds the bundle entry): ${fix}; then restart DSH`)
+      }
+      s.installedDir = dir
+      s.installedPkg = pkg
+      return ok(`${NAME} ${pkg.version} in ${dir} (dependency ${dep}; bundle listed)`)
+    },
+  },
+  {
+    name: 'row',
+    needs: ['installed', CORE],
+    run: (s) => {
+      const patchRel = s.installedPkg.dsh?.bundle?.patch
+      const patchFiles = (Array.isArray(patchRel) ? patchRel : [patchRel]).filter(p => typeof p === 'string')
+      const layers = [
+        ...patchFiles.map(p => ({ label: `${NAME}/${p.replace(/^\.\//, '')} (bundle)`, text: readText(join(s.installedDir, p)) })),
+        { label: join(s.profile.dir, 'cordis.patch.yml'), text: readText(join(s.profile.dir, 'cordis.patch.yml')) },
+        { label: join(s.home, 'cordis.patch.yml'), text: readText(join(s.home, 'cordis.patch.yml')) },
+      ]
+      const r = s.c.patchRowState(layers, ROW_ID, NAME)
+      if (patchFiles.length === 0) return fail(`the installed ${NAME} declares no dsh.bundle.patch`, `reinstall: ${installCommand(s.profile.dir)}`)
+      if (r.errors.length > 0) return fail(r.errors[0], 'fix that file: it must be a YAML list of patch entries (the host refuses to boot otherwise)')
+      if (!r.inserted) return fail(`no layer inserts the row ${ROW_ID}`, `reinstall: ${installCommand(s.profile.dir)}`)
+      if (r.disabled) {
+        return fail(`the row ${ROW_ID} is switched off by ${r.disabledBy} (disabled: true)`,
+          `delete the "- id: ${ROW_ID}" / "disabled: true" entry from ${r.disabledBy} (or switch the plugin on in the Plugins page); rc.8 applies it live`)
+      }
+      if (r.configEnabled === false) {
+        return fail(`the row's config sets enabled: false (${r.configBy}): the plugin registers no tools`, `remove enabled: false from the ${ROW_ID} config in ${r.configBy}`)
+      }
+      return ok(`row ${ROW_ID} enabled${r.notes.length ? `; ${r.notes[0]}` : ''}`)
+    },
+  },
+  {
+    // the copy the host loads when installed, else this command's own
+    name: 'addon',
+    run: (s) => {
+      const dir = s.installedDir ?? fileURLToPath(PACKAGE_DIR)
+      const pkg = s.installedPkg ?? PACKAGE
+      const which = s.installedDir ? 'the installed copy' : "this command's copy (not installed)"
+      try {
+        const binding = s.installedDir ? createRequire(join(dir, 'package.json'))('./binding.cjs') : s.c ?? (() => { throw s.coreError })()
+        const v = binding.coreVersion()
+        if (v === pkg.version) return ok(`native core ${v} loads on ${process.platform}-${process.arch} (${which})`)
+        return fail(`native core ${v} does not match package ${pkg.version} (${which})`, `reinstall ${NAME}: the addon and the JavaScript come from different builds`)
+      } catch (e) {
+        return fail(`the native addon of ${which} does not load on ${process.platform}-${process.arch}: ${String(e?.message ?? e).split('\n')[0]}`,
+          `install a build of ${NAME} for ${process.platform}-${process.arch} (npm run build in a checkout), then reinstall into the profile`)
+      }
+    },
+  },
+  {
+    // the ledger the budget counts from; the secret's file
+    name: 'files',
+    needs: ['home', CORE],
+    run: async (s) => {
+      if (typeof s.c.homeFilesJson !== 'function') return skip("needs this command's own addon: too old")
+      const f = JSON.parse(await s.c.homeFilesJson(s.home))
+      if (f.ledger) {
+        return fail(`the audit ledger cannot be used: ${f.ledger}; it is not followed or written, and sends are refused while a send budget is on`,
+          'move that file or folder away (the plugin recreates $DSH_HOME/dsh-session-mail/ledger.jsonl, owner-only)')
+      }
+      if (f.credentials) return ok(`warning: ${f.credentials} (fix: chmod 600 ${join(s.home, '.credentials.yaml')})`)
+      return ok('audit ledger and .credentials.yaml: regular, owner-only, no links')
+    },
+  },
+  {
+    name: 'host',
+    needs: [CORE],
+    run: async (s) => {
+      const where = `${s.url}${s.urlSource === '--url' ? '' : ` (${s.urlSource})`}`
+      // The send path's own probe (core `delivery::dialect::probe`), so doctor and send agree.
+      const r = await s.c.probeHost(s.url, 3000)
+      // `state` is the binding's HostState string enum (core doctor::HostState): compared by its members
+      const H = s.c.HostState ?? {}
+      if (r.state === H.Unreachable) {
+        return fail(`nothing answers at ${where}: ${r.detail}`,
+          'start DSH with a web server (dsh --profile web), or pass --url / set DSH_WEB_URL to the address its "dsh web:" line prints')
+      }
+      if (r.state === H.Rc8) {
+        s.dialect = 'rc8'
+        return ok(`DSH answers at ${where} (rc.8 route, no auth)`)
+      }
+      if (r.state === H.V2) {
+        s.dialect = 'v2'
+        return ok(`DSH answers at ${where} (0.1.2+ route: HTTP ${r.status} without a cookie)`)
+      }
+      if (r.state === H.Forbidden) {
+        return fail(`${where} refused the request with HTTP 403 (the Host/Origin fence)`, 'use the loopback address DSH listens on (127.0.0.1 or localhost), not a proxy')
+      }
+      return fail(`${where} answered HTTP ${r.status}, not like DSH: ${r.detail ?? ''}`, 'point --url / DSH_WEB_URL at the DSH web server')
+    },
+  },
+  {
+    name: 'cookie',
+    needs: ['host', CORE],
+    run: async (s) => {
+      if (s.dialect === 'rc8') return skip('rc.8 host: no browser-session auth')
+      const a = await s.c.authProbe(s.url, s.home)
+      const cred = join(s.home, '.credentials.yaml')
+      if (a.state === 'ok') return ok(`a cookie signed with ${cred} is accepted (HTTP ${a.status} after auth)`)
+      if (a.state === 'rejected') {
+        return fail(`the host refused (HTTP 401) a cookie signed with the secret in ${cred}: the running host loaded another secret`,
+          'the file changed after DSH started, or DSH runs with another DSH_HOME: restart DSH, or pass --home with the DSH_HOME it runs with')
+      }
+      if (a.state === 'no-secret') {
+        return fail(`no usable browser-session secret: ${a.detail}`, `start DSH once with this DSH_HOME (it writes ${cred}), or pass --home with the DSH_HOME it runs with`)
+      }
+      if (a.state === 'forbidden') return fail('the host refused the request with HTTP 403 (the Host/Origin fence)', 'use the loopback address DSH listens on')
+      return fail(`the probe failed: ${a.state}: ${a.detail ?? ''}`, 'run doctor again; if it persists, check --url')
+    },
+  },
+  {
+    name: 'self-check',
+    // a skipped cookie check (rc.8) does not block it; a failed one does
+    blocked: s => (s.values['no-self-check'] ? '--no-self-check'
+      : s.c === undefined ? "needs this command's own addon"
+        : s.status('host') !== 'ok' ? 'needs host'
+          : s.status('cookie') === 'FAIL' ? 'needs cookie' : undefined),
+    run: s => selfCheck({ c: s.c, home: s.home, url: s.url, dialect: s.dialect, scratch: s.values.scratch, timeoutMs: s.timeoutMs }),
+  },
+]
+
+/** Why `check` cannot run now (its skip line), or undefined. */
+function blockedBy(check, s) {
+  if (check.blocked) return check.blocked(s)
+  for (const need of check.needs ?? []) {
+    if (need === CORE) {
+      if (s.c === undefined) return `needs this command's own addon: ${s.coreError?.message}`
+    } else if (s.status(need) !== 'ok') return `needs ${need}`
+  }
+  return undefined
 }
 
 export async function doctor(argv, out) {
@@ -107,178 +273,26 @@ export async function doctor(argv, out) {
   if (help) return out.help(DOCTOR_HELP)
   const timeoutMs = durationOption('doctor', values, 'timeout') ?? 20_000
   const { url, source: urlSource } = hostUrl(values.url, process.env, 'doctor')
-  const checks = new Checks()
   const live = values.json ? undefined : out
-
-  const say = (c) => {
-    if (!live) return
-    const tag = c.status.padEnd(5)
-    live.stdout(`${tag} ${c.name.padEnd(11)} ${c.detail}`)
-    if (c.fix) live.stdout(`${' '.repeat(18)}fix: ${c.fix}`)
-  }
-  const add = (fn) => (...a) => { const c = fn.apply(checks, a); say(c); return c }
-  const ok = add(checks.ok); const fail = add(checks.fail); const skip = add(checks.skip)
-
   if (live) live.stdout(`${NAME} doctor ${PACKAGE.version} (Node ${process.version}, ${process.platform}-${process.arch})`)
 
-  // ---- home
-  const home = resolveDshHome(values.home)
-  if (isDir(home)) ok('home', `DSH_HOME ${home}`)
-  else fail('home', `DSH_HOME ${home} does not exist`, 'run DSH once (it creates DSH_HOME), or pass --home / set DSH_HOME to the directory DSH uses')
-
-  // ---- profile
-  let profile
-  if (checks.passed('home')) {
-    profile = findProfile(home, values.profile)
-    if (existsSync(join(profile.dir, 'package.json'))) ok('profile', `${profile.name} (${profile.dir})`)
-    else {
-      fail('profile', `no profile at ${profile.tried.join(' or ')}`,
-        values.profile === undefined
-          ? 'start DSH with the profile once (dsh --profile web), or pass --profile NAME|DIR'
-          : `check the name; profiles live in ${join(home, 'profiles')}/<name>/ with a package.json`)
-    }
-  } else skip('profile', 'needs home')
-
-  // ---- installed
-  let installedDir
-  let installedPkg
-  if (checks.passed('profile')) {
-    const manifest = readJson(join(profile.dir, 'package.json')) ?? {}
-    const dir = join(profile.dir, 'node_modules', NAME)
-    const st = (() => { try { return lstatSync(dir) } catch { return undefined } })()
-    const pkg = st?.isDirectory() ? readJson(join(dir, 'package.json')) : undefined
-    const dep = manifest.dependencies?.[NAME]
-    const bundles = manifest.dsh?.profile?.bundles
-    const fix = installCommand(profile.dir)
-    if (st === undefined) fail('installed', `${NAME} is not in ${join(profile.dir, 'node_modules')}`, fix)
-    else if (st.isSymbolicLink()) {
-      fail('installed', `${dir} is a link; the host cannot resolve the plugin's peers through a link out of DSH_HOME`,
-        `reinstall as a copy: ${fix}`)
-    } else if (!st.isDirectory() || pkg?.name !== NAME) fail('installed', `${dir} is not the ${NAME} package`, `reinstall: ${fix}`)
-    else if (dep === undefined) fail('installed', `${NAME} is in node_modules but not a dependency in ${join(profile.dir, 'package.json')}`, `reinstall: ${fix}`)
-    else if (!Array.isArray(bundles) || !bundles.includes(NAME)) {
-      fail('installed', `${NAME} is installed but not listed in dsh.profile.bundles of ${join(profile.dir, 'package.json')}`, `reinstall (it adds the bundle entry): ${fix}; then restart DSH`)
-    } else {
-      installedDir = dir
-      installedPkg = pkg
-      ok('installed', `${NAME} ${pkg.version} in ${dir} (dependency ${dep}; bundle listed)`)
-    }
-  } else skip('installed', `needs ${checks.blocker('home', 'profile')}`)
-
-  // ---- row
-  let c
-  let coreError
-  try { c = core() } catch (e) { coreError = e }
-  if (installedDir === undefined) skip('row', 'needs installed')
-  else if (c === undefined) skip('row', `needs this command's own addon: ${coreError.message}`)
-  else {
-    const patchRel = installedPkg.dsh?.bundle?.patch
-    const patchFiles = (Array.isArray(patchRel) ? patchRel : [patchRel]).filter(p => typeof p === 'string')
-    const layers = [
-      ...patchFiles.map(p => ({ label: `${NAME}/${p.replace(/^\.\//, '')} (bundle)`, text: readText(join(installedDir, p)) })),
-      { label: join(profile.dir, 'cordis.patch.yml'), text: readText(join(profile.dir, 'cordis.patch.yml')) },
-      { label: join(home, 'cordis.patch.yml'), text: readText(join(home, 'cordis.patch.yml')) },
-    ]
-    const s = c.patchRowState(layers, ROW_ID, NAME)
-    if (patchFiles.length === 0) fail('row', `the installed ${NAME} declares no dsh.bundle.patch`, `reinstall: ${installCommand(profile.dir)}`)
-    else if (s.errors.length > 0) fail('row', s.errors[0], 'fix that file: it must be a YAML list of patch entries (the host refuses to boot otherwise)')
-    else if (!s.inserted) fail('row', `no layer inserts the row ${ROW_ID}`, `reinstall: ${installCommand(profile.dir)}`)
-    else if (s.disabled) {
-      fail('row', `the row ${ROW_ID} is switched off by ${s.disabledBy} (disabled: true)`,
-        `delete the "- id: ${ROW_ID}" / "disabled: true" entry from ${s.disabledBy} (or switch the plugin on in the Plugins page); rc.8 applies it live`)
-    } else if (s.configEnabled === false) {
-      fail('row', `the row's config sets enabled: false (${s.configBy}): the plugin registers no tools`, `remove enabled: false from the ${ROW_ID} config in ${s.configBy}`)
-    } else ok('row', `row ${ROW_ID} enabled${s.notes.length ? `; ${s.notes[0]}` : ''}`)
-  }
-
-  // ---- addon (the copy the host loads when installed, else this command's own)
-  {
-    const dir = installedDir ?? fileURLToPath(PACKAGE_DIR)
-    const pkg = installedPkg ?? PACKAGE
-    const which = installedDir ? 'the installed copy' : "this command's copy (not installed)"
-    try {
-      const binding = installedDir ? createRequire(join(dir, 'package.json'))('./binding.cjs') : c ?? (() => { throw coreError })()
-      const v = binding.coreVersion()
-      if (v === pkg.version) ok('addon', `native core ${v} loads on ${process.platform}-${process.arch} (${which})`)
-      else fail('addon', `native core ${v} does not match package ${pkg.version} (${which})`, `reinstall ${NAME}: the addon and the JavaScript come from different builds`)
-    } catch (e) {
-      fail('addon', `the native addon of ${which} does not load on ${process.platform}-${process.arch}: ${String(e?.message ?? e).split('\n')[0]}`,
-        `install a build of ${NAME} for ${process.platform}-${process.arch} (npm run build in a checkout), then reinstall into the profile`)
+  const list = []
+  const s = { values, url, urlSource, timeoutMs, home: resolveDshHome(values.home), status: name => list.find(x => x.name === name)?.status }
+  try { s.c = core() } catch (e) { s.coreError = e }
+  for (const check of CHECKS) {
+    const why = blockedBy(check, s)
+    const r = why === undefined ? await check.run(s) : skip(why)
+    const entry = { name: check.name, status: r.status, detail: r.detail, ...(r.fix ? { fix: r.fix } : {}) }
+    list.push(entry)
+    if (live) {
+      live.stdout(`${entry.status.padEnd(5)} ${entry.name.padEnd(11)} ${entry.detail}`)
+      if (entry.fix) live.stdout(`${' '.repeat(18)}fix: ${entry.fix}`)
     }
   }
 
-  // ---- files (the ledger the budget counts from; the secret's file)
-  if (!checks.passed('home')) skip('files', 'needs home')
-  else if (c === undefined || typeof c.homeFilesJson !== 'function') skip('files', `needs this command's own addon: ${coreError?.message ?? 'too old'}`)
-  else {
-    const f = JSON.parse(await c.homeFilesJson(home))
-    if (f.ledger) {
-      fail('files', `the audit ledger cannot be used: ${f.ledger}; it is not followed or written, and sends are refused while a send budget is on`,
-        'move that file or folder away (the plugin recreates $DSH_HOME/dsh-session-mail/ledger.jsonl, owner-only)')
-    } else if (f.credentials) ok('files', `warning: ${f.credentials} (fix: chmod 600 ${join(home, '.credentials.yaml')})`)
-    else ok('files', 'audit ledger and .credentials.yaml: regular, owner-only, no links')
-  }
-
-  // ---- host
-  let dialect
-  {
-    const where = `${url}${urlSource === '--url' ? '' : ` (${urlSource})`}`
-    // The send path's own probe (core `delivery::dialect::probe`), so doctor and send agree.
-    const r = c === undefined ? undefined : await c.probeHost(url, 3000)
-    // `state` is the binding's HostState string enum (core doctor::HostState): compared by its members
-    const H = c?.HostState ?? {}
-    if (r === undefined) {
-      skip('host', `needs this command's own addon: ${coreError.message}`)
-    } else if (r.state === H.Unreachable) {
-      fail('host', `nothing answers at ${where}: ${r.detail}`,
-        'start DSH with a web server (dsh --profile web), or pass --url / set DSH_WEB_URL to the address its "dsh web:" line prints')
-    } else if (r.state === H.Rc8) {
-      dialect = 'rc8'
-      ok('host', `DSH answers at ${where} (rc.8 route, no auth)`)
-    } else if (r.state === H.V2) {
-      dialect = 'v2'
-      ok('host', `DSH answers at ${where} (0.1.2+ route: HTTP ${r.status} without a cookie)`)
-    } else if (r.state === H.Forbidden) {
-      fail('host', `${where} refused the request with HTTP 403 (the Host/Origin fence)`, 'use the loopback address DSH listens on (127.0.0.1 or localhost), not a proxy')
-    } else {
-      fail('host', `${where} answered HTTP ${r.status}, not like DSH: ${r.detail ?? ''}`,
-        'point --url / DSH_WEB_URL at the DSH web server')
-    }
-  }
-
-  // ---- cookie
-  if (!checks.passed('host')) skip('cookie', 'needs host')
-  else if (dialect === 'rc8') skip('cookie', 'rc.8 host: no browser-session auth')
-  else if (c === undefined) skip('cookie', `needs this command's own addon: ${coreError.message}`)
-  else {
-    const a = await c.authProbe(url, home)
-    const cred = join(home, '.credentials.yaml')
-    if (a.state === 'ok') ok('cookie', `a cookie signed with ${cred} is accepted (HTTP ${a.status} after auth)`)
-    else if (a.state === 'rejected') {
-      fail('cookie', `the host refused (HTTP 401) a cookie signed with the secret in ${cred}: the running host loaded another secret`,
-        'the file changed after DSH started, or DSH runs with another DSH_HOME: restart DSH, or pass --home with the DSH_HOME it runs with')
-    } else if (a.state === 'no-secret') {
-      fail('cookie', `no usable browser-session secret: ${a.detail}`, `start DSH once with this DSH_HOME (it writes ${cred}), or pass --home with the DSH_HOME it runs with`)
-    } else if (a.state === 'forbidden') {
-      fail('cookie', 'the host refused the request with HTTP 403 (the Host/Origin fence)', 'use the loopback address DSH listens on')
-    } else fail('cookie', `the probe failed: ${a.state}: ${a.detail ?? ''}`, 'run doctor again; if it persists, check --url')
-  }
-
-  // ---- self-check
-  const blocked = c === undefined ? "this command's own addon"
-    : checks.status('host') !== 'ok' ? 'host' : checks.status('cookie') === 'FAIL' ? 'cookie' : undefined
-  if (values['no-self-check']) skip('self-check', '--no-self-check')
-  else if (blocked) skip('self-check', `needs ${blocked}`)
-  else {
-    const r = await selfCheck({ c, home, url, dialect, scratch: values.scratch, timeoutMs })
-    if (r.status === 'ok') ok('self-check', r.detail)
-    else if (r.status === 'skip') skip('self-check', r.detail, r.fix)
-    else fail('self-check', r.detail, r.fix)
-  }
-
-  const failed = checks.list.filter(x => x.status === 'FAIL').map(x => x.name)
+  const failed = list.filter(x => x.status === 'FAIL').map(x => x.name)
   if (values.json) {
-    out.stdout(JSON.stringify({ ok: failed.length === 0, failed, home, url, checks: checks.list }, null, 2))
+    out.stdout(JSON.stringify({ ok: failed.length === 0, failed, home: s.home, url, checks: list }, null, 2))
   } else if (failed.length === 0) {
     out.stdout('doctor: no check failed.')
   } else {
