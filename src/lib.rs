@@ -929,7 +929,7 @@ pub async fn read_ledger(
             },
             Err(why) => Ledger {
                 ok: false,
-                error: Some(why),
+                error: Some(why.to_string()),
                 path: None,
                 entries: None,
                 files: None,

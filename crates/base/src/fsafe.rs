@@ -42,9 +42,53 @@ fn kind_of(m: &Metadata) -> &'static str {
     }
 }
 
+/// Why a file or folder under DSH_HOME was not used: what it is instead of what was asked. Inside an
+/// `io::Error` of kind `InvalidData` (its `Display` is the error's text; `get_ref` gives it back).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refused {
+    /// A symbolic link where none is followed.
+    Link,
+    /// Not a regular file: a FIFO, a device, a socket, a directory.
+    NotRegular { kind: &'static str },
+    /// A regular file past the reader's cap.
+    TooBig { len: u64, cap: u64 },
+    /// Grew past the cap while it was read.
+    Grew { cap: u64 },
+    /// Not a directory.
+    NotDir { kind: &'static str },
+    /// Owned by another user.
+    ForeignOwner { uid: u32 },
+    /// Its metadata could not be read (the system's reason).
+    Unreadable(String),
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refused::Link => f.write_str("is a symbolic link (not followed)"),
+            Refused::NotRegular { kind } => write!(f, "is {kind}, not a regular file"),
+            Refused::TooBig { len, cap } => write!(
+                f,
+                "is {len} bytes, over the {} cap",
+                crate::text::human_bytes(*cap)
+            ),
+            Refused::Grew { cap } => write!(
+                f,
+                "grew past the {} cap while it was read",
+                crate::text::human_bytes(*cap)
+            ),
+            Refused::NotDir { kind } => write!(f, "is {kind}, not a directory"),
+            Refused::ForeignOwner { uid } => write!(f, "is owned by another user (uid {uid})"),
+            Refused::Unreadable(why) => f.write_str(why),
+        }
+    }
+}
+
+impl std::error::Error for Refused {}
+
 /// An error whose text is ours (`kind` keeps callers' `NotFound` checks working).
-fn refused(msg: String) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, msg)
+fn refused(why: Refused) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, why)
 }
 
 /// Is this error the one `O_NOFOLLOW` gives for a symbolic link (ELOOP)?
@@ -80,22 +124,18 @@ pub fn open_regular(
     }
     let f = o.open(path).map_err(|e| {
         if follow == Follow::No && is_link_error(&e) {
-            refused("is a symbolic link (not followed)".into())
+            refused(Refused::Link)
         } else {
             e
         }
     })?;
     let m = f.metadata()?;
     if !m.is_file() {
-        return Err(refused(format!("is {}, not a regular file", kind_of(&m))));
+        return Err(refused(Refused::NotRegular { kind: kind_of(&m) }));
     }
     if let Some(cap) = max_len {
         if m.len() > cap {
-            return Err(refused(format!(
-                "is {} bytes, over the {} cap",
-                m.len(),
-                crate::text::human_bytes(cap)
-            )));
+            return Err(refused(Refused::TooBig { len: m.len(), cap }));
         }
     }
     Ok((f, m))
@@ -107,10 +147,7 @@ pub fn read_capped(path: &Path, follow: Follow, max_len: u64) -> io::Result<(Vec
     let mut buf = Vec::with_capacity(m.len() as usize);
     f.take(max_len + 1).read_to_end(&mut buf)?;
     if buf.len() as u64 > max_len {
-        return Err(refused(format!(
-            "grew past the {} cap while it was read",
-            crate::text::human_bytes(max_len)
-        )));
+        return Err(refused(Refused::Grew { cap: max_len }));
     }
     Ok((buf, m))
 }
@@ -159,16 +196,16 @@ pub fn mode_of(m: &Metadata) -> u32 {
 
 /// A directory we may keep private files in: a real directory (not a symbolic link), owned by this
 /// user. Err names the problem.
-pub fn check_private_dir(d: &Path) -> Result<Metadata, String> {
-    let m = fs::symlink_metadata(d).map_err(|e| e.to_string())?;
+pub fn check_private_dir(d: &Path) -> Result<Metadata, Refused> {
+    let m = fs::symlink_metadata(d).map_err(|e| Refused::Unreadable(e.to_string()))?;
     if m.file_type().is_symlink() {
-        return Err("is a symbolic link (not followed)".into());
+        return Err(Refused::Link);
     }
     if !m.is_dir() {
-        return Err(format!("is {}, not a directory", kind_of(&m)));
+        return Err(Refused::NotDir { kind: kind_of(&m) });
     }
     if let Some(uid) = foreign_owner(&m) {
-        return Err(format!("is owned by another user (uid {uid})"));
+        return Err(Refused::ForeignOwner { uid });
     }
     Ok(m)
 }
@@ -258,7 +295,11 @@ mod tests {
         assert!(check_private_dir(&real).is_ok());
         let l = d.path().join("l");
         std::os::unix::fs::symlink(&real, &l).unwrap();
-        assert!(check_private_dir(&l).unwrap_err().contains("symbolic link"));
+        assert_eq!(check_private_dir(&l).unwrap_err(), Refused::Link);
+        assert_eq!(
+            Refused::Link.to_string(),
+            "is a symbolic link (not followed)"
+        );
     }
 }
 

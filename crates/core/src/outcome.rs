@@ -177,7 +177,7 @@ pub enum Refusal {
     Internal { what: String },
     /// `budget`, failing closed (issue 11 #11): a budget is on but cannot be checked or enforced
     /// (the ledger cannot be read, or cannot take this send's line).
-    BudgetUnchecked { why: String },
+    BudgetUnchecked { why: crate::mail::budget::Unchecked },
     /// `busy`: the send path's file work (store, ledger) did not finish before its deadline.
     Busy { what: String },
 }
@@ -268,7 +268,7 @@ pub enum SendNote {
     /// The ledger could not be read, so the budget was not checked (why).
     BudgetNotChecked(String),
     /// The ledger line of this attempt could not be written (why).
-    LedgerNotWritten(String),
+    LedgerNotWritten(crate::ledger::LedgerError),
     /// `.credentials.yaml` is readable by other users (the whole warning).
     CredentialsExposed(String),
     /// This delivery's hop in its agent-to-agent chain (from the second hop on): (hop, maxRelayHops).
@@ -428,7 +428,10 @@ mod tests {
                 what: "internal error while reading the session store".into(),
             },
             Refusal::BudgetUnchecked {
-                why: "ledger unreadable".into(),
+                why: crate::mail::budget::Unchecked::Unreadable(crate::ledger::LedgerError::Io {
+                    path: "/h/dsh-session-mail/ledger.jsonl".into(),
+                    why: "ledger unreadable".into(),
+                }),
             },
             Refusal::Busy {
                 what: "the store took too long".into(),
@@ -578,12 +581,15 @@ mod tests {
                 failure: Failure::ConnectTimeout,
                 context: ctx(),
             }),
-            notes: vec![SendNote::LedgerNotWritten("disk full".into())],
+            notes: vec![SendNote::LedgerNotWritten(crate::ledger::LedgerError::Io {
+                path: "/h/ledger.jsonl".into(),
+                why: "disk full".into(),
+            })],
         };
         let text = r.render();
         assert!(
             text.ends_with(
-                "\nnote: audit ledger not written: disk full\nrequest: dsh-session-mail:r"
+                "\nnote: audit ledger not written: /h/ledger.jsonl: disk full\nrequest: dsh-session-mail:r"
             ),
             "{text}"
         );

@@ -260,7 +260,10 @@ pub struct LedgerView {
 }
 
 /// The audit ledger, or why it could not be read.
-pub fn ledger_view(home: &Path, filter: &crate::ledger::Filter) -> Result<LedgerView, String> {
+pub fn ledger_view(
+    home: &Path,
+    filter: &crate::ledger::Filter,
+) -> Result<LedgerView, crate::ledger::LedgerError> {
     let read = crate::ledger::read_ledger(home, filter)?;
     Ok(LedgerView {
         path: crate::ledger::path(home).display().to_string(),

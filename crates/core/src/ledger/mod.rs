@@ -220,8 +220,75 @@ pub fn rotated_path(home: &Path, n: usize) -> PathBuf {
     dir(home).join(format!("ledger.{n}.jsonl"))
 }
 
-/// Append one line. `Err` is a short reason for the `note: audit ledger not written: …` line.
-pub fn append(home: &Path, entry: &Entry) -> Result<(), String> {
+/// Why the ledger could not be read or written: the file or folder, and what went wrong there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LedgerError {
+    /// The line could not be encoded (serde's reason).
+    Encode(String),
+    /// A file or folder of the ledger failed with this system reason.
+    Io { path: PathBuf, why: String },
+    /// A file or folder of the ledger is not what it must be (a link, not regular, someone else's).
+    Refused { path: PathBuf, why: fsafe::Refused },
+    /// The ledger file is a symbolic link.
+    Link { path: PathBuf },
+    /// The ledger file is not a regular file.
+    NotRegular { path: PathBuf },
+    /// Rotating the live file failed.
+    Rotate { path: PathBuf, why: String },
+    /// The line was written only in part.
+    ShortWrite {
+        path: PathBuf,
+        wrote: usize,
+        len: usize,
+    },
+    /// The folder cannot take a new file.
+    FolderNotWritable { path: PathBuf },
+    /// The write did not finish before the send's deadline.
+    Late,
+}
+
+impl std::fmt::Display for LedgerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LedgerError::Encode(e) => write!(f, "cannot encode the line: {e}"),
+            LedgerError::Io { path, why } => write!(f, "{}: {why}", path.display()),
+            LedgerError::Refused { path, why } => write!(f, "{}: {why}", path.display()),
+            LedgerError::Link { path } => {
+                write!(f, "{}: is a symbolic link (not followed)", path.display())
+            }
+            LedgerError::NotRegular { path } => write!(f, "{}: not a regular file", path.display()),
+            LedgerError::Rotate { path, why } => write!(f, "rotating {}: {why}", path.display()),
+            LedgerError::ShortWrite { path, wrote, len } => write!(
+                f,
+                "{}: short write ({wrote} of {len} bytes)",
+                path.display()
+            ),
+            LedgerError::FolderNotWritable { path } => {
+                write!(f, "{}: the folder is not writable", path.display())
+            }
+            LedgerError::Late => f.write_str("the write did not finish in time"),
+        }
+    }
+}
+
+impl std::error::Error for LedgerError {}
+
+/// An IO error at `path` as a [`LedgerError`] (a refusal of `fsafe` stays typed).
+fn io_at(path: &Path) -> impl Fn(io::Error) -> LedgerError + '_ {
+    move |e| match e.get_ref().and_then(|r| r.downcast_ref::<fsafe::Refused>()) {
+        Some(why) => LedgerError::Refused {
+            path: path.to_path_buf(),
+            why: why.clone(),
+        },
+        None => LedgerError::Io {
+            path: path.to_path_buf(),
+            why: e.to_string(),
+        },
+    }
+}
+
+/// Append one line. `Err` is the reason for the `note: audit ledger not written: …` line.
+pub fn append(home: &Path, entry: &Entry) -> Result<(), LedgerError> {
     append_with_limit(home, entry, ROTATE_BYTES)
 }
 
@@ -232,44 +299,39 @@ pub const READ_CAP: u64 = 64 * 1024 * 1024;
 pub const LINE_CAP: usize = 64 * 1024;
 
 /// [`append`] with an explicit rotation size (tests).
-pub fn append_with_limit(home: &Path, entry: &Entry, rotate_bytes: u64) -> Result<(), String> {
-    let mut line =
-        serde_json::to_string(entry).map_err(|e| format!("cannot encode the line: {e}"))?;
+pub fn append_with_limit(home: &Path, entry: &Entry, rotate_bytes: u64) -> Result<(), LedgerError> {
+    let mut line = serde_json::to_string(entry).map_err(|e| LedgerError::Encode(e.to_string()))?;
     line.push('\n');
     let _guard = WRITE_LOCK.lock().unwrap_or_else(|p| p.into_inner());
     let d = dir(home);
-    ensure_private_dir(&d).map_err(|e| format!("{}: {e}", d.display()))?;
+    ensure_private_dir(&d).map_err(io_at(&d))?;
     let p = path(home);
     let size = match fs::symlink_metadata(&p) {
         Ok(m) if m.is_file() => m.len(),
-        Ok(m) if m.file_type().is_symlink() => {
-            return Err(format!(
-                "{}: is a symbolic link (not followed)",
-                p.display()
-            ))
-        }
-        Ok(_) => return Err(format!("{}: not a regular file", p.display())),
+        Ok(m) if m.file_type().is_symlink() => return Err(LedgerError::Link { path: p }),
+        Ok(_) => return Err(LedgerError::NotRegular { path: p }),
         Err(e) if e.kind() == io::ErrorKind::NotFound => 0,
-        Err(e) => return Err(format!("{}: {e}", p.display())),
+        Err(e) => return Err(io_at(&p)(e)),
     };
     if size > 0 && size + line.len() as u64 > rotate_bytes {
-        rotate(home).map_err(|e| format!("rotating {}: {e}", p.display()))?;
+        rotate(home).map_err(|e| LedgerError::Rotate {
+            path: p.clone(),
+            why: e.to_string(),
+        })?;
     }
-    let mut f = open_append(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+    let mut f = open_append(&p).map_err(io_at(&p))?;
     // A torn last line (an earlier short write, a crash) would swallow this one: start afresh.
     let len = f.metadata().map(|m| m.len()).unwrap_or(0);
     if len > 0 && !ends_with_newline(&p, len) {
         line.insert(0, '\n');
     }
-    let n = f
-        .write(line.as_bytes())
-        .map_err(|e| format!("{}: {e}", p.display()))?;
+    let n = f.write(line.as_bytes()).map_err(io_at(&p))?;
     if n != line.len() {
-        return Err(format!(
-            "{}: short write ({n} of {} bytes)",
-            p.display(),
-            line.len()
-        ));
+        return Err(LedgerError::ShortWrite {
+            path: p,
+            wrote: n,
+            len: line.len(),
+        });
     }
     Ok(())
 }
@@ -277,10 +339,10 @@ pub fn append_with_limit(home: &Path, entry: &Entry, rotate_bytes: u64) -> Resul
 /// Can a line be appended? Checks the folder and the file as [`append`] would (creating the private
 /// folder if missing), without writing. The send budget uses it: a budget whose sends cannot be
 /// recorded cannot be enforced.
-pub fn check_writable(home: &Path) -> Result<(), String> {
+pub fn check_writable(home: &Path) -> Result<(), LedgerError> {
     let _guard = WRITE_LOCK.lock().unwrap_or_else(|p| p.into_inner());
     let d = dir(home);
-    ensure_private_dir(&d).map_err(|e| format!("{}: {e}", d.display()))?;
+    ensure_private_dir(&d).map_err(io_at(&d))?;
     let p = path(home);
     match fs::symlink_metadata(&p) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -288,12 +350,10 @@ pub fn check_writable(home: &Path) -> Result<(), String> {
             if is_dir_writable(&d) {
                 Ok(())
             } else {
-                Err(format!("{}: the folder is not writable", d.display()))
+                Err(LedgerError::FolderNotWritable { path: d })
             }
         }
-        _ => open_append(&p)
-            .map(drop)
-            .map_err(|e| format!("{}: {e}", p.display())),
+        _ => open_append(&p).map(drop).map_err(io_at(&p)),
     }
 }
 
@@ -493,7 +553,7 @@ pub struct LedgerRead {
 
 /// Read the ledger (rotated files, then the live one) and keep the lines `filter` matches.
 /// A missing ledger is empty; an unreadable file is an error (`Err` names it).
-pub fn read_ledger(home: &Path, filter: &Filter) -> Result<LedgerRead, String> {
+pub fn read_ledger(home: &Path, filter: &Filter) -> Result<LedgerRead, LedgerError> {
     // Newest first, so that a `since` bound can stop before older rotated files.
     let mut chunks: Vec<(PathBuf, Vec<Entry>, usize, bool)> = Vec::new();
     let candidates =
@@ -501,16 +561,19 @@ pub fn read_ledger(home: &Path, filter: &Filter) -> Result<LedgerRead, String> {
     let d = dir(home);
     match fs::symlink_metadata(&d) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(LedgerRead::default()),
-        Err(e) => return Err(format!("{}: {e}", d.display())),
+        Err(e) => return Err(io_at(&d)(e)),
         Ok(_) => fsafe::check_private_dir(&d)
             .map(drop)
-            .map_err(|why| format!("{}: {why}", d.display()))?,
+            .map_err(|why| LedgerError::Refused {
+                path: d.clone(),
+                why,
+            })?,
     }
     for (i, p) in candidates.enumerate() {
         let (f, meta) = match fsafe::open_regular(&p, Follow::No, Some(READ_CAP)) {
             Ok(x) => x,
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(format!("{}: {e}", p.display())),
+            Err(e) => return Err(io_at(&p)(e)),
         };
         // The live file through the per-process parse cache (only appended bytes are parsed); rotated
         // files are read whole (a reply's loop guard and `verify` reach them, a budget rarely does).
@@ -523,7 +586,7 @@ pub fn read_ledger(home: &Path, filter: &Filter) -> Result<LedgerRead, String> {
                 (kept, oldest, unreadable, torn)
             })
         }
-        .map_err(|e| format!("{}: {e}", p.display()))?;
+        .map_err(io_at(&p))?;
         chunks.push((p, entries, unreadable, torn && i == 0));
         if let (Some(since), Some(oldest)) = (filter.since_ms, oldest) {
             if oldest < since {

@@ -396,7 +396,11 @@ fn an_unwritable_ledger_is_an_error_not_a_panic() {
     // a file where the directory should be
     std::fs::write(dir(home.path()), "x").unwrap();
     let err = append(home.path(), &e(0, "a", "b", "accepted")).unwrap_err();
-    assert!(err.contains(DIR_NAME), "{err}");
+    assert!(
+        matches!(&err, LedgerError::Refused { path, why: fsafe::Refused::NotDir { .. } } if *path == dir(home.path())),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains(DIR_NAME), "{err}");
 }
 
 #[cfg(unix)]
@@ -421,10 +425,14 @@ fn a_rotated_ledger_is_owner_only_and_links_are_never_followed() {
     std::fs::remove_file(path(h)).unwrap();
     std::os::unix::fs::symlink(&victim, path(h)).unwrap();
     let err = append(h, &e(2, "session-a", "session-b", "accepted")).unwrap_err();
-    assert!(err.contains("symbolic link"), "{err}");
-    assert!(read_ledger(h, &Filter::default())
-        .unwrap_err()
-        .contains("symbolic link"));
+    assert_eq!(err, LedgerError::Link { path: path(h) });
+    assert_eq!(
+        read_ledger(h, &Filter::default()).unwrap_err(),
+        LedgerError::Refused {
+            path: path(h),
+            why: fsafe::Refused::Link
+        }
+    );
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "x\n");
     assert_eq!(
         std::fs::metadata(&victim).unwrap().permissions().mode() & 0o777,
@@ -435,9 +443,16 @@ fn a_rotated_ledger_is_owner_only_and_links_are_never_followed() {
     std::fs::remove_file(path(h)).unwrap();
     let f = std::fs::File::create(path(h)).unwrap();
     f.set_len(READ_CAP + 1).unwrap();
-    assert!(read_ledger(h, &Filter::default())
-        .unwrap_err()
-        .contains("cap"));
+    assert_eq!(
+        read_ledger(h, &Filter::default()).unwrap_err(),
+        LedgerError::Refused {
+            path: path(h),
+            why: fsafe::Refused::TooBig {
+                len: READ_CAP + 1,
+                cap: READ_CAP
+            }
+        }
+    );
 }
 
 /// The live file's parse cache gives exactly what a whole parse gives, after every kind of change: appends

@@ -275,8 +275,26 @@ pub enum Refusal {
     /// A budget is used up.
     Exceeded(Exceeded),
     /// The budget cannot be checked or enforced: the ledger cannot be read, or cannot take this
-    /// send's line (the reason names the file and the problem).
-    Unchecked(String),
+    /// send's line (the error names the file and the problem).
+    Unchecked(Unchecked),
+}
+
+/// Why a budget could not be checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unchecked {
+    /// The ledger could not be read.
+    Unreadable(ledger::LedgerError),
+    /// The ledger cannot take this send's line.
+    CannotRecord(ledger::LedgerError),
+}
+
+impl std::fmt::Display for Unchecked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unchecked::Unreadable(e) => write!(f, "the audit ledger could not be read ({e})"),
+            Unchecked::CannotRecord(e) => write!(f, "the audit ledger cannot record sends ({e})"),
+        }
+    }
 }
 
 /// Check the budgets for one send from the ledger under `home` and reserve a slot for it.
@@ -307,17 +325,11 @@ pub fn check(
     };
     let entries = match ledger::read_ledger(home, &filter) {
         Ok(r) => r.entries,
-        Err(why) => {
-            return Err(Refusal::Unchecked(format!(
-                "the audit ledger could not be read ({why})"
-            )))
-        }
+        Err(why) => return Err(Refusal::Unchecked(Unchecked::Unreadable(why))),
     };
     // A send that cannot be written to the ledger would not count: the budget would not hold.
     if let Err(why) = ledger::check_writable(home) {
-        return Err(Refusal::Unchecked(format!(
-            "the audit ledger cannot record sends ({why})"
-        )));
+        return Err(Refusal::Unchecked(Unchecked::CannotRecord(why)));
     }
     let note = None;
     let counted: Vec<&Entry> = entries.iter().filter(|e| e.counts_as_sent()).collect();
@@ -571,7 +583,7 @@ mod tests {
 
     fn unchecked(home: &std::path::Path) -> String {
         match check(home, "session-a", "session-b", false, NOW, &cfg()) {
-            Err(Refusal::Unchecked(why)) => why,
+            Err(Refusal::Unchecked(why)) => why.to_string(),
             other => panic!("expected Unchecked, got {other:?}"),
         }
     }

@@ -104,7 +104,7 @@ pub struct Receipt {
 
 /// The mailbox folder of a home.
 pub fn root(home: &Path) -> PathBuf {
-    home.join("dsh-session-mail").join("mailbox")
+    base::home::plugin_dir(home).join("mailbox")
 }
 
 /// A session id usable as a folder name (what DSH mints: `session-<uuid>`, letters, digits, `-_.`).
@@ -149,12 +149,45 @@ fn write_atomic(dir: &Path, dest: &Path, bytes: &[u8]) -> io::Result<()> {
     r
 }
 
+/// Why a mailbox folder or receipt could not be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MailboxError {
+    /// The request id is not one this plugin mints.
+    NotOurId,
+    /// The session id cannot name a mailbox folder.
+    BadSession,
+    /// A level of the shard folder could not be made private (the system's reason).
+    Folder { path: PathBuf, why: String },
+    /// The shard folder is not a private directory of this user.
+    Refused(fsafe::Refused),
+    /// Encoding or writing the receipt failed (the reason).
+    Io(String),
+}
+
+impl std::fmt::Display for MailboxError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MailboxError::NotOurId => f.write_str("not a request id of this plugin"),
+            MailboxError::BadSession => f.write_str("the session id cannot name a mailbox folder"),
+            MailboxError::Folder { path, why } => {
+                write!(f, "mailbox folder {}: {why}", path.display())
+            }
+            MailboxError::Refused(r) => r.fmt(f),
+            MailboxError::Io(why) => f.write_str(why),
+        }
+    }
+}
+
+impl std::error::Error for MailboxError {}
+
 /// Make (or check) the shard folder: every level private, no link followed.
-fn ensure_shard(home: &Path, session: &str) -> Result<PathBuf, String> {
-    let d = shard(home, session).ok_or("the session id cannot name a mailbox folder")?;
-    for level in [home.join("dsh-session-mail"), root(home), d.clone()] {
-        base::fsafe::ensure_private_dir(&level)
-            .map_err(|e| format!("mailbox folder {}: {e}", level.display()))?;
+fn ensure_shard(home: &Path, session: &str) -> Result<PathBuf, MailboxError> {
+    let d = shard(home, session).ok_or(MailboxError::BadSession)?;
+    for level in [base::home::plugin_dir(home), root(home), d.clone()] {
+        base::fsafe::ensure_private_dir(&level).map_err(|e| MailboxError::Folder {
+            path: level.clone(),
+            why: e.to_string(),
+        })?;
     }
     Ok(d)
 }
@@ -178,7 +211,7 @@ pub fn post(home: &Path, env: &Envelope) -> Result<(), PostError> {
     if !addressable(&env.session_id) {
         return Err(PostError::BadId);
     }
-    let d = ensure_shard(home, &env.session_id).map_err(PostError::Io)?;
+    let d = ensure_shard(home, &env.session_id).map_err(|e| PostError::Io(e.to_string()))?;
     let waiting = fs::read_dir(&d)
         .map_err(|e| PostError::Io(e.to_string()))?
         .flatten()
@@ -445,14 +478,15 @@ pub fn drain(home: &Path, me: &Drainer, now_ms: i64) -> Vec<Claimed> {
 }
 
 /// Record what happened to a claimed envelope: the receipt first (atomically), then the claim goes.
-pub fn settle(home: &Path, pid: u32, r: &Receipt) -> Result<(), String> {
-    let key = key_of(&r.request_id).ok_or("not a request id of this plugin")?;
-    let d = shard(home, &r.session_id).ok_or("the session id cannot name a mailbox folder")?;
-    fsafe::check_private_dir(&d)?;
+pub fn settle(home: &Path, pid: u32, r: &Receipt) -> Result<(), MailboxError> {
+    let key = key_of(&r.request_id).ok_or(MailboxError::NotOurId)?;
+    let d = shard(home, &r.session_id).ok_or(MailboxError::BadSession)?;
+    fsafe::check_private_dir(&d).map_err(MailboxError::Refused)?;
     let mut r = r.clone();
     r.pid = pid;
-    let bytes = serde_json::to_vec(&r).map_err(|e| e.to_string())?;
-    write_atomic(&d, &d.join(format!("{key}.done")), &bytes).map_err(|e| e.to_string())?;
+    let bytes = serde_json::to_vec(&r).map_err(|e| MailboxError::Io(e.to_string()))?;
+    write_atomic(&d, &d.join(format!("{key}.done")), &bytes)
+        .map_err(|e| MailboxError::Io(e.to_string()))?;
     let _ = fs::remove_file(d.join(format!("{key}.claimed-{pid}")));
     Ok(())
 }

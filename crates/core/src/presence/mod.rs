@@ -74,7 +74,7 @@ impl Record {
 
 /// The presence folder of a home.
 pub fn dir(home: &Path) -> PathBuf {
-    home.join("dsh-session-mail").join("presence")
+    base::home::plugin_dir(home).join("presence")
 }
 
 fn record_path(home: &Path, pid: u32) -> PathBuf {
@@ -107,17 +107,40 @@ fn cut(s: &mut String) {
     }
 }
 
+/// Why this process's presence record was not written (the system's reason).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PublishError {
+    /// The plugin's folder or its presence folder could not be made private.
+    Folder(String),
+    /// The record could not be encoded.
+    Encode(String),
+    /// Writing or renaming the record failed.
+    Record(String),
+}
+
+impl std::fmt::Display for PublishError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PublishError::Folder(e) => write!(f, "presence folder: {e}"),
+            PublishError::Encode(e) => f.write_str(e),
+            PublishError::Record(e) => write!(f, "presence record: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for PublishError {}
+
 /// Write this process's record atomically (temp file in the same folder, then rename). The
 /// record's `updatedAt` is set to `now_ms`.
-pub fn publish(home: &Path, record: &Record, now_ms: i64) -> Result<(), String> {
+pub fn publish(home: &Path, record: &Record, now_ms: i64) -> Result<(), PublishError> {
     let d = dir(home);
-    base::fsafe::ensure_private_dir(&home.join("dsh-session-mail"))
+    base::fsafe::ensure_private_dir(&base::home::plugin_dir(home))
         .and_then(|_| base::fsafe::ensure_private_dir(&d))
-        .map_err(|e| format!("presence folder: {e}"))?;
+        .map_err(|e| PublishError::Folder(e.to_string()))?;
     let mut r = record.clone();
     r.v = 1;
     r.updated_at = now_ms;
-    let text = serde_json::to_vec(&r).map_err(|e| e.to_string())?;
+    let text = serde_json::to_vec(&r).map_err(|e| PublishError::Encode(e.to_string()))?;
     let tmp = d.join(format!(".{}.{}.tmp", r.pid, uuid::Uuid::new_v4().simple()));
     let written = (|| -> io::Result<()> {
         let mut f = fsafe::create_private(&tmp)?;
@@ -126,7 +149,7 @@ pub fn publish(home: &Path, record: &Record, now_ms: i64) -> Result<(), String> 
     })();
     if let Err(e) = written {
         let _ = fs::remove_file(&tmp);
-        return Err(format!("presence record: {e}"));
+        return Err(PublishError::Record(e.to_string()));
     }
     Ok(())
 }

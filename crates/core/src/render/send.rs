@@ -251,10 +251,10 @@ fn urgent_spelling(tool: SendTool) -> &'static str {
 }
 
 /// `refused (budget): …` when the budget cannot be checked or enforced (fails closed).
-pub fn budget_unchecked(why: &str) -> String {
+pub fn budget_unchecked(why: &crate::mail::budget::Unchecked) -> String {
     refused(
         "budget",
-        &format!("the send budget cannot be checked, so nothing was sent: {}.", base::scrub::scrub(why)),
+        &format!("the send budget cannot be checked, so nothing was sent: {}.", base::scrub::scrub(&why.to_string())),
         &[
             "The budget is counted from the audit ledger ($DSH_HOME/dsh-session-mail/ledger.jsonl), and a limit that cannot be checked refuses rather than letting sends through unlimited.".into(),
             "Tell the user: the ledger file or its folder needs fixing (`dsh-session-mail doctor` says what is wrong), or the budget can be turned off with budgetWindowSecs: 0.".into(),

@@ -587,11 +587,7 @@ async fn record_off(
         )
     })
     .await
-    .unwrap_or_else(|_| {
-        Some(SendNote::LedgerNotWritten(
-            "the write did not finish in time".into(),
-        ))
-    })
+    .unwrap_or(Some(SendNote::LedgerNotWritten(ledger::LedgerError::Late)))
 }
 
 /// A refused send: its ledger line (from the validator's typed values) and the result.
