@@ -366,6 +366,11 @@ pub const LIST_STALE: Duration = Duration::from_secs(2);
 /// A log modified this recently belongs to a session that is probably running: re-checked on
 /// every listing.
 pub const LIST_RECENT: Duration = Duration::from_secs(60);
+/// How long a memo whose watch was asked for waits for the watcher's check before the 2 s rule
+/// applies again (the check normally answers within a second of the listing that asked; under a
+/// heavy load, or for tens of thousands of folders, later: without this, the calls right after a
+/// cold one re-checked by the 2 s rule what the watcher was about to check).
+pub const LIST_PENDING: Duration = Duration::from_secs(10);
 /// Homes whose listings are remembered (tests and odd setups use many; a host uses one); the
 /// least recently listed goes first. (The unit tests list many homes in parallel.)
 const LIST_HOMES: usize = if cfg!(test) { 64 } else { 8 };
@@ -387,6 +392,10 @@ struct Memo {
     /// name for the log): the memo is then current until an event marks the folder dirty. 0: not
     /// covered (swept every [`LIST_STALE`]).
     watched: u64,
+    /// The epoch of the watcher asked to watch and check this folder (see [`Verified`]), its answer
+    /// not in yet; 0: none. Such a memo is not swept by the 2 s rule for up to [`LIST_PENDING`]:
+    /// the check will say whether it is still current (a change before it fails the check).
+    asked: u64,
 }
 
 /// What a re-check found, for the built listing.
@@ -412,6 +421,7 @@ impl Memo {
             dir_mtime,
             checked: now,
             watched: 0,
+            asked: 0,
         }
     }
 
@@ -463,6 +473,7 @@ impl Memo {
                 dir_mtime,
                 checked: now,
                 watched: 0,
+                asked: 0,
             };
             let change = new.change_from(&old);
             return (new, change);
@@ -475,6 +486,7 @@ impl Memo {
             dir_mtime,
             checked: now,
             watched: 0,
+            asked: 0,
         };
         let change = new.change_from(&old);
         (new, change)
@@ -591,7 +603,9 @@ impl Memo {
     /// modified, and not a folder still waiting for its first log batch.
     fn reusable(&self, now: Instant, wall: SystemTime, epoch: u64) -> bool {
         let covered = epoch != 0 && self.watched == epoch;
-        if !covered && now.saturating_duration_since(self.checked) >= LIST_STALE {
+        let age = now.saturating_duration_since(self.checked);
+        let pending = epoch != 0 && self.asked == epoch && age < LIST_PENDING;
+        if !covered && !pending && age >= LIST_STALE {
             return false;
         }
         match (&self.visited, self.ident.as_ref().and_then(|i| i.mtime)) {
@@ -1168,6 +1182,13 @@ pub fn list_cached(home: &Path, hot: &HashSet<String>) -> Arc<super::BriefListin
             })
             .collect();
         if !ask.is_empty() {
+            for (&(k, j), _) in todo.iter().zip(&since_ok).filter(|&(_, &ok)| !ok) {
+                if let Some(m) = memos[k][j].as_mut() {
+                    if m.watched == 0 && m.snap().is_some() {
+                        m.asked = epoch;
+                    }
+                }
+            }
             w.ask(ask);
         }
     }

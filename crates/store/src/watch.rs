@@ -237,7 +237,9 @@ mod imp {
             let mut st = self.lock();
             let st = &mut *st;
             for (d, verify) in dirs {
-                if st.by_dir.contains_key(d) || st.pending.contains_key(d) {
+                // a folder watched already (its watch landed during the asking listing) still gets
+                // its check: that listing may have looked at it before the watch was there
+                if st.pending.contains_key(d) || (verify.is_none() && st.by_dir.contains_key(d)) {
                     continue;
                 }
                 if st.by_dir.len() + st.pending.len() >= st.cap {
@@ -336,7 +338,11 @@ mod imp {
         let mut checks = Vec::new();
         for p in batch {
             let verify = st.pending.remove(&p).flatten();
-            if st.broken.is_some() || st.by_dir.contains_key(p.as_path()) {
+            if st.broken.is_some() {
+                continue;
+            }
+            if st.by_dir.contains_key(p.as_path()) {
+                checks.extend(verify.map(|v| (p, v)));
                 continue;
             }
             match st.watches.add(&p, MASK) {
