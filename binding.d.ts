@@ -12,29 +12,6 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
 /** The cookie probe against the host at `baseUrl` (never returns the secret). */
 export declare function authProbe(baseUrl: string, dshHome?: string | undefined | null, connectTimeoutMs?: number | undefined | null, requestTimeoutMs?: number | undefined | null): Promise<AuthProbe>
 
-/** Is a cookie minted from `$DSH_HOME/.credentials.yaml` accepted by the host? */
-export interface AuthProbe {
-  state: AuthState
-  status: number | null
-  detail: string | null
-}
-
-/**
- * What the cookie probe found (`mail_core::doctor::auth_probe::AuthState`): `ok` (2xx or 404
- * after auth), `rejected` (401), `forbidden` (403), `host-error` (5xx), `unexpected` (another
- * status), `no-secret`, `unreachable` or `bad-url`.
- */
-export declare const enum AuthState {
-  Ok = 'ok',
-  Rejected = 'rejected',
-  Forbidden = 'forbidden',
-  HostError = 'host-error',
-  Unexpected = 'unexpected',
-  NoSecret = 'no-secret',
-  Unreachable = 'unreachable',
-  BadUrl = 'bad-url',
-}
-
 /** The defaults of `config::Config`. */
 export declare function configDefaults(): ConfigDefaults
 
@@ -76,14 +53,6 @@ export interface DefaultSender {
   error: string | null
 }
 
-/** The state of a request (`mail_core::fate::FateState`). */
-export declare const enum FateState {
-  Landed = 'landed',
-  Queued = 'queued',
-  Canceled = 'canceled',
-  Unknown = 'unknown',
-}
-
 /** Messages filtered out of a window. */
 export interface HiddenCounts {
   injected: number
@@ -92,26 +61,6 @@ export interface HiddenCounts {
 
 /** The doctor's file check as JSON (`{ledger, credentials}`, each `null` or the problem). */
 export declare function homeFilesJson(dshHome?: string | undefined | null): Promise<string>
-
-/** What the host answered to `POST /api/host.describe` without a cookie (the send path's probe). */
-export interface HostProbe {
-  state: HostState
-  status: number | null
-  /** Why nothing answered, or the start of an unexpected body. */
-  detail: string | null
-}
-
-/**
- * What the host at an address is (`mail_core::doctor::HostState`): `rc8`, `v2`, `forbidden` (403),
- * `other` (not like DSH) or `unreachable`.
- */
-export declare const enum HostState {
-  Rc8 = 'rc8',
-  V2 = 'v2',
-  Forbidden = 'forbidden',
-  Other = 'other',
-  Unreachable = 'unreachable',
-}
 
 /** What a `notify_when_idle` request decided (`mail_core::mail::notice::NoticeDecision`). */
 export declare const enum IdleNoticeDecision {
@@ -180,12 +129,6 @@ export interface Listing {
 /** `sessions_list` over the store; `request` is a ToolRequest (tool `sessions_list`). */
 export declare function listSessions(request: string): Promise<Listing>
 
-/** `cold` (only its log) or `live` (`mail_core::cli::data::RowLiveness`). */
-export declare const enum Liveness {
-  Cold = 'cold',
-  Live = 'live',
-}
-
 /**
  * Claim what this process should deliver from the mailboxes of the sessions it holds live
  * (`sessions`: their ids; `startedAt`: this process's presence record), on a worker thread.
@@ -246,14 +189,8 @@ export interface OverlapNoticeMessage {
   summary: string
 }
 
-/** One cordis patch layer: its label and its text (`null`: the file does not exist). */
-export interface PatchLayer {
-  label: string
-  text: string | null
-}
-
 /** Apply the patch layers (bundle patches, profile, home, in the host's order) to one row. */
-export declare function patchRowState(layers: Array<PatchLayer>, rowId: string, module: string): RowState
+export declare function patchRowState(layers: Array<Layer>, rowId: string, module: string): RowState
 
 /** Probe the host generation at `baseUrl` (loopback only). */
 export declare function probeHost(baseUrl: string, timeoutMs?: number | undefined | null): Promise<HostProbe>
@@ -314,34 +251,6 @@ export interface ReadWindow {
   notes: Array<string> | null
 }
 
-/**
- * A refusal code as JS sees it (`mail_core::outcome::RefusalCode`; the match below makes a code
- * added to the core a compile error here until it is declared).
- */
-export declare const enum RefusalCode {
-  BadArgument = 'bad-argument',
-  NoCaller = 'no-caller',
-  NoWebServer = 'no-web-server',
-  SelfSend = 'self-send',
-  EmptyBody = 'empty-body',
-  TooLong = 'too-long',
-  ForgedHeader = 'forged-header',
-  Budget = 'budget',
-  RelayLimit = 'relay-limit',
-  ResumeDisabled = 'resume-disabled',
-  NotFound = 'not-found',
-  NotMessageable = 'not-messageable',
-  Stacked = 'stacked',
-  Rejected = 'rejected',
-  AuthFailed = 'auth-failed',
-  Forbidden = 'forbidden',
-  Unreachable = 'unreachable',
-  HeldElsewhere = 'held-elsewhere',
-  UnknownTool = 'unknown-tool',
-  Internal = 'internal',
-  Busy = 'busy',
-}
-
 /** Where a request id is (`mail_core::fate::RequestFate`). */
 export interface RequestFate {
   requestId: string
@@ -363,26 +272,6 @@ export interface RequestFate {
 /** DSH_HOME as the host resolves it: `explicit` → `$DSH_HOME` → `~/.dsh`. */
 export declare function resolveDshHome(explicit?: string | undefined | null): string
 
-/** The other process a session is live in. */
-export interface RowOwner {
-  pid: number
-  profile: string | null
-  /** It has a web server a send is routed through. */
-  routable: boolean
-}
-
-/** The cordis patch layers' verdict on one row (`mail_core::doctor::patch::RowState`). */
-export interface RowState {
-  inserted: boolean
-  insertedBy: string | null
-  disabled: boolean
-  disabledBy: string | null
-  configEnabled: boolean | null
-  configBy: string | null
-  errors: Array<string>
-  notes: Array<string>
-}
-
 /**
  * Run one tool call: its text and its typed outcome (index.js, the command line, the doctor).
  * `request` is the JSON of `request::ToolRequest`. `notice`: for a send with `notify_when_idle`, the JSON
@@ -392,38 +281,6 @@ export interface RowState {
  * rule for a turn a notice opened, and words the `note:`.
  */
 export declare function run(request: string, notice?: string | undefined | null): Promise<ToolOutcome>
-
-/** One `sessions_list` row as data (`mail_core::cli::data::SessionRow`). */
-export interface SessionRow {
-  id: string
-  liveness: Liveness
-  /** The live status (`running`, `idle`, …). */
-  status: string | null
-  /** Live in another process. */
-  owner: RowOwner | null
-  scope: SessionScope
-  parentSession: string | null
-  forkOf: string | null
-  cwd: string | null
-  preset: string | null
-  title: string | null
-  createdAt: number
-  isCaller: boolean
-  messageable: boolean
-  hint: string
-  /** In the caller's git repository (any worktree of it). */
-  sameRepo: boolean
-  /** Files a live peer's write/edit tools changed recently, relative to its checkout. */
-  filesChanged: Array<string>
-  /** Of those, the ones the caller changed recently too. */
-  overlap: Array<string>
-}
-
-/** `top-level` or `subagent` (`mail_core::cli::data::RowScope`). */
-export declare const enum SessionScope {
-  TopLevel = 'top-level',
-  Subagent = 'subagent',
-}
 
 /**
  * A tool call's text and what it ended in: the shim and the command line decide on these fields, never
@@ -458,3 +315,149 @@ export declare function verifyRequest(dshHome: string | undefined | null, reques
 
 /** Remove this process's presence record (the plugin is being disposed). */
 export declare function withdrawPresence(dshHome?: string | undefined | null): void
+
+/** The probe's answer (`authProbe`). */
+export interface AuthProbe {
+  state: AuthState
+  status: number | null
+  detail: string | null
+}
+
+/** What the cookie probe found. */
+export declare const enum AuthState {
+  /** 2xx, or 404 after the cookie check. */
+  Ok = 'ok',
+  /** 401: the cookie was refused. */
+  Rejected = 'rejected',
+  /** 403. */
+  Forbidden = 'forbidden',
+  /** 5xx: proves nothing. */
+  HostError = 'host-error',
+  /** Another status. */
+  Unexpected = 'unexpected',
+  NoSecret = 'no-secret',
+  Unreachable = 'unreachable',
+  BadUrl = 'bad-url',
+}
+
+/** The state of a request, as the binding hands it to JS. */
+export declare const enum FateState {
+  Landed = 'landed',
+  Queued = 'queued',
+  Canceled = 'canceled',
+  Unknown = 'unknown',
+}
+
+/** The doctor's host check (`probeHost`). */
+export interface HostProbe {
+  state: HostState
+  status: number | null
+  /** Why nothing answered, or the start of an unexpected body. */
+  detail: string | null
+}
+
+/** What the host at an address is, as the send path's probe saw it. */
+export declare const enum HostState {
+  /** rc.8: `POST /api/session.prompt`, no auth. */
+  Rc8 = 'rc8',
+  /** 0.1.2+: `/api/session/prompt` behind the browser-session cookie. */
+  V2 = 'v2',
+  /** 403: the Host/Origin fence. */
+  Forbidden = 'forbidden',
+  /** Something answered, not like DSH. */
+  Other = 'other',
+  /** Nothing usable answered (a bad address, a connection that failed). */
+  Unreachable = 'unreachable',
+}
+
+/** Whether a session is running in some process (`cold`: only its log). */
+export declare const enum Liveness {
+  Cold = 'cold',
+  Live = 'live',
+}
+
+/** One cordis patch layer, in the host's order (bundle patches, profile, home). */
+export interface PatchLayer {
+  label: string
+  /** The file's text; `None` when the file does not exist (an absent layer is fine). */
+  text: string | null
+}
+
+/**
+ * The code of a refusal (`refused (<code>): …`): what the CLI's exit codes, the ledger and the
+ * binding key on. Serialized as its kebab-case string.
+ */
+export declare const enum RefusalCode {
+  BadArgument = 'bad-argument',
+  NoCaller = 'no-caller',
+  NoWebServer = 'no-web-server',
+  SelfSend = 'self-send',
+  EmptyBody = 'empty-body',
+  TooLong = 'too-long',
+  ForgedHeader = 'forged-header',
+  Budget = 'budget',
+  RelayLimit = 'relay-limit',
+  ResumeDisabled = 'resume-disabled',
+  NotFound = 'not-found',
+  NotMessageable = 'not-messageable',
+  Stacked = 'stacked',
+  Rejected = 'rejected',
+  AuthFailed = 'auth-failed',
+  Forbidden = 'forbidden',
+  Unreachable = 'unreachable',
+  HeldElsewhere = 'held-elsewhere',
+  UnknownTool = 'unknown-tool',
+  Internal = 'internal',
+  Busy = 'busy',
+}
+
+/** The other process a session is live in. */
+export interface RowOwner {
+  pid: number
+  profile: string | null
+  /** It has a web server a send is routed through. */
+  routable: boolean
+}
+
+/** The layers' verdict on one row (`patchRowState`). */
+export interface RowState {
+  inserted: boolean
+  insertedBy: string | null
+  disabled: boolean
+  disabledBy: string | null
+  configEnabled: boolean | null
+  configBy: string | null
+  /** A layer that is not a patch file (not YAML, not an array, an entry not a mapping). */
+  errors: Array<string>
+  /** Entries the host skips (an override naming another module). */
+  notes: Array<string>
+}
+
+/** One `sessions_list` row. */
+export interface SessionRow {
+  id: string
+  liveness: Liveness
+  /** The live status (`running`, `idle`, …). */
+  status: string | null
+  /** Live in another process. */
+  owner: RowOwner | null
+  scope: SessionScope
+  parentSession: string | null
+  forkOf: string | null
+  cwd: string | null
+  preset: string | null
+  title: string | null
+  createdAt: number
+  isCaller: boolean
+  messageable: boolean
+  hint: string
+  sameRepo: boolean
+  filesChanged: Array<string>
+  overlap: Array<string>
+}
+
+/** `top-level` or `subagent`. */
+export declare const enum SessionScope {
+  TopLevel = 'top-level',
+  Subagent = 'subagent',
+}

@@ -9,7 +9,9 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 use dsh_session_mail_core as mail_core;
+use mail_core::cli::data::{RowLiveness as Liveness, RowScope as SessionScope, SessionRow};
 use mail_core::error::ErrorCode;
+use mail_core::outcome::RefusalCode;
 use mail_core::tools::ToolResult;
 
 /// An error JS sees with `err.code` = the stable code.
@@ -65,62 +67,6 @@ where
 }
 
 // ---- the tools (index.js) ----
-
-/// A refusal code as JS sees it (`mail_core::outcome::RefusalCode`; the match below makes a code
-/// added to the core a compile error here until it is declared).
-#[napi(string_enum = "kebab-case")]
-pub enum RefusalCode {
-    BadArgument,
-    NoCaller,
-    NoWebServer,
-    SelfSend,
-    EmptyBody,
-    TooLong,
-    ForgedHeader,
-    Budget,
-    RelayLimit,
-    ResumeDisabled,
-    NotFound,
-    NotMessageable,
-    Stacked,
-    Rejected,
-    AuthFailed,
-    Forbidden,
-    Unreachable,
-    HeldElsewhere,
-    UnknownTool,
-    Internal,
-    Busy,
-}
-
-impl From<mail_core::outcome::RefusalCode> for RefusalCode {
-    fn from(c: mail_core::outcome::RefusalCode) -> Self {
-        use mail_core::outcome::RefusalCode as C;
-        match c {
-            C::BadArgument => RefusalCode::BadArgument,
-            C::NoCaller => RefusalCode::NoCaller,
-            C::NoWebServer => RefusalCode::NoWebServer,
-            C::SelfSend => RefusalCode::SelfSend,
-            C::EmptyBody => RefusalCode::EmptyBody,
-            C::TooLong => RefusalCode::TooLong,
-            C::ForgedHeader => RefusalCode::ForgedHeader,
-            C::Budget => RefusalCode::Budget,
-            C::RelayLimit => RefusalCode::RelayLimit,
-            C::ResumeDisabled => RefusalCode::ResumeDisabled,
-            C::NotFound => RefusalCode::NotFound,
-            C::NotMessageable => RefusalCode::NotMessageable,
-            C::Stacked => RefusalCode::Stacked,
-            C::Rejected => RefusalCode::Rejected,
-            C::AuthFailed => RefusalCode::AuthFailed,
-            C::Forbidden => RefusalCode::Forbidden,
-            C::Unreachable => RefusalCode::Unreachable,
-            C::HeldElsewhere => RefusalCode::HeldElsewhere,
-            C::UnknownTool => RefusalCode::UnknownTool,
-            C::Internal => RefusalCode::Internal,
-            C::Busy => RefusalCode::Busy,
-        }
-    }
-}
 
 /// A tool call's text and what it ended in: the shim and the command line decide on these fields, never
 /// on the text.
@@ -220,7 +166,7 @@ fn tool_outcome(
     }
     ToolOutcome {
         text,
-        code: r.code().map(RefusalCode::from),
+        code: r.code(),
         accepted,
         may_have_landed,
         request_id,
@@ -377,74 +323,6 @@ pub fn default_sender(dsh_home: Option<String>, cwd: String) -> DefaultSender {
     }
 }
 
-/// `cold` (only its log) or `live` (`mail_core::cli::data::RowLiveness`).
-#[napi(string_enum = "kebab-case")]
-pub enum Liveness {
-    Cold,
-    Live,
-}
-
-impl From<mail_core::cli::data::RowLiveness> for Liveness {
-    fn from(l: mail_core::cli::data::RowLiveness) -> Self {
-        match l {
-            mail_core::cli::data::RowLiveness::Cold => Liveness::Cold,
-            mail_core::cli::data::RowLiveness::Live => Liveness::Live,
-        }
-    }
-}
-
-/// `top-level` or `subagent` (`mail_core::cli::data::RowScope`).
-#[napi(string_enum = "kebab-case")]
-pub enum SessionScope {
-    TopLevel,
-    Subagent,
-}
-
-impl From<mail_core::cli::data::RowScope> for SessionScope {
-    fn from(s: mail_core::cli::data::RowScope) -> Self {
-        match s {
-            mail_core::cli::data::RowScope::TopLevel => SessionScope::TopLevel,
-            mail_core::cli::data::RowScope::Subagent => SessionScope::Subagent,
-        }
-    }
-}
-
-/// The other process a session is live in.
-#[napi(object, use_nullable = true)]
-pub struct RowOwner {
-    pub pid: u32,
-    pub profile: Option<String>,
-    /// It has a web server a send is routed through.
-    pub routable: bool,
-}
-
-/// One `sessions_list` row as data (`mail_core::cli::data::SessionRow`).
-#[napi(object, use_nullable = true)]
-pub struct SessionRow {
-    pub id: String,
-    pub liveness: Liveness,
-    /// The live status (`running`, `idle`, …).
-    pub status: Option<String>,
-    /// Live in another process.
-    pub owner: Option<RowOwner>,
-    pub scope: SessionScope,
-    pub parent_session: Option<String>,
-    pub fork_of: Option<String>,
-    pub cwd: Option<String>,
-    pub preset: Option<String>,
-    pub title: Option<String>,
-    pub created_at: f64,
-    pub is_caller: bool,
-    pub messageable: bool,
-    pub hint: String,
-    /// In the caller's git repository (any worktree of it).
-    pub same_repo: bool,
-    /// Files a live peer's write/edit tools changed recently, relative to its checkout.
-    pub files_changed: Vec<String>,
-    /// Of those, the ones the caller changed recently too.
-    pub overlap: Vec<String>,
-}
-
 /// `sessions_list` as data, or its refusal (`ok: false`, `code`, `text`).
 #[napi(object, use_nullable = true)]
 pub struct Listing {
@@ -473,39 +351,12 @@ pub fn list_sessions(env: &Env, request: String) -> Result<AsyncBlock<Listing>, 
                     dsh_home: Some(l.dsh_home),
                     shown: Some(l.shown as u32),
                     considered: Some(l.considered as u32),
-                    rows: Some(
-                        l.rows
-                            .into_iter()
-                            .map(|r| SessionRow {
-                                id: r.id,
-                                liveness: r.liveness.into(),
-                                status: r.status,
-                                owner: r.owner.map(|o| RowOwner {
-                                    pid: o.pid,
-                                    profile: o.profile,
-                                    routable: o.routable,
-                                }),
-                                scope: r.scope.into(),
-                                parent_session: r.parent_session,
-                                fork_of: r.fork_of,
-                                cwd: r.cwd,
-                                preset: r.preset,
-                                title: r.title,
-                                created_at: r.created_at as f64,
-                                is_caller: r.is_caller,
-                                messageable: r.messageable,
-                                hint: r.hint,
-                                same_repo: r.same_repo,
-                                files_changed: r.files_changed,
-                                overlap: r.overlap,
-                            })
-                            .collect(),
-                    ),
+                    rows: Some(l.rows),
                     notes: Some(l.notes),
                 },
                 Err(r) => Listing {
                     ok: false,
-                    code: Some(r.code().into()),
+                    code: Some(r.code()),
                     text: Some(r.render()),
                     dsh_home: None,
                     shown: None,
@@ -624,7 +475,7 @@ pub fn read_session(env: &Env, request: String) -> Result<AsyncBlock<ReadWindow>
                 },
                 Err(r) => ReadWindow {
                     ok: false,
-                    code: Some(r.code().into()),
+                    code: Some(r.code()),
                     text: Some(r.render()),
                     session: None,
                     messages: None,
@@ -637,21 +488,12 @@ pub fn read_session(env: &Env, request: String) -> Result<AsyncBlock<ReadWindow>
     })
 }
 
-/// The state of a request (`mail_core::fate::FateState`).
-#[napi(string_enum = "kebab-case")]
-pub enum FateState {
-    Landed,
-    Queued,
-    Canceled,
-    Unknown,
-}
-
 /// Where a request id is (`mail_core::fate::RequestFate`).
 #[napi(object, use_nullable = true)]
 pub struct RequestFate {
     pub request_id: String,
     /// `landed`, `queued`, `canceled` or `unknown`.
-    pub state: FateState,
+    pub state: mail_core::fate::FateState,
     pub session_id: Option<String>,
     pub seq: Option<f64>,
     pub turn: Option<f64>,
@@ -674,7 +516,6 @@ pub async fn verify_request(
     session_id: Option<String>,
 ) -> napi::Result<RequestFate> {
     let home = home_of(dsh_home.as_deref());
-    use mail_core::fate::FateState as S;
     let f = blocking(move || {
         let v = mail_core::fate::verify(&home, &request_id, session_id.as_deref());
         mail_core::render::fate::request_fate(&v, &request_id, &home)
@@ -682,12 +523,7 @@ pub async fn verify_request(
     .await?;
     Ok(RequestFate {
         request_id: f.request_id,
-        state: match f.state {
-            S::Landed => FateState::Landed,
-            S::Queued => FateState::Queued,
-            S::Canceled => FateState::Canceled,
-            S::Unknown => FateState::Unknown,
-        },
+        state: f.state,
         session_id: f.session_id,
         seq: f.seq.map(|n| n as f64),
         turn: f.turn.map(|n| n as f64),
@@ -698,90 +534,14 @@ pub async fn verify_request(
     })
 }
 
-/// The cordis patch layers' verdict on one row (`mail_core::doctor::patch::RowState`).
-#[napi(object, use_nullable = true)]
-pub struct RowState {
-    pub inserted: bool,
-    pub inserted_by: Option<String>,
-    pub disabled: bool,
-    pub disabled_by: Option<String>,
-    pub config_enabled: Option<bool>,
-    pub config_by: Option<String>,
-    pub errors: Vec<String>,
-    pub notes: Vec<String>,
-}
-
-/// One cordis patch layer: its label and its text (`null`: the file does not exist).
-#[napi(object, use_nullable = true)]
-pub struct PatchLayer {
-    pub label: String,
-    pub text: Option<String>,
-}
-
 /// Apply the patch layers (bundle patches, profile, home, in the host's order) to one row.
 #[napi(catch_unwind)]
 pub fn patch_row_state(
-    layers: Vec<PatchLayer>,
+    layers: Vec<mail_core::doctor::patch::Layer>,
     row_id: String,
     module: String,
-) -> Result<RowState, ErrorCode> {
-    let layers: Vec<mail_core::doctor::patch::Layer> = layers
-        .into_iter()
-        .map(|l| mail_core::doctor::patch::Layer {
-            label: l.label,
-            text: l.text,
-        })
-        .collect();
-    let s = mail_core::doctor::patch::row_state(&layers, &row_id, &module);
-    Ok(RowState {
-        inserted: s.inserted,
-        inserted_by: s.inserted_by,
-        disabled: s.disabled,
-        disabled_by: s.disabled_by,
-        config_enabled: s.config_enabled,
-        config_by: s.config_by,
-        errors: s.errors,
-        notes: s.notes,
-    })
-}
-
-/// What the cookie probe found (`mail_core::doctor::auth_probe::AuthState`): `ok` (2xx or 404
-/// after auth), `rejected` (401), `forbidden` (403), `host-error` (5xx), `unexpected` (another
-/// status), `no-secret`, `unreachable` or `bad-url`.
-#[napi(string_enum = "kebab-case")]
-pub enum AuthState {
-    Ok,
-    Rejected,
-    Forbidden,
-    HostError,
-    Unexpected,
-    NoSecret,
-    Unreachable,
-    BadUrl,
-}
-
-impl From<mail_core::doctor::auth_probe::AuthState> for AuthState {
-    fn from(s: mail_core::doctor::auth_probe::AuthState) -> Self {
-        use mail_core::doctor::auth_probe::AuthState as S;
-        match s {
-            S::Ok => AuthState::Ok,
-            S::Rejected => AuthState::Rejected,
-            S::Forbidden => AuthState::Forbidden,
-            S::HostError => AuthState::HostError,
-            S::Unexpected => AuthState::Unexpected,
-            S::NoSecret => AuthState::NoSecret,
-            S::Unreachable => AuthState::Unreachable,
-            S::BadUrl => AuthState::BadUrl,
-        }
-    }
-}
-
-/// Is a cookie minted from `$DSH_HOME/.credentials.yaml` accepted by the host?
-#[napi(object, use_nullable = true)]
-pub struct AuthProbe {
-    pub state: AuthState,
-    pub status: Option<u32>,
-    pub detail: Option<String>,
+) -> mail_core::doctor::patch::RowState {
+    mail_core::doctor::patch::row_state(&layers, &row_id, &module)
 }
 
 /// The cookie probe against the host at `baseUrl` (never returns the secret).
@@ -791,69 +551,24 @@ pub async fn auth_probe(
     dsh_home: Option<String>,
     connect_timeout_ms: Option<u32>,
     request_timeout_ms: Option<u32>,
-) -> napi::Result<AuthProbe> {
+) -> napi::Result<mail_core::doctor::auth_probe::AuthProbe> {
     let home = home_of(dsh_home.as_deref());
     let t = mail_core::delivery::http::Timeouts::from_ms(
         connect_timeout_ms.map_or(2000, u64::from),
         request_timeout_ms.map_or(5000, u64::from),
     );
-    let p = mail_core::doctor::auth_probe::auth_probe(&base_url, &home, None, t).await;
-    Ok(AuthProbe {
-        state: p.state.into(),
-        status: p.status.map(u32::from),
-        detail: p.detail,
-    })
-}
-
-/// What the host at an address is (`mail_core::doctor::HostState`): `rc8`, `v2`, `forbidden` (403),
-/// `other` (not like DSH) or `unreachable`.
-#[napi(string_enum)]
-pub enum HostState {
-    #[napi(value = "rc8")]
-    Rc8,
-    #[napi(value = "v2")]
-    V2,
-    #[napi(value = "forbidden")]
-    Forbidden,
-    #[napi(value = "other")]
-    Other,
-    #[napi(value = "unreachable")]
-    Unreachable,
-}
-
-impl From<mail_core::doctor::HostState> for HostState {
-    fn from(s: mail_core::doctor::HostState) -> Self {
-        use mail_core::doctor::HostState as S;
-        match s {
-            S::Rc8 => HostState::Rc8,
-            S::V2 => HostState::V2,
-            S::Forbidden => HostState::Forbidden,
-            S::Other => HostState::Other,
-            S::Unreachable => HostState::Unreachable,
-        }
-    }
-}
-
-/// What the host answered to `POST /api/host.describe` without a cookie (the send path's probe).
-#[napi(object, use_nullable = true)]
-pub struct HostProbe {
-    pub state: HostState,
-    pub status: Option<u32>,
-    /// Why nothing answered, or the start of an unexpected body.
-    pub detail: Option<String>,
+    Ok(mail_core::doctor::auth_probe::auth_probe(&base_url, &home, None, t).await)
 }
 
 /// Probe the host generation at `baseUrl` (loopback only).
 #[napi]
-pub async fn probe_host(base_url: String, timeout_ms: Option<u32>) -> napi::Result<HostProbe> {
+pub async fn probe_host(
+    base_url: String,
+    timeout_ms: Option<u32>,
+) -> napi::Result<mail_core::doctor::HostProbe> {
     let ms = timeout_ms.map_or(3000, u64::from);
     let t = mail_core::delivery::http::Timeouts::from_ms(ms, ms);
-    let p = mail_core::doctor::host_probe(&base_url, t).await;
-    Ok(HostProbe {
-        state: p.state.into(),
-        status: p.status.map(u32::from),
-        detail: p.detail,
-    })
+    Ok(mail_core::doctor::host_probe(&base_url, t).await)
 }
 
 /// One audit ledger line (`mail_core::ledger::Entry`).

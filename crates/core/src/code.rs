@@ -5,6 +5,7 @@
 /// binding key on. Serialized as its kebab-case string.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[cfg_attr(feature = "napi", napi_derive::napi(string_enum = "kebab-case"))]
 pub enum RefusalCode {
     BadArgument,
     NoCaller,

@@ -92,6 +92,7 @@ fn lookup(home: &Path, request_id: &str, session: Option<&str>) -> Verification 
 /// The state of a request, as the binding hands it to JS.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
+#[cfg_attr(feature = "napi", napi_derive::napi(string_enum = "kebab-case"))]
 pub enum FateState {
     Landed,
     Queued,

@@ -12,12 +12,17 @@ use crate::request::ToolRequest;
 use crate::tools::{list, read};
 use store::{self, Lookup};
 
-// list / read as data (the binding converts each struct field by field: a renamed field is a compile
-// error there, not a value JS never sees)
+// list / read as data. The row types are the binding's too (declared once: the `napi` feature); what the
+// binding wraps around them it converts field by field (a renamed field is a compile error there, not a value
+// JS never sees).
 
 /// Whether a session is running in some process (`cold`: only its log).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
+#[cfg_attr(
+    feature = "napi",
+    napi_derive::napi(string_enum = "kebab-case", js_name = "Liveness")
+)]
 pub enum RowLiveness {
     Cold,
     Live,
@@ -26,6 +31,10 @@ pub enum RowLiveness {
 /// `top-level` or `subagent`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
+#[cfg_attr(
+    feature = "napi",
+    napi_derive::napi(string_enum = "kebab-case", js_name = "SessionScope")
+)]
 pub enum RowScope {
     TopLevel,
     Subagent,
@@ -44,6 +53,7 @@ impl RowScope {
 /// The other process a session is live in.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "napi", napi_derive::napi(object, use_nullable = true))]
 pub struct RowOwner {
     pub pid: u32,
     pub profile: Option<String>,
@@ -54,6 +64,7 @@ pub struct RowOwner {
 /// One `sessions_list` row.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "napi", napi_derive::napi(object, use_nullable = true))]
 pub struct SessionRow {
     pub id: String,
     pub liveness: RowLiveness,

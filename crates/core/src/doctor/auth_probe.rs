@@ -14,6 +14,7 @@ use crate::delivery::{cookie, credentials};
 /// What the cookie probe found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
+#[cfg_attr(feature = "napi", napi_derive::napi(string_enum = "kebab-case"))]
 pub enum AuthState {
     /// 2xx, or 404 after the cookie check.
     Ok,
@@ -30,8 +31,9 @@ pub enum AuthState {
     BadUrl,
 }
 
-/// The probe's answer (`authProbe`; the binding converts it field by field).
+/// The probe's answer (`authProbe`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "napi", napi_derive::napi(object, use_nullable = true))]
 pub struct AuthProbe {
     pub state: AuthState,
     pub status: Option<u16>,

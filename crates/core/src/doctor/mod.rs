@@ -20,6 +20,7 @@ pub async fn probe_host(base_url: &str, t: Timeouts) -> Result<HostAnswer, Strin
 /// What the host at an address is, as the send path's probe saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
+#[cfg_attr(feature = "napi", napi_derive::napi(string_enum = "lowercase"))]
 pub enum HostState {
     /// rc.8: `POST /api/session.prompt`, no auth.
     Rc8,
@@ -33,8 +34,9 @@ pub enum HostState {
     Unreachable,
 }
 
-/// The doctor's host check (`probeHost`; the binding converts it field by field).
+/// The doctor's host check (`probeHost`).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "napi", napi_derive::napi(object, use_nullable = true))]
 pub struct HostProbe {
     pub state: HostState,
     pub status: Option<u16>,

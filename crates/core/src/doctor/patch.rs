@@ -4,9 +4,10 @@
 use serde::Serialize;
 use serde_norway::Value as Yaml;
 
-/// The layers' verdict on one row (`patchRowState`; the binding converts it field by field).
+/// The layers' verdict on one row (`patchRowState`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "napi", napi_derive::napi(object, use_nullable = true))]
 pub struct RowState {
     pub inserted: bool,
     pub inserted_by: Option<String>,
@@ -24,6 +25,10 @@ pub struct RowState {
 
 /// One cordis patch layer, in the host's order (bundle patches, profile, home).
 #[derive(Debug, Clone)]
+#[cfg_attr(
+    feature = "napi",
+    napi_derive::napi(object, use_nullable = true, js_name = "PatchLayer")
+)]
 pub struct Layer {
     pub label: String,
     /// The file's text; `None` when the file does not exist (an absent layer is fine).
