@@ -41,7 +41,7 @@ pub async fn run_result(req: ToolRequest) -> ToolResult {
             .await
             .map_or_else(ToolResult::Refused, ToolResult::Read),
         Some(Tool::SessionsSend | Tool::SendSessionMessage) => {
-            ToolResult::Send(send::run_result(&req).await)
+            ToolResult::Send(send::run(&req, &send::Context::of(&req)).await)
         }
         None => ToolResult::Refused(Refusal::UnknownTool { name: req.tool }),
     }

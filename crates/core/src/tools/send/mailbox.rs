@@ -1,0 +1,101 @@
+//! Routing, the mailbox hand-off: a session live in a process without a web server gets the message
+//! through the mailbox that process drains (`crate::mailbox`).
+
+use crate::delivery::{Dialect, Outcome};
+use crate::mailbox;
+use crate::outcome::SendNote;
+use base::offload;
+
+use super::owner::Routed;
+use super::plan::Plan;
+use super::Context;
+
+/// What the hand-off ended in.
+#[derive(Debug)]
+pub enum HandOff {
+    /// Posted; the owner's answer (`Accepted` when no receipt came within the wait: the envelope waits
+    /// for its owner) and the receipt's note.
+    Posted(Outcome, SendNote),
+    /// It could not be posted (why): the send is refused as `held-elsewhere`.
+    NotPosted(String),
+}
+
+/// Hand the message to the mailbox of `r` and wait up to [`mailbox::RECEIPT_WAIT_MS`] for that
+/// process's receipt. Posting is the durable hand-off: the owner delivers it whether or not this
+/// process is still alive.
+pub async fn hand_off(ctx: &Context, p: &Plan, r: &Routed, sender: Option<&str>) -> HandOff {
+    let env = mailbox::Envelope {
+        v: 1,
+        request_id: p.request_id.clone(),
+        session_id: p.target.clone(),
+        mode: p.mode.as_str().to_string(),
+        text: p.text.clone(),
+        sender: sender.map(str::to_string),
+        owner_pid: r.pid,
+        owner_started_at: r.started_at,
+        posted_at: ctx.now_ms,
+    };
+    let posted = {
+        let home = ctx.home.clone();
+        offload::run(ctx.deadline, move || mailbox::post(&home, &env)).await
+    };
+    let why = match posted {
+        Ok(Ok(())) => None,
+        Ok(Err(mailbox::PostError::Full(n))) => Some(format!(
+            "{n} messages already wait there undelivered; try again once that session has taken them"
+        )),
+        Ok(Err(mailbox::PostError::TooLarge(n))) => Some(format!(
+            "the message is {n} bytes, over the mailbox's {} cap; send a shorter one",
+            store::fold::human_bytes(mailbox::MAX_ENVELOPE_BYTES)
+        )),
+        Ok(Err(mailbox::PostError::BadId)) => {
+            Some("its id cannot name a mailbox folder".to_string())
+        }
+        Ok(Err(mailbox::PostError::Io(e))) => Some(e),
+        Err(_) => Some("writing under DSH_HOME did not finish in time".to_string()),
+    };
+    if let Some(why) = why {
+        return HandOff::NotPosted(why);
+    }
+    let receipt = wait_for_receipt(ctx, p).await;
+    let note = |delivered| SendNote::Mailbox {
+        pid: r.pid,
+        profile: r.profile.clone(),
+        delivered,
+    };
+    // No HTTP dialect is involved: the owner delivered in-process (`Dialect` only words a resend).
+    let accepted = Outcome::Accepted {
+        dialect: Dialect::Rc8,
+        recovery: None,
+        ambiguity: None,
+    };
+    match receipt {
+        Some(rc) if rc.state == mailbox::ReceiptState::Rejected => HandOff::Posted(
+            Outcome::Rejected {
+                code: rc.code.unwrap_or_else(|| "rejected".into()),
+                message: rc.message.unwrap_or_default(),
+                after_ambiguous: false,
+            },
+            note(true),
+        ),
+        Some(_) => HandOff::Posted(accepted, note(true)),
+        None => HandOff::Posted(accepted, note(false)),
+    }
+}
+
+/// The owner drains every 250 ms (lib/mailbox.js): its receipt, polled for up to
+/// [`mailbox::RECEIPT_WAIT_MS`].
+async fn wait_for_receipt(ctx: &Context, p: &Plan) -> Option<mailbox::Receipt> {
+    let t0 = std::time::Instant::now();
+    loop {
+        let (home, target, rid) = (ctx.home.clone(), p.target.clone(), p.request_id.clone());
+        let got = offload::run(ctx.deadline, move || mailbox::receipt(&home, &target, &rid))
+            .await
+            .ok()
+            .flatten();
+        if got.is_some() || t0.elapsed().as_millis() as u64 >= mailbox::RECEIPT_WAIT_MS {
+            return got;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+}

@@ -1,0 +1,166 @@
+//! `sessions_send` (seed 000) and `send_session_message` (seed 003), split by job:
+//!
+//! - [`run`] — the one entry point: arguments → checks → route → record. [`Context`] carries what a
+//!   send takes from its surroundings (DSH_HOME, the clock, the deadline of its file work).
+//! - [`checks`] — every check before delivery, one function each, in the order of [`checks::CHECKS`]
+//!   (the order is documented there and only there). Argument validation (`tools::args::send`, pure)
+//!   runs before that list, so a refused call's ledger line has the typed values it read.
+//! - [`plan`] — what a send that passed every check will deliver: the framed text, the receipt's facts.
+//! - routing: [`owner`] — who holds the target (this process, another one per presence, nobody);
+//!   [`route`] — delivery through this process's host or the owner's web server, the
+//!   `session/writer-held` retry, the typed outcome of the answer; [`mailbox`] — the hand-off to an
+//!   owner without a web server.
+//! - [`record`] — the audit ledger line of the attempt, built once.
+//!
+//! Every attempt, refused or not, is one line of the audit ledger (`crate::ledger`), written after the
+//! outcome is known (except `busy`: the ledger may be what is stuck). A ledger that cannot be written
+//! does not stop the send: the text ends with `note: audit ledger not written: <reason>`. Every outcome
+//! is data ([`SendResult`]); nothing here panics on outside data.
+
+pub mod checks;
+pub mod mailbox;
+pub mod owner;
+pub mod plan;
+pub mod record;
+pub mod route;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::config::Config;
+use crate::delivery::{Dialect, Mode};
+use crate::outcome::{ArgProblem, Refusal, SendNote, SendOutcome, SendResult};
+use crate::request::ToolRequest;
+use crate::tools::args::{PartialSend, SendArgsRefused};
+use base::clock as time;
+use base::offload;
+
+pub use owner::Routed;
+pub use plan::Plan;
+
+pub use crate::tool::SendTool;
+
+/// Validated arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendArgs {
+    pub target: String,
+    pub message: String,
+    pub mode: Mode,
+}
+
+/// Validate the raw arguments (`tools::args::send`). All problems are reported, in argument order,
+/// with what could still be read (the refused call's ledger line).
+pub fn parse_args(tool: SendTool, args: &Value, cfg: &Config) -> Result<SendArgs, SendArgsRefused> {
+    super::args::send(tool, args, cfg)
+}
+
+/// What a send takes from its surroundings. Tests and benches set each field; a host call uses
+/// [`Context::of`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Context {
+    /// DSH_HOME (resolved).
+    pub home: PathBuf,
+    /// The clock: ms since the epoch (budget windows, stacking ages, the ledger's time).
+    pub now_ms: i64,
+    /// How long each piece of file work may take on the blocking pool (issue 11 #3: a stuck file answers
+    /// `busy` or a note, never a hang).
+    pub deadline: Duration,
+}
+
+impl Context {
+    /// The request's DSH_HOME (else the default one), the current time, [`offload::FILE_DEADLINE`].
+    pub fn of(req: &ToolRequest) -> Context {
+        Context::at(
+            store::resolve_dsh_home(req.host.dsh_home.as_deref()),
+            time::now_ms(),
+        )
+    }
+
+    /// `home` at `now_ms`, with [`offload::FILE_DEADLINE`].
+    pub fn at(home: impl Into<PathBuf>, now_ms: i64) -> Context {
+        Context {
+            home: home.into(),
+            now_ms,
+            deadline: offload::FILE_DEADLINE,
+        }
+    }
+
+    pub fn home(&self) -> &Path {
+        &self.home
+    }
+}
+
+/// The `bad-argument` refusal of refused send arguments.
+fn bad_arguments(tool: SendTool, problems: Vec<ArgProblem>) -> Refusal {
+    Refusal::BadArgument {
+        problems,
+        usage: Some(tool.usage()),
+    }
+}
+
+fn refused(refusal: Refusal) -> SendResult {
+    SendResult {
+        outcome: SendOutcome::Refused(refusal),
+        notes: Vec::new(),
+    }
+}
+
+/// Run a send tool: validate the arguments, run [`checks::CHECKS`] on the blocking pool, deliver
+/// ([`route::deliver`]), write the ledger line ([`record`]). The outcome as data.
+pub async fn run(req: &ToolRequest, ctx: &Context) -> SendResult {
+    let tool = SendTool::from_name(&req.tool);
+    // The validator is pure (no IO): run here, so every refused call's ledger line records the typed
+    // values it read, never a second reading of the raw arguments.
+    let args = match parse_args(tool, &req.args, &req.config) {
+        Ok(a) => a,
+        Err(bad) => {
+            let attempt = record::Attempt::new(req, tool, bad.partial);
+            let refusal = bad_arguments(tool, bad.problems);
+            return attempt.close(ctx, refused(refusal)).await;
+        }
+    };
+    let mut attempt = record::Attempt::new(req, tool, PartialSend::from(&args));
+    let mut plan = match plan::make_off(req, args, ctx).await {
+        Ok(Ok(p)) => p,
+        Ok(Err(refusal)) => return attempt.close(ctx, refused(refusal)).await,
+        // Not recorded: the ledger may be what is stuck.
+        Err(busy) => return refused(busy),
+    };
+    attempt.delivering(&plan);
+    let answer = route::deliver(req, ctx, &mut plan).await;
+    let outcome = route::outcome(answer, &plan, &req.config);
+    let result = SendResult {
+        outcome,
+        notes: std::mem::take(&mut plan.notes),
+    };
+    let mut result = attempt.close(ctx, result).await;
+    // The slot is released only now that the ledger line (or its failure) is settled.
+    drop(plan.reservation);
+    result
+        .notes
+        .extend(credentials_exposed(req, ctx.home(), &result));
+    result
+}
+
+/// An accepted v2 send whose secret came from the credentials file: a warning when other users can
+/// read that file.
+fn credentials_exposed(req: &ToolRequest, home: &Path, result: &SendResult) -> Option<SendNote> {
+    let accepted_v2 = matches!(
+        &result.outcome,
+        SendOutcome::Accepted(r) if r.dialect == Dialect::V2
+    );
+    let from_file = req
+        .host
+        .secret
+        .as_deref()
+        .is_none_or(|s| s.trim().is_empty());
+    if !(accepted_v2 && from_file) {
+        return None;
+    }
+    crate::delivery::credentials::exposure_warning(home).map(SendNote::CredentialsExposed)
+}

@@ -1,0 +1,143 @@
+//! Routing, part one: who holds the target. Live in this process (its registry, `req.live`), else live
+//! in another process on this home (presence, `crate::presence`), else cold. A session another process
+//! holds is never resumed here: it is [`Routed`] to that process, or refused.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::outcome::SendNote;
+use crate::presence;
+use crate::request::{LiveSession, ToolRequest};
+
+/// Where a send to a session live in another process goes: its web server when it has one, else
+/// the mailbox it drains (`crate::mailbox`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Routed {
+    pub pid: u32,
+    pub profile: Option<String>,
+    /// None: no web server; the message goes through the mailbox.
+    pub base_url: Option<String>,
+    /// The owner's presence `startedAt` (the envelope is addressed to this incarnation).
+    pub started_at: i64,
+}
+
+impl Routed {
+    /// The route to the process of `r`, if it offers one.
+    pub fn of(r: &presence::Record) -> Option<Routed> {
+        (r.base_url.is_some() || r.mailbox).then(|| Routed {
+            pid: r.pid,
+            profile: r.profile.clone(),
+            base_url: r.base_url.clone(),
+            started_at: r.started_at,
+        })
+    }
+
+    /// The process, as a `held-elsewhere` refusal names it.
+    pub fn owner(&self) -> crate::outcome::Owner {
+        crate::outcome::Owner::Process {
+            pid: self.pid,
+            profile: self.profile.clone(),
+        }
+    }
+
+    /// The receipt note of the HTTP route (the mailbox route's note depends on the owner's answer).
+    pub fn http_note(&self) -> Option<SendNote> {
+        self.base_url.as_ref().map(|_| SendNote::Routed {
+            pid: self.pid,
+            profile: self.profile.clone(),
+        })
+    }
+}
+
+/// The process presence names as the target's holder, and the target's status there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    pub record: presence::Record,
+    pub status: String,
+}
+
+/// Where the target lives, as the send found it before any check of the target itself.
+#[derive(Debug, Default, Clone)]
+pub struct Place<'a> {
+    /// Live in this process.
+    pub live: Option<&'a LiveSession>,
+    /// The other processes' presence records (read only when the target is not live here).
+    pub peers: Vec<presence::Record>,
+    /// Live in another process on this home.
+    pub owner: Option<Owner>,
+    /// The route to that process, when it offers one.
+    pub routed: Option<Routed>,
+}
+
+impl Place<'_> {
+    /// Not live anywhere: delivering resumes it here.
+    pub fn cold(&self) -> bool {
+        self.live.is_none() && self.owner.is_none()
+    }
+}
+
+/// Live here (this process's registry), else live in another process on this home (presence).
+pub fn locate<'a>(req: &'a ToolRequest, home: &Path, target: &str) -> Place<'a> {
+    let live = req.live.iter().find(|l| l.id == target);
+    let peers = if live.is_none() {
+        req.peers_at(home)
+    } else {
+        Vec::new()
+    };
+    let owner = presence::owner_of(&peers, target).map(|(r, s)| Owner {
+        record: r.clone(),
+        status: s.status.clone(),
+    });
+    let routed = owner.as_ref().and_then(|o| Routed::of(&o.record));
+    Place {
+        live,
+        peers,
+        owner,
+        routed,
+    }
+}
+
+/// How long a send to a session another process holds waits for that session's log to appear. The owner
+/// publishes a session as soon as its agent is created (lib/presence.js republishes on `agent/created`),
+/// which can come before the host's write-behind wrote the log (rc.8 `DEFAULT_WRITE_BATCH_MAX_DELAY_MS =
+/// 200`, `session-persistence/lib/index.js`); the log's header says whether it is a subagent.
+const OWNED_LOG_WAIT_MS: u64 = 1000;
+
+/// The target's log in the store; for a session held by another process (`owned`), waited for up to
+/// [`OWNED_LOG_WAIT_MS`] (runs on the blocking pool, like the rest of the checks).
+pub fn find_target(home: &Path, id: &str, owned: bool) -> Option<store::SessionMeta> {
+    let t0 = Instant::now();
+    loop {
+        if let Some(meta) = store::find_session(home, id) {
+            return Some(meta);
+        }
+        if !owned || t0.elapsed() >= Duration::from_millis(OWNED_LOG_WAIT_MS) {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// How long a `session/writer-held` answer waits for the owner's presence record to show up
+/// (a little more than one refresh of the owner's publisher).
+const OWNER_WAIT_MS: u64 = 1_500;
+
+/// The routable owner of `target` per presence, polled for up to [`OWNER_WAIT_MS`]; with it, whether
+/// the target is running a turn there.
+pub async fn wait_for_owner(
+    req: &ToolRequest,
+    home: &Path,
+    target: &str,
+) -> Option<(Routed, bool)> {
+    let t0 = Instant::now();
+    loop {
+        let peers = req.peers_at(home);
+        if let Some((r, s)) = presence::owner_of(&peers, target) {
+            return Routed::of(r).map(|x| (x, s.status == "running"));
+        }
+        if req.peers.is_some() || t0.elapsed().as_millis() as u64 >= OWNER_WAIT_MS {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -1,0 +1,164 @@
+//! What a send that passed every check ([`super::checks::CHECKS`]) will deliver: the exact text (the
+//! `sessions_send` frame or the `send_session_message` From header) and the facts its receipt reports.
+
+use crate::delivery::Mode;
+use crate::mail;
+use crate::mail::budget::{Allowance, Reservation};
+use crate::mail::chain::Hop;
+use crate::outcome::{Refusal, SendNote};
+use crate::request::ToolRequest;
+use base::offload::{self, Offload};
+
+use super::checks::{Draft, CHECKS};
+use super::owner::Routed;
+use super::{Context, SendArgs, SendTool};
+
+/// What the send will do once every check passed.
+#[derive(Debug)]
+pub struct Plan {
+    pub tool: SendTool,
+    pub target: String,
+    pub mode: Mode,
+    pub chars: usize,
+    /// The exact delivered text (header or frame included).
+    pub text: String,
+    pub request_id: String,
+    pub base_url: String,
+    /// The target is live in another host process: delivered through that process's web server.
+    pub routed: Option<Routed>,
+    pub woke: bool,
+    pub running: bool,
+    pub pending_from_plugin: usize,
+    /// Items already waiting in the live target's next-turn inbox.
+    pub pending_next_turn: usize,
+    /// What is left of the budget once this send is accepted (`None`: budgets off).
+    pub budget: Option<Allowance>,
+    /// Holds this send's budget slot until its ledger line is written.
+    pub reservation: Option<Reservation>,
+    /// `note:` lines for the receipt (e.g. the budget could not be checked).
+    pub notes: Vec<SendNote>,
+    /// This send's place in its conversation chain (the loop guard, `mail::chain`).
+    pub hop: Hop,
+}
+
+/// Every check of [`CHECKS`] in order, then the plan. `Err` is the first refusal.
+pub fn make(req: &ToolRequest, args: SendArgs, ctx: &Context) -> Result<Plan, Refusal> {
+    let mut d = Draft::new(req, args, ctx);
+    for check in CHECKS {
+        check(&mut d)?;
+    }
+    Ok(Plan::of(d))
+}
+
+/// [`make`] on the blocking pool within the context's deadline (the checks read the store, presence,
+/// the ledger and /proc). The outer `Err` is the `busy` refusal.
+pub async fn make_off(
+    req: &ToolRequest,
+    args: SendArgs,
+    ctx: &Context,
+) -> Result<Result<Plan, Refusal>, Refusal> {
+    let (req, ctx2) = (req.clone(), ctx.clone());
+    offload::run(ctx.deadline, move || make(&req, args, &ctx2))
+        .await
+        .map_err(|why| Refusal::Busy {
+            what: match why {
+                Offload::TimedOut(d) => format!(
+                    "reading the session store and the audit ledger under DSH_HOME took longer than {} s (a slow or stuck file system?)",
+                    d.as_secs()
+                ),
+                Offload::Panicked => {
+                    "an internal error stopped the checks before delivery".to_string()
+                }
+            },
+        })
+}
+
+impl Plan {
+    /// The plan of a draft every check passed.
+    pub fn of(d: Draft<'_>) -> Plan {
+        let text = delivered_text(&d);
+        let cfg = d.cfg();
+        let hop = d.hop.unwrap_or_else(|| Hop {
+            chain: d.request_id.clone(),
+            hop: 1,
+            sessions: Vec::new(),
+            started: None,
+        });
+        let (allowance, reservation, budget_note) = match d.admitted {
+            Some(a) => (a.allowance, a.reservation, a.note),
+            None => (None, None, None),
+        };
+        let place = d.place;
+        let live = place.live;
+        let owner = place.owner.as_ref();
+        let notes = budget_note
+            .into_iter()
+            .map(SendNote::BudgetNotChecked)
+            .chain(
+                (cfg.max_relay_hops > 0 && hop.hop >= 2).then_some(SendNote::RelayHop {
+                    hop: hop.hop,
+                    max: cfg.max_relay_hops,
+                }),
+            )
+            .chain(
+                live.filter(|l| l.status == "awaiting-user")
+                    .map(|_| SendNote::AwaitingUser),
+            )
+            .chain(place.routed.as_ref().and_then(Routed::http_note))
+            .collect();
+        Plan {
+            tool: d.tool,
+            chars: d.args.message.chars().count(),
+            target: d.args.target,
+            mode: d.args.mode,
+            text,
+            request_id: d.request_id,
+            base_url: d.base_url,
+            woke: place.live.is_none() && owner.is_none(),
+            // awaiting-user is a running turn that waits on its human (lib/observe.js `awaitingUser`,
+            // applied by lib/host.js `liveAgents`)
+            running: live.is_some_and(|l| l.status == "running" || l.status == "awaiting-user")
+                || owner.is_some_and(|o| o.status == "running" || o.status == "awaiting-user"),
+            pending_from_plugin: live.map_or(0, |l| {
+                l.pending_rpc_ids
+                    .iter()
+                    .filter(|id| id.starts_with(mail::REQUEST_ID_PREFIX))
+                    .count()
+            }),
+            pending_next_turn: live.map_or(0, |l| {
+                l.pending_next_turn.max(l.pending_next_turn_rpc_ids.len())
+            }),
+            budget: allowance,
+            reservation,
+            notes,
+            hop,
+            routed: place.routed,
+        }
+    }
+}
+
+/// The text the target receives: `send_session_message` heads it with `From <sender> ：`;
+/// `sessions_send` frames it (`mail::frame`) unless `frameMessages` is off.
+fn delivered_text(d: &Draft<'_>) -> String {
+    let (cfg, sender, message) = (d.cfg(), d.sender.as_str(), d.args.message.as_str());
+    match d.tool {
+        SendTool::SendSessionMessage => mail::with_from_header(sender, message),
+        SendTool::SessionsSend if cfg.frame_messages => {
+            // The shim does not know the caller's title; the store folds it from the caller's own log
+            // (a live caller's log is flushed before each model request, so it is on disk mid-turn).
+            let stored_title = match d.req.caller.as_ref().and_then(|c| c.title.clone()) {
+                Some(t) => Some(t),
+                None => store::find_session(d.ctx.home(), sender).and_then(|m| m.title),
+            };
+            let hop = d.hop.as_ref().map_or(1, |h| h.hop);
+            mail::frame(
+                sender,
+                stored_title.as_deref(),
+                d.args.mode.as_str(),
+                (cfg.max_relay_hops > 0).then_some((hop, cfg.max_relay_hops)),
+                message,
+            )
+        }
+        SendTool::SessionsSend => message.to_string(),
+    }
+}

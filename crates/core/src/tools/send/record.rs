@@ -1,0 +1,79 @@
+//! Recording: the one audit ledger line of a send attempt (`crate::ledger`). Its fields are gathered
+//! once, when the arguments are read ([`Attempt::new`]); a planned send adds its request id and chain
+//! ([`Attempt::delivering`]); the outcome is added when the line is written ([`Attempt::close`]).
+
+use crate::ledger;
+use crate::mail;
+use crate::mail::chain::Hop;
+use crate::outcome::{SendNote, SendResult};
+use crate::request::ToolRequest;
+use crate::tools::args::PartialSend;
+use base::offload;
+
+use super::plan::Plan;
+use super::{Context, SendTool};
+
+/// Everything the ledger line of one attempt says except its outcome. Never the body: its length
+/// and hash only (`ledger::Entry::new`).
+#[derive(Debug, Clone)]
+pub struct Attempt {
+    pub tool: SendTool,
+    /// The runtime's caller id (never an argument).
+    pub sender: Option<String>,
+    /// The arguments as far as they could be read.
+    pub args: PartialSend,
+    /// Minted once the checks passed (a refused check records none).
+    pub request_id: Option<String>,
+    /// The chain this send is part of (written on a send that counts).
+    pub hop: Option<Hop>,
+}
+
+impl Attempt {
+    pub fn new(req: &ToolRequest, tool: SendTool, args: PartialSend) -> Attempt {
+        Attempt {
+            tool,
+            sender: mail::sender_id(req.caller.as_ref()).map(str::to_string),
+            args,
+            request_id: None,
+            hop: None,
+        }
+    }
+
+    /// Every check passed: the line carries the request id and the chain.
+    pub fn delivering(&mut self, p: &Plan) {
+        self.request_id = Some(p.request_id.clone());
+        self.hop = Some(p.hop.clone());
+    }
+
+    /// The ledger line of this attempt ending in `result`.
+    pub fn entry(&self, now_ms: i64, result: &SendResult) -> ledger::Entry {
+        let mut entry = ledger::Entry::new(
+            now_ms,
+            self.sender.as_deref(),
+            self.args.target.as_deref(),
+            self.tool.name(),
+            self.args.mode.map(|m| m.as_str()),
+            self.request_id.as_deref(),
+            result.ledger_outcome(),
+            self.args.message.as_deref(),
+        );
+        // Only a send that counts carries its chain: the next hop looks up landed deliveries only.
+        if let Some(h) = self.hop.as_ref().filter(|_| entry.counts_as_sent()) {
+            entry.chain = Some(h.chain.clone());
+            entry.hop = Some(h.hop);
+        }
+        entry
+    }
+
+    /// Write the line off the executor and return `result` with the note of a line not written (a
+    /// line not written in time is a note, never a hang).
+    pub async fn close(self, ctx: &Context, mut result: SendResult) -> SendResult {
+        let entry = self.entry(ctx.now_ms, &result);
+        let home = ctx.home.clone();
+        let note = offload::run(ctx.deadline, move || ledger::append(&home, &entry).err())
+            .await
+            .unwrap_or(Some(ledger::LedgerError::Late));
+        result.notes.extend(note.map(SendNote::LedgerNotWritten));
+        result
+    }
+}

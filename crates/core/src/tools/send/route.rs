@@ -1,0 +1,155 @@
+//! Routing, part two: deliver the planned message where its target lives — this process's host, the
+//! owner's web server, or the owner's mailbox ([`super::mailbox`]) — retry a `session/writer-held`
+//! answer through an owner that published itself since, and turn the answer into the typed outcome.
+
+use crate::config::Config;
+use crate::delivery::{self, http::Timeouts, Delivery, Failure, Outcome};
+use crate::mail;
+use crate::outcome::{DeliveryContext, HeldWhy, Owner, Receipt, Refusal, SendOutcome};
+use crate::request::ToolRequest;
+
+use super::mailbox::{hand_off, HandOff};
+use super::owner::{wait_for_owner, Routed};
+use super::plan::Plan;
+use super::Context;
+
+/// How the delivery ended.
+#[derive(Debug)]
+pub enum Answer {
+    /// The host (this process's, or the owner's) or the owner's mailbox answered, or failed to.
+    Delivered(Outcome),
+    /// The owner's mailbox could not take the message (why).
+    MailboxRefused(String),
+    /// The host answered `session/writer-held` and no process on this home publishes the session.
+    HeldByUnknown,
+}
+
+/// Deliver `p`; the plan is updated with what the delivery learnt (route, notes, woke/running).
+pub async fn deliver(req: &ToolRequest, ctx: &Context, p: &mut Plan) -> Answer {
+    let sender = mail::sender_id(req.caller.as_ref());
+    // A session live in a process without a web server: its mailbox.
+    if let Some(r) = p.routed.clone().filter(|r| r.base_url.is_none()) {
+        return via_mailbox(ctx, p, &r, sender).await;
+    }
+    let first = delivery::deliver(&http(req, ctx, p)).await;
+    if !(p.routed.is_none() && p.woke && is_writer_held(&first)) {
+        return Answer::Delivered(first);
+    }
+    // 0.1.5+: another process holds the session's lock (`session/writer-held`, nothing delivered).
+    // Its owner may have started publishing presence since the checks: wait one refresh for it and
+    // hand the message to that process with the same request id.
+    let Some((routed, running)) = wait_for_owner(req, ctx.home(), &p.target).await else {
+        return Answer::HeldByUnknown;
+    };
+    p.woke = false;
+    p.running = running;
+    let answer = match &routed.base_url {
+        Some(base) => {
+            p.notes.extend(routed.http_note());
+            p.base_url = base.clone();
+            Answer::Delivered(delivery::deliver(&http(req, ctx, p)).await)
+        }
+        None => via_mailbox(ctx, p, &routed, sender).await,
+    };
+    p.routed = Some(routed);
+    answer
+}
+
+/// The HTTP delivery of `p` through `p.base_url`.
+fn http<'a>(req: &'a ToolRequest, ctx: &'a Context, p: &'a Plan) -> Delivery<'a> {
+    let cfg = &req.config;
+    Delivery {
+        base_url: &p.base_url,
+        dsh_home: ctx.home(),
+        host_secret: req.host.secret.as_deref(),
+        host_version: req.host.version.as_deref(),
+        host_api: &cfg.host_api,
+        timeouts: Timeouts::from_ms(cfg.connect_timeout_ms, cfg.request_timeout_ms),
+        session_id: &p.target,
+        mode: p.mode,
+        text: &p.text,
+        request_id: &p.request_id,
+    }
+}
+
+async fn via_mailbox(ctx: &Context, p: &mut Plan, r: &Routed, sender: Option<&str>) -> Answer {
+    match hand_off(ctx, p, r, sender).await {
+        HandOff::Posted(o, note) => {
+            p.notes.push(note);
+            Answer::Delivered(o)
+        }
+        HandOff::NotPosted(why) => Answer::MailboxRefused(why),
+    }
+}
+
+fn is_writer_held(o: &Outcome) -> bool {
+    matches!(o, Outcome::Rejected { code, .. } if code == "session/writer-held")
+}
+
+/// The typed outcome of the delivery of `p`.
+pub fn outcome(answer: Answer, p: &Plan, cfg: &Config) -> SendOutcome {
+    let context = || DeliveryContext {
+        target: p.target.clone(),
+        request_id: p.request_id.clone(),
+        base_url: p.base_url.clone(),
+        connect_timeout_ms: cfg.connect_timeout_ms,
+    };
+    let delivered = match answer {
+        Answer::Delivered(o) => o,
+        Answer::MailboxRefused(why) => {
+            return SendOutcome::Refused(Refusal::HeldElsewhere {
+                target: p.target.clone(),
+                owner: p.routed.as_ref().map_or(Owner::Unknown, Routed::owner),
+                why: HeldWhy::MailboxRefused(why),
+                request_id: Some(p.request_id.clone()),
+            })
+        }
+        Answer::HeldByUnknown => {
+            return SendOutcome::Refused(Refusal::HeldElsewhere {
+                target: p.target.clone(),
+                owner: Owner::Unpublished,
+                why: HeldWhy::WriterHeld,
+                request_id: Some(p.request_id.clone()),
+            })
+        }
+    };
+    match delivered {
+        Outcome::Accepted {
+            dialect,
+            recovery,
+            ambiguity,
+        } => SendOutcome::Accepted(Receipt {
+            tool: p.tool,
+            target: p.target.clone(),
+            mode: p.mode,
+            chars: p.chars,
+            woke: p.woke,
+            running: p.running,
+            request_id: p.request_id.clone(),
+            dialect,
+            recovery,
+            ambiguity,
+            pending_from_plugin: p.pending_from_plugin,
+            pending_next_turn: p.pending_next_turn,
+            budget: p.budget,
+        }),
+        Outcome::Rejected {
+            code,
+            message,
+            after_ambiguous,
+        } => SendOutcome::Refused(Refusal::Rejected {
+            code,
+            message,
+            after_ambiguous,
+            request_id: p.request_id.clone(),
+        }),
+        Outcome::Failed(Failure::MayHaveLanded { detail }) => SendOutcome::MayHaveLanded {
+            detail,
+            context: context(),
+        },
+        Outcome::Failed(failure) => SendOutcome::Refused(Refusal::Undelivered {
+            failure,
+            context: context(),
+        }),
+    }
+}
