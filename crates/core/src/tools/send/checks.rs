@@ -246,7 +246,7 @@ fn header_str<'a>(h: &'a Value, key: &str) -> Option<&'a str> {
 }
 
 /// Resolve: live header, else the store. A subagent is `origin: "subagent"`; a fork (parentSession
-/// without origin) is top-level [R8/Z17 `session-controller/src/agent.ts`; docs/architecture.md].
+/// without origin) is top-level [R8/Z17 `session-controller/src/agent.ts`; docs/output-contract.md "Common rules"].
 fn resolve(d: &mut Draft) -> Result<(), Refusal> {
     d.target = match d.place.live {
         Some(l) => Target {
