@@ -233,7 +233,7 @@ fn owner_reachable(d: &mut Draft) -> Result<(), Refusal> {
 }
 
 fn resume_allowed(d: &mut Draft) -> Result<(), Refusal> {
-    if d.place.live.is_none() && d.place.owner.is_none() && !d.cfg().allow_resume {
+    if d.place.cold() && !d.cfg().allow_resume {
         return Err(Refusal::ResumeDisabled {
             target: d.args.target.clone(),
         });

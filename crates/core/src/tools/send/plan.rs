@@ -114,7 +114,7 @@ impl Plan {
             text,
             request_id: d.request_id,
             base_url: d.base_url,
-            woke: place.live.is_none() && owner.is_none(),
+            woke: place.cold(),
             // awaiting-user is a running turn that waits on its human (lib/observe.js `awaitingUser`,
             // applied by lib/host.js `liveAgents`)
             running: live.is_some_and(|l| l.status == "running" || l.status == "awaiting-user")
