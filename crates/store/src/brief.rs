@@ -5,7 +5,7 @@
 //! decompression), then decoded **from the end backwards** until one holds a `session/title`;
 //! only when none does is the log read forward for the fallback title. A line is JSON-parsed only
 //! when its bytes can hold one of those events (a `memmem` pre-filter). The result is the title
-//! the full fold ([`super::fold::Fold::display_title`]) gives; the tests compare the two on
+//! the full fold ([`crate::fold::Fold::display_title`]) gives; the tests compare the two on
 //! damaged logs (torn and corrupt frames, garbage, lines across frames).
 //!
 //! Notes: a brief reports the header, the frame structure (garbage, torn last frame), the frames
@@ -18,12 +18,12 @@ use std::sync::OnceLock;
 use memchr::memmem::Finder;
 use serde_json::value::RawValue;
 
-use super::events::{is_chunk_row, Envelope, Header, MessageLite, SurfaceOp, TitleData};
-use super::fold::{header_line, oversized_header, prompt_fallback_title, Notes};
-use super::frames::{
+use crate::events::{is_chunk_row, Envelope, Header, MessageLite, SurfaceOp, TitleData};
+use crate::fold::{header_line, oversized_header, prompt_fallback_title, Notes};
+use crate::frames::{
     find_magic, next_complete_frame, scan_frame, FrameScan, Loc, Piece, Splitter, Windowed,
 };
-use super::log::{budget_note, decode_stream, decode_unit, Encoding, Scratch, DECODE_BUDGET};
+use crate::log::{budget_note, decode_stream, decode_unit, Encoding, Scratch, DECODE_BUDGET};
 
 /// The listing's view of one log.
 #[derive(Debug, Clone, Default, PartialEq)]

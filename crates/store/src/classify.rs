@@ -2,11 +2,23 @@
 //! (conversation, harness-injected, system/plugin notice, empty), from the tables of injected
 //! prefixes, forms and producers (docs/output-contract.md "sessions_read — output").
 
-use super::events::{MessageLite, Role};
-use super::fold::Class;
+use crate::events::{MessageLite, Role};
 
 /// Request ids this plugin puts on its deliveries (`source.rpcId`): the prefix `mail` mints them with.
 pub use base::names::REQUEST_ID_PREFIX as REQUEST_PREFIX;
+
+/// How a surface message is filtered by `sessions_read`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    /// Human prompts, model replies, tool results, compaction checkpoints, agent relays.
+    Conversation,
+    /// Harness-injected context (hidden unless `include_injected`).
+    Injected,
+    /// System/developer messages and plugin-authored notices (hidden unless `include_system`).
+    System,
+    /// A node that projects to no message (empty assistant/system/developer content).
+    Empty,
+}
 
 /// Content prefixes of harness-injected `user/message`s (seed 000 §sessions_read "What it filters";
 /// the first prefix was lost in the seed's conversion, `<system-reminder>` is our reconstruction:

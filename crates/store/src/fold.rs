@@ -10,27 +10,14 @@ use std::sync::Arc;
 
 use serde_json::value::RawValue;
 
-use super::events::{
+use crate::events::{
     is_chunk_row, ChunkRowData, EndSeedData, Envelope, Header, MessageLite, Role, SpliceData,
     SurfaceOp, TitleData, TurnData, Wrapped,
 };
-use super::frames::{Loc, Piece, Splitter};
+use crate::frames::{Loc, Piece, Splitter};
 
-pub use super::classify::{classify, INJECTED_PREFIXES, REQUEST_PREFIX};
-pub use super::title::prompt_fallback_title;
-
-/// How a surface message is filtered by `sessions_read`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Class {
-    /// Human prompts, model replies, tool results, compaction checkpoints, agent relays.
-    Conversation,
-    /// Harness-injected context (hidden unless `include_injected`).
-    Injected,
-    /// System/developer messages and plugin-authored notices (hidden unless `include_system`).
-    System,
-    /// A node that projects to no message (empty assistant/system/developer content).
-    Empty,
-}
+pub use crate::classify::{classify, Class, INJECTED_PREFIXES, REQUEST_PREFIX};
+pub use crate::title::prompt_fallback_title;
 
 /// One node of the current model surface.
 #[derive(Debug, Clone)]

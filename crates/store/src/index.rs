@@ -11,11 +11,11 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
-use super::brief::{self, Brief, Resume};
-use super::checkpoint;
-use super::fold::Fold;
-use super::layout::{self, file_key, short_io, LogFile, SessionDir, WalkItem};
-use super::log::{continue_fold, Scratch};
+use crate::brief::{self, Brief, Resume};
+use crate::checkpoint;
+use crate::fold::Fold;
+use crate::layout::{self, file_key, short_io, LogFile, SessionDir, WalkItem};
+use crate::log::{continue_fold, Scratch};
 
 /// Most logs the in-process cache of full folds remembers (least recently used ones go first).
 const CACHE_CAP: usize = 2048;
@@ -387,7 +387,7 @@ struct Memo {
     /// The folder's mtime when it was last looked at, if settled (see [`layout::visit_again`]).
     dir_mtime: Option<SystemTime>,
     checked: Instant,
-    /// The epoch of the home's watcher (see [`super::watch`]) when a watch on this folder was in
+    /// The epoch of the home's watcher (see [`crate::watch`]) when a watch on this folder was in
     /// place before `checked` and the folder and its log can only change under it (not links, one
     /// name for the log): the memo is then current until an event marks the folder dirty. 0: not
     /// covered (swept every [`LIST_STALE`]).
@@ -780,7 +780,7 @@ fn folder_ids(home: &Path, walk: &[layout::ProjectWalk]) -> Vec<(PathBuf, Option
 
 /// The change notification of one home.
 enum WatchSlot {
-    On(super::watch::Watch),
+    On(crate::watch::Watch),
     /// Swept as before; a new watcher is tried from `retry` on. `why`: the last reason (logs,
     /// tests).
     Off {
@@ -794,15 +794,15 @@ impl WatchSlot {
     fn start(home: &Path, now: Instant) -> WatchSlot {
         #[cfg(test)]
         let w = match test_caps().get(home) {
-            Some(&cap) => super::watch::Watch::start_capped(home, cap),
-            None => super::watch::Watch::start(home),
+            Some(&cap) => crate::watch::Watch::start_capped(home, cap),
+            None => crate::watch::Watch::start(home),
         };
         #[cfg(not(test))]
-        let w = super::watch::Watch::start(home);
+        let w = crate::watch::Watch::start(home);
         match w {
             Ok(w) => WatchSlot::On(w),
             Err(why) => WatchSlot::Off {
-                retry: now + super::watch::WATCH_RETRY,
+                retry: now + crate::watch::WATCH_RETRY,
                 why,
             },
         }
@@ -840,7 +840,7 @@ pub(crate) fn memo_probe(home: &Path) -> Option<(usize, Result<(), String>)> {
 
 /// Tests: run `f` on the watcher of `home`, if it has one.
 #[cfg(all(test, target_os = "linux"))]
-pub(crate) fn with_watch(home: &Path, f: impl FnOnce(&super::watch::Watch)) {
+pub(crate) fn with_watch(home: &Path, f: impl FnOnce(&crate::watch::Watch)) {
     let slot = home_slot(home);
     let held = slot.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(HomeMemo {
@@ -925,7 +925,7 @@ pub fn list_cached(home: &Path, hot: &HashSet<String>) -> Arc<super::BriefListin
             }
             Err(why) => (
                 WatchSlot::Off {
-                    retry: started + super::watch::WATCH_RETRY,
+                    retry: started + crate::watch::WATCH_RETRY,
                     why,
                 },
                 0,
@@ -1159,7 +1159,7 @@ pub fn list_cached(home: &Path, hot: &HashSet<String>) -> Arc<super::BriefListin
     let listing = listing.unwrap_or_else(|| Arc::new(build_listing(home, &walk, &memos)));
     if let WatchSlot::On(w) = &watch {
         // each with the check its watcher runs once the watch is in place (see `Verified`)
-        let ask: Vec<(&Path, Option<super::watch::Verify>)> = todo
+        let ask: Vec<(&Path, Option<crate::watch::Verify>)> = todo
             .iter()
             .zip(&since_ok)
             .filter(|&(&(k, j), &ok)| !ok && memos[k][j].as_ref().is_some_and(|m| m.watched == 0))
@@ -1176,7 +1176,7 @@ pub fn list_cached(home: &Path, hot: &HashSet<String>) -> Arc<super::BriefListin
                                 .push((d, snap, epoch));
                         }
                         ok
-                    }) as super::watch::Verify
+                    }) as crate::watch::Verify
                 });
                 (dir, check)
             })

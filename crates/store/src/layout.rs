@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
-use super::log::Encoding;
+use crate::log::Encoding;
 
 /// A generation file picked in a session directory.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,8 +7,8 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::fold::Fold;
-use super::frames::{
+use crate::fold::Fold;
+use crate::frames::{
     find_magic, frame_decoder, next_complete_frame, scan_frame, FrameScan, Loc, Windowed, LINE_CAP,
 };
 
@@ -347,7 +347,7 @@ pub fn continue_fold<R: Read + Seek>(
 pub fn budget_note(at: u64, size: u64) -> String {
     format!(
         "stopped reading at byte {at} of {size}: this log decodes to more than the {} bound of one read (run-length bomb or a giant log); later events are not shown",
-        super::fold::human_bytes(DECODE_BUDGET)
+        crate::fold::human_bytes(DECODE_BUDGET)
     )
 }
 

@@ -4,13 +4,13 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::fold::Class;
-use super::frames::{scan_frame, FrameScan};
-use super::index::load_log_counted;
-use super::layout::LogFile;
-use super::log::Encoding;
-use super::testgen::*;
 use super::*;
+use crate::fold::Class;
+use crate::frames::{scan_frame, FrameScan};
+use crate::index::load_log_counted;
+use crate::layout::LogFile;
+use crate::log::Encoding;
+use crate::testgen::*;
 
 /// A note as one line (the listing's printer, `render::list::store_note`, lives above this crate).
 fn note_text(n: &StoreNote) -> String {
@@ -252,7 +252,7 @@ fn a_grown_log_is_read_only_from_its_new_frames() {
     assert_eq!(f2.title.as_deref(), Some("Later title"));
     assert!(f2.requests.contains_key("dsh-session-mail:later"));
     // Same state as a cold fold of the whole file.
-    super::index::forget(&p);
+    crate::index::forget(&p);
     let (cold, _) = load_log_counted(&log);
     let cold = cold.unwrap();
     let seqs = |f: &Fold| f.surface.iter().map(|n| (n.seq, n.loc)).collect::<Vec<_>>();
@@ -482,7 +482,7 @@ fn a_50_mib_line_is_skipped_with_a_note() {
             s.fold
                 .surface
                 .iter()
-                .filter(|n| n.role == super::events::Role::Tool)
+                .filter(|n| n.role == crate::events::Role::Tool)
                 .count(),
             0
         );
@@ -981,12 +981,12 @@ mod briefs {
         let first = b.zstd();
         fs::write(&p, &first).unwrap();
         let log = zlog(p.clone());
-        let (b1, from) = super::super::index::load_brief_counted(&log);
+        let (b1, from) = crate::index::load_brief_counted(&log);
         assert_eq!(
             (b1.unwrap().title.as_deref(), from),
             (Some("Title of turn 1"), Some(0))
         );
-        let (_, warm) = super::super::index::load_brief_counted(&log);
+        let (_, warm) = crate::index::load_brief_counted(&log);
         assert_eq!(warm, None, "an unchanged log is not read again");
         // Append: one frame without a title, then one with.
         b.flush();
@@ -998,7 +998,7 @@ mod briefs {
             .unwrap()
             .write_all(&all[first.len()..])
             .unwrap();
-        let (b2, from) = super::super::index::load_brief_counted(&log);
+        let (b2, from) = crate::index::load_brief_counted(&log);
         assert_eq!(
             (b2.unwrap().title.as_deref(), from),
             (Some("Title of turn 1"), Some(first.len() as u64))
@@ -1012,7 +1012,7 @@ mod briefs {
             .unwrap()
             .write_all(&all2[all.len()..])
             .unwrap();
-        let (b3, from) = super::super::index::load_brief_counted(&log);
+        let (b3, from) = crate::index::load_brief_counted(&log);
         assert_eq!(
             (b3.unwrap().title.as_deref(), from),
             (Some("Renamed later"), Some(all.len() as u64))
@@ -1028,7 +1028,7 @@ mod briefs {
             .unwrap()
             .write_all(&all3[before..all3.len() - 3])
             .unwrap();
-        let (b4, _) = super::super::index::load_brief_counted(&log);
+        let (b4, _) = crate::index::load_brief_counted(&log);
         assert!(b4.unwrap().notes.summary().contains("torn last frame"));
         fs::OpenOptions::new()
             .append(true)
@@ -1036,7 +1036,7 @@ mod briefs {
             .unwrap()
             .write_all(&all3[all3.len() - 3..])
             .unwrap();
-        let (b5, from) = super::super::index::load_brief_counted(&log);
+        let (b5, from) = crate::index::load_brief_counted(&log);
         let b5 = b5.unwrap();
         assert_eq!(
             (b5.title.as_deref(), from),
@@ -1132,7 +1132,7 @@ mod briefs {
 
 /// A zstd frame of `n` RLE blocks, each 128 KiB of `byte` (4 bytes per block on disk).
 fn rle_frame(byte: u8, blocks: usize) -> Vec<u8> {
-    let mut f = super::frames::ZSTD_MAGIC.to_vec();
+    let mut f = crate::frames::ZSTD_MAGIC.to_vec();
     f.push(0x00); // FHD: no FCS, no checksum, not single-segment
     f.push(0x38); // window descriptor: 2^(10+7) = 128 KiB
     for i in 0..blocks {
@@ -1223,11 +1223,11 @@ fn a_replace_storm_is_linear_and_matches_the_hosts_rule() {
 
 #[test]
 fn the_surface_keeps_its_newest_nodes_past_the_bound() {
-    let mut s = super::fold::Surface::default();
-    let node = |seq| super::fold::Node {
+    let mut s = crate::fold::Surface::default();
+    let node = |seq| crate::fold::Node {
         seq,
-        role: super::events::Role::User,
-        class: super::fold::Class::Conversation,
+        role: crate::events::Role::User,
+        class: crate::fold::Class::Conversation,
         replaced: false,
         is_error: false,
         label: "user".into(),

@@ -1,7 +1,7 @@
 //! The host's session-title fallback: the first human prompt, cleaned of terminal escapes and
 //! invisible characters, cut to a few words and bytes [R8 `packages/session/session-title/src/normalize.ts`].
 
-use super::events::MessageLite;
+use crate::events::MessageLite;
 
 /// The host's fallback title from one surface `user/message`: only a human prompt (source kind
 /// `user`) counts, and only when its text gives a non-empty title.
