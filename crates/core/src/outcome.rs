@@ -97,6 +97,15 @@ pub enum HeldWhy {
     WriterHeld,
 }
 
+/// What failed inside the plugin (`internal`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Internal {
+    /// Reading the session store (a listing or a read) hit its deadline or panicked.
+    Store(base::offload::Offload),
+    /// The session changed between two reads of the same call.
+    ChangedWhileRead { session: String },
+}
+
 /// Every refusal a tool answers with, one variant per code.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Refusal {
@@ -174,12 +183,13 @@ pub enum Refusal {
     /// `unknown-tool`: a tool name this plugin does not provide.
     UnknownTool { name: String },
     /// `internal`: the plugin itself failed (nothing was changed).
-    Internal { what: String },
+    Internal { what: Internal },
     /// `budget`, failing closed (issue 11 #11): a budget is on but cannot be checked or enforced
     /// (the ledger cannot be read, or cannot take this send's line).
     BudgetUnchecked { why: crate::mail::budget::Unchecked },
-    /// `busy`: the send path's file work (store, ledger) did not finish before its deadline.
-    Busy { what: String },
+    /// `busy`: the send path's file work (store, ledger) did not finish before its deadline, or
+    /// stopped (`Offload::Panicked`).
+    Busy { what: base::offload::Offload },
 }
 
 impl Refusal {
@@ -425,7 +435,7 @@ mod tests {
                 name: "sessions_nuke".into(),
             },
             Refusal::Internal {
-                what: "internal error while reading the session store".into(),
+                what: Internal::Store(base::offload::Offload::Panicked),
             },
             Refusal::BudgetUnchecked {
                 why: crate::mail::budget::Unchecked::Unreadable(crate::ledger::LedgerError::Io {
@@ -434,7 +444,7 @@ mod tests {
                 }),
             },
             Refusal::Busy {
-                what: "the store took too long".into(),
+                what: base::offload::Offload::TimedOut(std::time::Duration::from_secs(15)),
             },
             Refusal::HeldElsewhere {
                 target: "session-t".into(),

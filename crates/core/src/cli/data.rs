@@ -211,7 +211,9 @@ pub fn read_data(home: &Path, req: &ToolRequest) -> Result<ReadView, Refusal> {
             return match read::read_result(home, req, &a) {
                 Err(r) => Err(r),
                 Ok(_) => Err(Refusal::Internal {
-                    what: format!("session {} changed while it was read", a.session_id),
+                    what: crate::outcome::Internal::ChangedWhileRead {
+                        session: a.session_id.clone(),
+                    },
                 }),
             }
         }

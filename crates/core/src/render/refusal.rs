@@ -1,7 +1,9 @@
 //! The text of every refusal: `refused (<code>): <first line>`, then further lines.
 //! The one place a [`Refusal`] becomes text (docs/output-contract.md "Common rules").
 
-use crate::outcome::{ArgProblem, Missing, Refusal};
+use base::offload::Offload;
+
+use crate::outcome::{ArgProblem, Internal, Missing, Refusal};
 use crate::render::list::quote_short;
 use crate::render::send as text;
 
@@ -133,12 +135,70 @@ pub fn render(r: &Refusal) -> String {
             ),
             &[],
         ),
-        Refusal::Internal { what } => refused("internal", &format!("{what}; nothing was changed."), &[]),
+        Refusal::Internal { what } => {
+            let what = match what {
+                Internal::Store(Offload::TimedOut(d)) => format!(
+                    "reading the session store under DSH_HOME took longer than {} s (a slow or stuck file system?)",
+                    d.as_secs()
+                ),
+                Internal::Store(Offload::Panicked) => {
+                    "internal error while reading the session store".to_string()
+                }
+                Internal::ChangedWhileRead { session } => {
+                    format!("session {session} changed while it was read")
+                }
+            };
+            refused("internal", &format!("{what}; nothing was changed."), &[])
+        }
         Refusal::BudgetUnchecked { why } => crate::render::send::budget_unchecked(why),
         Refusal::Busy { what } => refused(
             "busy",
-            &format!("{what}; nothing was sent."),
+            &format!(
+                "{}; nothing was sent.",
+                match what {
+                    Offload::TimedOut(d) => format!(
+                        "reading the session store and the audit ledger under DSH_HOME took longer than {} s (a slow or stuck file system?)",
+                        d.as_secs()
+                    ),
+                    Offload::Panicked => "an internal error stopped the checks before delivery".to_string(),
+                }
+            ),
             &["Try again in a minute; if it happens again, tell the user (`dsh-session-mail doctor` checks DSH_HOME).".into()],
         ),
+    }
+}
+
+#[cfg(test)]
+mod internal_tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// `internal` and `busy` carry what failed as data; the words are made here, byte for byte as before.
+    #[test]
+    fn internal_and_busy_text_from_what_failed() {
+        let internal = |what| Refusal::Internal { what }.render();
+        assert_eq!(
+            internal(Internal::Store(Offload::TimedOut(Duration::from_secs(60)))),
+            "refused (internal): reading the session store under DSH_HOME took longer than 60 s (a slow or stuck file system?); nothing was changed."
+        );
+        assert_eq!(
+            internal(Internal::Store(Offload::Panicked)),
+            "refused (internal): internal error while reading the session store; nothing was changed."
+        );
+        assert_eq!(
+            internal(Internal::ChangedWhileRead {
+                session: "session-a".into()
+            }),
+            "refused (internal): session session-a changed while it was read; nothing was changed."
+        );
+        let hint = "\nTry again in a minute; if it happens again, tell the user (`dsh-session-mail doctor` checks DSH_HOME).";
+        assert_eq!(
+            Refusal::Busy { what: Offload::TimedOut(Duration::from_secs(15)) }.render(),
+            format!("refused (busy): reading the session store and the audit ledger under DSH_HOME took longer than 15 s (a slow or stuck file system?); nothing was sent.{hint}")
+        );
+        assert_eq!(
+            Refusal::Busy { what: Offload::Panicked }.render(),
+            format!("refused (busy): an internal error stopped the checks before delivery; nothing was sent.{hint}")
+        );
     }
 }

@@ -55,18 +55,11 @@ where
 {
     // With a deadline (issue 11 #3): a stuck file system under DSH_HOME answers this call with a
     // readable failure instead of holding it forever; other calls are never held up (blocking pool).
-    match base::offload::run(STORE_DEADLINE, f).await {
-        Ok(v) => Ok(v),
-        Err(base::offload::Offload::TimedOut(d)) => Err(Refusal::Internal {
-            what: format!(
-                "reading the session store under DSH_HOME took longer than {} s (a slow or stuck file system?)",
-                d.as_secs()
-            ),
-        }),
-        Err(base::offload::Offload::Panicked) => Err(Refusal::Internal {
-            what: "internal error while reading the session store".into(),
-        }),
-    }
+    base::offload::run(STORE_DEADLINE, f)
+        .await
+        .map_err(|e| Refusal::Internal {
+            what: crate::outcome::Internal::Store(e),
+        })
 }
 
 /// How long a listing or a read may take on the blocking pool (the bounds keep a hostile log well

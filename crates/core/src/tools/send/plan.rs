@@ -7,7 +7,7 @@ use crate::mail::budget::{Allowance, Reservation};
 use crate::mail::chain::Hop;
 use crate::outcome::{Refusal, SendNote};
 use crate::request::ToolRequest;
-use base::offload::{self, Offload};
+use base::offload;
 
 use super::checks::{Draft, CHECKS};
 use super::owner::Routed;
@@ -60,17 +60,7 @@ pub async fn make_off(
     let (req, ctx2) = (req.clone(), ctx.clone());
     offload::run(ctx.deadline, move || make(&req, args, &ctx2))
         .await
-        .map_err(|why| Refusal::Busy {
-            what: match why {
-                Offload::TimedOut(d) => format!(
-                    "reading the session store and the audit ledger under DSH_HOME took longer than {} s (a slow or stuck file system?)",
-                    d.as_secs()
-                ),
-                Offload::Panicked => {
-                    "an internal error stopped the checks before delivery".to_string()
-                }
-            },
-        })
+        .map_err(|what| Refusal::Busy { what })
 }
 
 impl Plan {
