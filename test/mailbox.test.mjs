@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { randomUUID } from 'node:crypto'
 import { startMailbox } from '../lib/mailbox.js'
+import { startOwnerProcess } from './helpers/owner-process.mjs'
 
 const core = createRequire(import.meta.url)('../binding.cjs')
 const sleep = ms => new Promise(r => setTimeout(r, ms))
@@ -157,11 +158,11 @@ test('only the holder drains: a session not live here is not touched, and an env
   const b = fakeAgent('session-b')
   const ctx = fakeCtx([b])
   const other = post(h, 'session-c') // not live here
-  // addressed to a live process (our parent) whose fresh presence record lists session-b
-  const parent = process.ppid
-  const pdir = join(h, 'dsh-session-mail', 'presence')
-  mkdirSync(pdir, { recursive: true, mode: 0o700 })
-  writeFileSync(join(pdir, `${parent}.json`), JSON.stringify({ v: 1, pid: parent, startedAt: 5, updatedAt: Date.now(), sessions: [{ id: 'session-b', status: 'idle' }], mailbox: true }), { mode: 0o600 })
+  // addressed to a live owner process (a real one: presence::verify) whose fresh record lists session-b
+  const owner = await startOwnerProcess({ home: h })
+  t.after(() => owner.stop())
+  await owner.publish({ sessions: ['session-b'], mailbox: true, startedAt: 5 })
+  const parent = owner.pid
   const theirs = post(h, 'session-b', { ownerPid: parent, startedAt: 5 })
   const stop = startMailbox(ctx, core, { startedAt: STARTED, dshHome: () => h })
   t.after(stop)

@@ -7,10 +7,9 @@
 // once, in its owner; instance 1 never resumes it. Without an owner in presence: a readable refusal.
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
-import { mkdirSync, writeFileSync, rmSync } from 'node:fs'
-import { join } from 'node:path'
 import { startContractHost } from './contract-host/index.mjs'
 import { execAs, landingsOf, toolsOf } from './helpers/plugin-harness.mjs'
+import { startOwnerProcess } from './helpers/owner-process.mjs'
 
 const CONFIG = {
   hostApi: 'v2', connectTimeoutMs: 500, requestTimeoutMs: 1500,
@@ -30,18 +29,6 @@ after(async () => {
   await host1?.close()
   await host2?.close()
 })
-
-/** Publish a presence record for the "owner process" (a live pid that is not this one: our parent). */
-function publishOwner(home, base, sessions, { mailbox = false } = {}) {
-  const dir = join(home, 'dsh-session-mail', 'presence')
-  mkdirSync(dir, { recursive: true, mode: 0o700 })
-  const pid = process.ppid
-  writeFileSync(join(dir, `${pid}.json`), JSON.stringify({
-    v: 1, pid, profile: 'web', hostVersion: '0.1.7', baseUrl: base, startedAt: 1, updatedAt: Date.now(),
-    sessions: sessions.map(id => ({ id, status: 'idle' })), mailbox,
-  }), { mode: 0o600 })
-  return { pid, remove: () => rmSync(join(dir, `${pid}.json`), { force: true }) }
-}
 
 function promptsTo(host, id) {
   return host.requests.filter(r => r.path === '/api/session/prompt' && r.body?.payload?.args?.request?.sessionId === id)
@@ -69,8 +56,8 @@ test('writer-held, then the owner shows up in presence: re-sent there with the s
   const A = ids[0]
   const tools = toolsOf(CONFIG, host1, () => ids)
   // the owner's presence record appears 300 ms after the send started (its next refresh)
-  let owner
-  const late = sleep(300).then(() => { owner = publishOwner(host1.dshHome, host2.url, [B]) })
+  const owner = await startOwnerProcess({ home: host1.dshHome, forwardTo: host2.port })
+  const late = sleep(300).then(() => owner.publish({ sessions: [B] }))
   const t0 = Date.now()
   const out = await tools.sessions_send.execute({ session_id: B, message: 'to the owner', mode: 'steer' }, execAs(A))
   const ms = Date.now() - t0
@@ -93,6 +80,6 @@ test('writer-held, then the owner shows up in presence: re-sent there with the s
     assert.throws(() => host1.state(B), /unknown session/, 'instance 1 never resumed B')
     console.log(`metrics ${JSON.stringify({ writerHeldResendMs: ms })}`)
   } finally {
-    owner?.remove()
+    owner.stop()
   }
 })

@@ -137,6 +137,7 @@ fn only_the_holder_drains_and_orphans_of_dead_owners_are_taken() {
     let home = tempfile::tempdir().unwrap();
     let h = home.path();
     let other = std::os::unix::process::parent_id(); // alive, not us
+    presence::verify::testing::trust(other);
     let dead = i32::MAX as u32 - 7;
     assert!(!presence::pid_alive(dead));
     // the other process holds S live (fresh presence record of the same incarnation)

@@ -128,6 +128,22 @@ pub fn home_of_env(dsh_home: Option<&str>, home: Option<&str>) -> Option<PathBuf
     }
 }
 
+/// Field 22 of `/proc/<pid>/stat` (`starttime`, clock ticks after boot): read after the last `)`, so a
+/// command name with spaces or parentheses cannot shift it.
+pub fn start_ticks_of(stat: &str) -> Option<u64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Two paths name the same directory (as written, or once resolved).
+pub fn same_path(a: &Path, b: &Path) -> bool {
+    a == b
+        || match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+            (Ok(x), Ok(y)) => x == y,
+            _ => false,
+        }
+}
+
 /// The first foreign host that started before the log was written, and how many others did. A start time
 /// is whole clock ticks after boot, rounded down: never later than the real start, so a process that
 /// started before the write is never missed (one that started within a tick after it may be named).
@@ -199,13 +215,6 @@ mod linux {
         Some(ms(libc::CLOCK_REALTIME)? - ms(libc::CLOCK_BOOTTIME)?)
     }
 
-    /// Field 22 of `/proc/<pid>/stat` (`starttime`, clock ticks after boot): read after the last `)`, so a
-    /// command name with spaces or parentheses cannot shift it.
-    pub(super) fn start_ticks(stat: &str) -> Option<u64> {
-        let rest = &stat[stat.rfind(')')? + 1..];
-        rest.split_whitespace().nth(19)?.parse().ok()
-    }
-
     fn ticks_per_sec() -> i64 {
         // SAFETY: sysconf reads a constant of the running system.
         let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
@@ -214,14 +223,6 @@ mod linux {
         } else {
             100
         }
-    }
-
-    fn same_path(a: &Path, b: &Path) -> bool {
-        a == b
-            || match (fs::canonicalize(a), fs::canonicalize(b)) {
-                (Ok(x), Ok(y)) => x == y,
-                _ => false,
-            }
     }
 
     pub(super) fn hosts_on(proc_root: &Path, home: &Path, known: &[u32]) -> Vec<Host> {
@@ -253,6 +254,13 @@ mod linux {
             if fs::metadata(&dir).map(|m| m.uid()).ok() != Some(uid) {
                 continue;
             }
+            // the executable is the kernel's word: `exec -a dsh sleep 300` names dsh in argv[0] only
+            let Ok(exe) = fs::read_link(dir.join("exe")) else {
+                continue;
+            };
+            if !super::super::verify::is_js_runtime(&exe) {
+                continue;
+            }
             let Some(cmdline) = read_capped(&dir.join("cmdline"), MAX_CMDLINE) else {
                 continue;
             };
@@ -261,23 +269,15 @@ mod linux {
             let Some(profile) = dsh_host_profile(&args) else {
                 continue;
             };
-            let Some(environ) = read_capped(&dir.join("environ"), MAX_ENVIRON) else {
-                continue;
-            };
-            let environ = String::from_utf8_lossy(&environ);
-            let var = |k: &str| {
-                environ
-                    .split('\0')
-                    .find_map(|kv| kv.strip_prefix(k).and_then(|v| v.strip_prefix('=')))
-            };
-            let Some(its_home) = home_of_env(var("DSH_HOME"), var("HOME")) else {
+            // a relative DSH_HOME is the host's, resolved against its own cwd (as rc.8 resolves it)
+            let Some(its_home) = super::super::verify::home_of_process(proc_root, pid) else {
                 continue;
             };
             if !same_path(&its_home, home) {
                 continue;
             }
             let Some(ticks) = read_capped(&dir.join("stat"), 4096)
-                .and_then(|s| start_ticks(&String::from_utf8_lossy(&s)))
+                .and_then(|s| start_ticks_of(&String::from_utf8_lossy(&s)))
             else {
                 continue;
             };
@@ -377,8 +377,8 @@ mod tests {
     #[test]
     fn start_ticks_survive_a_command_name_with_spaces_and_parentheses() {
         let stat = "4242 (dsh (web) x) S 1 4242 4242 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 11 0 987654 1000 100";
-        assert_eq!(linux::start_ticks(stat), Some(987_654));
-        assert_eq!(linux::start_ticks("garbage"), None);
+        assert_eq!(start_ticks_of(stat), Some(987_654));
+        assert_eq!(start_ticks_of("garbage"), None);
     }
 
     /// A real process of this user run as `<interpreter> …/@deepseek-ai/dsh/lib/bin.js --profile plain` (as
@@ -394,7 +394,11 @@ mod tests {
         let script = lib.join("bin.js");
         std::fs::write(&script, "sleep 30; :\n").unwrap();
         let t0 = base::clock::now_ms();
-        let mut child = std::process::Command::new("/bin/sh")
+        // the executable must be a node binary: a shell copied under that name runs the script
+        let node = home.path().join("bin/node");
+        std::fs::create_dir_all(node.parent().unwrap()).unwrap();
+        std::fs::copy("/bin/sh", &node).unwrap();
+        let mut child = std::process::Command::new(&node)
             .arg(&script)
             .args(["--profile", "plain", "--no-open"])
             .env("DSH_HOME", home.path())
@@ -444,5 +448,58 @@ mod tests {
         );
         assert!(on_fresh.is_some(), "a log written after it started");
         assert!(on_stale.is_none(), "a log written before it started");
+    }
+
+    /// Issue 16 #6: `exec -a dsh sleep 300` on this home is no DSH host (its executable is `sleep`), and a
+    /// host started with a relative DSH_HOME is found (resolved against its own cwd, not ours).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_scan_checks_the_executable_and_resolves_a_relative_home_against_the_hosts_cwd() {
+        use std::os::unix::process::CommandExt;
+        let base = tempfile::tempdir().unwrap();
+        let home = base.path().join("h");
+        std::fs::create_dir_all(&home).unwrap();
+        let lib = base.path().join("pkg/node_modules/@deepseek-ai/dsh/lib");
+        std::fs::create_dir_all(&lib).unwrap();
+        let script = lib.join("bin.js");
+        std::fs::write(&script, "sleep 30; :\n").unwrap();
+        let node = base.path().join("bin/node");
+        std::fs::create_dir_all(node.parent().unwrap()).unwrap();
+        std::fs::copy("/bin/sh", &node).unwrap();
+        // a sleep dressed as dsh on this home
+        let mut fake = std::process::Command::new("sleep")
+            .arg0("dsh")
+            .arg("30")
+            .env("DSH_HOME", &home)
+            .spawn()
+            .unwrap();
+        // a host whose DSH_HOME is "h", relative to its cwd (the base folder)
+        let mut real = std::process::Command::new(&node)
+            .arg(&script)
+            .current_dir(base.path())
+            .env("DSH_HOME", "h")
+            .spawn()
+            .unwrap();
+        let mut seen = Vec::new();
+        for _ in 0..50 {
+            seen = linux::hosts_on(Path::new("/proc"), &home, &[]);
+            if seen.iter().any(|h| h.pid == real.id()) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let (fake_pid, real_pid) = (fake.id(), real.id());
+        for c in [&mut fake, &mut real] {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        assert!(
+            seen.iter().all(|h| h.pid != fake_pid),
+            "exec -a dsh sleep is no host: {seen:?}"
+        );
+        assert!(
+            seen.iter().any(|h| h.pid == real_pid),
+            "the relative-home host: {seen:?}"
+        );
     }
 }

@@ -604,7 +604,11 @@ async fn a_cold_target_a_dsh_process_without_this_plugin_may_hold_is_refused_bef
         .join("pkg/node_modules/@deepseek-ai/dsh/lib");
     std::fs::create_dir_all(&lib).unwrap();
     std::fs::write(lib.join("bin.js"), "sleep 30; :\n").unwrap();
-    let mut other = std::process::Command::new("/bin/sh")
+    // the scan checks the executable: a shell copied as `node` runs the script
+    let node = env.home.path().join("pkg/bin/node");
+    std::fs::create_dir_all(node.parent().unwrap()).unwrap();
+    std::fs::copy("/bin/sh", &node).unwrap();
+    let mut other = std::process::Command::new(&node)
         .arg(lib.join("bin.js"))
         .args(["--profile", "plain"])
         .env("DSH_HOME", env.home.path())
@@ -1115,6 +1119,7 @@ async fn a_headless_owner_gets_the_message_through_its_mailbox_with_its_answer()
     let env = Env::online(accept_all()).await;
     env.cold("session-b", json!({}));
     let pid = std::os::unix::process::parent_id();
+    crate::presence::verify::testing::trust(pid);
     let h = env.home.path().to_path_buf();
     let mailbox_note = |delivered| SendNote::Mailbox {
         pid,
@@ -1194,6 +1199,7 @@ async fn writer_held_then_a_headless_owner_appears_the_message_goes_to_its_mailb
     let env = Env::online(|_, _| rpc_error("session/writer-held", "held")).await;
     env.cold("session-b", json!({}));
     let pid = std::os::unix::process::parent_id();
+    crate::presence::verify::testing::trust(pid);
     let h = env.home.path().to_path_buf();
     let publisher = {
         let h = h.clone();

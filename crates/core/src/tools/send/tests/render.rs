@@ -466,6 +466,7 @@ async fn mailbox_route() {
     let env = Env::online(accept_all()).await;
     env.cold("session-b", json!({}));
     let pid = std::os::unix::process::parent_id();
+    crate::presence::verify::testing::trust(pid);
     let h = env.home.path().to_path_buf();
     let owner = owner_drains(
         h.clone(),
