@@ -21,6 +21,9 @@ pub struct Verification {
     /// Unknown to the store but waiting in the mailbox of this session (handed to a process without
     /// a web server, not drained yet).
     pub waiting: Option<String>,
+    /// Unknown to the store and kept for the human's decision (`crate::policy::held`): its state there
+    /// and the session it waits for.
+    pub awaiting_human: Option<(crate::policy::held::HeldState, String)>,
 }
 
 /// Look a request id up: in `session` when given, else in every session's log (the folds keep
@@ -29,6 +32,8 @@ pub fn verify(home: &Path, request_id: &str, session: Option<&str>) -> Verificat
     let mut v = lookup(home, request_id, session);
     if v.fate == Fate::Unknown {
         v.waiting = crate::mailbox::find_waiting(home, request_id, v.session_id.as_deref());
+        v.awaiting_human = crate::policy::held::state_of(home, request_id, v.session_id.as_deref())
+            .map(|h| (h.state, h.envelope.session_id));
     }
     v
 }
@@ -59,6 +64,7 @@ fn lookup(home: &Path, request_id: &str, session: Option<&str>) -> Verification 
                 searched: 1,
                 session_missing: false,
                 waiting: None,
+                awaiting_human: None,
             },
             _ => Verification {
                 fate: Fate::Unknown,
@@ -66,6 +72,7 @@ fn lookup(home: &Path, request_id: &str, session: Option<&str>) -> Verification 
                 searched: 0,
                 session_missing: true,
                 waiting: None,
+                awaiting_human: None,
             },
         };
     }
@@ -76,6 +83,7 @@ fn lookup(home: &Path, request_id: &str, session: Option<&str>) -> Verification 
         searched: listing.sessions.len(),
         session_missing: false,
         waiting: None,
+        awaiting_human: None,
     };
     for s in &listing.sessions {
         if let Some(t) = s.fold.requests.get(request_id) {

@@ -8,6 +8,21 @@ use crate::fate::{Fate, FateState, RequestFate, Verification};
 /// `landed in <session> at seq N (turn T)`, `queued in …`, `canceled: …` or `unknown: …`.
 pub fn describe(v: &Verification, request_id: &str, home: &Path) -> String {
     let session = v.session_id.as_deref().unwrap_or("(no session)");
+    // Kept for the human's decision by the target's inbound policy (crate::policy::held).
+    if let (Fate::Unknown, Some((state, s))) = (&v.fate, &v.awaiting_human) {
+        use crate::policy::held::HeldState;
+        return match state {
+            HeldState::Held => format!(
+                "held: {request_id} is held for the human of {s}; it lands only if they approve it"
+            ),
+            HeldState::Approved => format!(
+                "approved: the human of {s} approved {request_id}; it is handed to that session's mailbox and lands once the process holding it drains it"
+            ),
+            HeldState::Rejected => format!(
+                "rejected: the human of {s} rejected {request_id}; it was not delivered and never will be"
+            ),
+        };
+    }
     if let (Fate::Unknown, Some(s)) = (&v.fate, &v.waiting) {
         // Handed to the mailbox of a session live in a process without a web server, not drained yet.
         return format!(

@@ -1,0 +1,341 @@
+//! The human's mail view of one session (issue 17): its inbound and outbound agent mail, newest first, with
+//! the same facts `verify` reads — the audit ledger's line (time, mode, hop, outcome) and the request's
+//! fate in the target's log, its mailbox, or the held store. Bounded: the newest `limit` ledger lines of
+//! the session, each target's log loaded once per call.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::fate::{self, Fate};
+use crate::ledger::{self, Entry, Filter};
+use crate::policy::{self, held, Reading};
+use store::{self, Lookup};
+
+/// Most rows a view returns.
+pub const MAX_ROWS: usize = 200;
+
+/// One row of the view.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Row {
+    /// Empty for a send refused before its request id was minted.
+    pub request_id: String,
+    /// `in` (to this session) or `out` (from it).
+    pub direction: &'static str,
+    pub peer: Option<String>,
+    pub peer_title: Option<String>,
+    pub time: String,
+    pub time_ms: i64,
+    pub mode: Option<String>,
+    pub hop: Option<u32>,
+    pub chain: Option<String>,
+    /// The ledger's outcome as written (`accepted`, `refused:<code>`, `held`, …).
+    pub outcome: String,
+    /// `landed`, `queued`, `waiting`, `held`, `approved`, `rejected`, `refused`, `canceled`, `unknown`.
+    pub fate: &'static str,
+    /// The one line `verify` prints.
+    pub fate_text: String,
+}
+
+/// One held message, for the human's decision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Held {
+    pub request_id: String,
+    pub sender: Option<String>,
+    pub sender_title: Option<String>,
+    pub mode: String,
+    pub text: String,
+    pub posted_at: i64,
+    pub state: &'static str,
+}
+
+/// The session's inbound policy as the view shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyView {
+    pub inbound: &'static str,
+    pub stop_all: bool,
+    /// Why the policy file does not verify (then every send is held).
+    pub unverified: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct View {
+    pub session_id: String,
+    pub rows: Vec<Row>,
+    pub held: Vec<Held>,
+    pub policy: PolicyView,
+    /// More ledger lines exist than were shown.
+    pub truncated: bool,
+    pub ledger_error: Option<String>,
+}
+
+/// The card facts of one delivered request (the conversation view's agent card).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct Card {
+    pub request_id: String,
+    pub sender: Option<String>,
+    pub sender_title: Option<String>,
+    pub target: Option<String>,
+    pub mode: Option<String>,
+    pub hop: Option<u32>,
+    pub chain: Option<String>,
+    pub time: Option<String>,
+}
+
+pub fn policy_view(home: &Path, session: &str) -> PolicyView {
+    match policy::read(home) {
+        Reading::Absent => PolicyView {
+            inbound: "accept",
+            stop_all: false,
+            unverified: None,
+        },
+        Reading::Verified(p) => PolicyView {
+            inbound: p.inbound(session).as_str(),
+            stop_all: p.stop_all,
+            unverified: None,
+        },
+        Reading::Unverified(why) => PolicyView {
+            inbound: "hold",
+            stop_all: false,
+            unverified: Some(why),
+        },
+    }
+}
+
+struct Titles<'a> {
+    home: &'a Path,
+    memo: HashMap<String, Option<store::StoredSession>>,
+}
+
+impl Titles<'_> {
+    fn session(&mut self, id: &str) -> Option<&store::StoredSession> {
+        if !self.memo.contains_key(id) {
+            let s = match store::load_session(self.home, id) {
+                Lookup::Found(s) => Some(s),
+                _ => None,
+            };
+            self.memo.insert(id.to_string(), s);
+        }
+        self.memo.get(id).and_then(|s| s.as_ref())
+    }
+    fn title(&mut self, id: &str) -> Option<String> {
+        self.session(id).and_then(|s| s.meta.title.clone())
+    }
+}
+
+fn row_fate(home: &Path, titles: &mut Titles, e: &Entry, request_id: &str) -> (&'static str, String) {
+    let outcome = e.outcome.as_string();
+    if outcome.starts_with("refused:") {
+        return ("refused", outcome);
+    }
+    let target = e.target.as_deref();
+    let fate = target
+        .and_then(|t| titles.session(t))
+        .and_then(|s| s.fold.requests.get(request_id))
+        .map(fate::fate_of)
+        .unwrap_or(Fate::Unknown);
+    // the same Verification `fate::verify` makes, with the target's log loaded once per view
+    let unknown = fate == Fate::Unknown;
+    let v = fate::Verification {
+        fate: fate.clone(),
+        session_id: target.map(str::to_string),
+        searched: 1,
+        session_missing: target.is_some_and(|t| titles.session(t).is_none()),
+        waiting: if unknown {
+            crate::mailbox::find_waiting(home, request_id, target)
+        } else {
+            None
+        },
+        awaiting_human: if unknown {
+            held::state_of(home, request_id, target).map(|h| (h.state, h.envelope.session_id))
+        } else {
+            None
+        },
+    };
+    let text = crate::render::fate::describe(&v, request_id, home);
+    let name = match (&fate, &v.awaiting_human, &v.waiting) {
+        (Fate::Landed { .. }, _, _) => "landed",
+        (Fate::Queued { .. }, _, _) => "queued",
+        (Fate::Canceled { .. }, _, _) => "canceled",
+        (Fate::Unknown, Some((state, _)), _) => state.as_str(),
+        (Fate::Unknown, None, Some(_)) => "waiting",
+        (Fate::Unknown, None, None) => "unknown",
+    };
+    (name, text)
+}
+
+/// The view of `session`: the newest `limit` (≤ [`MAX_ROWS`]) ledger lines it sent or received.
+pub fn view(home: &Path, session: &str, limit: usize) -> View {
+    let limit = limit.clamp(1, MAX_ROWS);
+    let filter = Filter {
+        session: Some(session.to_string()),
+        ..Default::default()
+    };
+    let mut titles = Titles {
+        home,
+        memo: HashMap::new(),
+    };
+    let (entries, ledger_error) = match ledger::read_ledger(home, &filter) {
+        Ok(r) => (r.entries, None),
+        Err(e) => (Vec::new(), Some(e)),
+    };
+    // send tools only, one row per request id (its last line), newest first
+    let mut seen = std::collections::HashSet::new();
+    let mut rows = Vec::new();
+    let mut truncated = false;
+    for e in entries.iter().rev() {
+        // A send refused before its id was minted has none: it is a row of its own.
+        let rid = e.request_id.clone().unwrap_or_default();
+        if !rid.is_empty() && !seen.insert(rid.clone()) {
+            continue;
+        }
+        if rows.len() >= limit {
+            truncated = true;
+            break;
+        }
+        let out = e.sender.as_deref() == Some(session);
+        let peer = if out { e.target.clone() } else { e.sender.clone() };
+        let (fate, fate_text) = row_fate(home, &mut titles, e, &rid);
+        rows.push(Row {
+            peer_title: peer.as_deref().and_then(|p| titles.title(p)),
+            peer,
+            direction: if out { "out" } else { "in" },
+            time_ms: base::clock::parse_utc(&e.time).unwrap_or(0),
+            time: e.time.clone(),
+            mode: e.mode.clone(),
+            hop: e.hop,
+            chain: e.chain.clone(),
+            outcome: e.outcome.as_string(),
+            fate,
+            fate_text,
+            request_id: rid,
+        });
+    }
+    let held = held::list(home, session)
+        .into_iter()
+        .map(|i| Held {
+            sender_title: i.envelope.sender.as_deref().and_then(|s| titles.title(s)),
+            sender: i.envelope.sender,
+            request_id: i.envelope.request_id,
+            mode: i.envelope.mode,
+            text: i.envelope.text,
+            posted_at: i.envelope.posted_at,
+            state: i.state.as_str(),
+        })
+        .collect();
+    View {
+        session_id: session.to_string(),
+        rows,
+        held,
+        policy: policy_view(home, session),
+        truncated,
+        ledger_error,
+    }
+}
+
+/// The card facts of `request_id`: its ledger line (sender, target, mode, hop) and the sender's title.
+pub fn card(home: &Path, request_id: &str) -> Card {
+    let filter = Filter {
+        request_id: Some(request_id.to_string()),
+        ..Default::default()
+    };
+    let line = ledger::read_ledger(home, &filter)
+        .ok()
+        .and_then(|r| r.entries.into_iter().rev().find(|e| e.sender.is_some()));
+    let Some(e) = line else {
+        return Card {
+            request_id: request_id.to_string(),
+            ..Default::default()
+        };
+    };
+    let sender_title = e.sender.as_deref().and_then(|s| match store::load_session(home, s) {
+        Lookup::Found(s) => s.meta.title,
+        _ => None,
+    });
+    Card {
+        request_id: request_id.to_string(),
+        sender: e.sender,
+        sender_title,
+        target: e.target,
+        mode: e.mode,
+        hop: e.hop,
+        chain: e.chain,
+        time: Some(e.time),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::LedgerOutcome;
+
+    fn line(sender: &str, target: &str, rid: Option<&str>, outcome: LedgerOutcome, hop: Option<u32>) -> Entry {
+        let mut e = Entry::new(
+            1_700_000_000_000,
+            Some(sender),
+            Some(target),
+            "send_session_message",
+            Some("queue"),
+            rid,
+            outcome,
+            Some("hi"),
+        );
+        e.hop = hop;
+        e
+    }
+
+    #[test]
+    fn a_view_lists_in_and_out_newest_first_with_refusals_and_held_mail() {
+        let h = tempfile::tempdir().unwrap();
+        let home = h.path();
+        let r1 = "dsh-session-mail:00000000-0000-4000-8000-000000000001";
+        let r2 = "dsh-session-mail:00000000-0000-4000-8000-000000000002";
+        ledger::append(home, &line("session-a", "session-b", Some(r1), LedgerOutcome::Accepted, Some(1))).unwrap();
+        ledger::append(home, &line("session-b", "session-c", None, LedgerOutcome::Refused(crate::outcome::RefusalCode::Stopped), None)).unwrap();
+        ledger::append(home, &line("session-a", "session-b", Some(r2), LedgerOutcome::Other("held".into()), Some(2))).unwrap();
+        ledger::append(home, &line("session-x", "session-y", None, LedgerOutcome::Accepted, None)).unwrap();
+        held::hold(
+            home,
+            &crate::mailbox::Envelope {
+                v: 1,
+                request_id: r2.into(),
+                session_id: "session-b".into(),
+                mode: "queue".into(),
+                text: "From session-a ：\nhi".into(),
+                sender: Some("session-a".into()),
+                posted_at: 5,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let v = view(home, "session-b", 10);
+        let got: Vec<(&str, &str, Option<&str>, &str, Option<u32>)> = v
+            .rows
+            .iter()
+            .map(|r| (r.request_id.as_str(), r.direction, r.peer.as_deref(), r.fate, r.hop))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (r2, "in", Some("session-a"), "held", Some(2)),
+                ("", "out", Some("session-c"), "refused", None),
+                (r1, "in", Some("session-a"), "unknown", Some(1)),
+            ],
+            "another session's mail is not listed"
+        );
+        assert_eq!(v.held.len(), 1);
+        assert_eq!(v.held[0].state, "held");
+        assert_eq!(v.policy.inbound, "accept");
+        assert!(!v.truncated);
+        assert!(view(home, "session-b", 1).truncated);
+        let c = card(home, r2);
+        assert_eq!((c.sender.as_deref(), c.hop, c.mode.as_deref()), (Some("session-a"), Some(2), Some("queue")));
+        assert_eq!(card(home, "dsh-session-mail:nope").sender, None);
+    }
+}

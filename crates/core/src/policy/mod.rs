@@ -1,0 +1,439 @@
+//! The human's inbound policy (issue 17): per session `accept` / `hold` / `refuse`, and one home-wide
+//! "stop all agent mail" switch.
+//!
+//! **Who may set it.** Only the human, through the host route the web client calls (`lib/client-host.js`,
+//! behind the host's own request policy). No tool an agent can call writes here: the tools only read.
+//!
+//! **Where it lives.** `$DSH_HOME/dsh-session-mail/policy/policy.json`, one small sealed document, read on
+//! every send by whichever process sends (so a switch flipped in one process is in force for every other
+//! process on the home at its next send: no cache, no notification to miss).
+//!
+//! **Files under the home are hostile** (an agent's shell can write there). The document is sealed with an
+//! HMAC-SHA256 under a per-home key (`policy/key`, 0600, made once with `O_EXCL`), and carries a sequence
+//! number. A reading that cannot be verified — no key, a bad seal, a torn or oversized file, a link, a
+//! foreign owner, or a sequence lower than one this process already saw (a replayed older document) — is
+//! **never looser than "hold everything"**: [`Reading::Unverified`] makes every send wait for the human,
+//! who can save the policy again to re-seal it. A missing document is the default (`accept`, no stop).
+//! The seal stops forgeries by anything that does not hold the key; a process of this user that reads the
+//! key file could forge — and could equally call the host's loopback routes: that is the host's own trust
+//! boundary on rc.8 (docs/architecture.md "The human's inbound policy").
+
+pub mod held;
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use hmac::{Hmac, KeyInit, Mac};
+use serde::{Deserialize, Serialize};
+use sha2::Sha256;
+
+use base::fsafe::{self, Follow};
+
+/// Largest policy document read.
+pub const MAX_POLICY_BYTES: u64 = 256 * 1024;
+/// Most sessions one document names (more is refused at write time).
+pub const MAX_SESSIONS: usize = 4096;
+
+/// How one session takes agent mail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Inbound {
+    #[default]
+    Accept,
+    Hold,
+    Refuse,
+}
+
+impl Inbound {
+    pub fn parse(s: &str) -> Option<Inbound> {
+        match s {
+            "accept" => Some(Inbound::Accept),
+            "hold" => Some(Inbound::Hold),
+            "refuse" => Some(Inbound::Refuse),
+            _ => None,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Inbound::Accept => "accept",
+            Inbound::Hold => "hold",
+            Inbound::Refuse => "refuse",
+        }
+    }
+}
+
+/// The policy document (what the human set).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Policy {
+    pub v: u32,
+    /// Raised on every write; a reading below the highest one seen is a replay.
+    pub seq: u64,
+    pub stop_all: bool,
+    /// Sessions not named take `accept`.
+    pub sessions: BTreeMap<String, Inbound>,
+    pub updated_at: i64,
+}
+
+impl Policy {
+    pub fn inbound(&self, session: &str) -> Inbound {
+        self.sessions.get(session).copied().unwrap_or_default()
+    }
+}
+
+/// What reading the document gave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reading {
+    /// No document: the defaults.
+    Absent,
+    Verified(Policy),
+    /// Present but not provably the human's: treated as "hold everything". The reason, for people.
+    Unverified(String),
+}
+
+/// What a send to `session` must do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    Accept,
+    /// Wait for the human. `unverified`: why the policy could not be read (then every send waits).
+    Hold { unverified: Option<String> },
+    /// The human refuses agent mail for this session.
+    Refuse,
+    /// The home-wide switch is on.
+    Stopped,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Sealed {
+    policy: Policy,
+    mac: String,
+}
+
+pub fn dir(home: &Path) -> PathBuf {
+    home.join("dsh-session-mail").join("policy")
+}
+fn doc_path(home: &Path) -> PathBuf {
+    dir(home).join("policy.json")
+}
+fn key_path(home: &Path) -> PathBuf {
+    dir(home).join("key")
+}
+
+/// Highest sequence verified per home, in this process (rolls a replayed older document back to hold).
+static SEEN: Mutex<Vec<(PathBuf, u64)>> = Mutex::new(Vec::new());
+
+fn seen(home: &Path) -> u64 {
+    SEEN.lock()
+        .map(|v| v.iter().find(|(p, _)| p == home).map_or(0, |(_, s)| *s))
+        .unwrap_or(0)
+}
+fn note_seen(home: &Path, seq: u64) {
+    if let Ok(mut v) = SEEN.lock() {
+        match v.iter_mut().find(|(p, _)| p == home) {
+            Some(e) => e.1 = e.1.max(seq),
+            None => v.push((home.to_path_buf(), seq)),
+        }
+    }
+}
+
+fn ensure_dir(home: &Path) -> Result<PathBuf, String> {
+    let d = dir(home);
+    for level in [home.join("dsh-session-mail"), d.clone()] {
+        base::fsafe::ensure_private_dir(&level)
+            .map_err(|e| format!("policy folder {}: {e}", level.display()))?;
+    }
+    Ok(d)
+}
+
+fn write_atomic(dir: &Path, dest: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = dir.join(format!(".{}.tmp", uuid::Uuid::new_v4().simple()));
+    let r = (|| {
+        let mut f = fsafe::create_private(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        fs::rename(&tmp, dest)
+    })();
+    if r.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    r
+}
+
+/// The home's key, if one exists and is ours (32 bytes, a regular private file, not a link).
+pub(crate) fn read_key(home: &Path) -> Result<Option<Vec<u8>>, String> {
+    let p = key_path(home);
+    match fs::symlink_metadata(&p) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("policy key: {e}")),
+        Ok(_) => {}
+    }
+    let (bytes, m) =
+        fsafe::read_capped(&p, Follow::No, 64).map_err(|e| format!("policy key: {e}"))?;
+    if fsafe::foreign_owner(&m).is_some() {
+        return Err("policy key is owned by another user".into());
+    }
+    if fsafe::mode_of(&m) & 0o077 != 0 {
+        return Err("policy key is readable by others".into());
+    }
+    if bytes.len() != 32 {
+        return Err("policy key has the wrong length".into());
+    }
+    Ok(Some(bytes))
+}
+
+/// The home's key, made on first use (only the human's route writes: a tool never calls this).
+pub(crate) fn key_or_make(home: &Path) -> Result<Vec<u8>, String> {
+    if let Some(k) = read_key(home)? {
+        return Ok(k);
+    }
+    let d = ensure_dir(home)?;
+    let mut k = Vec::with_capacity(32);
+    k.extend_from_slice(uuid::Uuid::new_v4().as_bytes());
+    k.extend_from_slice(uuid::Uuid::new_v4().as_bytes());
+    let p = d.join("key");
+    match fsafe::create_private(&p) {
+        Ok(mut f) => {
+            f.write_all(&k).map_err(|e| format!("policy key: {e}"))?;
+            f.sync_all().map_err(|e| format!("policy key: {e}"))?;
+            Ok(k)
+        }
+        // Another process made it first: use theirs.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            read_key(home)?.ok_or_else(|| "policy key vanished".into())
+        }
+        Err(e) => Err(format!("policy key: {e}")),
+    }
+}
+
+/// HMAC-SHA256 of `domain || 0 || bytes`, lowercase hex.
+pub(crate) fn seal(key: &[u8], domain: &str, bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(64);
+    if let Ok(mut mac) = <Hmac<Sha256> as KeyInit>::new_from_slice(key) {
+        mac.update(domain.as_bytes());
+        mac.update(&[0]);
+        mac.update(bytes);
+        for b in mac.finalize().into_bytes().iter() {
+            out.push_str(&format!("{b:02x}"));
+        }
+    }
+    out
+}
+
+/// Constant-time check of a seal.
+pub(crate) fn check_seal(key: &[u8], domain: &str, bytes: &[u8], mac_hex: &str) -> bool {
+    let want = seal(key, domain, bytes);
+    want.len() == mac_hex.len()
+        && want
+            .bytes()
+            .zip(mac_hex.bytes())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+}
+
+/// Read the document (never blocks on it, never follows a link, bounded).
+pub fn read(home: &Path) -> Reading {
+    let p = doc_path(home);
+    match fs::symlink_metadata(&p) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // A document this process saw verified and that is gone now: deleting it must not loosen.
+            return if seen(home) > 0 {
+                Reading::Unverified("the policy file was removed".into())
+            } else {
+                Reading::Absent
+            };
+        }
+        Err(e) => return Reading::Unverified(format!("policy file: {e}")),
+        Ok(_) => {}
+    }
+    let (bytes, m) = match fsafe::read_capped(&p, Follow::No, MAX_POLICY_BYTES) {
+        Ok(v) => v,
+        Err(e) => return Reading::Unverified(format!("policy file: {e}")),
+    };
+    if fsafe::foreign_owner(&m).is_some() {
+        return Reading::Unverified("the policy file is owned by another user".into());
+    }
+    let key = match read_key(home) {
+        Ok(Some(k)) => k,
+        Ok(None) => return Reading::Unverified("the policy file has no key to verify it".into()),
+        Err(e) => return Reading::Unverified(e),
+    };
+    let Ok(sealed) = serde_json::from_slice::<Sealed>(&bytes) else {
+        return Reading::Unverified("the policy file is not a policy document".into());
+    };
+    let Ok(body) = serde_json::to_vec(&sealed.policy) else {
+        return Reading::Unverified("the policy file is not a policy document".into());
+    };
+    if !check_seal(&key, "policy", &body, &sealed.mac) {
+        return Reading::Unverified("the policy file's seal does not verify".into());
+    }
+    if sealed.policy.seq < seen(home) {
+        return Reading::Unverified(format!(
+            "the policy file went back from seq {} to {} (an older copy)",
+            seen(home),
+            sealed.policy.seq
+        ));
+    }
+    note_seen(home, sealed.policy.seq);
+    Reading::Verified(sealed.policy)
+}
+
+/// What a send to `target` must do now.
+pub fn decide(home: &Path, target: &str) -> Decision {
+    match read(home) {
+        Reading::Absent => Decision::Accept,
+        Reading::Unverified(why) => Decision::Hold {
+            unverified: Some(why),
+        },
+        Reading::Verified(p) if p.stop_all => Decision::Stopped,
+        Reading::Verified(p) => match p.inbound(target) {
+            Inbound::Accept => Decision::Accept,
+            Inbound::Hold => Decision::Hold { unverified: None },
+            Inbound::Refuse => Decision::Refuse,
+        },
+    }
+}
+
+/// A change the human asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    Session(String, Inbound),
+    StopAll(bool),
+}
+
+/// Apply the human's change and write the re-sealed document. The base is the verified document, or the
+/// defaults when there is none or it does not verify (saving re-seals: the human sees what they saved).
+/// Returns the policy now in force.
+pub fn apply(home: &Path, change: &Change, now_ms: i64) -> Result<Policy, String> {
+    let key = key_or_make(home)?;
+    let d = ensure_dir(home)?;
+    let mut p = match read(home) {
+        Reading::Verified(p) => p,
+        _ => Policy::default(),
+    };
+    match change {
+        Change::Session(s, mode) => {
+            if !crate::mailbox::addressable(s) {
+                return Err(format!("{s:?} is not a session id"));
+            }
+            if *mode == Inbound::Accept {
+                p.sessions.remove(s);
+            } else {
+                if !p.sessions.contains_key(s) && p.sessions.len() >= MAX_SESSIONS {
+                    return Err(format!("the policy names {MAX_SESSIONS} sessions already"));
+                }
+                p.sessions.insert(s.clone(), *mode);
+            }
+        }
+        Change::StopAll(on) => p.stop_all = *on,
+    }
+    p.v = 1;
+    p.seq = p.seq.max(seen(home)) + 1;
+    p.updated_at = now_ms;
+    let body = serde_json::to_vec(&p).map_err(|e| e.to_string())?;
+    let mac = seal(&key, "policy", &body);
+    let bytes = serde_json::to_vec(&Sealed {
+        policy: p.clone(),
+        mac,
+    })
+    .map_err(|e| e.to_string())?;
+    write_atomic(&d, &doc_path(home), &bytes).map_err(|e| format!("policy file: {e}"))?;
+    note_seen(home, p.seq);
+    Ok(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn home() -> tempfile::TempDir {
+        tempfile::tempdir().unwrap()
+    }
+    const B: &str = "session-bbbbbbbb-0000-0000-0000-000000000000";
+
+    #[test]
+    fn no_document_accepts() {
+        let h = home();
+        assert_eq!(decide(h.path(), B), Decision::Accept);
+    }
+
+    #[test]
+    fn the_humans_settings_are_in_force_for_the_next_send() {
+        let h = home();
+        apply(h.path(), &Change::Session(B.into(), Inbound::Hold), 1).unwrap();
+        assert_eq!(decide(h.path(), B), Decision::Hold { unverified: None });
+        assert_eq!(decide(h.path(), "session-other"), Decision::Accept);
+        apply(h.path(), &Change::Session(B.into(), Inbound::Refuse), 2).unwrap();
+        assert_eq!(decide(h.path(), B), Decision::Refuse);
+        apply(h.path(), &Change::StopAll(true), 3).unwrap();
+        assert_eq!(decide(h.path(), "session-other"), Decision::Stopped);
+        apply(h.path(), &Change::StopAll(false), 4).unwrap();
+        apply(h.path(), &Change::Session(B.into(), Inbound::Accept), 5).unwrap();
+        assert_eq!(decide(h.path(), B), Decision::Accept);
+    }
+
+    #[test]
+    fn a_forged_document_never_loosens_it_holds_everything() {
+        let h = home();
+        apply(h.path(), &Change::StopAll(true), 1).unwrap();
+        // an agent's shell rewrites the document: stop off, no seal it can make
+        let forged = serde_json::json!({"policy": {"v":1,"seq":99,"stopAll":false,"sessions":{},"updatedAt":2}, "mac": "00"});
+        fs::write(doc_path(h.path()), forged.to_string()).unwrap();
+        assert!(matches!(
+            decide(h.path(), B),
+            Decision::Hold {
+                unverified: Some(_)
+            }
+        ));
+        // plain text, garbage, a link: the same
+        fs::write(doc_path(h.path()), b"{\"stopAll\": false}").unwrap();
+        assert!(matches!(decide(h.path(), B), Decision::Hold { .. }));
+        fs::remove_file(doc_path(h.path())).unwrap();
+        #[cfg(unix)]
+        {
+            let elsewhere = h.path().join("elsewhere.json");
+            fs::write(&elsewhere, b"{}").unwrap();
+            std::os::unix::fs::symlink(&elsewhere, doc_path(h.path())).unwrap();
+            assert!(matches!(decide(h.path(), B), Decision::Hold { .. }));
+        }
+    }
+
+    #[test]
+    fn deleting_or_replaying_an_older_document_does_not_loosen() {
+        let h = home();
+        apply(h.path(), &Change::Session(B.into(), Inbound::Accept), 1).unwrap();
+        let old = fs::read(doc_path(h.path())).unwrap();
+        apply(h.path(), &Change::Session(B.into(), Inbound::Refuse), 2).unwrap();
+        fs::write(doc_path(h.path()), &old).unwrap();
+        assert!(matches!(
+            decide(h.path(), B),
+            Decision::Hold {
+                unverified: Some(_)
+            }
+        ));
+        fs::remove_file(doc_path(h.path())).unwrap();
+        assert!(matches!(decide(h.path(), B), Decision::Hold { .. }));
+    }
+
+    #[test]
+    fn a_replaced_key_does_not_verify_the_old_document() {
+        let h = home();
+        apply(h.path(), &Change::Session(B.into(), Inbound::Refuse), 1).unwrap();
+        fs::remove_file(key_path(h.path())).unwrap();
+        let mut f = fsafe::create_private(&key_path(h.path())).unwrap();
+        f.write_all(&[1u8; 32]).unwrap();
+        assert!(matches!(decide(h.path(), B), Decision::Hold { .. }));
+    }
+
+    #[test]
+    fn saving_again_reseals_from_the_defaults() {
+        let h = home();
+        apply(h.path(), &Change::Session(B.into(), Inbound::Hold), 1).unwrap();
+        fs::write(doc_path(h.path()), b"junk").unwrap();
+        let p = apply(h.path(), &Change::StopAll(false), 2).unwrap();
+        assert!(p.sessions.is_empty(), "the unverifiable document is not the base");
+        assert_eq!(decide(h.path(), B), Decision::Accept);
+    }
+}
