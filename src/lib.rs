@@ -785,3 +785,231 @@ pub async fn mailbox_release(
     })
     .await
 }
+
+// ---- the human's side (issue 17: lib/client-host.js, the routes the web client calls) ----
+//
+// Plain JSON out (the core's serde DTOs, `mail_core::mailview`, `mail_core::policy`): these feed a browser
+// view, not a tool. Nothing here is reachable from a tool an agent calls.
+
+fn to_json<T: serde::Serialize>(v: &T) -> napi::Result<String> {
+    serde_json::to_string(v).map_err(|e| internal(e.to_string()))
+}
+
+/// The mail view of one session (`mailview::View` as JSON): its agent mail newest first, the held messages,
+/// and its inbound policy.
+#[napi]
+pub async fn mail_view(
+    dsh_home: Option<String>,
+    session_id: String,
+    limit: Option<u32>,
+) -> napi::Result<String> {
+    let home = home_of(dsh_home.as_deref());
+    let v = blocking(move || {
+        mail_core::mailview::view(&home, &session_id, limit.unwrap_or(100) as usize)
+    })
+    .await?;
+    to_json(&v)
+}
+
+/// The agent card facts of one delivered request (`mailview::Card` as JSON).
+#[napi]
+pub async fn mail_card(dsh_home: Option<String>, request_id: String) -> napi::Result<String> {
+    let home = home_of(dsh_home.as_deref());
+    let v = blocking(move || mail_core::mailview::card(&home, &request_id)).await?;
+    to_json(&v)
+}
+
+/// The human's change to the inbound policy: `{"sessionId", "inbound": "accept"|"hold"|"refuse"}` or
+/// `{"stopAll": bool}`. Resolves to `{"ok":true,"policy":…}` or `{"ok":false,"error":…}`.
+#[napi]
+pub async fn policy_apply(dsh_home: Option<String>, change: String) -> napi::Result<String> {
+    let home = home_of(dsh_home.as_deref());
+    let v = blocking(move || {
+        use mail_core::policy::{apply, Change, Inbound};
+        let c: serde_json::Value = match serde_json::from_str(&change) {
+            Ok(v) => v,
+            Err(e) => return serde_json::json!({"ok": false, "error": format!("not JSON: {e}")}),
+        };
+        let ch = if let Some(on) = c.get("stopAll").and_then(|v| v.as_bool()) {
+            Change::StopAll(on)
+        } else {
+            match (
+                c.get("sessionId").and_then(|v| v.as_str()),
+                c.get("inbound").and_then(|v| v.as_str()).and_then(Inbound::parse),
+            ) {
+                (Some(s), Some(m)) => Change::Session(s.to_string(), m),
+                _ => return serde_json::json!({"ok": false, "error": "a change is {sessionId, inbound: accept|hold|refuse} or {stopAll: boolean}"}),
+            }
+        };
+        match apply(&home, &ch, base::clock::now_ms()) {
+            Ok(p) => serde_json::json!({"ok": true, "policy": p}),
+            Err(e) => serde_json::json!({"ok": false, "error": e}),
+        }
+    })
+    .await?;
+    to_json(&v)
+}
+
+/// The human's decision on one held message. Resolves to `{"ok":true,"state":…}` or `{"ok":false,"error":…}`.
+#[napi]
+pub async fn held_decide(
+    dsh_home: Option<String>,
+    session_id: String,
+    request_id: String,
+    approve: bool,
+) -> napi::Result<String> {
+    let home = home_of(dsh_home.as_deref());
+    let v = blocking(move || {
+        match mail_core::policy::held::decide(
+            &home,
+            &session_id,
+            &request_id,
+            approve,
+            base::clock::now_ms(),
+        ) {
+            Ok(i) => serde_json::json!({"ok": true, "state": i.state.as_str(), "posted": i.posted}),
+            Err(e) => serde_json::json!({"ok": false, "error": e}),
+        }
+    })
+    .await?;
+    to_json(&v)
+}
+
+/// Hand on approved messages whose hand-off did not happen (a process died in between). How many.
+#[napi]
+pub async fn held_recover(dsh_home: Option<String>) -> napi::Result<u32> {
+    let home = home_of(dsh_home.as_deref());
+    let n =
+        blocking(move || mail_core::policy::held::recover(&home, base::clock::now_ms())).await?;
+    Ok(n as u32)
+}
+
+/// The doctor's file check as JSON (`{ledger, credentials}`, each `null` or the problem).
+#[napi]
+pub async fn home_files_json(dsh_home: Option<String>) -> napi::Result<String> {
+    let home = home_of(dsh_home.as_deref());
+    blocking(move || mail_core::doctor::home_files(&home).to_string()).await
+}
+
+/// Publish this process's presence record (`presence::Record` as JSON; `updatedAt` is set here)
+/// under `$DSH_HOME/dsh-session-mail/presence/<pid>.json`, atomically, owner-only. Runs on a
+/// worker thread; an error (`E_INTERNAL`) is a short reason (the shim ignores it and tries again
+/// next refresh). Resolves to `true` once written.
+#[napi]
+pub async fn publish_presence(record: String, dsh_home: Option<String>) -> napi::Result<bool> {
+    let mut rec: mail_core::presence::Record = serde_json::from_str(&record)
+        .map_err(|e| internal(format!("presence record is not valid JSON: {e}")))?;
+    rec.pid = std::process::id();
+    let home = home_of(dsh_home.as_deref());
+    let now = base::clock::now_ms();
+    blocking(move || mail_core::presence::publish(&home, &rec, now))
+        .await?
+        .map(|()| true)
+        .map_err(internal)
+}
+
+/// Remove this process's presence record (the plugin is being disposed).
+#[napi(catch_unwind)]
+pub fn withdraw_presence(dsh_home: Option<String>) {
+    let home = home_of(dsh_home.as_deref());
+    mail_core::presence::withdraw(&home, std::process::id());
+}
+
+/// One envelope this process claimed from the mailbox of a session it holds live
+/// (`mail_core::mailbox::Claimed`).
+#[napi(object)]
+pub struct MailboxEnvelope {
+    pub request_id: String,
+    pub session_id: String,
+    /// `queue` or `steer`.
+    pub mode: String,
+    pub text: String,
+    /// The target's log already holds this request id: settle it delivered, do not deliver again.
+    pub landed: bool,
+}
+
+/// Claim what this process should deliver from the mailboxes of the sessions it holds live
+/// (`sessions`: their ids; `startedAt`: this process's presence record), on a worker thread.
+#[napi]
+pub async fn mailbox_drain(
+    sessions: Vec<String>,
+    started_at: f64,
+    dsh_home: Option<String>,
+) -> napi::Result<Vec<MailboxEnvelope>> {
+    let home = home_of(dsh_home.as_deref());
+    let me = mail_core::mailbox::Drainer {
+        pid: std::process::id(),
+        started_at: started_at as i64,
+        sessions,
+    };
+    let now = base::clock::now_ms();
+    let claimed = blocking(move || mail_core::mailbox::drain(&home, &me, now)).await?;
+    Ok(claimed
+        .into_iter()
+        .map(|c| MailboxEnvelope {
+            request_id: c.request_id,
+            session_id: c.session_id,
+            mode: c.mode,
+            text: c.text,
+            landed: c.landed,
+        })
+        .collect())
+}
+
+/// What this process's host did with a claimed envelope.
+#[napi(object)]
+pub struct MailboxSettlement {
+    pub request_id: String,
+    pub session_id: String,
+    /// `delivered` or `rejected`.
+    pub state: String,
+    /// The host's error code when rejected.
+    pub code: Option<String>,
+    pub message: Option<String>,
+    /// `session-controller`, `agent` or `already-delivered`.
+    pub route: Option<String>,
+}
+
+/// Write the receipt of a claimed envelope (the sender waits for it) and drop the claim; on a
+/// worker thread. Resolves to `true` once written.
+#[napi]
+pub async fn mailbox_settle(
+    settlement: MailboxSettlement,
+    dsh_home: Option<String>,
+) -> napi::Result<bool> {
+    use mail_core::mailbox::{Receipt, ReceiptState};
+    let state = match settlement.state.as_str() {
+        "delivered" => ReceiptState::Delivered,
+        "rejected" => ReceiptState::Rejected,
+        other => return Err(internal(format!("unknown settlement state {other:?}"))),
+    };
+    let cut = |s: Option<String>| s.map(|s| s.chars().take(512).collect::<String>());
+    let r = Receipt {
+        request_id: settlement.request_id,
+        session_id: settlement.session_id,
+        state,
+        code: cut(settlement.code),
+        message: cut(settlement.message),
+        route: cut(settlement.route),
+        pid: 0,
+    };
+    let home = home_of(dsh_home.as_deref());
+    blocking(move || mail_core::mailbox::settle(&home, std::process::id(), &r))
+        .await?
+        .map(|()| true)
+        .map_err(internal)
+}
+
+/// Give a claimed envelope back to its mailbox (the session is no longer live here).
+#[napi]
+pub async fn mailbox_release(
+    session_id: String,
+    request_id: String,
+    dsh_home: Option<String>,
+) -> napi::Result<()> {
+    let home = home_of(dsh_home.as_deref());
+    blocking(move || {
+        mail_core::mailbox::release(&home, std::process::id(), &session_id, &request_id)
+    })
+    .await
+}

@@ -28,6 +28,10 @@ pub enum RefusalCode {
     UnknownTool,
     Internal,
     Busy,
+    /// The human's "stop all agent mail" switch is on (`crate::policy`).
+    Stopped,
+    /// The human set the target to refuse agent mail (`crate::policy`).
+    RefusedByHuman,
 }
 
 impl RefusalCode {
@@ -54,6 +58,8 @@ impl RefusalCode {
         RefusalCode::UnknownTool,
         RefusalCode::Internal,
         RefusalCode::Busy,
+        RefusalCode::Stopped,
+        RefusalCode::RefusedByHuman,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -79,6 +85,8 @@ impl RefusalCode {
             RefusalCode::UnknownTool => "unknown-tool",
             RefusalCode::Internal => "internal",
             RefusalCode::Busy => "busy",
+            RefusalCode::Stopped => "stopped",
+            RefusalCode::RefusedByHuman => "refused-by-human",
         }
     }
 

@@ -129,7 +129,12 @@ impl Titles<'_> {
     }
 }
 
-fn row_fate(home: &Path, titles: &mut Titles, e: &Entry, request_id: &str) -> (&'static str, String) {
+fn row_fate(
+    home: &Path,
+    titles: &mut Titles,
+    e: &Entry,
+    request_id: &str,
+) -> (&'static str, String) {
     let outcome = e.outcome.as_string();
     if outcome.starts_with("refused:") {
         return ("refused", outcome);
@@ -200,7 +205,11 @@ pub fn view(home: &Path, session: &str, limit: usize) -> View {
             break;
         }
         let out = e.sender.as_deref() == Some(session);
-        let peer = if out { e.target.clone() } else { e.sender.clone() };
+        let peer = if out {
+            e.target.clone()
+        } else {
+            e.sender.clone()
+        };
         let (fate, fate_text) = row_fate(home, &mut titles, e, &rid);
         rows.push(Row {
             peer_title: peer.as_deref().and_then(|p| titles.title(p)),
@@ -254,10 +263,13 @@ pub fn card(home: &Path, request_id: &str) -> Card {
             ..Default::default()
         };
     };
-    let sender_title = e.sender.as_deref().and_then(|s| match store::load_session(home, s) {
-        Lookup::Found(s) => s.meta.title,
-        _ => None,
-    });
+    let sender_title = e
+        .sender
+        .as_deref()
+        .and_then(|s| match store::load_session(home, s) {
+            Lookup::Found(s) => s.meta.title,
+            _ => None,
+        });
     Card {
         request_id: request_id.to_string(),
         sender: e.sender,
@@ -275,7 +287,13 @@ mod tests {
     use super::*;
     use crate::ledger::LedgerOutcome;
 
-    fn line(sender: &str, target: &str, rid: Option<&str>, outcome: LedgerOutcome, hop: Option<u32>) -> Entry {
+    fn line(
+        sender: &str,
+        target: &str,
+        rid: Option<&str>,
+        outcome: LedgerOutcome,
+        hop: Option<u32>,
+    ) -> Entry {
         let mut e = Entry::new(
             1_700_000_000_000,
             Some(sender),
@@ -296,10 +314,50 @@ mod tests {
         let home = h.path();
         let r1 = "dsh-session-mail:00000000-0000-4000-8000-000000000001";
         let r2 = "dsh-session-mail:00000000-0000-4000-8000-000000000002";
-        ledger::append(home, &line("session-a", "session-b", Some(r1), LedgerOutcome::Accepted, Some(1))).unwrap();
-        ledger::append(home, &line("session-b", "session-c", None, LedgerOutcome::Refused(crate::outcome::RefusalCode::Stopped), None)).unwrap();
-        ledger::append(home, &line("session-a", "session-b", Some(r2), LedgerOutcome::Other("held".into()), Some(2))).unwrap();
-        ledger::append(home, &line("session-x", "session-y", None, LedgerOutcome::Accepted, None)).unwrap();
+        ledger::append(
+            home,
+            &line(
+                "session-a",
+                "session-b",
+                Some(r1),
+                LedgerOutcome::Accepted,
+                Some(1),
+            ),
+        )
+        .unwrap();
+        ledger::append(
+            home,
+            &line(
+                "session-b",
+                "session-c",
+                None,
+                LedgerOutcome::Refused(crate::outcome::RefusalCode::Stopped),
+                None,
+            ),
+        )
+        .unwrap();
+        ledger::append(
+            home,
+            &line(
+                "session-a",
+                "session-b",
+                Some(r2),
+                LedgerOutcome::Other("held".into()),
+                Some(2),
+            ),
+        )
+        .unwrap();
+        ledger::append(
+            home,
+            &line(
+                "session-x",
+                "session-y",
+                None,
+                LedgerOutcome::Accepted,
+                None,
+            ),
+        )
+        .unwrap();
         held::hold(
             home,
             &crate::mailbox::Envelope {
@@ -318,7 +376,15 @@ mod tests {
         let got: Vec<(&str, &str, Option<&str>, &str, Option<u32>)> = v
             .rows
             .iter()
-            .map(|r| (r.request_id.as_str(), r.direction, r.peer.as_deref(), r.fate, r.hop))
+            .map(|r| {
+                (
+                    r.request_id.as_str(),
+                    r.direction,
+                    r.peer.as_deref(),
+                    r.fate,
+                    r.hop,
+                )
+            })
             .collect();
         assert_eq!(
             got,
@@ -335,7 +401,10 @@ mod tests {
         assert!(!v.truncated);
         assert!(view(home, "session-b", 1).truncated);
         let c = card(home, r2);
-        assert_eq!((c.sender.as_deref(), c.hop, c.mode.as_deref()), (Some("session-a"), Some(2), Some("queue")));
+        assert_eq!(
+            (c.sender.as_deref(), c.hop, c.mode.as_deref()),
+            (Some("session-a"), Some(2), Some("queue"))
+        );
         assert_eq!(card(home, "dsh-session-mail:nope").sender, None);
     }
 }

@@ -190,6 +190,10 @@ pub enum Refusal {
     /// `busy`: the send path's file work (store, ledger) did not finish before its deadline, or
     /// stopped (`Offload::Panicked`).
     Busy { what: base::offload::Offload },
+    /// `stopped`: the human's home-wide "stop all agent mail" switch is on (`crate::policy`).
+    Stopped { target: String },
+    /// `refused-by-human`: the human set the target to refuse agent mail (`crate::policy`).
+    RefusedByHuman { target: String },
 }
 
 impl Refusal {
@@ -222,6 +226,8 @@ impl Refusal {
             Refusal::Internal { .. } => RefusalCode::Internal,
             Refusal::BudgetUnchecked { .. } => RefusalCode::Budget,
             Refusal::Busy { .. } => RefusalCode::Busy,
+            Refusal::Stopped { .. } => RefusalCode::Stopped,
+            Refusal::RefusedByHuman { .. } => RefusalCode::RefusedByHuman,
         }
     }
 
@@ -264,12 +270,26 @@ pub struct Receipt {
 #[derive(Debug, Clone, PartialEq)]
 pub enum SendOutcome {
     Accepted(Receipt),
+    /// Kept for the human's decision (the target's inbound policy is `hold`, or the policy does not
+    /// verify): nothing was delivered; it lands only if the human approves it (`crate::policy::held`).
+    Held(HeldReceipt),
     Refused(Refusal),
     /// The message went out without a clear answer and the lookup could not settle it.
     MayHaveLanded {
         detail: String,
         context: DeliveryContext,
     },
+}
+
+/// A send kept for the human (`SendOutcome::Held`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldReceipt {
+    pub target: String,
+    pub mode: crate::delivery::Mode,
+    pub chars: usize,
+    pub request_id: String,
+    /// Why the policy could not be verified (then every send is held).
+    pub unverified: Option<String>,
 }
 
 /// A `note:` line of a send's text (before its `request:` line).
@@ -308,6 +328,7 @@ impl SendResult {
     pub fn request_id(&self) -> Option<&str> {
         match &self.outcome {
             SendOutcome::Accepted(r) => Some(&r.request_id),
+            SendOutcome::Held(h) => Some(&h.request_id),
             SendOutcome::Refused(r) => r.request_id(),
             SendOutcome::MayHaveLanded { context, .. } => Some(&context.request_id),
         }
@@ -316,7 +337,7 @@ impl SendResult {
     /// The refusal code (`unreachable` for may-have-landed, as its text says); `None` when accepted.
     pub fn code(&self) -> Option<RefusalCode> {
         match &self.outcome {
-            SendOutcome::Accepted(_) => None,
+            SendOutcome::Accepted(_) | SendOutcome::Held(_) => None,
             SendOutcome::Refused(r) => Some(r.code()),
             SendOutcome::MayHaveLanded { .. } => Some(RefusalCode::Unreachable),
         }
@@ -335,6 +356,7 @@ impl SendResult {
         use crate::ledger::LedgerOutcome as L;
         match &self.outcome {
             SendOutcome::Accepted(_) => L::Accepted,
+            SendOutcome::Held(_) => L::Other("held".into()),
             SendOutcome::MayHaveLanded { .. } => L::MayHaveLanded,
             // A delivery that reached no host decision (down, timeout, 5xx, carrier, bad URL) is
             // `unreachable`; a refused cookie or fence is a refusal with its code.
@@ -445,6 +467,12 @@ mod tests {
             },
             Refusal::Busy {
                 what: base::offload::Offload::TimedOut(std::time::Duration::from_secs(15)),
+            },
+            Refusal::Stopped {
+                target: "session-t".into(),
+            },
+            Refusal::RefusedByHuman {
+                target: "session-t".into(),
             },
             Refusal::HeldElsewhere {
                 target: "session-t".into(),

@@ -24,8 +24,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::{check_seal, key_or_make, read_key, seal};
-use base::fsafe::{self, Follow};
 use crate::mailbox::{self, Envelope};
+use base::fsafe::{self, Follow};
 
 /// Most held messages looked at per session.
 pub const MAX_HELD: usize = 256;
@@ -155,8 +155,9 @@ fn read_item(home: &Path, key: &[u8], d: &Path, stem: &str, session: &str) -> Op
     if env.session_id != session || key_of(&env.request_id) != Some(stem) {
         return None;
     }
-    let decided: Option<Decided> = open_sealed(key, "decision", &d.join(format!("{stem}.decision")))
-        .filter(|x: &Decided| x.request_id == env.request_id && x.session_id == session);
+    let decided: Option<Decided> =
+        open_sealed(key, "decision", &d.join(format!("{stem}.decision")))
+            .filter(|x: &Decided| x.request_id == env.request_id && x.session_id == session);
     let posted = fs::symlink_metadata(d.join(format!("{stem}.posted"))).is_ok();
     let _ = home;
     Some(HeldItem {
@@ -353,7 +354,10 @@ mod tests {
         assert_eq!(r.state, HeldState::Rejected);
         assert!(!mailbox_has(h.path(), 2));
         assert!(decide(h.path(), B, &rid(2), true, 13).is_err());
-        assert!(!mailbox_has(h.path(), 2), "a rejected message is never handed on");
+        assert!(
+            !mailbox_has(h.path(), 2),
+            "a rejected message is never handed on"
+        );
         assert_eq!(
             state_of(h.path(), &rid(2), None).map(|i| i.state),
             Some(HeldState::Rejected)
@@ -383,7 +387,11 @@ mod tests {
         );
         // a forged envelope is not listed
         let forged = uuid::Uuid::new_v4();
-        fs::write(d.join(format!("{forged}.held")), b"{\"body\":{},\"mac\":\"\"}").unwrap();
+        fs::write(
+            d.join(format!("{forged}.held")),
+            b"{\"body\":{},\"mac\":\"\"}",
+        )
+        .unwrap();
         assert_eq!(list(h.path(), B).len(), 1);
     }
 

@@ -99,7 +99,9 @@ pub enum Reading {
 pub enum Decision {
     Accept,
     /// Wait for the human. `unverified`: why the policy could not be read (then every send waits).
-    Hold { unverified: Option<String> },
+    Hold {
+        unverified: Option<String>,
+    },
     /// The human refuses agent mail for this session.
     Refuse,
     /// The home-wide switch is on.
@@ -433,7 +435,10 @@ mod tests {
         apply(h.path(), &Change::Session(B.into(), Inbound::Hold), 1).unwrap();
         fs::write(doc_path(h.path()), b"junk").unwrap();
         let p = apply(h.path(), &Change::StopAll(false), 2).unwrap();
-        assert!(p.sessions.is_empty(), "the unverifiable document is not the base");
+        assert!(
+            p.sessions.is_empty(),
+            "the unverifiable document is not the base"
+        );
         assert_eq!(decide(h.path(), B), Decision::Accept);
     }
 }

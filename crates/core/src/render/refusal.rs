@@ -88,6 +88,16 @@ pub fn render(r: &Refusal) -> String {
         } => text::budget_refused(exceeded, target, *tool),
         Refusal::RelayLimit { hop, max } => text::relay_limit(hop, *max),
         Refusal::ResumeDisabled { target } => text::resume_disabled(target),
+        Refusal::Stopped { target } => refused(
+            "stopped",
+            &format!("the human stopped all agent mail on this host (\"stop all agent mail\" is on in the web UI). Nothing was sent to {}.", quote_short(target, 60)),
+            &["Do not retry: every send is refused until the human switches it off. Tell the user if the message matters.".to_string()],
+        ),
+        Refusal::RefusedByHuman { target } => refused(
+            "refused-by-human",
+            &format!("the human set {} to refuse agent mail. Nothing was sent.", quote_short(target, 60)),
+            &["Do not retry or route it through another session. Tell the user if the message matters.".to_string()],
+        ),
         Refusal::HeldElsewhere {
             target,
             owner,

@@ -548,10 +548,26 @@ pub fn failure(f: &Failure, c: &DeliveryContext) -> String {
     }
 }
 
+/// The receipt of a send held for the human.
+fn held(h: &crate::outcome::HeldReceipt) -> String {
+    let mut out = format!(
+        "held for the human: {} | mode={} | chars={}\nNothing was delivered yet: the human who owns that session reviews agent mail before it lands. It lands only if they approve it; a rejected message never lands. Do not send it again.",
+        h.target,
+        h.mode.as_str(),
+        h.chars
+    );
+    if let Some(why) = &h.unverified {
+        out.push_str(&format!("\n(The inbound policy could not be verified: {why}; every message waits for the human.)"));
+    }
+    out.push_str(&format!("\nrequest: {}", h.request_id));
+    out
+}
+
 /// The text of a send: the receipt or refusal, its `note:` lines before the `request:` line.
 pub fn result(r: &SendResult) -> String {
     let mut out = match &r.outcome {
         SendOutcome::Accepted(receipt) => accepted(receipt),
+        SendOutcome::Held(h) => held(h),
         SendOutcome::Refused(refusal) => refusal.render(),
         SendOutcome::MayHaveLanded { detail, context } => failure(
             &Failure::MayHaveLanded {

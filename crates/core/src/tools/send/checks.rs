@@ -31,6 +31,10 @@ pub type Check = fn(&mut Draft<'_>) -> Result<(), Refusal>;
 pub const CHECKS: &[Check] = &[
     // `no-caller`: the sender is the runtime's id, never an argument.
     caller,
+    // `stopped` / `refused-by-human`: the human's inbound policy (`crate::policy`, set only through the
+    // web client's route), before anything of the target is read; a target on hold passes every check
+    // below and is then kept for the human instead of delivered.
+    human_policy,
     // (never refuses) where the target lives: this process's registry, else presence.
     locate,
     // `no-web-server`: a target held by another process needs none here.
@@ -82,6 +86,8 @@ pub struct Draft<'a> {
     pub hop: Option<Hop>,
     /// Set by [`resolve`].
     pub target: Target,
+    /// Set by [`human_policy`]: `Some(why the policy does not verify)` when the send is to be held.
+    pub hold: Option<Option<String>>,
 }
 
 /// What [`resolve`] found out about the target.
@@ -108,6 +114,7 @@ impl<'a> Draft<'a> {
             admitted: None,
             hop: None,
             target: Target::default(),
+            hold: None,
         }
     }
 
@@ -124,6 +131,24 @@ fn caller(d: &mut Draft) -> Result<(), Refusal> {
     d.sender = mail::sender_id(d.req.caller.as_ref())
         .ok_or(Refusal::NoCaller)?
         .to_string();
+    Ok(())
+}
+
+fn human_policy(d: &mut Draft) -> Result<(), Refusal> {
+    d.hold = match crate::policy::decide(d.ctx.home(), &d.args.target) {
+        crate::policy::Decision::Stopped => {
+            return Err(Refusal::Stopped {
+                target: d.args.target.clone(),
+            })
+        }
+        crate::policy::Decision::Refuse => {
+            return Err(Refusal::RefusedByHuman {
+                target: d.args.target.clone(),
+            })
+        }
+        crate::policy::Decision::Hold { unverified } => Some(unverified),
+        crate::policy::Decision::Accept => None,
+    };
     Ok(())
 }
 

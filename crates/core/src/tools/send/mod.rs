@@ -132,6 +132,16 @@ pub async fn run(req: &ToolRequest, ctx: &Context) -> SendResult {
         Err(busy) => return refused(busy),
     };
     attempt.delivering(&plan);
+    if let Some(unverified) = plan.hold.clone() {
+        let outcome = hold_for_human(req, ctx, &plan, unverified).await;
+        let result = SendResult {
+            outcome,
+            notes: std::mem::take(&mut plan.notes),
+        };
+        let result = attempt.close(ctx, result).await;
+        drop(plan.reservation);
+        return result;
+    }
     let answer = route::deliver(req, ctx, &mut plan).await;
     let outcome = route::outcome(answer, &plan, &req.config);
     let result = SendResult {
@@ -145,6 +155,43 @@ pub async fn run(req: &ToolRequest, ctx: &Context) -> SendResult {
         .notes
         .extend(credentials_exposed(req, ctx.home(), &result));
     result
+}
+
+/// A send the human's inbound policy holds: kept (sealed) in the held store with the exact text it would
+/// deliver (`crate::policy::held`); nothing reaches the target until the human approves it.
+async fn hold_for_human(
+    req: &ToolRequest,
+    ctx: &Context,
+    p: &plan::Plan,
+    unverified: Option<String>,
+) -> SendOutcome {
+    let env = crate::mailbox::Envelope {
+        v: 1,
+        request_id: p.request_id.clone(),
+        session_id: p.target.clone(),
+        mode: p.mode.as_str().to_string(),
+        text: p.text.clone(),
+        sender: crate::mail::sender_id(req.caller.as_ref()).map(str::to_string),
+        owner_pid: 0,
+        owner_started_at: 0,
+        posted_at: ctx.now_ms,
+    };
+    let home = ctx.home().to_path_buf();
+    match base::offload::run(ctx.deadline, move || crate::policy::held::hold(&home, &env)).await {
+        Ok(Ok(())) => SendOutcome::Held(crate::outcome::HeldReceipt {
+            target: p.target.clone(),
+            mode: p.mode,
+            chars: p.chars,
+            request_id: p.request_id.clone(),
+            unverified,
+        }),
+        Ok(Err(why)) => SendOutcome::Refused(Refusal::Internal {
+            what: format!("the message could not be kept for the human's decision ({why}); nothing was delivered"),
+        }),
+        Err(_) => SendOutcome::Refused(Refusal::Busy {
+            what: "keeping the message for the human's decision took too long; nothing was delivered".into(),
+        }),
+    }
 }
 
 /// An accepted v2 send whose secret came from the credentials file: a warning when other users can

@@ -39,6 +39,8 @@ pub struct Plan {
     pub notes: Vec<SendNote>,
     /// This send's place in its conversation chain (the loop guard, `mail::chain`).
     pub hop: Hop,
+    /// The human's inbound policy holds it (`crate::policy`): `Some(why the policy does not verify)`.
+    pub hold: Option<Option<String>>,
 }
 
 /// Every check of [`CHECKS`] in order, then the plan. `Err` is the first refusal.
@@ -123,6 +125,7 @@ impl Plan {
             notes,
             hop,
             routed: place.routed,
+            hold: d.hold.clone(),
         }
     }
 }

@@ -58,7 +58,9 @@ impl Attempt {
             self.args.message.as_deref(),
         );
         // Only a send that counts carries its chain: the next hop looks up landed deliveries only.
-        if let Some(h) = self.hop.as_ref().filter(|_| entry.counts_as_sent()) {
+        // a held message carries its hop too: approved, it lands at that hop (its card and the mail view show it)
+        let held = entry.outcome == crate::ledger::LedgerOutcome::Held;
+        if let Some(h) = self.hop.as_ref().filter(|_| entry.counts_as_sent() || held) {
             entry.chain = Some(h.chain.clone());
             entry.hop = Some(h.hop);
         }
