@@ -11,6 +11,7 @@ import { IdleNotices } from './lib/notice.js'
 import { installOverlapNotice } from './lib/overlap.js'
 import { startPresence } from './lib/presence.js'
 import { canDrain, startMailbox } from './lib/mailbox.js'
+import { startClientRoutes } from './lib/client-host.js'
 
 export const name = 'dsh-session-mail'
 
@@ -166,7 +167,9 @@ export function apply(ctx, config) {
       const startedAt = Date.now()
       const stopMailbox = startMailbox(ctx, core, { startedAt })
       const stopPresence = startPresence(ctx, core, { hostVersion, baseUrl: () => baseUrlOf(ctx, config), startedAt, mailbox: canDrain(core) })
-      return () => { stopMailbox(); stopPresence() }
+      // the routes of the web client half (lib/client.js): the human's mail view and inbound policy
+      const stopRoutes = startClientRoutes(ctx, core)
+      return () => { stopRoutes(); stopMailbox(); stopPresence() }
     })
   }
   // turn evidence, awaiting-user and file activity: folded from `session/event` as it happens (lib/observe.js)

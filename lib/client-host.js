@@ -1,0 +1,101 @@
+// The host half of the web client (issue 17): the routes lib/client.js calls, and only it.
+//
+// One Connection RPC channel, `/dsh-session-mail/<endpoint>`, registered through the host's own
+// `ctx.connection.rpc.handle(channel, handler, { authority: 'loopback' })` (rc.8
+// packages/client/connection/src/rpc-host.ts `HostConnectionService.register`): every request passes the
+// host's browser-trust fence first (`isTrustedApiRequest`: a loopback Host, an Origin equal to it, no
+// `sec-fetch-site: cross-site`; packages/client/connection/src/api-request-trust.ts), with an empty trust list
+// so it stays loopback-only, like the host's privileged configuration methods. On 0.1.2+ the same service
+// also carries the host's access gate. The envelope is the host's own (`client-request` / `server-response`).
+//
+// These routes are the only writers of the human's policy and decisions. No tool registers them or calls
+// them: a model reaches the plugin through its four tools only (lib/tools.js), which never write a policy.
+// A profile without the Connection service (headless) has no routes: nobody there can change the policy, and
+// the policy the human set elsewhere still applies to its sends (docs/architecture.md "The human's inbound
+// policy").
+import { attempt, service } from './host.js'
+import { resolveDshHome } from './home.js'
+
+const CHANNEL = '/dsh-session-mail'
+const SESSION_ID = /^[A-Za-z0-9_.-]{1,200}$/
+const REQUEST_ID = /^dsh-session-mail:[0-9a-fA-F-]{36}$/
+
+const ok = value => ({ ok: true, value })
+const bad = (code, message) => ({ ok: false, error: { code, message } })
+
+function parse(json) {
+  try { return JSON.parse(json) } catch { return null }
+}
+
+/**
+ * The route handler: `(endpoint, payload) → {ok, value} | {ok:false, error}`. Bad input is a readable error,
+ * never a throw (a throw would be the host's 500).
+ * @param {any} core the napi binding
+ * @param {{ home?: () => string }} [options]
+ */
+function routeHandler(core, { home = () => resolveDshHome() } = {}) {
+  return async function handle(endpoint, payload) {
+    const p = payload !== null && typeof payload === 'object' ? payload : {}
+    try {
+      switch (endpoint) {
+        case 'card': {
+          if (typeof p.requestId !== 'string' || !REQUEST_ID.test(p.requestId)) return bad('bad-request', 'requestId must be a dsh-session-mail request id')
+          return ok(parse(await core.mailCard(home(), p.requestId)))
+        }
+        case 'view': {
+          if (typeof p.sessionId !== 'string' || !SESSION_ID.test(p.sessionId)) return bad('bad-request', 'sessionId must be a session id')
+          const limit = Number.isInteger(p.limit) && p.limit > 0 ? Math.min(p.limit, 200) : 100
+          return ok(parse(await core.mailView(home(), p.sessionId, limit)))
+        }
+        case 'policy.set': {
+          let change
+          if (typeof p.stopAll === 'boolean') change = { stopAll: p.stopAll }
+          else if (typeof p.sessionId === 'string' && SESSION_ID.test(p.sessionId) && ['accept', 'hold', 'refuse'].includes(p.inbound)) change = { sessionId: p.sessionId, inbound: p.inbound }
+          else return bad('bad-request', 'a change is {sessionId, inbound: accept|hold|refuse} or {stopAll: boolean}')
+          const r = parse(await core.policyApply(home(), JSON.stringify(change)))
+          return r?.ok ? ok(r.policy) : bad('policy', String(r?.error ?? 'the policy was not saved'))
+        }
+        case 'held.decide': {
+          if (typeof p.sessionId !== 'string' || !SESSION_ID.test(p.sessionId)) return bad('bad-request', 'sessionId must be a session id')
+          if (typeof p.requestId !== 'string' || !REQUEST_ID.test(p.requestId)) return bad('bad-request', 'requestId must be a dsh-session-mail request id')
+          if (p.decision !== 'approve' && p.decision !== 'reject') return bad('bad-request', 'decision must be approve or reject')
+          const r = parse(await core.heldDecide(home(), p.sessionId, p.requestId, p.decision === 'approve'))
+          return r?.ok ? ok({ state: r.state, posted: r.posted }) : bad('held', String(r?.error ?? 'nothing was decided'))
+        }
+        default:
+          return bad('not-found', `no endpoint ${JSON.stringify(endpoint)}`)
+      }
+    } catch (e) {
+      return bad('internal', String(e?.message ?? e))
+    }
+  }
+}
+
+/**
+ * Mount the channel on the host's Connection service, now or when it appears (cordis `internal/service`).
+ * A profile without it (headless) mounts nothing and waits for nothing: no pending fiber.
+ * @returns {() => void} disposer
+ */
+export function startClientRoutes(ctx, core) {
+  if (typeof core?.mailView !== 'function') return () => {}
+  const handler = routeHandler(core)
+  let dispose = null
+  const tryMount = () => {
+    if (dispose !== null) return
+    const connection = service(ctx, 'connection')
+    const rpc = attempt(() => connection?.rpc, undefined)
+    if (typeof rpc?.handle !== 'function') return
+    dispose = attempt(() => rpc.handle(CHANNEL, handler, { authority: 'loopback' }), null) ?? (() => {})
+    // an approval whose hand-off died with an earlier process is handed on now (crates/core/src/policy/held.rs)
+    attempt(() => core.heldRecover?.(resolveDshHome())?.catch?.(() => {}), undefined)
+  }
+  tryMount()
+  const off = dispose === null && typeof ctx.on === 'function'
+    ? attempt(() => ctx.on('internal/service', name => { if (name === 'connection') tryMount() }), null)
+    : null
+  return () => {
+    if (typeof off === 'function') attempt(() => off(), undefined)
+    if (typeof dispose === 'function') attempt(() => dispose(), undefined)
+    dispose = null
+  }
+}

@@ -1,0 +1,165 @@
+// The web client half (lib/client.js) outside a browser: the bundle registers one factory the way rc.8's
+// module system expects (packages/client/modules/src/index.ts `injectBootManifest`: `window.__ModuleLoader__
+// .load({id, factory})`), its apply uses only guarded extension points, and its pure parts tell our mail
+// from a human's on both host generations. The browser suite (test/real-host-browser.test.mjs) runs it
+// against the real rc.8 `dsh web`.
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import vm from 'node:vm'
+import { REPO_ROOT } from './real-host/harness.mjs'
+import { startClientRoutes } from '../lib/client-host.js'
+
+/** The handler startClientRoutes mounts on the host's Connection service (rpc.handle(channel, handler, options)). */
+function mounted(core) {
+  const seen = []
+  const ctx = { get: name => name === 'connection' ? { rpc: { handle: (channel, handler, options) => { seen.push({ channel, handler, options }); return () => {} } } } : undefined }
+  startClientRoutes(ctx, { mailView: async () => '{}', heldRecover: async () => 0, ...core })
+  return seen
+}
+const routeHandler = (core, { home } = {}) => {
+  if (home) process.env.DSH_HOME = home()
+  return mounted(core)[0].handler
+}
+
+const SOURCE = readFileSync(join(REPO_ROOT, 'lib', 'client.js'), 'utf8')
+const PKG = JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8'))
+
+const React = {
+  createElement: (type, props, ...children) => ({ type, props: props ?? {}, children }),
+  useState: v => [v, () => {}],
+  useEffect: () => {},
+  useCallback: f => f,
+}
+
+/** Run the bundle as the page would; returns the registrations and the factory's exports. */
+function load({ withLoader = true } = {}) {
+  const registered = []
+  const window = withLoader ? { __ModuleLoader__: { load: r => registered.push(r) } } : {}
+  vm.runInNewContext(SOURCE, { window, console, setTimeout, clearTimeout, Promise, JSON, Map, Set, Symbol, Object, Array, String, Math, Date })
+  if (!withLoader) return { registered }
+  const required = []
+  const exports = registered[0].factory(spec => {
+    required.push(spec)
+    if (spec === 'react') return React
+    throw new Error(`not a platform module: ${spec}`)
+  })
+  return { registered, exports, required }
+}
+
+test('the bundle registers one factory under the package name, and requires only shell platform modules', () => {
+  const { registered, exports, required } = load()
+  assert.equal(registered.length, 1)
+  assert.equal(registered[0].id, PKG.name, 'the graph row id is the entry name (the bundle patch row)')
+  assert.deepEqual(required, ['react'])
+  assert.equal(typeof exports.apply, 'function')
+  assert.deepEqual([...exports.inject], ['slots', 'sessions', 'locale', 'inputTriggers'])
+  assert.equal(PKG.exports['./client'], './lib/client.js')
+  assert.equal(PKG.dsh.client.platform, 'web')
+  assert.ok(PKG.files.includes('lib/*.js'), 'the bundle ships with the package (a declared, missing bundle fails the host graph)')
+})
+
+test('a page without the module system (an older host, another shell) gets nothing and no error', () => {
+  assert.deepEqual(load({ withLoader: false }).registered, [])
+})
+
+test('agent mail is told by its request id on rc.8 and 0.1.2+ alike; human input and injected context never', () => {
+  const { isAgentMail } = load().exports.internals
+  // rc.8 (V0 log): the durable source.rpcId is the envelope rpcId we minted (shared/host/session-contract.md)
+  assert.equal(isAgentMail({ kind: 'user', rpcId: 'dsh-session-mail:01234567-89ab-cdef-0123-456789abcdef' }), true)
+  // 0.1.2+ (V4): the host copies request.requestId into source.rpcId, with clientTimeZone beside it (seed 003)
+  assert.equal(isAgentMail({ kind: 'user', rpcId: 'dsh-session-mail:01234567-89ab-cdef-0123-456789abcdef', clientTimeZone: 'UTC' }), true)
+  assert.equal(isAgentMail({ kind: 'user', rpcId: '3f1c2a9e-0000-4000-8000-000000000000' }), false, 'a browser-typed message')
+  assert.equal(isAgentMail({ kind: 'user' }), false)
+  assert.equal(isAgentMail({ kind: 'plugin', plugin: 'x', rpcId: 'dsh-session-mail:x' }), false, 'not a user message')
+  assert.equal(isAgentMail(null), false)
+  assert.equal(isAgentMail({ kind: 'user', rpcId: 'xdsh-session-mail:1' }), false)
+})
+
+test('the sender named by either frame is read for display; a typed body names none', () => {
+  const { senderFromText, sessionMention, en, zh } = load().exports.internals
+  assert.equal(senderFromText('From session-aaaa-1 ：\nhello'), 'session-aaaa-1')
+  assert.equal(senderFromText('Cross-session message from another session of this harness.\nfrom-session: session-bbb ("B")\n'), 'session-bbb')
+  assert.equal(senderFromText('please check session-ccc'), null)
+  const { bodyOf } = load().exports.internals
+  assert.equal(bodyOf('From session-aaaa-1 ：\nhello\nworld'), 'hello\nworld')
+  assert.equal(bodyOf('Cross-session message from another session of this harness.\nfrom-session: s\n--- message begins ---\nhi\n--- message ends ---'), 'hi')
+  assert.equal(bodyOf('typed by a human'), 'typed by a human')
+  assert.equal(sessionMention('session-x', 'Planner'), '@Planner (session session-x)')
+  assert.equal(sessionMention('session-x', 'session-x'), '@session session-x')
+  assert.deepEqual(Object.keys(zh).sort(), Object.keys(en).sort(), 'en and zh have the same keys')
+})
+
+test('apply shadows the user/steering renderers at priority -1, adds the mail tab and the @ source', () => {
+  const { exports } = load()
+  const regs = []
+  const effects = []
+  const sources = []
+  const ctx = {
+    effect: (fn, label) => { effects.push(label); fn() },
+    locale: { register: () => () => {}, bind: () => k => k },
+    slots: {
+      inject: (name, f) => f(),
+      register: (options, component) => { regs.push({ options, component }); return () => {} },
+      entries: () => regs,
+    },
+    sessions: { list: { getSnapshot: () => ({ ids: ['s-a', 's-b', 's-c'], byId: { 's-a': { id: 's-a', displayTitle: 'A', running: true }, 's-b': { id: 's-b', displayTitle: 'B' }, 's-c': { id: 's-c', blank: true } } }), subscribe: () => () => {} }, open: () => {} },
+    inputTriggers: { registerSource: s => { sources.push(s); return () => {} } },
+  }
+  exports.apply(ctx)
+  const nodes = regs.filter(r => r.options.name === 'conversation.chat.node')
+  assert.deepEqual(nodes.map(r => [r.options.key, r.options.priority, r.options.locale]), [['user', -1, 'conversation'], ['steering', -1, 'conversation']])
+  const view = regs.find(r => r.options.name === 'conversation.view')
+  assert.equal(view.options.id, 'dsh-session-mail')
+  assert.deepEqual({ ...view.options.inject('s-b') }, { sessionId: 's-b' })
+  assert.equal(sources.length, 1)
+  assert.equal(sources[0].trigger, '@')
+
+  // a human message goes to the built-in renderer (the registration it shadows), with the same props
+  const Builtin = () => null
+  regs.push({ options: { name: 'conversation.chat.node', key: 'user' }, component: Builtin })
+  const human = nodes[0].component({ node: { kind: 'user', data: { source: { kind: 'user', rpcId: 'r-1' }, content: [] } } })
+  assert.equal(human.type, Builtin)
+  const mail = nodes[0].component({ node: { kind: 'user', data: { source: { kind: 'user', rpcId: 'dsh-session-mail:1' }, content: [] } } })
+  assert.notEqual(mail.type, Builtin)
+  assert.equal(mail.type.name, 'AgentMailCard')
+  return sources[0].candidates({ sessionId: 's-a' }, { query: '' }).then(c => {
+    assert.deepEqual([...c.map(x => x.name)], ['@B'], 'not the caller, not a blank session')
+    const pick = sources[0].onPick({ candidate: c[0] })
+    assert.equal(pick.insert.ref, 's-b')
+    assert.equal(pick.insert.appearance, 'session')
+  })
+})
+
+test('apply survives a context without any of its extension points (it degrades to nothing)', () => {
+  const { exports } = load()
+  assert.doesNotThrow(() => exports.apply({}))
+  assert.doesNotThrow(() => exports.apply({ effect: () => { throw new Error('x') }, slots: {} }))
+})
+
+test('the routes mount on the host\'s Connection channel, loopback-only; no Connection service (headless) mounts nothing', () => {
+  const [m] = mounted({})
+  assert.equal(m.channel, '/dsh-session-mail')
+  assert.deepEqual(m.options, { authority: 'loopback' })
+  assert.doesNotThrow(() => startClientRoutes({ get: () => undefined, on: () => () => {} }, { mailView: async () => '{}' })())
+  assert.doesNotThrow(() => startClientRoutes({}, {})())
+})
+
+test('the routes refuse bad input readably and never throw', async () => {
+  const calls = []
+  const answer = k => async (...a) => { calls.push([k, ...a]); return '{"ok":true,"policy":{},"state":"approved","posted":true}' }
+  const core = Object.fromEntries(['mailView', 'mailCard', 'policyApply', 'heldDecide'].map(k => [k, answer(k)]))
+  const handle = routeHandler(core, { home: () => '/h' })
+  assert.equal((await handle('view', {})).error.code, 'bad-request')
+  assert.equal((await handle('view', { sessionId: '../x' })).error.code, 'bad-request')
+  assert.equal((await handle('card', { requestId: 'nope' })).error.code, 'bad-request')
+  assert.equal((await handle('policy.set', { sessionId: 's-b', inbound: 'maybe' })).error.code, 'bad-request')
+  assert.equal((await handle('held.decide', { sessionId: 's-b', requestId: 'dsh-session-mail:01234567-89ab-cdef-0123-456789abcdef', decision: 'sure' })).error.code, 'bad-request')
+  assert.equal((await handle('nothing', {})).error.code, 'not-found')
+  assert.equal(calls.length, 0, 'nothing reached the core')
+  assert.equal((await handle('policy.set', { stopAll: true })).ok, true)
+  assert.deepEqual(calls.at(-1), ['policyApply', '/h', '{"stopAll":true}'])
+  const boom = routeHandler({ mailView: async () => { throw new Error('disk') } })
+  assert.deepEqual(await boom('view', { sessionId: 's-b' }), { ok: false, error: { code: 'internal', message: 'disk' } })
+})
