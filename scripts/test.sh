@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The one test command (README "Run all tests"; .ci/run calls exactly this).
 # On a fresh machine it installs what it needs: Node 22 + pnpm + the pinned real DSH 0.1.0-rc.8 host
-# (test/real-host/install-host.sh, into .cache/dsh-host), the napi CLI (npm ci), then builds the addon
+# (test/real-host/install-host.sh, into .cache/dsh-host), Debian's chromium (apt, for test/real-host-browser.test.mjs),
+# the napi CLI and playwright-core (npm ci), then builds the addon
 # and runs: Rust unit tests, the node suites (unit, contract host, real host).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,7 +18,13 @@ NODE22_DIR=$(dirname "$NODE22")
 export PATH="$NODE22_DIR:$PATH"
 node --version
 
-step "npm ci (napi CLI)"
+step "chromium for the browser suite (Debian's package; playwright-core ships no browser)"
+if ! command -v chromium >/dev/null 2>&1; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
+chromium --version 2>/dev/null || true
+
+step "npm ci (napi CLI, playwright-core)"
 npm ci --no-audit --no-fund --loglevel=error
 
 step "cargo test"
