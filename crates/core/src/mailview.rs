@@ -342,7 +342,7 @@ mod tests {
                 "session-a",
                 "session-b",
                 Some(r2),
-                LedgerOutcome::Other("held".into()),
+                LedgerOutcome::Held,
                 Some(2),
             ),
         )
@@ -356,6 +356,12 @@ mod tests {
                 LedgerOutcome::Accepted,
                 None,
             ),
+        )
+        .unwrap();
+        policy::apply(
+            home,
+            &policy::Change::Session("session-b".into(), policy::Inbound::Hold),
+            1,
         )
         .unwrap();
         held::hold(
@@ -373,7 +379,8 @@ mod tests {
         )
         .unwrap();
         let v = view(home, "session-b", 10);
-        let got: Vec<(&str, &str, Option<&str>, &str, Option<u32>)> = v
+        type Seen<'a> = (&'a str, &'a str, Option<&'a str>, &'a str, Option<u32>);
+        let got: Vec<Seen> = v
             .rows
             .iter()
             .map(|r| {
@@ -397,7 +404,8 @@ mod tests {
         );
         assert_eq!(v.held.len(), 1);
         assert_eq!(v.held[0].state, "held");
-        assert_eq!(v.policy.inbound, "accept");
+        assert_eq!(v.policy.inbound, "hold");
+        assert_eq!(view(home, "session-a", 10).policy.inbound, "accept");
         assert!(!v.truncated);
         assert!(view(home, "session-b", 1).truncated);
         let c = card(home, r2);

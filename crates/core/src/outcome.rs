@@ -356,7 +356,7 @@ impl SendResult {
         use crate::ledger::LedgerOutcome as L;
         match &self.outcome {
             SendOutcome::Accepted(_) => L::Accepted,
-            SendOutcome::Held(_) => L::Other("held".into()),
+            SendOutcome::Held(_) => L::Held,
             SendOutcome::MayHaveLanded { .. } => L::MayHaveLanded,
             // A delivery that reached no host decision (down, timeout, 5xx, carrier, bad URL) is
             // `unreachable`; a refused cookie or fence is a refusal with its code.
@@ -587,7 +587,7 @@ mod tests {
                     assert_eq!(wire, "\"unreachable\"")
                 }
                 SendOutcome::Refused(x) => assert_eq!(wire, format!("\"refused:{}\"", x.code())),
-                SendOutcome::Accepted(_) => unreachable!(),
+                SendOutcome::Accepted(_) | SendOutcome::Held(_) => unreachable!(),
             }
         }
         // Strings of older ledgers read back as the same outcomes; unknown ones are kept as written.

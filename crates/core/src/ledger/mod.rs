@@ -60,6 +60,8 @@ pub enum LedgerOutcome {
     Unreachable,
     /// Went out without a clear answer; counts as sent.
     MayHaveLanded,
+    /// Kept for the human's decision (the target's inbound policy, `crate::policy`); not sent.
+    Held,
     /// A string this version does not know.
     Other(String),
 }
@@ -78,6 +80,7 @@ impl LedgerOutcome {
             LedgerOutcome::Refused(code) => format!("refused:{code}"),
             LedgerOutcome::Unreachable => "unreachable".into(),
             LedgerOutcome::MayHaveLanded => "may-have-landed".into(),
+            LedgerOutcome::Held => "held".into(),
             LedgerOutcome::Other(s) => s.clone(),
         }
     }
@@ -92,6 +95,7 @@ impl From<String> for LedgerOutcome {
     fn from(s: String) -> Self {
         match s.as_str() {
             "accepted" => LedgerOutcome::Accepted,
+            "held" => LedgerOutcome::Held,
             "unreachable" => LedgerOutcome::Unreachable,
             "may-have-landed" => LedgerOutcome::MayHaveLanded,
             _ => match s.strip_prefix("refused:") {

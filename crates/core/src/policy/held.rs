@@ -193,7 +193,7 @@ pub fn list(home: &Path, session: &str) -> Vec<HeldItem> {
         })
         .take(MAX_HELD)
         .collect();
-    out.sort_by(|a, b| b.envelope.posted_at.cmp(&a.envelope.posted_at));
+    out.sort_by_key(|i| std::cmp::Reverse(i.envelope.posted_at));
     out
 }
 

@@ -239,9 +239,13 @@ pub(crate) fn check_seal(key: &[u8], domain: &str, bytes: &[u8], mac_hex: &str) 
 pub fn read(home: &Path) -> Reading {
     let p = doc_path(home);
     match fs::symlink_metadata(&p) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            // A document this process saw verified and that is gone now: deleting it must not loosen.
-            return if seen(home) > 0 {
+        Err(e)
+            if e.kind() == std::io::ErrorKind::NotFound
+                || e.raw_os_error() == Some(libc::ENOTDIR) =>
+        {
+            // Gone, while this process saw one verified or the home's key says one was written: deleting
+            // it must not loosen. (A home where neither exists never had a policy: the defaults.)
+            return if seen(home) > 0 || fs::symlink_metadata(key_path(home)).is_ok() {
                 Reading::Unverified("the policy file was removed".into())
             } else {
                 Reading::Absent
@@ -359,6 +363,25 @@ mod tests {
     fn no_document_accepts() {
         let h = home();
         assert_eq!(decide(h.path(), B), Decision::Accept);
+        // the plugin's folder is a file: no document can be there either
+        fs::write(h.path().join("dsh-session-mail"), b"x").unwrap();
+        assert_eq!(decide(h.path(), B), Decision::Accept);
+    }
+
+    #[test]
+    fn a_fresh_process_reads_a_removed_document_as_unverified_while_the_key_is_there() {
+        let h = home();
+        apply(h.path(), &Change::Session(B.into(), Inbound::Refuse), 1).unwrap();
+        fs::remove_file(doc_path(h.path())).unwrap();
+        if let Ok(mut v) = SEEN.lock() {
+            v.retain(|(p, _)| p != h.path()); // as a process that never read it
+        }
+        assert!(matches!(
+            decide(h.path(), B),
+            Decision::Hold {
+                unverified: Some(_)
+            }
+        ));
     }
 
     #[test]
