@@ -15,7 +15,9 @@
 //   The big sessions are made live by resuming them (session.create with their own id), not by a model turn.
 //
 // Options: --quick (10 MiB live session), --no-host (scale rows only), --no-scale (host rows only), --reps N
-// (default 3: also the number of live copies of the big session, one cold live read each).
+// (default 3: also the number of live copies of the big session, one cold live read each), --browser (issue 17:
+// the host rows with a headless Chromium connected to the host's web UI, our client half loaded and a session's
+// Agent mail tab open, polling its route, for the whole measurement).
 import { spawn } from 'node:child_process'
 import { cpSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
@@ -32,6 +34,7 @@ const argv = process.argv.slice(2)
 const QUICK_MODE = argv.includes('--quick') || process.env.BENCH_QUICK === '1'
 const NO_HOST = argv.includes('--no-host')
 const NO_SCALE = argv.includes('--no-scale')
+const BROWSER = argv.includes('--browser')
 const REPS = argv.includes('--reps') ? Math.max(1, Number(argv[argv.indexOf('--reps') + 1]) || 3) : 3
 const SCALE_N = 20_000
 const opt = (name, dflt) => argv.includes(name) ? Math.max(1, Number(argv[argv.indexOf(name) + 1]) || dflt) : dflt
@@ -208,6 +211,20 @@ async function hostRows() {
 
     const A = await web.createSession(box.ws)
     const S = await web.createSession(box.mkdir('ws-s'))
+    if (BROWSER) {
+      const { launchBrowser, chromiumVersion } = await import('../test/real-host/browser.mjs')
+      await web.prompt(S, 'a session for the browser to show')
+      await web.waitFor(S, ev => H.turnEndCount(ev) >= 1 && H.isIdle(ev))
+      const b = await launchBrowser()
+      box.webs.push({ stop: () => b.close() })
+      const page = await b.page(web.base + '/')
+      await page.getByRole('button', { name: 'Continue' }).first().click({ timeout: 8000 }).catch(() => {})
+      await page.getByText('Ungrouped').first().click({ timeout: 20_000 })
+      await page.getByText('Fake title', { exact: true }).first().click({ timeout: 20_000 })
+      await page.getByRole('tab', { name: 'Agent mail' }).first().click({ timeout: 20_000 })
+      await page.locator('[data-dsh-session-mail-view="ready"]').waitFor({ timeout: 20_000 })
+      log(`a browser is connected (${chromiumVersion()}): the client half is loaded and an Agent mail tab is open`)
+    }
     // Make the big sessions live WITHOUT a model turn: rc.8 `session.create` with a client-chosen `sessionId`
     // of a stored session resumes it (packages/host/apiproxy/src/api-proxy.ts `ensureSession`: a persisted
     // identity whose header cwd matches -> `ctx.agents.resume({resumeSessionId})`, no prompt, no LLM call;
