@@ -461,3 +461,24 @@ export declare const enum SessionScope {
   TopLevel = 'top-level',
   Subagent = 'subagent',
 }
+
+/** The human's decision on one held message. Resolves to `{"ok":true,"state":…}` or `{"ok":false,"error":…}`. */
+export declare function heldDecide(dshHome: string | undefined | null, sessionId: string, requestId: string, approve: boolean): Promise<string>
+
+/** Hand on approved messages whose hand-off did not happen (a process died in between). How many. */
+export declare function heldRecover(dshHome?: string | undefined | null): Promise<number>
+
+/** The agent card facts of one delivered request (`mailview::Card` as JSON). */
+export declare function mailCard(dshHome: string | undefined | null, requestId: string): Promise<string>
+
+/**
+ * The mail view of one session (`mailview::View` as JSON): its agent mail newest first, the held messages,
+ * and its inbound policy.
+ */
+export declare function mailView(dshHome: string | undefined | null, sessionId: string, limit?: number | undefined | null): Promise<string>
+
+/**
+ * The human's change to the inbound policy: `{"sessionId", "inbound": "accept"|"hold"|"refuse"}` or
+ * `{"stopAll": bool}`. Resolves to `{"ok":true,"policy":…}` or `{"ok":false,"error":…}`.
+ */
+export declare function policyApply(dshHome: string | undefined | null, change: string): Promise<string>

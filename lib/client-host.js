@@ -13,7 +13,8 @@
 // A profile without the Connection service (headless) has no routes: nobody there can change the policy, and
 // the policy the human set elsewhere still applies to its sends (docs/architecture.md "The human's inbound
 // policy").
-import { attempt, service } from './host.js'
+import { attempt } from './attempt.js'
+import { service } from './host.js'
 import { resolveDshHome } from './home.js'
 
 const CHANNEL = '/dsh-session-mail'
