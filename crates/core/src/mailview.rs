@@ -188,7 +188,7 @@ pub fn view(home: &Path, session: &str, limit: usize) -> View {
     };
     let (entries, ledger_error) = match ledger::read_ledger(home, &filter) {
         Ok(r) => (r.entries, None),
-        Err(e) => (Vec::new(), Some(e)),
+        Err(e) => (Vec::new(), Some(e.to_string())),
     };
     // send tools only, one row per request id (its last line), newest first
     let mut seen = std::collections::HashSet::new();
