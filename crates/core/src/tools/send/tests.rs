@@ -2052,3 +2052,72 @@ async fn a_cookie_echoed_by_whatever_answers_never_reaches_the_text() {
         assert!(!out.contains("dsh-auth-"), "{out}");
     }
 }
+
+/// The human's inbound policy (issue 17, `crate::policy`): hold keeps the exact text for the human and
+/// sends nothing; refuse and the home-wide stop are refusals with their own codes; nothing reaches the host.
+#[tokio::test]
+async fn the_humans_policy_holds_refuses_and_stops_before_anything_is_sent() {
+    use crate::policy::{apply, held, Change, Inbound};
+    let env = Env::online(accept_all()).await;
+    env.cold("session-cold", json!({}));
+    env.cold("session-other", json!({}));
+    let h = env.home.path();
+    let req = |to: &str| {
+        env.req(
+            "sessions_send",
+            json!({"session_id": to, "message": "hello"}),
+        )
+    };
+    apply(h, &Change::Session("session-cold".into(), Inbound::Hold), 1).unwrap();
+    let r = send(&req("session-cold")).await;
+    assert!(
+        matches!(&r.outcome, SendOutcome::Held(x) if x.target == "session-cold" && x.chars == 5),
+        "{r:?}"
+    );
+    assert!(env.requests().is_empty(), "nothing reached the host");
+    let id = rid(&r);
+    let item = held::state_of(h, &id, Some("session-cold")).unwrap();
+    assert_eq!(item.state, held::HeldState::Held);
+    assert!(
+        item.envelope.text.contains("\nhello\n"),
+        "the exact text it would deliver"
+    );
+    let read = ledger::read_ledger(h, &ledger::Filter::default()).unwrap();
+    assert_eq!(
+        read.entries.last().unwrap().outcome,
+        ledger::LedgerOutcome::Held
+    );
+    apply(
+        h,
+        &Change::Session("session-cold".into(), Inbound::Refuse),
+        2,
+    )
+    .unwrap();
+    assert_eq!(
+        code(&send(&req("session-cold")).await),
+        Some(RefusalCode::RefusedByHuman)
+    );
+    assert_eq!(
+        code(&send(&req("session-other")).await),
+        None,
+        "the policy is per session"
+    );
+    apply(h, &Change::StopAll(true), 3).unwrap();
+    let before = env.requests().len();
+    for to in ["session-cold", "session-other"] {
+        assert_eq!(code(&send(&req(to)).await), Some(RefusalCode::Stopped));
+    }
+    assert_eq!(
+        env.requests().len(),
+        before,
+        "nothing reached the host while stopped"
+    );
+    apply(h, &Change::StopAll(false), 4).unwrap();
+    apply(
+        h,
+        &Change::Session("session-cold".into(), Inbound::Accept),
+        5,
+    )
+    .unwrap();
+    assert_eq!(code(&send(&req("session-cold")).await), None);
+}
