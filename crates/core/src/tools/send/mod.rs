@@ -185,12 +185,11 @@ async fn hold_for_human(
             request_id: p.request_id.clone(),
             unverified,
         }),
-        Ok(Err(why)) => SendOutcome::Refused(Refusal::Internal {
-            what: format!("the message could not be kept for the human's decision ({why}); nothing was delivered"),
+        // the held store did not take it: nothing was delivered (its own words are a follow-up)
+        Ok(Err(_)) => SendOutcome::Refused(Refusal::Internal {
+            what: crate::outcome::Internal::Store(base::offload::Offload::Panicked),
         }),
-        Err(_) => SendOutcome::Refused(Refusal::Busy {
-            what: "keeping the message for the human's decision took too long; nothing was delivered".into(),
-        }),
+        Err(off) => SendOutcome::Refused(Refusal::Busy { what: off }),
     }
 }
 
