@@ -11,6 +11,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+use crate::error::HeaderError;
+
 /// The session header (first line), any format version V0–V4.
 /// V0: `{type:'session', version, id, createdAt, cwd?, parentSession?, seedLength?, origin?, delegationDepth, agentPreset?}`
 /// [R8 `packages/session/session-persistence-jsonl/src/format.ts` `HeaderLine`];
@@ -41,23 +43,23 @@ impl Header {
         is_subagent_origin(self.origin.as_deref())
     }
 
-    /// Parse a header line. Err: a short reason.
-    pub fn parse(line: &[u8]) -> Result<Header, String> {
+    /// Parse a header line. Err: why it is no session header.
+    pub fn parse(line: &[u8]) -> Result<Header, HeaderError> {
         let v: Value = serde_json::from_slice(line).map_err(|e| {
             if std::str::from_utf8(line).is_err() {
-                "header line is not valid UTF-8".to_string()
+                HeaderError::NotUtf8
             } else {
-                format!("header line is not valid JSON ({e})")
+                HeaderError::NotJson(e.to_string().into())
             }
         })?;
         if v.get("type").and_then(Value::as_str) != Some("session") {
-            return Err("first line is not a session header".into());
+            return Err(HeaderError::NotSessionHeader);
         }
         let id = v
             .get("id")
             .and_then(Value::as_str)
             .filter(|s| !s.is_empty())
-            .ok_or("session header has no id")?;
+            .ok_or(HeaderError::NoId)?;
         Ok(Header::from_value(&v, id))
     }
 
@@ -300,15 +302,23 @@ mod tests {
 
     #[test]
     fn header_parse_reports_why() {
-        assert!(Header::parse(b"{\"type\":\"x\"}")
-            .unwrap_err()
-            .contains("not a session header"));
-        assert!(Header::parse(b"{not json")
-            .unwrap_err()
-            .contains("not valid JSON"));
-        assert!(Header::parse(b"{\"type\":\"session\",\"id\":\"\xff\"}")
-            .unwrap_err()
-            .contains("UTF-8"));
+        assert_eq!(
+            Header::parse(b"{\"type\":\"x\"}"),
+            Err(HeaderError::NotSessionHeader)
+        );
+        assert_eq!(
+            Header::parse(b"{\"type\":\"session\"}"),
+            Err(HeaderError::NoId)
+        );
+        let not_json = Header::parse(b"{not json").unwrap_err();
+        assert!(matches!(not_json, HeaderError::NotJson(_)), "{not_json:?}");
+        assert!(not_json
+            .to_string()
+            .starts_with("header line is not valid JSON (key must be a string"));
+        assert_eq!(
+            Header::parse(b"{\"type\":\"session\",\"id\":\"\xff\"}"),
+            Err(HeaderError::NotUtf8)
+        );
         let h = Header::parse(br#"{"type":"session","version":4,"id":"s1","createdAt":5,"isSeeded":true,"parentSession":"p"}"#).unwrap();
         assert_eq!(
             (

@@ -117,7 +117,7 @@ pub(crate) fn header_line(
     }
     match Header::parse(bytes) {
         Ok(h) => *header = Some(h),
-        Err(e) => *error = Some(e),
+        Err(e) => *error = Some(e.to_string()),
     }
     true
 }

@@ -13,9 +13,11 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::brief::{self, Brief, Resume};
 use crate::checkpoint;
+use crate::error::ReadError;
 use crate::fold::Fold;
-use crate::layout::{self, file_key, short_io, LogFile, SessionDir, WalkItem};
+use crate::layout::{self, file_key, LogFile, SessionDir, WalkItem};
 use crate::log::{continue_fold, Scratch};
+use crate::watch::WatchOff;
 
 /// Most logs the in-process cache of full folds remembers (least recently used ones go first).
 const CACHE_CAP: usize = 2048;
@@ -52,28 +54,20 @@ fn lock() -> std::sync::MutexGuard<'static, HashMap<PathBuf, Entry>> {
     cache().lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn not_regular() -> String {
-    "not a regular file (a FIFO, a device or a directory); not read".to_string()
-}
-
 /// Open a log without blocking (a FIFO swapped in after the `stat`) and only if it is regular.
-fn open_log(p: &std::path::Path) -> Result<File, String> {
-    base::fsafe::open_regular(p, base::fsafe::Follow::Yes, None)
-        .map(|(f, _)| f)
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::InvalidData => e.to_string(),
-            _ => short_io(&e),
-        })
+/// Err: what it is instead (`fsafe`'s refusal) or the system's reason.
+fn open_log(p: &std::path::Path) -> Result<File, ReadError> {
+    Ok(base::fsafe::open_regular(p, base::fsafe::Follow::Yes, None)?.0)
 }
 
 /// Fold one log, reusing and extending the cached fold when the file only grew.
 /// Err: a short reason (the file could not be opened or read).
-pub fn load_log(log: &LogFile) -> Result<Arc<Fold>, String> {
+pub fn load_log(log: &LogFile) -> Result<Arc<Fold>, ReadError> {
     load_log_counted(log).0
 }
 
 /// [`load_log`], also returning how many file bytes this call had to read (0 when warm).
-pub fn load_log_counted(log: &LogFile) -> (Result<Arc<Fold>, String>, u64) {
+pub fn load_log_counted(log: &LogFile) -> (Result<Arc<Fold>, ReadError>, u64) {
     match load_inner(log) {
         Ok((f, n)) => (Ok(f), n),
         Err(e) => (Err(e), 0),
@@ -82,10 +76,10 @@ pub fn load_log_counted(log: &LogFile) -> (Result<Arc<Fold>, String>, u64) {
 
 /// The cache key of a log that is a regular file: a FIFO, a device (a link to /dev/zero) or a
 /// directory is never opened, never read. Shared by the fold and the brief caches.
-fn regular_ident(path: &Path) -> Result<Ident, String> {
-    let meta = fs::metadata(path).map_err(|e| short_io(&e))?;
+fn regular_ident(path: &Path) -> Result<Ident, ReadError> {
+    let meta = fs::metadata(path)?;
     if !meta.is_file() {
-        return Err(not_regular());
+        return Err(ReadError::NotRegular);
     }
     Ok(Ident {
         key: file_key(&meta),
@@ -94,7 +88,7 @@ fn regular_ident(path: &Path) -> Result<Ident, String> {
     })
 }
 
-fn load_inner(log: &LogFile) -> Result<(Arc<Fold>, u64), String> {
+fn load_inner(log: &LogFile) -> Result<(Arc<Fold>, u64), ReadError> {
     let ident = regular_ident(&log.path)?;
     let tick = TICK.fetch_add(1, Ordering::Relaxed);
     let base = {
@@ -127,8 +121,7 @@ fn load_inner(log: &LogFile) -> Result<(Arc<Fold>, u64), String> {
         None => checkpoint::load(&log.path, ident.key, ident.size, &mut file).unwrap_or_default(),
     };
     let start = base.offset;
-    let (committed, tail) =
-        continue_fold(&mut file, log.enc, ident.size, base).map_err(|e| short_io(&e))?;
+    let (committed, tail) = continue_fold(&mut file, log.enc, ident.size, base)?;
     let read = ident.size.saturating_sub(start);
     if read >= checkpoint::persist_min() {
         checkpoint::save(&log.path, ident.key, &mut file, &committed);
@@ -188,19 +181,19 @@ thread_local! {
 
 /// The brief of one log (header, title), reusing the cached one when the file is unchanged (one
 /// `stat`) and scanning only the new frames when it only grew. Err: a short reason.
-pub fn load_brief(log: &LogFile) -> Result<Arc<Brief>, String> {
+pub fn load_brief(log: &LogFile) -> Result<Arc<Brief>, ReadError> {
     load_brief_counted(log).0
 }
 
 /// [`load_brief`], also returning the offset the scan started at (`None` when it was a cache hit).
-pub fn load_brief_counted(log: &LogFile) -> (Result<Arc<Brief>, String>, Option<u64>) {
+pub fn load_brief_counted(log: &LogFile) -> (Result<Arc<Brief>, ReadError>, Option<u64>) {
     match brief_inner(log) {
         Ok((b, from, _)) => (Ok(b), from),
         Err(e) => (Err(e), None),
     }
 }
 
-fn brief_inner(log: &LogFile) -> Result<(Arc<Brief>, Option<u64>, Ident), String> {
+fn brief_inner(log: &LogFile) -> Result<(Arc<Brief>, Option<u64>, Ident), ReadError> {
     // A log this cache has not seen is read in any case: open it and `fstat` the descriptor (no
     // `stat` by path first: one path walk fewer per session on a cold listing). The walk only
     // offers names whose directory entry is a regular file; `open_regular` never blocks (a FIFO
@@ -211,8 +204,8 @@ fn brief_inner(log: &LogFile) -> Result<(Arc<Brief>, Option<u64>, Ident), String
     } else {
         let (f, meta) = base::fsafe::open_regular(&log.path, base::fsafe::Follow::Yes, None)
             .map_err(|e| match e.kind() {
-                std::io::ErrorKind::InvalidData => not_regular(),
-                _ => short_io(&e),
+                std::io::ErrorKind::InvalidData => ReadError::NotRegular,
+                _ => e.into(),
             })?;
         let ident = Ident {
             key: file_key(&meta),
@@ -249,14 +242,12 @@ fn brief_inner(log: &LogFile) -> Result<(Arc<Brief>, Option<u64>, Ident), String
         Some(f) => f,
         None => open_log(&log.path)?,
     };
-    let (b, resume) = SCRATCH
-        .with(|sc| {
-            let mut sc = sc.borrow_mut();
-            let out = brief::scan(&mut file, log.enc, ident.size, base.as_ref(), &mut sc);
-            sc.trim();
-            out
-        })
-        .map_err(|e| short_io(&e))?;
+    let (b, resume) = SCRATCH.with(|sc| {
+        let mut sc = sc.borrow_mut();
+        let out = brief::scan(&mut file, log.enc, ident.size, base.as_ref(), &mut sc);
+        sc.trim();
+        out
+    })?;
     let b = Arc::new(b);
     let mut map = brief_lock();
     if map.len() >= BRIEF_CAP && !map.contains_key(log.path.as_os_str()) {
@@ -285,7 +276,7 @@ fn brief_inner(log: &LogFile) -> Result<(Arc<Brief>, Option<u64>, Ident), String
 pub struct Briefed {
     pub dir: PathBuf,
     pub log: Option<LogFile>,
-    pub brief: Result<Arc<Brief>, String>,
+    pub brief: Result<Arc<Brief>, ReadError>,
 }
 
 /// Run `f` over `items` on up to 8 threads (the available cores), results in input order.
@@ -335,8 +326,7 @@ pub fn scan_briefs(home: &Path, notes: &mut Vec<super::StoreNote>) -> Vec<Briefe
     let done: Vec<Option<(layout::Visited, Loaded)>> = parallel(&items, |item| {
         let v = layout::visit(item.dir()?);
         let b = v.log().map(|log| {
-            std::panic::catch_unwind(|| load_brief(log))
-                .unwrap_or_else(|_| Err("internal error while reading".into()))
+            std::panic::catch_unwind(|| load_brief(log)).unwrap_or(Err(ReadError::Panicked))
         });
         Some((v, b))
     });
@@ -347,9 +337,7 @@ pub fn scan_briefs(home: &Path, notes: &mut Vec<super::StoreNote>) -> Vec<Briefe
     layout::assemble(items, visited, notes)
         .into_iter()
         .map(|(i, d)| Briefed {
-            brief: briefs[i]
-                .take()
-                .unwrap_or_else(|| Err("no session log".to_string())),
+            brief: briefs[i].take().unwrap_or(Err(ReadError::NoLog)),
             dir: d.dir,
             log: d.log,
         })
@@ -375,7 +363,7 @@ pub const LIST_PENDING: Duration = Duration::from_secs(10);
 /// least recently listed goes first. (The unit tests list many homes in parallel.)
 const LIST_HOMES: usize = if cfg!(test) { 64 } else { 8 };
 
-type Loaded = Option<Result<Arc<Brief>, String>>;
+type Loaded = Option<Result<Arc<Brief>, ReadError>>;
 
 /// What the last listing saw of one session folder.
 #[derive(Clone)]
@@ -431,7 +419,7 @@ impl Memo {
             Some(log) => match std::panic::catch_unwind(|| brief_inner(log)) {
                 Ok(Ok((b, _, ident))) => (Some(Ok(b)), Some(ident)),
                 Ok(Err(e)) => (Some(Err(e)), None),
-                Err(_) => (Some(Err("internal error while reading".into())), None),
+                Err(_) => (Some(Err(ReadError::Panicked)), None),
             },
         }
     }
@@ -786,7 +774,7 @@ enum WatchSlot {
     Off {
         retry: Instant,
         #[cfg_attr(not(test), allow(dead_code))]
-        why: String,
+        why: WatchOff,
     },
 }
 
@@ -826,7 +814,7 @@ pub(crate) fn set_watch_cap(home: &Path, cap: usize) {
 /// Tests: how many sessions the last listing of `home` looked at again, and its watcher's state
 /// (`Ok(())` watching, `Err(why)` swept).
 #[cfg(test)]
-pub(crate) fn memo_probe(home: &Path) -> Option<(usize, Result<(), String>)> {
+pub(crate) fn memo_probe(home: &Path) -> Option<(usize, Result<(), WatchOff>)> {
     let slot = home_slot(home);
     let held = slot.lock().unwrap_or_else(|p| p.into_inner());
     held.as_ref().map(|h| {
@@ -909,7 +897,7 @@ pub fn list_cached(home: &Path, hot: &HashSet<String>) -> Arc<super::BriefListin
             &mut o.watch,
             WatchSlot::Off {
                 retry: started,
-                why: String::new(),
+                why: WatchOff::NotStarted,
             },
         )
     }) {
@@ -1236,9 +1224,7 @@ fn build_listing(
     let scanned = layout::assemble(items, visited, &mut notes)
         .into_iter()
         .map(|(i, d)| Briefed {
-            brief: briefs[i]
-                .take()
-                .unwrap_or_else(|| Err("no session log".to_string())),
+            brief: briefs[i].take().unwrap_or(Err(ReadError::NoLog)),
             dir: d.dir,
             log: d.log,
         })
@@ -1251,16 +1237,17 @@ fn build_listing(
 pub struct Scanned {
     pub dir: PathBuf,
     pub log: Option<LogFile>,
-    pub fold: Result<Arc<Fold>, String>,
+    pub fold: Result<Arc<Fold>, ReadError>,
 }
 
 /// Fold many directories, spread over the available cores (at most 8 threads).
 pub fn fold_all(dirs: Vec<SessionDir>) -> Vec<Scanned> {
     parallel(&dirs, |d| {
         let fold = match &d.log {
-            None => Err("no session log".to_string()),
-            Some(log) => std::panic::catch_unwind(|| load_log(log))
-                .unwrap_or_else(|_| Err("internal error while reading".into())),
+            None => Err(ReadError::NoLog),
+            Some(log) => {
+                std::panic::catch_unwind(|| load_log(log)).unwrap_or(Err(ReadError::Panicked))
+            }
         };
         Scanned {
             dir: d.dir.clone(),

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
+use crate::error::IoError;
 use crate::log::Encoding;
 
 /// A generation file picked in a session directory.
@@ -217,7 +218,8 @@ pub enum Visited {
     NotADir,
     Dir {
         key: Option<(u64, u64)>,
-        log: Result<Option<LogFile>, String>,
+        /// Err: the folder could not be read (the note is phrased in [`assemble`]).
+        log: Result<Option<LogFile>, IoError>,
     },
 }
 
@@ -392,8 +394,7 @@ fn look(
     } else {
         pick_generation(dir)
     };
-    let log =
-        log.map_err(|e| format!("{}: unreadable directory ({})", dir.display(), short_io(&e)));
+    let log = log.map_err(IoError::from);
     (Some(Visited::Dir { key, log }), remember)
 }
 
@@ -436,7 +437,10 @@ pub fn assemble(
                         }
                         out.push((i, SessionDir { dir, log }));
                     }
-                    Err(n) => notes.push(StoreNote::Text(n)),
+                    Err(e) => notes.push(StoreNote::Text(format!(
+                        "{}: unreadable directory ({e})",
+                        dir.display()
+                    ))),
                 }
             }
         }

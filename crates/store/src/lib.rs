@@ -10,6 +10,7 @@
 pub mod brief;
 pub mod checkpoint;
 pub mod classify;
+pub mod error;
 pub mod events;
 pub mod fate;
 pub mod fold;

@@ -7,6 +7,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use crate::error::DecodeStop;
 use crate::fold::Fold;
 use crate::frames::{
     find_magic, frame_decoder, next_complete_frame, scan_frame, FrameScan, Loc, Windowed, LINE_CAP,
@@ -146,10 +147,10 @@ pub(crate) fn decode_unit<R: Read + Seek>(
     end: u64,
     sc: &mut Scratch,
     sink: &mut dyn FnMut(&[u8], u64),
-) -> io::Result<Result<(), String>> {
+) -> io::Result<Result<(), DecodeStop>> {
     let len = end - start;
     if sc.budget.exhausted {
-        return Ok(Err(BUDGET_SPENT.into()));
+        return Ok(Err(DecodeStop::BudgetSpent));
     }
     if len > CBUF_MAX {
         // Rare: stream it from the file.
@@ -175,7 +176,7 @@ pub(crate) fn decode_unit<R: Read + Seek>(
             if let Ok(got) = dctx.decompress(out, cbuf) {
                 if got > 0 {
                     if !budget.spend(&out[..got]) {
-                        return Ok(Err(BUDGET_SPENT.into()));
+                        return Ok(Err(DecodeStop::BudgetSpent));
                     }
                     sink(&out[..got], 0);
                 }
@@ -190,16 +191,16 @@ pub(crate) fn decode_unit<R: Read + Seek>(
 
 /// Stream the zstd frame that starts at `start` (at most `len` bytes of it: a torn last frame, or one
 /// too long to read whole) to `sink`, as far as it decodes. Err: why it stopped before its end
-/// ([`BUDGET_SPENT`] when the budget ran out).
+/// ([`DecodeStop::BudgetSpent`] when the budget ran out).
 pub(crate) fn decode_stream<R: Read + Seek>(
     r: &mut R,
     start: u64,
     len: u64,
     sc: &mut Scratch,
     sink: &mut dyn FnMut(&[u8], u64),
-) -> io::Result<Result<(), String>> {
+) -> io::Result<Result<(), DecodeStop>> {
     if sc.budget.exhausted {
-        return Ok(Err(BUDGET_SPENT.into()));
+        return Ok(Err(DecodeStop::BudgetSpent));
     }
     r.seek(SeekFrom::Start(start))?;
     let Scratch {
@@ -217,9 +218,6 @@ fn reset(dctx: &mut zstd::zstd_safe::DCtx<'static>) -> io::Result<()> {
         .map_err(|c| io::Error::other(zstd::zstd_safe::get_error_name(c)))
 }
 
-/// Why a decode stopped when the budget ran out.
-pub(crate) const BUDGET_SPENT: &str = "the decode budget of this read is spent";
-
 /// The one streaming loop: read `dec` in `buf`-sized chunks, spend each chunk's cost, hand it to
 /// `sink` with its offset inside the frame.
 fn stream_into<D: Read>(
@@ -227,17 +225,17 @@ fn stream_into<D: Read>(
     buf: &mut [u8],
     budget: &mut Budget,
     sink: &mut dyn FnMut(&[u8], u64),
-) -> Result<(), String> {
+) -> Result<(), DecodeStop> {
     let mut inner = 0u64;
     loop {
         let n = match dec.read(buf) {
             Ok(0) => return Ok(()),
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(e.into()),
         };
         if !budget.spend(&buf[..n]) {
-            return Err(BUDGET_SPENT.into());
+            return Err(DecodeStop::BudgetSpent);
         }
         sink(&buf[..n], inner);
         inner += n as u64;
@@ -371,7 +369,7 @@ fn decode_frame<R: Read + Seek>(
         Ok(Ok(())) => return,
         Ok(Err(_)) if sc.exhausted() => return,
         Ok(Err(why)) => why,
-        Err(e) => e.to_string(),
+        Err(e) => e.into(),
     };
     fold.note(format!(
         "corrupt zstd frame at byte {start} ({why}); skipped the rest of it"
@@ -552,14 +550,14 @@ mod tests {
 
     type Sink<'a> = &'a mut dyn FnMut(&[u8], u64);
     type Reader =
-        fn(&mut Cursor<&[u8]>, u64, &mut Scratch, Sink<'_>) -> io::Result<Result<(), String>>;
+        fn(&mut Cursor<&[u8]>, u64, &mut Scratch, Sink<'_>) -> io::Result<Result<(), DecodeStop>>;
 
     fn whole(
         r: &mut Cursor<&[u8]>,
         end: u64,
         sc: &mut Scratch,
         s: Sink<'_>,
-    ) -> io::Result<Result<(), String>> {
+    ) -> io::Result<Result<(), DecodeStop>> {
         decode_unit(r, 0, end, sc, s)
     }
     fn stream(
@@ -567,7 +565,7 @@ mod tests {
         end: u64,
         sc: &mut Scratch,
         s: Sink<'_>,
-    ) -> io::Result<Result<(), String>> {
+    ) -> io::Result<Result<(), DecodeStop>> {
         decode_stream(r, 0, end, sc, s)
     }
     fn torn(
@@ -575,7 +573,7 @@ mod tests {
         end: u64,
         sc: &mut Scratch,
         s: Sink<'_>,
-    ) -> io::Result<Result<(), String>> {
+    ) -> io::Result<Result<(), DecodeStop>> {
         decode_stream(r, 0, end / 2, sc, s)
     }
 
@@ -586,7 +584,7 @@ mod tests {
         (zstd::encode_all(&plain[..], 3).unwrap(), plain)
     }
 
-    fn read(z: &[u8], budget: u64, f: Reader) -> (Vec<u8>, Result<(), String>, bool) {
+    fn read(z: &[u8], budget: u64, f: Reader) -> (Vec<u8>, Result<(), DecodeStop>, bool) {
         let mut sc = Scratch::new();
         sc.reset_budget(budget);
         let mut got = Vec::new();
@@ -625,7 +623,7 @@ mod tests {
         let small = chunk_cost(&plain) / 3;
         for f in [whole as Reader, stream] {
             let (got, why, spent) = read(&z, small, f);
-            assert_eq!((why, spent), (Err(BUDGET_SPENT.to_string()), true));
+            assert_eq!((why, spent), (Err(DecodeStop::BudgetSpent), true));
             assert!(chunk_cost(&got) <= small && plain.starts_with(&got));
         }
         // once exhausted, a read does nothing
@@ -636,6 +634,6 @@ mod tests {
         let res = decode_stream(&mut Cursor::new(&z[..]), 0, end, &mut sc, &mut |_, _| {
             panic!("no chunk after the budget is spent")
         });
-        assert_eq!(res.unwrap(), Err(BUDGET_SPENT.to_string()));
+        assert_eq!(res.unwrap(), Err(DecodeStop::BudgetSpent));
     }
 }

@@ -1877,10 +1877,7 @@ mod listing_memo {
         append_title(home, "s-a", "second", true);
         list_briefs_cached(home, []);
         let (_, state) = crate::index::memo_probe(home).unwrap();
-        assert!(
-            state.as_ref().is_err_and(|w| w.contains("overflow")),
-            "{state:?}"
-        );
+        assert_eq!(state, Err(crate::watch::WatchOff::Overflow));
         std::thread::sleep(LIST_STALE + Duration::from_millis(100));
         assert_eq!(titles(home, [])[0], pair("s-a", "second"));
         assert_eq!(rechecked(home), 3, "a sweep");
@@ -1900,10 +1897,7 @@ mod listing_memo {
         list_briefs_cached(home, []);
         list_briefs_cached(home, []);
         let (_, state) = crate::index::memo_probe(home).unwrap();
-        assert!(
-            state.as_ref().is_err_and(|w| w.contains("2 watches")),
-            "{state:?}"
-        );
+        assert_eq!(state, Err(crate::watch::WatchOff::TooMany { cap: 2 }));
         append_title(home, "s-b", "second", true);
         std::thread::sleep(LIST_STALE + Duration::from_millis(100));
         assert_eq!(titles(home, [])[1], pair("s-b", "second"));

@@ -15,6 +15,8 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+pub use crate::error::WatchOff;
+
 /// After the watcher of a home ended, how long that home is swept before a new one is tried.
 pub const WATCH_RETRY: Duration = Duration::from_secs(60);
 /// Set (not empty, not `0`): no watcher, every home is swept (a file system where change
@@ -42,14 +44,14 @@ mod stub {
     }
 
     impl Watch {
-        pub fn start(_home: &Path) -> Result<Watch, String> {
-            Err("no change notification on this OS".into())
+        pub fn start(_home: &Path) -> Result<Watch, WatchOff> {
+            Err(WatchOff::Unsupported)
         }
         #[cfg(test)]
-        pub fn start_capped(home: &Path, _cap: usize) -> Result<Watch, String> {
+        pub fn start_capped(home: &Path, _cap: usize) -> Result<Watch, WatchOff> {
             Self::start(home)
         }
-        pub fn take(&self) -> Result<HashSet<PathBuf>, String> {
+        pub fn take(&self) -> Result<HashSet<PathBuf>, WatchOff> {
             Ok(HashSet::new())
         }
         pub fn since_ok(&self, dirs: &[&Path], _now: Instant) -> Vec<bool> {
@@ -104,7 +106,7 @@ mod imp {
         /// Checks the thread is running outside the lock (tests wait for them).
         checking: usize,
         /// Why this watcher can no longer be trusted.
-        broken: Option<String>,
+        broken: Option<WatchOff>,
         cap: usize,
     }
 
@@ -130,14 +132,14 @@ mod imp {
 
     /// File systems whose changes may be made by another machine (or a user-space server) that
     /// inotify never hears of.
-    fn remote_fs(p: &Path) -> Option<String> {
+    fn remote_fs(p: &Path) -> Option<WatchOff> {
         use std::os::unix::ffi::OsStrExt;
         let c = std::ffi::CString::new(p.as_os_str().as_bytes()).ok()?;
         let mut st = std::mem::MaybeUninit::<libc::statfs>::uninit();
         // SAFETY: a NUL-terminated path and a buffer of the right type, read only on success.
         let r = unsafe { libc::statfs(c.as_ptr(), st.as_mut_ptr()) };
         if r != 0 {
-            return Some("statfs failed".into());
+            return Some(WatchOff::StatfsFailed);
         }
         // SAFETY: see above.
         let st = unsafe { st.assume_init() };
@@ -159,24 +161,24 @@ mod imp {
         ];
         REMOTE
             .contains(&t)
-            .then(|| format!("file system type {t:#x} may change without notice"))
+            .then_some(WatchOff::RemoteFs { magic: t })
     }
 
     impl Watch {
         /// A watcher for `home` (nothing watched yet: [`Watch::ask`] asks for folders).
-        pub fn start(home: &Path) -> Result<Watch, String> {
+        pub fn start(home: &Path) -> Result<Watch, WatchOff> {
             if std::env::var_os(NO_WATCH).is_some_and(|v| !v.is_empty() && v != "0") {
-                return Err(format!("{NO_WATCH} is set"));
+                return Err(WatchOff::Disabled);
             }
             Self::start_capped(home, cap())
         }
 
-        pub fn start_capped(home: &Path, cap: usize) -> Result<Watch, String> {
+        pub fn start_capped(home: &Path, cap: usize) -> Result<Watch, WatchOff> {
             let root = home.join("sessions");
             if let Some(why) = remote_fs(if root.is_dir() { &root } else { home }) {
                 return Err(why);
             }
-            let inotify = Inotify::init().map_err(|e| format!("inotify_init: {e}"))?;
+            let inotify = Inotify::init().map_err(|e| WatchOff::Init(e.into()))?;
             let fd = inotify.as_raw_fd();
             let watches = inotify.watches();
             let shared = Arc::new(Shared {
@@ -198,7 +200,7 @@ mod imp {
             std::thread::Builder::new()
                 .name("dsh-list-watch".into())
                 .spawn(move || run(&s))
-                .map_err(|e| format!("thread: {e}"))?;
+                .map_err(|e| WatchOff::Thread(e.into()))?;
             Ok(Watch {
                 shared,
                 epoch: EPOCH.fetch_add(1, Ordering::Relaxed),
@@ -211,7 +213,7 @@ mod imp {
 
         /// The folders changed since the last call (the queue drained first). Err: this watcher
         /// can no longer be trusted (the reason).
-        pub fn take(&self) -> Result<HashSet<PathBuf>, String> {
+        pub fn take(&self) -> Result<HashSet<PathBuf>, WatchOff> {
             let mut st = self.lock();
             drain(&mut st);
             match &st.broken {
@@ -243,9 +245,8 @@ mod imp {
                     continue;
                 }
                 if st.by_dir.len() + st.pending.len() >= st.cap {
-                    st.broken.get_or_insert_with(|| {
-                        format!("more session folders than {} watches", st.cap)
-                    });
+                    let cap = st.cap;
+                    st.broken.get_or_insert(WatchOff::TooMany { cap });
                     st.pending.clear();
                     return;
                 }
@@ -294,8 +295,7 @@ mod imp {
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => {
-                    st.broken
-                        .get_or_insert_with(|| format!("inotify read: {e}"));
+                    st.broken.get_or_insert_with(|| WatchOff::Read(e.into()));
                     return;
                 }
             }
@@ -304,13 +304,11 @@ mod imp {
 
     fn apply(st: &mut State, wd: Option<WatchDescriptor>, mask: EventMask) {
         if mask.contains(EventMask::Q_OVERFLOW) {
-            st.broken
-                .get_or_insert_with(|| "inotify queue overflow".into());
+            st.broken.get_or_insert(WatchOff::Overflow);
             return;
         }
         if mask.contains(EventMask::UNMOUNT) {
-            st.broken
-                .get_or_insert_with(|| "a watched file system was unmounted".into());
+            st.broken.get_or_insert(WatchOff::Unmounted);
             return;
         }
         let Some(wd) = wd else { return };
@@ -363,10 +361,10 @@ mod imp {
                     }
                 }
                 Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => {
-                    st.broken = Some("inotify watch limit (max_user_watches) reached".into());
+                    st.broken = Some(WatchOff::WatchLimit);
                 }
                 Err(e) if e.raw_os_error() == Some(libc::ENOMEM) => {
-                    st.broken = Some("inotify: out of kernel memory".into());
+                    st.broken = Some(WatchOff::NoKernelMemory);
                 }
                 Err(_) => {}
             }
