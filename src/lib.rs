@@ -127,7 +127,7 @@ pub fn run(
 ) -> Result<AsyncBlock<ToolOutcome>, ErrorCode> {
     // A lone UTF-16 surrogate in an argument is a readable refusal, never a failed call.
     let parsed = mail_core::tools::parse_request(&request)
-        .map_err(|why| error(ErrorCode::BadRequest, why))?;
+        .map_err(|why| error(ErrorCode::BadRequest, why.to_string()))?;
     let facts: Option<mail_core::mail::notice::NoticeFacts> =
         notice.map(|n| parse(&n, "idle notice facts")).transpose()?;
     promise(env, async move {
@@ -318,7 +318,7 @@ pub fn default_sender(dsh_home: Option<String>, cwd: String) -> DefaultSender {
             log_path: None,
             modified_ms: None,
             project,
-            error: Some(e),
+            error: Some(e.to_string()),
         },
     }
 }

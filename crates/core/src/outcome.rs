@@ -507,8 +507,10 @@ mod tests {
             });
         }
         for failure in [
-            Failure::BadBaseUrl("not loopback".into()),
-            Failure::NoSecret("no file".into()),
+            Failure::BadBaseUrl(
+                crate::delivery::http::loopback_base("http://10.0.0.1").unwrap_err(),
+            ),
+            Failure::NoSecret(crate::delivery::credentials::CredentialsError::Missing),
             Failure::Unauthorized,
             Failure::Forbidden(String::new()),
             Failure::HostDown("refused".into()),

@@ -59,15 +59,12 @@ fn mtime_ms(p: &Path) -> Option<u64> {
 /// The most recently modified top-level session of the project `cwd` belongs to, as the host names
 /// it: `$DSH_HOME/sessions/<projectKey(cwd)>/<session>/<newest generation>`, by the log's mtime.
 /// Subagent sessions are skipped (a reply to one could not be delivered). `Err` says why none.
-pub fn default_sender(home: &Path, cwd: &str) -> Result<Sender, String> {
-    let key = project_key(cwd).ok_or_else(|| "the current directory is empty".to_string())?;
+pub fn default_sender(home: &Path, cwd: &str) -> Result<Sender, NoSender> {
+    let key = project_key(cwd).ok_or(NoSender::EmptyCwd)?;
     let dir = home.join("sessions").join(&key);
-    let entries = std::fs::read_dir(&dir).map_err(|e| {
-        format!(
-            "no sessions for this directory's project ({}: {})",
-            dir.display(),
-            layout::short_io(&e)
-        )
+    let entries = std::fs::read_dir(&dir).map_err(|e| NoSender::NoProject {
+        dir: dir.clone(),
+        why: e.into(),
     })?;
     let mut logs: Vec<(u64, layout::LogFile)> = Vec::new();
     for e in entries.flatten() {
@@ -96,11 +93,42 @@ pub fn default_sender(home: &Path, cwd: &str) -> Result<Sender, String> {
             modified_ms,
         });
     }
-    Err(format!(
-        "no readable top-level session in this directory's project ({})",
-        dir.display()
-    ))
+    Err(NoSender::NoTopLevel { dir })
 }
+
+/// Why the CLI has no default sender.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NoSender {
+    /// The current directory is empty (no project key).
+    EmptyCwd,
+    /// The project's folder cannot be listed.
+    NoProject {
+        dir: std::path::PathBuf,
+        why: store::error::IoError,
+    },
+    /// No readable top-level session in it.
+    NoTopLevel { dir: std::path::PathBuf },
+}
+
+impl std::fmt::Display for NoSender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NoSender::EmptyCwd => f.write_str("the current directory is empty"),
+            NoSender::NoProject { dir, why } => write!(
+                f,
+                "no sessions for this directory's project ({}: {why})",
+                dir.display()
+            ),
+            NoSender::NoTopLevel { dir } => write!(
+                f,
+                "no readable top-level session in this directory's project ({})",
+                dir.display()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for NoSender {}
 
 #[cfg(test)]
 mod tests {
@@ -168,8 +196,18 @@ mod tests {
         assert_eq!(default_sender(home.path(), "/w/p").unwrap().id, "session-a");
         let e = default_sender(home.path(), "/w/none").unwrap_err();
         assert!(
-            e.contains("no sessions for this directory's project"),
+            matches!(&e, NoSender::NoProject { why, .. } if why.kind() == std::io::ErrorKind::NotFound),
+            "{e:?}"
+        );
+        assert!(
+            e.to_string()
+                .starts_with("no sessions for this directory's project ("),
             "{e}"
         );
+        assert!(
+            e.to_string().ends_with(": No such file or directory)"),
+            "{e}"
+        );
+        assert_eq!(default_sender(home.path(), ""), Err(NoSender::EmptyCwd));
     }
 }

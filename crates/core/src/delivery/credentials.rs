@@ -25,14 +25,14 @@ pub struct Secret([u8; 32]);
 
 impl Secret {
     /// Decode canonical unpadded base64url of exactly 32 bytes.
-    pub fn from_b64url(s: &str) -> Result<Secret, String> {
+    pub fn from_b64url(s: &str) -> Result<Secret, SecretError> {
         let bytes = URL_SAFE_NO_PAD
             .decode(s.trim())
-            .map_err(|_| "the secret is not unpadded base64url".to_string())?;
+            .map_err(|_| SecretError::NotBase64url)?;
         let arr: [u8; 32] = bytes
             .as_slice()
             .try_into()
-            .map_err(|_| format!("the secret decodes to {} bytes, not 32", bytes.len()))?;
+            .map_err(|_| SecretError::Length(bytes.len()))?;
         Ok(Secret(arr))
     }
 
@@ -55,31 +55,127 @@ impl Drop for Secret {
 }
 
 /// The secret for this call: `host_secret` when the shim handed one over, else the credentials file.
-/// The error text says what is missing or wrong, never the value.
-pub fn load(host_secret: Option<&str>, home: &Path) -> Result<Secret, String> {
+/// The error says what is missing or wrong, never the value.
+pub fn load(host_secret: Option<&str>, home: &Path) -> Result<Secret, CredentialsError> {
     if let Some(s) = host_secret.filter(|s| !s.trim().is_empty()) {
-        return Secret::from_b64url(s).map_err(|why| {
-            format!("the browser-session secret handed over by the host is unusable: {why}")
-        });
+        return Secret::from_b64url(s).map_err(CredentialsError::HostSecret);
     }
     let path = home.join(CREDENTIALS_FILE);
     // Never block on it (a FIFO), never read a device or gigabytes: a regular file up to the cap.
     let bytes = match base::fsafe::read_capped(&path, base::fsafe::Follow::Yes, MAX_FILE_BYTES) {
         Ok((b, _)) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(format!(
-                "$DSH_HOME/{CREDENTIALS_FILE} does not exist (the host writes it when its web connection first starts)"
-            ))
+            return Err(CredentialsError::Missing)
         }
         Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
-            return Err(format!("$DSH_HOME/{CREDENTIALS_FILE} {e}"))
+            let why = e
+                .get_ref()
+                .and_then(|r| r.downcast_ref::<base::fsafe::Refused>())
+                .cloned()
+                .unwrap_or_else(|| base::fsafe::Refused::Unreadable(e.to_string()));
+            return Err(CredentialsError::Refused(why));
         }
-        Err(e) => return Err(format!("$DSH_HOME/{CREDENTIALS_FILE} could not be read ({})", e.kind())),
+        Err(e) => return Err(CredentialsError::Unreadable(e.kind())),
     };
-    let text = String::from_utf8(bytes)
-        .map_err(|_| format!("$DSH_HOME/{CREDENTIALS_FILE} is not UTF-8 text"))?;
-    from_yaml(&text).map_err(|why| format!("$DSH_HOME/{CREDENTIALS_FILE}: {why}"))
+    let text = String::from_utf8(bytes).map_err(|_| CredentialsError::NotUtf8)?;
+    from_yaml(&text).map_err(CredentialsError::Document)
 }
+
+/// Why a secret string is no browser-session secret (never quotes it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecretError {
+    NotBase64url,
+    /// It decodes to this many bytes, not 32.
+    Length(usize),
+}
+
+impl std::fmt::Display for SecretError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SecretError::NotBase64url => f.write_str("the secret is not unpadded base64url"),
+            SecretError::Length(n) => write!(f, "the secret decodes to {n} bytes, not 32"),
+        }
+    }
+}
+
+/// What is wrong with the credentials document (never quotes a value of it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DocumentError {
+    /// Not YAML; where (line, column) when the parser says.
+    NotYaml(Option<(usize, usize)>),
+    NoRecord,
+    NotGrant,
+    NoPayload,
+    NotVersion1,
+    NoSecret,
+    Secret(SecretError),
+}
+
+impl std::fmt::Display for DocumentError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DocumentError::NotYaml(Some((line, column))) => {
+                write!(f, "not valid YAML (line {line}, column {column})")
+            }
+            DocumentError::NotYaml(None) => f.write_str("not valid YAML"),
+            DocumentError::NoRecord => write!(
+                f,
+                "no records['{RECORD_KEY}'] (has a 0.1.2+ web connection started with this DSH_HOME?)"
+            ),
+            DocumentError::NotGrant => write!(f, "records['{RECORD_KEY}'] is not a grant record"),
+            DocumentError::NoPayload => write!(f, "records['{RECORD_KEY}'] has no payload"),
+            DocumentError::NotVersion1 => {
+                write!(f, "records['{RECORD_KEY}'].payload.version is not 1")
+            }
+            DocumentError::NoSecret => write!(
+                f,
+                "records['{RECORD_KEY}'].payload.secret is missing or not a string"
+            ),
+            DocumentError::Secret(why) => {
+                write!(f, "records['{RECORD_KEY}'].payload.secret is unusable: {why}")
+            }
+        }
+    }
+}
+
+/// Why there is no browser-session secret for this call (never quotes it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CredentialsError {
+    /// The one the host handed over is unusable.
+    HostSecret(SecretError),
+    /// `$DSH_HOME/.credentials.yaml` does not exist.
+    Missing,
+    /// It is not a regular file of at most [`MAX_FILE_BYTES`] (what it is instead).
+    Refused(base::fsafe::Refused),
+    /// It could not be read (the system's kind of error).
+    Unreadable(std::io::ErrorKind),
+    NotUtf8,
+    /// Read, but the document is wrong.
+    Document(DocumentError),
+}
+
+impl std::fmt::Display for CredentialsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CredentialsError::HostSecret(why) => write!(
+                f,
+                "the browser-session secret handed over by the host is unusable: {why}"
+            ),
+            CredentialsError::Missing => write!(
+                f,
+                "$DSH_HOME/{CREDENTIALS_FILE} does not exist (the host writes it when its web connection first starts)"
+            ),
+            CredentialsError::Refused(why) => write!(f, "$DSH_HOME/{CREDENTIALS_FILE} {why}"),
+            CredentialsError::Unreadable(kind) => {
+                write!(f, "$DSH_HOME/{CREDENTIALS_FILE} could not be read ({kind})")
+            }
+            CredentialsError::NotUtf8 => write!(f, "$DSH_HOME/{CREDENTIALS_FILE} is not UTF-8 text"),
+            CredentialsError::Document(why) => write!(f, "$DSH_HOME/{CREDENTIALS_FILE}: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for CredentialsError {}
 
 /// Largest credentials file read (the host's file is a few hundred bytes).
 pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
@@ -99,34 +195,27 @@ pub fn exposure_warning(home: &Path) -> Option<String> {
 }
 
 /// Read the record out of the YAML document.
-pub fn from_yaml(text: &str) -> Result<Secret, String> {
+pub fn from_yaml(text: &str) -> Result<Secret, DocumentError> {
     use serde_norway::Value;
-    // The YAML messages can quote input; only the position is reported.
-    let doc: Value = serde_norway::from_str(text).map_err(|e| match e.location() {
-        Some(l) => format!("not valid YAML (line {}, column {})", l.line(), l.column()),
-        None => "not valid YAML".to_string(),
-    })?;
+    // The YAML messages can quote input; only the position is kept.
+    let doc: Value = serde_norway::from_str(text)
+        .map_err(|e| DocumentError::NotYaml(e.location().map(|l| (l.line(), l.column()))))?;
     let record = doc
         .get("records")
         .and_then(|r| r.get(RECORD_KEY))
-        .ok_or_else(|| format!("no records['{RECORD_KEY}'] (has a 0.1.2+ web connection started with this DSH_HOME?)"))?;
+        .ok_or(DocumentError::NoRecord)?;
     if record.get("kind").and_then(Value::as_str) != Some("grant") {
-        return Err(format!("records['{RECORD_KEY}'] is not a grant record"));
+        return Err(DocumentError::NotGrant);
     }
-    let payload = record
-        .get("payload")
-        .ok_or_else(|| format!("records['{RECORD_KEY}'] has no payload"))?;
+    let payload = record.get("payload").ok_or(DocumentError::NoPayload)?;
     if payload.get("version").and_then(Value::as_u64) != Some(1) {
-        return Err(format!("records['{RECORD_KEY}'].payload.version is not 1"));
+        return Err(DocumentError::NotVersion1);
     }
     let secret = payload
         .get("secret")
         .and_then(Value::as_str)
-        .ok_or_else(|| {
-            format!("records['{RECORD_KEY}'].payload.secret is missing or not a string")
-        })?;
-    Secret::from_b64url(secret)
-        .map_err(|why| format!("records['{RECORD_KEY}'].payload.secret is unusable: {why}"))
+        .ok_or(DocumentError::NoSecret)?;
+    Secret::from_b64url(secret).map_err(DocumentError::Secret)
 }
 
 #[cfg(test)]
@@ -151,20 +240,37 @@ mod tests {
     #[test]
     fn errors_never_quote_the_secret() {
         // 31 bytes
-        let short = &S[..41];
-        let e = from_yaml(&doc(short)).unwrap_err();
-        assert!(!e.contains(short), "{e}");
-        assert!(e.contains("not 32") || e.contains("base64url"), "{e}");
+        let short = super::super::cookie::b64url(&[7u8; 31]);
+        let e = from_yaml(&doc(&short)).unwrap_err();
+        assert_eq!(e, DocumentError::Secret(SecretError::Length(31)));
+        assert!(!e.to_string().contains(&short), "{e}");
+        // cut: not canonical base64url
+        let e = from_yaml(&doc(&S[..41])).unwrap_err();
+        assert_eq!(e, DocumentError::Secret(SecretError::NotBase64url));
+        assert!(!e.to_string().contains(&S[..41]), "{e}");
         // padded
         let e = from_yaml(&doc(&format!("{S}="))).unwrap_err();
-        assert!(!e.contains(S), "{e}");
+        assert_eq!(e, DocumentError::Secret(SecretError::NotBase64url));
+        assert!(!e.to_string().contains(S), "{e}");
         // broken YAML that contains the secret
         let e = from_yaml(&format!("records: [{S}\n  : :")).unwrap_err();
-        assert!(!e.contains(S), "{e}");
+        assert!(matches!(e, DocumentError::NotYaml(Some(_))), "{e:?}");
+        assert!(!e.to_string().contains(S), "{e}");
         let e = from_yaml("version: 1\nrecords: {}\n").unwrap_err();
-        assert!(e.contains("no records['client-connection/browser-session']"));
+        assert_eq!(e, DocumentError::NoRecord);
+        assert!(e
+            .to_string()
+            .starts_with("no records['client-connection/browser-session']"));
         let e = from_yaml(&doc(S).replace("kind: grant", "kind: api-key")).unwrap_err();
-        assert!(e.contains("not a grant"));
+        assert_eq!(e, DocumentError::NotGrant);
+        assert_eq!(
+            e.to_string(),
+            "records['client-connection/browser-session'] is not a grant record"
+        );
+        assert_eq!(
+            CredentialsError::Document(DocumentError::Secret(SecretError::Length(31))).to_string(),
+            "$DSH_HOME/.credentials.yaml: records['client-connection/browser-session'].payload.secret is unusable: the secret decodes to 31 bytes, not 32"
+        );
     }
 
     #[cfg(unix)]
@@ -176,11 +282,18 @@ mod tests {
         // SAFETY: a valid C string.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
         let e = load(None, d.path()).unwrap_err();
-        assert!(e.contains("FIFO"), "{e}");
+        assert!(
+            matches!(
+                e,
+                CredentialsError::Refused(base::fsafe::Refused::NotRegular { .. })
+            ),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("FIFO"), "{e}");
         std::fs::remove_file(&p).unwrap();
         std::os::unix::fs::symlink("/dev/zero", &p).unwrap();
         let e = load(None, d.path()).unwrap_err();
-        assert!(e.contains("character device"), "{e}");
+        assert!(e.to_string().contains("character device"), "{e}");
         std::fs::remove_file(&p).unwrap();
         std::fs::write(&p, doc(S)).unwrap();
         use std::os::unix::fs::PermissionsExt;
@@ -196,12 +309,14 @@ mod tests {
     fn load_prefers_host_secret_then_file() {
         let dir = tempfile::tempdir().unwrap();
         let e = load(None, dir.path()).unwrap_err();
-        assert!(e.contains("does not exist"));
+        assert_eq!(e, CredentialsError::Missing);
+        assert!(e.to_string().contains("does not exist"));
         std::fs::write(dir.path().join(CREDENTIALS_FILE), doc(S)).unwrap();
         assert_eq!(load(None, dir.path()).unwrap().bytes(), &[7u8; 32]);
         let other = super::super::cookie::b64url(&[1u8; 32]);
         assert_eq!(load(Some(&other), dir.path()).unwrap().bytes(), &[1u8; 32]);
         let e = load(Some("not-a-secret!"), dir.path()).unwrap_err();
-        assert!(!e.contains("not-a-secret!"));
+        assert_eq!(e, CredentialsError::HostSecret(SecretError::NotBase64url));
+        assert!(!e.to_string().contains("not-a-secret!"));
     }
 }

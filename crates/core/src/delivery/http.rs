@@ -53,17 +53,53 @@ pub struct Base {
     pub authority: String,
 }
 
+/// Why a base URL is not one this plugin talks to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BaseUrlProblem {
+    NotUrl(url::ParseError),
+    NotHttp,
+    Credentials,
+    NotLoopback,
+    NoAuthority,
+}
+
+/// A refused base URL: the URL as given and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BaseUrlError {
+    pub url: String,
+    pub problem: BaseUrlProblem,
+}
+
+impl std::fmt::Display for BaseUrlError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let u = &self.url;
+        match &self.problem {
+            BaseUrlProblem::NotUrl(e) => write!(f, "{u:?} is not a URL ({e})"),
+            BaseUrlProblem::NotHttp => write!(
+                f,
+                "{u:?} is not an http:// URL (the host's web server is plain HTTP on loopback)"
+            ),
+            BaseUrlProblem::Credentials => write!(f, "{u:?} carries credentials"),
+            BaseUrlProblem::NotLoopback => write!(f, "{u:?} is not a loopback address; this plugin only talks to the host on 127.0.0.0/8, ::1 or localhost"),
+            BaseUrlProblem::NoAuthority => write!(f, "{u:?} has no usable authority"),
+        }
+    }
+}
+
+impl std::error::Error for BaseUrlError {}
+
 /// Accept only `http://` URLs whose host is loopback: 127.0.0.0/8, ::1 (or its IPv4-mapped form) or `localhost`.
-pub fn loopback_base(base_url: &str) -> Result<Base, String> {
-    let url =
-        Url::parse(base_url.trim()).map_err(|e| format!("{base_url:?} is not a URL ({e})"))?;
+pub fn loopback_base(base_url: &str) -> Result<Base, BaseUrlError> {
+    let no = |problem| BaseUrlError {
+        url: base_url.to_string(),
+        problem,
+    };
+    let url = Url::parse(base_url.trim()).map_err(|e| no(BaseUrlProblem::NotUrl(e)))?;
     if url.scheme() != "http" {
-        return Err(format!(
-            "{base_url:?} is not an http:// URL (the host's web server is plain HTTP on loopback)"
-        ));
+        return Err(no(BaseUrlProblem::NotHttp));
     }
     if !url.username().is_empty() || url.password().is_some() {
-        return Err(format!("{base_url:?} carries credentials"));
+        return Err(no(BaseUrlProblem::Credentials));
     }
     let host = url.host_str().unwrap_or_default();
     let bare = host.trim_start_matches('[').trim_end_matches(']');
@@ -72,14 +108,14 @@ pub fn loopback_base(base_url: &str) -> Result<Base, String> {
         Err(_) => host.eq_ignore_ascii_case("localhost"),
     };
     if !loopback {
-        return Err(format!("{base_url:?} is not a loopback address; this plugin only talks to the host on 127.0.0.0/8, ::1 or localhost"));
+        return Err(no(BaseUrlProblem::NotLoopback));
     }
     let hostport = match url.port() {
         Some(p) => format!("{host}:{p}"),
         None => host.to_string(),
     };
-    let authority = normalize_authority(&hostport)
-        .ok_or_else(|| format!("{base_url:?} has no usable authority"))?;
+    let authority =
+        normalize_authority(&hostport).ok_or_else(|| no(BaseUrlProblem::NoAuthority))?;
     Ok(Base {
         origin: format!("http://{authority}"),
         authority,
@@ -115,7 +151,7 @@ thread_local! {
         const { std::cell::RefCell::new(Vec::new()) };
 }
 
-fn client(connect: Duration) -> Result<reqwest::Client, String> {
+fn client(connect: Duration) -> Result<reqwest::Client, reqwest::Error> {
     CLIENTS.with(|c| {
         let mut c = c.borrow_mut();
         if let Some((_, cl)) = c.iter().find(|(d, _)| *d == connect) {
@@ -127,8 +163,7 @@ fn client(connect: Duration) -> Result<reqwest::Client, String> {
             .connect_timeout(connect)
             .pool_idle_timeout(IDLE)
             .pool_max_idle_per_host(4)
-            .build()
-            .map_err(|e| format!("HTTP client setup failed: {e}"))?;
+            .build()?;
         if c.len() >= 4 {
             c.remove(0);
         }
@@ -147,7 +182,8 @@ pub async fn post_json(
     t: Timeouts,
     max_body: usize,
 ) -> Result<Reply, TransportError> {
-    let client = client(t.connect).map_err(TransportError::NotSent)?;
+    let client = client(t.connect)
+        .map_err(|e| TransportError::NotSent(format!("HTTP client setup failed: {e}")))?;
     let url = format!("{}{}", base.origin, path);
     let mut rb = client
         .post(url)
@@ -222,6 +258,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_refused_base_url_says_why_in_the_words_of_the_receipt() {
+        let e = loopback_base("http://10.0.0.1:3080").unwrap_err();
+        assert_eq!(e.to_string(), "\"http://10.0.0.1:3080\" is not a loopback address; this plugin only talks to the host on 127.0.0.0/8, ::1 or localhost");
+        let e = loopback_base("127.0.0.1:3080").unwrap_err();
+        assert!(
+            matches!(e.problem, BaseUrlProblem::NotUrl(_)) || e.problem == BaseUrlProblem::NotHttp,
+            "{e:?}"
+        );
+        assert_eq!(
+            loopback_base("http://u@127.0.0.1:1")
+                .unwrap_err()
+                .to_string(),
+            "\"http://u@127.0.0.1:1\" carries credentials"
+        );
+    }
+
+    #[test]
     fn loopback_validation() {
         let b = loopback_base("http://127.0.0.1:3080").unwrap();
         assert_eq!(b.origin, "http://127.0.0.1:3080");
@@ -256,6 +309,13 @@ mod tests {
             "http://[::2]:1",
         ] {
             assert!(loopback_base(bad).is_err(), "{bad} must be refused");
+        }
+        for (bad, problem) in [
+            ("http://192.168.1.2:3080", BaseUrlProblem::NotLoopback),
+            ("https://127.0.0.1:3080", BaseUrlProblem::NotHttp),
+            ("http://user:pw@127.0.0.1:3080", BaseUrlProblem::Credentials),
+        ] {
+            assert_eq!(loopback_base(bad).unwrap_err().problem, problem, "{bad}");
         }
         assert!(is_loopback_ip("127.0.0.2".parse().unwrap()));
         assert!(!is_loopback_ip("10.0.0.1".parse().unwrap()));

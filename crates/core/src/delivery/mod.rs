@@ -129,9 +129,9 @@ pub enum Outcome {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Failure {
     /// `host.base_url` is not a usable loopback URL.
-    BadBaseUrl(String),
+    BadBaseUrl(http::BaseUrlError),
     /// v2 needs the browser-session secret and it is missing or unusable.
-    NoSecret(String),
+    NoSecret(credentials::CredentialsError),
     /// HTTP 401: the cookie was refused.
     Unauthorized,
     /// HTTP 403: the host's Host/Origin fence refused the request.
@@ -154,7 +154,7 @@ impl Failure {
     /// A short cause, for composing details (the full texts live in `render::send`).
     pub fn brief(&self) -> String {
         match self {
-            Failure::BadBaseUrl(w) => w.clone(),
+            Failure::BadBaseUrl(w) => w.to_string(),
             Failure::NoSecret(w) => format!("no usable browser-session secret: {w}"),
             Failure::Unauthorized => "HTTP 401, the cookie was refused".into(),
             Failure::Forbidden(_) => "HTTP 403, the Host/Origin fence refused the request".into(),
@@ -260,14 +260,12 @@ async fn attempt(
             None,
         ),
         Dialect::V2 => {
-            if secret.is_none() {
-                match credentials::load(d.host_secret, d.dsh_home) {
-                    Ok(s) => *secret = Some(s),
+            let s = match secret {
+                Some(s) => &*s,
+                None => match credentials::load(d.host_secret, d.dsh_home) {
+                    Ok(s) => &*secret.insert(s),
                     Err(why) => return Attempt::Failed(Failure::NoSecret(why)),
-                }
-            }
-            let Some(s) = secret.as_ref() else {
-                return Attempt::Failed(Failure::NoSecret("unavailable".into()));
+                },
             };
             let envelope_id = uuid::Uuid::new_v4().to_string();
             (

@@ -61,11 +61,11 @@ pub async fn auth_probe(
 ) -> AuthProbe {
     let base = match loopback_base(base_url) {
         Ok(b) => b,
-        Err(why) => return probe(AuthState::BadUrl, None, Some(why)),
+        Err(why) => return probe(AuthState::BadUrl, None, Some(why.to_string())),
     };
     let s = match credentials::load(secret, home) {
         Ok(s) => s,
-        Err(why) => return probe(AuthState::NoSecret, None, Some(why)),
+        Err(why) => return probe(AuthState::NoSecret, None, Some(why.to_string())),
     };
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)

@@ -5,16 +5,37 @@ pub mod auth_probe;
 pub mod patch;
 
 use crate::delivery::dialect::{self, HostAnswer};
-use crate::delivery::http::{loopback_base, Timeouts, TransportError};
+use crate::delivery::http::{loopback_base, BaseUrlError, Timeouts, TransportError};
+
+/// Why nothing usable answered the doctor's host check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unreachable {
+    BadUrl(BaseUrlError),
+    Transport(TransportError),
+}
+
+impl std::fmt::Display for Unreachable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unreachable::BadUrl(e) => e.fmt(f),
+            Unreachable::Transport(TransportError::NotSent(why))
+            | Unreachable::Transport(TransportError::Ambiguous(why)) => f.write_str(why),
+            Unreachable::Transport(TransportError::ConnectTimeout) => {
+                f.write_str("connect timeout")
+            }
+        }
+    }
+}
+
+impl std::error::Error for Unreachable {}
 
 /// The doctor's host check: the send path's own probe ([`dialect::probe`]) at `base_url`.
 /// `Err` says why nothing usable answered (a bad address, a connection that failed).
-pub async fn probe_host(base_url: &str, t: Timeouts) -> Result<HostAnswer, String> {
-    let base = loopback_base(base_url)?;
-    dialect::probe(&base, t).await.map_err(|e| match e {
-        TransportError::NotSent(why) | TransportError::Ambiguous(why) => why,
-        TransportError::ConnectTimeout => "connect timeout".into(),
-    })
+pub async fn probe_host(base_url: &str, t: Timeouts) -> Result<HostAnswer, Unreachable> {
+    let base = loopback_base(base_url).map_err(Unreachable::BadUrl)?;
+    dialect::probe(&base, t)
+        .await
+        .map_err(Unreachable::Transport)
 }
 
 /// What the host at an address is, as the send path's probe saw it.
@@ -46,13 +67,13 @@ pub struct HostProbe {
 
 impl HostProbe {
     /// The probe's answer as data.
-    pub fn of(answer: Result<HostAnswer, String>) -> HostProbe {
+    pub fn of(answer: Result<HostAnswer, Unreachable>) -> HostProbe {
         let (state, status, detail) = match answer {
             Ok(HostAnswer::Rc8) => (HostState::Rc8, Some(200), None),
             Ok(HostAnswer::V2 { status }) => (HostState::V2, Some(status), None),
             Ok(HostAnswer::Forbidden) => (HostState::Forbidden, Some(403), None),
             Ok(HostAnswer::Other { status, body }) => (HostState::Other, Some(status), Some(body)),
-            Err(why) => (HostState::Unreachable, None, Some(why)),
+            Err(why) => (HostState::Unreachable, None, Some(why.to_string())),
         };
         HostProbe {
             state,
@@ -98,7 +119,17 @@ mod tests {
             (other.state, other.status, other.detail.as_deref()),
             (HostState::Other, Some(418), Some("teapot"))
         );
-        assert_eq!(v(Err("refused".into()))["state"], "unreachable");
+        let refused = v(Err(Unreachable::Transport(TransportError::NotSent(
+            "refused".into(),
+        ))));
+        assert_eq!(
+            (refused["state"].as_str(), refused["detail"].as_str()),
+            (Some("unreachable"), Some("refused"))
+        );
+        assert_eq!(
+            v(Err(Unreachable::Transport(TransportError::ConnectTimeout)))["detail"],
+            "connect timeout"
+        );
     }
 
     #[tokio::test]

@@ -32,7 +32,7 @@ pub async fn run(req: ToolRequest) -> String {
 }
 
 /// [`tools::parse_request`] and [`run`]: the text of one call from the shim's JSON.
-pub async fn run_json(request: &str) -> Result<String, String> {
+pub async fn run_json(request: &str) -> Result<String, tools::NotARequest> {
     Ok(match tools::parse_request(request)? {
         Ok(req) => run(req).await,
         Err(refusal) => refusal.render(),

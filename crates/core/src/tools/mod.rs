@@ -70,14 +70,11 @@ pub const STORE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(6
 /// serde_json refuses) never fails the call: in an argument it is a readable `bad-argument`
 /// (`Ok(Err(refusal))`); anywhere else (a live agent's header, live events, the caller's title) it
 /// is shown as U+FFFD. `Err`: the text is not a tool request at all (a binding misuse).
-pub fn parse_request(request: &str) -> Result<Result<ToolRequest, Refusal>, String> {
+pub fn parse_request(request: &str) -> Result<Result<ToolRequest, Refusal>, NotARequest> {
     let Some(repaired) = base::utf16::repair_json(request) else {
-        return serde_json::from_str(request)
-            .map(Ok)
-            .map_err(|e| format!("tool request is not valid JSON: {e}"));
+        return serde_json::from_str(request).map(Ok).map_err(NotARequest);
     };
-    let mut v: serde_json::Value = serde_json::from_str(&repaired)
-        .map_err(|e| format!("tool request is not valid JSON: {e}"))?;
+    let mut v: serde_json::Value = serde_json::from_str(&repaired).map_err(NotARequest)?;
     if let Some(path) = v.get("args").and_then(|a| base::utf16::find_lone(a, "")) {
         let name = if path.is_empty() {
             "the arguments".to_string()
@@ -95,10 +92,20 @@ pub fn parse_request(request: &str) -> Result<Result<ToolRequest, Refusal>, Stri
         }));
     }
     base::utf16::replace_lone(&mut v);
-    serde_json::from_value(v)
-        .map(Ok)
-        .map_err(|e| format!("tool request is not valid JSON: {e}"))
+    serde_json::from_value(v).map(Ok).map_err(NotARequest)
 }
+
+/// The shim's text is not a tool request (a binding misuse, `E_BAD_REQUEST`): serde_json's reason.
+#[derive(Debug)]
+pub struct NotARequest(pub serde_json::Error);
+
+impl std::fmt::Display for NotARequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "tool request is not valid JSON: {}", self.0)
+    }
+}
+
+impl std::error::Error for NotARequest {}
 
 #[cfg(test)]
 mod tests {
