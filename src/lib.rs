@@ -843,7 +843,7 @@ pub async fn policy_apply(dsh_home: Option<String>, change: String) -> napi::Res
         };
         match apply(&home, &ch, base::clock::now_ms()) {
             Ok(p) => serde_json::json!({"ok": true, "policy": p}),
-            Err(e) => serde_json::json!({"ok": false, "error": e}),
+            Err(e) => serde_json::json!({"ok": false, "error": e.to_string()}),
         }
     })
     .await?;
@@ -868,7 +868,7 @@ pub async fn held_decide(
             base::clock::now_ms(),
         ) {
             Ok(i) => serde_json::json!({"ok": true, "state": i.state.as_str(), "posted": i.posted}),
-            Err(e) => serde_json::json!({"ok": false, "error": e}),
+            Err(e) => serde_json::json!({"ok": false, "error": e.to_string()}),
         }
     })
     .await?;

@@ -1,5 +1,15 @@
 //! Text helpers every layer phrases with: sizes, ids shown safely, short quotes.
 
+/// Lowercase hex of `b`.
+pub fn hex(b: &[u8]) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(b.len() * 2);
+    for x in b {
+        let _ = write!(s, "{x:02x}");
+    }
+    s
+}
+
 /// `12 B`, `3.4 KiB`, `5.6 MiB`.
 pub fn human_bytes(n: u64) -> String {
     if n >= 1024 * 1024 {

@@ -25,7 +25,6 @@ use std::fs;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use hmac::{Hmac, KeyInit, Mac};
 use sha2::{Digest, Sha256};
 
 use crate::fold::{Fold, FoldState};
@@ -109,13 +108,9 @@ fn dir_of(_log: &Path) -> Option<PathBuf> {
     Some(cache_dir()?.join(DIR))
 }
 
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 fn file_name(log: &Path) -> String {
     let h = Sha256::digest(log.as_os_str().as_encoded_bytes());
-    format!("{}.ckpt", hex(&h[..16]))
+    format!("{}.ckpt", base::text::hex(&h[..16]))
 }
 
 /// The folder, if it is one we may trust: a real directory, ours, no group/other bits.
@@ -135,34 +130,14 @@ fn read_private(p: &Path, cap: u64) -> Option<Vec<u8>> {
     Some(bytes)
 }
 
-fn read_key(dir: &Path) -> Option<Vec<u8>> {
-    read_private(&dir.join("key"), 64).filter(|k| k.len() == 32)
+/// The key of the checkpoint folder ([`base::seal`]: the plugin's one rule for a key file).
+pub(crate) fn read_key(dir: &Path) -> Option<base::seal::Key> {
+    base::seal::read_key(&dir.join("key")).ok().flatten()
 }
 
 /// The key, made on first use (two processes racing: the first link wins, the other reads it).
-fn key_or_make(dir: &Path) -> Option<Vec<u8>> {
-    if let Some(k) = read_key(dir) {
-        return Some(k);
-    }
-    let mut key = Vec::with_capacity(32);
-    key.extend_from_slice(uuid::Uuid::new_v4().as_bytes());
-    key.extend_from_slice(uuid::Uuid::new_v4().as_bytes());
-    let tmp = dir.join(format!("key.{}.tmp", uuid::Uuid::new_v4()));
-    let mut f = base::fsafe::create_private(&tmp).ok()?;
-    let ok = f.write_all(&key).and_then(|_| f.sync_all()).is_ok();
-    let linked = ok && fs::hard_link(&tmp, dir.join("key")).is_ok();
-    let _ = fs::remove_file(&tmp);
-    if linked {
-        Some(key)
-    } else {
-        read_key(dir)
-    }
-}
-
-fn mac(key: &[u8], body: &[u8]) -> Option<Hmac<Sha256>> {
-    let mut m = <Hmac<Sha256> as KeyInit>::new_from_slice(key).ok()?;
-    m.update(body);
-    Some(m)
+pub(crate) fn key_or_make(dir: &Path) -> Option<base::seal::Key> {
+    base::seal::key_or_make(&dir.join("key")).ok()
 }
 
 /// The two digests of `file`'s bytes before `offset`.
@@ -171,10 +146,10 @@ fn digests<R: Read + Seek>(file: &mut R, offset: u64) -> Option<(String, String)
     let mut buf = vec![0u8; n as usize];
     file.seek(SeekFrom::Start(0)).ok()?;
     file.read_exact(&mut buf).ok()?;
-    let head = hex(&Sha256::digest(&buf));
+    let head = base::text::hex(&Sha256::digest(&buf));
     file.seek(SeekFrom::Start(offset - n)).ok()?;
     file.read_exact(&mut buf).ok()?;
-    let tail = hex(&Sha256::digest(&buf));
+    let tail = base::text::hex(&Sha256::digest(&buf));
     Some((head, tail))
 }
 
@@ -200,7 +175,9 @@ pub(crate) fn load<R: Read + Seek>(
         return None;
     }
     let (tag, body) = bytes.split_at(32);
-    mac(&k, body)?.verify_slice(tag).ok()?;
+    if !base::seal::verify(k.bytes(), &[body], tag) {
+        return None;
+    }
     let b: Body = serde_json::from_slice(body).ok()?;
     let offset = b.fold.offset();
     if b.v != VERSION
@@ -260,7 +237,7 @@ fn try_save<R: Read + Seek>(
         return None;
     }
     let k = key_or_make(&dir)?;
-    let tag = mac(&k, &body)?.finalize().into_bytes();
+    let tag = base::seal::mac(k.bytes(), &[&body]);
     let tmp = dir.join(format!("{}.tmp", uuid::Uuid::new_v4()));
     let mut f = base::fsafe::create_private(&tmp).ok()?;
     let ok = f.write_all(&tag).and_then(|_| f.write_all(&body)).is_ok();
@@ -580,7 +557,7 @@ mod tests {
         folded_from_scratch(&c, &bytes);
         // 2. the same forged body signed under another key (the attacker's)
         let body = forged.as_bytes();
-        let tag = mac(&[9u8; 32], body).unwrap().finalize().into_bytes();
+        let tag = base::seal::mac(&[9u8; 32], &[body]);
         let mut f = tag.to_vec();
         f.extend_from_slice(body);
         fs::write(&ck, &f).unwrap();

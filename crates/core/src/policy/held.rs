@@ -23,9 +23,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{check_seal, key_or_make, read_key, seal};
+use super::{ensure_private, key_or_make, read_key, PolicyError};
 use crate::mailbox::{self, Envelope};
 use base::fsafe::{self, Follow};
+use base::seal;
 
 /// Most held messages looked at per session.
 pub const MAX_HELD: usize = 256;
@@ -89,12 +90,85 @@ fn key_of(request_id: &str) -> Option<&str> {
     uuid::Uuid::parse_str(k).ok().map(|_| k)
 }
 
-fn ensure(home: &Path, session: &str) -> Result<PathBuf, String> {
-    let d = folder(home, session).ok_or("the session id cannot name a folder")?;
-    for level in [home.join("dsh-session-mail"), root(home), d.clone()] {
-        base::fsafe::ensure_private_dir(&level)
-            .map_err(|e| format!("held folder {}: {e}", level.display()))?;
+/// Why a message could not be held, or a decision on it not taken.
+#[derive(Debug)]
+pub enum HeldError {
+    /// The session id cannot name a folder.
+    BadSessionId,
+    /// The request id cannot name a file.
+    BadRequestId,
+    /// The folder, the key or the encoding (the policy's own errors).
+    Policy(PolicyError),
+    /// The session's folder could not be read or the message not written.
+    Io(std::io::Error),
+    /// This many messages already wait there.
+    Full {
+        names: usize,
+    },
+    TooLarge,
+    /// Not a request id of this plugin (a decision).
+    NotRequestId,
+    /// Not a session id (a decision).
+    NotSessionId,
+    /// No key, so nothing is held on this home.
+    NothingHeld,
+    NotHeld {
+        request_id: String,
+        session: String,
+    },
+    /// Decided already.
+    Decided {
+        request_id: String,
+        state: HeldState,
+    },
+    /// The decision could not be written.
+    Decision(std::io::Error),
+    /// The approval could not be handed to the target's mailbox.
+    Mailbox(mailbox::PostError),
+    /// The decision was written and is gone.
+    Vanished,
+}
+
+impl std::fmt::Display for HeldError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HeldError::BadSessionId => f.write_str("the session id cannot name a folder"),
+            HeldError::BadRequestId => f.write_str("the request id cannot name a file"),
+            HeldError::Policy(e) => e.fmt(f),
+            HeldError::Io(e) => e.fmt(f),
+            HeldError::Full { names } => write!(f, "{names} messages already wait there"),
+            HeldError::TooLarge => f.write_str("the message is too large to hold"),
+            HeldError::NotRequestId => f.write_str("not a request id of this plugin"),
+            HeldError::NotSessionId => f.write_str("not a session id"),
+            HeldError::NothingHeld => f.write_str("nothing is held on this home"),
+            HeldError::NotHeld {
+                request_id,
+                session,
+            } => write!(f, "{request_id} is not held for {session}"),
+            HeldError::Decided { request_id, state } => {
+                write!(f, "{request_id} was {} already", state.as_str())
+            }
+            HeldError::Decision(e) => write!(f, "decision: {e}"),
+            HeldError::Mailbox(e) => write!(f, "mailbox: {e:?}"),
+            HeldError::Vanished => f.write_str("the decision vanished"),
+        }
     }
+}
+
+impl std::error::Error for HeldError {}
+
+impl From<PolicyError> for HeldError {
+    fn from(e: PolicyError) -> HeldError {
+        HeldError::Policy(e)
+    }
+}
+
+fn ensure(home: &Path, session: &str) -> Result<PathBuf, HeldError> {
+    let d = folder(home, session).ok_or(HeldError::BadSessionId)?;
+    ensure_private(
+        "held",
+        [home.join("dsh-session-mail"), root(home), d.clone()],
+    )?;
     Ok(d)
 }
 
@@ -107,10 +181,11 @@ fn write_new(dir: &Path, dest: &Path, bytes: &[u8], exclusive: bool) -> std::io:
     super::write_atomic(dir, dest, bytes)
 }
 
-fn sealed_bytes<T: Serialize>(key: &[u8], domain: &str, body: T) -> Result<Vec<u8>, String> {
-    let raw = serde_json::to_vec(&body).map_err(|e| e.to_string())?;
-    let mac = seal(key, domain, &raw);
-    serde_json::to_vec(&Sealed { body, mac }).map_err(|e| e.to_string())
+fn sealed_bytes<T: Serialize>(key: &[u8], domain: &str, body: T) -> Result<Vec<u8>, HeldError> {
+    let encode = |e| HeldError::Policy(PolicyError::Encode(e));
+    let raw = serde_json::to_vec(&body).map_err(encode)?;
+    let mac = seal::seal_hex(key, domain, &raw);
+    serde_json::to_vec(&Sealed { body, mac }).map_err(encode)
 }
 
 fn open_sealed<T: Serialize + for<'de> Deserialize<'de>>(
@@ -124,30 +199,30 @@ fn open_sealed<T: Serialize + for<'de> Deserialize<'de>>(
     }
     let s: Sealed<T> = serde_json::from_slice(&bytes).ok()?;
     let raw = serde_json::to_vec(&s.body).ok()?;
-    check_seal(key, domain, &raw, &s.mac).then_some(s.body)
+    seal::check_hex(key, domain, &raw, &s.mac).then_some(s.body)
 }
 
 /// Keep `env` for the human instead of delivering it (the sender's side).
-pub fn hold(home: &Path, env: &Envelope) -> Result<(), String> {
-    let key = key_of(&env.request_id).ok_or("the request id cannot name a file")?;
+pub fn hold(home: &Path, env: &Envelope) -> Result<(), HeldError> {
+    let key = key_of(&env.request_id).ok_or(HeldError::BadRequestId)?;
     let d = ensure(home, &env.session_id)?;
     let names = fs::read_dir(&d)
-        .map_err(|e| e.to_string())?
+        .map_err(HeldError::Io)?
         .flatten()
         .take(MAX_HELD * 4)
         .filter(|e| e.file_name().to_string_lossy().ends_with(".held"))
         .count();
     if names >= MAX_HELD * 3 {
-        return Err(format!("{names} messages already wait there"));
+        return Err(HeldError::Full { names });
     }
     let k = key_or_make(home)?;
     let mut e = env.clone();
     e.v = 1;
-    let bytes = sealed_bytes(&k, "held", &e)?;
+    let bytes = sealed_bytes(k.bytes(), "held", &e)?;
     if bytes.len() as u64 > MAX_FILE_BYTES {
-        return Err("the message is too large to hold".into());
+        return Err(HeldError::TooLarge);
     }
-    write_new(&d, &d.join(format!("{key}.held")), &bytes, false).map_err(|e| e.to_string())
+    write_new(&d, &d.join(format!("{key}.held")), &bytes, false).map_err(HeldError::Io)
 }
 
 fn read_item(home: &Path, key: &[u8], d: &Path, stem: &str, session: &str) -> Option<HeldItem> {
@@ -179,6 +254,7 @@ pub fn list(home: &Path, session: &str) -> Vec<HeldItem> {
     let Ok(Some(key)) = read_key(home) else {
         return Vec::new();
     };
+    let key = key.bytes();
     let Ok(rd) = fs::read_dir(&d) else {
         return Vec::new();
     };
@@ -189,7 +265,7 @@ pub fn list(home: &Path, session: &str) -> Vec<HeldItem> {
             let n = e.file_name().to_string_lossy().into_owned();
             let stem = n.strip_suffix(".held")?.to_string();
             uuid::Uuid::parse_str(&stem).ok()?;
-            read_item(home, &key, &d, &stem, session)
+            read_item(home, key, &d, &stem, session)
         })
         .take(MAX_HELD)
         .collect();
@@ -201,6 +277,7 @@ pub fn list(home: &Path, session: &str) -> Vec<HeldItem> {
 pub fn state_of(home: &Path, request_id: &str, session: Option<&str>) -> Option<HeldItem> {
     let stem = key_of(request_id)?;
     let key = read_key(home).ok()??;
+    let key = key.bytes();
     let sessions: Vec<String> = match session {
         Some(s) => vec![s.to_string()],
         None => fs::read_dir(root(home))
@@ -212,7 +289,7 @@ pub fn state_of(home: &Path, request_id: &str, session: Option<&str>) -> Option<
     };
     sessions.iter().find_map(|s| {
         let d = folder(home, s)?;
-        read_item(home, &key, &d, stem, s)
+        read_item(home, key, &d, stem, s)
     })
 }
 
@@ -225,14 +302,20 @@ pub fn decide(
     request_id: &str,
     approve: bool,
     now_ms: i64,
-) -> Result<HeldItem, String> {
-    let stem = key_of(request_id).ok_or("not a request id of this plugin")?;
-    let d = folder(home, session).ok_or("not a session id")?;
-    let key = read_key(home)?.ok_or("nothing is held on this home")?;
-    let item = read_item(home, &key, &d, stem, session)
-        .ok_or_else(|| format!("{request_id} is not held for {session}"))?;
+) -> Result<HeldItem, HeldError> {
+    let stem = key_of(request_id).ok_or(HeldError::NotRequestId)?;
+    let d = folder(home, session).ok_or(HeldError::NotSessionId)?;
+    let key = read_key(home)?.ok_or(HeldError::NothingHeld)?;
+    let key = key.bytes();
+    let item = read_item(home, key, &d, stem, session).ok_or_else(|| HeldError::NotHeld {
+        request_id: request_id.to_string(),
+        session: session.to_string(),
+    })?;
     if item.state != HeldState::Held {
-        return Err(format!("{request_id} was {} already", item.state.as_str()));
+        return Err(HeldError::Decided {
+            request_id: request_id.to_string(),
+            state: item.state,
+        });
     }
     let decision = if approve {
         HeldState::Approved
@@ -240,7 +323,7 @@ pub fn decide(
         HeldState::Rejected
     };
     let bytes = sealed_bytes(
-        &key,
+        key,
         "decision",
         Decided {
             request_id: request_id.to_string(),
@@ -255,17 +338,17 @@ pub fn decide(
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
             // A decision file that did not verify (read_item saw none): not the human's; replace it once.
             let _ = fs::remove_file(&p);
-            write_new(&d, &p, &bytes, true).map_err(|e| format!("decision: {e}"))?;
+            write_new(&d, &p, &bytes, true).map_err(HeldError::Decision)?;
         }
-        Err(e) => return Err(format!("decision: {e}")),
+        Err(e) => return Err(HeldError::Decision(e)),
     }
     if approve {
         post(home, &d, stem, &item.envelope, now_ms)?;
     }
-    read_item(home, &key, &d, stem, session).ok_or_else(|| "the decision vanished".into())
+    read_item(home, key, &d, stem, session).ok_or(HeldError::Vanished)
 }
 
-fn post(home: &Path, d: &Path, stem: &str, env: &Envelope, now_ms: i64) -> Result<(), String> {
+fn post(home: &Path, d: &Path, stem: &str, env: &Envelope, now_ms: i64) -> Result<(), HeldError> {
     let peers = crate::presence::current(home);
     let (pid, started_at) = match crate::presence::owner_of(&peers, &env.session_id) {
         Some((r, _)) => (r.pid, r.started_at),
@@ -277,7 +360,7 @@ fn post(home: &Path, d: &Path, stem: &str, env: &Envelope, now_ms: i64) -> Resul
         posted_at: now_ms,
         ..env.clone()
     };
-    mailbox::post(home, &e).map_err(|e| format!("mailbox: {e:?}"))?;
+    mailbox::post(home, &e).map_err(HeldError::Mailbox)?;
     let _ = write_new(d, &d.join(format!("{stem}.posted")), b"", false);
     Ok(())
 }
@@ -348,12 +431,29 @@ mod tests {
         assert!(a.posted);
         assert!(mailbox_has(h.path(), 1));
         let again = decide(h.path(), B, &rid(1), false, 11).unwrap_err();
-        assert!(again.contains("approved already"), "{again}");
+        assert!(
+            matches!(&again, HeldError::Decided { state: HeldState::Approved, request_id } if *request_id == rid(1)),
+            "{again:?}"
+        );
+        assert_eq!(
+            again.to_string(),
+            format!("{} was approved already", rid(1))
+        );
 
         let r = decide(h.path(), B, &rid(2), false, 12).unwrap();
         assert_eq!(r.state, HeldState::Rejected);
         assert!(!mailbox_has(h.path(), 2));
-        assert!(decide(h.path(), B, &rid(2), true, 13).is_err());
+        assert!(matches!(
+            decide(h.path(), B, &rid(2), true, 13),
+            Err(HeldError::Decided {
+                state: HeldState::Rejected,
+                ..
+            })
+        ));
+        assert!(matches!(
+            decide(h.path(), B, "not-ours", true, 13),
+            Err(HeldError::NotRequestId)
+        ));
         assert!(
             !mailbox_has(h.path(), 2),
             "a rejected message is never handed on"

@@ -26,9 +26,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use hmac::{Hmac, KeyInit, Mac};
+use base::seal;
 use serde::{Deserialize, Serialize};
-use sha2::Sha256;
 
 use base::fsafe::{self, Follow};
 
@@ -141,12 +140,68 @@ fn note_seen(home: &Path, seq: u64) {
     }
 }
 
-fn ensure_dir(home: &Path) -> Result<PathBuf, String> {
-    let d = dir(home);
-    for level in [home.join("dsh-session-mail"), d.clone()] {
-        base::fsafe::ensure_private_dir(&level)
-            .map_err(|e| format!("policy folder {}: {e}", level.display()))?;
+/// Why the human's policy (or mail held for the human) could not be changed.
+#[derive(Debug)]
+pub enum PolicyError {
+    /// A folder of the plugin could not be made or is not private (`what`: "policy", "held").
+    Folder {
+        what: &'static str,
+        path: PathBuf,
+        why: std::io::Error,
+    },
+    /// The home's key cannot be used.
+    Key(seal::KeyError),
+    /// Not a session id.
+    NotASession(String),
+    /// The policy names [`MAX_SESSIONS`] sessions already.
+    Full,
+    /// The document could not be encoded.
+    Encode(serde_json::Error),
+    /// The document could not be written.
+    Write(std::io::Error),
+}
+
+impl std::fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PolicyError::Folder { what, path, why } => {
+                write!(f, "{what} folder {}: {why}", path.display())
+            }
+            PolicyError::Key(e) => write!(f, "policy key{e}"),
+            PolicyError::NotASession(s) => write!(f, "{s:?} is not a session id"),
+            PolicyError::Full => write!(f, "the policy names {MAX_SESSIONS} sessions already"),
+            PolicyError::Encode(e) => e.fmt(f),
+            PolicyError::Write(e) => write!(f, "policy file: {e}"),
+        }
     }
+}
+
+impl std::error::Error for PolicyError {}
+
+impl From<seal::KeyError> for PolicyError {
+    fn from(e: seal::KeyError) -> PolicyError {
+        PolicyError::Key(e)
+    }
+}
+
+/// Make (or check) each private folder of `levels`.
+pub(crate) fn ensure_private(
+    what: &'static str,
+    levels: impl IntoIterator<Item = PathBuf>,
+) -> Result<(), PolicyError> {
+    for path in levels {
+        base::fsafe::ensure_private_dir(&path).map_err(|why| PolicyError::Folder {
+            what,
+            path,
+            why,
+        })?;
+    }
+    Ok(())
+}
+
+fn ensure_dir(home: &Path) -> Result<PathBuf, PolicyError> {
+    let d = dir(home);
+    ensure_private("policy", [home.join("dsh-session-mail"), d.clone()])?;
     Ok(d)
 }
 
@@ -164,75 +219,18 @@ fn write_atomic(dir: &Path, dest: &Path, bytes: &[u8]) -> std::io::Result<()> {
     r
 }
 
-/// The home's key, if one exists and is ours (32 bytes, a regular private file, not a link).
-pub(crate) fn read_key(home: &Path) -> Result<Option<Vec<u8>>, String> {
-    let p = key_path(home);
-    match fs::symlink_metadata(&p) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("policy key: {e}")),
-        Ok(_) => {}
-    }
-    let (bytes, m) =
-        fsafe::read_capped(&p, Follow::No, 64).map_err(|e| format!("policy key: {e}"))?;
-    if fsafe::foreign_owner(&m).is_some() {
-        return Err("policy key is owned by another user".into());
-    }
-    if fsafe::mode_of(&m) & 0o077 != 0 {
-        return Err("policy key is readable by others".into());
-    }
-    if bytes.len() != 32 {
-        return Err("policy key has the wrong length".into());
-    }
-    Ok(Some(bytes))
+/// The home's key, if one exists and is ours ([`seal::read_key`]).
+pub(crate) fn read_key(home: &Path) -> Result<Option<seal::Key>, PolicyError> {
+    Ok(seal::read_key(&key_path(home))?)
 }
 
 /// The home's key, made on first use (only the human's route writes: a tool never calls this).
-pub(crate) fn key_or_make(home: &Path) -> Result<Vec<u8>, String> {
+pub(crate) fn key_or_make(home: &Path) -> Result<seal::Key, PolicyError> {
     if let Some(k) = read_key(home)? {
         return Ok(k);
     }
-    let d = ensure_dir(home)?;
-    let mut k = Vec::with_capacity(32);
-    k.extend_from_slice(uuid::Uuid::new_v4().as_bytes());
-    k.extend_from_slice(uuid::Uuid::new_v4().as_bytes());
-    let p = d.join("key");
-    match fsafe::create_private(&p) {
-        Ok(mut f) => {
-            f.write_all(&k).map_err(|e| format!("policy key: {e}"))?;
-            f.sync_all().map_err(|e| format!("policy key: {e}"))?;
-            Ok(k)
-        }
-        // Another process made it first: use theirs.
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            read_key(home)?.ok_or_else(|| "policy key vanished".into())
-        }
-        Err(e) => Err(format!("policy key: {e}")),
-    }
-}
-
-/// HMAC-SHA256 of `domain || 0 || bytes`, lowercase hex.
-pub(crate) fn seal(key: &[u8], domain: &str, bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(64);
-    if let Ok(mut mac) = <Hmac<Sha256> as KeyInit>::new_from_slice(key) {
-        mac.update(domain.as_bytes());
-        mac.update(&[0]);
-        mac.update(bytes);
-        for b in mac.finalize().into_bytes().iter() {
-            out.push_str(&format!("{b:02x}"));
-        }
-    }
-    out
-}
-
-/// Constant-time check of a seal.
-pub(crate) fn check_seal(key: &[u8], domain: &str, bytes: &[u8], mac_hex: &str) -> bool {
-    let want = seal(key, domain, bytes);
-    want.len() == mac_hex.len()
-        && want
-            .bytes()
-            .zip(mac_hex.bytes())
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            == 0
+    ensure_dir(home)?;
+    Ok(seal::key_or_make(&key_path(home))?)
 }
 
 /// Read the document (never blocks on it, never follows a link, bounded).
@@ -264,7 +262,7 @@ pub fn read(home: &Path) -> Reading {
     let key = match read_key(home) {
         Ok(Some(k)) => k,
         Ok(None) => return Reading::Unverified("the policy file has no key to verify it".into()),
-        Err(e) => return Reading::Unverified(e),
+        Err(e) => return Reading::Unverified(e.to_string()),
     };
     let Ok(sealed) = serde_json::from_slice::<Sealed>(&bytes) else {
         return Reading::Unverified("the policy file is not a policy document".into());
@@ -272,7 +270,7 @@ pub fn read(home: &Path) -> Reading {
     let Ok(body) = serde_json::to_vec(&sealed.policy) else {
         return Reading::Unverified("the policy file is not a policy document".into());
     };
-    if !check_seal(&key, "policy", &body, &sealed.mac) {
+    if !seal::check_hex(key.bytes(), "policy", &body, &sealed.mac) {
         return Reading::Unverified("the policy file's seal does not verify".into());
     }
     if sealed.policy.seq < seen(home) {
@@ -312,7 +310,7 @@ pub enum Change {
 /// Apply the human's change and write the re-sealed document. The base is the verified document, or the
 /// defaults when there is none or it does not verify (saving re-seals: the human sees what they saved).
 /// Returns the policy now in force.
-pub fn apply(home: &Path, change: &Change, now_ms: i64) -> Result<Policy, String> {
+pub fn apply(home: &Path, change: &Change, now_ms: i64) -> Result<Policy, PolicyError> {
     let key = key_or_make(home)?;
     let d = ensure_dir(home)?;
     let mut p = match read(home) {
@@ -322,13 +320,13 @@ pub fn apply(home: &Path, change: &Change, now_ms: i64) -> Result<Policy, String
     match change {
         Change::Session(s, mode) => {
             if !crate::mailbox::addressable(s) {
-                return Err(format!("{s:?} is not a session id"));
+                return Err(PolicyError::NotASession(s.clone()));
             }
             if *mode == Inbound::Accept {
                 p.sessions.remove(s);
             } else {
                 if !p.sessions.contains_key(s) && p.sessions.len() >= MAX_SESSIONS {
-                    return Err(format!("the policy names {MAX_SESSIONS} sessions already"));
+                    return Err(PolicyError::Full);
                 }
                 p.sessions.insert(s.clone(), *mode);
             }
@@ -338,14 +336,14 @@ pub fn apply(home: &Path, change: &Change, now_ms: i64) -> Result<Policy, String
     p.v = 1;
     p.seq = p.seq.max(seen(home)) + 1;
     p.updated_at = now_ms;
-    let body = serde_json::to_vec(&p).map_err(|e| e.to_string())?;
-    let mac = seal(&key, "policy", &body);
+    let body = serde_json::to_vec(&p).map_err(PolicyError::Encode)?;
+    let mac = seal::seal_hex(key.bytes(), "policy", &body);
     let bytes = serde_json::to_vec(&Sealed {
         policy: p.clone(),
         mac,
     })
-    .map_err(|e| e.to_string())?;
-    write_atomic(&d, &doc_path(home), &bytes).map_err(|e| format!("policy file: {e}"))?;
+    .map_err(PolicyError::Encode)?;
+    write_atomic(&d, &doc_path(home), &bytes).map_err(PolicyError::Write)?;
     note_seen(home, p.seq);
     Ok(p)
 }
