@@ -8,6 +8,11 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 t0=$(date +%s)
+# The read checkpoints (crates/store/src/checkpoint.rs) of every test's reads go to a folder of this run, not
+# into the user's ~/.cache/dsh-session-mail (removed at the end).
+DSH_SESSION_MAIL_CACHE_DIR=$(mktemp -d "${TMPDIR:-/tmp}/dsh-session-mail-test-cache.XXXXXX")
+export DSH_SESSION_MAIL_CACHE_DIR
+trap 'rm -rf "$DSH_SESSION_MAIL_CACHE_DIR"' EXIT
 step() { echo "== $* ($(( $(date +%s) - t0 )) s)"; }
 
 step "host toolchain: Node 22, pnpm, DSH 0.1.0-rc.8"

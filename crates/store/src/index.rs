@@ -576,6 +576,25 @@ impl Memo {
         })
     }
 
+    /// Whether [`Memo::snap`] would equal `s` (without building it).
+    fn matches(&self, s: &Snap) -> bool {
+        let layout::Visited::Dir {
+            key: Some(key),
+            log: Ok(pick),
+        } = &self.visited
+        else {
+            return false;
+        };
+        if *key != s.key || self.dir_mtime != Some(s.dir_mtime) {
+            return false;
+        }
+        match (pick, &self.ident, &s.log) {
+            (None, _, None) => true,
+            (Some(l), Some(i), Some((path, was))) => l.path == *path && i == was,
+            _ => false,
+        }
+    }
+
     fn change_from(&self, old: &Memo) -> Change {
         if self.same_as(old) {
             Change::Same
@@ -684,9 +703,79 @@ fn snap_holds(_dir: &Path, _s: &Snap) -> bool {
     false
 }
 
-/// Folders whose watch landed and whose check held: (folder, what it was checked against, the
-/// watcher's epoch). Filled by the watcher's thread, taken by the next listing.
-type Verified = Arc<Mutex<Vec<(PathBuf, Snap, u64)>>>;
+/// Folders whose watch landed and whose check held. Filled by the watcher's thread, taken by the
+/// next listing.
+type Verified = Arc<Mutex<Vec<Arrival>>>;
+
+/// One folder whose watch landed and whose check held: where its memo is (the project's entries as
+/// the asking listing walked them, and its place in them), what it was checked against, and the
+/// watcher's epoch. By place, not by path: the listing after a cold one takes 20,000 of these at
+/// once, and a path lookup each (hash, binary search, a copy of the snapshot) cost 30–230 ms of that
+/// one call (issue 18); this costs a pointer comparison and a field comparison each.
+struct Arrival {
+    entries: Arc<Vec<PathBuf>>,
+    j: usize,
+    snap: Snap,
+    epoch: u64,
+}
+
+/// Mark covered (by the watcher of `epoch`) each memo of `arrived` that is still what its check saw
+/// and not in `dirty`.
+fn apply_arrivals(
+    arrived: Vec<Arrival>,
+    epoch: u64,
+    walk: &[layout::ProjectWalk],
+    memos: &mut [Vec<Option<Memo>>],
+    dirty: &HashSet<PathBuf>,
+) {
+    if arrived.is_empty() {
+        return;
+    }
+    // the project of an arrival: the one whose entries are the very list the asking listing
+    // walked (a project whose entries changed since is re-checked the usual way)
+    let projects: Vec<&Arc<Vec<PathBuf>>> = walk
+        .iter()
+        .filter_map(|p| match p {
+            layout::ProjectWalk::Entries { entries, .. } => Some(entries),
+            layout::ProjectWalk::Note(_) => None,
+        })
+        .collect();
+    let by_entries: HashMap<*const Vec<PathBuf>, usize> = projects
+        .iter()
+        .enumerate()
+        .map(|(k, e)| (Arc::as_ptr(e), k))
+        .collect();
+    for a in arrived {
+        if a.epoch != epoch {
+            continue;
+        }
+        let Some(&k) = by_entries.get(&Arc::as_ptr(&a.entries)) else {
+            continue;
+        };
+        if !dirty.is_empty() && projects[k].get(a.j).is_some_and(|d| dirty.contains(d)) {
+            continue;
+        }
+        if let Some(Some(m)) = memos.get_mut(k).and_then(|ms| ms.get_mut(a.j)) {
+            if m.watched == 0 && m.matches(&a.snap) {
+                m.watched = epoch;
+            }
+        }
+    }
+}
+
+impl HomeMemo {
+    /// Between listings (the watcher's thread, after a batch of checks): take the folders that
+    /// checked out, so the next listing finds them covered (the events since are in the watcher's
+    /// dirty set, which that listing takes and re-checks).
+    fn take_arrivals(&mut self) {
+        let WatchSlot::On(w) = &self.watch else {
+            return;
+        };
+        let epoch = w.epoch;
+        let arrived = std::mem::take(&mut *self.verified.lock().unwrap_or_else(|p| p.into_inner()));
+        apply_arrivals(arrived, epoch, &self.walk, &mut self.memos, &HashSet::new());
+    }
+}
 
 /// `fstatat(dir, rel)`: `None` on any error.
 #[cfg(unix)]
@@ -779,7 +868,7 @@ enum WatchSlot {
 }
 
 impl WatchSlot {
-    fn start(home: &Path, now: Instant) -> WatchSlot {
+    fn start(home: &Path, now: Instant, slot: &HomeSlot) -> WatchSlot {
         #[cfg(test)]
         let w = match test_caps().get(home) {
             Some(&cap) => crate::watch::Watch::start_capped(home, cap),
@@ -788,7 +877,20 @@ impl WatchSlot {
         #[cfg(not(test))]
         let w = crate::watch::Watch::start(home);
         match w {
-            Ok(w) => WatchSlot::On(w),
+            Ok(w) => {
+                let slot = Arc::downgrade(slot);
+                w.on_checked(Box::new(move || {
+                    // not while a listing runs (it takes them itself at its start)
+                    let Some(slot) = slot.upgrade() else { return };
+                    let Ok(mut held) = slot.try_lock() else {
+                        return;
+                    };
+                    if let Some(h) = held.as_mut() {
+                        h.take_arrivals();
+                    }
+                }));
+                WatchSlot::On(w)
+            }
             Err(why) => WatchSlot::Off {
                 retry: now + crate::watch::WATCH_RETRY,
                 why,
@@ -824,6 +926,49 @@ pub(crate) fn memo_probe(home: &Path) -> Option<(usize, Result<(), WatchOff>)> {
         };
         (h.rechecked, w)
     })
+}
+
+/// Tests: of the memo of `home` (between listings), the checked folders not taken yet and the
+/// memos covered by its watcher.
+#[cfg(test)]
+pub(crate) fn cover_probe(home: &Path) -> Option<(usize, usize)> {
+    let slot = home_slot(home);
+    let held = slot.lock().unwrap_or_else(|p| p.into_inner());
+    held.as_ref().map(|h| {
+        let epoch = match &h.watch {
+            WatchSlot::On(w) => w.epoch,
+            WatchSlot::Off { .. } => 0,
+        };
+        let waiting = h.verified.lock().unwrap_or_else(|p| p.into_inner()).len();
+        let covered = h
+            .memos
+            .iter()
+            .flatten()
+            .flatten()
+            .filter(|m| epoch != 0 && m.watched == epoch)
+            .count();
+        (waiting, covered)
+    })
+}
+
+/// Tests: wait until the watcher of `home` (if any) has watched and checked every folder asked
+/// for, without holding the memo meanwhile (its thread takes what checked out into the memo).
+#[cfg(all(test, target_os = "linux"))]
+pub(crate) fn settle_watch(home: &Path) {
+    let settle = {
+        let slot = home_slot(home);
+        let held = slot.lock().unwrap_or_else(|p| p.into_inner());
+        match held.as_ref() {
+            Some(HomeMemo {
+                watch: WatchSlot::On(w),
+                ..
+            }) => Some(w.settler()),
+            _ => None,
+        }
+    };
+    if let Some(f) = settle {
+        f();
+    }
 }
 
 /// Tests: run `f` on the watcher of `home`, if it has one.
@@ -901,8 +1046,10 @@ pub fn list_cached(home: &Path, hot: &HashSet<String>) -> Arc<super::BriefListin
             },
         )
     }) {
-        None => WatchSlot::start(home, started),
-        Some(WatchSlot::Off { retry, .. }) if retry <= started => WatchSlot::start(home, started),
+        None => WatchSlot::start(home, started, &slot),
+        Some(WatchSlot::Off { retry, .. }) if retry <= started => {
+            WatchSlot::start(home, started, &slot)
+        }
         Some(w) => w,
     };
     let (mut watch, mut epoch, mut dirty) = match watch {
@@ -939,7 +1086,7 @@ pub fn list_cached(home: &Path, hot: &HashSet<String>) -> Arc<super::BriefListin
             .iter()
             .any(|(p, id)| was.get(p.as_path()).is_some_and(|w| w != id))
         {
-            watch = WatchSlot::start(home, started);
+            watch = WatchSlot::start(home, started, &slot);
             epoch = match &watch {
                 WatchSlot::On(w) => w.epoch,
                 WatchSlot::Off { .. } => 0,
@@ -1003,30 +1150,8 @@ pub fn list_cached(home: &Path, hot: &HashSet<String>) -> Arc<super::BriefListin
     // 1b. folders whose watch landed since the last call and checked out (the watcher's thread
     // compared them with what the call that asked saw): covered from now on, not looked at again
     let arrived = std::mem::take(&mut *verified.lock().unwrap_or_else(|p| p.into_inner()));
-    if epoch != 0 && !arrived.is_empty() {
-        let by_project: HashMap<&Path, usize> = project_dirs
-            .iter()
-            .enumerate()
-            .map(|(k, p)| (*p, k))
-            .collect();
-        for (d, snap, ep) in arrived {
-            let (Some(p), Some(name)) = (d.parent(), d.file_name()) else {
-                continue;
-            };
-            let Some(&k) = by_project.get(p) else {
-                continue;
-            };
-            if ep != epoch || dirty.contains(&d) {
-                continue;
-            }
-            if let Ok(j) = projects[k].binary_search_by(|e| e.file_name().cmp(&Some(name))) {
-                if let Some(m) = memos[k][j].as_mut() {
-                    if m.watched == 0 && m.snap().as_ref() == Some(&snap) {
-                        m.watched = epoch;
-                    }
-                }
-            }
-        }
+    if epoch != 0 {
+        apply_arrivals(arrived, epoch, &walk, &mut memos, &dirty);
     }
     // 2. what must be looked at now: unknown, stale or changing sessions, and the hot ones
     let mut todo: Vec<(usize, usize)> = Vec::new();
@@ -1155,13 +1280,19 @@ pub fn list_cached(home: &Path, hot: &HashSet<String>) -> Arc<super::BriefListin
                 let dir = projects[k][j].as_path();
                 let check = memos[k][j].as_ref().and_then(Memo::snap).map(|snap| {
                     let (inbox, d) = (verified.clone(), dir.to_path_buf());
+                    let entries = projects[k].clone();
                     Box::new(move || {
                         let ok = snap_holds(&d, &snap);
                         if ok {
                             inbox
                                 .lock()
                                 .unwrap_or_else(|p| p.into_inner())
-                                .push((d, snap, epoch));
+                                .push(Arrival {
+                                    entries,
+                                    j,
+                                    snap,
+                                    epoch,
+                                });
                         }
                         ok
                     }) as crate::watch::Verify

@@ -28,6 +28,11 @@ pub const NO_WATCH: &str = "DSH_SESSION_MAIL_NO_WATCH";
 /// the events keep it so, and the next listing need not look at it); false marks it dirty.
 pub type Verify = Box<dyn FnOnce() -> bool + Send>;
 
+/// Run by the watcher's thread after each batch of [`Verify`] checks (outside its lock): the
+/// listing memo takes what checked out while no listing runs, so no listing pays for thousands
+/// of them at once.
+pub type AfterChecks = Box<dyn Fn() + Send>;
+
 #[cfg(target_os = "linux")]
 pub use imp::Watch;
 
@@ -58,6 +63,7 @@ mod stub {
             vec![false; dirs.len()]
         }
         pub fn ask(&self, _dirs: Vec<(&Path, Option<Verify>)>) {}
+        pub fn on_checked(&self, _f: AfterChecks) {}
     }
 }
 
@@ -114,6 +120,7 @@ mod imp {
         state: Mutex<State>,
         fd: i32,
         stop: AtomicBool,
+        after: Mutex<Option<AfterChecks>>,
     }
 
     /// The watcher of one home (owned by its memo). Dropping it stops its thread, which closes
@@ -195,6 +202,7 @@ mod imp {
                 }),
                 fd,
                 stop: AtomicBool::new(false),
+                after: Mutex::new(None),
             });
             let s = shared.clone();
             std::thread::Builder::new()
@@ -254,6 +262,11 @@ mod imp {
             }
         }
 
+        /// Run `f` after each batch of checks (see [`AfterChecks`]).
+        pub fn on_checked(&self, f: AfterChecks) {
+            *self.shared.after.lock().unwrap_or_else(|p| p.into_inner()) = Some(f);
+        }
+
         /// Feed one event as the kernel would (tests: an overflow).
         #[cfg(test)]
         pub fn inject(&self, mask: EventMask) {
@@ -264,9 +277,24 @@ mod imp {
         /// Wait (≤ 10 s) until every folder asked for has been watched and checked.
         #[cfg(test)]
         pub fn settle(&self) {
+            (self.settler())()
+        }
+
+        /// [`Watch::settle`] as a closure that does not borrow the watcher (tests wait with it
+        /// while not holding the listing memo, which the thread's [`AfterChecks`] then takes).
+        #[cfg(test)]
+        pub fn settler(&self) -> impl Fn() {
+            let shared = self.shared.clone();
+            move || settle_shared(&shared)
+        }
+    }
+
+    #[cfg(test)]
+    fn settle_shared(shared: &Shared) {
+        {
             for _ in 0..1000 {
                 {
-                    let st = self.lock();
+                    let st = shared.state.lock().unwrap_or_else(|p| p.into_inner());
                     if st.pending.is_empty() && st.checking == 0 {
                         return;
                     }
@@ -406,6 +434,9 @@ mod imp {
                     .into_iter()
                     .filter_map(|(p, v)| (!v()).then_some(p))
                     .collect();
+                if let Some(f) = s.after.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+                    f();
+                }
                 st = s.state.lock().unwrap_or_else(|p| p.into_inner());
                 st.dirty.extend(failed);
                 st.checking = 0;
