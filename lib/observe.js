@@ -16,8 +16,18 @@ import { attempt } from './attempt.js'
 
 /** Most sessions followed at once (live agents; the oldest state is dropped beyond it). */
 const MAX_SESSIONS = 1024
-/** Most user messages of one turn kept (newest). */
-const MAX_TURN_MESSAGES = 64
+/** User messages of one turn kept: the first ones (the turn's opening) and the newest. The opening is
+ * kept apart from the window of the newest, so the message that opened a turn — a delivery of ours, or the
+ * human's prompt — is never pushed out by the messages that follow it (harness reminders, context):
+ * rc.8 appends `turn/start`, then `step/start` and the messages claimed from the next-turn inbox as the
+ * turn's first `user/message` events (packages/core/agent-loop/src/agent.ts `turn()` → `preStep('next-turn')`
+ * → `session.append('user/message', …)`; the runtime context is appended after them). Issue 16 #3 (c). */
+const MAX_OPENING_MESSAGES = 16
+const MAX_RECENT_MESSAGES = 48
+/** Characters of a delivery of ours kept: its frame's head, where the host recorded the hop it was sent at
+ * (`relay: hop N of M`, read back by the core's loop guard); 80 of every other message. */
+const OUR_TEXT = 2048
+const OUR_PREFIX = 'dsh-session-mail:'
 /** Most open approvals / questions / write calls tracked in one session. */
 const MAX_OPEN = 256
 /** Request ids whose turn ended, kept per session (newest). */
@@ -76,8 +86,10 @@ class SessionState {
   constructor() {
     /** Saw this turn from its `turn/start`: the turn evidence is whole. */
     this.whole = false
-    /** User-role messages of the current turn, newest last. */
-    this.turn = []
+    /** User-role messages of the current turn, newest last: the first MAX_OPENING_MESSAGES, and after
+     * them the newest MAX_RECENT_MESSAGES (`recent`). */
+    this.opening = []
+    this.recent = []
     /** Request ids of messages that landed in the current turn. */
     this.landed = new Set()
     /** Request ids whose turn has ended. */
@@ -96,7 +108,8 @@ class SessionState {
       case 'turn/end':
         // everything after a turn end is seen: the next turn's evidence is whole
         for (const id of this.landed) addBounded(this.ended, id, MAX_ENDED)
-        this.turn = []
+        this.opening = []
+        this.recent = []
         this.landed.clear()
         this.asks.clear()
         this.questions.clear()
@@ -107,7 +120,8 @@ class SessionState {
         this.asks.clear()
         this.questions.clear()
         if (!this.whole) {
-          this.turn = []
+          this.opening = []
+          this.recent = []
           this.landed.clear()
           this.whole = true
         }
@@ -115,8 +129,13 @@ class SessionState {
       case 'user/message': {
         const m = messageOf(e)
         const src = m?.source ?? {}
-        this.turn.push({ seq: typeof e.seq === 'number' ? e.seq : null, kind: str(src.kind), rpcId: str(src.rpcId), plugin: str(src.plugin), form: str(src.form), text: firstText(m) })
-        if (this.turn.length > MAX_TURN_MESSAGES) this.turn.shift()
+        const ours = typeof src.rpcId === 'string' && src.rpcId.startsWith(OUR_PREFIX)
+        const msg = { seq: typeof e.seq === 'number' ? e.seq : null, kind: str(src.kind), rpcId: str(src.rpcId), plugin: str(src.plugin), form: str(src.form), text: firstText(m, ours ? OUR_TEXT : 80) }
+        if (this.opening.length < MAX_OPENING_MESSAGES) this.opening.push(msg)
+        else {
+          this.recent.push(msg)
+          if (this.recent.length > MAX_RECENT_MESSAGES) this.recent.shift()
+        }
         if (typeof src.rpcId === 'string') addBounded(this.landed, src.rpcId, MAX_OPEN)
         return
       }
@@ -180,10 +199,11 @@ export class SessionEvents {
     }
   }
 
-  /** The user-role messages of the session's current turn (newest last), or null when not seen whole. */
+  /** The user-role messages of the session's current turn (newest last; its opening and its newest, the
+   * ones between dropped beyond 64), or null when not seen whole. */
   turnOf(id) {
     const st = this.states.get(id)
-    return st?.whole ? st.turn.map(m => ({ ...m })) : null
+    return st?.whole ? [...st.opening, ...st.recent].map(m => ({ ...m })) : null
   }
 
   /** Is the current turn waiting on its human (an open approval or `ask_user_question`)? */

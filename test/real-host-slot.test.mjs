@@ -15,7 +15,7 @@ import { mkdirSync, readFileSync, writeFileSync, existsSync, renameSync } from '
 import { join } from 'node:path'
 import {
   makeSandbox, packAndInstall, bootWeb, initProfile, callTool, isIdle, turnEndCount, userTexts,
-  printMetrics, FIXTURES, REPO_ROOT,
+  printMetrics, messageText, waitForLog, FIXTURES, REPO_ROOT,
 } from './real-host/harness.mjs'
 
 const [major, minor] = process.versions.node.split('.').map(Number)
@@ -138,6 +138,38 @@ describe('dsh-session-mail in rc.8: the listing-slot features (issue 9)', () => 
     assert.deepEqual(lines.filter(l => l.outcome === 'refused:relay-limit').map(l => [l.sender, l.target]), [[Q, R]])
     assert.ok(toolResults(hQ, 'sessions_send').some(t => new RegExp(`^refused \\(relay-limit\\).* through ${esc(P)}, ${esc(Q)}, ${esc(R)}\\)`).test(t)))
     m.cycleDeliveries = accepted.length
+  })
+
+  test('loop guard (issue 16 #3 c): a turn a delivery opened stays agent-opened after 65 harness reminders steered into it (rc.8 agent-loop turn(): the claimed next-turn messages are the turn\'s first user messages)', async () => {
+    // D (a human turn) sends E a message that makes E's model run a slow tool; while it runs, 65 user-role
+    // `<system-reminder>` messages land in E's turn at its next step, the last one making E reply to D.
+    // E's reply is hop 2 of D's chain (on main the delivery had left the 64-message window: hop 1, a new chain).
+    // Two sessions of their own: session.history is a bounded window, and E's gets full of reminders.
+    const D = await web.createSession(box.mkdir('ws-d'))
+    const E = await web.createSession(box.mkdir('ws-e'))
+    const first = await callTool(web, D, 'sessions_send', { session_id: E, message: '@@call slow_tool {"ms":5000}' })
+    assert.match(first.text, /^accepted for /, first.text)
+    await web.waitFor(E, ev => ev.some(e => e.type === 'tool/call' && e.data?.name === 'slow_tool'), { timeout: 20_000 })
+    for (let i = 1; i <= 65; i++) {
+      const last = i === 65 ? `\n@@call sessions_send ${JSON.stringify({ session_id: D, message: 'reply after the reminders' })}` : ''
+      await web.prompt(E, `<system-reminder>reminder ${i}</system-reminder>${last}`, 'steer')
+    }
+    const t0 = Date.now()
+    let reply
+    while (!(reply = ledger().find(l => l.sender === E && l.target === D))) {
+      if (Date.now() - t0 > 60_000) throw new Error('E never replied')
+      await sleep(100)
+    }
+    const sent = ledger().find(l => l.sender === D && l.target === E)
+    assert.deepEqual([reply.outcome, reply.hop, reply.chain], ['accepted', 2, sent.requestId])
+    await web.waitFor(E, ev => ev.at(-1)?.type === 'turn/end', { timeout: 30_000 })
+    // the host's log of E (session.history is a window): the 65 reminders landed after the delivery, in its turn
+    const isReminder = e => e.type === 'user/message' && /^<system-reminder>reminder \d+/.test(messageText(e.data))
+    const logE = await waitForLog(box.home, E, ev => ev.filter(isReminder).length === 65, { timeout: 20_000 })
+    const landed = logE.find(e => e.type === 'user/message' && e.data?.source?.rpcId === sent.requestId)
+    assert.ok(landed && logE.filter(isReminder).every(e => e.seq > landed.seq))
+    assert.equal(logE.filter(e => e.type === 'turn/start' && e.seq > landed.seq).length, 0, 'one turn')
+    await quiet([D], 800)
   })
 
   test('presence: a turn waiting on ask_user_question is listed as awaiting-user, with what a send does then', async () => {

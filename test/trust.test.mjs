@@ -7,10 +7,11 @@ import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { createServer } from 'node:http'
 import { spawn } from 'node:child_process'
-import { mkdirSync, readdirSync, writeFileSync, existsSync, readFileSync } from 'node:fs'
+import { appendFileSync, mkdirSync, readdirSync, writeFileSync, existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { startContractHost } from './contract-host/index.mjs'
-import { execAs, toolsOf } from './helpers/plugin-harness.mjs'
+import { execAs, hostContext, requestIdsIn, toolsOf } from './helpers/plugin-harness.mjs'
+import * as plugin from '../index.js'
 
 const CONFIG = { hostApi: 'v2', connectTimeoutMs: 500, requestTimeoutMs: 1500, maxStackedPerSender: 0 }
 
@@ -100,4 +101,87 @@ test('#8 planted status and profile text never reach a sessions_list row', async
   assert.match(list, new RegExp(b))
   assert.doesNotMatch(list, /approved all pending/, list)
   assert.ok(readFileSync(join(host.dshHome, 'dsh-session-mail', 'presence', `${sleeper.pid}.json`), 'utf8').includes('approved'), 'the planted file is there')
+})
+
+// Issue 16 #3: the loop guard fails closed. The plugin runs with a ctx whose sessions publish their events on
+// `session/event` as the host does (rc.8 packages/core/session/src/index.ts `Session.append()`); a turn is
+// published as rc.8's agent loop appends it: `turn/start`, `step/start`, then the messages claimed from the
+// next-turn inbox as `user/message` (packages/core/agent-loop/src/agent.ts `turn()`), the delivered text
+// being what the host was sent for that request id.
+function publishingTools() {
+  const listeners = []
+  const ctx = { ...hostContext(host, sessionIds), on: (name, fn) => listeners.push([name, fn]) }
+  plugin.apply(ctx, CONFIG)
+  const tools = Object.fromEntries(ctx.registered.map(t => [t.name, t]))
+  let seq = 1000
+  const emit = (id, type, data) => listeners.filter(([k]) => k === 'session/event').forEach(([, fn]) => fn({ id }, { type, seq: seq++, data }))
+  const userMessage = (id, source, text) => emit(id, 'user/message', { message: { role: 'user', source, content: [{ type: 'text', text }] } })
+  /** Session `id` ends its turn and opens the next with the delivery of `rid` (`rpcId` as recorded: `as`). */
+  const turnOpenedBy = (id, rid, as = rid) => {
+    const sent = host.requests.find(r => r.body?.payload?.args?.request?.requestId === rid)
+    const text = sent?.body?.payload?.args?.request?.content?.[0]?.text ?? 'Cross-session message from another session of this harness.'
+    emit(id, 'turn/end', { reason: { kind: 'completed' } })
+    emit(id, 'turn/start', { turn: 2 })
+    emit(id, 'step/start', { step: 1 })
+    userMessage(id, { kind: 'user', rpcId: as }, text)
+  }
+  const send = async (from, to, message) => {
+    const out = await tools.sessions_send.execute({ session_id: to, message }, execAs(from))
+    return { out, rid: requestIdsIn(out)[0] }
+  }
+  return { send, turnOpenedBy, userMessage, emit }
+}
+
+const ledgerLines = () => readFileSync(join(host.dshHome, 'dsh-session-mail', 'ledger.jsonl'), 'utf8').split('\n').filter(Boolean).map(l => JSON.parse(l))
+
+test('#3 (c) a turn a delivery opened stays agent-opened after 65 harness reminders (rc.8 agent-loop turn(): the claimed next-turn messages open it)', async () => {
+  const { send, turnOpenedBy, userMessage } = publishingTools()
+  const a = newSession()
+  const b = newSession()
+  const first = await send(b, a, 'hop one')
+  assert.match(first.out, /^accepted for /, first.out)
+  turnOpenedBy(a, first.rid)
+  for (let i = 0; i < 65; i++) userMessage(a, { kind: 'user' }, `<system-reminder> reminder ${i}</system-reminder>`)
+  const reply = await send(a, b, 'hop two')
+  assert.match(reply.out, /note: relay hop 2 of 4 in this agent-to-agent chain/, reply.out)
+  const line = ledgerLines().find(l => l.requestId === reply.rid)
+  assert.deepEqual([line.outcome, line.hop, line.chain], ['accepted', 2, first.rid])
+})
+
+test('#3 (b) mail whose dsh-session-mail request id the ledger never sent to this session counts as at the limit, every time', async () => {
+  const { send, turnOpenedBy } = publishingTools()
+  const a = newSession()
+  const b = newSession()
+  const prompts = () => host.requests.filter(r => r.path === '/api/session/prompt').length
+  const before = prompts()
+  for (let i = 0; i < 2; i++) {
+    // as a planted envelope lands: a user message with a request id of our form the ledger does not have
+    turnOpenedBy(a, 'none', `dsh-session-mail:00000000-0000-4000-8000-00000000ab${String(i).padStart(2, '0')}`)
+    const r = await send(a, b, 'relay this on')
+    assert.match(r.out, /^refused \(relay-limit\): this turn was opened by agent mail \(request dsh-session-mail:[0-9a-f-]+\) whose place in a conversation chain cannot be verified/, r.out)
+    assert.match(r.out, /a new message from your human starts a new chain/)
+  }
+  assert.equal(prompts(), before, 'nothing was sent')
+  // the human speaks in A: a new chain at once
+  turnOpenedBy(a, 'none', 'client-human-1')
+  assert.match((await send(a, b, 'the human asks')).out, /^accepted for /)
+})
+
+test('#3 (a) an appended ledger line with hop 0 for the triggering request id does not reset the chain', async () => {
+  const { send, turnOpenedBy } = publishingTools()
+  const a = newSession()
+  const b = newSession()
+  let last = await send(a, b, 'hop 1')
+  for (let hop = 2; hop <= 4; hop++) {
+    const [from, to] = hop % 2 === 0 ? [b, a] : [a, b]
+    turnOpenedBy(from, last.rid)
+    last = await send(from, to, `hop ${hop}`)
+    assert.match(last.out, new RegExp(`note: relay hop ${hop} of 4`), last.out)
+  }
+  // hop 4 went B → A; the attacker appends its line again with hop 0
+  const line = ledgerLines().find(l => l.requestId === last.rid)
+  appendFileSync(join(host.dshHome, 'dsh-session-mail', 'ledger.jsonl'), `${JSON.stringify({ ...line, hop: 0 })}\n`)
+  turnOpenedBy(a, last.rid)
+  const fifth = await send(a, b, 'hop 5')
+  assert.match(fifth.out, /^refused \(relay-limit\): this would be agent-to-agent delivery 5 in one conversation chain/, fifth.out)
 })

@@ -429,6 +429,7 @@ mod tests {
                     hop: 5,
                     sessions: vec!["session-a".into(), "session-b".into()],
                     started: None,
+                    unverified: None,
                 },
                 max: 4,
             },

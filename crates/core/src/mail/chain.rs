@@ -44,38 +44,104 @@ pub enum Trigger {
 /// The newest message of the turn that is a human's, a delivery of ours, or an idle notice of ours.
 /// Harness-injected context and other plugins' messages are skipped.
 pub fn trigger(turn: Option<&[TurnMessage]>) -> Trigger {
+    deciding(turn).0
+}
+
+/// [`trigger`], with the message that decided it.
+fn deciding(turn: Option<&[TurnMessage]>) -> (Trigger, Option<&TurnMessage>) {
     let Some(turn) = turn else {
-        return Trigger::Unknown;
+        return (Trigger::Unknown, None);
     };
     for m in turn.iter().rev() {
         let rpc = m.rpc_id.as_deref().unwrap_or("");
         if let Some(watched) = rpc.strip_prefix(NOTICE_PREFIX) {
             if m.plugin.as_deref() == Some(base::names::DIR_NAME) {
-                return Trigger::Notice(watched.to_string());
+                return (Trigger::Notice(watched.to_string()), Some(m));
             }
         }
         match m.kind.as_deref() {
             Some("user") if rpc.starts_with(REQUEST_ID_PREFIX) => {
-                return Trigger::Peer(rpc.to_string())
+                return (Trigger::Peer(rpc.to_string()), Some(m))
             }
             Some("user") => {
                 let text = m.text.as_deref().unwrap_or("").trim_start();
                 if INJECTED_PREFIXES.iter().any(|p| text.starts_with(p)) {
                     continue;
                 }
-                return Trigger::Human;
+                return (Trigger::Human, Some(m));
             }
             // V4 names a relay from another agent `agent-message`; it is not ours, and not a human.
             _ => continue,
         }
     }
-    Trigger::Human
+    (Trigger::Human, None)
+}
+
+/// What the loop guard knows of the caller's turn: who the caller is, what opened (or last fed) its
+/// turn, and the hop the host recorded in that delivery's frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Evidence {
+    /// The caller's ids (session id, agent id): the ledger line of a delivery that opened its turn must
+    /// name one of them as its target (of a notice's watched send: as its sender).
+    pub me: Vec<String>,
+    pub trigger: Trigger,
+    /// `relay: hop N of M` of the triggering delivery's frame as the host recorded it in the caller's
+    /// session (`mail::framed_hop`); `None` for a From-header delivery or a sender whose guard was off.
+    pub framed_hop: Option<u32>,
+}
+
+impl Evidence {
+    /// The evidence of a call: the runtime's caller ids and the turn the shim saw.
+    pub fn of(caller: Option<&crate::request::Caller>) -> Evidence {
+        let me = caller
+            .map(|c| {
+                [c.session_id.as_deref(), c.agent_id.as_deref()]
+                    .into_iter()
+                    .flatten()
+                    .filter(|s| !s.trim().is_empty())
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let (trigger, by) = deciding(caller.and_then(|c| c.turn.as_deref()));
+        let framed_hop = match &trigger {
+            Trigger::Peer(_) => by
+                .and_then(|m| m.text.as_deref())
+                .and_then(crate::mail::framed_hop),
+            _ => None,
+        };
+        Evidence {
+            me,
+            trigger,
+            framed_hop,
+        }
+    }
+
+    /// Evidence for a caller `me` whose turn `trigger` decided (no frame seen).
+    pub fn new(me: &str, trigger: Trigger) -> Evidence {
+        Evidence {
+            me: vec![me.to_string()],
+            trigger,
+            framed_hop: None,
+        }
+    }
+}
+
+/// Why the delivery that opened the caller's turn has no verifiable place in a chain. Such a turn
+/// counts as at the limit (issue 16 #3: the guard fails closed): only a human message resets it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unverified {
+    /// The ledger has no line that sent this request id to the caller (or, for a notice, from it): a
+    /// message planted in a mailbox, or one whose line was rotated away or never written.
+    UnknownRequest,
+    /// The ledger's lines for this request id name different chains: one of them is not ours.
+    Contradicted,
 }
 
 /// This send's place in its chain.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hop {
-    /// The request id of the chain's first delivery.
+    /// The request id of the chain's first delivery (of the unverifiable delivery, when `unverified`).
     pub chain: String,
     /// 1 for the first agent-to-agent delivery after a human message.
     pub hop: u32,
@@ -83,41 +149,78 @@ pub struct Hop {
     pub sessions: Vec<String>,
     /// When the chain's first delivery was made (ledger time), if known.
     pub started: Option<String>,
+    /// Set when the turn's trigger cannot be placed in a chain: the send counts as past the limit.
+    pub unverified: Option<Unverified>,
+}
+
+impl Hop {
+    /// The first hop of a new chain named by `request_id`.
+    pub fn fresh(request_id: &str) -> Hop {
+        Hop {
+            chain: request_id.to_string(),
+            hop: 1,
+            sessions: Vec::new(),
+            started: None,
+            unverified: None,
+        }
+    }
+}
+
+/// Does this ledger line place its request id in a chain? A send that went out (or may have), and a
+/// message held for the human (approved, it lands with that request id at that hop).
+fn places(e: &ledger::Entry) -> bool {
+    e.counts_as_sent() || e.outcome == ledger::LedgerOutcome::Held
 }
 
 /// The chain this send would continue, and its hop. `request_id` is the id minted for this send (it names
 /// a new chain).
-pub fn next_hop(home: &Path, trig: &Trigger, request_id: &str) -> Hop {
-    let fresh = || Hop {
-        chain: request_id.to_string(),
-        hop: 1,
+///
+/// The ledger is the plugin's claim, the caller's session (the host's record) the evidence it must fit
+/// (issue 16 #3): only lines that sent the landed request id *to the caller* count (a notice: the watched
+/// send *from* it); of those the highest hop, and never below the hop the host recorded in the
+/// delivery's frame, so an appended line with a lower hop lowers nothing. No such line, or lines that
+/// disagree about the chain: the trigger is [`Unverified`].
+pub fn next_hop(home: &Path, ev: &Evidence, request_id: &str) -> Hop {
+    // A notice is not a delivery between agents: the turn it opens continues at the watched send's hop,
+    // so both cases read the ledger lines of one request id and add one.
+    let (landed, mine): (&str, fn(&ledger::Entry) -> Option<&String>) = match &ev.trigger {
+        Trigger::Human | Trigger::Unknown => return Hop::fresh(request_id),
+        Trigger::Peer(id) => (id.as_str(), |e| e.target.as_ref()),
+        Trigger::Notice(id) => (id.as_str(), |e| e.sender.as_ref()),
+    };
+    let unverified = |why| Hop {
+        chain: landed.to_string(),
+        hop: 2,
         sessions: Vec::new(),
         started: None,
+        unverified: Some(why),
     };
-    // A notice is not a delivery between agents: the turn it opens continues at the watched send's hop,
-    // so both cases read the ledger line of one request id and add one.
-    let landed = match trig {
-        Trigger::Human | Trigger::Unknown => return fresh(),
-        Trigger::Peer(id) | Trigger::Notice(id) => id.as_str(),
-    };
-    // The ledger line of the landed delivery (or of the watched send) says its chain and hop.
-    let line = ledger::read_ledger(
+    let lines: Vec<ledger::Entry> = ledger::read_ledger(
         home,
         &Filter {
             request_id: Some(landed.to_string()),
             ..Filter::default()
         },
     )
-    .ok()
-    .and_then(|r| r.entries.into_iter().rev().find(|e| e.counts_as_sent()));
-    let (chain, hop) = match &line {
-        Some(e) => (
-            e.chain.clone().unwrap_or_else(|| landed.to_string()),
-            e.hop.unwrap_or(1),
-        ),
-        // A delivery of ours the ledger does not know (rotated away, unwritable): at least one hop.
-        None => (landed.to_string(), 1),
+    .map(|r| r.entries)
+    .unwrap_or_default()
+    .into_iter()
+    .filter(|e| places(e) && mine(e).is_some_and(|id| ev.me.contains(id)))
+    .collect();
+    let Some(first) = lines.first() else {
+        return unverified(Unverified::UnknownRequest);
     };
+    let chain_of = |e: &ledger::Entry| e.chain.clone().unwrap_or_else(|| landed.to_string());
+    let chain = chain_of(first);
+    if lines.iter().any(|e| chain_of(e) != chain) {
+        return unverified(Unverified::Contradicted);
+    }
+    let ledger_hop = lines
+        .iter()
+        .map(|e| e.hop.unwrap_or(1).max(1))
+        .max()
+        .unwrap_or(1);
+    let hop = ledger_hop.max(ev.framed_hop.unwrap_or(0));
     let mut sessions: Vec<String> = Vec::new();
     let mut started = None;
     // Only the chain's lines are copied out of the ledger (a reply used to copy every line: ~1 ms a
@@ -143,6 +246,7 @@ pub fn next_hop(home: &Path, trig: &Trigger, request_id: &str) -> Hop {
         hop: hop.saturating_add(1),
         sessions,
         started,
+        unverified: None,
     }
 }
 
@@ -196,12 +300,21 @@ pub fn human_spoke_in_chain(home: &Path, chain: &str) -> bool {
 }
 
 /// `Err(hop)` when this send would pass the limit (`max_hops` 0: the guard is off). A chain in which a
-/// human has written since it reached that session (`human_spoke_in_chain`) is over: this send opens a new one.
-pub fn check(home: &Path, trig: &Trigger, request_id: &str, max_hops: u32) -> Result<Hop, Hop> {
-    let h = next_hop(home, trig, request_id);
-    if max_hops > 0 && h.hop > max_hops {
+/// human has written since it reached that session (`human_spoke_in_chain`) is over: this send opens a new
+/// one. An [`Unverified`] trigger counts as at the limit: refused until a human writes in the caller's
+/// session (its next turn is then the human's).
+pub fn check(home: &Path, ev: &Evidence, request_id: &str, max_hops: u32) -> Result<Hop, Hop> {
+    let mut h = next_hop(home, ev, request_id);
+    if max_hops == 0 {
+        return Ok(h);
+    }
+    if h.unverified.is_some() {
+        h.hop = h.hop.max(max_hops.saturating_add(1));
+        return Err(h);
+    }
+    if h.hop > max_hops {
         if human_spoke_in_chain(home, &h.chain) {
-            return Ok(next_hop(home, &Trigger::Human, request_id));
+            return Ok(Hop::fresh(request_id));
         }
         Err(h)
     } else {
@@ -213,6 +326,10 @@ pub fn check(home: &Path, trig: &Trigger, request_id: &str, max_hops: u32) -> Re
 mod tests {
     use super::*;
     use crate::ledger::Entry;
+
+    fn ev(me: &str, t: Trigger) -> Evidence {
+        Evidence::new(me, t)
+    }
 
     fn user(rpc: Option<&str>, text: &str) -> TurnMessage {
         TurnMessage {
@@ -302,27 +419,107 @@ mod tests {
         line(h, "Q", "R", r2, r1, 2, "accepted");
         line(h, "R", "P", r3, r1, 3, "accepted");
         // P's turn was opened by R's delivery: the cycle continues chain r1 at hop 4
-        let got = check(h, &Trigger::Peer(r3.into()), "dsh-session-mail:new", 4).unwrap();
+        let got = check(
+            h,
+            &ev("P", Trigger::Peer(r3.into())),
+            "dsh-session-mail:new",
+            4,
+        )
+        .unwrap();
         assert_eq!((got.chain.as_str(), got.hop), (r1, 4));
         assert_eq!(got.sessions, vec!["P", "Q", "R"]);
         // one more would be hop 5: refused at maxRelayHops 4, allowed when the guard is off
         line(h, "P", "Q", "dsh-session-mail:x4", r1, 4, "accepted");
-        let refused = check(h, &Trigger::Peer("dsh-session-mail:x4".into()), "n", 4).unwrap_err();
+        let refused = check(
+            h,
+            &ev("Q", Trigger::Peer("dsh-session-mail:x4".into())),
+            "n",
+            4,
+        )
+        .unwrap_err();
         assert_eq!(refused.hop, 5);
-        assert!(check(h, &Trigger::Peer("dsh-session-mail:x4".into()), "n", 0).is_ok());
+        assert!(check(
+            h,
+            &ev("Q", Trigger::Peer("dsh-session-mail:x4".into())),
+            "n",
+            0
+        )
+        .is_ok());
         // a human message opens a new chain at once, whatever happened before
-        let fresh = check(h, &Trigger::Human, "dsh-session-mail:mine", 4).unwrap();
+        let fresh = check(h, &ev("Q", Trigger::Human), "dsh-session-mail:mine", 4).unwrap();
         assert_eq!(
             (fresh.chain.as_str(), fresh.hop),
             ("dsh-session-mail:mine", 1)
         );
-        // a delivery the ledger does not know counts as one hop; refused lines do not carry a chain
+        // a delivery the ledger does not know (a refused line places nothing in a chain) counts as at
+        // the limit (issue 16 #3 b), and with the guard off it is let through
         line(h, "Q", "P", "dsh-session-mail:rf", r1, 9, "refused:budget");
-        let unknown = check(h, &Trigger::Peer("dsh-session-mail:rf".into()), "n", 4).unwrap();
-        assert_eq!(unknown.hop, 2);
+        let unknown = check(
+            h,
+            &ev("P", Trigger::Peer("dsh-session-mail:rf".into())),
+            "n",
+            4,
+        )
+        .unwrap_err();
+        assert_eq!(
+            (unknown.hop, unknown.unverified),
+            (5, Some(Unverified::UnknownRequest))
+        );
+        assert!(check(
+            h,
+            &ev("P", Trigger::Peer("dsh-session-mail:rf".into())),
+            "n",
+            0
+        )
+        .is_ok());
+        // a real delivery claimed by a session it was not sent to is unknown there
+        let stolen = check(h, &ev("R", Trigger::Peer(r1.into())), "n", 4).unwrap_err();
+        assert_eq!(stolen.unverified, Some(Unverified::UnknownRequest));
         // a notice continues the watched send's chain at the same hop
-        let n = check(h, &Trigger::Notice(r2.into()), "n", 4).unwrap();
+        let n = check(h, &ev("Q", Trigger::Notice(r2.into())), "n", 4).unwrap();
         assert_eq!((n.chain.as_str(), n.hop), (r1, 3));
+    }
+
+    /// Issue 16 #3 (a): one appended line for the trigger with `hop: 0` used to reset the chain (the
+    /// newest line won). The ledger's lines of one request id count by their highest hop, and never
+    /// below the hop the host recorded in the delivered frame; lines that disagree about the chain are
+    /// not believed.
+    #[test]
+    fn an_appended_ledger_line_cannot_lower_a_hop() {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path();
+        let r = |n: u32| format!("dsh-session-mail:00000000-0000-4000-8000-{n:012}");
+        line(h, "A", "B", &r(1), &r(1), 1, "accepted");
+        line(h, "B", "A", &r(2), &r(1), 2, "accepted");
+        line(h, "A", "B", &r(3), &r(1), 3, "accepted");
+        line(h, "B", "A", &r(4), &r(1), 4, "accepted");
+        line(h, "B", "A", &r(4), &r(1), 0, "accepted");
+        let got = check(h, &ev("A", Trigger::Peer(r(4))), "n", 4).unwrap_err();
+        assert_eq!(
+            (got.hop, got.unverified, got.chain.as_str()),
+            (5, None, r(1).as_str())
+        );
+        // the host's record of the frame raises a hop the ledger understates
+        let framed = Evidence {
+            framed_hop: Some(4),
+            ..ev("B", Trigger::Peer(r(3)))
+        };
+        assert_eq!(check(h, &framed, "n", 4).unwrap_err().hop, 5);
+        let framed_low = Evidence {
+            framed_hop: Some(1),
+            ..ev("B", Trigger::Peer(r(3)))
+        };
+        assert_eq!(check(h, &framed_low, "n", 4).unwrap().hop, 4);
+        // a line that moves the trigger to another chain: contradicted, at the limit, no human reset
+        line(h, "A", "B", &r(3), &r(9), 1, "accepted");
+        let c = check(h, &ev("B", Trigger::Peer(r(3))), "n", 4).unwrap_err();
+        assert_eq!(c.unverified, Some(Unverified::Contradicted));
+        // a held line places its request (approved, it lands with that id at that hop)
+        line(h, "A", "B", &r(5), &r(5), 2, "held");
+        assert_eq!(
+            check(h, &ev("B", Trigger::Peer(r(5))), "n", 4).unwrap().hop,
+            3
+        );
     }
 
     #[test]
@@ -357,13 +554,25 @@ mod tests {
         write("session-b", &b);
         // A's turn opened by hop 4 would make hop 5: refused, nobody spoke since the chain arrived
         assert!(!human_spoke_in_chain(h, &rid(1)));
-        assert!(check(h, &Trigger::Peer(rid(4)), "dsh-session-mail:next", 4).is_err());
+        assert!(check(
+            h,
+            &ev("session-a", Trigger::Peer(rid(4))),
+            "dsh-session-mail:next",
+            4
+        )
+        .is_err());
         // B's human writes (after the chain reached B): the chain is over, the send opens a new one
         b.prompt("the human in B says: keep going with A", "client-9");
         b.end_turn();
         write("session-b", &b);
         assert!(human_spoke_in_chain(h, &rid(1)));
-        let fresh = check(h, &Trigger::Peer(rid(4)), "dsh-session-mail:next", 4).unwrap();
+        let fresh = check(
+            h,
+            &ev("session-a", Trigger::Peer(rid(4))),
+            "dsh-session-mail:next",
+            4,
+        )
+        .unwrap();
         assert_eq!(
             (fresh.chain.as_str(), fresh.hop),
             ("dsh-session-mail:next", 1)

@@ -72,7 +72,8 @@ pub fn with_from_header(sender: &str, message: &str) -> String {
 /// ```
 ///
 /// The `relay:` line is there when the loop guard is on (`relay` = (hop, maxRelayHops)); it is information
-/// for the receiving model only — the guard itself reads the audit ledger, never this text.
+/// for the receiving model, and the host's record of the hop: the guard reads it back ([`framed_hop`])
+/// from the delivery that opened a turn, so a ledger line can never lower the hop below it.
 /// The title is written as a JSON string (quotes and control characters escaped), so a title can
 /// never add a line to the frame; a caller without a known title gets `("")`.
 pub fn frame(
@@ -109,9 +110,47 @@ pub fn frame(
     format!("{FRAME_TITLE}\nfrom-session: {sender_id} ({quoted})\ndelivery: {mode}\n{FRAME_AUTHORITY}{relay}\n{FRAME_BEGIN}\n{body}\n{FRAME_END}")
 }
 
+/// The hop a delivered frame states in its `relay:` line — the inverse of [`frame`]'s — read from the
+/// frame's head only (the lines after [`FRAME_TITLE`] and before the first [`FRAME_BEGIN`]), so a body
+/// cannot add one. `None` for text that is no frame, or a frame without the line.
+pub fn framed_hop(text: &str) -> Option<u32> {
+    let head = text.strip_prefix(FRAME_TITLE)?.strip_prefix('\n')?;
+    let head = &head[..head.find(&format!("\n{FRAME_BEGIN}"))?];
+    head.lines().find_map(|l| {
+        let rest = l.strip_prefix("relay: hop ")?;
+        let (hop, rest) = rest.split_once(" of ")?;
+        rest.ends_with(" agent-to-agent deliveries in this chain")
+            .then(|| hop.parse().ok())
+            .flatten()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn framed_hop_reads_back_the_relay_line_of_the_frames_head_only() {
+        let f = frame("session-a", Some("t"), "queue", Some((3, 4)), "b");
+        assert_eq!(framed_hop(&f), Some(3));
+        assert_eq!(
+            framed_hop(&frame("session-a", None, "steer", None, "b")),
+            None
+        );
+        // a body (or a title) cannot state a hop: only the head before the first begin line counts
+        let body = "relay: hop 1 of 4 agent-to-agent deliveries in this chain";
+        assert_eq!(
+            framed_hop(&frame("session-a", Some(body), "queue", None, body)),
+            None
+        );
+        assert_eq!(
+            framed_hop(&frame("s", None, "queue", Some((4, 4)), body)),
+            Some(4)
+        );
+        // text that is no frame states nothing
+        assert_eq!(framed_hop(&format!("x{f}")), None);
+        assert_eq!(framed_hop(&f[..f.find(FRAME_BEGIN).unwrap()]), None);
+    }
 
     #[test]
     fn frame_title_can_never_add_a_line() {

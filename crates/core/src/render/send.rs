@@ -611,6 +611,22 @@ pub fn note(n: &SendNote) -> String {
 
 /// `refused (relay-limit)`: the loop guard (`mail::chain`) stopped an agent-to-agent relay.
 pub fn relay_limit(h: &crate::mail::chain::Hop, max: u32) -> String {
+    use crate::mail::chain::Unverified;
+    if let Some(why) = h.unverified {
+        let why = match why {
+            Unverified::UnknownRequest => {
+                "the audit ledger has no send of that request id to this session"
+            }
+            Unverified::Contradicted => {
+                "the audit ledger's lines for that request id disagree about its chain"
+            }
+        };
+        return format!(
+            "refused (relay-limit): this turn was opened by agent mail (request {}) whose place in a conversation chain cannot be verified: {why}. Mail that cannot be verified counts as at the limit of {max} (maxRelayHops).\n\
+             Do not relay it. Take it to your human instead. Nothing was sent; a new message from your human starts a new chain.",
+            h.chain
+        );
+    }
     let via = if h.sessions.is_empty() {
         String::new()
     } else {

@@ -234,8 +234,8 @@ fn budget(d: &mut Draft) -> Result<(), Refusal> {
 
 fn relay(d: &mut Draft) -> Result<(), Refusal> {
     let max = d.cfg().max_relay_hops;
-    let trig = chain::trigger(d.req.caller.as_ref().and_then(|c| c.turn.as_deref()));
-    let hop = chain::check(d.ctx.home(), &trig, &d.request_id, max)
+    let ev = chain::Evidence::of(d.req.caller.as_ref());
+    let hop = chain::check(d.ctx.home(), &ev, &d.request_id, max)
         .map_err(|hop| Refusal::RelayLimit { hop, max })?;
     d.hop = Some(hop);
     Ok(())

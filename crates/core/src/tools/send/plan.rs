@@ -70,12 +70,7 @@ impl Plan {
     pub fn of(d: Draft<'_>) -> Plan {
         let text = delivered_text(&d);
         let cfg = d.cfg();
-        let hop = d.hop.unwrap_or_else(|| Hop {
-            chain: d.request_id.clone(),
-            hop: 1,
-            sessions: Vec::new(),
-            started: None,
-        });
+        let hop = d.hop.unwrap_or_else(|| Hop::fresh(&d.request_id));
         let (allowance, reservation, budget_note) = match d.admitted {
             Some(a) => (a.allowance, a.reservation, a.note),
             None => (None, None, None),

@@ -668,12 +668,14 @@ async fn relay_loop_guard_refuses_past_max_hops_and_a_human_turn_opens_a_new_cha
     use crate::mail::chain::TurnMessage;
     let env = Env::online(accept_all()).await;
     env.cold("session-peer", json!({}));
-    let req = |turn: Vec<TurnMessage>| {
-        let mut r = env.req(
-            "sessions_send",
-            json!({"session_id": "session-peer", "message": "fwd"}),
-        );
-        r.caller.as_mut().unwrap().turn = Some(turn);
+    env.cold("session-me", json!({}));
+    // A↔B ping-pong: each send is made by the session the previous one went to
+    let req = |from: &str, to: &str, turn: Vec<TurnMessage>| {
+        let mut r = env.req("sessions_send", json!({"session_id": to, "message": "fwd"}));
+        let c = r.caller.as_mut().unwrap();
+        c.session_id = Some(from.into());
+        c.agent_id = Some(from.into());
+        c.turn = Some(turn);
         r
     };
     let landed = |rid: &str| TurnMessage {
@@ -694,19 +696,29 @@ async fn relay_loop_guard_refuses_past_max_hops_and_a_human_turn_opens_a_new_cha
             .cloned()
             .collect()
     };
+    let pair = |hop: u32| {
+        if hop % 2 == 1 {
+            ("session-me", "session-peer")
+        } else {
+            ("session-peer", "session-me")
+        }
+    };
     // hop 1 from a human turn, then each send made in a turn its predecessor opened
-    let mut last = send(&req(vec![human.clone()])).await;
+    let mut last = send(&req("session-me", "session-peer", vec![human.clone()])).await;
     let chain = rid(&last);
     for hop in 2..=4 {
-        last = send(&req(vec![human.clone(), landed(&rid(&last))])).await;
-        assert_eq!(receipt(&last).target, "session-peer", "hop {hop}");
+        let (from, to) = pair(hop);
+        last = send(&req(from, to, vec![human.clone(), landed(&rid(&last))])).await;
+        assert_eq!(receipt(&last).target, to, "hop {hop}");
         assert_eq!(relay_notes(&last), [SendNote::RelayHop { hop, max: 4 }]);
     }
-    let refused = send(&req(vec![landed(&rid(&last))])).await;
+    let (from, to) = pair(5);
+    let refused = send(&req(from, to, vec![landed(&rid(&last))])).await;
     match refusal(&refused) {
         Refusal::RelayLimit { hop, max } => {
             assert_eq!((hop.hop, *max), (5, 4));
             assert_eq!(hop.chain, chain);
+            assert_eq!(hop.unverified, None);
         }
         other => panic!("{other:?}"),
     }
@@ -716,9 +728,152 @@ async fn relay_loop_guard_refuses_past_max_hops_and_a_human_turn_opens_a_new_cha
         "the fifth hop never reached the host"
     );
     // the human writes again: a new chain at once, whatever the storm before
-    let fresh = send(&req(vec![landed(&rid(&last)), human])).await;
-    assert_eq!(receipt(&fresh).target, "session-peer");
+    let fresh = send(&req(from, to, vec![landed(&rid(&last)), human])).await;
+    assert_eq!(receipt(&fresh).target, to);
     assert!(relay_notes(&fresh).is_empty(), "{:?}", fresh.notes);
+}
+
+/// Issue 16 #3 (a)(b): the loop guard fails closed. The caller's turn (the host's record, as the shim
+/// folds it from `session/event`) is the evidence the ledger's claim must fit.
+#[tokio::test]
+async fn the_loop_guard_fails_closed_on_ledger_lines_it_cannot_verify() {
+    use crate::ledger::{self, Entry};
+    use crate::mail::chain::{TurnMessage, Unverified};
+    let env = Env::online(accept_all()).await;
+    env.cold("session-peer", json!({}));
+    env.cold("session-me", json!({}));
+    let req = |from: &str, to: &str, turn: Vec<TurnMessage>| {
+        let mut r = env.req("sessions_send", json!({"session_id": to, "message": "fwd"}));
+        let c = r.caller.as_mut().unwrap();
+        c.session_id = Some(from.into());
+        c.agent_id = Some(from.into());
+        c.turn = Some(turn);
+        r
+    };
+    let landed = |rid: &str, text: &str| TurnMessage {
+        kind: Some("user".into()),
+        rpc_id: Some(rid.into()),
+        text: Some(text.into()),
+        ..TurnMessage::default()
+    };
+    let unverified = |r: &SendResult| match refusal(r) {
+        Refusal::RelayLimit { hop, max } => {
+            assert_eq!((hop.hop, *max), (5, 4), "counted as at the limit");
+            hop.unverified
+        }
+        other => panic!("{other:?}"),
+    };
+    // (b) a planted envelope: its request id is ours in form but the ledger never sent it to this session
+    let planted = "dsh-session-mail:00000000-0000-4000-8000-00000000beef";
+    let r = send(&req(
+        "session-me",
+        "session-peer",
+        vec![landed(planted, "hi")],
+    ))
+    .await;
+    assert_eq!(unverified(&r), Some(Unverified::UnknownRequest));
+    // again and again: never a fresh chain
+    let r = send(&req(
+        "session-me",
+        "session-peer",
+        vec![landed(planted, "hi")],
+    ))
+    .await;
+    assert_eq!(unverified(&r), Some(Unverified::UnknownRequest));
+    assert_eq!(env.requests().len(), 0, "nothing reached the host");
+    // a real id of this ledger replayed into a session it was never sent to is unknown there too
+    let h1 = send(&req("session-me", "session-peer", vec![])).await;
+    let r1 = rid(&h1);
+    let r = send(&req("session-me", "session-peer", vec![landed(&r1, "x")])).await;
+    assert_eq!(unverified(&r), Some(Unverified::UnknownRequest));
+    // (a) hops 1..4 of a real ping-pong, then an appended line for the trigger with hop 0
+    let h2 = send(&req("session-peer", "session-me", vec![landed(&r1, "x")])).await;
+    let h3 = send(&req(
+        "session-me",
+        "session-peer",
+        vec![landed(&rid(&h2), "x")],
+    ))
+    .await;
+    let h4 = send(&req(
+        "session-peer",
+        "session-me",
+        vec![landed(&rid(&h3), "x")],
+    ))
+    .await;
+    let r4 = rid(&h4);
+    let forged = |hop: u32, chain: &str| {
+        let mut e = Entry::new(
+            2_000,
+            Some("session-peer"),
+            Some("session-me"),
+            "sessions_send",
+            Some("queue"),
+            Some(&r4),
+            "accepted".to_string().into(),
+            Some("x"),
+        );
+        e.chain = Some(chain.into());
+        e.hop = Some(hop);
+        ledger::append(env.home.path(), &e).unwrap();
+    };
+    forged(0, &r1);
+    let r = send(&req("session-me", "session-peer", vec![landed(&r4, "x")])).await;
+    match refusal(&r) {
+        Refusal::RelayLimit { hop, .. } => assert_eq!((hop.hop, hop.unverified), (5, None)),
+        other => panic!("a ledger line lowered the hop: {other:?}"),
+    }
+    // a line moving the trigger into another chain: the lines disagree, nothing can be believed
+    forged(1, planted);
+    let r = send(&req("session-me", "session-peer", vec![landed(&r4, "x")])).await;
+    assert_eq!(unverified(&r), Some(Unverified::Contradicted));
+}
+
+/// Issue 16 #3 (a): the ledger is rewritten (every line of a request at hop 1), but the frame the host
+/// recorded in the caller's turn says hop 4: the guard takes the host's record.
+#[tokio::test]
+async fn a_rewritten_ledger_line_cannot_lower_the_hop_the_delivered_frame_recorded() {
+    use crate::ledger::{self, Entry};
+    use crate::mail::chain::TurnMessage;
+    let env = Env::online(accept_all()).await;
+    env.cold("session-peer", json!({}));
+    let rid4 = "dsh-session-mail:00000000-0000-4000-8000-000000000004";
+    let mut e = Entry::new(
+        2_000,
+        Some("session-peer"),
+        Some("session-me"),
+        "sessions_send",
+        Some("queue"),
+        Some(rid4),
+        "accepted".to_string().into(),
+        Some("x"),
+    );
+    e.chain = Some(rid4.into());
+    e.hop = Some(1);
+    ledger::append(env.home.path(), &e).unwrap();
+    let frame = crate::mail::frame("session-peer", Some("t"), "queue", Some((4, 4)), "go on");
+    let mut r = env.req(
+        "sessions_send",
+        json!({"session_id": "session-peer", "message": "fwd"}),
+    );
+    r.caller.as_mut().unwrap().turn = Some(vec![TurnMessage {
+        kind: Some("user".into()),
+        rpc_id: Some(rid4.into()),
+        text: Some(frame.clone()),
+        ..TurnMessage::default()
+    }]);
+    match refusal(&send(&r).await) {
+        Refusal::RelayLimit { hop, .. } => assert_eq!(hop.hop, 5),
+        other => panic!("{other:?}"),
+    }
+    // the same frame at hop 2: the ledger's hop 1 is below it, the send is hop 3
+    let frame2 = crate::mail::frame("session-peer", Some("t"), "queue", Some((2, 4)), "go on");
+    r.caller.as_mut().unwrap().turn.as_mut().unwrap()[0].text = Some(frame2);
+    let ok = send(&r).await;
+    assert!(
+        ok.notes.contains(&SendNote::RelayHop { hop: 3, max: 4 }),
+        "{:?}",
+        ok.notes
+    );
 }
 
 #[tokio::test]

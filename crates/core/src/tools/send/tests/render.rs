@@ -376,12 +376,19 @@ async fn relay_limit() {
     use crate::mail::chain::TurnMessage;
     let env = Env::online(accept_all()).await;
     env.cold("session-peer", json!({}));
-    let req = |turn: Vec<TurnMessage>| {
-        let mut r = env.req(
-            "sessions_send",
-            json!({"session_id": "session-peer", "message": "fwd"}),
-        );
-        r.caller.as_mut().unwrap().turn = Some(turn);
+    env.cold("session-me", json!({}));
+    // A↔B ping-pong: each send is made by the session the previous one went to
+    let req = |hop: u32, turn: Vec<TurnMessage>| {
+        let (from, to) = if hop % 2 == 1 {
+            ("session-me", "session-peer")
+        } else {
+            ("session-peer", "session-me")
+        };
+        let mut r = env.req("sessions_send", json!({"session_id": to, "message": "fwd"}));
+        let c = r.caller.as_mut().unwrap();
+        c.session_id = Some(from.into());
+        c.agent_id = Some(from.into());
+        c.turn = Some(turn);
         r
     };
     let landed = |rid: &str| TurnMessage {
@@ -390,18 +397,18 @@ async fn relay_limit() {
         text: Some("Cross-session message…".into()),
         ..TurnMessage::default()
     };
-    let mut last = send(&req(vec![])).await;
+    let mut last = send(&req(1, vec![])).await;
     let chain = rid(&last);
-    for _ in 2..=4 {
-        last = send(&req(vec![landed(&rid(&last))])).await;
+    for hop in 2..=4 {
+        last = send(&req(hop, vec![landed(&rid(&last))])).await;
     }
-    pin_rid(&last, "accepted for session-peer | mode=queue | chars=3 (woke a cold session)\n\
+    pin_rid(&last, "accepted for session-me | mode=queue | chars=3 (woke a cold session)\n\
         The message is queued in that session's inbox. Its reply will not return through this call; read it later with sessions_read.\n\
         outcome: queued for the next turn: the session was not live, so the host resumed it and its next turn starts with this message.\n\
-        budget: 2 of 6 left for this pair in the next 10 min; 16 of 20 left for all your sends.\n\
+        budget: 4 of 6 left for this pair in the next 10 min; 18 of 20 left for all your sends.\n\
         note: relay hop 4 of 4 in this agent-to-agent chain; past 4, sends are refused until a human writes. Wrap up and report to your human.\n\
         request: <rid>");
-    let refused = send(&req(vec![landed(&rid(&last))])).await;
+    let refused = send(&req(5, vec![landed(&rid(&last))])).await;
     let started = match refusal(&refused) {
         Refusal::RelayLimit { hop, .. } => hop.started.clone().unwrap_or_default(),
         other => panic!("{other:?}"),
@@ -411,6 +418,14 @@ async fn relay_limit() {
         &[(&chain, "chain"), (&started, "started")],
         "refused (relay-limit): this would be agent-to-agent delivery 5 in one conversation chain (started by <chain> since <started> through session-me, session-peer); the limit is 4 (maxRelayHops) until a human writes in it.\n\
             Stop relaying. Take the conclusion, or the open question, to your human instead. Nothing was sent; a new message from your human starts a new chain.",
+    );
+    // issue 16 #3 (b): mail whose request id the ledger never sent to this session counts as at the limit
+    let planted = "dsh-session-mail:00000000-0000-4000-8000-00000000beef";
+    let unknown = send(&req(5, vec![landed(planted)])).await;
+    assert_eq!(
+        unknown.render(),
+        "refused (relay-limit): this turn was opened by agent mail (request dsh-session-mail:00000000-0000-4000-8000-00000000beef) whose place in a conversation chain cannot be verified: the audit ledger has no send of that request id to this session. Mail that cannot be verified counts as at the limit of 4 (maxRelayHops).\n\
+            Do not relay it. Take it to your human instead. Nothing was sent; a new message from your human starts a new chain."
     );
 }
 
