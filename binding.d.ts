@@ -53,6 +53,12 @@ export interface DefaultSender {
   error: string | null
 }
 
+/** The human's decision on one held message. Resolves to `{"ok":true,"state":…}` or `{"ok":false,"error":…}`. */
+export declare function heldDecide(dshHome: string | undefined | null, sessionId: string, requestId: string, approve: boolean): Promise<string>
+
+/** Hand on approved messages whose hand-off did not happen (a process died in between). How many. */
+export declare function heldRecover(dshHome?: string | undefined | null): Promise<number>
+
 /** Messages filtered out of a window. */
 export interface HiddenCounts {
   injected: number
@@ -171,6 +177,15 @@ export interface MailboxSettlement {
   route?: string
 }
 
+/** The agent card facts of one delivered request (`mailview::Card` as JSON). */
+export declare function mailCard(dshHome: string | undefined | null, requestId: string): Promise<string>
+
+/**
+ * The mail view of one session (`mailview::View` as JSON): its agent mail newest first, the held messages,
+ * and its inbound policy.
+ */
+export declare function mailView(dshHome: string | undefined | null, sessionId: string, limit?: number | undefined | null): Promise<string>
+
 /** One path a live peer of the caller's repository also changed, not told yet (lib/overlap.js). */
 export interface OverlapFact {
   path: string
@@ -191,6 +206,12 @@ export interface OverlapNoticeMessage {
 
 /** Apply the patch layers (bundle patches, profile, home, in the host's order) to one row. */
 export declare function patchRowState(layers: Array<Layer>, rowId: string, module: string): RowState
+
+/**
+ * The human's change to the inbound policy: `{"sessionId", "inbound": "accept"|"hold"|"refuse"}` or
+ * `{"stopAll": bool}`. Resolves to `{"ok":true,"policy":…}` or `{"ok":false,"error":…}`.
+ */
+export declare function policyApply(dshHome: string | undefined | null, change: string): Promise<string>
 
 /** Probe the host generation at `baseUrl` (loopback only). */
 export declare function probeHost(baseUrl: string, timeoutMs?: number | undefined | null): Promise<HostProbe>
@@ -409,6 +430,10 @@ export declare const enum RefusalCode {
   UnknownTool = 'unknown-tool',
   Internal = 'internal',
   Busy = 'busy',
+  /** The human's "stop all agent mail" switch is on (`crate::policy`). */
+  Stopped = 'stopped',
+  /** The human set the target to refuse agent mail (`crate::policy`). */
+  RefusedByHuman = 'refused-by-human',
 }
 
 /** The other process a session is live in. */
@@ -461,24 +486,3 @@ export declare const enum SessionScope {
   TopLevel = 'top-level',
   Subagent = 'subagent',
 }
-
-/** The human's decision on one held message. Resolves to `{"ok":true,"state":…}` or `{"ok":false,"error":…}`. */
-export declare function heldDecide(dshHome: string | undefined | null, sessionId: string, requestId: string, approve: boolean): Promise<string>
-
-/** Hand on approved messages whose hand-off did not happen (a process died in between). How many. */
-export declare function heldRecover(dshHome?: string | undefined | null): Promise<number>
-
-/** The agent card facts of one delivered request (`mailview::Card` as JSON). */
-export declare function mailCard(dshHome: string | undefined | null, requestId: string): Promise<string>
-
-/**
- * The mail view of one session (`mailview::View` as JSON): its agent mail newest first, the held messages,
- * and its inbound policy.
- */
-export declare function mailView(dshHome: string | undefined | null, sessionId: string, limit?: number | undefined | null): Promise<string>
-
-/**
- * The human's change to the inbound policy: `{"sessionId", "inbound": "accept"|"hold"|"refuse"}` or
- * `{"stopAll": bool}`. Resolves to `{"ok":true,"policy":…}` or `{"ok":false,"error":…}`.
- */
-export declare function policyApply(dshHome: string | undefined | null, change: string): Promise<string>

@@ -9,7 +9,7 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 use dsh_session_mail_core as mail_core;
-use mail_core::cli::data::{RowLiveness as Liveness, RowScope as SessionScope, SessionRow};
+use mail_core::cli::data::SessionRow;
 use mail_core::error::ErrorCode;
 use mail_core::outcome::RefusalCode;
 use mail_core::tools::ToolResult;
@@ -369,52 +369,16 @@ pub fn list_sessions(env: &Env, request: String) -> Result<AsyncBlock<Listing>, 
     })
 }
 
-/// The head of a read window (`mail_core::render::read::ReadHead`, plus the log it was read from).
-#[napi(object, use_nullable = true)]
-pub struct ReadSession {
-    pub id: String,
-    pub liveness: Liveness,
-    pub scope: SessionScope,
-    pub parent_session: Option<String>,
-    pub fork_of: Option<String>,
-    pub cwd: Option<String>,
-    pub title: Option<String>,
-    pub readable: u32,
-    pub captured_through_seq: Option<f64>,
-    pub log_path: String,
-}
-
-/// One message of a read window (`mail_core::cli::data::WindowMessage`).
-#[napi(object, use_nullable = true)]
-pub struct ReadMessage {
-    pub seq: f64,
-    pub role: String,
-    pub label: String,
-    pub request: Option<String>,
-    pub injected: bool,
-    pub replaced: bool,
-    pub error: bool,
-    pub body: String,
-    pub truncated_chars: u32,
-}
-
-/// Messages filtered out of a window.
-#[napi(object)]
-pub struct HiddenCounts {
-    pub injected: u32,
-    pub system: u32,
-}
-
 /// `sessions_read` as data, or its refusal (`ok: false`, `code`, `text`).
 #[napi(object, use_nullable = true)]
 pub struct ReadWindow {
     pub ok: bool,
     pub code: Option<RefusalCode>,
     pub text: Option<String>,
-    pub session: Option<ReadSession>,
-    pub messages: Option<Vec<ReadMessage>>,
+    pub session: Option<mail_core::cli::data::ReadSession>,
+    pub messages: Option<Vec<mail_core::cli::data::ReadMessage>>,
     pub omitted: Option<u32>,
-    pub hidden: Option<HiddenCounts>,
+    pub hidden: Option<mail_core::cli::data::HiddenCounts>,
     pub notes: Option<Vec<String>>,
 }
 
@@ -430,47 +394,10 @@ pub fn read_session(env: &Env, request: String) -> Result<AsyncBlock<ReadWindow>
                     ok: true,
                     code: None,
                     text: None,
-                    session: Some(ReadSession {
-                        liveness: if w.session.live {
-                            Liveness::Live
-                        } else {
-                            Liveness::Cold
-                        },
-                        scope: if w.session.subagent {
-                            SessionScope::Subagent
-                        } else {
-                            SessionScope::TopLevel
-                        },
-                        fork_of: w.session.parent.clone().filter(|_| !w.session.subagent),
-                        parent_session: w.session.parent,
-                        id: w.session.id,
-                        cwd: w.session.cwd,
-                        title: w.session.title,
-                        readable: w.session.readable as u32,
-                        captured_through_seq: w.session.captured_through.map(|n| n as f64),
-                        log_path: w.log_path,
-                    }),
-                    messages: Some(
-                        w.messages
-                            .into_iter()
-                            .map(|m| ReadMessage {
-                                seq: m.seq as f64,
-                                role: m.role.to_string(),
-                                label: m.label,
-                                request: m.request,
-                                injected: m.injected,
-                                replaced: m.replaced,
-                                error: m.error,
-                                body: m.body,
-                                truncated_chars: m.truncated_chars as u32,
-                            })
-                            .collect(),
-                    ),
-                    omitted: Some(w.omitted as u32),
-                    hidden: Some(HiddenCounts {
-                        injected: w.hidden.injected as u32,
-                        system: w.hidden.system as u32,
-                    }),
+                    session: Some(w.session),
+                    messages: Some(w.messages),
+                    omitted: Some(w.omitted),
+                    hidden: Some(w.hidden),
                     notes: Some(w.notes),
                 },
                 Err(r) => ReadWindow {
@@ -488,25 +415,6 @@ pub fn read_session(env: &Env, request: String) -> Result<AsyncBlock<ReadWindow>
     })
 }
 
-/// Where a request id is (`mail_core::fate::RequestFate`).
-#[napi(object, use_nullable = true)]
-pub struct RequestFate {
-    pub request_id: String,
-    /// `landed`, `queued`, `canceled` or `unknown`.
-    pub state: mail_core::fate::FateState,
-    pub session_id: Option<String>,
-    pub seq: Option<f64>,
-    pub turn: Option<f64>,
-    /// The inbox (`next-turn`, `next-step`) of a queued or canceled request.
-    pub target: Option<String>,
-    /// Session logs searched.
-    pub searched: u32,
-    /// The named session does not exist or cannot be read.
-    pub session_missing: bool,
-    /// One line for people (`landed in … at seq N (turn T)`, …).
-    pub text: String,
-}
-
 /// Look a request id up in `sessionId`'s log, else in the log of the target the ledger names,
 /// else in every session's log.
 #[napi]
@@ -514,24 +422,14 @@ pub async fn verify_request(
     dsh_home: Option<String>,
     request_id: String,
     session_id: Option<String>,
-) -> napi::Result<RequestFate> {
+) -> napi::Result<mail_core::fate::RequestFate> {
     let home = home_of(dsh_home.as_deref());
     let f = blocking(move || {
         let v = mail_core::fate::verify(&home, &request_id, session_id.as_deref());
         mail_core::render::fate::request_fate(&v, &request_id, &home)
     })
     .await?;
-    Ok(RequestFate {
-        request_id: f.request_id,
-        state: f.state,
-        session_id: f.session_id,
-        seq: f.seq.map(|n| n as f64),
-        turn: f.turn.map(|n| n as f64),
-        target: f.target,
-        searched: f.searched as u32,
-        session_missing: f.session_missing,
-        text: f.text,
-    })
+    Ok(f)
 }
 
 /// Apply the patch layers (bundle patches, profile, home, in the host's order) to one row.

@@ -44,3 +44,15 @@ test('index.d.ts declares exactly what index.js exports', async () => {
   const real = Object.keys(await import('../index.js')).filter(k => k !== 'default')
   assert.deepEqual([...new Set(declared)].sort(), real.sort(), 'index.d.ts and index.js disagree on the exports')
 })
+
+test('every export of binding.cjs is defined (the string enums under their Rust names: RowLiveness, RowScope)', async () => {
+  const { createRequire } = await import('node:module')
+  const binding = createRequire(import.meta.url)('../binding.cjs')
+  const undefinedExports = Object.entries(binding).filter(([, v]) => v === undefined).map(([k]) => k)
+  assert.deepEqual(undefinedExports, [], 'binding.cjs names an export the addon does not have')
+  assert.deepEqual({ ...binding.RowLiveness }, { Cold: 'cold', Live: 'live' })
+  assert.deepEqual({ ...binding.RowScope }, { TopLevel: 'top-level', Subagent: 'subagent' })
+  // the d.ts declares the same names
+  const dts = readFileSync(new URL('../binding.d.ts', import.meta.url), 'utf8')
+  for (const name of ['RowLiveness', 'RowScope']) assert.match(dts, new RegExp(`export declare const enum ${name} \\{`))
+})

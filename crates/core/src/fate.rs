@@ -109,19 +109,24 @@ pub enum FateState {
 }
 
 /// A verification as data, with its one line of text (`render::fate::request_fate` makes it);
-/// `verifyRequest` converts it field by field.
+/// the binding's `verifyRequest` returns it as it is (numbers as JS numbers: `i64`, `u32`).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "napi", napi_derive::napi(object, use_nullable = true))]
 pub struct RequestFate {
     pub request_id: String,
+    /// `landed`, `queued`, `canceled` or `unknown`.
     pub state: FateState,
     pub session_id: Option<String>,
-    pub seq: Option<u64>,
-    pub turn: Option<u64>,
+    pub seq: Option<i64>,
+    pub turn: Option<i64>,
     /// The inbox (`next-turn`, `next-step`) of a queued or canceled request.
     pub target: Option<String>,
-    pub searched: usize,
+    /// Session logs searched.
+    pub searched: u32,
+    /// The named session does not exist or cannot be read.
     pub session_missing: bool,
+    /// One line for people (`landed in … at seq N (turn T)`, …).
     pub text: String,
 }
 

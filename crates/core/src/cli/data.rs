@@ -19,10 +19,7 @@ use store::{self, Lookup};
 /// Whether a session is running in some process (`cold`: only its log).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-#[cfg_attr(
-    feature = "napi",
-    napi_derive::napi(string_enum = "kebab-case", js_name = "Liveness")
-)]
+#[cfg_attr(feature = "napi", napi_derive::napi(string_enum = "kebab-case"))]
 pub enum RowLiveness {
     Cold,
     Live,
@@ -31,10 +28,7 @@ pub enum RowLiveness {
 /// `top-level` or `subagent`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-#[cfg_attr(
-    feature = "napi",
-    napi_derive::napi(string_enum = "kebab-case", js_name = "SessionScope")
-)]
+#[cfg_attr(feature = "napi", napi_derive::napi(string_enum = "kebab-case"))]
 pub enum RowScope {
     TopLevel,
     Subagent,
@@ -165,37 +159,85 @@ fn cut(body: &str, max: usize) -> (String, usize) {
     }
 }
 
+/// The numbers of the binding's data are JS numbers: counts `u32`, seqs `i64` (never a BigInt).
+fn count(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+fn seq(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
 /// One message of a read window.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct WindowMessage {
-    pub seq: u64,
-    pub role: &'static str,
+#[cfg_attr(feature = "napi", napi_derive::napi(object, use_nullable = true))]
+pub struct ReadMessage {
+    pub seq: i64,
+    pub role: String,
     pub label: String,
     pub request: Option<String>,
     pub injected: bool,
     pub replaced: bool,
     pub error: bool,
     pub body: String,
-    pub truncated_chars: usize,
+    pub truncated_chars: u32,
 }
 
 /// Messages filtered out of a window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "napi", napi_derive::napi(object))]
 pub struct HiddenCounts {
-    pub injected: usize,
-    pub system: usize,
+    pub injected: u32,
+    pub system: u32,
+}
+
+/// The head of a read window (the tool's [`ReadHead`], as a row names it), plus the log it was read from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "napi", napi_derive::napi(object, use_nullable = true))]
+pub struct ReadSession {
+    pub id: String,
+    pub liveness: RowLiveness,
+    pub scope: RowScope,
+    pub parent_session: Option<String>,
+    pub fork_of: Option<String>,
+    pub cwd: Option<String>,
+    pub title: Option<String>,
+    pub readable: u32,
+    pub captured_through_seq: Option<i64>,
+    /// The log file the window was read from.
+    pub log_path: String,
+}
+
+impl ReadSession {
+    fn of(h: ReadHead, log_path: String) -> ReadSession {
+        ReadSession {
+            liveness: if h.live {
+                RowLiveness::Live
+            } else {
+                RowLiveness::Cold
+            },
+            scope: RowScope::of(h.subagent),
+            fork_of: h.parent.clone().filter(|_| !h.subagent),
+            parent_session: h.parent,
+            id: h.id,
+            cwd: h.cwd,
+            title: h.title,
+            readable: count(h.readable),
+            captured_through_seq: h.captured_through.map(seq),
+            log_path,
+        }
+    }
 }
 
 /// `sessions_read` as data.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ReadView {
-    pub session: ReadHead,
-    /// The log file the window was read from.
-    pub log_path: String,
-    pub messages: Vec<WindowMessage>,
-    pub omitted: usize,
+    pub session: ReadSession,
+    pub messages: Vec<ReadMessage>,
+    pub omitted: u32,
     pub hidden: HiddenCounts,
     pub notes: Vec<String>,
 }
@@ -230,27 +272,26 @@ pub fn read_data(home: &Path, req: &ToolRequest) -> Result<ReadView, Refusal> {
         .iter()
         .map(|m| {
             let (body, truncated_chars) = cut(&m.body, max);
-            WindowMessage {
-                seq: m.seq,
-                role: m.role,
+            ReadMessage {
+                seq: seq(m.seq),
+                role: m.role.to_string(),
                 label: m.label.clone(),
                 request: m.request.clone(),
                 injected: m.injected,
                 replaced: m.replaced,
                 error: m.error,
                 body,
-                truncated_chars,
+                truncated_chars: count(truncated_chars),
             }
         })
         .collect();
     Ok(ReadView {
-        session: w.head,
-        log_path: s.log.path.display().to_string(),
+        session: ReadSession::of(w.head, s.log.path.display().to_string()),
         messages,
-        omitted: w.omitted,
+        omitted: count(w.omitted),
         hidden: HiddenCounts {
-            injected: w.hidden.injected,
-            system: w.hidden.system,
+            injected: count(w.hidden.injected),
+            system: count(w.hidden.system),
         },
         notes: w.notes,
     })
@@ -401,9 +442,11 @@ mod tests {
             )),
             "{s} vs {text}"
         );
-        assert!(
-            r["logPath"].as_str().unwrap().ends_with(".jsonl")
-                || r["logPath"].as_str().unwrap().ends_with(".zstd")
+        let log = s["logPath"].as_str().unwrap();
+        assert!(log.ends_with(".jsonl") || log.ends_with(".zstd"), "{log}");
+        assert_eq!(
+            (s["liveness"].as_str(), s["scope"].as_str()),
+            (Some("cold"), Some("top-level"))
         );
         let missing = read_value(
             &home,

@@ -56,6 +56,11 @@ pub fn describe(v: &Verification, request_id: &str, home: &Path) -> String {
     }
 }
 
+/// A seq or turn as the binding's integer (a log's seqs are far below `i64::MAX`).
+fn js_int(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
 /// [`RequestFate`] of a verification.
 pub fn request_fate(v: &Verification, request_id: &str, home: &Path) -> RequestFate {
     let (state, seq, turn, target) = match &v.fate {
@@ -70,10 +75,10 @@ pub fn request_fate(v: &Verification, request_id: &str, home: &Path) -> RequestF
         request_id: request_id.to_string(),
         state,
         session_id: v.session_id.clone(),
-        seq,
-        turn,
+        seq: seq.map(js_int),
+        turn: turn.map(js_int),
         target,
-        searched: v.searched,
+        searched: u32::try_from(v.searched).unwrap_or(u32::MAX),
         session_missing: v.session_missing,
         text: describe(v, request_id, home),
     }
