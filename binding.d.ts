@@ -59,12 +59,6 @@ export declare function heldDecide(dshHome: string | undefined | null, sessionId
 /** Hand on approved messages whose hand-off did not happen (a process died in between). How many. */
 export declare function heldRecover(dshHome?: string | undefined | null): Promise<number>
 
-/** Messages filtered out of a window. */
-export interface HiddenCounts {
-  injected: number
-  system: number
-}
-
 /** The doctor's file check as JSON (`{ledger, credentials}`, each `null` or the problem). */
 export declare function homeFilesJson(dshHome?: string | undefined | null): Promise<string>
 
@@ -230,35 +224,8 @@ export declare function publishPresence(record: string, dshHome?: string | undef
 /** The audit ledger: lines sent by or to `session`, newer than `sinceMs`, the newest `limit`. */
 export declare function readLedger(dshHome?: string | undefined | null, session?: string | undefined | null, sinceMs?: number | undefined | null, limit?: number | undefined | null): Promise<Ledger>
 
-/** One message of a read window (`mail_core::cli::data::WindowMessage`). */
-export interface ReadMessage {
-  seq: number
-  role: string
-  label: string
-  request: string | null
-  injected: boolean
-  replaced: boolean
-  error: boolean
-  body: string
-  truncatedChars: number
-}
-
 /** `sessions_read` of a stored session; `request` is a ToolRequest (tool `sessions_read`). */
 export declare function readSession(request: string): Promise<ReadWindow>
-
-/** The head of a read window (`mail_core::render::read::ReadHead`, plus the log it was read from). */
-export interface ReadSession {
-  id: string
-  liveness: Liveness
-  scope: SessionScope
-  parentSession: string | null
-  forkOf: string | null
-  cwd: string | null
-  title: string | null
-  readable: number
-  capturedThroughSeq: number | null
-  logPath: string
-}
 
 /** `sessions_read` as data, or its refusal (`ok: false`, `code`, `text`). */
 export interface ReadWindow {
@@ -270,24 +237,6 @@ export interface ReadWindow {
   omitted: number | null
   hidden: HiddenCounts | null
   notes: Array<string> | null
-}
-
-/** Where a request id is (`mail_core::fate::RequestFate`). */
-export interface RequestFate {
-  requestId: string
-  /** `landed`, `queued`, `canceled` or `unknown`. */
-  state: FateState
-  sessionId: string | null
-  seq: number | null
-  turn: number | null
-  /** The inbox (`next-turn`, `next-step`) of a queued or canceled request. */
-  target: string | null
-  /** Session logs searched. */
-  searched: number
-  /** The named session does not exist or cannot be read. */
-  sessionMissing: boolean
-  /** One line for people (`landed in … at seq N (turn T)`, …). */
-  text: string
 }
 
 /** DSH_HOME as the host resolves it: `explicit` → `$DSH_HOME` → `~/.dsh`. */
@@ -369,6 +318,12 @@ export declare const enum FateState {
   Unknown = 'unknown',
 }
 
+/** Messages filtered out of a window. */
+export interface HiddenCounts {
+  injected: number
+  system: number
+}
+
 /** The doctor's host check (`probeHost`). */
 export interface HostProbe {
   state: HostState
@@ -391,17 +346,39 @@ export declare const enum HostState {
   Unreachable = 'unreachable',
 }
 
-/** Whether a session is running in some process (`cold`: only its log). */
-export declare const enum Liveness {
-  Cold = 'cold',
-  Live = 'live',
-}
-
 /** One cordis patch layer, in the host's order (bundle patches, profile, home). */
 export interface PatchLayer {
   label: string
   /** The file's text; `None` when the file does not exist (an absent layer is fine). */
   text: string | null
+}
+
+/** One message of a read window. */
+export interface ReadMessage {
+  seq: number
+  role: string
+  label: string
+  request: string | null
+  injected: boolean
+  replaced: boolean
+  error: boolean
+  body: string
+  truncatedChars: number
+}
+
+/** The head of a read window (the tool's [`ReadHead`], as a row names it), plus the log it was read from. */
+export interface ReadSession {
+  id: string
+  liveness: RowLiveness
+  scope: RowScope
+  parentSession: string | null
+  forkOf: string | null
+  cwd: string | null
+  title: string | null
+  readable: number
+  capturedThroughSeq: number | null
+  /** The log file the window was read from. */
+  logPath: string
 }
 
 /**
@@ -436,12 +413,45 @@ export declare const enum RefusalCode {
   RefusedByHuman = 'refused-by-human',
 }
 
+/**
+ * A verification as data, with its one line of text (`render::fate::request_fate` makes it);
+ * the binding's `verifyRequest` returns it as it is (numbers as JS numbers: `i64`, `u32`).
+ */
+export interface RequestFate {
+  requestId: string
+  /** `landed`, `queued`, `canceled` or `unknown`. */
+  state: FateState
+  sessionId: string | null
+  seq: number | null
+  turn: number | null
+  /** The inbox (`next-turn`, `next-step`) of a queued or canceled request. */
+  target: string | null
+  /** Session logs searched. */
+  searched: number
+  /** The named session does not exist or cannot be read. */
+  sessionMissing: boolean
+  /** One line for people (`landed in … at seq N (turn T)`, …). */
+  text: string
+}
+
+/** Whether a session is running in some process (`cold`: only its log). */
+export declare const enum RowLiveness {
+  Cold = 'cold',
+  Live = 'live',
+}
+
 /** The other process a session is live in. */
 export interface RowOwner {
   pid: number
   profile: string | null
   /** It has a web server a send is routed through. */
   routable: boolean
+}
+
+/** `top-level` or `subagent`. */
+export declare const enum RowScope {
+  TopLevel = 'top-level',
+  Subagent = 'subagent',
 }
 
 /** The layers' verdict on one row (`patchRowState`). */
@@ -461,12 +471,12 @@ export interface RowState {
 /** One `sessions_list` row. */
 export interface SessionRow {
   id: string
-  liveness: Liveness
+  liveness: RowLiveness
   /** The live status (`running`, `idle`, …). */
   status: string | null
   /** Live in another process. */
   owner: RowOwner | null
-  scope: SessionScope
+  scope: RowScope
   parentSession: string | null
   forkOf: string | null
   cwd: string | null
@@ -479,10 +489,4 @@ export interface SessionRow {
   sameRepo: boolean
   filesChanged: Array<string>
   overlap: Array<string>
-}
-
-/** `top-level` or `subagent`. */
-export declare const enum SessionScope {
-  TopLevel = 'top-level',
-  Subagent = 'subagent',
 }
