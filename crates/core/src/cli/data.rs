@@ -10,7 +10,6 @@ use crate::render::list::{send_hint, store_note, Liveness};
 use crate::render::read::ReadHead;
 use crate::request::ToolRequest;
 use crate::tools::{list, read};
-use store::{self, Lookup};
 
 // list / read as data. The row types are the binding's too (declared once: the `napi` feature); what the
 // binding wraps around them it converts field by field (a renamed field is a compile error there, not a value
@@ -92,10 +91,15 @@ pub struct Listing {
     pub notes: Vec<String>,
 }
 
-/// `sessions_list` as data: the same rows, order, filters and limit as the tool's text.
+/// `sessions_list` as data: the tool's own result ([`list::select`]) through [`listing`].
 pub fn list_data(home: &Path, req: &ToolRequest) -> Result<Listing, Refusal> {
     let args = list::parse_args(&req.args, req.config.max_list_results)?;
-    let sel = list::select(home, req, &args);
+    Ok(listing(home, &list::select(home, req, &args)))
+}
+
+/// The CLI's `--json` printer of a listing: the same [`list::Selection`] the tool's text
+/// (`render::list`, the model's and the CLI's human text) prints, as data.
+pub fn listing(home: &Path, sel: &list::Selection) -> Listing {
     let rows: Vec<SessionRow> = sel
         .rows
         .iter()
@@ -133,20 +137,20 @@ pub fn list_data(home: &Path, req: &ToolRequest) -> Result<Listing, Refusal> {
                 created_at: c.created_at,
                 is_caller: r.is_caller,
                 messageable: !r.subagent && !r.is_caller,
-                hint: send_hint(r, req.config.allow_resume),
+                hint: send_hint(r, sel.allow_resume),
                 same_repo: r.same_repo.is_some(),
                 files_changed: r.files.clone(),
                 overlap: r.overlap.clone(),
             }
         })
         .collect();
-    Ok(Listing {
+    Listing {
         dsh_home: home.display().to_string(),
         shown: rows.len(),
         considered: sel.considered,
         rows,
         notes: sel.notes.iter().map(store_note).collect(),
-    })
+    }
 }
 
 /// Cut to `max` characters: (text, characters cut).
@@ -206,12 +210,12 @@ pub struct ReadSession {
     pub title: Option<String>,
     pub readable: u32,
     pub captured_through_seq: Option<i64>,
-    /// The log file the window was read from.
-    pub log_path: String,
+    /// The log file the window was read from (`null`: a live session with nothing on disk yet).
+    pub log_path: Option<String>,
 }
 
 impl ReadSession {
-    fn of(h: ReadHead, log_path: String) -> ReadSession {
+    fn of(h: ReadHead, log_path: Option<String>) -> ReadSession {
         ReadSession {
             liveness: if h.live {
                 RowLiveness::Live
@@ -242,31 +246,19 @@ pub struct ReadView {
     pub notes: Vec<String>,
 }
 
-/// `sessions_read` of a session on disk as data: the same window, classes and markers as the tool.
-/// Bodies are cut at `maxMessageChars` (`truncatedChars` says how much).
+/// `sessions_read` as data: the tool's own result ([`read::read_result`]: the same window, classes,
+/// markers and notes, live or not) through [`read_view`].
 pub fn read_data(home: &Path, req: &ToolRequest) -> Result<ReadView, Refusal> {
     let a = read::parse_args(&req.args, &req.config)?;
-    let s = match store::load_session(home, &a.session_id) {
-        Lookup::Found(s) => s,
-        // The refusal is the tool's own (the lookup is repeated only on this path).
-        _ => {
-            return match read::read_result(home, req, &a) {
-                Err(r) => Err(r),
-                Ok(_) => Err(Refusal::Internal {
-                    what: crate::outcome::Internal::ChangedWhileRead {
-                        session: a.session_id.clone(),
-                    },
-                }),
-            }
-        }
-    };
-    let head = s.fold.header.clone().unwrap_or_default();
-    let src = store::log::Source::File {
-        path: &s.log.path,
-        enc: s.log.enc,
-    };
-    let w = read::window(&head, false, &s.fold, &src, &a, Vec::new());
-    let max = req.config.max_message_chars.max(1);
+    Ok(read_view(&read::read_result(home, req, &a)?))
+}
+
+/// The CLI's `--json` printer of a read: the same [`read::ReadResult`] the tool's text
+/// (`render::read`, the model's and the CLI's human text) prints, as data. Bodies are cut at
+/// `maxMessageChars` (`truncatedChars` says how much; the text says `…[truncated N chars]`).
+pub fn read_view(r: &read::ReadResult) -> ReadView {
+    let w = &r.window;
+    let max = r.max_chars.max(1);
     let messages = w
         .messages
         .iter()
@@ -285,16 +277,16 @@ pub fn read_data(home: &Path, req: &ToolRequest) -> Result<ReadView, Refusal> {
             }
         })
         .collect();
-    Ok(ReadView {
-        session: ReadSession::of(w.head, s.log.path.display().to_string()),
+    ReadView {
+        session: ReadSession::of(w.head.clone(), r.log_path.clone()),
         messages,
         omitted: count(w.omitted),
         hidden: HiddenCounts {
             injected: count(w.hidden.injected),
             system: count(w.hidden.system),
         },
-        notes: w.notes,
-    })
+        notes: w.notes.clone(),
+    }
 }
 
 /// The audit ledger as data for the CLI's `ledger` command (`readLedger` converts it field by field).
@@ -361,6 +353,74 @@ mod tests {
             args,
             ..Default::default()
         }
+    }
+
+    /// The model's text, the CLI's human text and the CLI's `--json` are three printers of one typed
+    /// result: `tools::run_result` gives the value, `ToolResult::render` is the model's text (the binding's
+    /// `run` returns it as `ToolOutcome.text`, which the CLI prints as it is), [`listing`] / [`read_view`]
+    /// print the same value as data, and the CLI's data calls are exactly those printers over the
+    /// tool's own result (a session live in another process reads as live in both).
+    #[tokio::test]
+    async fn text_and_json_are_printers_of_one_typed_result() {
+        use crate::tools::{self, ToolResult};
+        let home = fixtures_root();
+        let with_home = |mut r: ToolRequest| {
+            r.host.dsh_home = Some(home.display().to_string());
+            r
+        };
+        // list
+        let lr = with_home(req("sessions_list", json!({"scope": "all"})));
+        let sel = match tools::run_result(lr.clone()).await {
+            ToolResult::List(s) => s,
+            other => panic!("not a listing: {}", other.render()),
+        };
+        let text = ToolResult::List(sel.clone()).render();
+        let data = listing(&home, &sel);
+        assert_eq!(
+            list_data(&home, &lr).unwrap(),
+            data,
+            "--json is listing() of the tool's result"
+        );
+        assert!(!data.rows.is_empty());
+        let text_ids: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("- "))
+            .map(|l| l.split(' ').next().unwrap())
+            .collect();
+        let ids: Vec<&str> = data.rows.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(ids, text_ids, "the same rows in the same order");
+        for (row, c) in data.rows.iter().zip(&sel.rows) {
+            assert_eq!(row.id, c.row.id);
+            assert_eq!(row.scope == RowScope::Subagent, c.row.subagent);
+        }
+        // read
+        let rr = with_home(req(
+            "sessions_read",
+            json!({"session_id": MAIN, "max_messages": 3}),
+        ));
+        let r = match tools::run_result(rr.clone()).await {
+            ToolResult::Read(r) => r,
+            other => panic!("not a read: {}", other.render()),
+        };
+        let text = ToolResult::Read(r.clone()).render();
+        let view = read_view(&r);
+        assert_eq!(
+            read_data(&home, &rr).unwrap(),
+            view,
+            "--json is read_view() of the tool's result"
+        );
+        assert_eq!(view.messages.len(), r.window.messages.len());
+        for (m, w) in view.messages.iter().zip(&r.window.messages) {
+            assert_eq!((m.seq, m.role.as_str()), (w.seq as i64, w.role));
+            assert!(text.contains(&format!("seq {},", m.seq)), "{text}");
+        }
+        assert!(text.contains(&format!(
+            "readable messages: {} | captured through seq: {}\n",
+            view.session.readable,
+            view.session.captured_through_seq.unwrap()
+        )));
+        assert_eq!(view.session.log_path, r.log_path);
+        assert!(view.session.log_path.is_some());
     }
 
     #[test]

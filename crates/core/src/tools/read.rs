@@ -183,6 +183,8 @@ pub struct ReadResult {
     pub window: Window,
     /// `maxMessageChars`: a longer message ends with `…[truncated N chars]`.
     pub max_chars: usize,
+    /// The log file the window was read from (`None`: a live session with nothing on disk yet).
+    pub log_path: Option<String>,
 }
 
 /// A window of `fold` as a result, fetching message text from `src`.
@@ -198,6 +200,10 @@ fn result_of(
     ReadResult {
         window: window(head, live, fold, src, a, notes),
         max_chars,
+        log_path: match src {
+            Source::File { path, .. } => Some(path.display().to_string()),
+            Source::Memory(_) => None,
+        },
     }
 }
 
