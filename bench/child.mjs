@@ -82,6 +82,9 @@ switch (job.op) {
       if (s.text !== cold.text) sameAsCold = false
     }
     done({ coldMs: cold.ms, coldCpuMs: cold.cpuMs, warmMs: warm, staleMs, rssKb, hwmKb: vmHwmKb(), sameAsCold, text: cold.text })
+    // live on a while, as a host does: the listing index (crates/store/src/listindex.rs) is written by a
+    // thread of its own after the cold call
+    if (job.lingerMs) await new Promise(resolve => setTimeout(resolve, job.lingerMs))
     break
   }
 

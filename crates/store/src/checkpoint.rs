@@ -76,7 +76,7 @@ struct Body {
 }
 
 /// The cache folder (see the module doc); None: no checkpoints.
-fn cache_dir() -> Option<PathBuf> {
+pub(crate) fn cache_dir() -> Option<PathBuf> {
     #[cfg(test)]
     return TEST_DIR.with(|c| c.borrow().clone());
     #[cfg(not(test))]
@@ -114,7 +114,7 @@ fn file_name(log: &Path) -> String {
 }
 
 /// The folder, if it is one we may trust: a real directory, ours, no group/other bits.
-fn private_dir(d: &Path) -> bool {
+pub(crate) fn private_dir(d: &Path) -> bool {
     match base::fsafe::check_private_dir(d) {
         Ok(m) => base::fsafe::mode_of(&m) & 0o077 == 0,
         Err(_) => false,
@@ -122,7 +122,7 @@ fn private_dir(d: &Path) -> bool {
 }
 
 /// A private file of ours (regular, not a link, no group/other bits), at most `cap` bytes.
-fn read_private(p: &Path, cap: u64) -> Option<Vec<u8>> {
+pub(crate) fn read_private(p: &Path, cap: u64) -> Option<Vec<u8>> {
     let (bytes, m) = base::fsafe::read_capped(p, base::fsafe::Follow::No, cap).ok()?;
     if base::fsafe::foreign_owner(&m).is_some() || base::fsafe::mode_of(&m) & 0o077 != 0 {
         return None;
@@ -251,7 +251,7 @@ fn try_save<R: Read + Seek>(
 }
 
 #[cfg(unix)]
-fn make_private_dir(d: &Path) -> Option<()> {
+pub(crate) fn make_private_dir(d: &Path) -> Option<()> {
     use std::os::unix::fs::DirBuilderExt;
     match fs::DirBuilder::new().recursive(true).mode(0o700).create(d) {
         Ok(()) => Some(()),
@@ -261,23 +261,28 @@ fn make_private_dir(d: &Path) -> Option<()> {
 }
 
 #[cfg(not(unix))]
-fn make_private_dir(d: &Path) -> Option<()> {
+pub(crate) fn make_private_dir(d: &Path) -> Option<()> {
     fs::create_dir_all(d).ok()
 }
 
 /// Keep at most [`MAX_FILES`] checkpoints (the least recently written go).
 fn prune(dir: &Path) {
+    prune_ext(dir, ".ckpt", MAX_FILES);
+}
+
+/// Keep at most `max` files of `dir` whose names end in `ext` (the least recently written go).
+pub(crate) fn prune_ext(dir: &Path, ext: &str, max: usize) {
     let Ok(rd) = fs::read_dir(dir) else { return };
     let mut files: Vec<(std::time::SystemTime, PathBuf)> = rd
         .flatten()
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".ckpt"))
+        .filter(|e| e.file_name().to_string_lossy().ends_with(ext))
         .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
         .collect();
-    if files.len() <= MAX_FILES {
+    if files.len() <= max {
         return;
     }
     files.sort();
-    for (_, p) in &files[..files.len() - MAX_FILES] {
+    for (_, p) in &files[..files.len() - max] {
         let _ = fs::remove_file(p);
     }
 }

@@ -424,6 +424,76 @@ impl Memo {
         }
     }
 
+    /// The memo of a folder the persisted index has an entry for, if the folder and its log are
+    /// still exactly what the entry says (see [`crate::listindex`]): the folder a folder (not a
+    /// link) of the same identity and settled mtime and ctime, its log (same name) a regular file
+    /// (not a link) of the same identity, size, mtime and ctime. Two `fstatat`s.
+    #[cfg(unix)]
+    fn from_index(
+        e: &crate::listindex::Entry,
+        project: &File,
+        name: &std::ffi::OsStr,
+        dir: &Path,
+        now: Instant,
+    ) -> Option<Memo> {
+        let d = stat_at(project, Path::new(name), false)?;
+        let di = ident_of(&d);
+        if d.st_mode & libc::S_IFMT != libc::S_IFDIR
+            || di.key != Some(e.dir_key)
+            || di.mtime.and_then(stamp) != Some(e.dir_mtime)
+            || ctime_of(&d) != Some(e.dir_ctime)
+            || !di.mtime.is_some_and(layout::settled)
+        {
+            return None;
+        }
+        let l = stat_at(project, &Path::new(name).join(&e.log), false)?;
+        let li = ident_of(&l);
+        if l.st_mode & libc::S_IFMT != libc::S_IFREG
+            || li.key != Some(e.log_key)
+            || li.size != e.size
+            || li.mtime.and_then(stamp) != Some(e.mtime)
+            || ctime_of(&l) != Some(e.ctime)
+        {
+            return None;
+        }
+        let log = LogFile {
+            path: dir.join(&e.log),
+            enc: if e.zstd {
+                crate::log::Encoding::Zstd
+            } else {
+                crate::log::Encoding::Plain
+            },
+            generation: e.generation,
+        };
+        // the name the walk would pick from the entries of this folder (mtime unchanged: the same)
+        if layout::parse_log_name(&e.log) != Some((log.generation, log.enc)) {
+            return None;
+        }
+        Some(Memo {
+            visited: layout::Visited::Dir {
+                key: Some(e.dir_key),
+                log: Ok(Some(log)),
+            },
+            brief: Some(Ok(Arc::new(Brief::from(&e.brief)))),
+            ident: Some(li),
+            dir_mtime: di.mtime,
+            checked: now,
+            watched: 0,
+            asked: 0,
+        })
+    }
+
+    #[cfg(not(unix))]
+    fn from_index(
+        _e: &crate::listindex::Entry,
+        _project: &File,
+        _name: &std::ffi::OsStr,
+        _dir: &Path,
+        _now: Instant,
+    ) -> Option<Memo> {
+        None
+    }
+
     /// Look at a remembered folder again. The usual answer costs two `stat`s and no lock: the
     /// folder as it was (same identity, same settled mtime: the same pick) and its log as it was
     /// (same identity, size, mtime: the same brief). `at`: the project folder, opened, and this
@@ -808,6 +878,140 @@ fn ident_of(st: &libc::stat) -> Ident {
     }
 }
 
+/// Index writes under way (tests wait for them).
+static SAVING: AtomicUsize = AtomicUsize::new(0);
+
+/// Tests: wait (≤ 10 s) until no index is being written.
+#[cfg(test)]
+pub(crate) fn wait_index_saved() {
+    for _ in 0..1000 {
+        if SAVING.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A time as the persisted index keeps it.
+fn stamp(t: SystemTime) -> Option<crate::listindex::Stamp> {
+    let d = t.duration_since(SystemTime::UNIX_EPOCH).ok()?;
+    Some((
+        i64::try_from(d.as_secs()).ok()?,
+        i64::from(d.subsec_nanos()),
+    ))
+}
+
+/// The ctime of a `stat` answer (no one can set it back: any change of the file moves it).
+#[cfg(unix)]
+fn ctime_of(st: &libc::stat) -> Option<crate::listindex::Stamp> {
+    #[allow(clippy::unnecessary_cast)] // the field types differ between targets
+    Some((st.st_ctime as i64, st.st_ctime_nsec as i64))
+}
+
+/// Write the index of this listing's memos (see [`crate::listindex`]) on a thread of its own:
+/// the folders' and logs' ctimes are taken there (two `lstat`s each, compared with what the
+/// memo saw: a folder or log changed since is left out), then it is serialized, sealed, written.
+fn save_index(
+    dir: PathBuf,
+    home: &Path,
+    project_dirs: &[&Path],
+    projects: &[&Arc<Vec<PathBuf>>],
+    memos: &[Vec<Option<Memo>>],
+) {
+    #[cfg(unix)]
+    {
+        type Seen = (String, (u64, u64), SystemTime, LogFile, Ident, Arc<Brief>);
+        let mut per: Vec<(PathBuf, Vec<Seen>)> = Vec::with_capacity(memos.len());
+        for (k, ms) in memos.iter().enumerate() {
+            let (Some(p), Some(entries)) = (project_dirs.get(k), projects.get(k)) else {
+                continue;
+            };
+            let mut seen = Vec::with_capacity(ms.len());
+            for (m, d) in ms.iter().zip(entries.iter()) {
+                let Some(m) = m else { continue };
+                let (
+                    layout::Visited::Dir {
+                        key: Some(key),
+                        log: Ok(Some(log)),
+                    },
+                    Some(Ok(b)),
+                    Some(ident),
+                    Some(dm),
+                ) = (&m.visited, &m.brief, &m.ident, m.dir_mtime)
+                else {
+                    continue;
+                };
+                let Some(name) = d.file_name().and_then(|n| n.to_str()) else {
+                    continue;
+                };
+                seen.push((
+                    name.to_string(),
+                    *key,
+                    dm,
+                    log.clone(),
+                    ident.clone(),
+                    b.clone(),
+                ));
+            }
+            per.push((p.to_path_buf(), seen));
+        }
+        let home = home.to_path_buf();
+        SAVING.fetch_add(1, Ordering::SeqCst);
+        let spawned = std::thread::Builder::new()
+            .name("dsh-list-index".into())
+            .spawn(move || {
+                let projects = per
+                    .into_iter()
+                    .map(|(p, seen)| {
+                        let at = open_project(&p);
+                        let entries = seen
+                            .into_iter()
+                            .filter_map(|(name, key, dm, log, ident, b)| {
+                                let at = at.as_ref()?;
+                                let d = stat_at(at, Path::new(&name), false)?;
+                                let di = ident_of(&d);
+                                if d.st_mode & libc::S_IFMT != libc::S_IFDIR
+                                    || di.key != Some(key)
+                                    || di.mtime != Some(dm)
+                                {
+                                    return None;
+                                }
+                                let file = log.path.file_name()?.to_str()?.to_string();
+                                let l = stat_at(at, &Path::new(&name).join(&file), false)?;
+                                let li = ident_of(&l);
+                                if l.st_mode & libc::S_IFMT != libc::S_IFREG || li != ident {
+                                    return None;
+                                }
+                                Some(crate::listindex::Entry {
+                                    name,
+                                    dir_key: key,
+                                    dir_mtime: stamp(dm)?,
+                                    log: file,
+                                    zstd: log.enc == crate::log::Encoding::Zstd,
+                                    generation: log.generation,
+                                    log_key: ident.key?,
+                                    size: ident.size,
+                                    mtime: stamp(ident.mtime?)?,
+                                    ctime: ctime_of(&l)?,
+                                    dir_ctime: ctime_of(&d)?,
+                                    brief: crate::listindex::Compact::from(&*b),
+                                })
+                            })
+                            .collect();
+                        (p, entries)
+                    })
+                    .collect();
+                crate::listindex::save(&dir, &home, projects);
+                SAVING.fetch_sub(1, Ordering::SeqCst);
+            });
+        if spawned.is_err() {
+            SAVING.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (dir, home, project_dirs, projects, memos);
+}
+
 /// A project folder opened for the `*at` calls of a sweep (`None`: look by path).
 fn open_project(p: &Path) -> Option<File> {
     let mut o = fs::OpenOptions::new();
@@ -833,6 +1037,9 @@ struct HomeMemo {
     /// Sessions the last call looked at again (tests).
     #[cfg_attr(not(test), allow(dead_code))]
     rechecked: usize,
+    /// Of those, the ones it took from the persisted index (tests).
+    #[cfg_attr(not(test), allow(dead_code))]
+    from_index: usize,
     /// The identity of the sessions root and of each project folder of `walk` (see
     /// [`folder_ids`]).
     folders: Vec<(PathBuf, Option<(u64, u64)>)>,
@@ -971,6 +1178,24 @@ pub(crate) fn settle_watch(home: &Path) {
     }
 }
 
+/// Tests: how many sessions the last listing of `home` took from the persisted index.
+#[cfg(test)]
+pub(crate) fn index_probe(home: &Path) -> Option<usize> {
+    let slot = home_slot(home);
+    let held = slot.lock().unwrap_or_else(|p| p.into_inner());
+    held.as_ref().map(|h| h.from_index)
+}
+
+/// Tests: forget everything this process remembers of `home` (its listing memo, its briefs and
+/// folds): the next listing is a fresh process's.
+#[cfg(test)]
+pub(crate) fn forget_home(home: &Path) {
+    list_memo().remove(home);
+    brief_lock().retain(|p, _| !Path::new(p).starts_with(home));
+    lock().retain(|p, _| !p.starts_with(home));
+    layout::forget_picks(home);
+}
+
 /// Tests: run `f` on the watcher of `home`, if it has one.
 #[cfg(all(test, target_os = "linux"))]
 pub(crate) fn with_watch(home: &Path, f: impl FnOnce(&crate::watch::Watch)) {
@@ -1035,6 +1260,21 @@ pub fn list_cached(home: &Path, hot: &HashSet<String>) -> Arc<super::BriefListin
     let mut held = slot.lock().unwrap_or_else(|p| p.into_inner());
     let mut old = held.take();
     let started = Instant::now();
+    // The first listing of this home in this process: the persisted index of an earlier one
+    // (`listindex`), if it checks out; each of its entries is still verified against the folder.
+    let index_dir = if old.is_none() {
+        crate::listindex::dir()
+    } else {
+        None
+    };
+    // read and checked on a thread of its own while this one walks the home
+    let index = index_dir.clone().and_then(|d| {
+        let h = home.to_path_buf();
+        std::thread::Builder::new()
+            .name("dsh-list-index".into())
+            .spawn(move || crate::listindex::load(&d, &h))
+            .ok()
+    });
     // The changes the watcher saw (drained before the walk: a change finished before this call
     // started is in it), or the sweep when there is no watcher (or it could not be trusted).
     let watch = match old.as_mut().map(|o| {
@@ -1073,6 +1313,7 @@ pub fn list_cached(home: &Path, hot: &HashSet<String>) -> Arc<super::BriefListin
     // then (its `since` ≤ `now`) reports any change the checks do not see.
     let now = Instant::now();
     let walk = layout::walk_projects(home);
+    let index = index.and_then(|t| t.join().ok().flatten());
     let wall = SystemTime::now();
     // The watches hang on the folders' inodes, the memos on their paths: when the sessions root or
     // a project folder (by path) is another folder than last time (replaced, moved, a link retargeted), the
@@ -1223,12 +1464,32 @@ pub fn list_cached(home: &Path, hot: &HashSet<String>) -> Arc<super::BriefListin
         }
     }
     let rechecked = work.len();
+    let briefed = AtomicUsize::new(0);
+    let from_index = AtomicUsize::new(0);
     let fresh = parallel_owned(work, |(k, j, old, since_ok)| {
         let dir = &projects[k][j];
         let at = opened[k].as_ref().zip(dir.file_name());
         // Its own moment, not the call's start: a long call (a cold one) does not leave every
         // memo due for the 2 s rule by the time it returns.
-        let (mut memo, change) = Memo::recheck(dir, at, old, Instant::now());
+        let indexed = match (&old, &index, at) {
+            (None, Some(ix), Some((p, name))) => ix
+                .get(project_dirs[k])
+                .and_then(|m| m.get(name.to_str()?))
+                .and_then(|e| Memo::from_index(e, p, name, dir, Instant::now())),
+            _ => None,
+        };
+        let (mut memo, change) = match indexed {
+            Some(m) => {
+                from_index.fetch_add(1, Ordering::Relaxed);
+                (m, Change::Rebuild)
+            }
+            None => {
+                if old.is_none() {
+                    briefed.fetch_add(1, Ordering::Relaxed);
+                }
+                Memo::recheck(dir, at, old, Instant::now())
+            }
+        };
         memo.watched = if since_ok && memo.watchable(dir) {
             epoch
         } else {
@@ -1311,6 +1572,11 @@ pub fn list_cached(home: &Path, hot: &HashSet<String>) -> Arc<super::BriefListin
             w.ask(ask);
         }
     }
+    if let Some(d) = index_dir {
+        if briefed.into_inner() >= crate::listindex::PERSIST_MIN {
+            save_index(d, home, &project_dirs, &projects, &memos);
+        }
+    }
     *held = Some(HomeMemo {
         walk,
         memos,
@@ -1318,6 +1584,7 @@ pub fn list_cached(home: &Path, hot: &HashSet<String>) -> Arc<super::BriefListin
         watch,
         verified,
         rechecked,
+        from_index: from_index.into_inner(),
         folders,
     });
     listing

@@ -127,8 +127,16 @@ fn dir_cache() -> std::sync::MutexGuard<'static, DirCache> {
         .unwrap_or_else(|p| p.into_inner())
 }
 
+/// Tests: forget the cached entries and picks of every folder under `home`.
+#[cfg(test)]
+pub(crate) fn forget_picks(home: &Path) {
+    let mut c = dir_cache();
+    c.entries.retain(|p, _| !Path::new(p).starts_with(home));
+    c.picks.retain(|p, _| !Path::new(p).starts_with(home));
+}
+
 /// Settled: modified long enough ago that a later change must move the mtime.
-fn settled(mtime: SystemTime) -> bool {
+pub(crate) fn settled(mtime: SystemTime) -> bool {
     SystemTime::now()
         .duration_since(mtime)
         .is_ok_and(|age| age >= RACY)

@@ -17,6 +17,7 @@ pub mod fold;
 pub mod frames;
 pub mod index;
 pub mod layout;
+pub mod listindex;
 pub mod log;
 #[cfg(any(test, feature = "testgen"))]
 pub mod testgen;

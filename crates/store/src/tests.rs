@@ -1721,6 +1721,154 @@ mod listing_memo {
         crate::index::memo_probe(home).unwrap().0
     }
 
+    /// A home for the listing index tests: sessions with titles (one a subagent-free fork of
+    /// another), this thread's cache folder, and an index written by a first listing.
+    #[cfg(unix)]
+    fn indexed_home(n: usize) -> (tempfile::TempDir, PathBuf, PathBuf) {
+        let d = tempfile::tempdir().unwrap();
+        let home = d.path().join("home");
+        let cache = d.path().join("cache");
+        crate::checkpoint::set_cache_dir(Some(cache.clone()));
+        for i in 0..n {
+            write_old(&home, &format!("s-{i:02}"), &format!("title {i:02}"));
+        }
+        let first = list_briefs_cached(&home, []);
+        assert_eq!(first.sessions.len(), n);
+        assert_eq!(crate::index::index_probe(&home), Some(0));
+        let ix = crate::listindex::path_of(&cache.join("list-index"), &home);
+        crate::index::wait_index_saved();
+        assert!(
+            ix.exists(),
+            "a cold listing of {n} sessions leaves an index"
+        );
+        (d, home, ix)
+    }
+
+    /// What a fresh process lists (no memo, no caches, no index) and what a fresh process that
+    /// finds the index lists, with how many sessions it took from the index.
+    #[cfg(unix)]
+    fn fresh_vs_indexed(home: &Path) -> (ListShape, ListShape, usize) {
+        crate::index::forget_home(home);
+        let truth = shape(&list_briefs(home));
+        crate::index::forget_home(home);
+        let got = shape(&list_briefs_cached(home, []));
+        let used = crate::index::index_probe(home).unwrap();
+        crate::index::wait_index_saved();
+        crate::index::forget_home(home);
+        (truth, got, used)
+    }
+
+    type ListShape = (Vec<(String, Option<String>)>, Vec<String>);
+
+    /// A fresh process's first listing takes every unchanged session from the persisted index
+    /// (two `fstatat`s each, no log opened) and lists what a listing without it lists; a session
+    /// changed after the index was written is looked at as without it, even when its size and
+    /// mtime are set back (the ctime moves) or its folder's mtime is (a new generation).
+    #[cfg(unix)]
+    #[test]
+    fn a_listing_from_the_persisted_index_equals_the_listing_without_it() {
+        let (_d, home, _ix) = indexed_home(8);
+        let (truth, got, used) = fresh_vs_indexed(&home);
+        assert_eq!(got, truth);
+        assert_eq!(used, 8, "every session from the index");
+        // the same size and mtime, other bytes: only the ctime tells
+        let p = home
+            .join("sessions")
+            .join(P)
+            .join("s-01")
+            .join("session.jsonl.zstd");
+        let mtime = fs::metadata(&p).unwrap().modified().unwrap();
+        let size = fs::metadata(&p).unwrap().len();
+        let (title, bytes) = (0..100)
+            .map(|i| {
+                let t = format!("title {i:02}").chars().rev().collect::<String>();
+                let mut b = LogBuilder::v0("s-01", Some("/w/memo"), BASE_TIME);
+                b.title(&t, serde_json::json!({"kind":"user"}), &[]);
+                (t, b.zstd())
+            })
+            .find(|(_, b)| b.len() as u64 == size)
+            .expect("a title of the same compressed size");
+        fs::write(&p, &bytes).unwrap();
+        fs::File::open(&p).unwrap().set_modified(mtime).unwrap();
+        // a newer generation in a folder whose mtime is set back
+        let dir = home.join("sessions").join(P).join("s-02");
+        let dm = fs::metadata(&dir).unwrap().modified().unwrap();
+        let mut g = LogBuilder::v0("s-02", Some("/w/memo"), BASE_TIME);
+        g.title("generation 2", serde_json::json!({"kind":"user"}), &[]);
+        let gp = dir.join("session.v2.jsonl.zstd");
+        fs::write(&gp, g.zstd()).unwrap();
+        age(&gp);
+        fs::File::open(&dir).unwrap().set_modified(dm).unwrap();
+        // an append
+        append_title(&home, "s-03", "appended", true);
+        let (truth, got, used) = fresh_vs_indexed(&home);
+        assert_eq!(got, truth);
+        assert_eq!(used, 5, "the three changed sessions looked at");
+        for (id, t) in [
+            ("s-01", title.as_str()),
+            ("s-02", "generation 2"),
+            ("s-03", "appended"),
+        ] {
+            assert!(
+                got.0.contains(&(id.to_string(), Some(t.to_string()))),
+                "{id}: {t}"
+            );
+        }
+    }
+
+    /// A forged index changes no answer: one edited after it was sealed, one sealed under
+    /// another key, and another home's (sealed, ours) copied into this home's place are not used.
+    #[cfg(unix)]
+    #[test]
+    fn a_forged_listing_index_changes_no_answer() {
+        let (d, home, ix) = indexed_home(6);
+        let (truth, _, used) = fresh_vs_indexed(&home);
+        assert_eq!(used, 6);
+        let sealed = fs::read(&ix).unwrap();
+        let text = String::from_utf8_lossy(&sealed[32..]).into_owned();
+        assert!(text.contains("title 03"));
+        let write = |bytes: &[u8]| {
+            let _ = fs::remove_file(&ix);
+            let mut f = base::fsafe::create_private(&ix).unwrap();
+            f.write_all(bytes).unwrap();
+        };
+        // edited: another title under the old seal
+        let edited = [
+            &sealed[..32],
+            text.replace("title 03", "forged 3").as_bytes(),
+        ]
+        .concat();
+        write(&edited);
+        let (t, got, used) = fresh_vs_indexed(&home);
+        assert_eq!((got, used), (t.clone(), 0));
+        assert_eq!(t, truth);
+        // sealed under a key that is not the folder's
+        let body = text.replace("title 03", "forged 3");
+        let tag = base::seal::mac(
+            &[7u8; 32],
+            &[b"dsh-session-mail list-index\0", body.as_bytes()],
+        );
+        write(&[&tag[..], body.as_bytes()].concat());
+        let (t, got, used) = fresh_vs_indexed(&home);
+        assert_eq!((got, used), (t, 0));
+        // another home's index (sealed by us) in this home's place
+        let other = d.path().join("other");
+        for i in 0..6 {
+            write_old(&other, &format!("s-{i:02}"), &format!("other {i:02}"));
+        }
+        list_briefs_cached(&other, []);
+        let oix = crate::listindex::path_of(&d.path().join("cache").join("list-index"), &other);
+        crate::index::wait_index_saved();
+        write(&fs::read(&oix).unwrap());
+        let (t, got, used) = fresh_vs_indexed(&home);
+        assert_eq!((got.clone(), used), (t, 0));
+        assert!(got
+            .0
+            .iter()
+            .all(|(_, t)| !t.as_deref().unwrap_or("").starts_with("other")));
+        crate::checkpoint::set_cache_dir(None);
+    }
+
     /// The folders the watcher checked after a cold listing are taken by the watcher's thread
     /// between listings (issue 18: the call after a cold one at 20,000 sessions spent 30–230 ms
     /// taking 20,000 of them): before the next listing every folder is covered and none waits.
