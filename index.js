@@ -165,7 +165,7 @@ export function apply(ctx, config) {
     // The mailbox drain starts with it: the record advertises it, and envelopes are addressed to startedAt.
     ctx.effect(() => {
       const startedAt = Date.now()
-      const stopMailbox = startMailbox(ctx, core, { startedAt })
+      const stopMailbox = startMailbox(ctx, core, { startedAt, config: coreConfig(config) })
       const stopPresence = startPresence(ctx, core, { hostVersion, baseUrl: () => baseUrlOf(ctx, config), startedAt, mailbox: canDrain(core) })
       // the routes of the web client half (lib/client.js): the human's mail view and inbound policy
       const stopRoutes = startClientRoutes(ctx, core)

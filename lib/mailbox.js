@@ -72,11 +72,15 @@ async function deliverEnvelope(ctx, env, delivered) {
 
 /**
  * Drain this process's mailboxes every DRAIN_MS while the plugin is mounted (timer unref'd). Returns
- * the stop function. `startedAt` is this process's presence `startedAt` (envelopes are addressed to it).
+ * the stop function. `startedAt` is this process's presence `startedAt` (envelopes are addressed to it);
+ * `config` the core's configuration keys (the limits each envelope is checked against). The text delivered
+ * is the core's (rebuilt from the verified sender: always framed), never the envelope's own.
  */
-export function startMailbox(ctx, core, { startedAt, dshHome = () => resolveDshHome() }) {
+export function startMailbox(ctx, core, { startedAt, dshHome = () => resolveDshHome(), config = {} }) {
   if (typeof core?.mailboxDrain !== 'function') return () => {}
   const delivered = new Set()
+  // the limits the core checks each envelope against (mailbox::admit): this profile's own
+  const configJson = JSON.stringify(config ?? {})
   let busy = false
   let stopped = false
   const tick = async () => {
@@ -86,7 +90,7 @@ export function startMailbox(ctx, core, { startedAt, dshHome = () => resolveDshH
       const sessions = attempt(() => ctx.agents?.list?.() ?? [], []).map(a => String(attempt(() => a.id, ''))).filter(Boolean)
       if (sessions.length === 0) return
       const home = dshHome()
-      const envelopes = await core.mailboxDrain(sessions, startedAt, home)
+      const envelopes = await core.mailboxDrain(sessions, startedAt, home, configJson)
       for (const env of envelopes) {
         let out
         try {

@@ -599,21 +599,36 @@ pub struct MailboxEnvelope {
 }
 
 /// Claim what this process should deliver from the mailboxes of the sessions it holds live
-/// (`sessions`: their ids; `startedAt`: this process's presence record), on a worker thread.
+/// (`sessions`: their ids; `startedAt`: this process's presence record), on a worker thread. Each
+/// text is the one `mailbox::admit` rebuilt (framed, from a verified sender) under `config` (the
+/// plugin's configuration as JSON, the core's keys; the defaults when absent or unreadable).
 #[napi]
 pub async fn mailbox_drain(
     sessions: Vec<String>,
     started_at: f64,
     dsh_home: Option<String>,
+    config: Option<String>,
 ) -> napi::Result<Vec<MailboxEnvelope>> {
     let home = home_of(dsh_home.as_deref());
+    let cfg: mail_core::config::Config = config
+        .as_deref()
+        .and_then(|c| serde_json::from_str(c).ok())
+        .unwrap_or_default();
     let me = mail_core::mailbox::Drainer {
         pid: std::process::id(),
         started_at: started_at as i64,
         sessions,
     };
     let now = base::clock::now_ms();
-    let claimed = blocking(move || mail_core::mailbox::drain(&home, &me, now)).await?;
+    let claimed = blocking(move || {
+        // an approved held message (the human's sealed decision) is vouched for by its `held` line
+        let approved = |session: &str, request_id: &str| {
+            mail_core::policy::held::state_of(&home, request_id, Some(session))
+                .is_some_and(|h| h.state == mail_core::policy::held::HeldState::Approved)
+        };
+        mail_core::mailbox::drain_with(&home, &me, &cfg, &approved, now)
+    })
+    .await?;
     Ok(claimed
         .into_iter()
         .map(|c| MailboxEnvelope {

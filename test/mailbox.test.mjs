@@ -6,10 +6,10 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { createRequire } from 'node:module'
-import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync, existsSync } from 'node:fs'
+import { appendFileSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync, existsSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { randomUUID } from 'node:crypto'
+import { createHash, randomUUID } from 'node:crypto'
 import { startMailbox } from '../lib/mailbox.js'
 import { startOwnerProcess } from './helpers/owner-process.mjs'
 
@@ -24,14 +24,28 @@ function home(t) {
   return h
 }
 
-/** Post an envelope the way the core's sender does (file name = the request id's UUID). */
+/** The delivered text of a send_session_message from session-a (seed 003's From header). */
+const fromA = body => `From session-a \uFF1A\n${body}`
+
+/**
+ * Post an envelope the way the core's sender does (file name = the request id's UUID): the sender is a
+ * session of this home and its ledger line, written when it posts, vouches for the message
+ * (crates/core/src/mailbox/admit.rs) — the drain delivers nothing else.
+ */
 function post(h, session, { mode = 'queue', text = 'hello', ownerPid = process.pid, startedAt = STARTED } = {}) {
   const uuid = randomUUID()
   const requestId = `dsh-session-mail:${uuid}`
   const dir = join(h, 'dsh-session-mail', 'mailbox', session)
   for (const d of [join(h, 'dsh-session-mail'), join(h, 'dsh-session-mail', 'mailbox'), dir]) mkdirSync(d, { recursive: true, mode: 0o700 })
+  const senderLog = join(h, 'sessions', '-w', 'session-a')
+  mkdirSync(senderLog, { recursive: true })
+  writeFileSync(join(senderLog, 'session.jsonl'), JSON.stringify({ type: 'session', version: 0, id: 'session-a', createdAt: 1, cwd: '/w' }) + '\n')
+  appendFileSync(join(h, 'dsh-session-mail', 'ledger.jsonl'), JSON.stringify({
+    time: new Date().toISOString(), sender: 'session-a', target: session, tool: 'send_session_message', mode, requestId,
+    outcome: 'accepted', bodyChars: [...text].length, bodySha256: createHash('sha256').update(text).digest('hex'), chain: requestId, hop: 1,
+  }) + '\n', { mode: 0o600 })
   writeFileSync(join(dir, `${uuid}.msg`), JSON.stringify({
-    v: 1, requestId, sessionId: session, mode, text, sender: 'session-a', ownerPid, ownerStartedAt: startedAt, postedAt: ++posted, // oldest first
+    v: 1, requestId, sessionId: session, mode, text: fromA(text), sender: 'session-a', ownerPid, ownerStartedAt: startedAt, postedAt: ++posted, // oldest first
   }), { mode: 0o600 })
   return { requestId, uuid, dir }
 }
@@ -81,8 +95,8 @@ test('rc.8 route: each envelope lands once in the live agent, as the host\'s own
   t.after(stop)
   assert.ok(await until(() => receipt(q.dir, q.uuid) && receipt(s.dir, s.uuid)), 'both settled')
   assert.deepEqual(b.calls.map(([how, m]) => [how, m.content[0].text, m.source.rpcId, m.role]), [
-    ['followup', 'first', q.requestId, 'user'],
-    ['steer', 'second', s.requestId, 'user'],
+    ['followup', fromA('first'), q.requestId, 'user'],
+    ['steer', fromA('second'), s.requestId, 'user'],
   ])
   assert.ok(Object.isFrozen(b.calls[0][1]) && Object.isFrozen(b.calls[0][1].source), 'deep-frozen like createUserMessage')
   assert.equal(typeof b.calls[0][1].id, 'string')
@@ -114,7 +128,7 @@ test('dedup without host help: already pending in the inbox, or already delivere
   assert.ok(await until(() => receipt(once.dir, once.uuid)))
   assert.equal(b.calls.length, 1)
   b.inbox.nextTurn.length = 0 // the turn took it: the inbox no longer shows it
-  const body = JSON.stringify({ v: 1, requestId: once.requestId, sessionId: 'session-b', mode: 'queue', text: 'once', ownerPid: process.pid, ownerStartedAt: STARTED, postedAt: 1 })
+  const body = JSON.stringify({ v: 1, requestId: once.requestId, sessionId: 'session-b', mode: 'queue', text: fromA('once'), sender: 'session-a', ownerPid: process.pid, ownerStartedAt: STARTED, postedAt: 1 })
   rmSync(join(once.dir, `${once.uuid}.done`))
   writeFileSync(join(once.dir, `${once.uuid}.claimed-${process.pid}`), body, { mode: 0o600 })
   assert.ok(await until(() => receipt(once.dir, once.uuid)))
@@ -136,7 +150,7 @@ test('0.1.7 route: the session controller gets the request id (host dedup); its 
     async prompt(request, signal) {
       prompts.push(request)
       assert.ok(signal instanceof AbortSignal)
-      if (request.content[0].text === 'refuse') throw Object.assign(new Error('no adapter serves provider'), { code: 'session/model-unavailable' })
+      if (request.content[0].text === fromA('refuse')) throw Object.assign(new Error('no adapter serves provider'), { code: 'session/model-unavailable' })
       return { accepted: true }
     },
   }

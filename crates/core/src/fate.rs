@@ -24,6 +24,9 @@ pub struct Verification {
     /// Unknown to the store and kept for the human's decision (`crate::policy::held`): its state there
     /// and the session it waits for.
     pub awaiting_human: Option<(crate::policy::held::HeldState, String)>,
+    /// Unknown to the store and refused by the drain of this session's mailbox (`mailbox::admit`):
+    /// the session and why.
+    pub mailbox_refused: Option<(String, String)>,
 }
 
 /// Look a request id up: in `session` when given, else in every session's log (the folds keep
@@ -34,6 +37,9 @@ pub fn verify(home: &Path, request_id: &str, session: Option<&str>) -> Verificat
         v.waiting = crate::mailbox::find_waiting(home, request_id, v.session_id.as_deref());
         v.awaiting_human = crate::policy::held::state_of(home, request_id, v.session_id.as_deref())
             .map(|h| (h.state, h.envelope.session_id));
+        v.mailbox_refused = v.session_id.as_deref().and_then(|s| {
+            crate::mailbox::admit::refused(home, s, request_id).map(|r| (r.session_id, r.why))
+        });
     }
     v
 }
@@ -65,6 +71,7 @@ fn lookup(home: &Path, request_id: &str, session: Option<&str>) -> Verification 
                 session_missing: false,
                 waiting: None,
                 awaiting_human: None,
+                mailbox_refused: None,
             },
             _ => Verification {
                 fate: Fate::Unknown,
@@ -73,6 +80,7 @@ fn lookup(home: &Path, request_id: &str, session: Option<&str>) -> Verification 
                 session_missing: true,
                 waiting: None,
                 awaiting_human: None,
+                mailbox_refused: None,
             },
         };
     }
@@ -84,6 +92,7 @@ fn lookup(home: &Path, request_id: &str, session: Option<&str>) -> Verification 
         session_missing: false,
         waiting: None,
         awaiting_human: None,
+        mailbox_refused: None,
     };
     for s in &listing.sessions {
         if let Some(t) = s.fold.requests.get(request_id) {

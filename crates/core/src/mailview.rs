@@ -162,6 +162,9 @@ fn row_fate(
         } else {
             None
         },
+        mailbox_refused: target.filter(|_| unknown).and_then(|t| {
+            crate::mailbox::admit::refused(home, t, request_id).map(|r| (r.session_id, r.why))
+        }),
     };
     let text = crate::render::fate::describe(&v, request_id, home);
     let name = match (&fate, &v.awaiting_human, &v.waiting) {

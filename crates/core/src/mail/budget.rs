@@ -46,7 +46,7 @@ impl Limits {
             urgent_reserve: cfg.urgent_reserve,
         }
     }
-    fn window_ms(&self) -> i64 {
+    pub fn window_ms(&self) -> i64 {
         i64::try_from(self.window_secs.saturating_mul(1000)).unwrap_or(i64::MAX)
     }
     /// Is any budget in force?
@@ -297,6 +297,22 @@ impl std::fmt::Display for Unchecked {
     }
 }
 
+/// The lines that count against a budget: sends that went out (or may have), except a mailbox hand-off
+/// whose owner's host then refused it (its request id has a later `refused:rejected` line,
+/// `tools::send::record`).
+pub fn counted(entries: &[Entry]) -> Vec<&Entry> {
+    let refused: std::collections::HashSet<&str> = entries
+        .iter()
+        .filter(|e| e.outcome.as_string() == "refused:rejected")
+        .filter_map(|e| e.request_id.as_deref())
+        .collect();
+    entries
+        .iter()
+        .filter(|e| e.counts_as_sent())
+        .filter(|e| e.request_id.as_deref().is_none_or(|r| !refused.contains(r)))
+        .collect()
+}
+
 /// Check the budgets for one send from the ledger under `home` and reserve a slot for it.
 pub fn check(
     home: &Path,
@@ -332,7 +348,7 @@ pub fn check(
         return Err(Refusal::Unchecked(Unchecked::CannotRecord(why)));
     }
     let note = None;
-    let counted: Vec<&Entry> = entries.iter().filter(|e| e.counts_as_sent()).collect();
+    let counted = counted(&entries);
     let mine: Vec<&Slot> = flight
         .iter()
         .filter(|s| s.home == home && s.sender == sender)

@@ -27,7 +27,10 @@
 //!
 //! Everything here is read as hostile: the shard must be a real private directory, files are opened
 //! without following links and without blocking, sizes and counts are capped, and an envelope whose
-//! request id, session or name disagree is deleted unread.
+//! request id, session or name disagree is deleted unread. Names are classified before anything is
+//! opened: junk is unlinked, non-regular files with an envelope's name are unlinked unopened, other
+//! records of the shard are never touched, and none of them counts toward a cap. An envelope that
+//! passes is still a claim: [`admit`] delivers only the text it rebuilds from a verified sender.
 
 use std::fs;
 use std::io::{self, Write};
@@ -36,6 +39,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::presence;
+
+pub mod admit;
 use base::fsafe::{self, Follow};
 
 /// Largest envelope posted or read (a message is capped at `maxSendChars` characters plus its frame;
@@ -215,12 +220,17 @@ pub fn post(home: &Path, env: &Envelope) -> Result<(), PostError> {
     let waiting = fs::read_dir(&d)
         .map_err(|e| PostError::Io(e.to_string()))?
         .flatten()
-        .take(MAX_PENDING * 4)
+        .take(MAX_SCAN)
         .filter(|e| {
             let n = e.file_name();
-            let n = n.to_string_lossy();
-            n.ends_with(".msg") || n.contains(".claimed-")
+            let waits = n
+                .to_str()
+                .is_some_and(|n| matches!(classify(n), Name::Msg(_) | Name::Claimed(..)));
+            // `DirEntry::file_type` does not follow links (d_type, else lstat): a FIFO, link or folder
+            // with an envelope's name is no envelope and takes no place.
+            waits && e.file_type().is_ok_and(|t| t.is_file())
         })
+        .take(MAX_PENDING)
         .count();
     if waiting >= MAX_PENDING {
         return Err(PostError::Full(waiting));
@@ -262,11 +272,12 @@ pub fn waiting(home: &Path, session: &str, request_id: &str) -> bool {
         return false;
     }
     let claimed = format!("{key}.claimed-");
-    fs::symlink_metadata(d.join(format!("{key}.msg"))).is_ok()
+    fs::symlink_metadata(d.join(format!("{key}.msg"))).is_ok_and(|m| m.is_file())
         || fs::read_dir(&d).is_ok_and(|rd| {
-            rd.flatten()
-                .take(MAX_NAMES * 4)
-                .any(|e| e.file_name().to_string_lossy().starts_with(&claimed))
+            rd.flatten().take(MAX_SCAN).any(|e| {
+                e.file_name().to_string_lossy().starts_with(&claimed)
+                    && e.file_type().is_ok_and(|t| t.is_file())
+            })
         })
 }
 
@@ -333,11 +344,13 @@ fn is_mine_or_orphan(
     })
 }
 
+/// How long ago the file was last written; a file dated in the future (or without a time) counts as
+/// old, so dating a file ahead cannot keep it young.
 fn age_ms(m: &fs::Metadata) -> u64 {
     m.modified()
         .ok()
         .and_then(|t| t.elapsed().ok())
-        .map_or(0, |d| d.as_millis() as u64)
+        .map_or(u64::MAX, |d| d.as_millis() as u64)
 }
 
 /// Read and check one envelope file; None (and the file removed) when it is not a valid envelope
@@ -357,10 +370,86 @@ fn read_envelope(p: &Path, session: &str, key: &str) -> Option<Envelope> {
     parsed
 }
 
-/// Claim what the drainer should deliver now from the shards of its live sessions, oldest first.
-/// Housekeeping on the way: old receipts and temp files go, an envelope already settled (its
-/// receipt exists) is removed, an invalid one is deleted.
+/// What one name of a shard is (only the name is looked at: nothing is opened to classify it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Name<'a> {
+    /// `.<hex>.tmp`: a temp file of an atomic write.
+    Tmp,
+    /// `<uuid>.msg`: posted, waiting.
+    Msg(&'a str),
+    /// `<uuid>.claimed-<pid>`.
+    Claimed(&'a str, u32),
+    /// `<uuid>.done`: a receipt.
+    Done(&'a str),
+    /// `<uuid>.refused`: an envelope the drain refused ([`admit`]), kept for `verify` and the human.
+    Refused,
+    /// `<uuid>.<anything else>`: a record of another part of this plugin (issue 19's `<uuid>.held-<pid>`
+    /// and `<uuid>.removed`) or of a newer version: never opened, renamed, removed or counted here.
+    Other,
+    /// Not a name this plugin writes: skipped without counting, and removed (never opened).
+    Junk,
+}
+
+fn classify(name: &str) -> Name<'_> {
+    if name.starts_with('.') && name.ends_with(".tmp") {
+        return Name::Tmp;
+    }
+    let Some((stem, rest)) = name.split_once('.') else {
+        return Name::Junk;
+    };
+    if stem.len() != 36 || uuid::Uuid::try_parse(stem).is_err() {
+        return Name::Junk;
+    }
+    match rest {
+        "msg" => Name::Msg(stem),
+        "done" => Name::Done(stem),
+        "refused" => Name::Refused,
+        _ => match rest.strip_prefix("claimed-") {
+            Some(pid)
+                if !pid.is_empty()
+                    && pid.len() <= 10
+                    && pid.bytes().all(|b| b.is_ascii_digit()) =>
+            {
+                pid.parse::<u32>()
+                    .map_or(Name::Other, |p| Name::Claimed(stem, p))
+            }
+            _ => Name::Other,
+        },
+    }
+}
+
+/// Most names of one shard read per drain (junk included: the cost of a hostile shard is bounded, and
+/// every junk name read is removed, so a shard of more junk than this is cleared over a few drains).
+pub const MAX_SCAN: usize = 16_384;
+/// Most refused envelopes kept per shard (the oldest goes first).
+pub const MAX_REFUSED: usize = 64;
+
+/// Claim what the drainer should deliver now from the shards of its live sessions, oldest first, with
+/// the default limits and no approval of the human's ([`drain_with`]).
 pub fn drain(home: &Path, me: &Drainer, now_ms: i64) -> Vec<Claimed> {
+    drain_with(
+        home,
+        me,
+        &crate::config::Config::default(),
+        &|_, _| false,
+        now_ms,
+    )
+}
+
+/// Claim what the drainer should deliver now from the shards of its live sessions, oldest first.
+/// Each envelope is delivered only as [`admit::check`] rebuilds it (framed, from a sender its ledger
+/// line vouches for, after the checks a direct send passes, under `cfg`'s limits; `approved` says which
+/// held messages the human approved, `crate::policy::held`); one it refuses is
+/// moved aside (`<uuid>.refused`) with a rejected receipt. Housekeeping on the way: old receipts and
+/// temp files go, an envelope already settled (its receipt exists) is removed, an invalid one is
+/// deleted, junk names and non-regular files are removed without being opened or counted.
+pub fn drain_with(
+    home: &Path,
+    me: &Drainer,
+    cfg: &crate::config::Config,
+    approved: admit::Approved<'_>,
+    now_ms: i64,
+) -> Vec<Claimed> {
     let mut out = Vec::new();
     if fsafe::check_private_dir(&root(home)).is_err() {
         return out;
@@ -374,49 +463,51 @@ pub fn drain(home: &Path, me: &Drainer, now_ms: i64) -> Vec<Claimed> {
             continue;
         }
         let Ok(rd) = fs::read_dir(&d) else { continue };
-        // (posted_at or mtime order key, key, path)
-        let mut todo: Vec<(String, PathBuf, Option<u32>)> = Vec::new();
-        for entry in rd.flatten().take(MAX_NAMES) {
-            let name = entry.file_name();
-            let Some(name) = name.to_str() else { continue };
+        // (key, path, claimer, age of the file)
+        let mut todo: Vec<(String, PathBuf, Option<u32>, u64)> = Vec::new();
+        let mut refused: Vec<(u64, PathBuf)> = Vec::new();
+        for entry in rd.flatten().take(MAX_SCAN) {
             let path = entry.path();
+            let name = entry.file_name();
+            let kind = name.to_str().map_or(Name::Junk, classify);
+            if matches!(kind, Name::Other) {
+                continue;
+            }
             let Ok(meta) = fs::symlink_metadata(&path) else {
                 continue;
             };
-            if name.starts_with('.') && name.ends_with(".tmp") {
-                if age_ms(&meta) > RECEIPT_TTL_MS && meta.is_file() {
-                    let _ = fs::remove_file(&path);
-                }
-                continue;
-            }
-            if let Some(k) = name.strip_suffix(".done") {
-                if key_of(&format!("{}{k}", base::names::REQUEST_ID_PREFIX)).is_some()
-                    && age_ms(&meta) > RECEIPT_TTL_MS
-                    && meta.is_file()
-                {
-                    let _ = fs::remove_file(&path);
-                }
-                continue;
-            }
-            let (key, claimer) = if let Some(k) = name.strip_suffix(".msg") {
-                (k, None)
-            } else if let Some((k, pid)) = name.split_once(".claimed-") {
-                match pid.parse::<u32>() {
-                    Ok(p) if pid.len() <= 10 && pid.bytes().all(|b| b.is_ascii_digit()) => {
-                        (k, Some(p))
+            let (key, claimer) = match kind {
+                Name::Other => continue,
+                Name::Junk => {
+                    // Unlinking never opens (a FIFO cannot block us); a folder is left, uncounted.
+                    if !meta.is_dir() {
+                        let _ = fs::remove_file(&path);
                     }
-                    _ => continue,
+                    continue;
                 }
-            } else {
-                continue;
+                Name::Tmp => {
+                    if age_ms(&meta) > RECEIPT_TTL_MS && !meta.is_dir() {
+                        let _ = fs::remove_file(&path);
+                    }
+                    continue;
+                }
+                Name::Done(_) => {
+                    if age_ms(&meta) > RECEIPT_TTL_MS && !meta.is_dir() {
+                        let _ = fs::remove_file(&path);
+                    }
+                    continue;
+                }
+                Name::Refused => {
+                    refused.push((age_ms(&meta), path));
+                    continue;
+                }
+                Name::Msg(k) => (k, None),
+                Name::Claimed(k, p) => (k, Some(p)),
             };
-            let rid = format!("{}{key}", base::names::REQUEST_ID_PREFIX);
-            if key_of(&rid).is_none() {
-                continue;
-            }
             if !meta.is_file() {
-                // A link is removed (never followed); a folder or a FIFO is left alone, unread.
-                if meta.file_type().is_symlink() {
+                // A link, FIFO, socket or device is unlinked, never opened or followed; a folder is
+                // left alone. None of them counts toward any cap.
+                if !meta.is_dir() {
                     let _ = fs::remove_file(&path);
                 }
                 continue;
@@ -426,10 +517,13 @@ pub fn drain(home: &Path, me: &Drainer, now_ms: i64) -> Vec<Claimed> {
                 let _ = fs::remove_file(&path);
                 continue;
             }
-            todo.push((key.to_string(), path, claimer));
+            todo.push((key.to_string(), path, claimer, age_ms(&meta)));
+            if todo.len() >= MAX_NAMES {
+                break;
+            }
         }
-        let mut batch: Vec<(i64, Envelope, PathBuf)> = Vec::new();
-        for (key, path, claimer) in todo {
+        let mut batch: Vec<(i64, Claimed)> = Vec::new();
+        for (key, path, claimer, age) in todo {
             if batch.len() >= MAX_BATCH {
                 break;
             }
@@ -456,23 +550,47 @@ pub fn drain(home: &Path, me: &Drainer, now_ms: i64) -> Vec<Claimed> {
             {
                 continue;
             }
+            // Delivered already by a previous holder: settled without a second delivery.
+            let landed = store::find_request(home, session, &env.request_id).is_some();
+            let verdict = if landed {
+                admit::Verdict::Deliver(String::new())
+            } else {
+                admit::check(home, &env, cfg, approved, age)
+            };
+            if verdict == admit::Verdict::Wait {
+                continue;
+            }
             let mine = d.join(format!("{key}.claimed-{}", me.pid));
             if path != mine && fs::rename(&path, &mine).is_err() {
                 continue; // someone else claimed it first
             }
-            batch.push((env.posted_at, env, mine));
+            match verdict {
+                admit::Verdict::Deliver(text) => batch.push((
+                    env.posted_at,
+                    Claimed {
+                        request_id: env.request_id,
+                        session_id: env.session_id,
+                        mode: env.mode,
+                        text,
+                        landed,
+                    },
+                )),
+                admit::Verdict::Refuse(why) => {
+                    admit::refuse(home, &d, &key, &env, &why, me.pid, now_ms);
+                    refused.push((0, d.join(format!("{key}.refused"))));
+                }
+                admit::Verdict::Wait => {}
+            }
+        }
+        // Bounded: the oldest refused records beyond [`MAX_REFUSED`] go.
+        if refused.len() > MAX_REFUSED {
+            refused.sort_by_key(|(age, _)| std::cmp::Reverse(*age));
+            for (_, p) in refused.iter().take(refused.len() - MAX_REFUSED) {
+                let _ = fs::remove_file(p);
+            }
         }
         batch.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.request_id.cmp(&b.1.request_id)));
-        for (_, env, _) in batch {
-            let landed = store::find_request(home, session, &env.request_id).is_some();
-            out.push(Claimed {
-                request_id: env.request_id,
-                session_id: env.session_id,
-                mode: env.mode,
-                text: env.text,
-                landed,
-            });
-        }
+        out.extend(batch.into_iter().map(|(_, c)| c));
     }
     out
 }

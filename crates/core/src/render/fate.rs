@@ -23,6 +23,12 @@ pub fn describe(v: &Verification, request_id: &str, home: &Path) -> String {
             ),
         };
     }
+    if let (Fate::Unknown, Some((s, why))) = (&v.fate, &v.mailbox_refused) {
+        // The drain of the target's mailbox refused the envelope (crate::mailbox::admit).
+        return format!(
+            "refused: the process holding {s} refused {request_id} from its mailbox and did not deliver it: {why}"
+        );
+    }
     if let (Fate::Unknown, Some(s)) = (&v.fate, &v.waiting) {
         // Handed to the mailbox of a session live in a process without a web server, not drained yet.
         return format!(

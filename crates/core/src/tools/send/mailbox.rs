@@ -8,6 +8,7 @@ use base::offload;
 
 use super::owner::Routed;
 use super::plan::Plan;
+use super::record::Attempt;
 use super::Context;
 
 /// What the hand-off ended in.
@@ -23,7 +24,16 @@ pub enum HandOff {
 /// Hand the message to the mailbox of `r` and wait up to [`mailbox::RECEIPT_WAIT_MS`] for that
 /// process's receipt. Posting is the durable hand-off: the owner delivers it whether or not this
 /// process is still alive.
-pub async fn hand_off(ctx: &Context, p: &Plan, r: &Routed, sender: Option<&str>) -> HandOff {
+///
+/// Once posted, the attempt's `accepted` ledger line is written at once, before the owner drains the
+/// envelope: the owner delivers only what its sender's line vouches for (`crate::mailbox::admit`).
+pub async fn hand_off(
+    ctx: &Context,
+    p: &Plan,
+    r: &Routed,
+    sender: Option<&str>,
+    attempt: &mut Attempt,
+) -> HandOff {
     let env = mailbox::Envelope {
         v: 1,
         request_id: p.request_id.clone(),
@@ -57,6 +67,7 @@ pub async fn hand_off(ctx: &Context, p: &Plan, r: &Routed, sender: Option<&str>)
     if let Some(why) = why {
         return HandOff::NotPosted(why);
     }
+    attempt.record_hand_off(ctx).await;
     let receipt = wait_for_receipt(ctx, p).await;
     let note = |delivered| SendNote::Mailbox {
         pid: r.pid,

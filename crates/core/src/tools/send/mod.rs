@@ -142,7 +142,7 @@ pub async fn run(req: &ToolRequest, ctx: &Context) -> SendResult {
         drop(plan.reservation);
         return result;
     }
-    let answer = route::deliver(req, ctx, &mut plan).await;
+    let answer = route::deliver(req, ctx, &mut plan, &mut attempt).await;
     let outcome = route::outcome(answer, &plan, &req.config);
     let result = SendResult {
         outcome,

@@ -26,6 +26,9 @@ pub struct Attempt {
     pub request_id: Option<String>,
     /// The chain this send is part of (written on a send that counts).
     pub hop: Option<Hop>,
+    /// A line written already, at the mailbox hand-off ([`Attempt::record_hand_off`]): its outcome and
+    /// whether it was written.
+    pub written: Option<(ledger::LedgerOutcome, Option<ledger::LedgerError>)>,
 }
 
 impl Attempt {
@@ -36,6 +39,7 @@ impl Attempt {
             args,
             request_id: None,
             hop: None,
+            written: None,
         }
     }
 
@@ -47,6 +51,11 @@ impl Attempt {
 
     /// The ledger line of this attempt ending in `result`.
     pub fn entry(&self, now_ms: i64, result: &SendResult) -> ledger::Entry {
+        self.entry_with(now_ms, result.ledger_outcome())
+    }
+
+    /// The ledger line of this attempt with `outcome`.
+    pub fn entry_with(&self, now_ms: i64, outcome: ledger::LedgerOutcome) -> ledger::Entry {
         let mut entry = ledger::Entry::new(
             now_ms,
             self.sender.as_deref(),
@@ -54,7 +63,7 @@ impl Attempt {
             self.tool.name(),
             self.args.mode.map(|m| m.as_str()),
             self.request_id.as_deref(),
-            result.ledger_outcome(),
+            outcome,
             self.args.message.as_deref(),
         );
         // Only a send that counts carries its chain: the next hop looks up landed deliveries only.
@@ -67,15 +76,39 @@ impl Attempt {
         entry
     }
 
+    /// The message was posted to its owner's mailbox: write the `accepted` line now, before the owner
+    /// drains it — the owner delivers an envelope only once its sender's line vouches for it
+    /// (`crate::mailbox::admit`), and the receiving session's loop guard finds the hop there.
+    pub async fn record_hand_off(&mut self, ctx: &Context) {
+        let outcome = ledger::LedgerOutcome::Accepted;
+        let entry = self.entry_with(ctx.now_ms, outcome.clone());
+        self.written = Some((outcome, write(ctx, entry).await));
+    }
+
     /// Write the line off the executor and return `result` with the note of a line not written (a
-    /// line not written in time is a note, never a hang).
+    /// line not written in time is a note, never a hang). After a hand-off line, a second line is
+    /// written only when the outcome is another one (the owner's host refused the message).
     pub async fn close(self, ctx: &Context, mut result: SendResult) -> SendResult {
-        let entry = self.entry(ctx.now_ms, &result);
-        let home = ctx.home.clone();
-        let note = offload::run(ctx.deadline, move || ledger::append(&home, &entry).err())
-            .await
-            .unwrap_or(Some(ledger::LedgerError::Late));
+        let outcome = result.ledger_outcome();
+        let (same, mut note) = match &self.written {
+            Some((o, n)) => (*o == outcome, n.clone()),
+            None => (false, None),
+        };
+        if !same {
+            let late = write(ctx, self.entry_with(ctx.now_ms, outcome)).await;
+            note = note.or(late);
+        }
         result.notes.extend(note.map(SendNote::LedgerNotWritten));
         result
     }
 }
+
+/// Append `entry` off the executor: the error, if it was not written (in time).
+async fn write(ctx: &Context, entry: ledger::Entry) -> Option<ledger::LedgerError> {
+    let home = ctx.home.clone();
+    offload::run(ctx.deadline, move || ledger::append(&home, &entry).err())
+        .await
+        .unwrap_or(Some(ledger::LedgerError::Late))
+}
+
+impl Attempt {}

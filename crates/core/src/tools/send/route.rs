@@ -11,6 +11,7 @@ use crate::request::ToolRequest;
 use super::mailbox::{hand_off, HandOff};
 use super::owner::{wait_for_owner, Routed};
 use super::plan::Plan;
+use super::record::Attempt;
 use super::Context;
 
 /// How the delivery ended.
@@ -25,11 +26,17 @@ pub enum Answer {
 }
 
 /// Deliver `p`; the plan is updated with what the delivery learnt (route, notes, woke/running).
-pub async fn deliver(req: &ToolRequest, ctx: &Context, p: &mut Plan) -> Answer {
+/// `attempt` is the send's ledger line: a mailbox hand-off writes it when it posts.
+pub async fn deliver(
+    req: &ToolRequest,
+    ctx: &Context,
+    p: &mut Plan,
+    attempt: &mut Attempt,
+) -> Answer {
     let sender = mail::sender_id(req.caller.as_ref());
     // A session live in a process without a web server: its mailbox.
     if let Some(r) = p.routed.clone().filter(|r| r.base_url.is_none()) {
-        return via_mailbox(ctx, p, &r, sender).await;
+        return via_mailbox(ctx, p, &r, sender, attempt).await;
     }
     let first = delivery::deliver(&http(req, ctx, p)).await;
     if !(p.routed.is_none() && p.woke && is_writer_held(&first)) {
@@ -49,7 +56,7 @@ pub async fn deliver(req: &ToolRequest, ctx: &Context, p: &mut Plan) -> Answer {
             p.base_url = base.clone();
             Answer::Delivered(delivery::deliver(&http(req, ctx, p)).await)
         }
-        None => via_mailbox(ctx, p, &routed, sender).await,
+        None => via_mailbox(ctx, p, &routed, sender, attempt).await,
     };
     p.routed = Some(routed);
     answer
@@ -72,8 +79,14 @@ fn http<'a>(req: &'a ToolRequest, ctx: &'a Context, p: &'a Plan) -> Delivery<'a>
     }
 }
 
-async fn via_mailbox(ctx: &Context, p: &mut Plan, r: &Routed, sender: Option<&str>) -> Answer {
-    match hand_off(ctx, p, r, sender).await {
+async fn via_mailbox(
+    ctx: &Context,
+    p: &mut Plan,
+    r: &Routed,
+    sender: Option<&str>,
+    attempt: &mut Attempt,
+) -> Answer {
+    match hand_off(ctx, p, r, sender, attempt).await {
         HandOff::Posted(o, note) => {
             p.notes.push(note);
             Answer::Delivered(o)

@@ -1273,6 +1273,8 @@ async fn a_headless_owner_gets_the_message_through_its_mailbox_with_its_answer()
     // This process's own host must not be touched: nothing resumes a session held elsewhere.
     let env = Env::online(accept_all()).await;
     env.cold("session-b", json!({}));
+    // the sender is a session of this home (the owner's drain checks it: mailbox::admit)
+    env.cold("session-me", json!({}));
     let pid = std::os::unix::process::parent_id();
     crate::presence::verify::testing::trust(pid);
     let h = env.home.path().to_path_buf();
@@ -1337,14 +1339,17 @@ async fn a_headless_owner_gets_the_message_through_its_mailbox_with_its_answer()
         env.requests().is_empty(),
         "this process's host was never asked"
     );
-    // the ledger counts the delivered and the queued one, not the rejected one
+    // the ledger counts the delivered and the queued one, not the rejected one: each hand-off wrote its
+    // `accepted` line when it posted (before the owner drained it), and the rejected one has its
+    // `refused:rejected` line after it, which takes it out of the budget
     let l = crate::ledger::read_ledger(&h, &crate::ledger::Filter::default()).unwrap();
-    let accepted = l
-        .entries
-        .iter()
-        .filter(|e| e.outcome == LedgerOutcome::Accepted)
-        .count();
-    assert_eq!(accepted, 2);
+    let outcomes: Vec<String> = l.entries.iter().map(|e| e.outcome.as_string()).collect();
+    assert_eq!(
+        outcomes,
+        ["accepted", "accepted", "refused:rejected", "accepted"],
+        "{outcomes:?}"
+    );
+    assert_eq!(crate::mail::budget::counted(&l.entries).len(), 2);
 }
 
 #[tokio::test]
@@ -1353,6 +1358,8 @@ async fn writer_held_then_a_headless_owner_appears_the_message_goes_to_its_mailb
     // its presence 300 ms later; the same request id is posted to its mailbox and it answers.
     let env = Env::online(|_, _| rpc_error("session/writer-held", "held")).await;
     env.cold("session-b", json!({}));
+    // the sender is a session of this home (the owner's drain checks it: mailbox::admit)
+    env.cold("session-me", json!({}));
     let pid = std::os::unix::process::parent_id();
     crate::presence::verify::testing::trust(pid);
     let h = env.home.path().to_path_buf();

@@ -480,6 +480,8 @@ async fn routes_and_held_elsewhere() {
 async fn mailbox_route() {
     let env = Env::online(accept_all()).await;
     env.cold("session-b", json!({}));
+    // the sender is a session of this home (the owner's drain checks it: mailbox::admit)
+    env.cold("session-me", json!({}));
     let pid = std::os::unix::process::parent_id();
     crate::presence::verify::testing::trust(pid);
     let h = env.home.path().to_path_buf();
