@@ -61,8 +61,8 @@ pub enum Missing {
     SendTarget,
     /// A read target that is not in the store.
     ReadTarget,
-    /// A read target whose log exists but cannot be read (why).
-    Unreadable(String),
+    /// A read target whose log exists but cannot be read (where, why).
+    Unreadable(store::Unreadable),
 }
 
 /// Where a delivery was going, for the texts of its failures.
@@ -500,7 +500,10 @@ mod tests {
         for missing in [
             Missing::SendTarget,
             Missing::ReadTarget,
-            Missing::Unreadable("bad header".into()),
+            Missing::Unreadable(store::Unreadable {
+                path: "--w--/session-x/session.jsonl".into(),
+                why: store::UnreadableWhy::Empty,
+            }),
         ] {
             v.push(Refusal::NotFound {
                 target: "session-x".into(),

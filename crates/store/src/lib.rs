@@ -106,9 +106,56 @@ pub struct Listing {
 #[derive(Debug, Clone)]
 pub enum Lookup {
     Found(StoredSession),
-    /// A directory for that id exists but its log cannot be used: (path note, reason).
-    Unreadable(String),
+    /// A directory for that id exists but its log cannot be used.
+    Unreadable(Unreadable),
     NotFound,
+}
+
+/// A session folder whose log cannot be used: where (relative to `$DSH_HOME/sessions`) and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unreadable {
+    pub path: String,
+    pub why: UnreadableWhy,
+}
+
+/// Why a session folder's log cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UnreadableWhy {
+    /// The folder holds no session log.
+    NoLog,
+    /// The folder could not be read.
+    Dir(error::IoError),
+    /// The log could not be opened or read.
+    Read(error::ReadError),
+    /// Its first line is no session header (the fold's reason, kept as the fold keeps it).
+    Header(String),
+    /// The log is empty (no header line).
+    Empty,
+    /// Its header claims another id than the folder is named after.
+    Mismatch { claimed: String },
+}
+
+impl std::fmt::Display for UnreadableWhy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UnreadableWhy::NoLog => f.write_str("no session log"),
+            UnreadableWhy::Dir(e) => write!(f, "unreadable directory ({e})"),
+            UnreadableWhy::Read(e) => e.fmt(f),
+            UnreadableWhy::Header(why) => f.write_str(why),
+            UnreadableWhy::Empty => f.write_str("empty log (no header line)"),
+            UnreadableWhy::Mismatch { claimed } => write!(
+                f,
+                "its header claims the id {} but the folder is not named after it; not listed",
+                base::text::show_id(claimed)
+            ),
+        }
+    }
+}
+
+impl std::fmt::Display for Unreadable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.path, self.why)
+    }
 }
 
 fn rel(home: &Path, p: &Path) -> String {
@@ -129,46 +176,63 @@ pub fn folder_matches(log: &LogFile, id: &str) -> bool {
         .is_some_and(|n| n == layout::encode_segment(id))
 }
 
-fn mismatch_note(id: &str) -> String {
-    format!(
-        "its header claims the id {} but the folder is not named after it; not listed",
-        base::text::show_id(id)
-    )
+/// Why a header is no usable session header for its folder: none, or another id's.
+fn header_why(
+    header: Option<&Header>,
+    error: Option<&String>,
+    log: &LogFile,
+) -> Option<UnreadableWhy> {
+    match header {
+        None => Some(error.map_or(UnreadableWhy::Empty, |e| UnreadableWhy::Header(e.clone()))),
+        Some(h) if !folder_matches(log, &h.id) => Some(UnreadableWhy::Mismatch {
+            claimed: h.id.clone(),
+        }),
+        Some(_) => None,
+    }
 }
 
+/// The session of one scanned folder, or why its log cannot be used (a note then says so).
 fn stored(home: &Path, s: index::Scanned, notes: &mut Vec<StoreNote>) -> Option<StoredSession> {
     let log = s.log?;
-    let where_ = rel(home, &log.path);
-    let fold = match s.fold {
-        Ok(f) => f,
-        Err(e) => {
-            notes.push(StoreNote::Text(format!("{where_}: {e}")));
-            return None;
+    match stored_or_why(&log, s.fold) {
+        Ok(st) => {
+            if !st.fold.notes.is_empty() {
+                notes.push(StoreNote::Text(format!(
+                    "{}: {}",
+                    rel(home, &log.path),
+                    st.fold.notes.summary()
+                )));
+            }
+            Some(st)
         }
-    };
-    let Some(h) = fold.header.as_ref() else {
-        let why = fold
-            .header_error
-            .clone()
-            .unwrap_or_else(|| "empty log (no header line)".into());
-        notes.push(StoreNote::Text(format!("{where_}: {why}")));
-        return None;
-    };
-    if !folder_matches(&log, &h.id) {
-        notes.push(StoreNote::Text(format!(
-            "{where_}: {}",
-            mismatch_note(&h.id)
-        )));
-        return None;
+        Err(why) => {
+            notes.push(StoreNote::Text(
+                Unreadable {
+                    path: rel(home, &log.path),
+                    why,
+                }
+                .to_string(),
+            ));
+            None
+        }
     }
-    if !fold.notes.is_empty() {
-        notes.push(StoreNote::Text(format!(
-            "{where_}: {}",
-            fold.notes.summary()
-        )));
+}
+
+fn stored_or_why(
+    log: &LogFile,
+    fold: Result<Arc<Fold>, error::ReadError>,
+) -> Result<StoredSession, UnreadableWhy> {
+    let fold = fold.map_err(UnreadableWhy::Read)?;
+    if let Some(why) = header_why(fold.header.as_ref(), fold.header_error.as_ref(), log) {
+        return Err(why);
     }
+    let h = fold.header.as_ref().expect("checked");
     let meta = SessionMeta::from_header(h, fold.display_title(), log.path.clone());
-    Some(StoredSession { meta, log, fold })
+    Ok(StoredSession {
+        meta,
+        log: log.clone(),
+        fold,
+    })
 }
 
 /// List every session under `home` (cached, incremental, parallel on a cold start).
@@ -275,29 +339,27 @@ fn briefs_listing(
     for s in scanned {
         let Some(log) = s.log else { continue };
         let where_ = |log: &LogFile| rel(home, &log.path);
+        let unusable = |why| {
+            StoreNote::Text(
+                Unreadable {
+                    path: where_(&log),
+                    why,
+                }
+                .to_string(),
+            )
+        };
         let b = match s.brief {
             Ok(b) => b,
             Err(e) => {
-                notes.push(StoreNote::Text(format!("{}: {e}", where_(&log))));
+                notes.push(unusable(UnreadableWhy::Read(e)));
                 continue;
             }
         };
-        let Some(h) = b.header.as_ref() else {
-            let why = b
-                .header_error
-                .clone()
-                .unwrap_or_else(|| "empty log (no header line)".into());
-            notes.push(StoreNote::Text(format!("{}: {why}", where_(&log))));
-            continue;
-        };
-        if !folder_matches(&log, &h.id) {
-            notes.push(StoreNote::Text(format!(
-                "{}: {}",
-                where_(&log),
-                mismatch_note(&h.id)
-            )));
+        if let Some(why) = header_why(b.header.as_ref(), b.header_error.as_ref(), &log) {
+            notes.push(unusable(why));
             continue;
         }
+        let h = b.header.as_ref().expect("checked");
         if !b.notes.is_empty() {
             notes.push(StoreNote::Text(format!(
                 "{}: {}",
@@ -334,35 +396,27 @@ pub fn load_session(home: &Path, id: &str) -> Lookup {
         let log = match layout::pick_generation(&dir) {
             Ok(Some(l)) => l,
             Ok(None) => {
-                unreadable = Some(format!("{}: no session log", rel(home, &dir)));
+                unreadable = Some(Unreadable {
+                    path: rel(home, &dir),
+                    why: UnreadableWhy::NoLog,
+                });
                 continue;
             }
             Err(e) => {
-                unreadable = Some(format!(
-                    "{}: unreadable directory ({})",
-                    rel(home, &dir),
-                    layout::short_io(&e)
-                ));
+                unreadable = Some(Unreadable {
+                    path: rel(home, &dir),
+                    why: UnreadableWhy::Dir(e.into()),
+                });
                 continue;
             }
         };
-        let mut notes = Vec::new();
-        let fold = index::load_log(&log);
-        match stored(
-            home,
-            index::Scanned {
-                dir,
-                log: Some(log),
-                fold,
-            },
-            &mut notes,
-        ) {
-            Some(st) if st.meta.id == id => return Lookup::Found(st),
-            Some(_) => {}
-            None => {
-                unreadable = notes.pop().map(|n| match n {
-                    StoreNote::Text(t) => t,
-                    StoreNote::NoLog { path, .. } => format!("{path}: no session log"),
+        match stored_or_why(&log, index::load_log(&log)) {
+            Ok(st) if st.meta.id == id => return Lookup::Found(st),
+            Ok(_) => {}
+            Err(why) => {
+                unreadable = Some(Unreadable {
+                    path: rel(home, &log.path),
+                    why,
                 })
             }
         }

@@ -442,8 +442,16 @@ fn bad_logs_give_notes_and_the_rest_is_listed() {
     assert!(!notes.contains("stray-file"), "{notes}");
     // A broken session is reported by a lookup, not silently "not found".
     assert!(
-        matches!(load_session(home.path(), "s-header"), Lookup::Unreadable(n) if n.contains("not valid JSON"))
+        matches!(load_session(home.path(), "s-header"), Lookup::Unreadable(Unreadable { why: UnreadableWhy::Header(h), .. }) if h.contains("not valid JSON"))
     );
+    // the lookup's reason is data; its words are the listing's note for the same folder
+    match load_session(home.path(), "s-empty") {
+        Lookup::Unreadable(u) => {
+            assert_eq!(u.why, UnreadableWhy::Empty);
+            assert!(notes.contains(&u.to_string()), "{u} in {notes}");
+        }
+        other => panic!("{other:?}"),
+    }
     let s = l.sessions.iter().find(|s| s.meta.id == "s-lines").unwrap();
     assert_eq!(s.meta.title.as_deref(), Some("good one"));
 }
