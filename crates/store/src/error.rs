@@ -1,9 +1,23 @@
 //! The store's errors, as data: what went wrong and the system's error it came from, never a
-//! sentence. The words are in each type's `Display` (a listing's note, a lookup's reason).
+//! sentence. The words are in each type's `Display` (a listing's note, a lookup's reason). The
+//! store's leaf: it imports no other module of the crate.
 
 use std::fmt;
 use std::io;
 use std::sync::Arc;
+
+/// An `io::Error`'s text without its `(os error N)` tail (the store's notes are short).
+pub fn short_io(e: &io::Error) -> String {
+    let s = e.to_string();
+    match s.find(" (os error") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    }
+}
+
+/// Set (not empty, not `0`): no watcher, every home is swept (a file system where change
+/// notification is known to lie; the bench's baseline). Read by `watch`.
+pub const NO_WATCH: &str = "DSH_SESSION_MAIL_NO_WATCH";
 
 /// An error of the system or of a library (zstd, inotify), kept whole. Shown in its short form:
 /// the system's text without its `(os error N)` tail.
@@ -38,7 +52,7 @@ impl Eq for IoError {}
 
 impl fmt::Display for IoError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&crate::layout::short_io(&self.0))
+        f.write_str(&short_io(&self.0))
     }
 }
 
@@ -163,7 +177,7 @@ impl fmt::Display for WatchOff {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             WatchOff::Unsupported => f.write_str("no change notification on this OS"),
-            WatchOff::Disabled => write!(f, "{} is set", crate::watch::NO_WATCH),
+            WatchOff::Disabled => write!(f, "{NO_WATCH} is set"),
             WatchOff::RemoteFs { magic } => {
                 write!(f, "file system type {magic:#x} may change without notice")
             }

@@ -509,13 +509,7 @@ pub fn file_key(_m: &fs::Metadata) -> Option<(u64, u64)> {
     None
 }
 
-pub fn short_io(e: &std::io::Error) -> String {
-    let s = e.to_string();
-    match s.find(" (os error") {
-        Some(i) => s[..i].to_string(),
-        None => s,
-    }
-}
+pub use crate::error::short_io;
 
 #[cfg(test)]
 mod tests {

@@ -19,9 +19,7 @@ pub use crate::error::WatchOff;
 
 /// After the watcher of a home ended, how long that home is swept before a new one is tried.
 pub const WATCH_RETRY: Duration = Duration::from_secs(60);
-/// Set (not empty, not `0`): no watcher, every home is swept (a file system where change
-/// notification is known to lie; the bench's baseline).
-pub const NO_WATCH: &str = "DSH_SESSION_MAIL_NO_WATCH";
+pub use crate::error::NO_WATCH;
 
 /// Run by the watcher's thread once the watch on a folder is in place: true when the folder is
 /// still as the listing that asked for the watch saw it (then it is current from that moment on,
