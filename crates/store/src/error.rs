@@ -32,6 +32,11 @@ impl IoError {
     pub fn raw_os_error(&self) -> Option<i32> {
         self.0.raw_os_error()
     }
+
+    /// The whole text, `(os error N)` included.
+    pub fn full(&self) -> String {
+        self.0.to_string()
+    }
 }
 
 impl From<io::Error> for IoError {

@@ -206,8 +206,28 @@ pub enum PostError {
     BadId,
     /// The envelope would be this many bytes, over [`MAX_ENVELOPE_BYTES`].
     TooLarge(usize),
-    Io(String),
+    /// The shard folder cannot be used.
+    Shard(MailboxError),
+    /// The shard could not be read, or the envelope not written (the system's error).
+    Io(store::error::IoError),
+    /// The envelope could not be encoded.
+    Encode(std::sync::Arc<str>),
 }
+
+impl std::fmt::Display for PostError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PostError::Full(n) => write!(f, "{n} envelopes already wait in the shard"),
+            PostError::BadId => f.write_str("the request or session id cannot name a file"),
+            PostError::TooLarge(n) => write!(f, "the envelope would be {n} bytes"),
+            PostError::Shard(e) => e.fmt(f),
+            PostError::Io(e) => f.write_str(&e.full()),
+            PostError::Encode(e) => f.write_str(e),
+        }
+    }
+}
+
+impl std::error::Error for PostError {}
 
 /// Hand `env` off to its target's shard. Once this returns Ok the message is durable: whoever
 /// holds the session live delivers it, whether or not the sender is still alive.
@@ -216,9 +236,9 @@ pub fn post(home: &Path, env: &Envelope) -> Result<(), PostError> {
     if !addressable(&env.session_id) {
         return Err(PostError::BadId);
     }
-    let d = ensure_shard(home, &env.session_id).map_err(|e| PostError::Io(e.to_string()))?;
+    let d = ensure_shard(home, &env.session_id).map_err(PostError::Shard)?;
     let waiting = fs::read_dir(&d)
-        .map_err(|e| PostError::Io(e.to_string()))?
+        .map_err(|e| PostError::Io(e.into()))?
         .flatten()
         .take(MAX_SCAN)
         .filter(|e| {
@@ -237,12 +257,11 @@ pub fn post(home: &Path, env: &Envelope) -> Result<(), PostError> {
     }
     let mut e = env.clone();
     e.v = 1;
-    let bytes = serde_json::to_vec(&e).map_err(|e| PostError::Io(e.to_string()))?;
+    let bytes = serde_json::to_vec(&e).map_err(|e| PostError::Encode(e.to_string().into()))?;
     if bytes.len() as u64 > MAX_ENVELOPE_BYTES {
         return Err(PostError::TooLarge(bytes.len()));
     }
-    write_atomic(&d, &d.join(format!("{key}.msg")), &bytes)
-        .map_err(|e| PostError::Io(e.to_string()))
+    write_atomic(&d, &d.join(format!("{key}.msg")), &bytes).map_err(|e| PostError::Io(e.into()))
 }
 
 /// The owner's receipt for `request_id`, if written.

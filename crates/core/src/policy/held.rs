@@ -149,7 +149,7 @@ impl std::fmt::Display for HeldError {
                 write!(f, "{request_id} was {} already", state.as_str())
             }
             HeldError::Decision(e) => write!(f, "decision: {e}"),
-            HeldError::Mailbox(e) => write!(f, "mailbox: {e:?}"),
+            HeldError::Mailbox(e) => write!(f, "mailbox: {e}"),
             HeldError::Vanished => f.write_str("the decision vanished"),
         }
     }

@@ -61,7 +61,9 @@ pub async fn hand_off(
         Ok(Err(mailbox::PostError::BadId)) => {
             Some("its id cannot name a mailbox folder".to_string())
         }
-        Ok(Err(mailbox::PostError::Io(e))) => Some(e),
+        Ok(Err(mailbox::PostError::Io(e))) => Some(e.full()),
+        Ok(Err(mailbox::PostError::Shard(e))) => Some(e.to_string()),
+        Ok(Err(mailbox::PostError::Encode(e))) => Some(e.to_string()),
         Err(_) => Some("writing under DSH_HOME did not finish in time".to_string()),
     };
     if let Some(why) = why {
