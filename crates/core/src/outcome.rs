@@ -295,8 +295,6 @@ pub struct HeldReceipt {
 /// A `note:` line of a send's text (before its `request:` line).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SendNote {
-    /// The ledger could not be read, so the budget was not checked (why).
-    BudgetNotChecked(String),
     /// The ledger line of this attempt could not be written (why).
     LedgerNotWritten(crate::ledger::LedgerError),
     /// `.credentials.yaml` is readable by other users (the whole warning).

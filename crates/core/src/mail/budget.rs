@@ -265,8 +265,6 @@ impl Drop for Reservation {
 pub struct Admitted {
     pub allowance: Option<Allowance>,
     pub reservation: Option<Reservation>,
-    /// Always `None` now (kept for callers): an unchecked budget refuses instead.
-    pub note: Option<String>,
 }
 
 /// Why a send does not pass the budget.
@@ -327,7 +325,6 @@ pub fn check(
         return Ok(Admitted {
             allowance: None,
             reservation: None,
-            note: None,
         });
     }
     // The registry lock is held across the ledger read, so two sends of this process never both see the
@@ -347,7 +344,6 @@ pub fn check(
     if let Err(why) = ledger::check_writable(home) {
         return Err(Refusal::Unchecked(Unchecked::CannotRecord(why)));
     }
-    let note = None;
     let counted = counted(&entries);
     let mine: Vec<&Slot> = flight
         .iter()
@@ -376,7 +372,6 @@ pub fn check(
     Ok(Admitted {
         allowance,
         reservation: Some(Reservation { id }),
-        note,
     })
 }
 
@@ -574,7 +569,6 @@ mod tests {
         let a = ok.allowance.unwrap();
         assert_eq!(a.pair.unwrap().used, 2);
         assert_eq!(a.sender.unwrap().used, 8);
-        assert!(ok.note.is_none());
     }
 
     #[test]

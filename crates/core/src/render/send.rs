@@ -585,9 +585,6 @@ pub fn result(r: &SendResult) -> String {
 /// The text of a `note:` line (without `note: `).
 pub fn note(n: &SendNote) -> String {
     match n {
-        SendNote::BudgetNotChecked(why) => {
-            format!("send budget not checked: the audit ledger could not be read ({why})")
-        }
         SendNote::LedgerNotWritten(why) => format!("audit ledger not written: {why}"),
         SendNote::CredentialsExposed(warning) => warning.clone(),
         SendNote::RelayHop { hop, max } => format!(

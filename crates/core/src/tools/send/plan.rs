@@ -71,22 +71,19 @@ impl Plan {
         let text = delivered_text(&d);
         let cfg = d.cfg();
         let hop = d.hop.unwrap_or_else(|| Hop::fresh(&d.request_id));
-        let (allowance, reservation, budget_note) = match d.admitted {
-            Some(a) => (a.allowance, a.reservation, a.note),
-            None => (None, None, None),
+        let (allowance, reservation) = match d.admitted {
+            Some(a) => (a.allowance, a.reservation),
+            None => (None, None),
         };
         let place = d.place;
         let live = place.live;
         let owner = place.owner.as_ref();
-        let notes = budget_note
+        let notes = (cfg.max_relay_hops > 0 && hop.hop >= 2)
+            .then_some(SendNote::RelayHop {
+                hop: hop.hop,
+                max: cfg.max_relay_hops,
+            })
             .into_iter()
-            .map(SendNote::BudgetNotChecked)
-            .chain(
-                (cfg.max_relay_hops > 0 && hop.hop >= 2).then_some(SendNote::RelayHop {
-                    hop: hop.hop,
-                    max: cfg.max_relay_hops,
-                }),
-            )
             .chain(
                 live.filter(|l| l.status == "awaiting-user")
                     .map(|_| SendNote::AwaitingUser),
