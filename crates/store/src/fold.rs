@@ -44,6 +44,28 @@ pub struct RequestTrace {
     pub landed: Option<(u64, Option<u64>)>,
     /// Removed from the inbox with `outcome:'canceled'` before landing.
     pub canceled: bool,
+    /// How often it was inserted into an inbox (a re-delivery inserts it again) and landed (more
+    /// than one landing is a double).
+    pub insertions: u32,
+    pub landings: u32,
+    /// The splice that canceled the latest insertion (cleared by a later insertion).
+    pub cancel: Option<Cancel>,
+    /// Claimed (removed without an outcome: a turn or step took it) at this seq.
+    pub claimed: Option<u64>,
+}
+
+/// How a queued request was canceled. rc.8 writes the same `outcome: 'canceled'` splice for a
+/// human's queue-row delete (`host/apiproxy/src/api-proxy.ts` `updateQueue` → `Inbox.remove`: one
+/// item at its index) and for a cancel without `keepInbox` (`core/agent-loop/src/agent.ts`
+/// `cancel` → `Inbox.clear()`: the whole list from 0 — what disposal at shutdown does,
+/// `core/agent-loop/src/index.ts` `dispose` → `cancel({kind:'disposed'})`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Cancel {
+    pub seq: u64,
+    /// The splice took the whole list from position 0 (the shape of `Inbox.clear()`).
+    pub whole: bool,
+    /// How many items the list held before that splice (1: a clear and a row delete look alike).
+    pub list_len: usize,
 }
 
 /// Bounded list of notes about one log.
@@ -589,14 +611,24 @@ impl Fold {
         let end = start
             .saturating_add(d.removed_count as usize)
             .min(list.len());
+        let list_len = list.len();
         let removed: Vec<Option<String>> =
             list.splice(start..end, inserted.iter().cloned()).collect();
-        if d.outcome.as_deref() == Some("canceled") {
-            for id in removed.into_iter().flatten() {
-                if let Some(r) = self.requests.get_mut(&id) {
+        let canceled = d.outcome.as_deref() == Some("canceled");
+        let whole = start == 0 && end == list_len;
+        for id in removed.into_iter().flatten() {
+            if let Some(r) = self.requests.get_mut(&id) {
+                if canceled {
                     if r.landed.is_none() {
                         r.canceled = true;
                     }
+                    r.cancel = Some(Cancel {
+                        seq,
+                        whole,
+                        list_len,
+                    });
+                } else {
+                    r.claimed = Some(seq);
                 }
             }
         }
@@ -604,6 +636,9 @@ impl Fold {
             let r = self.requests.entry(id).or_default();
             r.queued = Some((seq, target.clone()));
             r.canceled = false;
+            r.cancel = None;
+            r.claimed = None;
+            r.insertions = r.insertions.saturating_add(1);
         }
     }
 
@@ -649,8 +684,9 @@ impl Fold {
                     if let Some(r) = rpc {
                         if !self.inherited(seq) {
                             let turn = self.turn;
-                            self.requests.entry(r.to_string()).or_default().landed =
-                                Some((seq, turn));
+                            let t = self.requests.entry(r.to_string()).or_default();
+                            t.landed = Some((seq, turn));
+                            t.landings = t.landings.saturating_add(1);
                         }
                     }
                     if self.fallback_title.is_none() {

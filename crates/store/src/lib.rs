@@ -32,7 +32,7 @@ pub use fate::Fate;
 use std::sync::Arc;
 
 pub use events::Header;
-pub use fold::{Fold, RequestTrace};
+pub use fold::{Cancel, Fold, RequestTrace};
 pub use layout::LogFile;
 
 /// What the send path needs to know about a session found on disk.

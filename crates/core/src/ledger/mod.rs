@@ -150,6 +150,11 @@ pub struct Entry {
     /// This delivery's hop in its chain (1 = the first agent-to-agent delivery after a human message).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hop: Option<u32>,
+    /// Hex SHA-256 of the text delivered (From header or frame included), on an accepted line: what a
+    /// re-delivery of this request (`mailbox::held`) is checked against, so a record that was not
+    /// accepted, or whose text was changed, delivers nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text_sha256: Option<String>,
 }
 
 impl Entry {
@@ -177,6 +182,7 @@ impl Entry {
             body_sha256: body.map(sha256_hex),
             chain: None,
             hop: None,
+            text_sha256: None,
         }
     }
 
