@@ -10,7 +10,7 @@ import { baseUrlOf, browserSessionSecret, callerOf, detectHostVersion, followSes
 import { IdleNotices } from './lib/notice.js'
 import { installOverlapNotice } from './lib/overlap.js'
 import { startPresence } from './lib/presence.js'
-import { canDrain, startMailbox } from './lib/mailbox.js'
+import { canDrain, startHandBack, startMailbox } from './lib/mailbox.js'
 import { startClientRoutes } from './lib/client-host.js'
 
 export const name = 'dsh-session-mail'
@@ -90,6 +90,23 @@ function keepNonFinite(v, seen = new Set()) {
   return out
 }
 
+/** Have this process's own rc.8 host adopt (resume) a stored session, without a message. */
+async function adoptSession(baseUrl, sessionId, cwd) {
+  try {
+    await fetch(`${baseUrl}/api/session.create`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ type: 'client-request', rpcId: `dsh-session-mail-wake-${Date.now()}`, method: 'session.create', payload: { sessionId, cwd } }),
+      signal: AbortSignal.timeout(10_000),
+    })
+  } catch {
+    // the next pass looks again once the wake lock expires
+  }
+}
+
+/** This process's presence `startedAt` once the plugin is mounted (what its own inboxes are recorded as held by). */
+let processStartedAt = null
+
 function buildRequest(ctx, config, tool, args, exec, hostVersion, secret = null, liveRead = null) {
   const sends = tool === 'sessions_send' || tool === 'send_session_message'
   return {
@@ -104,6 +121,7 @@ function buildRequest(ctx, config, tool, args, exec, hostVersion, secret = null,
       version: config.hostApi === 'auto' ? hostVersion : null,
       secret,
       profile: null,
+      startedAt: processStartedAt,
     },
     // a send looks at its target alone (crates/core/src/tools/send.rs finds it by id in `live`)
     live: liveAgents(ctx, { activity: tool !== 'sessions_read', files: tool === 'sessions_list', only: sends ? targetOf(tool, args) : null }),
@@ -165,11 +183,21 @@ export function apply(ctx, config) {
     // The mailbox drain starts with it: the record advertises it, and envelopes are addressed to startedAt.
     ctx.effect(() => {
       const startedAt = Date.now()
-      const stopMailbox = startMailbox(ctx, core, { startedAt, config: coreConfig(config) })
+      processStartedAt = startedAt
+      // a cold session a lost message waits for is woken only where allowResume permits, through this host
+      const wake = () => {
+        const baseUrl = config.allowResume ? baseUrlOf(ctx, config) : null
+        // rc.8 adopts a stored session by id (api-proxy `create` with `sessionId`: ctx.agents.resume);
+        // 0.1.2+ routes are not taught this yet
+        if (baseUrl === null || (hostVersion !== null && !String(hostVersion).startsWith('0.1.0'))) return null
+        return (sessionId, cwd) => adoptSession(baseUrl, sessionId, cwd)
+      }
+      const stopMailbox = startMailbox(ctx, core, { startedAt, config: coreConfig(config), wake })
+      const stopHandBack = startHandBack(ctx, core, { startedAt })
       const stopPresence = startPresence(ctx, core, { hostVersion, baseUrl: () => baseUrlOf(ctx, config), startedAt, mailbox: canDrain(core) })
       // the routes of the web client half (lib/client.js): the human's mail view and inbound policy
       const stopRoutes = startClientRoutes(ctx, core)
-      return () => { stopRoutes(); stopMailbox(); stopPresence() }
+      return () => { stopRoutes(); stopHandBack(); stopMailbox(); stopPresence() }
     })
   }
   // turn evidence, awaiting-user and file activity: folded from `session/event` as it happens (lib/observe.js)

@@ -9,6 +9,8 @@ import { flushSession, pendingOf, service, userMessage } from './host.js'
 import { resolveDshHome } from './home.js'
 
 const DRAIN_MS = 250
+/** Every how many ticks a cold session a lost message waits for is looked for (about once a second). */
+const WAKE_EVERY = 4
 const PROMPT_TIMEOUT_MS = 5000
 const FLUSH_TIMEOUT_MS = 1000
 /** Request ids this process delivered (a claim it could not settle comes back: never delivered twice). */
@@ -70,17 +72,113 @@ async function deliverEnvelope(ctx, env, delivered) {
   return { state: 'delivered', route }
 }
 
+const NOTICE_PREFIX = 'dsh-session-mail:notice:'
+
+/** The text of one of our messages (a single text block, as every route builds it). */
+function textOf(message) {
+  const content = attempt(() => message?.content, undefined)
+  if (!Array.isArray(content)) return null
+  const parts = content.map(b => (b?.type === 'text' && typeof b.text === 'string' ? b.text : null))
+  return parts.length > 0 && parts.every(p => p !== null) ? parts.join('') : null
+}
+
+/**
+ * Every message of this plugin pending in the inboxes of this process's live agents, as the core's
+ * hand-back takes them: `{sessionId, requestId, mode, text, seq}` (next-turn → queue, next-step → steer).
+ */
+export function pendingOfOurs(ctx) {
+  const out = []
+  for (const agent of attempt(() => ctx.agents?.list?.() ?? [], [])) {
+    const sessionId = String(attempt(() => agent.id, '') ?? '')
+    if (sessionId === '') continue
+    const seq = Number(attempt(() => agent.session?.seq, 0)) || 0
+    const inbox = attempt(() => agent.inbox, undefined)
+    const lists = [['queue', attempt(() => [...(inbox?.nextTurn ?? [])], [])], ['steer', attempt(() => [...(inbox?.nextStep ?? [])], [])]]
+    for (const [mode, list] of lists) {
+      for (const m of list) {
+        const requestId = attempt(() => m?.source?.rpcId, undefined)
+        if (typeof requestId !== 'string' || !requestId.startsWith('dsh-session-mail:') || requestId.startsWith(NOTICE_PREFIX)) continue
+        const text = textOf(m)
+        if (text !== null) out.push({ sessionId, requestId, mode, text, seq })
+      }
+    }
+  }
+  return out
+}
+
+/**
+ * Hand every pending message of ours back to durable storage before the host cancels it (issue 19).
+ * rc.8's stop disposes each agent with a cancel that clears its inbox (packages/core/agent-loop/src/index.ts
+ * `dispose` → agent.ts `cancel` → `inbox.clear()`), after the signal handler it installs first
+ * (apps/cli/src/profile-boot.ts `process.on('SIGTERM')` → fiber dispose): this listener is prepended,
+ * so it runs first in the same signal dispatch, before that disposal reaches any agent. Also at the plugin's
+ * dispose (an unmount while the host goes on, or a stop that did not come by signal). Synchronous and
+ * bounded (the core gives up after 300 ms). Returns the stop function.
+ */
+export function startHandBack(ctx, core, { startedAt, dshHome = () => resolveDshHome(), proc = process }) {
+  if (typeof core?.heldHandBack !== 'function') return () => {}
+  let stopped = false
+  const handBack = (why) => {
+    try {
+      const pending = pendingOfOurs(ctx)
+      if (pending.length > 0) core.heldHandBack(pending, startedAt, why, dshHome())
+    } catch {
+      // a home we cannot write: the sender's records still stand
+    }
+  }
+  const onSignal = () => {
+    if (stopped) return
+    stopped = true
+    handBack('stop')
+  }
+  // Only signals the host handles itself (a listener of ours must not keep a process alive that the
+  // signal's default action would end), prepended: it must run before the host's handler starts the disposal.
+  const signals = ['SIGTERM', 'SIGINT'].filter(s => attempt(() => proc.listenerCount(s), 0) > 0)
+  for (const s of signals) attempt(() => proc.prependListener(s, onSignal), undefined)
+  return () => {
+    for (const s of signals) attempt(() => proc.off(s, onSignal), undefined)
+    if (!stopped) {
+      stopped = true
+      handBack('unmount')
+    }
+  }
+}
+
+/**
+ * A resumed session whose log held queued messages gets them back in its inbox (rc.8 replays the
+ * insertions, packages/core/agent/src/inbox.ts constructor) but no turn starts for them: only a send
+ * wakes the driver (packages/core/agent-loop/src/agent.ts `send` → `wakeDriver`). An idle agent with a
+ * message of ours pending is in exactly that state; it is woken by taking that message out and sending
+ * the same message object again (same id, request id and text: it lands once, as it was).
+ */
+function kickReplayed(agent) {
+  if (attempt(() => agent.status, 'running') !== 'idle') return
+  const inbox = attempt(() => agent.inbox, undefined)
+  const first = attempt(() => [...(inbox?.nextTurn ?? [])], []).find(m => {
+    const id = attempt(() => m?.source?.rpcId, undefined)
+    return typeof id === 'string' && id.startsWith('dsh-session-mail:') && !id.startsWith(NOTICE_PREFIX)
+  })
+  if (first === undefined) return
+  attempt(() => {
+    if (inbox.remove(first.id)) agent.followup(first)
+  }, undefined)
+}
+
 /**
  * Drain this process's mailboxes every DRAIN_MS while the plugin is mounted (timer unref'd). Returns
  * the stop function. `startedAt` is this process's presence `startedAt` (envelopes are addressed to it);
  * `config` the core's configuration keys (the limits each envelope is checked against). The text delivered
  * is the core's (rebuilt from the verified sender: always framed), never the envelope's own.
+ * The same tick re-delivers the messages of holders that are gone into the sessions live here
+ * (`heldRecover`), and, where `wake()` gives a route (allowResume and a web server), wakes one cold
+ * session such a message waits for (`heldWake`).
  */
-export function startMailbox(ctx, core, { startedAt, dshHome = () => resolveDshHome(), config = {} }) {
+export function startMailbox(ctx, core, { startedAt, dshHome = () => resolveDshHome(), config = {}, wake = () => null }) {
   if (typeof core?.mailboxDrain !== 'function') return () => {}
   const delivered = new Set()
   // the limits the core checks each envelope against (mailbox::admit): this profile's own
   const configJson = JSON.stringify(config ?? {})
+  let ticks = 0
   let busy = false
   let stopped = false
   const tick = async () => {
@@ -88,8 +186,15 @@ export function startMailbox(ctx, core, { startedAt, dshHome = () => resolveDshH
     busy = true
     try {
       const sessions = attempt(() => ctx.agents?.list?.() ?? [], []).map(a => String(attempt(() => a.id, ''))).filter(Boolean)
-      if (sessions.length === 0) return
       const home = dshHome()
+      if (typeof core.heldWake === 'function' && ++ticks % WAKE_EVERY === 1) {
+        const adopt = wake()
+        if (typeof adopt === 'function') {
+          const c = await core.heldWake(startedAt, sessions, home)
+          if (c) await adopt(c.sessionId, c.cwd)
+        }
+      }
+      if (sessions.length === 0) return
       const envelopes = await core.mailboxDrain(sessions, startedAt, home, configJson)
       for (const env of envelopes) {
         let out
@@ -100,6 +205,21 @@ export function startMailbox(ctx, core, { startedAt, dshHome = () => resolveDshH
         }
         if (out === null) await core.mailboxRelease(env.sessionId, env.requestId, home)
         else await core.mailboxSettle({ requestId: env.requestId, sessionId: env.sessionId, ...out }, home)
+      }
+      // Messages whose holder stopped or died before they landed (verified by the core against the
+      // ledger and the log): delivered again, once, with their own request id and text.
+      if (typeof core.heldRecover === 'function') {
+        for (const r of await core.heldRecover(sessions, startedAt, home)) {
+          let out
+          try {
+            out = await deliverEnvelope(ctx, { ...r, landed: false }, delivered)
+          } catch {
+            out = null
+          }
+          if (out === null) continue // not live here any more: the record stays for the next holder
+          await core.heldTake(r.sessionId, r.requestId, startedAt, out.route !== 'already-delivered', home)
+        }
+        for (const a of attempt(() => ctx.agents?.list?.() ?? [], [])) kickReplayed(a)
       }
     } catch {
       // a home we cannot read or write: the envelopes stay and the next tick tries again

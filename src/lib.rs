@@ -796,3 +796,163 @@ pub async fn held_recover(dsh_home: Option<String>) -> napi::Result<u32> {
         blocking(move || mail_core::policy::held::recover(&home, base::clock::now_ms())).await?;
     Ok(n as u32)
 }
+
+/// One message pending in an inbox of this process, handed back when it stops (`mailbox::held`).
+#[napi(object)]
+pub struct HeldPending {
+    pub session_id: String,
+    pub request_id: String,
+    /// `queue` (next-turn) or `steer` (next-step).
+    pub mode: String,
+    pub text: String,
+    /// The session's `seq` now.
+    pub seq: f64,
+}
+
+/// What a hand-back wrote.
+#[napi(object)]
+pub struct HandBackReport {
+    pub written: u32,
+    pub skipped: u32,
+    pub not_written: u32,
+}
+
+/// Hand every pending message of this plugin back to durable storage before the host cancels it
+/// (`why`: `stop` or `unmount`). Synchronous on purpose — it runs in the signal handler, before the
+/// host's disposal clears the inboxes — and bounded: it gives up after 300 ms and counts the rest.
+#[napi]
+pub fn held_hand_back(
+    pending: Vec<HeldPending>,
+    started_at: f64,
+    why: String,
+    dsh_home: Option<String>,
+) -> HandBackReport {
+    use mail_core::mailbox::held;
+    let home = home_of(dsh_home.as_deref());
+    let items: Vec<held::Pending> = pending
+        .into_iter()
+        .take(4096)
+        .map(|p| held::Pending {
+            session_id: p.session_id,
+            request_id: p.request_id,
+            mode: p.mode,
+            text: p.text,
+            seq: if p.seq.is_finite() && p.seq >= 0.0 { p.seq as u64 } else { 0 },
+        })
+        .collect();
+    let why = if why == "unmount" { held::StopWhy::Unmount } else { held::StopWhy::Stop };
+    let r = held::hand_back(
+        &home,
+        std::process::id(),
+        started_at as i64,
+        why,
+        &items,
+        base::clock::now_ms(),
+        std::time::Duration::from_millis(held::HAND_BACK_MS),
+    );
+    HandBackReport {
+        written: r.written as u32,
+        skipped: r.skipped as u32,
+        not_written: r.not_written as u32,
+    }
+}
+
+/// A message to deliver again into a session live here (its holder is gone).
+#[napi(object)]
+pub struct HeldRedelivery {
+    pub request_id: String,
+    pub session_id: String,
+    pub mode: String,
+    pub text: String,
+    /// `not-in-log`, `pending`, `claimed-not-landed` or `cleared-at-stop`.
+    pub why: String,
+    pub from_pid: u32,
+}
+
+/// The messages of gone holders to deliver again into the sessions this process holds live,
+/// checked against the ledger and the target's log (`mailbox::held::recover`); on a worker thread.
+#[napi]
+pub async fn held_recover(
+    sessions: Vec<String>,
+    started_at: f64,
+    dsh_home: Option<String>,
+) -> napi::Result<Vec<HeldRedelivery>> {
+    let home = home_of(dsh_home.as_deref());
+    let me = mail_core::mailbox::Drainer {
+        pid: std::process::id(),
+        started_at: started_at as i64,
+        sessions,
+    };
+    let now = base::clock::now_ms();
+    let found = blocking(move || mail_core::mailbox::held::recover(&home, &me, now)).await?;
+    Ok(found
+        .into_iter()
+        .map(|r| HeldRedelivery {
+            why: serde_json::to_value(r.why)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+            request_id: r.request_id,
+            session_id: r.session_id,
+            mode: r.mode,
+            text: r.text,
+            from_pid: r.from_pid,
+        })
+        .collect())
+}
+
+/// A re-delivered message (or one found pending here already) is now held by this process.
+#[napi]
+pub async fn held_take(
+    session_id: String,
+    request_id: String,
+    started_at: f64,
+    redelivered: bool,
+    dsh_home: Option<String>,
+) -> napi::Result<()> {
+    let home = home_of(dsh_home.as_deref());
+    let now = base::clock::now_ms();
+    blocking(move || {
+        mail_core::mailbox::held::take(
+            &home,
+            std::process::id(),
+            started_at as i64,
+            &session_id,
+            &request_id,
+            redelivered,
+            now,
+        )
+    })
+    .await?
+    .map_err(internal)
+}
+
+/// A cold session that a message of a gone holder waits for (`mailbox::held::wake_candidate`).
+#[napi(object)]
+pub struct HeldWake {
+    pub session_id: String,
+    pub cwd: String,
+}
+
+/// One cold session to wake (only where `allowResume` permits: the shim asks only then): nobody
+/// holds it, a verified message waits for it, and this process is its one waker for 10 s.
+/// Resolves to null when there is none. On a worker thread.
+#[napi]
+pub async fn held_wake(
+    started_at: f64,
+    sessions: Vec<String>,
+    dsh_home: Option<String>,
+) -> napi::Result<Option<HeldWake>> {
+    let home = home_of(dsh_home.as_deref());
+    let me = mail_core::mailbox::Drainer {
+        pid: std::process::id(),
+        started_at: started_at as i64,
+        sessions,
+    };
+    let now = base::clock::now_ms();
+    let c = blocking(move || mail_core::mailbox::held::wake_candidate(&home, &me, now)).await?;
+    Ok(c.map(|c| HeldWake {
+        session_id: c.session_id,
+        cwd: c.cwd,
+    }))
+}

@@ -312,6 +312,12 @@ pub enum SendNote {
         profile: Option<String>,
         delivered: bool,
     },
+    /// The accepted message waits in its holder's inbox — the memory of that DSH process (`pid`;
+    /// None: this one) — until its turn (or step) starts; `mailbox::held` recorded it for
+    /// re-delivery should that process stop first.
+    HeldInMemory { pid: Option<u32> },
+    /// The re-delivery record could not be written (why): lost if its holder stops first.
+    HeldNotRecorded(String),
 }
 
 /// A send's outcome with its notes.

@@ -81,6 +81,9 @@ pub struct HostInfo {
     pub secret: Option<String>,
     /// The profile name, for messages (`web`, `desktop`, `headless`, ...).
     pub profile: Option<String>,
+    /// This process's presence `startedAt` (ms): the incarnation a message accepted into one of
+    /// its own inboxes is recorded as held by (`mailbox::held`).
+    pub started_at: Option<i64>,
 }
 
 #[derive(Debug, Clone, Deserialize, Default, PartialEq)]

@@ -43,6 +43,8 @@ use crate::presence;
 pub mod admit;
 use base::fsafe::{self, Follow};
 
+pub mod held;
+
 /// Largest envelope posted or read (a message is capped at `maxSendChars` characters plus its frame;
 /// a larger one is refused at the sender, never posted to be deleted unread).
 pub const MAX_ENVELOPE_BYTES: u64 = 1024 * 1024;

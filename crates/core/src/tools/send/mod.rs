@@ -151,6 +151,7 @@ pub async fn run(req: &ToolRequest, ctx: &Context) -> SendResult {
     let mut result = attempt.close(ctx, result).await;
     // The slot is released only now that the ledger line (or its failure) is settled.
     drop(plan.reservation);
+    held(req, ctx, &plan, &mut result).await;
     result
         .notes
         .extend(credentials_exposed(req, ctx.home(), &result));
@@ -190,6 +191,50 @@ async fn hold_for_human(
             what: crate::outcome::Internal::Store(base::offload::Offload::Panicked),
         }),
         Err(off) => SendOutcome::Refused(Refusal::Busy { what: off }),
+    }
+}
+
+/// An accepted message now waits in its holder's inbox, which is that process's memory: a record of
+/// it in the target's mailbox shard lets the session's next holder re-deliver it once if that process
+/// stops or dies before the message lands (`mailbox::held`). The holder: the owner it was routed to,
+/// else this process when it is the host (the shim says when it started); a caller outside the host
+/// (the CLI) does not know which process took it.
+async fn held(req: &ToolRequest, ctx: &Context, p: &plan::Plan, result: &mut SendResult) {
+    let holder = match &p.routed {
+        Some(o) => Some((o.pid, o.started_at)),
+        None => req.host.started_at.map(|t| (std::process::id(), t)),
+    };
+    let (SendOutcome::Accepted(r), Some((pid, started_at))) = (&result.outcome, holder) else {
+        return;
+    };
+    let rec = crate::mailbox::held::Held {
+        v: 1,
+        request_id: p.request_id.clone(),
+        session_id: p.target.clone(),
+        mode: r.mode.as_str().to_string(),
+        text: p.text.clone(),
+        holder_pid: pid,
+        holder_started_at: started_at,
+        at_ms: ctx.now_ms,
+        handed_back: None,
+        redeliveries: 0,
+    };
+    // (a message still in the owner's mailbox is described by the mailbox note)
+    let in_mailbox = result
+        .notes
+        .iter()
+        .any(|n| matches!(n, SendNote::Mailbox { delivered: false, .. }));
+    let waits = (r.mode == crate::delivery::Mode::Queue || r.running) && !in_mailbox;
+    let home = ctx.home.clone();
+    match offload::run(ctx.deadline, move || crate::mailbox::held::record(&home, &rec)).await {
+        Ok(Ok(())) if waits => result.notes.push(SendNote::HeldInMemory {
+            pid: p.routed.as_ref().map(|o| o.pid),
+        }),
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => result.notes.push(SendNote::HeldNotRecorded(e)),
+        Err(_) => result
+            .notes
+            .push(SendNote::HeldNotRecorded("the write did not finish in time".into())),
     }
 }
 

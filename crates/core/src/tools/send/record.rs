@@ -29,6 +29,8 @@ pub struct Attempt {
     /// A line written already, at the mailbox hand-off ([`Attempt::record_hand_off`]): its outcome and
     /// whether it was written.
     pub written: Option<(ledger::LedgerOutcome, Option<ledger::LedgerError>)>,
+    /// The delivered text (hashed on an accepted line: what a re-delivery is checked against).
+    pub text: Option<String>,
 }
 
 impl Attempt {
@@ -40,6 +42,7 @@ impl Attempt {
             request_id: None,
             hop: None,
             written: None,
+            text: None,
         }
     }
 
@@ -47,6 +50,7 @@ impl Attempt {
     pub fn delivering(&mut self, p: &Plan) {
         self.request_id = Some(p.request_id.clone());
         self.hop = Some(p.hop.clone());
+        self.text = Some(p.text.clone());
     }
 
     /// The ledger line of this attempt ending in `result`.
@@ -72,6 +76,9 @@ impl Attempt {
         if let Some(h) = self.hop.as_ref().filter(|_| entry.counts_as_sent() || held) {
             entry.chain = Some(h.chain.clone());
             entry.hop = Some(h.hop);
+        }
+        if entry.outcome == ledger::LedgerOutcome::Accepted {
+            entry.text_sha256 = self.text.as_deref().map(ledger::sha256_hex);
         }
         entry
     }

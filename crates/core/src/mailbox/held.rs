@@ -1,0 +1,724 @@
+//! Messages held in a process's memory: what makes an accepted message survive the process that
+//! holds it queued (issue 19).
+//!
+//! rc.8 keeps a session's inbox in the memory of the process that holds the session
+//! [R8 `packages/core/agent/src/inbox.ts`]; the log records every change as `agent/inbox/spliced`,
+//! written behind (≤ 200 ms). A graceful stop disposes each agent, and disposal is a cancel without
+//! `keepInbox`, which clears the inbox durably [R8 `packages/core/agent-loop/src/index.ts` `dispose` →
+//! `machine.cancel({kind:'disposed'})`; `packages/core/agent-loop/src/agent.ts` `cancel` →
+//! `inbox.clear()`]. A crash loses what the write-behind had not written. Nothing replays either.
+//!
+//! So every accepted message gets a record in its target's shard, `<uuid>.held-<pid>`: "pending in
+//! the inbox of process `<pid>` (presence `startedAt`)". It holds the delivered text exactly as sent.
+//! - The **sender** writes it after the host accepted the message (never replacing one: the holder's
+//!   hand-back may already be there).
+//! - The **holder**, when it stops, rewrites it for every message still pending in its inboxes with
+//!   [`HandBack`] (the log's seq at that moment) *before* the host cancels them: that is the evidence
+//!   that the cancel which follows was the stop's, not a human's ([`hand_back`], synchronous and
+//!   bounded in time).
+//! - The **next holder** of the session (the process that holds it live, as for the mailbox) takes a
+//!   record whose holder is gone ([`recover`]), checks it against the audit ledger (an `accepted` line
+//!   with the same request id, this target, and the SHA-256 of this very text — a forged or altered
+//!   record delivers nothing and is removed) and then the target's log:
+//!   landed → done; removed by a single-row delete (the queue dock's `updateQueue` remove,
+//!   [R8 `packages/host/apiproxy/src/api-proxy.ts` `updateQueue` → `Inbox.remove`]) → removed by the
+//!   human, never re-delivered; cleared as a whole list after its holder's hand-back → the stop's, so
+//!   re-delivered; cleared as a whole list without a hand-back (the human's cancel without keepInbox,
+//!   closing the session, or a stop this plugin did not see) → not re-delivered, `verify` says why;
+//!   inserted and never claimed, claimed and never landed, or not in the log at all (the write-behind
+//!   died with the process) → re-delivered once. A re-delivery is the same text with the same request
+//!   id, so what the receiving model sees is unchanged, and it is not counted against the budget again.
+//!   Once re-delivered the record is held by the new holder, so a second stop is covered the same way.
+//! - A decision not to deliver leaves a tombstone `<uuid>.removed` that `verify` reads.
+
+use std::collections::HashMap;
+use std::fs;
+use std::io::{self, Write};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::{ensure_shard, is_mine_or_orphan, key_of, shard, Drainer, MAX_BATCH, MAX_NAMES};
+use crate::fsafe::{self, Follow};
+use crate::ledger::{self, LedgerOutcome};
+use crate::store::{self, Lookup, RequestTrace};
+
+/// Largest record read.
+pub const MAX_HELD_BYTES: u64 = super::MAX_ENVELOPE_BYTES;
+/// A shard holding this many records takes no more (the sender's send is still accepted; its note
+/// says the record was not written).
+pub const MAX_HELD: usize = 1024;
+/// How long a hand-back at stop may take before it gives up on the rest.
+pub const HAND_BACK_MS: u64 = 300;
+
+/// Why a holder handed its pending messages back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum StopWhy {
+    /// The process is stopping (SIGTERM / SIGINT): the host's disposal clears the inbox next.
+    #[default]
+    Stop,
+    /// The plugin was unmounted while the host went on: a later cancel may be anyone's.
+    Unmount,
+}
+
+/// The holder's hand-back: written before the host cancelled the message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HandBack {
+    pub at_ms: i64,
+    /// The session's log length (`session.seq`) when the message was handed back.
+    pub seq: u64,
+    pub why: StopWhy,
+}
+
+/// One accepted message, pending in the memory of its holder.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Held {
+    pub v: u32,
+    pub request_id: String,
+    pub session_id: String,
+    /// `queue` or `steer`.
+    pub mode: String,
+    /// The delivered text, exactly (From header or frame included).
+    pub text: String,
+    pub holder_pid: u32,
+    /// The holder's presence `startedAt` (0: not known).
+    pub holder_started_at: i64,
+    /// When it was accepted (or last handed to a holder).
+    pub at_ms: i64,
+    pub handed_back: Option<HandBack>,
+    /// How often it was re-delivered.
+    pub redeliveries: u32,
+}
+
+/// Why a message is re-delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RedeliverWhy {
+    /// The log does not hold it: its holder died before the write-behind wrote the insertion.
+    NotInLog,
+    /// Inserted and never claimed (a crash; a resume may have replayed it: the shim checks).
+    Pending,
+    /// Claimed by a turn or step whose landing was never written.
+    ClaimedNotLanded,
+    /// Cleared with the whole inbox after its holder handed it back: the stop's cancel.
+    ClearedAtStop,
+}
+
+/// A message to deliver again into a session live here.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Redelivery {
+    pub request_id: String,
+    pub session_id: String,
+    pub mode: String,
+    pub text: String,
+    pub why: RedeliverWhy,
+    /// The process that held it.
+    pub from_pid: u32,
+}
+
+/// Why a message is not delivered again (the tombstone `<uuid>.removed`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum RemovedWhy {
+    /// A single-row delete: the human's queue-row delete.
+    #[default]
+    Human,
+    /// A cancel of the whole inbox this plugin did not see happen at a stop (the human's cancel
+    /// without keepInbox, closing the session, a stop without the plugin), or one that cannot be
+    /// told from a row delete (a one-item queue after an unmount). A human's decision is final,
+    /// so it is not delivered again.
+    Unattributed,
+}
+
+/// `<uuid>.removed`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Removed {
+    pub request_id: String,
+    pub session_id: String,
+    /// The seq of the cancel.
+    pub seq: u64,
+    pub why: RemovedWhy,
+    pub holder_pid: u32,
+}
+
+fn held_name(key: &str, pid: u32) -> String {
+    format!("{key}.held-{pid}")
+}
+
+/// Write `bytes` to `dest` through a private temp file; `replace: false` never replaces an existing
+/// `dest` (a hard link is made instead of a rename). Not synced: it is to survive the process, and a
+/// machine crash loses the host's unsynced inbox too.
+fn write_file(dir: &Path, dest: &Path, bytes: &[u8], replace: bool) -> io::Result<()> {
+    let tmp = dir.join(format!(".{}.tmp", uuid::Uuid::new_v4().simple()));
+    let r = (|| {
+        let mut f = fsafe::create_private(&tmp)?;
+        f.write_all(bytes)?;
+        if replace {
+            fs::rename(&tmp, dest)
+        } else {
+            let r = fs::hard_link(&tmp, dest);
+            let _ = fs::remove_file(&tmp);
+            match r {
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+                r => r,
+            }
+        }
+    })();
+    if r.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    r
+}
+
+fn encode(h: &Held) -> Result<Vec<u8>, String> {
+    let mut h = h.clone();
+    h.v = 1;
+    let b = serde_json::to_vec(&h).map_err(|e| e.to_string())?;
+    if b.len() as u64 > MAX_HELD_BYTES {
+        return Err(format!("{} bytes, over {MAX_HELD_BYTES}", b.len()));
+    }
+    Ok(b)
+}
+
+/// The sender's record of an accepted message (never replaces one already there).
+pub fn record(home: &Path, h: &Held) -> Result<(), String> {
+    let key = key_of(&h.request_id).ok_or("not a request id of this plugin")?;
+    let d = ensure_shard(home, &h.session_id)?;
+    let n = fs::read_dir(&d)
+        .map_err(|e| e.to_string())?
+        .flatten()
+        .take(MAX_HELD * 4)
+        .filter(|e| e.file_name().to_string_lossy().contains(".held-"))
+        .count();
+    if n >= MAX_HELD {
+        return Err(format!("the mailbox of {} holds {n} records", h.session_id));
+    }
+    write_file(
+        &d,
+        &d.join(held_name(key, h.holder_pid)),
+        &encode(h)?,
+        false,
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// One message pending in an inbox of the stopping process (from the shim).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Pending {
+    pub session_id: String,
+    pub request_id: String,
+    /// `queue` (next-turn) or `steer` (next-step).
+    pub mode: String,
+    pub text: String,
+    /// The session's `seq` at the hand-back.
+    pub seq: u64,
+}
+
+/// What a hand-back did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HandBackReport {
+    pub written: usize,
+    /// Not ours (no request id of this plugin), or a session id that names no folder.
+    pub skipped: usize,
+    /// Left when the deadline passed.
+    pub not_written: usize,
+}
+
+/// The stopping holder hands every pending message of this plugin back: its record is (re)written
+/// with [`HandBack`]. Bounded by `deadline`; what is left is counted, never waited for.
+pub fn hand_back(
+    home: &Path,
+    pid: u32,
+    started_at: i64,
+    why: StopWhy,
+    items: &[Pending],
+    now_ms: i64,
+    deadline: Duration,
+) -> HandBackReport {
+    let t0 = Instant::now();
+    let mut rep = HandBackReport::default();
+    let mut shards: HashMap<String, Option<std::path::PathBuf>> = HashMap::new();
+    for (i, p) in items.iter().enumerate() {
+        if t0.elapsed() > deadline {
+            rep.not_written += items.len() - i;
+            break;
+        }
+        let Some(key) = key_of(&p.request_id) else {
+            rep.skipped += 1;
+            continue;
+        };
+        let d = shards
+            .entry(p.session_id.clone())
+            .or_insert_with(|| ensure_shard(home, &p.session_id).ok());
+        let Some(d) = d.clone() else {
+            rep.skipped += 1;
+            continue;
+        };
+        let h = Held {
+            v: 1,
+            request_id: p.request_id.clone(),
+            session_id: p.session_id.clone(),
+            mode: if p.mode == "steer" { "steer" } else { "queue" }.into(),
+            text: p.text.clone(),
+            holder_pid: pid,
+            holder_started_at: started_at,
+            at_ms: now_ms,
+            handed_back: Some(HandBack {
+                at_ms: now_ms,
+                seq: p.seq,
+                why,
+            }),
+            redeliveries: read_held(&d.join(held_name(key, pid)))
+                .map_or(0, |o| o.redeliveries),
+        };
+        match encode(&h).and_then(|b| {
+            write_file(&d, &d.join(held_name(key, pid)), &b, true).map_err(|e| e.to_string())
+        }) {
+            Ok(()) => rep.written += 1,
+            Err(_) => rep.not_written += 1,
+        }
+    }
+    rep
+}
+
+fn read_held(p: &Path) -> Option<Held> {
+    let (b, _) = fsafe::read_capped(p, Follow::No, MAX_HELD_BYTES).ok()?;
+    serde_json::from_slice(&b).ok()
+}
+
+fn write_removed(d: &Path, key: &str, r: &Removed) {
+    if let Ok(b) = serde_json::to_vec(r) {
+        let _ = write_file(d, &d.join(format!("{key}.removed")), &b, true);
+    }
+}
+
+/// What the log says should happen to a record whose holder is gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Done,
+    Redeliver(RedeliverWhy),
+    Removed(RemovedWhy, u64),
+}
+
+/// The rule (see the module docs), from the target's log and the holder's hand-back.
+pub fn verdict(trace: Option<&RequestTrace>, hb: Option<&HandBack>) -> Verdict {
+    let Some(t) = trace else {
+        return Verdict::Redeliver(RedeliverWhy::NotInLog);
+    };
+    if t.landed.is_some() {
+        return Verdict::Done;
+    }
+    if let Some(c) = t.cancel.filter(|_| t.canceled) {
+        if !c.whole {
+            return Verdict::Removed(RemovedWhy::Human, c.seq);
+        }
+        return match hb {
+            // After the hand-back: the stop's clear — unless a one-item cancel after an unmount,
+            // which a row delete looks exactly like.
+            Some(h) if c.seq >= h.seq && (c.list_len > 1 || h.why == StopWhy::Stop) => {
+                Verdict::Redeliver(RedeliverWhy::ClearedAtStop)
+            }
+            _ => Verdict::Removed(RemovedWhy::Unattributed, c.seq),
+        };
+    }
+    if t.claimed.is_some() {
+        return Verdict::Redeliver(RedeliverWhy::ClaimedNotLanded);
+    }
+    if t.queued.is_some() {
+        return Verdict::Redeliver(RedeliverWhy::Pending);
+    }
+    Verdict::Redeliver(RedeliverWhy::NotInLog)
+}
+
+/// Accepted request ids of `session` in the ledger, with the SHA-256 of the text they delivered.
+fn accepted_texts(home: &Path, session: &str) -> HashMap<String, String> {
+    let filter = ledger::Filter {
+        target: Some(session.to_string()),
+        ..Default::default()
+    };
+    let Ok(read) = ledger::read_ledger(home, &filter) else {
+        return HashMap::new();
+    };
+    read.entries
+        .into_iter()
+        .filter(|e| e.outcome == LedgerOutcome::Accepted && e.target.as_deref() == Some(session))
+        .filter_map(|e| Some((e.request_id?, e.text_sha256?)))
+        .collect()
+}
+
+/// The records of the sessions `me` holds live: what to deliver again now (each claimed by renaming
+/// it to `<uuid>.held-<me>`), oldest first, ≤ [`MAX_BATCH`] per session. On the way: records of
+/// landed messages go, a record the ledger does not vouch for is removed unread-as-junk, and a
+/// message not to deliver again leaves its tombstone.
+pub fn recover(home: &Path, me: &Drainer, now_ms: i64) -> Vec<Redelivery> {
+    let mut out = Vec::new();
+    if fsafe::check_private_dir(&super::root(home)).is_err() {
+        return out;
+    }
+    let mut peers = None;
+    for session in me.sessions.iter().take(crate::presence::MAX_SESSIONS) {
+        let Some(d) = shard(home, session) else {
+            continue;
+        };
+        if fsafe::check_private_dir(&d).is_err() {
+            continue;
+        }
+        let Ok(rd) = fs::read_dir(&d) else { continue };
+        let mut names: Vec<(String, u32, std::path::PathBuf)> = Vec::new();
+        for e in rd.flatten().take(MAX_NAMES * 4) {
+            let name = e.file_name();
+            let Some(name) = name.to_str() else { continue };
+            let Some((k, pid)) = name.split_once(".held-") else {
+                continue;
+            };
+            let Ok(pid) = pid.parse::<u32>() else { continue };
+            if key_of(&format!("{}{k}", crate::mail::REQUEST_ID_PREFIX)).is_none() {
+                continue;
+            }
+            let path = e.path();
+            match fs::symlink_metadata(&path) {
+                Ok(m) if m.is_file() => names.push((k.to_string(), pid, path)),
+                Ok(m) if m.file_type().is_symlink() => {
+                    let _ = fs::remove_file(&path);
+                }
+                _ => {}
+            }
+            if names.len() >= MAX_NAMES {
+                break;
+            }
+        }
+        if names.is_empty() {
+            continue;
+        }
+        // Whose is each record? Mine (accepted into my inbox, or re-delivered by me), a live holder's
+        // (not mine to touch), or an orphan.
+        let mut mine = Vec::new();
+        let mut orphans = Vec::new();
+        for (key, pid, path) in names {
+            let Some(h) = read_held(&path).filter(|h| {
+                h.session_id == *session && key_of(&h.request_id) == Some(key.as_str())
+            }) else {
+                let _ = fs::remove_file(&path);
+                continue;
+            };
+            let named_me = pid == me.pid;
+            if named_me
+                && h.holder_pid == me.pid
+                && (h.holder_started_at == 0 || h.holder_started_at == me.started_at)
+            {
+                mine.push((key, path, h));
+            } else if named_me
+                || is_mine_or_orphan(
+                    me,
+                    pid,
+                    (h.holder_started_at != 0).then_some(h.holder_started_at),
+                    session,
+                    &mut peers,
+                    home,
+                    now_ms,
+                )
+            {
+                orphans.push((key, path, h));
+            }
+        }
+        if mine.is_empty() && orphans.is_empty() {
+            continue;
+        }
+        let Lookup::Found(s) = store::load_session(home, session) else {
+            continue; // no readable log yet: look again on the next pass
+        };
+        let requests = &s.fold.requests;
+        for (key, path, h) in mine {
+            match verdict(requests.get(&h.request_id), None) {
+                Verdict::Done => {
+                    let _ = fs::remove_file(&path);
+                }
+                Verdict::Removed(why, seq) => {
+                    write_removed(
+                        &d,
+                        &key,
+                        &Removed {
+                            request_id: h.request_id.clone(),
+                            session_id: session.clone(),
+                            seq,
+                            why,
+                            holder_pid: h.holder_pid,
+                        },
+                    );
+                    let _ = fs::remove_file(&path);
+                }
+                // Still pending in my memory (or claimed by a turn of mine): nothing to do.
+                Verdict::Redeliver(_) => {}
+            }
+        }
+        if orphans.is_empty() {
+            continue;
+        }
+        let vouched = accepted_texts(home, session);
+        let mut batch = Vec::new();
+        for (key, path, h) in orphans {
+            if vouched.get(&h.request_id) != Some(&ledger::sha256_hex(&h.text)) {
+                // Not an accepted send of this text to this session: deliver nothing.
+                let _ = fs::remove_file(&path);
+                continue;
+            }
+            match verdict(requests.get(&h.request_id), h.handed_back.as_ref()) {
+                Verdict::Done => {
+                    let _ = fs::remove_file(&path);
+                }
+                Verdict::Removed(why, seq) => {
+                    write_removed(
+                        &d,
+                        &key,
+                        &Removed {
+                            request_id: h.request_id.clone(),
+                            session_id: session.clone(),
+                            seq,
+                            why,
+                            holder_pid: h.holder_pid,
+                        },
+                    );
+                    let _ = fs::remove_file(&path);
+                }
+                Verdict::Redeliver(why) => {
+                    if batch.len() >= MAX_BATCH {
+                        continue;
+                    }
+                    let claim = d.join(held_name(&key, me.pid));
+                    if path != claim && fs::rename(&path, &claim).is_err() {
+                        continue;
+                    }
+                    batch.push((
+                        h.at_ms,
+                        Redelivery {
+                            request_id: h.request_id.clone(),
+                            session_id: session.clone(),
+                            mode: h.mode.clone(),
+                            text: h.text.clone(),
+                            why,
+                            from_pid: h.holder_pid,
+                        },
+                    ));
+                }
+            }
+        }
+        batch.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.request_id.cmp(&b.1.request_id)));
+        out.extend(batch.into_iter().map(|(_, r)| r));
+    }
+    out
+}
+
+/// A cold session a message of a gone holder waits for, to wake where `allowResume` permits.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WakeCandidate {
+    pub session_id: String,
+    /// Its header's cwd (rc.8 adopts a stored session by id and cwd: `session.create`).
+    pub cwd: String,
+}
+
+/// The first session (by name) with a verified orphan record to deliver again that no process lists
+/// live (presence) and that no DSH process without this plugin may hold (`presence::foreign`); this
+/// process becomes its one waker for [`WAKE_LOCK_MS`]. The shim then has its own host adopt the
+/// session — without a new message: rc.8's resume replays the inbox insertions the log holds
+/// [R8 `packages/core/agent/src/inbox.ts` constructor], so sending one of those again would land it
+/// twice — and [`recover`] delivers the rest once it is live here. ≤ [`MAX_NAMES`] shards looked at.
+pub fn wake_candidate(home: &Path, me: &Drainer, now_ms: i64) -> Option<WakeCandidate> {
+    let root = super::root(home);
+    fsafe::check_private_dir(&root).ok()?;
+    let peers = crate::presence::peers(home, me.pid, now_ms);
+    let mut shards: Vec<String> = fs::read_dir(&root)
+        .ok()?
+        .flatten()
+        .take(MAX_NAMES)
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|s| super::addressable(s) && !me.sessions.contains(s))
+        .filter(|s| crate::presence::owner_of(&peers, s).is_none())
+        .collect();
+    shards.sort();
+    for session in shards {
+        let d = root.join(&session);
+        if fsafe::check_private_dir(&d).is_err() {
+            continue;
+        }
+        let Ok(rd) = fs::read_dir(&d) else { continue };
+        let held: Vec<Held> = rd
+            .flatten()
+            .take(MAX_NAMES * 4)
+            .filter_map(|e| {
+                let n = e.file_name().into_string().ok()?;
+                let (k, pid) = n.split_once(".held-")?;
+                let pid = pid.parse::<u32>().ok()?;
+                let m = fs::symlink_metadata(e.path()).ok()?;
+                if !m.is_file() {
+                    return None;
+                }
+                let h = read_held(&e.path())?;
+                let started = (h.holder_started_at != 0).then_some(h.holder_started_at);
+                (h.session_id == session
+                    && key_of(&h.request_id) == Some(k)
+                    && is_mine_or_orphan(me, pid, started, &session, &mut Some(peers.clone()), home, now_ms))
+                .then_some(h)
+            })
+            .collect();
+        if held.is_empty() {
+            continue;
+        }
+        let Some(meta) = store::find_session(home, &session) else {
+            continue;
+        };
+        let Some(cwd) = meta.cwd.clone().filter(|_| !meta.is_subagent()) else {
+            continue;
+        };
+        let known: Vec<u32> = peers.iter().map(|r| r.pid).collect();
+        if crate::presence::foreign::holder_of(home, &meta.log_path, &known).is_some() {
+            continue;
+        }
+        let Lookup::Found(s) = store::load_session(home, &session) else {
+            continue;
+        };
+        let vouched = accepted_texts(home, &session);
+        let wanted = held.iter().any(|h| {
+            vouched.get(&h.request_id) == Some(&ledger::sha256_hex(&h.text))
+                && matches!(
+                    verdict(s.fold.requests.get(&h.request_id), h.handed_back.as_ref()),
+                    Verdict::Redeliver(_)
+                )
+        });
+        // One waker per session: two processes resuming one session would fork its history.
+        if wanted && wake_lock(&d, me.pid) {
+            return Some(WakeCandidate { session_id: session, cwd });
+        }
+    }
+    None
+}
+
+/// How long a process's claim to wake a session keeps others off it (its presence lists the session
+/// within a refresh once it is live).
+pub const WAKE_LOCK_MS: u64 = 10_000;
+
+/// Take `<shard>/.wake-<pid>`'s place as the one waker of this session: created exclusively; one left
+/// by a live process younger than [`WAKE_LOCK_MS`] keeps this process off.
+fn wake_lock(d: &Path, pid: u32) -> bool {
+    let p = d.join(".wake");
+    for _ in 0..2 {
+        match fsafe::create_private(&p) {
+            Ok(mut f) => {
+                let _ = f.write_all(pid.to_string().as_bytes());
+                return true;
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                let holder = fsafe::read_capped(&p, Follow::No, 32)
+                    .ok()
+                    .and_then(|(b, m)| {
+                        let pid = std::str::from_utf8(&b).ok()?.trim().parse::<u32>().ok()?;
+                        let young = m
+                            .modified()
+                            .ok()
+                            .and_then(|t| t.elapsed().ok())
+                            .is_some_and(|a| a.as_millis() < u128::from(WAKE_LOCK_MS));
+                        Some((pid, young))
+                    });
+                match holder {
+                    Some((p2, true)) if p2 != pid && crate::presence::pid_alive(p2) => return false,
+                    _ => {
+                        let _ = fs::remove_file(&p);
+                    }
+                }
+            }
+            Err(_) => return false,
+        }
+    }
+    false
+}
+
+/// After the shim delivered a [`Redelivery`] (or found it pending in its inbox already): the record
+/// is now held by `me`, so a later stop of this process is covered the same way.
+pub fn take(
+    home: &Path,
+    pid: u32,
+    started_at: i64,
+    session: &str,
+    request_id: &str,
+    redelivered: bool,
+    now_ms: i64,
+) -> Result<(), String> {
+    let key = key_of(request_id).ok_or("not a request id of this plugin")?;
+    let d = shard(home, session).ok_or("the session id cannot name a mailbox folder")?;
+    fsafe::check_private_dir(&d)?;
+    let p = d.join(held_name(key, pid));
+    let mut h = read_held(&p).ok_or("no record claimed by this process")?;
+    h.holder_pid = pid;
+    h.holder_started_at = started_at;
+    h.at_ms = now_ms;
+    h.handed_back = None;
+    if redelivered {
+        h.redeliveries = h.redeliveries.saturating_add(1);
+    }
+    write_file(&d, &p, &encode(&h)?, true).map_err(|e| e.to_string())
+}
+
+/// What the mailbox knows about a request, for `verify`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HeldState {
+    /// Held (pending) in the memory of a live process.
+    Held { pid: u32, redeliveries: u32 },
+    /// Its holder is gone: re-delivered when the session is live again.
+    Lost {
+        pid: u32,
+        handed_back: bool,
+        redeliveries: u32,
+    },
+    /// Not delivered again: the tombstone.
+    Removed(Removed),
+}
+
+/// The record or tombstone of `request_id` in `session`'s shard.
+pub fn lookup(home: &Path, session: &str, request_id: &str, now_ms: i64) -> Option<HeldState> {
+    let key = key_of(request_id)?;
+    let d = shard(home, session)?;
+    fsafe::check_private_dir(&d).ok()?;
+    if let Ok((b, _)) = fsafe::read_capped(&d.join(format!("{key}.removed")), Follow::No, 4096) {
+        if let Ok(r) = serde_json::from_slice::<Removed>(&b) {
+            if r.request_id == request_id && r.session_id == session {
+                return Some(HeldState::Removed(r));
+            }
+        }
+    }
+    let prefix = format!("{key}.held-");
+    let rd = fs::read_dir(&d).ok()?;
+    let (pid, h) = rd.flatten().take(MAX_NAMES * 4).find_map(|e| {
+        let n = e.file_name().into_string().ok()?;
+        let pid = n.strip_prefix(&prefix)?.parse::<u32>().ok()?;
+        let h = read_held(&e.path())?;
+        (h.request_id == request_id && h.session_id == session).then_some((pid, h))
+    })?;
+    // Seen from no process (pid 0): gone when its pid is dead, or its fresh presence record is
+    // another incarnation or no longer lists the session.
+    let nobody = Drainer::default();
+    let started = (h.holder_started_at != 0).then_some(h.holder_started_at);
+    let gone = is_mine_or_orphan(&nobody, pid, started, session, &mut None, home, now_ms);
+    Some(if gone {
+        HeldState::Lost {
+            pid: h.holder_pid,
+            handed_back: h.handed_back.is_some(),
+            redeliveries: h.redeliveries,
+        }
+    } else {
+        HeldState::Held {
+            pid,
+            redeliveries: h.redeliveries,
+        }
+    })
+}
+
+#[cfg(all(test, unix))]
+mod tests;
