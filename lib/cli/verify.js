@@ -5,17 +5,19 @@ import { resolveDshHome } from '../home.js'
 
 const VERIFY_HELP = `usage: dsh-session-mail verify REQUEST_ID [--session ID] [--wait DURATION] [--json] [--home DIR]
 
-Where a message went, from the session logs: landed (seq, turn), queued in the inbox, canceled,
-or unknown. REQUEST_ID is the "request: dsh-session-mail:…" line of a send receipt.
+Where a message went, from the session logs and the mailbox: landed (seq, turn), queued in the
+inbox (held in that process's memory), lost with its process (re-delivered once the session is live
+again), removed from the queue by the human, canceled, or unknown. REQUEST_ID is the
+"request: dsh-session-mail:…" line of a send receipt.
 
   --session ID       look only in this session's log (default: every session's log)
   --wait DURATION    poll until it has landed or DURATION passed (e.g. 30s, 2m)
-  --json             {requestId, state: landed|queued|canceled|unknown, sessionId, seq, turn,
+  --json             {requestId, state: landed|queued|canceled|lost|removed|unknown, sessionId, seq, turn,
                      target, searched, sessionMissing, text}
   --home DIR         DSH_HOME (default: $DSH_HOME, else ~/.dsh)
 
 The logs lag a live session by ~200 ms.
-Exit: 0 landed, 5 queued or canceled (not landed), 1 unknown, 2 bad usage.
+Exit: 0 landed, 5 queued, lost, removed or canceled (not landed), 1 unknown, 2 bad usage.
 `
 
 const LEDGER_HELP = `usage: dsh-session-mail ledger [--since DURATION] [--session ID] [--limit N] [--json] [--home DIR]
@@ -49,13 +51,13 @@ export async function verify(argv, out) {
   let v
   for (;;) {
     v = await c.verifyRequest(home, requestId, values.session ?? null)
-    if (v.state === 'landed' || v.state === 'canceled' || Date.now() >= deadline) break
+    if (v.state === 'landed' || v.state === 'canceled' || v.state === 'removed' || Date.now() >= deadline) break
     await sleep(250)
   }
   if (values.json) out.stdout(JSON.stringify(v, null, 2))
   else out.stdout(v.text)
   if (v.state === 'landed') return EXIT.OK
-  if (v.state === 'queued' || v.state === 'canceled') return EXIT.PENDING
+  if (v.state === 'queued' || v.state === 'canceled' || v.state === 'lost' || v.state === 'removed') return EXIT.PENDING
   return EXIT.FAILED
 }
 

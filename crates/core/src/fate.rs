@@ -27,6 +27,11 @@ pub struct Verification {
     /// Unknown to the store and refused by the drain of this session's mailbox (`mailbox::admit`):
     /// the session and why.
     pub mailbox_refused: Option<(String, String)>,
+    /// Everything its log says about it (insertions, landings, how it was canceled).
+    pub trace: Option<store::RequestTrace>,
+    /// What the target's mailbox shard says: held in a process's memory, lost with its process
+    /// (re-delivery pending), or not delivered again (`mailbox::held`).
+    pub held: Option<crate::mailbox::held::HeldState>,
 }
 
 /// Look a request id up: in `session` when given, else in every session's log (the folds keep
@@ -40,6 +45,9 @@ pub fn verify(home: &Path, request_id: &str, session: Option<&str>) -> Verificat
         v.mailbox_refused = v.session_id.as_deref().and_then(|s| {
             crate::mailbox::admit::refused(home, s, request_id).map(|r| (r.session_id, r.why))
         });
+    }
+    if let Some(s) = v.session_id.as_deref() {
+        v.held = crate::mailbox::held::lookup(home, s, request_id, base::clock::now_ms());
     }
     v
 }
@@ -59,20 +67,20 @@ fn lookup(home: &Path, request_id: &str, session: Option<&str>) -> Verification 
     };
     if let Some(id) = session.or(from_ledger.as_deref()) {
         return match store::load_session(home, id) {
-            Lookup::Found(s) => Verification {
-                fate: s
-                    .fold
-                    .requests
-                    .get(request_id)
-                    .map(fate_of)
-                    .unwrap_or(Fate::Unknown),
-                session_id: Some(id.to_string()),
-                searched: 1,
-                session_missing: false,
-                waiting: None,
-                awaiting_human: None,
-                mailbox_refused: None,
-            },
+            Lookup::Found(s) => {
+                let trace = s.fold.requests.get(request_id).cloned();
+                Verification {
+                    fate: trace.as_ref().map(fate_of).unwrap_or(Fate::Unknown),
+                    session_id: Some(id.to_string()),
+                    searched: 1,
+                    session_missing: false,
+                    waiting: None,
+                    awaiting_human: None,
+                    mailbox_refused: None,
+                    trace,
+                    held: None,
+                }
+            }
             _ => Verification {
                 fate: Fate::Unknown,
                 session_id: Some(id.to_string()),
@@ -81,6 +89,8 @@ fn lookup(home: &Path, request_id: &str, session: Option<&str>) -> Verification 
                 waiting: None,
                 awaiting_human: None,
                 mailbox_refused: None,
+                trace: None,
+                held: None,
             },
         };
     }
@@ -93,6 +103,8 @@ fn lookup(home: &Path, request_id: &str, session: Option<&str>) -> Verification 
         waiting: None,
         awaiting_human: None,
         mailbox_refused: None,
+        trace: None,
+        held: None,
     };
     for s in &listing.sessions {
         if let Some(t) = s.fold.requests.get(request_id) {
@@ -100,6 +112,7 @@ fn lookup(home: &Path, request_id: &str, session: Option<&str>) -> Verification 
             if rank(&f) > rank(&best.fate) {
                 best.fate = f;
                 best.session_id = Some(s.meta.id.clone());
+                best.trace = Some(t.clone());
             }
         }
     }
@@ -114,7 +127,31 @@ pub enum FateState {
     Landed,
     Queued,
     Canceled,
+    /// Its holder stopped or crashed before it landed; re-delivered when the session is live again.
+    Lost,
+    /// Removed from the queue (by the human, or by a cancel that cannot be told from the human's):
+    /// never delivered again.
+    Removed,
     Unknown,
+}
+
+/// The state that tells the truth: the log's fate, corrected by the mailbox shard and by how it was
+/// canceled.
+pub fn state_of(v: &Verification) -> FateState {
+    use crate::mailbox::held::HeldState;
+    match (&v.fate, &v.held) {
+        (Fate::Landed { .. }, _) => FateState::Landed,
+        (_, Some(HeldState::Removed(_))) => FateState::Removed,
+        (_, Some(HeldState::Lost { .. })) => FateState::Lost,
+        (Fate::Canceled { .. }, _)
+            if v.trace.as_ref().and_then(|t| t.cancel).is_some_and(|c| !c.whole) =>
+        {
+            FateState::Removed
+        }
+        (Fate::Queued { .. }, _) => FateState::Queued,
+        (Fate::Canceled { .. }, _) => FateState::Canceled,
+        (Fate::Unknown, _) => FateState::Unknown,
+    }
 }
 
 /// A verification as data, with its one line of text (`render::fate::request_fate` makes it);

@@ -35,17 +35,80 @@ pub fn describe(v: &Verification, request_id: &str, home: &Path) -> String {
             "waiting: {request_id} is in the mailbox of {s}, not delivered yet; the process holding {s} delivers it on its next drain (or, if that process ended, the next one to hold it)"
         );
     }
+    use crate::mailbox::held::{HeldState, RemovedWhy};
+    let redelivered = match &v.held {
+        Some(HeldState::Held { redeliveries, .. } | HeldState::Lost { redeliveries, .. }) => {
+            *redeliveries
+        }
+        _ => 0,
+    };
+    let again = v.trace.as_ref().is_some_and(|t| t.insertions > 1) || redelivered > 0;
+    if !matches!(v.fate, Fate::Landed { .. }) {
+        match &v.held {
+            Some(HeldState::Removed(r)) => {
+                return match r.why {
+                    RemovedWhy::Human => format!(
+                        "removed from the queue by the human: {request_id} was deleted from {session}'s inbox at seq {} (a single-row delete, as the queue dock does); a human's decision is final, so it is not delivered again",
+                        r.seq
+                    ),
+                    RemovedWhy::Unattributed => format!(
+                        "removed: {request_id} was canceled with the whole inbox of {session} at seq {}, and its holder (pid {}) did not hand it back at a stop first: the human's cancel, closing the session, or a stop this plugin did not see cannot be told apart there, so it is treated as removed by the human and not delivered again",
+                        r.seq, r.holder_pid
+                    ),
+                };
+            }
+            Some(HeldState::Lost { pid, handed_back, .. }) => {
+                let how = if *handed_back {
+                    "stopped and handed it back before its host canceled it"
+                } else {
+                    "is gone (it stopped or crashed)"
+                };
+                let seen = match &v.fate {
+                    Fate::Queued { seq, .. } | Fate::Canceled { seq, .. } => {
+                        format!("inserted into its inbox at seq {seq}, not landed")
+                    }
+                    _ => "not in its log".into(),
+                };
+                return format!(
+                    "lost with its process, re-delivery pending: {request_id} was waiting in the memory of DSH process pid {pid}, which {how} ({session}: {seen}); it is delivered once, with the same request id, when {session} is live again in a process with dsh-session-mail (or woken by one where allowResume permits)"
+                );
+            }
+            _ => {}
+        }
+    }
     match &v.fate {
         Fate::Landed { seq, turn } => format!(
-            "landed in {session} at seq {seq}{}",
-            turn.map_or(String::new(), |t| format!(" (turn {t})"))
+            "landed in {session} at seq {seq}{}{}",
+            turn.map_or(String::new(), |t| format!(" (turn {t})")),
+            if again {
+                " (re-delivered after the process that first held it stopped)"
+            } else {
+                ""
+            }
         ),
+        Fate::Queued { seq, target } if matches!(v.held, Some(HeldState::Held { .. })) => {
+            let pid = match &v.held {
+                Some(HeldState::Held { pid, .. }) => *pid,
+                _ => 0,
+            };
+            format!(
+                "queued in {session} at seq {seq} (inbox {target}), held in the memory of DSH process pid {pid}; not landed yet: it lands when that session's {}",
+                if target == "next-step" { "next step starts" } else { "current turn ends" }
+            )
+        }
         Fate::Queued { seq, target } => format!(
             "queued in {session} at seq {seq} (inbox {target}); not landed yet: it lands when that session's {}",
             if target == "next-step" { "next step starts" } else { "current turn ends" }
         ),
+        Fate::Canceled { seq, target }
+            if v.trace.as_ref().and_then(|t| t.cancel).is_some_and(|c| !c.whole) =>
+        {
+            format!(
+                "removed from the queue by the human: inserted into {session}'s inbox ({target}) at seq {seq}, then deleted from it alone (a single-row delete, as the queue dock does) before it landed; a human's decision is final, so it is not delivered again"
+            )
+        }
         Fate::Canceled { seq, target } => format!(
-            "canceled: inserted into {session}'s inbox ({target}) at seq {seq}, then removed before it landed"
+            "canceled: inserted into {session}'s inbox ({target}) at seq {seq}, then removed with its whole inbox before it landed"
         ),
         Fate::Unknown if v.session_missing => format!(
             "unknown: session {session} is not in {}/sessions (or its log cannot be read)",
@@ -69,14 +132,14 @@ fn js_int(n: u64) -> i64 {
 
 /// [`RequestFate`] of a verification.
 pub fn request_fate(v: &Verification, request_id: &str, home: &Path) -> RequestFate {
-    let (state, seq, turn, target) = match &v.fate {
-        Fate::Landed { seq, turn } => (FateState::Landed, Some(*seq), *turn, None),
-        Fate::Queued { seq, target } => (FateState::Queued, Some(*seq), None, Some(target.clone())),
-        Fate::Canceled { seq, target } => {
-            (FateState::Canceled, Some(*seq), None, Some(target.clone()))
+    let (seq, turn, target) = match &v.fate {
+        Fate::Landed { seq, turn } => (Some(*seq), *turn, None),
+        Fate::Queued { seq, target } | Fate::Canceled { seq, target } => {
+            (Some(*seq), None, Some(target.clone()))
         }
-        Fate::Unknown => (FateState::Unknown, None, None, None),
+        Fate::Unknown => (None, None, None),
     };
+    let state: FateState = crate::fate::state_of(v);
     RequestFate {
         request_id: request_id.to_string(),
         state,
