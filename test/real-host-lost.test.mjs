@@ -1,0 +1,287 @@
+// Nothing lost when the owner stops (issue 19), in the real DSH 0.1.0-rc.8 host.
+//
+// rc.8 keeps a session's inbox in the memory of the process that holds it (packages/core/agent/src/inbox.ts;
+// the log records each change as `agent/inbox/spliced`). A graceful stop disposes every agent, and disposal is
+// a cancel without keepInbox (packages/core/agent-loop/src/index.ts `dispose` → `machine.cancel({kind:
+// 'disposed'})`; packages/core/agent-loop/src/agent.ts `cancel` → `inbox.clear()`): the log records the clear
+// as `outcome: 'canceled'` and nothing replays it. A crash leaves the insertions in the log (a resume replays
+// those, packages/core/agent/src/inbox.ts constructor) except the ones the write-behind had not written yet.
+//
+// 1./2. Two processes on one home, B live (and busy) in process 2; four sessions of process 1 send 40 queued
+//    messages to B, 4 in flight; after the 12th accepted receipt process 2 is stopped (SIGTERM, then SIGKILL
+//    in a fresh home), B is woken again from process 1. Every accepted message lands in B exactly once, none
+//    twice, and the time from B being live again to the last landing is printed (bench/README.md).
+// 3. The human removes one queued message from B's queue (the queue dock's row delete: `session.updateQueue`
+//    `{kind:'remove'}`, packages/host/apiproxy/src/api-proxy.ts `updateQueue` → `agent.inbox.remove`), then
+//    the holder is stopped: that message stays removed (verify says so), the others land once.
+// 4. One process alone, quit with messages queued, started again on the same home: each lands once.
+//
+//   eval "$(bash test/real-host/install-host.sh)" && $DSH_NODE --test --test-concurrency=1 test/real-host-lost.test.mjs
+//
+// KEEP_TMP=1 keeps the sandboxes. Timings print as `# metrics {...}`.
+import { describe, test, after } from 'node:test'
+import assert from 'node:assert/strict'
+import { execFileSync } from 'node:child_process'
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import {
+  makeSandbox, packAndInstall, bootWeb, initProfile, callTool, readSessionLog, findSessionLog,
+  userTexts, isIdle, turnEndCount, printMetrics, REPO_ROOT,
+} from './real-host/harness.mjs'
+
+const [major, minor] = process.versions.node.split('.').map(Number)
+if (major < 22 || (major === 22 && minor < 15)) {
+  throw new Error(`run this under Node >= 22.15 (the host's Node 22: $DSH_NODE); this is ${process.version}`)
+}
+
+const sleep = ms => new Promise(r => setTimeout(r, ms))
+const esc = s => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+const ROW = 'dsh-session-mail'
+/** How long every accepted message gets to land after B is live again (a bound for the test, not a measurement). */
+const LAND_BOUND_MS = 60_000
+
+const m = {}
+after(() => printMetrics('session-mail-lost', m))
+
+function requestIdOf(text) {
+  return /^request: (dsh-session-mail:\S+)$/m.exec(text)?.[1]
+}
+
+/** rpcId -> how many user messages of `events` carry it (each delivery lands as exactly one). */
+function landings(events) {
+  const n = new Map()
+  for (const u of userTexts(events)) {
+    const id = u.source?.rpcId
+    if (typeof id === 'string' && id.startsWith('dsh-session-mail:')) n.set(id, (n.get(id) ?? 0) + 1)
+  }
+  return n
+}
+
+function presence(home) {
+  const dir = join(home, 'dsh-session-mail', 'presence')
+  const out = new Map()
+  let names = []
+  try { names = readdirSync(dir) } catch { return out }
+  for (const n of names) {
+    if (!/^\d+\.json$/.test(n)) continue
+    try { const r = JSON.parse(readFileSync(join(dir, n), 'utf8')); out.set(r.pid, r) } catch {}
+  }
+  return out
+}
+
+async function waitUntil(what, fn, timeout = 30_000, interval = 50) {
+  const t0 = Date.now()
+  for (;;) {
+    const v = await fn()
+    if (v) return v
+    if (Date.now() - t0 > timeout) throw new Error(`${what}: not after ${timeout} ms`)
+    await sleep(interval)
+  }
+}
+
+/** The pid whose presence record lists `id` with `status` (any status when omitted). */
+function holderOf(home, id, status) {
+  for (const [pid, r] of presence(home)) {
+    if (r.sessions?.some(s => s.id === id && (status === undefined || s.status === status))) return pid
+  }
+  return undefined
+}
+
+function verify(box, rid) {
+  try {
+    return execFileSync(process.execPath, [join(REPO_ROOT, 'bin', 'dsh-session-mail.mjs'), 'verify', rid], {
+      env: { ...box.env }, encoding: 'utf8',
+    })
+  } catch (e) {
+    return String(e.stdout ?? '') + String(e.stderr ?? '')
+  }
+}
+
+/** One writer, one history: B's seqs only go up. */
+function assertOneHistory(home, id) {
+  const seqs = readSessionLog(findSessionLog(home, id)).map(e => e.seq).filter(s => s !== undefined)
+  for (let i = 1; i < seqs.length; i++) assert.ok(seqs[i] > seqs[i - 1], `seq ${seqs[i]} after ${seqs[i - 1]} in ${id}: the history forked`)
+}
+
+/** A sandbox whose plugin row has no budget, stacking or relay limit (40 sends to one target are the point here). */
+async function sandbox() {
+  const box = await makeSandbox()
+  const pdir = initProfile(box, 'web')
+  packAndInstall(pdir, REPO_ROOT, { mode: 'manual' })
+  writeFileSync(join(pdir, 'cordis.patch.yml'),
+    `- id: ${ROW}\n  config: ${JSON.stringify({ budgetPerPair: 0, budgetPerSender: 0, maxStackedPerSender: 0, maxRelayHops: 0 })}\n`)
+  return box
+}
+
+/** A session of `web` with one finished turn, so it has a log and a history. */
+async function sessionIn(web, cwd, hello) {
+  const id = await web.createSession(cwd)
+  await web.prompt(id, hello)
+  await web.waitFor(id, ev => turnEndCount(ev) >= 1 && isIdle(ev))
+  return id
+}
+
+/** Start a long turn in B (the fake LLM sleeps, abort-aware): every queued message waits in B's inbox. */
+async function keepBusy(web, B) {
+  await web.prompt(B, '@@sleep 600000')
+  await web.waitFor(B, ev => ev.some(e => e.type === 'turn/start') && !isIdle(ev))
+}
+
+async function stopProcess(web, signal) {
+  const exited = new Promise(r => (web.child.exitCode !== null || web.child.signalCode !== null) ? r() : web.child.once('exit', r))
+  web.child.kill(signal)
+  const timer = setTimeout(() => web.child.kill('SIGKILL'), 10_000)
+  await exited
+  clearTimeout(timer)
+}
+
+/**
+ * Wait until every accepted request id has landed in B (read from the log on disk, the durable history), then
+ * a little longer (several drain periods) so a second landing would show; resolves to the landing counts.
+ */
+async function landedOnce(box, B, accepted, bound = LAND_BOUND_MS) {
+  const t0 = Date.now()
+  let counts
+  let missing = []
+  for (;;) {
+    try { counts = landings(readSessionLog(findSessionLog(box.home, B))) } catch { counts = new Map() }
+    missing = accepted.filter(r => !counts.has(r))
+    if (missing.length === 0) break
+    if (Date.now() - t0 > bound) break
+    await sleep(100)
+  }
+  const ms = Date.now() - t0
+  await sleep(2000)
+  counts = landings(readSessionLog(findSessionLog(box.home, B)))
+  return { counts, ms, missing: accepted.filter(r => !counts.has(r)) }
+}
+
+function assertExactlyOnce(box, accepted, counts, label) {
+  const lost = accepted.filter(r => !counts.has(r))
+  const twice = [...counts].filter(([, n]) => n > 1)
+  const verdicts = lost.slice(0, 3).map(r => `${r}: ${verify(box, r).trim()}`).join('\n')
+  assert.deepEqual({ lost: lost.length, twice: twice.length }, { lost: 0, twice: 0 },
+    `${label}: of ${accepted.length} accepted messages ${lost.length} never landed and ${twice.length} landed twice\n${verdicts}`)
+}
+
+for (const signal of ['SIGTERM', 'SIGKILL']) {
+  describe(`${signal} of the process holding B (two processes on one home)`, () => {
+    test(`40 queued sends, 4 in flight, holder ${signal}ed after the 12th receipt: every accepted message lands in B exactly once after B is live again`, async () => {
+      const box = await sandbox()
+      try {
+        const [web1, web2] = await Promise.all([bootWeb(box), bootWeb(box)])
+        const senders = []
+        for (let i = 0; i < 4; i++) senders.push(await sessionIn(web1, box.ws, `hello from sender ${i}`))
+        const B = await sessionIn(web2, box.mkdir('ws-b'), 'hello from B')
+        await keepBusy(web2, B)
+        await waitUntil('process 2 lists B running', () => holderOf(box.home, B, 'running') === web2.pid)
+        const accepted = []
+        const others = []
+        let stopping
+        let stoppedAt
+        const worker = async (i) => {
+          for (let k = 0; k < 10; k++) {
+            const r = await callTool(web1, senders[i], 'sessions_send', { session_id: B, message: `LOST-${signal}-${i}-${k}` }, { timeout: 60_000 })
+            const rid = requestIdOf(r.text)
+            if (r.text.startsWith('accepted for ')) {
+              accepted.push(rid)
+              if (accepted.length === 12 && stopping === undefined) {
+                stopping = stopProcess(web2, signal).then(() => { stoppedAt = Date.now() })
+              }
+            } else {
+              others.push(r.text.split('\n')[0])
+            }
+          }
+        }
+        await Promise.all([0, 1, 2, 3].map(worker))
+        await stopping
+        m[`${signal}Accepted`] = accepted.length
+        m[`${signal}NotAccepted`] = others.length
+        assert.ok(accepted.length >= 12, `at least 12 accepted: ${accepted.length}; others: ${others.slice(0, 3)}`)
+        // B is woken again from process 1 (if no send after the stop did already)
+        await waitUntil('B drops out of process 2', () => holderOf(box.home, B) !== web2.pid, 15_000)
+        if (holderOf(box.home, B) !== web1.pid) {
+          const w = await callTool(web1, senders[0], 'sessions_send', { session_id: B, message: `LOST-${signal}-wake` }, { timeout: 60_000 })
+          assert.match(w.text, /^accepted for /, w.text)
+          accepted.push(requestIdOf(w.text))
+        }
+        const liveAt = await waitUntil('B live in process 1', () => holderOf(box.home, B) === web1.pid && Date.now(), 30_000)
+        const { counts, ms } = await landedOnce(box, B, accepted)
+        m[`${signal}RecoveryMs`] = ms
+        m[`${signal}LiveAfterStopMs`] = liveAt - stoppedAt
+        assertExactlyOnce(box, accepted, counts, signal)
+        assertOneHistory(box.home, B)
+        // verify tells the truth afterwards: each accepted request landed
+        for (const rid of accepted.slice(0, 3)) assert.match(verify(box, rid), new RegExp(`^landed in ${esc(B)} at seq \\d+`, 'm'))
+      } finally {
+        await box.cleanup()
+      }
+    })
+  })
+}
+
+describe('a human decision is final', () => {
+  test('a queued message the human removed from B\'s queue (updateQueue remove) is never re-delivered after the holder stops; the others land once', async () => {
+    const box = await sandbox()
+    try {
+      const [web1, web2] = await Promise.all([bootWeb(box), bootWeb(box)])
+      const A = await sessionIn(web1, box.ws, 'hello from A')
+      const B = await sessionIn(web2, box.mkdir('ws-b'), 'hello from B')
+      await keepBusy(web2, B)
+      await waitUntil('process 2 lists B running', () => holderOf(box.home, B, 'running') === web2.pid)
+      const rids = []
+      for (let k = 0; k < 3; k++) {
+        const r = await callTool(web1, A, 'sessions_send', { session_id: B, message: `HUMAN-${k}` })
+        assert.match(r.text, /^accepted for /, r.text)
+        rids.push(requestIdOf(r.text))
+      }
+      // the queue dock's row delete of the second one, as the web client sends it
+      const events = await web2.history(B)
+      const inserted = events.filter(e => e.type === 'agent/inbox/spliced').flatMap(e => e.data.inserted ?? [])
+      const item = inserted.find(u => u.source?.rpcId === rids[1])
+      assert.ok(item, 'the second message is in B\'s inbox')
+      await web2.rpc('session.updateQueue', { sessionId: B, itemId: item.id, action: { kind: 'remove' } })
+      await web2.waitFor(B, ev => ev.some(e => e.type === 'agent/inbox/spliced' && e.data.outcome === 'canceled'))
+      await stopProcess(web2, 'SIGTERM')
+      await waitUntil('B drops out of process 2', () => holderOf(box.home, B) !== web2.pid, 15_000)
+      const w = await callTool(web1, A, 'sessions_send', { session_id: B, message: 'HUMAN-wake' })
+      assert.match(w.text, /^accepted for /, w.text)
+      const wake = requestIdOf(w.text)
+      const { counts } = await landedOnce(box, B, [rids[0], rids[2], wake])
+      assertExactlyOnce(box, [rids[0], rids[2], wake], counts, 'kept')
+      assert.equal(counts.get(rids[1]) ?? 0, 0, 'the message the human removed never lands')
+      assert.match(verify(box, rids[1]), /removed from the queue by the human/)
+    } finally {
+      await box.cleanup()
+    }
+  })
+})
+
+describe('one process alone', () => {
+  test('quit (SIGTERM) with messages queued, started again on the same home: each lands once', async () => {
+    const box = await sandbox()
+    try {
+      const web = await bootWeb(box)
+      const A = await sessionIn(web, box.ws, 'hello from A')
+      const B = await sessionIn(web, box.mkdir('ws-b'), 'hello from B')
+      await keepBusy(web, B)
+      const rids = []
+      for (let k = 0; k < 3; k++) {
+        const r = await callTool(web, A, 'sessions_send', { session_id: B, message: `ALONE-${k}` })
+        assert.match(r.text, /^accepted for /, r.text)
+        rids.push(requestIdOf(r.text))
+      }
+      await stopProcess(web, 'SIGTERM')
+      const t0 = Date.now()
+      const again = await bootWeb(box)
+      const { counts, ms } = await landedOnce(box, B, rids)
+      m.aloneRestartToLandedMs = Date.now() - t0
+      m.aloneLandedAfterBootMs = ms
+      assertExactlyOnce(box, rids, counts, 'restart')
+      assert.ok(holderOf(box.home, B) === again.pid, 'the restarted process holds B')
+      assertOneHistory(box.home, B)
+    } finally {
+      await box.cleanup()
+    }
+  })
+})
