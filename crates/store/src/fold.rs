@@ -114,6 +114,9 @@ pub struct Fold {
     inbox_next_step: Vec<Option<String>>,
     /// Events with a lower seq were inherited from the parent (fork/seed prefix).
     pub inherited_cut: Option<u64>,
+    /// The seq of the last untagged `session/end-seed`: where the process holding the session now
+    /// resumed it (rc.8 appends one on every resume). A claim before it was a previous holder's.
+    pub resumed_at: Option<u64>,
     pub notes: Notes,
     pub lines: u64,
     gap_noted: bool,
@@ -541,6 +544,9 @@ impl Fold {
             "agent/inbox/spliced" => self.splice(seq, data),
             "session/end-seed" => {
                 if let Ok(d) = serde_json::from_str::<EndSeedData>(data) {
+                    if d.inherited != Some(true) {
+                        self.resumed_at = Some(seq);
+                    }
                     if d.inherited == Some(true) {
                         // Everything before the last tagged marker is the parent's prefix.
                         self.inherited_cut = Some(seq);

@@ -308,8 +308,9 @@ pub enum Verdict {
     Removed(RemovedWhy, u64),
 }
 
-/// The rule (see the module docs), from the target's log and the holder's hand-back.
-pub fn verdict(trace: Option<&RequestTrace>, hb: Option<&HandBack>) -> Verdict {
+/// The rule (see the module docs), from the target's log (`resumed_at`: the seq where the session's
+/// current holder resumed it, [`store::Fold::resumed_at`]) and the holder's hand-back.
+pub fn verdict(trace: Option<&RequestTrace>, hb: Option<&HandBack>, resumed_at: Option<u64>) -> Verdict {
     let Some(t) = trace else {
         return Verdict::Redeliver(RedeliverWhy::NotInLog);
     };
@@ -329,8 +330,13 @@ pub fn verdict(trace: Option<&RequestTrace>, hb: Option<&HandBack>) -> Verdict {
             _ => Verdict::Removed(RemovedWhy::Unattributed, c.seq),
         };
     }
-    if t.claimed.is_some() {
-        return Verdict::Redeliver(RedeliverWhy::ClaimedNotLanded);
+    if let Some(c) = t.claimed {
+        // Claimed before the current holder resumed the session: the turn that took it died with its
+        // process. Claimed after: a turn running now took it, and its landing is being written.
+        if resumed_at.is_some_and(|r| c < r) {
+            return Verdict::Redeliver(RedeliverWhy::ClaimedNotLanded);
+        }
+        return Verdict::Done;
     }
     if t.queued.is_some() {
         return Verdict::Redeliver(RedeliverWhy::Pending);
@@ -437,7 +443,12 @@ pub fn recover(home: &Path, me: &Drainer, now_ms: i64) -> Vec<Redelivery> {
         };
         let requests = &s.fold.requests;
         for (key, path, h) in mine {
-            match verdict(requests.get(&h.request_id), None) {
+            let t = requests.get(&h.request_id);
+            // A re-delivery of mine is judged on the log only once its insertion shows there (the
+            // cancel the log still holds may be the stop's that this re-delivery answered).
+            let current = h.redeliveries == 0 || t.is_some_and(|t| t.insertions > h.redeliveries);
+            match verdict(t, None, s.fold.resumed_at) {
+                Verdict::Removed(..) if !current => {}
                 Verdict::Done => {
                     let _ = fs::remove_file(&path);
                 }
@@ -470,7 +481,7 @@ pub fn recover(home: &Path, me: &Drainer, now_ms: i64) -> Vec<Redelivery> {
                 let _ = fs::remove_file(&path);
                 continue;
             }
-            match verdict(requests.get(&h.request_id), h.handed_back.as_ref()) {
+            match verdict(requests.get(&h.request_id), h.handed_back.as_ref(), s.fold.resumed_at) {
                 Verdict::Done => {
                     let _ = fs::remove_file(&path);
                 }
@@ -589,7 +600,7 @@ pub fn wake_candidate(home: &Path, me: &Drainer, now_ms: i64) -> Option<WakeCand
         let wanted = held.iter().any(|h| {
             vouched.get(&h.request_id) == Some(&ledger::sha256_hex(&h.text))
                 && matches!(
-                    verdict(s.fold.requests.get(&h.request_id), h.handed_back.as_ref()),
+                    verdict(s.fold.requests.get(&h.request_id), h.handed_back.as_ref(), s.fold.resumed_at),
                     Verdict::Redeliver(_)
                 )
         });

@@ -108,25 +108,29 @@ fn the_rule_decides_from_the_log_and_the_hand_back() {
         cancel: Some(Cancel { seq, whole, list_len }),
         ..Default::default()
     };
-    assert_eq!(verdict(None, None), Verdict::Redeliver(RedeliverWhy::NotInLog));
+    assert_eq!(verdict(None, None, None), Verdict::Redeliver(RedeliverWhy::NotInLog));
     let landed = RequestTrace { landed: Some((9, Some(2))), landings: 1, ..Default::default() };
-    assert_eq!(verdict(Some(&landed), Some(&stop)), Verdict::Done);
+    assert_eq!(verdict(Some(&landed), Some(&stop), None), Verdict::Done);
     let pending = RequestTrace { queued: Some((3, "next-turn".into())), insertions: 1, ..Default::default() };
-    assert_eq!(verdict(Some(&pending), None), Verdict::Redeliver(RedeliverWhy::Pending));
+    assert_eq!(verdict(Some(&pending), None, None), Verdict::Redeliver(RedeliverWhy::Pending));
     let claimed = RequestTrace { claimed: Some(8), ..pending.clone() };
-    assert_eq!(verdict(Some(&claimed), None), Verdict::Redeliver(RedeliverWhy::ClaimedNotLanded));
+    // claimed by a turn of a holder that was gone when the session was resumed at seq 9; claimed by the
+    // current holder's turn (after its resume, or never resumed): it is landing
+    assert_eq!(verdict(Some(&claimed), None, Some(9)), Verdict::Redeliver(RedeliverWhy::ClaimedNotLanded));
+    assert_eq!(verdict(Some(&claimed), None, Some(7)), Verdict::Done);
+    assert_eq!(verdict(Some(&claimed), None, None), Verdict::Done);
     // the stop's clear after the hand-back: re-delivered (also a one-item queue: it was a stop)
-    assert_eq!(verdict(Some(&canceled(11, true, 3)), Some(&stop)), Verdict::Redeliver(RedeliverWhy::ClearedAtStop));
-    assert_eq!(verdict(Some(&canceled(11, true, 1)), Some(&stop)), Verdict::Redeliver(RedeliverWhy::ClearedAtStop));
+    assert_eq!(verdict(Some(&canceled(11, true, 3)), Some(&stop), None), Verdict::Redeliver(RedeliverWhy::ClearedAtStop));
+    assert_eq!(verdict(Some(&canceled(11, true, 1)), Some(&stop), None), Verdict::Redeliver(RedeliverWhy::ClearedAtStop));
     // a single-row delete is the human's, hand-back or not
-    assert_eq!(verdict(Some(&canceled(11, false, 3)), Some(&stop)), Verdict::Removed(RemovedWhy::Human, 11));
-    assert_eq!(verdict(Some(&canceled(11, false, 3)), None), Verdict::Removed(RemovedWhy::Human, 11));
+    assert_eq!(verdict(Some(&canceled(11, false, 3)), Some(&stop), None), Verdict::Removed(RemovedWhy::Human, 11));
+    assert_eq!(verdict(Some(&canceled(11, false, 3)), None, None), Verdict::Removed(RemovedWhy::Human, 11));
     // a whole clear nobody handed back, one before the hand-back, or a one-item cancel after an unmount
     // (a row delete looks the same): not delivered again
-    assert_eq!(verdict(Some(&canceled(11, true, 3)), None), Verdict::Removed(RemovedWhy::Unattributed, 11));
-    assert_eq!(verdict(Some(&canceled(9, true, 3)), Some(&stop)), Verdict::Removed(RemovedWhy::Unattributed, 9));
-    assert_eq!(verdict(Some(&canceled(11, true, 1)), Some(&unmount)), Verdict::Removed(RemovedWhy::Unattributed, 11));
-    assert_eq!(verdict(Some(&canceled(11, true, 2)), Some(&unmount)), Verdict::Redeliver(RedeliverWhy::ClearedAtStop));
+    assert_eq!(verdict(Some(&canceled(11, true, 3)), None, None), Verdict::Removed(RemovedWhy::Unattributed, 11));
+    assert_eq!(verdict(Some(&canceled(9, true, 3)), Some(&stop), None), Verdict::Removed(RemovedWhy::Unattributed, 9));
+    assert_eq!(verdict(Some(&canceled(11, true, 1)), Some(&unmount), None), Verdict::Removed(RemovedWhy::Unattributed, 11));
+    assert_eq!(verdict(Some(&canceled(11, true, 2)), Some(&unmount), None), Verdict::Redeliver(RedeliverWhy::ClearedAtStop));
 }
 
 #[test]
