@@ -837,10 +837,18 @@ pub fn held_hand_back(
             request_id: p.request_id,
             mode: p.mode,
             text: p.text,
-            seq: if p.seq.is_finite() && p.seq >= 0.0 { p.seq as u64 } else { 0 },
+            seq: if p.seq.is_finite() && p.seq >= 0.0 {
+                p.seq as u64
+            } else {
+                0
+            },
         })
         .collect();
-    let why = if why == "unmount" { held::StopWhy::Unmount } else { held::StopWhy::Stop };
+    let why = if why == "unmount" {
+        held::StopWhy::Unmount
+    } else {
+        held::StopWhy::Stop
+    };
     let r = held::hand_back(
         &home,
         std::process::id(),

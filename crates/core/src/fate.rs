@@ -144,7 +144,10 @@ pub fn state_of(v: &Verification) -> FateState {
         (_, Some(HeldState::Removed(_))) => FateState::Removed,
         (_, Some(HeldState::Lost { .. })) => FateState::Lost,
         (Fate::Canceled { .. }, _)
-            if v.trace.as_ref().and_then(|t| t.cancel).is_some_and(|c| !c.whole) =>
+            if v.trace
+                .as_ref()
+                .and_then(|t| t.cancel)
+                .is_some_and(|c| !c.whole) =>
         {
             FateState::Removed
         }

@@ -40,9 +40,9 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::{ensure_shard, is_mine_or_orphan, key_of, shard, Drainer, MAX_BATCH, MAX_NAMES};
-use crate::fsafe::{self, Follow};
 use crate::ledger::{self, LedgerOutcome};
-use crate::store::{self, Lookup, RequestTrace};
+use base::fsafe::{self, Follow};
+use store::{Lookup, RequestTrace};
 
 /// Largest record read.
 pub const MAX_HELD_BYTES: u64 = super::MAX_ENVELOPE_BYTES;
@@ -276,8 +276,7 @@ pub fn hand_back(
                 seq: p.seq,
                 why,
             }),
-            redeliveries: read_held(&d.join(held_name(key, pid)))
-                .map_or(0, |o| o.redeliveries),
+            redeliveries: read_held(&d.join(held_name(key, pid))).map_or(0, |o| o.redeliveries),
         };
         match encode(&h).and_then(|b| {
             write_file(&d, &d.join(held_name(key, pid)), &b, true).map_err(|e| e.to_string())
@@ -310,7 +309,11 @@ pub enum Verdict {
 
 /// The rule (see the module docs), from the target's log (`resumed_at`: the seq where the session's
 /// current holder resumed it, [`store::Fold::resumed_at`]) and the holder's hand-back.
-pub fn verdict(trace: Option<&RequestTrace>, hb: Option<&HandBack>, resumed_at: Option<u64>) -> Verdict {
+pub fn verdict(
+    trace: Option<&RequestTrace>,
+    hb: Option<&HandBack>,
+    resumed_at: Option<u64>,
+) -> Verdict {
     let Some(t) = trace else {
         return Verdict::Redeliver(RedeliverWhy::NotInLog);
     };
@@ -385,7 +388,9 @@ pub fn recover(home: &Path, me: &Drainer, now_ms: i64) -> Vec<Redelivery> {
             let Some((k, pid)) = name.split_once(".held-") else {
                 continue;
             };
-            let Ok(pid) = pid.parse::<u32>() else { continue };
+            let Ok(pid) = pid.parse::<u32>() else {
+                continue;
+            };
             if key_of(&format!("{}{k}", crate::mail::REQUEST_ID_PREFIX)).is_none() {
                 continue;
             }
@@ -481,7 +486,11 @@ pub fn recover(home: &Path, me: &Drainer, now_ms: i64) -> Vec<Redelivery> {
                 let _ = fs::remove_file(&path);
                 continue;
             }
-            match verdict(requests.get(&h.request_id), h.handed_back.as_ref(), s.fold.resumed_at) {
+            match verdict(
+                requests.get(&h.request_id),
+                h.handed_back.as_ref(),
+                s.fold.resumed_at,
+            ) {
                 Verdict::Done => {
                     let _ = fs::remove_file(&path);
                 }
@@ -576,7 +585,15 @@ pub fn wake_candidate(home: &Path, me: &Drainer, now_ms: i64) -> Option<WakeCand
                 let started = (h.holder_started_at != 0).then_some(h.holder_started_at);
                 (h.session_id == session
                     && key_of(&h.request_id) == Some(k)
-                    && is_mine_or_orphan(me, pid, started, &session, &mut Some(peers.clone()), home, now_ms))
+                    && is_mine_or_orphan(
+                        me,
+                        pid,
+                        started,
+                        &session,
+                        &mut Some(peers.clone()),
+                        home,
+                        now_ms,
+                    ))
                 .then_some(h)
             })
             .collect();
@@ -600,13 +617,20 @@ pub fn wake_candidate(home: &Path, me: &Drainer, now_ms: i64) -> Option<WakeCand
         let wanted = held.iter().any(|h| {
             vouched.get(&h.request_id) == Some(&ledger::sha256_hex(&h.text))
                 && matches!(
-                    verdict(s.fold.requests.get(&h.request_id), h.handed_back.as_ref(), s.fold.resumed_at),
+                    verdict(
+                        s.fold.requests.get(&h.request_id),
+                        h.handed_back.as_ref(),
+                        s.fold.resumed_at
+                    ),
                     Verdict::Redeliver(_)
                 )
         });
         // One waker per session: two processes resuming one session would fork its history.
         if wanted && wake_lock(&d, me.pid) {
-            return Some(WakeCandidate { session_id: session, cwd });
+            return Some(WakeCandidate {
+                session_id: session,
+                cwd,
+            });
         }
     }
     None
@@ -639,7 +663,9 @@ fn wake_lock(d: &Path, pid: u32) -> bool {
                         Some((pid, young))
                     });
                 match holder {
-                    Some((p2, true)) if p2 != pid && crate::presence::pid_alive(p2) => return false,
+                    Some((p2, true)) if p2 != pid && crate::presence::pid_alive(p2) => {
+                        return false
+                    }
                     _ => {
                         let _ = fs::remove_file(&p);
                     }

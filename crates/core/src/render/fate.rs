@@ -57,7 +57,9 @@ pub fn describe(v: &Verification, request_id: &str, home: &Path) -> String {
                     ),
                 };
             }
-            Some(HeldState::Lost { pid, handed_back, .. }) => {
+            Some(HeldState::Lost {
+                pid, handed_back, ..
+            }) => {
                 let how = if *handed_back {
                     "stopped and handed it back before its host canceled it"
                 } else {

@@ -1,6 +1,6 @@
 use super::*;
-use crate::store::{Cancel, RequestTrace};
 use serde_json::{json, Value};
+use store::{Cancel, RequestTrace};
 
 const S: &str = "session-t";
 const DEAD: u32 = i32::MAX as u32 - 11;
@@ -60,7 +60,10 @@ fn msg(n: u8) -> Value {
 fn log(home: &Path, events: &[Value]) {
     let dir = home.join("sessions").join("--w--").join(S);
     fs::create_dir_all(&dir).unwrap();
-    let mut out = format!("{}\n", json!({"type":"session","version":0,"id":S,"createdAt":1,"cwd":"/w"}));
+    let mut out = format!(
+        "{}\n",
+        json!({"type":"session","version":0,"id":S,"createdAt":1,"cwd":"/w"})
+    );
     for (seq, e) in events.iter().enumerate() {
         let mut e = e.clone();
         e["seq"] = json!(seq);
@@ -94,43 +97,100 @@ fn names(home: &Path) -> Vec<String> {
 }
 
 fn key(n: u8) -> String {
-    rid(n).trim_start_matches(crate::mail::REQUEST_ID_PREFIX).to_string()
+    rid(n)
+        .trim_start_matches(crate::mail::REQUEST_ID_PREFIX)
+        .to_string()
 }
 
 #[test]
 fn the_rule_decides_from_the_log_and_the_hand_back() {
-    let stop = HandBack { at_ms: 1, seq: 10, why: StopWhy::Stop };
-    let unmount = HandBack { why: StopWhy::Unmount, ..stop };
+    let stop = HandBack {
+        at_ms: 1,
+        seq: 10,
+        why: StopWhy::Stop,
+    };
+    let unmount = HandBack {
+        why: StopWhy::Unmount,
+        ..stop
+    };
     let canceled = |seq, whole, list_len| RequestTrace {
         queued: Some((3, "next-turn".into())),
         canceled: true,
         insertions: 1,
-        cancel: Some(Cancel { seq, whole, list_len }),
+        cancel: Some(Cancel {
+            seq,
+            whole,
+            list_len,
+        }),
         ..Default::default()
     };
-    assert_eq!(verdict(None, None, None), Verdict::Redeliver(RedeliverWhy::NotInLog));
-    let landed = RequestTrace { landed: Some((9, Some(2))), landings: 1, ..Default::default() };
+    assert_eq!(
+        verdict(None, None, None),
+        Verdict::Redeliver(RedeliverWhy::NotInLog)
+    );
+    let landed = RequestTrace {
+        landed: Some((9, Some(2))),
+        landings: 1,
+        ..Default::default()
+    };
     assert_eq!(verdict(Some(&landed), Some(&stop), None), Verdict::Done);
-    let pending = RequestTrace { queued: Some((3, "next-turn".into())), insertions: 1, ..Default::default() };
-    assert_eq!(verdict(Some(&pending), None, None), Verdict::Redeliver(RedeliverWhy::Pending));
-    let claimed = RequestTrace { claimed: Some(8), ..pending.clone() };
+    let pending = RequestTrace {
+        queued: Some((3, "next-turn".into())),
+        insertions: 1,
+        ..Default::default()
+    };
+    assert_eq!(
+        verdict(Some(&pending), None, None),
+        Verdict::Redeliver(RedeliverWhy::Pending)
+    );
+    let claimed = RequestTrace {
+        claimed: Some(8),
+        ..pending.clone()
+    };
     // claimed by a turn of a holder that was gone when the session was resumed at seq 9; claimed by the
     // current holder's turn (after its resume, or never resumed): it is landing
-    assert_eq!(verdict(Some(&claimed), None, Some(9)), Verdict::Redeliver(RedeliverWhy::ClaimedNotLanded));
+    assert_eq!(
+        verdict(Some(&claimed), None, Some(9)),
+        Verdict::Redeliver(RedeliverWhy::ClaimedNotLanded)
+    );
     assert_eq!(verdict(Some(&claimed), None, Some(7)), Verdict::Done);
     assert_eq!(verdict(Some(&claimed), None, None), Verdict::Done);
     // the stop's clear after the hand-back: re-delivered (also a one-item queue: it was a stop)
-    assert_eq!(verdict(Some(&canceled(11, true, 3)), Some(&stop), None), Verdict::Redeliver(RedeliverWhy::ClearedAtStop));
-    assert_eq!(verdict(Some(&canceled(11, true, 1)), Some(&stop), None), Verdict::Redeliver(RedeliverWhy::ClearedAtStop));
+    assert_eq!(
+        verdict(Some(&canceled(11, true, 3)), Some(&stop), None),
+        Verdict::Redeliver(RedeliverWhy::ClearedAtStop)
+    );
+    assert_eq!(
+        verdict(Some(&canceled(11, true, 1)), Some(&stop), None),
+        Verdict::Redeliver(RedeliverWhy::ClearedAtStop)
+    );
     // a single-row delete is the human's, hand-back or not
-    assert_eq!(verdict(Some(&canceled(11, false, 3)), Some(&stop), None), Verdict::Removed(RemovedWhy::Human, 11));
-    assert_eq!(verdict(Some(&canceled(11, false, 3)), None, None), Verdict::Removed(RemovedWhy::Human, 11));
+    assert_eq!(
+        verdict(Some(&canceled(11, false, 3)), Some(&stop), None),
+        Verdict::Removed(RemovedWhy::Human, 11)
+    );
+    assert_eq!(
+        verdict(Some(&canceled(11, false, 3)), None, None),
+        Verdict::Removed(RemovedWhy::Human, 11)
+    );
     // a whole clear nobody handed back, one before the hand-back, or a one-item cancel after an unmount
     // (a row delete looks the same): not delivered again
-    assert_eq!(verdict(Some(&canceled(11, true, 3)), None, None), Verdict::Removed(RemovedWhy::Unattributed, 11));
-    assert_eq!(verdict(Some(&canceled(9, true, 3)), Some(&stop), None), Verdict::Removed(RemovedWhy::Unattributed, 9));
-    assert_eq!(verdict(Some(&canceled(11, true, 1)), Some(&unmount), None), Verdict::Removed(RemovedWhy::Unattributed, 11));
-    assert_eq!(verdict(Some(&canceled(11, true, 2)), Some(&unmount), None), Verdict::Redeliver(RedeliverWhy::ClearedAtStop));
+    assert_eq!(
+        verdict(Some(&canceled(11, true, 3)), None, None),
+        Verdict::Removed(RemovedWhy::Unattributed, 11)
+    );
+    assert_eq!(
+        verdict(Some(&canceled(9, true, 3)), Some(&stop), None),
+        Verdict::Removed(RemovedWhy::Unattributed, 9)
+    );
+    assert_eq!(
+        verdict(Some(&canceled(11, true, 1)), Some(&unmount), None),
+        Verdict::Removed(RemovedWhy::Unattributed, 11)
+    );
+    assert_eq!(
+        verdict(Some(&canceled(11, true, 2)), Some(&unmount), None),
+        Verdict::Redeliver(RedeliverWhy::ClearedAtStop)
+    );
 }
 
 #[test]
@@ -138,12 +198,44 @@ fn the_fold_tells_a_row_delete_from_a_clear() {
     let home = tempfile::tempdir().unwrap();
     let h = home.path();
     // 1, 2, 3 queued; the human deletes 2 (index 1); then the stop clears 1 and 3
-    log(h, &[insert(1), append(2, 1), append(3, 2), cancel(1, 1), cancel(0, 2)]);
-    let Lookup::Found(s) = store::load_session(h, S) else { panic!("log") };
+    log(
+        h,
+        &[
+            insert(1),
+            append(2, 1),
+            append(3, 2),
+            cancel(1, 1),
+            cancel(0, 2),
+        ],
+    );
+    let Lookup::Found(s) = store::load_session(h, S) else {
+        panic!("log")
+    };
     let t = |n| s.fold.requests.get(&rid(n)).cloned().unwrap();
-    assert_eq!(t(2).cancel, Some(Cancel { seq: 3, whole: false, list_len: 3 }));
-    assert_eq!(t(1).cancel, Some(Cancel { seq: 4, whole: true, list_len: 2 }));
-    assert_eq!(t(3).cancel, Some(Cancel { seq: 4, whole: true, list_len: 2 }));
+    assert_eq!(
+        t(2).cancel,
+        Some(Cancel {
+            seq: 3,
+            whole: false,
+            list_len: 3
+        })
+    );
+    assert_eq!(
+        t(1).cancel,
+        Some(Cancel {
+            seq: 4,
+            whole: true,
+            list_len: 2
+        })
+    );
+    assert_eq!(
+        t(3).cancel,
+        Some(Cancel {
+            seq: 4,
+            whole: true,
+            list_len: 2
+        })
+    );
     assert!(t(1).canceled && t(1).insertions == 1 && t(1).landings == 0);
 }
 
@@ -154,14 +246,28 @@ fn a_stopped_holders_messages_are_redelivered_once_and_a_human_removal_stays_rem
     // the holder (dead now) had 1, 2, 3, 4 queued; the human deleted 2; it handed 1 and 3 back at its
     // stop, then its host cleared them; 4 was accepted just before the crash of the write-behind
     // (not in the log at all)
-    log(h, &[insert(1), append(2, 1), append(3, 2), cancel(1, 1), cancel(0, 2)]);
-    let hb = Some(HandBack { at_ms: 2, seq: 4, why: StopWhy::Stop });
+    log(
+        h,
+        &[
+            insert(1),
+            append(2, 1),
+            append(3, 2),
+            cancel(1, 1),
+            cancel(0, 2),
+        ],
+    );
+    let hb = Some(HandBack {
+        at_ms: 2,
+        seq: 4,
+        why: StopWhy::Stop,
+    });
     for n in [1, 2, 3, 4] {
         accepted(h, n, &text(n));
         record(h, &held(n, DEAD, if n == 2 { None } else { hb })).unwrap();
     }
     let got = recover(h, &me(), 10_000);
-    let ids: Vec<(&str, RedeliverWhy)> = got.iter().map(|r| (r.request_id.as_str(), r.why)).collect();
+    let ids: Vec<(&str, RedeliverWhy)> =
+        got.iter().map(|r| (r.request_id.as_str(), r.why)).collect();
     assert_eq!(
         ids,
         vec![
@@ -182,7 +288,14 @@ fn a_stopped_holders_messages_are_redelivered_once_and_a_human_removal_stays_rem
             format!("{}.held-{pid}", key(4)),
         ]
     );
-    assert!(matches!(lookup(h, S, &rid(2), 10_000), Some(HeldState::Removed(Removed { why: RemovedWhy::Human, seq: 3, .. }))));
+    assert!(matches!(
+        lookup(h, S, &rid(2), 10_000),
+        Some(HeldState::Removed(Removed {
+            why: RemovedWhy::Human,
+            seq: 3,
+            ..
+        }))
+    ));
     // claimed but not taken yet (the shim did not deliver: not live here): looked at again next time
     assert_eq!(recover(h, &me(), 10_000).len(), 3);
     // taken (delivered): held by this process, so the next pass delivers nothing again, and gone once
@@ -192,15 +305,32 @@ fn a_stopped_holders_messages_are_redelivered_once_and_a_human_removal_stays_rem
     }
     assert!(recover(h, &me(), 11_000).is_empty());
     let mine = read_held(&shard(h, S).unwrap().join(held_name(&key(1), pid))).unwrap();
-    assert_eq!((mine.holder_pid, mine.holder_started_at, mine.redeliveries, mine.handed_back), (pid, 7, 1, None));
-    let mut events = vec![insert(1), append(2, 1), append(3, 2), cancel(1, 1), cancel(0, 2)];
+    assert_eq!(
+        (
+            mine.holder_pid,
+            mine.holder_started_at,
+            mine.redeliveries,
+            mine.handed_back
+        ),
+        (pid, 7, 1, None)
+    );
+    let mut events = vec![
+        insert(1),
+        append(2, 1),
+        append(3, 2),
+        cancel(1, 1),
+        cancel(0, 2),
+    ];
     events.push(insert(1));
     events.push(json!({"type":"turn/start","data":{"turn":2}}));
     events.push(json!({"type":"agent/inbox/spliced","data":{"target":"next-turn","start":0,"removedCount":1,"inserted":[]}}));
     events.push(json!({"type":"user/message","data":msg(1),"surfaceOp":"append"}));
     log(h, &events);
     assert!(recover(h, &me(), 12_000).is_empty());
-    assert!(!names(h).contains(&format!("{}.held-{pid}", key(1))), "landed: its record is gone");
+    assert!(
+        !names(h).contains(&format!("{}.held-{pid}", key(1))),
+        "landed: its record is gone"
+    );
 }
 
 #[test]
@@ -213,17 +343,39 @@ fn a_record_the_ledger_does_not_vouch_for_delivers_nothing() {
     accepted(h, 1, "From session-s ：\nthe original");
     record(h, &held(1, DEAD, None)).unwrap();
     record(h, &held(2, DEAD, None)).unwrap();
-    let mut other = ledger::Entry::new(1, Some("session-s"), Some("session-other"), "sessions_send", Some("queue"), Some(&rid(3)), LedgerOutcome::Accepted, Some("m"));
+    let mut other = ledger::Entry::new(
+        1,
+        Some("session-s"),
+        Some("session-other"),
+        "sessions_send",
+        Some("queue"),
+        Some(&rid(3)),
+        LedgerOutcome::Accepted,
+        Some("m"),
+    );
     other.text_sha256 = Some(ledger::sha256_hex(&text(3)));
     ledger::append(h, &other).unwrap();
     record(h, &held(3, DEAD, None)).unwrap();
     // a refused line for 4 does not vouch either
-    let mut refused = ledger::Entry::new(1, Some("session-s"), Some(S), "sessions_send", Some("queue"), Some(&rid(4)), LedgerOutcome::Unreachable, Some("m"));
+    let mut refused = ledger::Entry::new(
+        1,
+        Some("session-s"),
+        Some(S),
+        "sessions_send",
+        Some("queue"),
+        Some(&rid(4)),
+        LedgerOutcome::Unreachable,
+        Some("m"),
+    );
     refused.text_sha256 = Some(ledger::sha256_hex(&text(4)));
     ledger::append(h, &refused).unwrap();
     record(h, &held(4, DEAD, None)).unwrap();
     assert!(recover(h, &me(), 10_000).is_empty());
-    assert!(names(h).is_empty(), "each unvouched record is removed: {:?}", names(h));
+    assert!(
+        names(h).is_empty(),
+        "each unvouched record is removed: {:?}",
+        names(h)
+    );
 }
 
 #[test]
@@ -235,19 +387,56 @@ fn a_live_holders_records_are_left_alone_and_the_senders_record_never_replaces_a
     // the holder (this test's parent: alive, but without a presence record listing the session) —
     // use this process as the live holder and another drainer pid
     let holder = std::process::id();
-    let hb = HandBack { at_ms: 2, seq: 1, why: StopWhy::Stop };
-    let items = [Pending { session_id: S.into(), request_id: rid(1), mode: "queue".into(), text: text(1), seq: 1 }];
-    let rep = hand_back(h, holder, 7, StopWhy::Stop, &items, 2, Duration::from_millis(300));
+    let hb = HandBack {
+        at_ms: 2,
+        seq: 1,
+        why: StopWhy::Stop,
+    };
+    let items = [Pending {
+        session_id: S.into(),
+        request_id: rid(1),
+        mode: "queue".into(),
+        text: text(1),
+        seq: 1,
+    }];
+    let rep = hand_back(
+        h,
+        holder,
+        7,
+        StopWhy::Stop,
+        &items,
+        2,
+        Duration::from_millis(300),
+    );
     assert_eq!(rep.written, 1);
     // the sender's record comes late: it does not replace the hand-back
     record(h, &held(1, holder, None)).unwrap();
     let p = shard(h, S).unwrap().join(held_name(&key(1), holder));
     assert_eq!(read_held(&p).unwrap().handed_back, Some(hb));
     // a drainer that holds the session sees the record addressed to itself: not an orphan, not delivered
-    let own = Drainer { pid: holder, started_at: 7, sessions: vec![S.into()] };
+    let own = Drainer {
+        pid: holder,
+        started_at: 7,
+        sessions: vec![S.into()],
+    };
     assert!(recover(h, &own, 10_000).is_empty());
     assert!(p.exists(), "pending in the holder's memory: kept");
     // not ours: a request id of another plugin is skipped by the hand-back
-    let foreign = [Pending { request_id: "other:1".into(), ..items[0].clone() }];
-    assert_eq!(hand_back(h, holder, 7, StopWhy::Stop, &foreign, 2, Duration::from_millis(300)).skipped, 1);
+    let foreign = [Pending {
+        request_id: "other:1".into(),
+        ..items[0].clone()
+    }];
+    assert_eq!(
+        hand_back(
+            h,
+            holder,
+            7,
+            StopWhy::Stop,
+            &foreign,
+            2,
+            Duration::from_millis(300)
+        )
+        .skipped,
+        1
+    );
 }
