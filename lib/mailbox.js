@@ -178,6 +178,24 @@ export function startMailbox(ctx, core, { startedAt, dshHome = () => resolveDshH
   const delivered = new Set()
   // the limits the core checks each envelope against (mailbox::admit): this profile's own
   const configJson = JSON.stringify(config ?? {})
+  // Request ids a turn of this process claimed from an inbox (the log shows the claim up to ~200 ms
+  // later, and the landing only once the step runs): never re-delivered. `session/event` observers see
+  // the pre-splice lists (packages/core/agent/src/inbox.ts `mutate`: the event commits first).
+  const claimed = new Set()
+  attempt(() => ctx.on('session/event', (session, event) => {
+    if (event?.type !== 'agent/inbox/spliced') return
+    const d = event.data
+    if (d?.outcome !== undefined || !(d?.removedCount > 0)) return
+    const agent = attempt(() => ctx.agents?.get?.(session?.id), undefined)
+    const list = attempt(() => (d.target === 'next-step' ? agent.inbox.nextStep : agent.inbox.nextTurn), [])
+    for (const m of attempt(() => list.slice(d.start, d.start + d.removedCount), [])) {
+      const id = attempt(() => m?.source?.rpcId, undefined)
+      if (typeof id === 'string' && id.startsWith('dsh-session-mail:')) {
+        claimed.add(id)
+        if (claimed.size > REMEMBER) claimed.delete(claimed.values().next().value)
+      }
+    }
+  }), undefined)
   let ticks = 0
   let busy = false
   let stopped = false
@@ -212,7 +230,10 @@ export function startMailbox(ctx, core, { startedAt, dshHome = () => resolveDshH
         for (const r of await core.heldRecover(sessions, startedAt, home)) {
           let out
           try {
-            out = await deliverEnvelope(ctx, { ...r, landed: false }, delivered)
+            // claimed by a turn here since the log was read: it is landing (a resume replayed it)
+            out = claimed.has(r.requestId)
+              ? { state: 'delivered', route: 'already-delivered' }
+              : await deliverEnvelope(ctx, { ...r, landed: false }, delivered)
           } catch {
             out = null
           }

@@ -391,7 +391,7 @@ pub fn recover(home: &Path, me: &Drainer, now_ms: i64) -> Vec<Redelivery> {
             let Ok(pid) = pid.parse::<u32>() else {
                 continue;
             };
-            if key_of(&format!("{}{k}", crate::mail::REQUEST_ID_PREFIX)).is_none() {
+            if key_of(&format!("{}{k}", base::names::REQUEST_ID_PREFIX)).is_none() {
                 continue;
             }
             let path = e.path();

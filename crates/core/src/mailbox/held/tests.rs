@@ -98,7 +98,7 @@ fn names(home: &Path) -> Vec<String> {
 
 fn key(n: u8) -> String {
     rid(n)
-        .trim_start_matches(crate::mail::REQUEST_ID_PREFIX)
+        .trim_start_matches(base::names::REQUEST_ID_PREFIX)
         .to_string()
 }
 
