@@ -46,11 +46,15 @@ pub struct RequestTrace {
     pub canceled: bool,
     /// How often it was inserted into an inbox (a re-delivery inserts it again) and landed (more
     /// than one landing is a double).
+    #[serde(default)]
     pub insertions: u32,
+    #[serde(default)]
     pub landings: u32,
     /// The splice that canceled the latest insertion (cleared by a later insertion).
+    #[serde(default)]
     pub cancel: Option<Cancel>,
     /// Claimed (removed without an outcome: a turn or step took it) at this seq.
+    #[serde(default)]
     pub claimed: Option<u64>,
 }
 
@@ -59,7 +63,7 @@ pub struct RequestTrace {
 /// item at its index) and for a cancel without `keepInbox` (`core/agent-loop/src/agent.ts`
 /// `cancel` → `Inbox.clear()`: the whole list from 0 — what disposal at shutdown does,
 /// `core/agent-loop/src/index.ts` `dispose` → `cancel({kind:'disposed'})`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Cancel {
     pub seq: u64,
     /// The splice took the whole list from position 0 (the shape of `Inbox.clear()`).
@@ -335,6 +339,8 @@ pub(crate) struct FoldState {
     inbox_next_turn: Vec<Option<String>>,
     inbox_next_step: Vec<Option<String>>,
     inherited_cut: Option<u64>,
+    #[serde(default)]
+    resumed_at: Option<u64>,
     notes: Notes,
     lines: u64,
     gap_noted: bool,
@@ -391,6 +397,7 @@ impl Fold {
             inbox_next_turn: self.inbox_next_turn.clone(),
             inbox_next_step: self.inbox_next_step.clone(),
             inherited_cut: self.inherited_cut,
+            resumed_at: self.resumed_at,
             notes: self.notes.clone(),
             lines: self.lines,
             gap_noted: self.gap_noted,
@@ -417,6 +424,7 @@ impl Fold {
             inbox_next_turn: s.inbox_next_turn,
             inbox_next_step: s.inbox_next_step,
             inherited_cut: s.inherited_cut,
+            resumed_at: s.resumed_at,
             notes: s.notes,
             lines: s.lines,
             gap_noted: s.gap_noted,

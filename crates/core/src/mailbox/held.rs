@@ -189,7 +189,7 @@ fn encode(h: &Held) -> Result<Vec<u8>, String> {
 /// The sender's record of an accepted message (never replaces one already there).
 pub fn record(home: &Path, h: &Held) -> Result<(), String> {
     let key = key_of(&h.request_id).ok_or("not a request id of this plugin")?;
-    let d = ensure_shard(home, &h.session_id)?;
+    let d = ensure_shard(home, &h.session_id).map_err(|e| e.to_string())?;
     let n = fs::read_dir(&d)
         .map_err(|e| e.to_string())?
         .flatten()
@@ -690,7 +690,7 @@ pub fn take(
 ) -> Result<(), String> {
     let key = key_of(request_id).ok_or("not a request id of this plugin")?;
     let d = shard(home, session).ok_or("the session id cannot name a mailbox folder")?;
-    fsafe::check_private_dir(&d)?;
+    fsafe::check_private_dir(&d).map_err(|e| e.to_string())?;
     let p = d.join(held_name(key, pid));
     let mut h = read_held(&p).ok_or("no record claimed by this process")?;
     h.holder_pid = pid;
