@@ -86,7 +86,7 @@ function textOf(message) {
  * Every message of this plugin pending in the inboxes of this process's live agents, as the core's
  * hand-back takes them: `{sessionId, requestId, mode, text, seq}` (next-turn → queue, next-step → steer).
  */
-export function pendingOfOurs(ctx) {
+function pendingOfOurs(ctx) {
   const out = []
   for (const agent of attempt(() => ctx.agents?.list?.() ?? [], [])) {
     const sessionId = String(attempt(() => agent.id, '') ?? '')

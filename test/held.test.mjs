@@ -12,7 +12,7 @@ import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { randomUUID } from 'node:crypto'
-import { pendingOfOurs, startHandBack } from '../lib/mailbox.js'
+import { startHandBack } from '../lib/mailbox.js'
 
 const core = createRequire(import.meta.url)('../binding.cjs')
 const STARTED = 4321
@@ -39,14 +39,6 @@ function hostDouble() {
   return { ctx: { agents: { list: () => [agent] } }, agent, ours, steer }
 }
 
-test('pendingOfOurs: only this plugin\'s own messages (no notices), next-turn as queue and next-step as steer, with the seq', () => {
-  const { ctx, ours, steer } = hostDouble()
-  assert.deepEqual(pendingOfOurs(ctx), [
-    { sessionId: 'session-b', requestId: ours, mode: 'queue', text: 'From session-a ：\nqueued', seq: 41 },
-    { sessionId: 'session-b', requestId: steer, mode: 'steer', text: 'From session-a ：\nsteered', seq: 41 },
-  ])
-})
-
 test('at SIGTERM the pending messages are handed back before the host\'s own handler runs; dispose after that writes nothing more', (t) => {
   const h = home(t)
   const { ctx, agent, ours, steer } = hostDouble()
@@ -70,6 +62,10 @@ test('at SIGTERM the pending messages are handed back before the host\'s own han
   assert.equal(q.holderStartedAt, STARTED)
   assert.deepEqual({ seq: q.handedBack.seq, why: q.handedBack.why }, { seq: 41, why: 'stop' })
   assert.equal(rec(steer).mode, 'steer')
+  assert.equal(rec(steer).text, 'From session-a ：\nsteered')
+  // a notice and another plugin's message are not handed back: only the two records
+  assert.deepEqual(readdirSync(dir).filter(n => n.includes('.held-')).sort(),
+    [ours, steer].map(id => `${id.slice('dsh-session-mail:'.length)}.held-${process.pid}`).sort())
   stop()
   assert.equal(proc.listenerCount('SIGTERM'), 1, 'its listener is gone, the host\'s stays')
   assert.equal(readdirSync(dir).filter(n => n.includes('.held-')).length, 2)
