@@ -116,12 +116,12 @@ function pendingOfOurs(ctx) {
  * bounded (the core gives up after 300 ms). Returns the stop function.
  */
 export function startHandBack(ctx, core, { startedAt, dshHome = () => resolveDshHome(), proc = process }) {
-  if (typeof core?.heldHandBack !== 'function') return () => {}
+  if (typeof core?.queuedHandBack !== 'function') return () => {}
   let stopped = false
   const handBack = (why) => {
     try {
       const pending = pendingOfOurs(ctx)
-      if (pending.length > 0) core.heldHandBack(pending, startedAt, why, dshHome())
+      if (pending.length > 0) core.queuedHandBack(pending, startedAt, why, dshHome())
     } catch {
       // a home we cannot write: the sender's records still stand
     }
@@ -170,8 +170,8 @@ function kickReplayed(agent) {
  * `config` the core's configuration keys (the limits each envelope is checked against). The text delivered
  * is the core's (rebuilt from the verified sender: always framed), never the envelope's own.
  * The same tick re-delivers the messages of holders that are gone into the sessions live here
- * (`heldRecover`), and, where `wake()` gives a route (allowResume and a web server), wakes one cold
- * session such a message waits for (`heldWake`).
+ * (`queuedRecover`), and, where `wake()` gives a route (allowResume and a web server), wakes one cold
+ * session such a message waits for (`queuedWake`).
  */
 export function startMailbox(ctx, core, { startedAt, dshHome = () => resolveDshHome(), config = {}, wake = () => null }) {
   if (typeof core?.mailboxDrain !== 'function') return () => {}
@@ -205,10 +205,10 @@ export function startMailbox(ctx, core, { startedAt, dshHome = () => resolveDshH
     try {
       const sessions = attempt(() => ctx.agents?.list?.() ?? [], []).map(a => String(attempt(() => a.id, ''))).filter(Boolean)
       const home = dshHome()
-      if (typeof core.heldWake === 'function' && ++ticks % WAKE_EVERY === 1) {
+      if (typeof core.queuedWake === 'function' && ++ticks % WAKE_EVERY === 1) {
         const adopt = wake()
         if (typeof adopt === 'function') {
-          const c = await core.heldWake(startedAt, sessions, home)
+          const c = await core.queuedWake(startedAt, sessions, home)
           if (c) await adopt(c.sessionId, c.cwd)
         }
       }
@@ -226,8 +226,8 @@ export function startMailbox(ctx, core, { startedAt, dshHome = () => resolveDshH
       }
       // Messages whose holder stopped or died before they landed (verified by the core against the
       // ledger and the log): delivered again, once, with their own request id and text.
-      if (typeof core.heldRecover === 'function') {
-        for (const r of await core.heldRecover(sessions, startedAt, home)) {
+      if (typeof core.queuedRecover === 'function') {
+        for (const r of await core.queuedRecover(sessions, startedAt, home)) {
           let out
           try {
             // claimed by a turn here since the log was read: it is landing (a resume replayed it)
@@ -238,7 +238,7 @@ export function startMailbox(ctx, core, { startedAt, dshHome = () => resolveDshH
             out = null
           }
           if (out === null) continue // not live here any more: the record stays for the next holder
-          await core.heldTake(r.sessionId, r.requestId, startedAt, out.route !== 'already-delivered', home)
+          await core.queuedTake(r.sessionId, r.requestId, startedAt, out.route !== 'already-delivered', home)
         }
         for (const a of attempt(() => ctx.agents?.list?.() ?? [], [])) kickReplayed(a)
       }

@@ -797,9 +797,9 @@ pub async fn held_recover(dsh_home: Option<String>) -> napi::Result<u32> {
     Ok(n as u32)
 }
 
-/// One message pending in an inbox of this process, handed back when it stops (`mailbox::held`).
+/// One message pending in an inbox of this process, handed back when it stops (`mailbox::queued`).
 #[napi(object)]
-pub struct HeldPending {
+pub struct QueuedPending {
     pub session_id: String,
     pub request_id: String,
     /// `queue` (next-turn) or `steer` (next-step).
@@ -821,18 +821,18 @@ pub struct HandBackReport {
 /// (`why`: `stop` or `unmount`). Synchronous on purpose — it runs in the signal handler, before the
 /// host's disposal clears the inboxes — and bounded: it gives up after 300 ms and counts the rest.
 #[napi]
-pub fn held_hand_back(
-    pending: Vec<HeldPending>,
+pub fn queued_hand_back(
+    pending: Vec<QueuedPending>,
     started_at: f64,
     why: String,
     dsh_home: Option<String>,
 ) -> HandBackReport {
-    use mail_core::mailbox::held;
+    use mail_core::mailbox::queued;
     let home = home_of(dsh_home.as_deref());
-    let items: Vec<held::Pending> = pending
+    let items: Vec<queued::Pending> = pending
         .into_iter()
         .take(4096)
-        .map(|p| held::Pending {
+        .map(|p| queued::Pending {
             session_id: p.session_id,
             request_id: p.request_id,
             mode: p.mode,
@@ -845,18 +845,18 @@ pub fn held_hand_back(
         })
         .collect();
     let why = if why == "unmount" {
-        held::StopWhy::Unmount
+        queued::StopWhy::Unmount
     } else {
-        held::StopWhy::Stop
+        queued::StopWhy::Stop
     };
-    let r = held::hand_back(
+    let r = queued::hand_back(
         &home,
         std::process::id(),
         started_at as i64,
         why,
         &items,
         base::clock::now_ms(),
-        std::time::Duration::from_millis(held::HAND_BACK_MS),
+        std::time::Duration::from_millis(queued::HAND_BACK_MS),
     );
     HandBackReport {
         written: r.written as u32,
@@ -867,7 +867,7 @@ pub fn held_hand_back(
 
 /// A message to deliver again into a session live here (its holder is gone).
 #[napi(object)]
-pub struct HeldRedelivery {
+pub struct QueuedRedelivery {
     pub request_id: String,
     pub session_id: String,
     pub mode: String,
@@ -878,13 +878,13 @@ pub struct HeldRedelivery {
 }
 
 /// The messages of gone holders to deliver again into the sessions this process holds live,
-/// checked against the ledger and the target's log (`mailbox::held::recover`); on a worker thread.
+/// checked against the ledger and the target's log (`mailbox::queued::recover`); on a worker thread.
 #[napi]
-pub async fn held_recover(
+pub async fn queued_recover(
     sessions: Vec<String>,
     started_at: f64,
     dsh_home: Option<String>,
-) -> napi::Result<Vec<HeldRedelivery>> {
+) -> napi::Result<Vec<QueuedRedelivery>> {
     let home = home_of(dsh_home.as_deref());
     let me = mail_core::mailbox::Drainer {
         pid: std::process::id(),
@@ -892,10 +892,10 @@ pub async fn held_recover(
         sessions,
     };
     let now = base::clock::now_ms();
-    let found = blocking(move || mail_core::mailbox::held::recover(&home, &me, now)).await?;
+    let found = blocking(move || mail_core::mailbox::queued::recover(&home, &me, now)).await?;
     Ok(found
         .into_iter()
-        .map(|r| HeldRedelivery {
+        .map(|r| QueuedRedelivery {
             why: serde_json::to_value(r.why)
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_string))
@@ -911,7 +911,7 @@ pub async fn held_recover(
 
 /// A re-delivered message (or one found pending here already) is now held by this process.
 #[napi]
-pub async fn held_take(
+pub async fn queued_take(
     session_id: String,
     request_id: String,
     started_at: f64,
@@ -921,7 +921,7 @@ pub async fn held_take(
     let home = home_of(dsh_home.as_deref());
     let now = base::clock::now_ms();
     blocking(move || {
-        mail_core::mailbox::held::take(
+        mail_core::mailbox::queued::take(
             &home,
             std::process::id(),
             started_at as i64,
@@ -935,9 +935,9 @@ pub async fn held_take(
     .map_err(internal)
 }
 
-/// A cold session that a message of a gone holder waits for (`mailbox::held::wake_candidate`).
+/// A cold session that a message of a gone holder waits for (`mailbox::queued::wake_candidate`).
 #[napi(object)]
-pub struct HeldWake {
+pub struct QueuedWake {
     pub session_id: String,
     pub cwd: String,
 }
@@ -946,11 +946,11 @@ pub struct HeldWake {
 /// holds it, a verified message waits for it, and this process is its one waker for 10 s.
 /// Resolves to null when there is none. On a worker thread.
 #[napi]
-pub async fn held_wake(
+pub async fn queued_wake(
     started_at: f64,
     sessions: Vec<String>,
     dsh_home: Option<String>,
-) -> napi::Result<Option<HeldWake>> {
+) -> napi::Result<Option<QueuedWake>> {
     let home = home_of(dsh_home.as_deref());
     let me = mail_core::mailbox::Drainer {
         pid: std::process::id(),
@@ -958,8 +958,8 @@ pub async fn held_wake(
         sessions,
     };
     let now = base::clock::now_ms();
-    let c = blocking(move || mail_core::mailbox::held::wake_candidate(&home, &me, now)).await?;
-    Ok(c.map(|c| HeldWake {
+    let c = blocking(move || mail_core::mailbox::queued::wake_candidate(&home, &me, now)).await?;
+    Ok(c.map(|c| QueuedWake {
         session_id: c.session_id,
         cwd: c.cwd,
     }))

@@ -1,8 +1,8 @@
-// The holder's hand-back at stop (lib/mailbox.js startHandBack over crates/core/src/mailbox/held.rs), with the
+// The holder's hand-back at stop (lib/mailbox.js startHandBack over crates/core/src/mailbox/queued.rs), with the
 // real core and a host double: at the signal the host handles, before the host's own handler runs, every
 // pending message of this plugin is written back to the target's mailbox shard with its hand-back; a notice
 // or another plugin's message is not; a process whose host does not handle the signal gets no listener.
-// The re-delivery rules are in the Rust tests (mailbox::held::tests); the real rc.8 proof is
+// The re-delivery rules are in the Rust tests (mailbox::queued::tests); the real rc.8 proof is
 // test/real-host-lost.test.mjs.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'

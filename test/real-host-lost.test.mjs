@@ -233,8 +233,12 @@ describe('a human decision is final', () => {
       for (let k = 0; k < 3; k++) {
         const r = await callTool(web1, A, 'sessions_send', { session_id: B, message: `HUMAN-${k}` })
         assert.match(r.text, /^accepted for /, r.text)
+        // the receipt says where it waits: in process 2's memory, until B's turn starts (issue 19 #4)
+        assert.match(r.text, new RegExp(`^note: in memory: until its turn starts it waits in that session's inbox, which lives in the memory of DSH process pid ${web2.pid};`, 'm'), r.text)
         rids.push(requestIdOf(r.text))
       }
+      // and so does verify, from another process (the CLI)
+      assert.match(verify(box, rids[2]), new RegExp(`^queued (in|for) ${esc(B)}.*waiting in the memory of DSH process pid ${web2.pid}`, 'm'))
       // the queue dock's row delete of the second one, as the web client sends it
       const events = await web2.history(B)
       const inserted = events.filter(e => e.type === 'agent/inbox/spliced').flatMap(e => e.data.inserted ?? [])

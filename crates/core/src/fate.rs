@@ -30,8 +30,8 @@ pub struct Verification {
     /// Everything its log says about it (insertions, landings, how it was canceled).
     pub trace: Option<store::RequestTrace>,
     /// What the target's mailbox shard says: held in a process's memory, lost with its process
-    /// (re-delivery pending), or not delivered again (`mailbox::held`).
-    pub held: Option<crate::mailbox::held::HeldState>,
+    /// (re-delivery pending), or not delivered again (`mailbox::queued`).
+    pub in_memory: Option<crate::mailbox::queued::QueuedState>,
 }
 
 /// Look a request id up: in `session` when given, else in every session's log (the folds keep
@@ -47,7 +47,7 @@ pub fn verify(home: &Path, request_id: &str, session: Option<&str>) -> Verificat
         });
     }
     if let Some(s) = v.session_id.as_deref() {
-        v.held = crate::mailbox::held::lookup(home, s, request_id, base::clock::now_ms());
+        v.in_memory = crate::mailbox::queued::lookup(home, s, request_id, base::clock::now_ms());
     }
     v
 }
@@ -78,7 +78,7 @@ fn lookup(home: &Path, request_id: &str, session: Option<&str>) -> Verification 
                     awaiting_human: None,
                     mailbox_refused: None,
                     trace,
-                    held: None,
+                    in_memory: None,
                 }
             }
             _ => Verification {
@@ -90,7 +90,7 @@ fn lookup(home: &Path, request_id: &str, session: Option<&str>) -> Verification 
                 awaiting_human: None,
                 mailbox_refused: None,
                 trace: None,
-                held: None,
+                in_memory: None,
             },
         };
     }
@@ -104,7 +104,7 @@ fn lookup(home: &Path, request_id: &str, session: Option<&str>) -> Verification 
         awaiting_human: None,
         mailbox_refused: None,
         trace: None,
-        held: None,
+        in_memory: None,
     };
     for s in &listing.sessions {
         if let Some(t) = s.fold.requests.get(request_id) {
@@ -138,11 +138,11 @@ pub enum FateState {
 /// The state that tells the truth: the log's fate, corrected by the mailbox shard and by how it was
 /// canceled.
 pub fn state_of(v: &Verification) -> FateState {
-    use crate::mailbox::held::HeldState;
-    match (&v.fate, &v.held) {
+    use crate::mailbox::queued::QueuedState;
+    match (&v.fate, &v.in_memory) {
         (Fate::Landed { .. }, _) => FateState::Landed,
-        (_, Some(HeldState::Removed(_))) => FateState::Removed,
-        (_, Some(HeldState::Lost { .. })) => FateState::Lost,
+        (_, Some(QueuedState::Removed(_))) => FateState::Removed,
+        (_, Some(QueuedState::Lost { .. })) => FateState::Lost,
         (Fate::Canceled { .. }, _)
             if v.trace
                 .as_ref()
@@ -151,7 +151,9 @@ pub fn state_of(v: &Verification) -> FateState {
         {
             FateState::Removed
         }
-        (Fate::Queued { .. }, _) => FateState::Queued,
+        (Fate::Queued { .. }, _) | (Fate::Unknown, Some(QueuedState::Queued { .. })) => {
+            FateState::Queued
+        }
         (Fate::Canceled { .. }, _) => FateState::Canceled,
         (Fate::Unknown, _) => FateState::Unknown,
     }

@@ -140,11 +140,11 @@ fn row_fate(
         return ("refused", outcome);
     }
     let target = e.target.as_deref();
-    let fate = target
+    let trace = target
         .and_then(|t| titles.session(t))
         .and_then(|s| s.fold.requests.get(request_id))
-        .map(fate::fate_of)
-        .unwrap_or(Fate::Unknown);
+        .cloned();
+    let fate = trace.as_ref().map(fate::fate_of).unwrap_or(Fate::Unknown);
     // the same Verification `fate::verify` makes, with the target's log loaded once per view
     let unknown = fate == Fate::Unknown;
     let v = fate::Verification {
@@ -165,6 +165,14 @@ fn row_fate(
         mailbox_refused: target.filter(|_| unknown).and_then(|t| {
             crate::mailbox::admit::refused(home, t, request_id).map(|r| (r.session_id, r.why))
         }),
+        trace,
+        // a message not landed may wait in a process's memory, or be lost with it (mailbox::queued)
+        in_memory: match (&fate, target) {
+            (Fate::Landed { .. }, _) | (_, None) => None,
+            (_, Some(t)) => {
+                crate::mailbox::queued::lookup(home, t, request_id, base::clock::now_ms())
+            }
+        },
     };
     let text = crate::render::fate::describe(&v, request_id, home);
     let name = match (&fate, &v.awaiting_human, &v.waiting) {

@@ -313,11 +313,12 @@ pub enum SendNote {
         delivered: bool,
     },
     /// The accepted message waits in its holder's inbox — the memory of that DSH process (`pid`;
-    /// None: this one) — until its turn (or step) starts; `mailbox::held` recorded it for
-    /// re-delivery should that process stop first.
-    HeldInMemory { pid: Option<u32> },
+    /// None: this one) — until the session takes it (its next turn; `step`: its next step, a steer);
+    /// `mailbox::queued` recorded it for re-delivery should that process stop first. (Not
+    /// [`SendOutcome::Held`], which is kept for the human and not delivered at all yet.)
+    QueuedInMemory { pid: Option<u32>, step: bool },
     /// The re-delivery record could not be written (why): lost if its holder stops first.
-    HeldNotRecorded(String),
+    QueuedNotRecorded(String),
 }
 
 /// A send's outcome with its notes.

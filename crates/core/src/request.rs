@@ -82,7 +82,7 @@ pub struct HostInfo {
     /// The profile name, for messages (`web`, `desktop`, `headless`, ...).
     pub profile: Option<String>,
     /// This process's presence `startedAt` (ms): the incarnation a message accepted into one of
-    /// its own inboxes is recorded as held by (`mailbox::held`).
+    /// its own inboxes is recorded as held by (`mailbox::queued`).
     pub started_at: Option<i64>,
 }
 

@@ -151,7 +151,7 @@ pub struct Entry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hop: Option<u32>,
     /// Hex SHA-256 of the text delivered (From header or frame included), on an accepted line: what a
-    /// re-delivery of this request (`mailbox::held`) is checked against, so a record that was not
+    /// re-delivery of this request (`mailbox::queued`) is checked against, so a record that was not
     /// accepted, or whose text was changed, delivers nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text_sha256: Option<String>,

@@ -43,7 +43,7 @@ use crate::presence;
 pub mod admit;
 use base::fsafe::{self, Follow};
 
-pub mod held;
+pub mod queued;
 
 /// Largest envelope posted or read (a message is capped at `maxSendChars` characters plus its frame;
 /// a larger one is refused at the sender, never posted to be deleted unread).

@@ -603,12 +603,13 @@ pub fn note(n: &SendNote) -> String {
             "routed: that session is live in another DSH process without a web server (pid {pid}, profile {}); the message waits in its mailbox, which that process drains about four times a second, so it lands once even if this session ends now. No answer came back within 2 s: check with verify before sending again.",
             profile.as_deref().unwrap_or("(unknown)")
         ),
-        SendNote::HeldInMemory { pid } => format!(
-            "held: until its turn starts it waits in that session's inbox, which lives in the memory of {}; if that process stops or crashes first, the session's next holder delivers it once (verify shows where it is).",
+        SendNote::QueuedInMemory { pid, step } => format!(
+            "in memory: until {} it waits in that session's inbox, which lives in the memory of {}; if that process stops or crashes first, the session's next holder delivers it once (verify shows where it is).",
+            if *step { "its next step starts" } else { "its turn starts" },
             pid.map_or("this DSH process".to_string(), |p| format!("DSH process pid {p}"))
         ),
-        SendNote::HeldNotRecorded(why) => format!(
-            "held: until its turn starts it waits in the memory of the process holding that session, and its re-delivery record could not be written ({why}): if that process stops first, this message is lost."
+        SendNote::QueuedNotRecorded(why) => format!(
+            "in memory: until the session takes it, it waits in the memory of the process holding that session, and its re-delivery record could not be written ({why}): if that process stops first, this message is lost."
         ),
     }
 }

@@ -149,9 +149,9 @@ pub async fn run(req: &ToolRequest, ctx: &Context) -> SendResult {
         notes: std::mem::take(&mut plan.notes),
     };
     let mut result = attempt.close(ctx, result).await;
-    // The slot is released only now that the ledger line (or its failure) is settled.
+    // The slot is released only now that the ledger line (or its failure) and the held record are settled.
+    record_queued(req, ctx, &plan, &mut result).await;
     drop(plan.reservation);
-    held(req, ctx, &plan, &mut result).await;
     result
         .notes
         .extend(credentials_exposed(req, ctx.home(), &result));
@@ -196,10 +196,13 @@ async fn hold_for_human(
 
 /// An accepted message now waits in its holder's inbox, which is that process's memory: a record of
 /// it in the target's mailbox shard lets the session's next holder re-deliver it once if that process
-/// stops or dies before the message lands (`mailbox::held`). The holder: the owner it was routed to,
-/// else this process when it is the host (the shim says when it started); a caller outside the host
-/// (the CLI) does not know which process took it.
-async fn held(req: &ToolRequest, ctx: &Context, p: &plan::Plan, result: &mut SendResult) {
+/// stops or dies before the message lands (`mailbox::queued`; not the human's held mail,
+/// `policy::held`). The holder: the owner it was routed to, else this process when it is the host
+/// (the shim says when it started); a caller outside the host (the CLI) does not know which process
+/// took it. A record is believed only with the ledger's `accepted` line of the same text: without
+/// that line none is written (it could never be re-delivered) and the receipt says so, after the
+/// ledger's own note.
+async fn record_queued(req: &ToolRequest, ctx: &Context, p: &plan::Plan, result: &mut SendResult) {
     let holder = match &p.routed {
         Some(o) => Some((o.pid, o.started_at)),
         None => req.host.started_at.map(|t| (std::process::id(), t)),
@@ -207,7 +210,30 @@ async fn held(req: &ToolRequest, ctx: &Context, p: &plan::Plan, result: &mut Sen
     let (SendOutcome::Accepted(r), Some((pid, started_at))) = (&result.outcome, holder) else {
         return;
     };
-    let rec = crate::mailbox::held::Held {
+    // (a message still in the owner's mailbox is described by the mailbox note)
+    let in_mailbox = result.notes.iter().any(|n| {
+        matches!(
+            n,
+            SendNote::Mailbox {
+                delivered: false,
+                ..
+            }
+        )
+    });
+    let waits = (r.mode == Mode::Queue || r.running) && !in_mailbox;
+    if result
+        .notes
+        .iter()
+        .any(|n| matches!(n, SendNote::LedgerNotWritten(_)))
+    {
+        if waits {
+            result.notes.push(SendNote::QueuedNotRecorded(
+                "the audit ledger line a re-delivery is checked against was not written".into(),
+            ));
+        }
+        return;
+    }
+    let rec = crate::mailbox::queued::Queued {
         v: 1,
         request_id: p.request_id.clone(),
         session_id: p.target.clone(),
@@ -219,22 +245,21 @@ async fn held(req: &ToolRequest, ctx: &Context, p: &plan::Plan, result: &mut Sen
         handed_back: None,
         redeliveries: 0,
     };
-    // (a message still in the owner's mailbox is described by the mailbox note)
-    let in_mailbox = result
-        .notes
-        .iter()
-        .any(|n| matches!(n, SendNote::Mailbox { delivered: false, .. }));
-    let waits = (r.mode == crate::delivery::Mode::Queue || r.running) && !in_mailbox;
     let home = ctx.home.clone();
-    match offload::run(ctx.deadline, move || crate::mailbox::held::record(&home, &rec)).await {
-        Ok(Ok(())) if waits => result.notes.push(SendNote::HeldInMemory {
+    let written = offload::run(ctx.deadline, move || {
+        crate::mailbox::queued::record(&home, &rec)
+    })
+    .await;
+    match written {
+        Ok(Ok(())) if waits => result.notes.push(SendNote::QueuedInMemory {
             pid: p.routed.as_ref().map(|o| o.pid),
+            step: r.mode == Mode::Steer,
         }),
         Ok(Ok(())) => {}
-        Ok(Err(e)) => result.notes.push(SendNote::HeldNotRecorded(e)),
-        Err(_) => result
-            .notes
-            .push(SendNote::HeldNotRecorded("the write did not finish in time".into())),
+        Ok(Err(e)) => result.notes.push(SendNote::QueuedNotRecorded(e)),
+        Err(_) => result.notes.push(SendNote::QueuedNotRecorded(
+            "the write did not finish in time".into(),
+        )),
     }
 }
 

@@ -189,6 +189,7 @@ async fn receipts() {
         The message is queued in that session's inbox. Its reply will not return through this call; read it later with sessions_read.\n\
         outcome: queued for the next turn: the session was not live, so the host resumed it and its next turn starts with this message.\n\
         budget: 5 of 6 left for this pair in the next 10 min; 19 of 20 left for all your sends.\n\
+        note: in memory: until its turn starts it waits in that session's inbox, which lives in the memory of this DSH process; if that process stops or crashes first, the session's next holder delivers it once (verify shows where it is).\n\
         request: <rid>");
     let mut busy = live("session-peer", "running", json!({}));
     busy.pending_next_turn = 2;
@@ -198,18 +199,21 @@ async fn receipts() {
         The message is queued in that session's inbox. Its reply will not return through this call; if that agent answers, the answer arrives here as a message headed From session-peer ：.\n\
         outcome: queued for the next turn: it lands after the turn that session is running now ends, behind 2 item(s) already waiting there.\n\
         budget: 5 of 6 left for this pair in the next 10 min; 18 of 20 left for all your sends.\n\
+        note: in memory: until its turn starts it waits in that session's inbox, which lives in the memory of this DSH process; if that process stops or crashes first, the session's next holder delivers it once (verify shows where it is).\n\
         request: <rid>");
     let r = send_at(&ssm(&env, "session-peer", "b", true, busy), h, NOW).await;
     pin_rid(&r, "accepted for session-peer | mode=steer | chars=1\n\
         The message will be inserted at the next step of the turn that session is running. Its reply will not return through this call; if that agent answers, the answer arrives here as a message headed From session-peer ：.\n\
         outcome: steered into the next step of its running turn (steer requested; if that session's turn was being aborted the host queues it for the next turn instead).\n\
         budget: 4 of 6 left for this pair in the next 10 min; 17 of 20 left for all your sends.\n\
+        note: in memory: until its next step starts it waits in that session's inbox, which lives in the memory of this DSH process; if that process stops or crashes first, the session's next holder delivers it once (verify shows where it is).\n\
         request: <rid>");
     let r = send_at(&ssm(&env, "session-peer", "c", false, idle.clone()), h, NOW).await;
     pin_rid(&r, "accepted for session-peer | mode=queue | chars=1\n\
         The message is queued in that session's inbox. Its reply will not return through this call; if that agent answers, the answer arrives here as a message headed From session-peer ：.\n\
         outcome: queued for the next turn: that session is idle, so the host starts that turn now.\n\
         budget: 3 of 6 left for this pair in the next 10 min; 16 of 20 left for all your sends.\n\
+        note: in memory: until its turn starts it waits in that session's inbox, which lives in the memory of this DSH process; if that process stops or crashes first, the session's next holder delivers it once (verify shows where it is).\n\
         request: <rid>");
     let r = send_at(&ssm(&env, "session-peer", "d", true, idle), h, NOW).await;
     pin_rid(&r, "accepted for session-peer | mode=steer | chars=1\n\
@@ -249,6 +253,7 @@ async fn receipts() {
         outcome: steered into the next step of its running turn (steer requested; if that session's turn was being aborted the host queues it for the next turn instead).\n\
         note: that session already had 1 earlier message(s) from this plugin waiting in its inbox; wait for an answer before sending more.\n\
         budget: 5 of 6 left for this pair in the next 10 min; 13 of 20 left for all your sends.\n\
+        note: in memory: until its next step starts it waits in that session's inbox, which lives in the memory of this DSH process; if that process stops or crashes first, the session's next holder delivers it once (verify shows where it is).\n\
         request: <rid>");
     // a running turn that waits on its human
     let r = send_at(
@@ -268,6 +273,7 @@ async fn receipts() {
         outcome: queued for the next turn: it lands after the turn that session is running now ends.\n\
         budget: 5 of 6 left for this pair in the next 10 min; 12 of 20 left for all your sends.\n\
         note: that session is waiting on its human (an open question or approval): nothing lands before the human answers.\n\
+        note: in memory: until its turn starts it waits in that session's inbox, which lives in the memory of this DSH process; if that process stops or crashes first, the session's next holder delivers it once (verify shows where it is).\n\
         request: <rid>");
 }
 
@@ -407,6 +413,7 @@ async fn relay_limit() {
         outcome: queued for the next turn: the session was not live, so the host resumed it and its next turn starts with this message.\n\
         budget: 4 of 6 left for this pair in the next 10 min; 18 of 20 left for all your sends.\n\
         note: relay hop 4 of 4 in this agent-to-agent chain; past 4, sends are refused until a human writes. Wrap up and report to your human.\n\
+        note: in memory: until its turn starts it waits in that session's inbox, which lives in the memory of this DSH process; if that process stops or crashes first, the session's next holder delivers it once (verify shows where it is).\n\
         request: <rid>");
     let refused = send(&req(5, vec![landed(&rid(&last))])).await;
     let started = match refusal(&refused) {
@@ -449,6 +456,7 @@ async fn routes_and_held_elsewhere() {
         outcome: queued for the next turn: that session is idle, so the host starts that turn now.\n\
         budget: 5 of 6 left for this pair in the next 10 min; 19 of 20 left for all your sends.\n\
         note: routed: that session is live in another DSH process (pid 4242, profile web); that process's own host took the message, and this process did not resume it.\n\
+        note: in memory: until its turn starts it waits in that session's inbox, which lives in the memory of DSH process pid 4242; if that process stops or crashes first, the session's next holder delivers it once (verify shows where it is).\n\
         request: <rid>");
     r.peers = Some(vec![owner(777, None, "session-b", "running")]);
     pin(&send(&r).await.render(), &[], "refused (held-elsewhere): \"session-b\" is live in another DSH process (pid 777, profile web), and that process has no web server this process could hand the message to, and its plugin does not drain a mailbox (an older version).\n\
@@ -508,6 +516,7 @@ async fn mailbox_route() {
             outcome: steered into the next step of its running turn (steer requested; if that session's turn was being aborted the host queues it for the next turn instead).\n\
             budget: 5 of 6 left for this pair in the next 10 min; 19 of 20 left for all your sends.\n\
             note: routed: that session is live in another DSH process without a web server (pid <pid>, profile headless); that process took the message from its mailbox and its host answered, and this process did not resume it.\n\
+            note: in memory: until its next step starts it waits in that session's inbox, which lives in the memory of DSH process pid <pid>; if that process stops or crashes first, the session's next holder delivers it once (verify shows where it is).\n\
             request: <rid>",
     );
     // no receipt within the wait

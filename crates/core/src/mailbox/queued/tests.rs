@@ -13,8 +13,8 @@ fn text(n: u8) -> String {
     format!("From session-s ：\nmessage {n}")
 }
 
-fn held(n: u8, pid: u32, hb: Option<HandBack>) -> Held {
-    Held {
+fn held(n: u8, pid: u32, hb: Option<HandBack>) -> Queued {
+    Queued {
         v: 1,
         request_id: rid(n),
         session_id: S.into(),
@@ -290,7 +290,7 @@ fn a_stopped_holders_messages_are_redelivered_once_and_a_human_removal_stays_rem
     );
     assert!(matches!(
         lookup(h, S, &rid(2), 10_000),
-        Some(HeldState::Removed(Removed {
+        Some(QueuedState::Removed(Removed {
             why: RemovedWhy::Human,
             seq: 3,
             ..
@@ -304,7 +304,7 @@ fn a_stopped_holders_messages_are_redelivered_once_and_a_human_removal_stays_rem
         take(h, pid, 7, S, &rid(n), true, 11_000).unwrap();
     }
     assert!(recover(h, &me(), 11_000).is_empty());
-    let mine = read_held(&shard(h, S).unwrap().join(held_name(&key(1), pid))).unwrap();
+    let mine = read_queued(&shard(h, S).unwrap().join(record_name(&key(1), pid))).unwrap();
     assert_eq!(
         (
             mine.holder_pid,
@@ -411,8 +411,8 @@ fn a_live_holders_records_are_left_alone_and_the_senders_record_never_replaces_a
     assert_eq!(rep.written, 1);
     // the sender's record comes late: it does not replace the hand-back
     record(h, &held(1, holder, None)).unwrap();
-    let p = shard(h, S).unwrap().join(held_name(&key(1), holder));
-    assert_eq!(read_held(&p).unwrap().handed_back, Some(hb));
+    let p = shard(h, S).unwrap().join(record_name(&key(1), holder));
+    assert_eq!(read_queued(&p).unwrap().handed_back, Some(hb));
     // a drainer that holds the session sees the record addressed to itself: not an orphan, not delivered
     let own = Drainer {
         pid: holder,

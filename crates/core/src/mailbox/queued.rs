@@ -45,10 +45,10 @@ use base::fsafe::{self, Follow};
 use store::{Lookup, RequestTrace};
 
 /// Largest record read.
-pub const MAX_HELD_BYTES: u64 = super::MAX_ENVELOPE_BYTES;
+pub const MAX_RECORD_BYTES: u64 = super::MAX_ENVELOPE_BYTES;
 /// A shard holding this many records takes no more (the sender's send is still accepted; its note
 /// says the record was not written).
-pub const MAX_HELD: usize = 1024;
+pub const MAX_RECORDS: usize = 1024;
 /// How long a hand-back at stop may take before it gives up on the rest.
 pub const HAND_BACK_MS: u64 = 300;
 
@@ -76,7 +76,7 @@ pub struct HandBack {
 /// One accepted message, pending in the memory of its holder.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
-pub struct Held {
+pub struct Queued {
     pub v: u32,
     pub request_id: String,
     pub session_id: String,
@@ -147,7 +147,7 @@ pub struct Removed {
     pub holder_pid: u32,
 }
 
-fn held_name(key: &str, pid: u32) -> String {
+fn record_name(key: &str, pid: u32) -> String {
     format!("{key}.held-{pid}")
 }
 
@@ -176,32 +176,32 @@ fn write_file(dir: &Path, dest: &Path, bytes: &[u8], replace: bool) -> io::Resul
     r
 }
 
-fn encode(h: &Held) -> Result<Vec<u8>, String> {
+fn encode(h: &Queued) -> Result<Vec<u8>, String> {
     let mut h = h.clone();
     h.v = 1;
     let b = serde_json::to_vec(&h).map_err(|e| e.to_string())?;
-    if b.len() as u64 > MAX_HELD_BYTES {
-        return Err(format!("{} bytes, over {MAX_HELD_BYTES}", b.len()));
+    if b.len() as u64 > MAX_RECORD_BYTES {
+        return Err(format!("{} bytes, over {MAX_RECORD_BYTES}", b.len()));
     }
     Ok(b)
 }
 
 /// The sender's record of an accepted message (never replaces one already there).
-pub fn record(home: &Path, h: &Held) -> Result<(), String> {
+pub fn record(home: &Path, h: &Queued) -> Result<(), String> {
     let key = key_of(&h.request_id).ok_or("not a request id of this plugin")?;
     let d = ensure_shard(home, &h.session_id).map_err(|e| e.to_string())?;
     let n = fs::read_dir(&d)
         .map_err(|e| e.to_string())?
         .flatten()
-        .take(MAX_HELD * 4)
+        .take(MAX_RECORDS * 4)
         .filter(|e| e.file_name().to_string_lossy().contains(".held-"))
         .count();
-    if n >= MAX_HELD {
+    if n >= MAX_RECORDS {
         return Err(format!("the mailbox of {} holds {n} records", h.session_id));
     }
     write_file(
         &d,
-        &d.join(held_name(key, h.holder_pid)),
+        &d.join(record_name(key, h.holder_pid)),
         &encode(h)?,
         false,
     )
@@ -262,7 +262,7 @@ pub fn hand_back(
             rep.skipped += 1;
             continue;
         };
-        let h = Held {
+        let h = Queued {
             v: 1,
             request_id: p.request_id.clone(),
             session_id: p.session_id.clone(),
@@ -276,10 +276,10 @@ pub fn hand_back(
                 seq: p.seq,
                 why,
             }),
-            redeliveries: read_held(&d.join(held_name(key, pid))).map_or(0, |o| o.redeliveries),
+            redeliveries: read_queued(&d.join(record_name(key, pid))).map_or(0, |o| o.redeliveries),
         };
         match encode(&h).and_then(|b| {
-            write_file(&d, &d.join(held_name(key, pid)), &b, true).map_err(|e| e.to_string())
+            write_file(&d, &d.join(record_name(key, pid)), &b, true).map_err(|e| e.to_string())
         }) {
             Ok(()) => rep.written += 1,
             Err(_) => rep.not_written += 1,
@@ -288,8 +288,8 @@ pub fn hand_back(
     rep
 }
 
-fn read_held(p: &Path) -> Option<Held> {
-    let (b, _) = fsafe::read_capped(p, Follow::No, MAX_HELD_BYTES).ok()?;
+fn read_queued(p: &Path) -> Option<Queued> {
+    let (b, _) = fsafe::read_capped(p, Follow::No, MAX_RECORD_BYTES).ok()?;
     serde_json::from_slice(&b).ok()
 }
 
@@ -414,7 +414,7 @@ pub fn recover(home: &Path, me: &Drainer, now_ms: i64) -> Vec<Redelivery> {
         let mut mine = Vec::new();
         let mut orphans = Vec::new();
         for (key, pid, path) in names {
-            let Some(h) = read_held(&path).filter(|h| {
+            let Some(h) = read_queued(&path).filter(|h| {
                 h.session_id == *session && key_of(&h.request_id) == Some(key.as_str())
             }) else {
                 let _ = fs::remove_file(&path);
@@ -512,7 +512,7 @@ pub fn recover(home: &Path, me: &Drainer, now_ms: i64) -> Vec<Redelivery> {
                     if batch.len() >= MAX_BATCH {
                         continue;
                     }
-                    let claim = d.join(held_name(&key, me.pid));
+                    let claim = d.join(record_name(&key, me.pid));
                     if path != claim && fs::rename(&path, &claim).is_err() {
                         continue;
                     }
@@ -570,7 +570,7 @@ pub fn wake_candidate(home: &Path, me: &Drainer, now_ms: i64) -> Option<WakeCand
             continue;
         }
         let Ok(rd) = fs::read_dir(&d) else { continue };
-        let held: Vec<Held> = rd
+        let held: Vec<Queued> = rd
             .flatten()
             .take(MAX_NAMES * 4)
             .filter_map(|e| {
@@ -581,7 +581,7 @@ pub fn wake_candidate(home: &Path, me: &Drainer, now_ms: i64) -> Option<WakeCand
                 if !m.is_file() {
                     return None;
                 }
-                let h = read_held(&e.path())?;
+                let h = read_queued(&e.path())?;
                 let started = (h.holder_started_at != 0).then_some(h.holder_started_at);
                 (h.session_id == session
                     && key_of(&h.request_id) == Some(k)
@@ -691,8 +691,8 @@ pub fn take(
     let key = key_of(request_id).ok_or("not a request id of this plugin")?;
     let d = shard(home, session).ok_or("the session id cannot name a mailbox folder")?;
     fsafe::check_private_dir(&d).map_err(|e| e.to_string())?;
-    let p = d.join(held_name(key, pid));
-    let mut h = read_held(&p).ok_or("no record claimed by this process")?;
+    let p = d.join(record_name(key, pid));
+    let mut h = read_queued(&p).ok_or("no record claimed by this process")?;
     h.holder_pid = pid;
     h.holder_started_at = started_at;
     h.at_ms = now_ms;
@@ -705,9 +705,9 @@ pub fn take(
 
 /// What the mailbox knows about a request, for `verify`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HeldState {
-    /// Held (pending) in the memory of a live process.
-    Held { pid: u32, redeliveries: u32 },
+pub enum QueuedState {
+    /// Queued (pending) in the memory of a live process.
+    Queued { pid: u32, redeliveries: u32 },
     /// Its holder is gone: re-delivered when the session is live again.
     Lost {
         pid: u32,
@@ -719,14 +719,14 @@ pub enum HeldState {
 }
 
 /// The record or tombstone of `request_id` in `session`'s shard.
-pub fn lookup(home: &Path, session: &str, request_id: &str, now_ms: i64) -> Option<HeldState> {
+pub fn lookup(home: &Path, session: &str, request_id: &str, now_ms: i64) -> Option<QueuedState> {
     let key = key_of(request_id)?;
     let d = shard(home, session)?;
     fsafe::check_private_dir(&d).ok()?;
     if let Ok((b, _)) = fsafe::read_capped(&d.join(format!("{key}.removed")), Follow::No, 4096) {
         if let Ok(r) = serde_json::from_slice::<Removed>(&b) {
             if r.request_id == request_id && r.session_id == session {
-                return Some(HeldState::Removed(r));
+                return Some(QueuedState::Removed(r));
             }
         }
     }
@@ -735,7 +735,7 @@ pub fn lookup(home: &Path, session: &str, request_id: &str, now_ms: i64) -> Opti
     let (pid, h) = rd.flatten().take(MAX_NAMES * 4).find_map(|e| {
         let n = e.file_name().into_string().ok()?;
         let pid = n.strip_prefix(&prefix)?.parse::<u32>().ok()?;
-        let h = read_held(&e.path())?;
+        let h = read_queued(&e.path())?;
         (h.request_id == request_id && h.session_id == session).then_some((pid, h))
     })?;
     // Seen from no process (pid 0): gone when its pid is dead, or its fresh presence record is
@@ -744,13 +744,13 @@ pub fn lookup(home: &Path, session: &str, request_id: &str, now_ms: i64) -> Opti
     let started = (h.holder_started_at != 0).then_some(h.holder_started_at);
     let gone = is_mine_or_orphan(&nobody, pid, started, session, &mut None, home, now_ms);
     Some(if gone {
-        HeldState::Lost {
+        QueuedState::Lost {
             pid: h.holder_pid,
             handed_back: h.handed_back.is_some(),
             redeliveries: h.redeliveries,
         }
     } else {
-        HeldState::Held {
+        QueuedState::Queued {
             pid,
             redeliveries: h.redeliveries,
         }
