@@ -53,6 +53,13 @@ export interface DefaultSender {
   error: string | null
 }
 
+/** What a hand-back wrote. */
+export interface HandBackReport {
+  written: number
+  skipped: number
+  notWritten: number
+}
+
 /** The human's decision on one held message. Resolves to `{"ok":true,"state":…}` or `{"ok":false,"error":…}`. */
 export declare function heldDecide(dshHome: string | undefined | null, sessionId: string, requestId: string, approve: boolean): Promise<string>
 
@@ -223,6 +230,57 @@ export declare function projectKey(cwd: string): string | null
  */
 export declare function publishPresence(record: string, dshHome?: string | undefined | null): Promise<boolean>
 
+/**
+ * Hand every pending message of this plugin back to durable storage before the host cancels it
+ * (`why`: `stop` or `unmount`). Synchronous on purpose — it runs in the signal handler, before the
+ * host's disposal clears the inboxes — and bounded: it gives up after 300 ms and counts the rest.
+ */
+export declare function queuedHandBack(pending: Array<QueuedPending>, startedAt: number, why: string, dshHome?: string | undefined | null): HandBackReport
+
+/** One message pending in an inbox of this process, handed back when it stops (`mailbox::queued`). */
+export interface QueuedPending {
+  sessionId: string
+  requestId: string
+  /** `queue` (next-turn) or `steer` (next-step). */
+  mode: string
+  text: string
+  /** The session's `seq` now. */
+  seq: number
+}
+
+/**
+ * The messages of gone holders to deliver again into the sessions this process holds live,
+ * checked against the ledger and the target's log (`mailbox::queued::recover`); on a worker thread.
+ */
+export declare function queuedRecover(sessions: Array<string>, startedAt: number, dshHome?: string | undefined | null): Promise<Array<QueuedRedelivery>>
+
+/** A message to deliver again into a session live here (its holder is gone). */
+export interface QueuedRedelivery {
+  requestId: string
+  sessionId: string
+  mode: string
+  text: string
+  /** `not-in-log`, `pending`, `claimed-not-landed` or `cleared-at-stop`. */
+  why: string
+  fromPid: number
+}
+
+/** A re-delivered message (or one found pending here already) is now held by this process. */
+export declare function queuedTake(sessionId: string, requestId: string, startedAt: number, redelivered: boolean, dshHome?: string | undefined | null): Promise<void>
+
+/**
+ * One cold session to wake (only where `allowResume` permits: the shim asks only then): nobody
+ * holds it, a verified message waits for it, and this process is its one waker for 10 s.
+ * Resolves to null when there is none. On a worker thread.
+ */
+export declare function queuedWake(startedAt: number, sessions: Array<string>, dshHome?: string | undefined | null): Promise<QueuedWake | null>
+
+/** A cold session that a message of a gone holder waits for (`mailbox::queued::wake_candidate`). */
+export interface QueuedWake {
+  sessionId: string
+  cwd: string
+}
+
 /** The audit ledger: lines sent by or to `session`, newer than `sinceMs`, the newest `limit`. */
 export declare function readLedger(dshHome?: string | undefined | null, session?: string | undefined | null, sinceMs?: number | undefined | null, limit?: number | undefined | null): Promise<Ledger>
 
@@ -317,6 +375,13 @@ export declare const enum FateState {
   Landed = 'landed',
   Queued = 'queued',
   Canceled = 'canceled',
+  /** Its holder stopped or crashed before it landed; re-delivered when the session is live again. */
+  Lost = 'lost',
+  /**
+   * Removed from the queue (by the human, or by a cancel that cannot be told from the human's):
+   * never delivered again.
+   */
+  Removed = 'removed',
   Unknown = 'unknown',
 }
 
@@ -379,8 +444,8 @@ export interface ReadSession {
   title: string | null
   readable: number
   capturedThroughSeq: number | null
-  /** The log file the window was read from. */
-  logPath: string
+  /** The log file the window was read from (`null`: a live session with nothing on disk yet). */
+  logPath: string | null
 }
 
 /**

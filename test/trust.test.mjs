@@ -276,8 +276,11 @@ test('#7 4,000 junk names do not starve a drain, and 256 FIFOs named as envelope
   const c = newSession()
   mkdirSync(shardOf(b), { recursive: true, mode: 0o700 })
   for (let i = 0; i < 4000; i++) writeFileSync(join(shardOf(b), `junk-${i}`), 'x')
-  const held = `${randomUUID()}.held-${process.pid}` // issue 19's record: not the drain's to touch
-  writeFileSync(join(shardOf(b), held), '{}', { mode: 0o600 })
+  // issue 19's record of a message waiting in this process's memory (mailbox::queued): not the drain's to
+  // touch (well-formed, so the same tick's re-delivery pass keeps it too: a malformed one it removes)
+  const heldKey = randomUUID()
+  const held = `${heldKey}.held-${process.pid}`
+  writeFileSync(join(shardOf(b), held), JSON.stringify({ v: 1, requestId: `dsh-session-mail:${heldKey}`, sessionId: b, mode: 'queue', text: 'x', holderPid: process.pid, holderStartedAt: 1, atMs: Date.now() }), { mode: 0o600 })
   const real = []
   for (let i = 0; i < 8; i++) {
     const body = `message ${i}`

@@ -180,6 +180,7 @@ mod tests {
             session_missing: false,
             waiting: None,
             awaiting_human: None,
+            mailbox_refused: None,
             trace,
             in_memory,
         }
