@@ -158,7 +158,7 @@ fn tool_outcome(
     };
     if let (ToolResult::Send(s), Some(mut f)) = (&r, facts) {
         if let mail_core::outcome::SendOutcome::Accepted(receipt) = &s.outcome {
-            f.target_live = receipt.woke || live.contains(&receipt.target);
+            f.target_live = receipt.woke() || live.contains(&receipt.target);
             let d = mail_core::mail::notice::decide(&f);
             text = mail_core::render::notice::receipt_with_note(text, d, f.ttl_ms);
             notice = Some(d.into());

@@ -6,11 +6,12 @@
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { createServer } from 'node:http'
-import { execFileSync, spawn } from 'node:child_process'
+import { execFile, execFileSync, spawn } from 'node:child_process'
 import { createRequire } from 'node:module'
 import { createHash, randomUUID } from 'node:crypto'
 import { appendFileSync, mkdirSync, readdirSync, writeFileSync, existsSync, readFileSync, utimesSync } from 'node:fs'
 import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { startContractHost } from './contract-host/index.mjs'
 import { execAs, hostContext, requestIdsIn, toolsOf } from './helpers/plugin-harness.mjs'
 import { startOwnerProcess } from './helpers/owner-process.mjs'
@@ -306,5 +307,41 @@ test('#7 4,000 junk names do not starve a drain, and 256 FIFOs named as envelope
   const tools = toolsOf(CONFIG, host, sessionIds)
   const out = await tools.sessions_send.execute({ session_id: c, message: 'after the FIFOs' }, execAs(caller))
   assert.doesNotMatch(out, /could not take|held-elsewhere/, out)
-  assert.match(out, /waits in its mailbox/, out)
+  assert.match(out, /waits in the mailbox of the DSH process that holds that session/, out)
+})
+
+// Issue 16 #9: one receipt never says two contradictory things (a typed route per receipt, worded once).
+test('#9 a send to a headless owner that does not answer within 2 s says it waits in the mailbox, never that the host starts a turn', async t => {
+  const tools = toolsOf(CONFIG, host, sessionIds)
+  const b = newSession()
+  // a real owner process without a web server that publishes a mailbox and never drains it
+  const owner = await startOwnerProcess({ home: host.dshHome })
+  t.after(() => owner.stop())
+  await owner.publish({ sessions: [b], mailbox: true })
+  for (const mode of ['queue', 'steer']) {
+    const out = await tools.sessions_send.execute({ session_id: b, message: `waits (${mode})`, mode }, execAs(caller))
+    assert.match(out, new RegExp(`^accepted for ${b} \\| mode=${mode}`), out)
+    assert.match(out, /outcome: waiting in that process's mailbox.*No answer came back within 2 s/, out)
+    assert.doesNotMatch(out, /host starts that turn now|steered into the next step|started a new turn|queued in that session's inbox/, out)
+    assert.match(out, new RegExp(`note: routed: that session is live in another DSH process without a web server \\(pid ${owner.pid}, profile web\\); this process did not resume it\\.`), out)
+  }
+  assert.equal(envelopes().filter(n => n.startsWith(b)).length, 2, 'both wait in its mailbox')
+})
+
+test('#9 a CLI send the owner\'s host refuses is a refusal with no line saying that host took the message', async t => {
+  const b = newSession()
+  // the owner's web server: a second host instance on this home that does not know B (session/not-found)
+  const other = await startContractHost({ dshHome: host.dshHome, secret: host.secret })
+  t.after(() => other.close())
+  const owner = await startOwnerProcess({ home: host.dshHome, forwardTo: other.port })
+  t.after(() => owner.stop())
+  await owner.publish({ sessions: [b] })
+  const CLI = fileURLToPath(new URL('../bin/dsh-session-mail.mjs', import.meta.url))
+  const refused = await new Promise(resolve => execFile(process.execPath, [CLI, 'send', '--to', b, '--from', caller, '--home', host.dshHome, '--url', `http://127.0.0.1:${host.port}`, '--message', 'hello owner', '--json'], { env: { ...process.env, DSH_HOME: host.dshHome } }, (err, so) => resolve({ code: err?.code ?? 0, json: JSON.parse(so) })))
+  const { text } = refused.json
+  assert.equal(refused.json.accepted, false, text)
+  assert.match(text, /^refused \(rejected\): the host refused the message: session\/not-found/, text)
+  assert.ok(other.requests.some(r => r.path === '/api/session/prompt'), 'it went to the owner\'s host')
+  assert.doesNotMatch(text, /took the message|routed:/, text)
+  assert.equal(refused.code, 3)
 })

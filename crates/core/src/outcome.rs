@@ -250,8 +250,8 @@ pub struct Receipt {
     pub mode: Mode,
     /// Characters of the message as the caller wrote it.
     pub chars: usize,
-    /// The target was not live: the host resumed it.
-    pub woke: bool,
+    /// Where it went: this process's host (woken or not), the owner's host, or the owner's mailbox.
+    pub route: Route,
     /// The target was live and running a turn.
     pub running: bool,
     pub request_id: String,
@@ -264,6 +264,31 @@ pub struct Receipt {
     pub pending_next_turn: usize,
     /// What is left of the send budget after this send (`None`: budgets off).
     pub budget: Option<Allowance>,
+}
+
+impl Receipt {
+    /// This process's host resumed the session to take the message.
+    pub fn woke(&self) -> bool {
+        matches!(self.route, Route::Here { woke: true })
+    }
+}
+
+/// Where an accepted message went: one typed route per receipt (issue 16 #9), worded once by
+/// `render::send`. Each route carries only what is true of it, so a receipt cannot say that a host
+/// started a turn for a message still waiting in a mailbox, and a refusal carries no route at all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// This process's host took it; `woke`: the session was not live, so the host resumed it.
+    Here { woke: bool },
+    /// The host of the DSH process that holds the session took it, through that host's web server.
+    Owner { pid: u32, profile: Option<String> },
+    /// That process has no web server: the message was posted to the mailbox it drains. `answered`:
+    /// its receipt came back within the wait (its host took it); else the message waits there.
+    Mailbox {
+        pid: u32,
+        profile: Option<String>,
+        answered: bool,
+    },
 }
 
 /// How a send ended.
@@ -303,15 +328,6 @@ pub enum SendNote {
     RelayHop { hop: u32, max: u32 },
     /// The target's running turn waits on its human (an open question or approval).
     AwaitingUser,
-    /// The target is live in another host process; that process's own host took the message.
-    Routed { pid: u32, profile: Option<String> },
-    /// The target is live in another host process without a web server: the message was handed to
-    /// the mailbox that process drains; `delivered`: its receipt came back within the wait.
-    Mailbox {
-        pid: u32,
-        profile: Option<String>,
-        delivered: bool,
-    },
     /// The accepted message waits in its holder's inbox — the memory of that DSH process (`pid`;
     /// None: this one) — until the session takes it (its next turn; `step`: its next step, a steer);
     /// `mailbox::queued` recorded it for re-delivery should that process stop first. (Not

@@ -7,7 +7,9 @@ use crate::delivery::{Dialect, Failure, Mode, Recovery};
 use crate::mail::budget::{Allowance, Exceeded, Which};
 use crate::mail::guard::Forgery;
 use crate::mail::stacking::Stacked;
-use crate::outcome::{DeliveryContext, HeldWhy, Owner, Receipt, SendNote, SendOutcome, SendResult};
+use crate::outcome::{
+    DeliveryContext, HeldWhy, Owner, Receipt, Route, SendNote, SendOutcome, SendResult,
+};
 use crate::tool::SendTool;
 use base::clock::{format_utc_secs, human_secs};
 
@@ -355,10 +357,22 @@ pub fn accepted(r: &Receipt) -> String {
         r.mode.as_str(),
         r.chars
     );
-    if r.woke {
+    let woke = r.woke();
+    if woke {
         s.push_str(" (woke a cold session)");
     }
+    // Posted to a mailbox nobody has answered for yet: neither queued nor a started turn can be said.
+    let waiting = matches!(
+        r.route,
+        Route::Mailbox {
+            answered: false,
+            ..
+        }
+    );
     let landing = match (r.mode, r.running) {
+        _ if waiting => {
+            "The message waits in the mailbox of the DSH process that holds that session."
+        }
         (Mode::Queue, _) => "The message is queued in that session's inbox.",
         (Mode::Steer, true) => {
             "The message will be inserted at the next step of the turn that session is running."
@@ -377,12 +391,11 @@ pub fn accepted(r: &Receipt) -> String {
     s.push(' ');
     s.push_str(&reply);
     s.push('\n');
-    s.push_str(&outcome_line(
-        r.mode,
-        r.running,
-        r.woke,
-        r.pending_next_turn,
-    ));
+    if waiting {
+        s.push_str("outcome: waiting in that process's mailbox, which it drains about four times a second, so it lands once even if this session ends now. No answer came back within 2 s, so whether it was queued or started a turn is not known yet: check with verify before sending again.");
+    } else {
+        s.push_str(&outcome_line(r.mode, r.running, woke, r.pending_next_turn));
+    }
     if let Some(rec) = r.recovery {
         let first = ambiguity.unwrap_or("no clear answer");
         let how = match (rec, r.dialect) {
@@ -403,8 +416,32 @@ pub fn accepted(r: &Receipt) -> String {
         s.push('\n');
         s.push_str(&line);
     }
+    if let Some(line) = route_note(&r.route) {
+        s.push_str("\nnote: ");
+        s.push_str(&line);
+    }
     s.push_str(&format!("\nrequest: {}", r.request_id));
     s
+}
+
+/// The `note: routed: …` line of a receipt whose message went to another process (none for this one's host).
+fn route_note(route: &Route) -> Option<String> {
+    let profile = |p: &Option<String>| p.clone().unwrap_or_else(|| "(unknown)".into());
+    Some(match route {
+        Route::Here { .. } => return None,
+        Route::Owner { pid, profile: p } => format!(
+            "routed: that session is live in another DSH process (pid {pid}, profile {}); that process's own host took the message, and this process did not resume it.",
+            profile(p)
+        ),
+        Route::Mailbox { pid, profile: p, answered: true } => format!(
+            "routed: that session is live in another DSH process without a web server (pid {pid}, profile {}); that process took the message from its mailbox and its host answered, and this process did not resume it.",
+            profile(p)
+        ),
+        Route::Mailbox { pid, profile: p, answered: false } => format!(
+            "routed: that session is live in another DSH process without a web server (pid {pid}, profile {}); this process did not resume it.",
+            profile(p)
+        ),
+    })
 }
 
 /// A hint for a host error code (rc.8 short codes and v2 namespaced codes).
@@ -591,18 +628,6 @@ pub fn note(n: &SendNote) -> String {
             "relay hop {hop} of {max} in this agent-to-agent chain; past {max}, sends are refused until a human writes. Wrap up and report to your human."
         ),
         SendNote::AwaitingUser => "that session is waiting on its human (an open question or approval): nothing lands before the human answers.".into(),
-        SendNote::Routed { pid, profile } => format!(
-            "routed: that session is live in another DSH process (pid {pid}, profile {}); that process's own host took the message, and this process did not resume it.",
-            profile.as_deref().unwrap_or("(unknown)")
-        ),
-        SendNote::Mailbox { pid, profile, delivered: true } => format!(
-            "routed: that session is live in another DSH process without a web server (pid {pid}, profile {}); that process took the message from its mailbox and its host answered, and this process did not resume it.",
-            profile.as_deref().unwrap_or("(unknown)")
-        ),
-        SendNote::Mailbox { pid, profile, delivered: false } => format!(
-            "routed: that session is live in another DSH process without a web server (pid {pid}, profile {}); the message waits in its mailbox, which that process drains about four times a second, so it lands once even if this session ends now. No answer came back within 2 s: check with verify before sending again.",
-            profile.as_deref().unwrap_or("(unknown)")
-        ),
         SendNote::QueuedInMemory { pid, step } => format!(
             "in memory: until {} it waits in that session's inbox, which lives in the memory of {}; if that process stops or crashes first, the session's next holder delivers it once (verify shows where it is).",
             if *step { "its next step starts" } else { "its turn starts" },

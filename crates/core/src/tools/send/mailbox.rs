@@ -3,7 +3,6 @@
 
 use crate::delivery::{Dialect, Outcome};
 use crate::mailbox;
-use crate::outcome::SendNote;
 use base::offload;
 
 use super::owner::Routed;
@@ -15,8 +14,8 @@ use super::Context;
 #[derive(Debug)]
 pub enum HandOff {
     /// Posted; the owner's answer (`Accepted` when no receipt came within the wait: the envelope waits
-    /// for its owner) and the receipt's note.
-    Posted(Outcome, SendNote),
+    /// for its owner) and whether that receipt came back (`answered`).
+    Posted(Outcome, bool),
     /// It could not be posted (why): the send is refused as `held-elsewhere`.
     NotPosted(String),
 }
@@ -71,11 +70,6 @@ pub async fn hand_off(
     }
     attempt.record_hand_off(ctx).await;
     let receipt = wait_for_receipt(ctx, p).await;
-    let note = |delivered| SendNote::Mailbox {
-        pid: r.pid,
-        profile: r.profile.clone(),
-        delivered,
-    };
     // No HTTP dialect is involved: the owner delivered in-process (`Dialect` only words a resend).
     let accepted = Outcome::Accepted {
         dialect: Dialect::Rc8,
@@ -89,10 +83,10 @@ pub async fn hand_off(
                 message: rc.message.unwrap_or_default(),
                 after_ambiguous: false,
             },
-            note(true),
+            true,
         ),
-        Some(_) => HandOff::Posted(accepted, note(true)),
-        None => HandOff::Posted(accepted, note(false)),
+        Some(_) => HandOff::Posted(accepted, true),
+        None => HandOff::Posted(accepted, false),
     }
 }
 

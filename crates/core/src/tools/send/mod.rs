@@ -210,16 +210,14 @@ async fn record_queued(req: &ToolRequest, ctx: &Context, p: &plan::Plan, result:
     let (SendOutcome::Accepted(r), Some((pid, started_at))) = (&result.outcome, holder) else {
         return;
     };
-    // (a message still in the owner's mailbox is described by the mailbox note)
-    let in_mailbox = result.notes.iter().any(|n| {
-        matches!(
-            n,
-            SendNote::Mailbox {
-                delivered: false,
-                ..
-            }
-        )
-    });
+    // (a message still in the owner's mailbox is described by its route: not in any inbox yet)
+    let in_mailbox = matches!(
+        r.route,
+        crate::outcome::Route::Mailbox {
+            answered: false,
+            ..
+        }
+    );
     let waits = (r.mode == Mode::Queue || r.running) && !in_mailbox;
     if result
         .notes

@@ -5,7 +5,6 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::outcome::SendNote;
 use crate::presence;
 use crate::request::{LiveSession, ToolRequest};
 
@@ -40,12 +39,18 @@ impl Routed {
         }
     }
 
-    /// The receipt note of the HTTP route (the mailbox route's note depends on the owner's answer).
-    pub fn http_note(&self) -> Option<SendNote> {
-        self.base_url.as_ref().map(|_| SendNote::Routed {
-            pid: self.pid,
-            profile: self.profile.clone(),
-        })
+    /// The receipt's route through this process: its host, or (`answered`: whether its receipt came
+    /// back) its mailbox.
+    pub fn route(&self, answered: Option<bool>) -> crate::outcome::Route {
+        let (pid, profile) = (self.pid, self.profile.clone());
+        match (&self.base_url, answered) {
+            (Some(_), _) => crate::outcome::Route::Owner { pid, profile },
+            (None, answered) => crate::outcome::Route::Mailbox {
+                pid,
+                profile,
+                answered: answered.unwrap_or(false),
+            },
+        }
     }
 }
 

@@ -88,7 +88,6 @@ impl Plan {
                 live.filter(|l| l.status == "awaiting-user")
                     .map(|_| SendNote::AwaitingUser),
             )
-            .chain(place.routed.as_ref().and_then(Routed::http_note))
             .collect();
         Plan {
             tool: d.tool,

@@ -5,7 +5,7 @@
 use crate::config::Config;
 use crate::delivery::{self, http::Timeouts, Delivery, Failure, Outcome};
 use crate::mail;
-use crate::outcome::{DeliveryContext, HeldWhy, Owner, Receipt, Refusal, SendOutcome};
+use crate::outcome::{DeliveryContext, HeldWhy, Owner, Receipt, Refusal, Route, SendOutcome};
 use crate::request::ToolRequest;
 
 use super::mailbox::{hand_off, HandOff};
@@ -17,8 +17,10 @@ use super::Context;
 /// How the delivery ended.
 #[derive(Debug)]
 pub enum Answer {
-    /// The host (this process's, or the owner's) or the owner's mailbox answered, or failed to.
+    /// The host (this process's, or the owner's) answered, or failed to.
     Delivered(Outcome),
+    /// Posted to the owner's mailbox: the owner's answer, and whether its receipt came back in time.
+    Posted(Outcome, bool),
     /// The owner's mailbox could not take the message (why).
     MailboxRefused(String),
     /// The host answered `session/writer-held` and no process on this home publishes the session.
@@ -52,7 +54,6 @@ pub async fn deliver(
     p.running = running;
     let answer = match &routed.base_url {
         Some(base) => {
-            p.notes.extend(routed.http_note());
             p.base_url = base.clone();
             Answer::Delivered(delivery::deliver(&http(req, ctx, p)).await)
         }
@@ -87,10 +88,7 @@ async fn via_mailbox(
     attempt: &mut Attempt,
 ) -> Answer {
     match hand_off(ctx, p, r, sender, attempt).await {
-        HandOff::Posted(o, note) => {
-            p.notes.push(note);
-            Answer::Delivered(o)
-        }
+        HandOff::Posted(o, answered) => Answer::Posted(o, answered),
         HandOff::NotPosted(why) => Answer::MailboxRefused(why),
     }
 }
@@ -107,8 +105,9 @@ pub fn outcome(answer: Answer, p: &Plan, cfg: &Config) -> SendOutcome {
         base_url: p.base_url.clone(),
         connect_timeout_ms: cfg.connect_timeout_ms,
     };
-    let delivered = match answer {
-        Answer::Delivered(o) => o,
+    let (delivered, answered) = match answer {
+        Answer::Delivered(o) => (o, None),
+        Answer::Posted(o, answered) => (o, Some(answered)),
         Answer::MailboxRefused(why) => {
             return SendOutcome::Refused(Refusal::HeldElsewhere {
                 target: p.target.clone(),
@@ -136,7 +135,10 @@ pub fn outcome(answer: Answer, p: &Plan, cfg: &Config) -> SendOutcome {
             target: p.target.clone(),
             mode: p.mode,
             chars: p.chars,
-            woke: p.woke,
+            route: match &p.routed {
+                Some(r) => r.route(answered),
+                None => Route::Here { woke: p.woke },
+            },
             running: p.running,
             request_id: p.request_id.clone(),
             dialect,

@@ -11,7 +11,7 @@ use crate::ledger::{self, LedgerOutcome};
 use crate::mail::budget::{Exceeded, Unchecked, Which};
 use crate::mail::guard::Forgery;
 use crate::mailbox;
-use crate::outcome::{ArgProblem, HeldWhy, Missing, Owner, Receipt, RefusalCode};
+use crate::outcome::{ArgProblem, HeldWhy, Missing, Owner, Receipt, RefusalCode, Route};
 use crate::presence;
 use crate::request::{Caller, HostInfo, LiveSession, ToolRequest};
 use base::fsafe::Refused;
@@ -474,7 +474,7 @@ async fn resume_disabled_is_decided_before_the_target_is_resolved() {
     let got = send(&r).await;
     let rc = receipt(&got);
     assert_eq!(
-        (rc.target.as_str(), rc.mode, rc.chars, rc.woke),
+        (rc.target.as_str(), rc.mode, rc.chars, rc.woke()),
         ("session-live", Mode::Queue, 2, false)
     );
     assert_eq!(env.requests().len(), 1);
@@ -548,7 +548,7 @@ async fn sessions_send_accepted_cold_with_frame() {
         (rc.tool, rc.target.as_str(), rc.mode, rc.chars),
         (SendTool::SessionsSend, "session-cold", Mode::Queue, 5)
     );
-    assert!(rc.woke && !rc.running, "{rc:?}");
+    assert!(rc.woke() && !rc.running, "{rc:?}");
     assert_eq!((rc.pending_from_plugin, rc.pending_next_turn), (0, 0));
     let budget = rc.budget.expect("budgets are on by default");
     assert_eq!(budget.window_secs, 600);
@@ -684,7 +684,7 @@ async fn a_cold_target_a_dsh_process_without_this_plugin_may_hold_is_refused_bef
     .await;
     let rc = receipt(&r);
     assert_eq!(rc.target, "session-before");
-    assert!(rc.woke, "{rc:?}");
+    assert!(rc.woke(), "{rc:?}");
     let _ = other.kill();
     let _ = other.wait();
     let r = send(&env.req(
@@ -958,7 +958,7 @@ async fn fork_is_top_level_and_modes_render() {
     .await;
     let rc = receipt(&r);
     assert_eq!(
-        (rc.target.as_str(), rc.mode, rc.chars, rc.woke, rc.running),
+        (rc.target.as_str(), rc.mode, rc.chars, rc.woke(), rc.running),
         ("session-fork", Mode::Steer, 2, true, false)
     );
 
@@ -970,7 +970,7 @@ async fn fork_is_top_level_and_modes_render() {
     let got = send(&r).await;
     let rc = receipt(&got);
     assert_eq!(
-        (rc.target.as_str(), rc.mode, rc.chars, rc.woke, rc.running),
+        (rc.target.as_str(), rc.mode, rc.chars, rc.woke(), rc.running),
         ("session-run", Mode::Steer, 2, false, true)
     );
 
@@ -983,7 +983,10 @@ async fn fork_is_top_level_and_modes_render() {
     r.config.default_send_mode = "steer".into();
     let got = send(&r).await;
     let rc = receipt(&got);
-    assert_eq!((rc.mode, rc.woke, rc.running), (Mode::Steer, false, false));
+    assert_eq!(
+        (rc.mode, rc.woke(), rc.running),
+        (Mode::Steer, false, false)
+    );
 
     // frameMessages off: the body goes as is
     let mut r = env.req(
@@ -1139,13 +1142,12 @@ async fn a_session_another_process_lists_before_its_log_is_written_is_routed_onc
     writer.join().unwrap();
     let rc = receipt(&got);
     assert_eq!((rc.target.as_str(), rc.mode), ("session-new", Mode::Queue));
-    assert!(
-        got.notes.contains(&SendNote::Routed {
+    assert_eq!(
+        rc.route,
+        Route::Owner {
             pid: 4242,
             profile: Some("web".into())
-        }),
-        "{:?}",
-        got.notes
+        }
     );
     assert_eq!(owner_env.requests().len(), 1);
     // a session held elsewhere whose log never appears: still not found, after a bounded wait
@@ -1187,12 +1189,15 @@ async fn a_session_live_in_another_process_is_sent_through_that_process() {
             ("session-b", mode, 2)
         );
         assert_eq!(rc.running, running == "running");
-        assert!(!rc.woke, "{rc:?}");
+        assert_eq!(
+            rc.route,
+            Route::Owner {
+                pid: 4242,
+                profile: Some("web".into())
+            }
+        );
         // a queued message waits in the owner's memory (mailbox::queued recorded it for re-delivery)
-        let mut want = vec![SendNote::Routed {
-            pid: 4242,
-            profile: Some("web".into()),
-        }];
+        let mut want = vec![];
         if mode == "queue" {
             want.push(SendNote::QueuedInMemory {
                 pid: Some(4242),
@@ -1316,10 +1321,10 @@ async fn a_headless_owner_gets_the_message_through_its_mailbox_with_its_answer()
     let pid = std::os::unix::process::parent_id();
     crate::presence::verify::testing::trust(pid);
     let h = env.home.path().to_path_buf();
-    let mailbox_note = |delivered| SendNote::Mailbox {
+    let mailbox = |answered| Route::Mailbox {
         pid,
         profile: Some("headless".into()),
-        delivered,
+        answered,
     };
     // delivered: the owner's receipt comes back within the wait
     let owner = owner_drains(
@@ -1340,18 +1345,15 @@ async fn a_headless_owner_gets_the_message_through_its_mailbox_with_its_answer()
     assert!(got[0].text.contains("hi"));
     let rc = receipt(&out);
     assert_eq!(
-        (rc.target.as_str(), rc.mode, rc.chars, rc.woke),
-        ("session-b", Mode::Steer, 2, false)
+        (rc.target.as_str(), rc.mode, rc.chars, &rc.route),
+        ("session-b", Mode::Steer, 2, &mailbox(true))
     );
     assert_eq!(
         out.notes,
-        [
-            mailbox_note(true),
-            SendNote::QueuedInMemory {
-                pid: Some(pid),
-                step: true
-            }
-        ]
+        [SendNote::QueuedInMemory {
+            pid: Some(pid),
+            step: true
+        }]
     );
     assert_eq!(rc.request_id, got[0].request_id);
     // rejected by the owner's host: its code, nothing claimed as delivered
@@ -1380,7 +1382,8 @@ async fn a_headless_owner_gets_the_message_through_its_mailbox_with_its_answer()
     r.peers = Some(vec![headless_owner(pid, "session-b")]);
     let out = send(&r).await;
     assert_eq!(receipt(&out).target, "session-b");
-    assert_eq!(out.notes, [mailbox_note(false)]);
+    assert_eq!(receipt(&out).route, mailbox(false));
+    assert!(out.notes.is_empty(), "{:?}", out.notes);
     assert!(mailbox::waiting(&h, "session-b", &rid(&out)));
     assert!(
         env.requests().is_empty(),
@@ -1437,15 +1440,13 @@ async fn writer_held_then_a_headless_owner_appears_the_message_goes_to_its_mailb
     assert_eq!(got.len(), 1, "{out:?}");
     let rc = receipt(&out);
     assert_eq!((rc.target.as_str(), rc.mode), ("session-b", Mode::Queue));
-    assert!(!rc.woke, "{rc:?}");
-    assert!(
-        out.notes.contains(&SendNote::Mailbox {
+    assert_eq!(
+        rc.route,
+        Route::Mailbox {
             pid,
             profile: Some("headless".into()),
-            delivered: true
-        }),
-        "{:?}",
-        out.notes
+            answered: true
+        }
     );
     // the same request id the host refused with writer-held
     let reqs = env.requests();
@@ -1655,7 +1656,7 @@ async fn receipts_say_what_happened() {
     // (mode, running, woke, items already waiting): what the receipt's outcome line is made of
     let facts = |r: &SendResult| {
         let rc = receipt(r);
-        (rc.mode, rc.running, rc.woke, rc.pending_next_turn)
+        (rc.mode, rc.running, rc.woke(), rc.pending_next_turn)
     };
     let r = send_at(&ssm(&env, "session-peer", "a", false, busy.clone()), h, NOW).await;
     assert_eq!(facts(&r), (Mode::Queue, true, false, 2));

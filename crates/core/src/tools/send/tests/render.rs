@@ -458,6 +458,12 @@ async fn routes_and_held_elsewhere() {
         note: routed: that session is live in another DSH process (pid 4242, profile web); that process's own host took the message, and this process did not resume it.\n\
         note: in memory: until its turn starts it waits in that session's inbox, which lives in the memory of DSH process pid 4242; if that process stops or crashes first, the session's next holder delivers it once (verify shows where it is).\n\
         request: <rid>");
+    // the owner's host refuses (issue 16 #9): a refusal, with no line saying that host took it
+    let refusing = Env::online(|_, _| rpc_error("model-unavailable", "no adapter")).await;
+    r.peers = Some(vec![owner(4244, Some(&refusing.base), "session-b", "idle")]);
+    pin_rid(&send(&r).await, "refused (rejected): the host refused the message: model-unavailable: no adapter\n\
+        That session's model is not served by this host; the user has to select a model for it first.\n\
+        request: <rid>");
     r.peers = Some(vec![owner(777, None, "session-b", "running")]);
     pin(&send(&r).await.render(), &[], "refused (held-elsewhere): \"session-b\" is live in another DSH process (pid 777, profile web), and that process has no web server this process could hand the message to, and its plugin does not drain a mailbox (an older version).\n\
         This process will not resume it: two writers would fork its history. Nothing was sent.\n\
@@ -519,18 +525,38 @@ async fn mailbox_route() {
             note: in memory: until its next step starts it waits in that session's inbox, which lives in the memory of DSH process pid <pid>; if that process stops or crashes first, the session's next holder delivers it once (verify shows where it is).\n\
             request: <rid>",
     );
-    // no receipt within the wait
+    // no receipt within the wait (issue 16 #9): the receipt says it waits in the mailbox, and nothing
+    // about a step or a turn the host would start — the route has no answer to tell
+    const WAITING: &str = "The message waits in the mailbox of the DSH process that holds that session. Its reply will not return through this call; read it later with sessions_read.\n\
+            outcome: waiting in that process's mailbox, which it drains about four times a second, so it lands once even if this session ends now. No answer came back within 2 s, so whether it was queued or started a turn is not known yet: check with verify before sending again.\n";
     let out = send(&r).await;
     let id = rid(&out);
     pin(
         &out.render(),
         &[(&id, "rid"), (&pid_s, "pid")],
-        "accepted for session-b | mode=steer | chars=2\n\
-            The message will be inserted at the next step of the turn that session is running. Its reply will not return through this call; read it later with sessions_read.\n\
-            outcome: steered into the next step of its running turn (steer requested; if that session's turn was being aborted the host queues it for the next turn instead).\n\
+        &format!("accepted for session-b | mode=steer | chars=2\n{WAITING}\
             budget: 4 of 6 left for this pair in the next 10 min; 18 of 20 left for all your sends.\n\
-            note: routed: that session is live in another DSH process without a web server (pid <pid>, profile headless); the message waits in its mailbox, which that process drains about four times a second, so it lands once even if this session ends now. No answer came back within 2 s: check with verify before sending again.\n\
-            request: <rid>",
+            note: routed: that session is live in another DSH process without a web server (pid <pid>, profile headless); this process did not resume it.\n\
+            request: <rid>"),
+    );
+    // the same for a queue send to an idle owner (on main: "queued … the host starts that turn now" and
+    // "No answer came back within 2 s" in one receipt)
+    let mut q = env.req(
+        "sessions_send",
+        json!({"session_id": "session-b", "message": "hi"}),
+    );
+    let mut idle = headless_owner(pid, "session-b");
+    idle.sessions[0].status = "idle".into();
+    q.peers = Some(vec![idle]);
+    let out = send(&q).await;
+    let id = rid(&out);
+    pin(
+        &out.render(),
+        &[(&id, "rid"), (&pid_s, "pid")],
+        &format!("accepted for session-b | mode=queue | chars=2\n{WAITING}\
+            budget: 3 of 6 left for this pair in the next 10 min; 17 of 20 left for all your sends.\n\
+            note: routed: that session is live in another DSH process without a web server (pid <pid>, profile headless); this process did not resume it.\n\
+            request: <rid>"),
     );
 }
 
