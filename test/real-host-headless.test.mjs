@@ -196,7 +196,10 @@ describe('dsh-session-mail: a send to a session live in a headless rc.8 process 
     await h.done
     // accepted and durable, but the owner never answered
     assert.match(q.text, new RegExp(`^accepted for ${esc(H)} \\| mode=queue`), q.text)
-    assert.match(q.text, /the message waits in its mailbox/, q.text)
+    assert.match(q.text, /The message waits in the mailbox of the DSH process that holds that session\./, q.text)
+    // one route, one story (issue 16 #9): no outcome of a host that never answered
+    assert.match(q.text, /outcome: waiting in that process's mailbox/, q.text)
+    assert.doesNotMatch(q.text, /the host starts that turn now/, q.text)
     const r1 = requestIdOf(q.text)
     // not landed yet: verify exits non-zero and says where it waits
     const v1 = spawnSync(process.execPath, [join(REPO_ROOT, 'bin', 'dsh-session-mail.mjs'), 'verify', r1], { env: { ...box.env }, encoding: 'utf8' }).stdout
