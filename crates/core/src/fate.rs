@@ -42,9 +42,9 @@ pub fn verify(home: &Path, request_id: &str, session: Option<&str>) -> Verificat
         v.waiting = crate::mailbox::find_waiting(home, request_id, v.session_id.as_deref());
         v.awaiting_human = crate::policy::held::state_of(home, request_id, v.session_id.as_deref())
             .map(|h| (h.state, h.envelope.session_id));
-        v.mailbox_refused = v.session_id.as_deref().and_then(|s| {
-            crate::mailbox::admit::refused(home, s, request_id).map(|r| (r.session_id, r.why))
-        });
+        v.mailbox_refused =
+            crate::mailbox::admit::find_refused(home, request_id, v.session_id.as_deref())
+                .map(|r| (r.session_id, r.why));
     }
     if let Some(s) = v.session_id.as_deref() {
         v.in_memory = crate::mailbox::queued::lookup(home, s, request_id, base::clock::now_ms());

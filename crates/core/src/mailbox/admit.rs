@@ -465,6 +465,21 @@ pub fn refused(home: &Path, session: &str, request_id: &str) -> Option<RefusedRe
     (r.request_id == request_id && r.session_id == session).then_some(r)
 }
 
+/// The session whose drain refused `request_id` (`session` when given, else every shard looked at, at
+/// most [`super::MAX_NAMES`] × 8 of them) and its record: `verify` of an id the ledger never saw.
+pub fn find_refused(home: &Path, request_id: &str, session: Option<&str>) -> Option<RefusedRecord> {
+    if let Some(s) = session {
+        return refused(home, s, request_id);
+    }
+    base::fsafe::check_private_dir(&super::root(home)).ok()?;
+    fs::read_dir(super::root(home))
+        .ok()?
+        .flatten()
+        .take(super::MAX_NAMES * 8)
+        .filter_map(|e| e.file_name().into_string().ok())
+        .find_map(|s| refused(home, &s, request_id))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -72,7 +72,8 @@ pub struct Envelope {
     pub session_id: String,
     /// `queue` or `steer`.
     pub mode: String,
-    /// The full delivered text (header or frame included).
+    /// The full delivered text (header or frame included), as the sender built it. A claim: the drain
+    /// takes it apart and delivers only what [`admit`] rebuilds from it.
     pub text: String,
     pub sender: Option<String>,
     /// The owner the sender addressed (its presence record).

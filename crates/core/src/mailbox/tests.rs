@@ -519,6 +519,10 @@ fn a_mailbox_envelope_is_delivered_only_framed_from_a_sender_its_ledger_line_vou
         "{}",
         f.text
     );
+    // also without the session named (an id the ledger never saw: every shard is looked at)
+    let v = crate::fate::verify(h, &rid(1), None);
+    let f = crate::render::fate::request_fate(&v, &rid(1), h);
+    assert!(f.text.contains("no audit ledger line"), "{}", f.text);
     // once its line is there, the young one is delivered (with its From header rebuilt)
     settle(h, pid, &delivered(&rid(2))).unwrap();
     line_for(h, &e9, "send_session_message", "soon", 1, now);
