@@ -299,6 +299,22 @@ fn write_removed(d: &Path, key: &str, r: &Removed) {
     }
 }
 
+/// A message not to deliver again: its tombstone (what `verify` reads) replaces its record.
+fn retire(d: &Path, key: &str, record: &Path, h: &Queued, why: RemovedWhy, seq: u64) {
+    write_removed(
+        d,
+        key,
+        &Removed {
+            request_id: h.request_id.clone(),
+            session_id: h.session_id.clone(),
+            seq,
+            why,
+            holder_pid: h.holder_pid,
+        },
+    );
+    let _ = fs::remove_file(record);
+}
+
 /// What the log says should happen to a record whose holder is gone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
@@ -457,20 +473,7 @@ pub fn recover(home: &Path, me: &Drainer, now_ms: i64) -> Vec<Redelivery> {
                 Verdict::Done => {
                     let _ = fs::remove_file(&path);
                 }
-                Verdict::Removed(why, seq) => {
-                    write_removed(
-                        &d,
-                        &key,
-                        &Removed {
-                            request_id: h.request_id.clone(),
-                            session_id: session.clone(),
-                            seq,
-                            why,
-                            holder_pid: h.holder_pid,
-                        },
-                    );
-                    let _ = fs::remove_file(&path);
-                }
+                Verdict::Removed(why, seq) => retire(&d, &key, &path, &h, why, seq),
                 // Still pending in my memory (or claimed by a turn of mine): nothing to do.
                 Verdict::Redeliver(_) => {}
             }
@@ -494,20 +497,7 @@ pub fn recover(home: &Path, me: &Drainer, now_ms: i64) -> Vec<Redelivery> {
                 Verdict::Done => {
                     let _ = fs::remove_file(&path);
                 }
-                Verdict::Removed(why, seq) => {
-                    write_removed(
-                        &d,
-                        &key,
-                        &Removed {
-                            request_id: h.request_id.clone(),
-                            session_id: session.clone(),
-                            seq,
-                            why,
-                            holder_pid: h.holder_pid,
-                        },
-                    );
-                    let _ = fs::remove_file(&path);
-                }
+                Verdict::Removed(why, seq) => retire(&d, &key, &path, &h, why, seq),
                 Verdict::Redeliver(why) => {
                     if batch.len() >= MAX_BATCH {
                         continue;
