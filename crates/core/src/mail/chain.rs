@@ -14,6 +14,9 @@
 //! a delivery is what *our* audit ledger recorded for that request id (`chain`, `hop` on the line). Nothing
 //! comes from tool arguments or from message text: a model can write "hop 0" into a body, but the ledger
 //! line keyed by the landed message's `source.rpcId` (set by the host from our request id) is what counts.
+//! At the limit, whether a human has written in the chain since ([`human_spoke_in_chain`]) is read from the
+//! logs alone, walking the chain back from the caller's trigger: the ledger may name the chain's
+//! deliveries, but a writer who can append to it could name any, so its lines only say where to look.
 
 use std::path::Path;
 
@@ -250,53 +253,386 @@ pub fn next_hop(home: &Path, ev: &Evidence, request_id: &str) -> Hop {
     }
 }
 
-/// Most sessions of a chain whose logs the human-reset check reads.
+/// Most session logs the human-reset walk opens.
 const MAX_RESET_SESSIONS: usize = 8;
+/// Most deliveries the walk goes back through (a chain past the limit has `maxRelayHops` + 1 of them).
+const MAX_RESET_STEPS: usize = 32;
+/// Most tool results of one sender's log (its newest) searched for the receipt of a send.
+const MAX_RECEIPT_SCAN: usize = 512;
+/// Most senders tried for one delivery (the frame's, then the ledger's).
+const MAX_SENDERS: usize = 4;
 
-/// Did a human write in a session of `chain` after the chain reached it? For each session the chain
-/// delivered into (its first delivery there, from the ledger), the session's log (`store`) is searched for
-/// a human message — a conversation `user` message that is not one of our deliveries — with a later seq.
-/// Read only when a send would pass the limit, so the normal path never opens another session's log.
-pub fn human_spoke_in_chain(home: &Path, chain: &str) -> bool {
-    use store::events::Role;
-    use store::fold::Class;
-    use store::Fate;
-    use store::{self, Lookup};
-    let of_chain = Filter {
-        chain: Some(chain.to_string()),
-        ..Filter::default()
-    };
-    let Ok(read) = ledger::read_ledger(home, &of_chain) else {
-        return false;
-    };
-    let mut first: Vec<(&str, &str)> = Vec::new();
-    for e in read
-        .entries
-        .iter()
-        .filter(|e| e.counts_as_sent() && e.chain.as_deref() == Some(chain))
-    {
-        if let (Some(t), Some(rid)) = (e.target.as_deref(), e.request_id.as_deref()) {
-            if !first.iter().any(|(x, _)| *x == t) && first.len() < MAX_RESET_SESSIONS {
-                first.push((t, rid));
+/// What the human-reset walk found (`human_spoke_in_chain`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reset {
+    /// A human wrote in `session` at `seq`, after the chain's delivery landed there at `after`: the chain
+    /// is over.
+    HumanSpoke {
+        session: String,
+        seq: u64,
+        after: u64,
+    },
+    /// The walk reached the chain's first delivery (sent in a turn no delivery of ours opened) and no
+    /// human wrote in a session of the chain since it arrived there.
+    Silent { deliveries: usize },
+    /// A step of the chain is not in the logs as the host recorded it: no reset (the guard fails closed).
+    Unverified(Gap),
+}
+
+/// Where the walk back through a chain lost the host's record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Gap {
+    /// `request` is not a landed message of the log of the session it was sent to (no such log, not
+    /// flushed yet, or never delivered there).
+    NotLanded { request: String },
+    /// No sender's log has the tool result that minted `request` (the send's receipt ends with
+    /// `request: <id>`), among its newest [`MAX_RECEIPT_SCAN`] tool results.
+    NoReceipt { request: String },
+    /// The sender's turn that sent `request` was compacted (or its tool results pruned) before the
+    /// receipt: what opened it is no longer in the log.
+    Rewritten { request: String },
+    /// The frames' `relay: hop N` lines do not go down towards the chain's first delivery.
+    HopOrder { request: String },
+    /// The walk passed its bounds ([`MAX_RESET_STEPS`] deliveries, [`MAX_RESET_SESSIONS`] logs).
+    TooLong,
+}
+
+impl Reset {
+    pub fn resets(&self) -> bool {
+        matches!(self, Reset::HumanSpoke { .. })
+    }
+}
+
+/// The session logs the walk has opened (each at most once, at most [`MAX_RESET_SESSIONS`]).
+struct Logs<'h> {
+    home: &'h Path,
+    open: Vec<(String, Option<store::StoredSession>)>,
+}
+
+impl Logs<'_> {
+    fn get(&mut self, id: &str) -> Result<Option<&store::StoredSession>, Gap> {
+        if let Some(i) = self.open.iter().position(|(x, _)| x == id) {
+            return Ok(self.open[i].1.as_ref());
+        }
+        if self.open.len() >= MAX_RESET_SESSIONS {
+            return Err(Gap::TooLong);
+        }
+        let st = match store::load_session(self.home, id) {
+            store::Lookup::Found(st) => Some(st),
+            _ => None,
+        };
+        self.open.push((id.to_string(), st));
+        Ok(self.open.last().and_then(|(_, s)| s.as_ref()))
+    }
+}
+
+/// The texts of the events at `wanted` in `st`'s log (every `text` string of the event, joined by newlines).
+fn texts(st: &store::StoredSession, wanted: &[(u64, store::frames::Loc)]) -> Vec<(u64, String)> {
+    fn collect(v: &serde_json::Value, out: &mut String) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, x) in m {
+                    match (k.as_str(), x) {
+                        ("text", serde_json::Value::String(t)) => {
+                            out.push_str(t);
+                            out.push('\n');
+                        }
+                        _ => collect(x, out),
+                    }
+                }
             }
+            serde_json::Value::Array(a) => a.iter().for_each(|x| collect(x, out)),
+            _ => {}
         }
     }
-    first.iter().any(|(session, rid)| {
-        let Some(Fate::Landed { seq, .. }) = store::find_request(home, session, rid) else {
-            return false;
-        };
-        let Lookup::Found(st) = store::load_session(home, session) else {
-            return false;
-        };
-        let spoke = st.fold.surface.iter().any(|n| {
-            n.seq > seq
-                && n.role == Role::User
+    let src = store::log::Source::File {
+        path: &st.log.path,
+        enc: st.log.enc,
+    };
+    let mut got: Vec<(u64, String)> = store::log::fetch_events(&src, wanted)
+        .into_iter()
+        .map(|(seq, ev)| {
+            let mut s = String::new();
+            if let Some(d) = ev.get("data") {
+                collect(d, &mut s);
+            }
+            (seq, s)
+        })
+        .collect();
+    got.sort_unstable_by_key(|(seq, _)| *seq);
+    got
+}
+
+/// The sender a delivered text names: the frame's `from-session: <id> (…)` line (its head only) or the
+/// From header's `From <id> ：`.
+fn named_sender(text: &str) -> Option<&str> {
+    if let Some(head) = text
+        .strip_prefix(crate::mail::FRAME_TITLE)
+        .and_then(|h| h.strip_prefix('\n'))
+    {
+        let head = &head[..head.find(crate::mail::FRAME_BEGIN).unwrap_or(0)];
+        return head
+            .lines()
+            .find_map(|l| l.strip_prefix("from-session: "))
+            .and_then(|r| r.split_once(" (").map(|(id, _)| id));
+    }
+    let first = text.lines().next()?;
+    first
+        .strip_prefix("From ")?
+        .strip_suffix(&format!(" {}", crate::mail::HEADER_COLON))
+}
+
+/// What opened (or last fed) a turn, as [`deciding`] reads it, from a log's surface.
+enum Opened {
+    Human,
+    Peer(String),
+    Notice(String),
+}
+
+/// A human message of the log after `seq`: a conversation `user` message that is not one of our deliveries.
+fn human_after(fold: &store::Fold, seq: u64) -> Option<u64> {
+    use store::events::Role;
+    use store::fold::Class;
+    fold.surface
+        .iter()
+        .rev()
+        .take_while(|n| n.seq > seq)
+        .find(|n| {
+            n.role == Role::User
                 && n.class == Class::Conversation
                 && n.request.is_none()
                 && &*n.label == "user"
+        })
+        .map(|n| n.seq)
+}
+
+/// The first of `candidates` (session ids) whose log has `rid` landed: (session, seq, turn).
+fn landed_in(
+    logs: &mut Logs<'_>,
+    candidates: &[String],
+    rid: &str,
+) -> Result<Option<(String, u64, Option<u64>)>, Gap> {
+    for c in candidates {
+        let Some(st) = logs.get(c)? else { continue };
+        if let Some((seq, turn)) = st.fold.requests.get(rid).and_then(|t| t.landed) {
+            return Ok(Some((c.clone(), seq, turn)));
+        }
+    }
+    Ok(None)
+}
+
+/// Did a human write in a session of the chain that opened the caller's turn, after the chain reached it?
+///
+/// The ledger's lines are claims (issue 16: a writer who can append to it could name any old delivery
+/// as part of a chain), so the chain is walked back from the caller's trigger through what the host
+/// recorded, one delivery at a time: the delivery landed in its target's log (a human `user` message
+/// there after it ends the chain); its sender — the one its frame or From header names, else one the
+/// ledger names, each believed only through the next fact — has in its own log the tool result that
+/// minted that request id (the send's receipt ends `request: <id>`); the newest human message, delivery
+/// of ours or idle notice of ours before that receipt in the same turn is what opened the sender's turn
+/// ([`deciding`]'s rule): a human (or nothing of ours) is the chain's first delivery, a delivery of ours
+/// the step before. The frames' `relay: hop N` lines must go down along the way. Anything the logs do
+/// not show is [`Reset::Unverified`]: no reset. Read only when a send would pass the limit.
+pub fn human_spoke_in_chain(home: &Path, ev: &Evidence) -> Reset {
+    let mut logs = Logs {
+        home,
+        open: Vec::new(),
+    };
+    walk(&mut logs, ev).unwrap_or_else(Reset::Unverified)
+}
+
+fn walk(logs: &mut Logs<'_>, ev: &Evidence) -> Result<Reset, Gap> {
+    // The targets a notice's watched send went to: the ledger's claim, checked by the landing.
+    let watched_targets = |home: &Path, rid: &str, senders: &[String]| -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        let read = ledger::read_ledger(
+            home,
+            &Filter {
+                request_id: Some(rid.to_string()),
+                ..Filter::default()
+            },
+        );
+        for e in read.map(|r| r.entries).unwrap_or_default() {
+            if places(&e) && e.sender.as_ref().is_some_and(|s| senders.contains(s)) {
+                if let Some(t) = e.target {
+                    if !out.contains(&t) && out.len() < MAX_SENDERS {
+                        out.push(t);
+                    }
+                }
+            }
+        }
+        out
+    };
+    let home = logs.home;
+    let (mut targets, mut rid) = match &ev.trigger {
+        Trigger::Peer(id) => (ev.me.clone(), id.clone()),
+        Trigger::Notice(w) => (watched_targets(home, w, &ev.me), w.clone()),
+        Trigger::Human | Trigger::Unknown => return Ok(Reset::Silent { deliveries: 0 }),
+    };
+    let mut above: Option<u32> = None;
+    for step in 0..MAX_RESET_STEPS {
+        let Some((target, seq, _)) = landed_in(logs, &targets, &rid)? else {
+            return Err(Gap::NotLanded { request: rid });
+        };
+        let Some(st) = logs.get(&target)? else {
+            return Err(Gap::NotLanded { request: rid });
+        };
+        if let Some(h) = human_after(&st.fold, seq) {
+            return Ok(Reset::HumanSpoke {
+                session: target,
+                seq: h,
+                after: seq,
+            });
+        }
+        // The delivered text as the host recorded it: its hop and the sender it names.
+        let node = st.fold.surface.iter().rev().find(|n| n.seq == seq);
+        let delivered = node
+            .map(|n| texts(st, &[(n.seq, n.loc)]))
+            .and_then(|t| t.into_iter().next())
+            .map(|(_, t)| t)
+            .unwrap_or_default();
+        let hop = crate::mail::framed_hop(&delivered);
+        if let (Some(h), Some(a)) = (hop, above) {
+            if h >= a {
+                return Err(Gap::HopOrder { request: rid });
+            }
+        }
+        if hop == Some(1) {
+            return Ok(Reset::Silent {
+                deliveries: step + 1,
+            });
+        }
+        above = hop.or(above);
+        let mut senders: Vec<String> = named_sender(&delivered)
+            .map(str::to_string)
+            .into_iter()
+            .collect();
+        let read = ledger::read_ledger(
+            home,
+            &Filter {
+                request_id: Some(rid.clone()),
+                ..Filter::default()
+            },
+        );
+        for e in read.map(|r| r.entries).unwrap_or_default() {
+            if places(&e) && e.target.as_deref() == Some(target.as_str()) {
+                if let Some(s) = e.sender {
+                    if !senders.contains(&s) && senders.len() < MAX_SENDERS {
+                        senders.push(s);
+                    }
+                }
+            }
+        }
+        let mut found = None;
+        for s in &senders {
+            if s == &target {
+                continue;
+            }
+            let Some(sl) = logs.get(s)? else { continue };
+            if let Some(at) = receipt_in(sl, &rid) {
+                found = Some((s.clone(), at));
+                break;
+            }
+        }
+        let Some((sender, (at, turn))) = found else {
+            return Err(Gap::NoReceipt { request: rid });
+        };
+        let Some(sl) = logs.get(&sender)? else {
+            return Err(Gap::NoReceipt { request: rid });
+        };
+        match opened_before(sl, at, turn) {
+            None => return Err(Gap::Rewritten { request: rid }),
+            Some(Opened::Human) => {
+                return Ok(Reset::Silent {
+                    deliveries: step + 1,
+                })
+            }
+            Some(Opened::Peer(d)) => {
+                targets = vec![sender];
+                rid = d;
+            }
+            Some(Opened::Notice(w)) => {
+                targets = watched_targets(home, &w, std::slice::from_ref(&sender));
+                rid = w;
+            }
+        }
+    }
+    Err(Gap::TooLong)
+}
+
+/// The seq (and turn) of the oldest of the newest [`MAX_RECEIPT_SCAN`] tool results of `st`'s log whose
+/// text has the line `request: <rid>` (the first time the id shows is the send that minted it).
+fn receipt_in(st: &store::StoredSession, rid: &str) -> Option<(u64, Option<u64>)> {
+    let wanted: Vec<(u64, store::frames::Loc)> = st
+        .fold
+        .surface
+        .iter()
+        .rev()
+        .filter(|n| n.label.starts_with("tool:"))
+        .take(MAX_RECEIPT_SCAN)
+        .map(|n| (n.seq, n.loc))
+        .collect();
+    let line = format!("request: {rid}");
+    let seq = texts(st, &wanted)
+        .into_iter()
+        .find(|(_, t)| t.lines().any(|l| l.trim_end() == line))
+        .map(|(seq, _)| seq)?;
+    Some((seq, turn_of(st, seq)))
+}
+
+/// The `turn` a wrapped event (`tool/result {turn, step, message}`) states.
+fn turn_of(st: &store::StoredSession, seq: u64) -> Option<u64> {
+    let n = st.fold.surface.iter().rev().find(|n| n.seq == seq)?;
+    let src = store::log::Source::File {
+        path: &st.log.path,
+        enc: st.log.enc,
+    };
+    store::log::fetch_events(&src, &[(n.seq, n.loc)])
+        .get(&seq)?
+        .get("data")?
+        .get("turn")?
+        .as_u64()
+}
+
+/// What opened the turn of `st`'s log that holds `at`, by [`deciding`]'s rule: the newest human message,
+/// delivery of ours or notice of ours before `at` (a delivery or notice counts only when it landed in
+/// `turn`, when the log states both). `None` when the surface was rewritten (a compaction checkpoint or
+/// a pruned tool result) between that message and `at`, or before `at` with no such message after it.
+fn opened_before(st: &store::StoredSession, at: u64, turn: Option<u64>) -> Option<Opened> {
+    use store::fold::Class;
+    let ours = format!("plugin:{}", base::names::DIR_NAME);
+    for n in st.fold.surface.iter().rev().skip_while(|n| n.seq >= at) {
+        if n.replaced {
+            return None;
+        }
+        let rpc = n.request.as_deref();
+        let in_turn = |rid: &str| {
+            let landed = st.fold.requests.get(rid).and_then(|t| t.landed);
+            match (landed.and_then(|l| l.1), turn) {
+                (Some(a), Some(b)) => a == b,
+                _ => true,
+            }
+        };
+        if let Some(watched) = rpc.and_then(|r| r.strip_prefix(NOTICE_PREFIX)) {
+            if n.label.starts_with(&ours) {
+                return Some(if in_turn(rpc.unwrap_or("")) {
+                    Opened::Notice(watched.to_string())
+                } else {
+                    Opened::Human
+                });
+            }
+            continue;
+        }
+        if &*n.label != "user" || n.class != Class::Conversation {
+            continue;
+        }
+        return Some(match rpc {
+            Some(r) if in_turn(r) => Opened::Peer(r.to_string()),
+            Some(_) => Opened::Human,
+            None => Opened::Human,
         });
-        spoke
-    })
+    }
+    Some(Opened::Human)
 }
 
 /// `Err(hop)` when this send would pass the limit (`max_hops` 0: the guard is off). A chain in which a
@@ -313,7 +649,7 @@ pub fn check(home: &Path, ev: &Evidence, request_id: &str, max_hops: u32) -> Res
         return Err(h);
     }
     if h.hop > max_hops {
-        if human_spoke_in_chain(home, &h.chain) {
+        if human_spoke_in_chain(home, ev).resets() {
             return Ok(Hop::fresh(request_id));
         }
         Err(h)
@@ -522,60 +858,189 @@ mod tests {
         );
     }
 
+    /// The logs of a real chain, as the host records them: each delivery lands in its target's log as
+    /// the framed text the sender's plugin built (hop N in its `relay:` line), and the sender's log
+    /// has the tool result whose receipt ends `request: <id>` in the turn that delivery opened.
+    struct Chain {
+        home: tempfile::TempDir,
+        logs: Vec<(String, store::testgen::LogBuilder)>,
+    }
+
+    impl Chain {
+        fn new(sessions: &[&str]) -> Chain {
+            let logs = sessions
+                .iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    (
+                        s.to_string(),
+                        store::testgen::LogBuilder::v0(s, Some("/w"), i as u64 + 1),
+                    )
+                })
+                .collect();
+            Chain {
+                home: tempfile::tempdir().unwrap(),
+                logs,
+            }
+        }
+        fn log(&mut self, s: &str) -> &mut store::testgen::LogBuilder {
+            &mut self.logs.iter_mut().find(|(x, _)| x == s).unwrap().1
+        }
+        fn human(&mut self, s: &str, text: &str) {
+            let b = self.log(s);
+            b.prompt(text, "client-7");
+        }
+        /// `from` (in its current turn) sends `rid` to `to` at `hop`: its receipt, the ledger line, the landing.
+        fn send(&mut self, from: &str, to: &str, rid: &str, chain: &str, hop: u32) {
+            let receipt = format!("accepted for {to} (queued for the next turn).\nrequest: {rid}");
+            let call = format!("call-{rid}");
+            self.log(from)
+                .tool_round(&call, "sessions_send", "{}", &receipt, "p", "m");
+            self.log(from).end_turn();
+            line(self.home.path(), from, to, rid, chain, hop, "accepted");
+            let text = crate::mail::frame(from, Some("t"), "queue", Some((hop, 4)), "go on");
+            self.log(to).prompt(&text, rid);
+        }
+        fn write(&self) {
+            for (id, b) in &self.logs {
+                let dir = self.home.path().join("sessions").join("-w").join(id);
+                std::fs::create_dir_all(&dir).unwrap();
+                std::fs::write(dir.join("session.jsonl"), b.text()).unwrap();
+            }
+        }
+    }
+
+    fn rid(n: u32) -> String {
+        format!("dsh-session-mail:00000000-0000-4000-8000-{n:012}")
+    }
+
+    /// A↔B ping-pong: the human asks A, four deliveries of chain r1 follow, the last one into A.
+    fn ping_pong() -> Chain {
+        let mut c = Chain::new(&["session-a", "session-b", "session-c"]);
+        c.human("session-a", "human starts it");
+        c.send("session-a", "session-b", &rid(1), &rid(1), 1);
+        c.send("session-b", "session-a", &rid(2), &rid(1), 2);
+        c.send("session-a", "session-b", &rid(3), &rid(1), 3);
+        c.send("session-b", "session-a", &rid(4), &rid(1), 4);
+        c.write();
+        c
+    }
+
     #[test]
     fn a_human_writing_in_any_session_of_the_chain_after_it_arrived_there_resets_it() {
-        use store::testgen::LogBuilder;
-        let home = tempfile::tempdir().unwrap();
-        let h = home.path();
-        let rid = |n: u32| format!("dsh-session-mail:00000000-0000-4000-8000-{n:012}");
-        // A↔B ping-pong: four deliveries of chain r1, the last one into A
-        line(h, "session-a", "session-b", &rid(1), &rid(1), 1, "accepted");
-        line(h, "session-b", "session-a", &rid(2), &rid(1), 2, "accepted");
-        line(h, "session-a", "session-b", &rid(3), &rid(1), 3, "accepted");
-        line(h, "session-b", "session-a", &rid(4), &rid(1), 4, "accepted");
-        let write = |id: &str, b: &LogBuilder| {
-            let dir = h.join("sessions").join("-w").join(id);
-            std::fs::create_dir_all(&dir).unwrap();
-            std::fs::write(dir.join("session.jsonl"), b.text()).unwrap();
-        };
-        let mut a = LogBuilder::v0("session-a", Some("/w"), 1);
-        a.prompt("human starts it", "client-1");
-        a.end_turn();
-        a.prompt("relay 2", &rid(2));
-        a.end_turn();
-        a.prompt("relay 4", &rid(4));
-        a.end_turn();
-        let mut b = LogBuilder::v0("session-b", Some("/w"), 2);
-        b.prompt("relay 1", &rid(1));
-        b.end_turn();
-        b.prompt("relay 3", &rid(3));
-        b.end_turn();
-        write("session-a", &a);
-        write("session-b", &b);
+        let mut c = ping_pong();
+        let h = c.home.path().to_path_buf();
+        let at_a = ev("session-a", Trigger::Peer(rid(4)));
         // A's turn opened by hop 4 would make hop 5: refused, nobody spoke since the chain arrived
-        assert!(!human_spoke_in_chain(h, &rid(1)));
-        assert!(check(
-            h,
-            &ev("session-a", Trigger::Peer(rid(4))),
-            "dsh-session-mail:next",
-            4
-        )
-        .is_err());
+        assert_eq!(
+            human_spoke_in_chain(&h, &at_a),
+            Reset::Silent { deliveries: 4 }
+        );
+        assert!(check(&h, &at_a, "dsh-session-mail:next", 4).is_err());
         // B's human writes (after the chain reached B): the chain is over, the send opens a new one
-        b.prompt("the human in B says: keep going with A", "client-9");
-        b.end_turn();
-        write("session-b", &b);
-        assert!(human_spoke_in_chain(h, &rid(1)));
-        let fresh = check(
-            h,
-            &ev("session-a", Trigger::Peer(rid(4))),
-            "dsh-session-mail:next",
-            4,
-        )
-        .unwrap();
+        c.human("session-b", "the human in B says: keep going with A");
+        c.write();
+        assert!(matches!(
+            human_spoke_in_chain(&h, &at_a),
+            Reset::HumanSpoke { ref session, .. } if session == "session-b"
+        ));
+        let fresh = check(&h, &at_a, "dsh-session-mail:next", 4).unwrap();
         assert_eq!(
             (fresh.chain.as_str(), fresh.hop),
             ("dsh-session-mail:next", 1)
+        );
+    }
+
+    /// The human reset used to take the ledger's `chain` field to pick the deliveries whose logs it read:
+    /// one appended line naming an old delivery into session C (a human wrote in C after it landed there,
+    /// long before this chain) as part of chain r1 reset r1 at its limit, as often as the writer liked.
+    /// The chain is now walked back through the logs from the caller's trigger; the forged line is on no
+    /// path the host recorded, so nothing resets.
+    #[test]
+    fn a_forged_chain_line_does_not_reset_the_chain() {
+        let mut c = Chain::new(&["session-a", "session-b", "session-c"]);
+        // long ago: A mailed C (chain r9), and C's human wrote afterwards
+        c.human("session-a", "tell C");
+        c.send("session-a", "session-c", &rid(9), &rid(9), 1);
+        c.log("session-c").end_turn();
+        c.human("session-c", "the human in C");
+        c.log("session-c").end_turn();
+        c.human("session-a", "human starts it");
+        c.send("session-a", "session-b", &rid(1), &rid(1), 1);
+        c.send("session-b", "session-a", &rid(2), &rid(1), 2);
+        c.send("session-a", "session-b", &rid(3), &rid(1), 3);
+        c.send("session-b", "session-a", &rid(4), &rid(1), 4);
+        c.write();
+        let h = c.home.path().to_path_buf();
+        let at_a = ev("session-a", Trigger::Peer(rid(4)));
+        assert!(check(&h, &at_a, "dsh-session-mail:next", 4).is_err());
+        // the writer appends: r9 was chain r1's, into C (and r4 came from C)
+        line(
+            &h,
+            "session-a",
+            "session-c",
+            &rid(9),
+            &rid(1),
+            2,
+            "accepted",
+        );
+        line(
+            &h,
+            "session-c",
+            "session-a",
+            &rid(4),
+            &rid(1),
+            4,
+            "accepted",
+        );
+        let refused = check(&h, &at_a, "dsh-session-mail:next", 4).unwrap_err();
+        assert_eq!((refused.chain.as_str(), refused.hop), (rid(1).as_str(), 5));
+        assert_eq!(
+            human_spoke_in_chain(&h, &at_a),
+            Reset::Silent { deliveries: 4 }
+        );
+    }
+
+    /// Where the logs do not show a step of the chain, nothing resets (fail closed), and the gap is named.
+    #[test]
+    fn a_chain_the_logs_do_not_show_never_resets() {
+        let mut c = Chain::new(&["session-a", "session-b", "session-c"]);
+        c.human("session-a", "human starts it");
+        c.send("session-a", "session-b", &rid(1), &rid(1), 1);
+        c.send("session-b", "session-a", &rid(2), &rid(1), 2);
+        // a delivery of r1 into A that no log's tool result minted (a planted envelope the writer vouched
+        // for in the ledger), C's human having written after it landed
+        line(
+            c.home.path(),
+            "session-c",
+            "session-a",
+            &rid(5),
+            &rid(1),
+            5,
+            "accepted",
+        );
+        let text = crate::mail::frame("session-c", None, "queue", Some((5, 4)), "x");
+        c.log("session-a").prompt(&text, &rid(5));
+        c.human("session-c", "the human in C");
+        c.write();
+        let h = c.home.path().to_path_buf();
+        let at_a = ev("session-a", Trigger::Peer(rid(5)));
+        assert_eq!(
+            human_spoke_in_chain(&h, &at_a),
+            Reset::Unverified(Gap::NoReceipt { request: rid(5) })
+        );
+        assert!(check(&h, &at_a, "n", 4).is_err());
+        // a trigger that landed in no log of the caller's
+        let nowhere = ev("session-b", Trigger::Peer(rid(2)));
+        assert_eq!(
+            human_spoke_in_chain(&h, &nowhere),
+            Reset::Unverified(Gap::NotLanded { request: rid(2) })
+        );
+        // a turn a notice opened walks back from the watched send (r1, sent by A into B)
+        let notice = ev("session-a", Trigger::Notice(rid(1)));
+        assert_eq!(
+            human_spoke_in_chain(&h, &notice),
+            Reset::Silent { deliveries: 1 }
         );
     }
 }
