@@ -79,7 +79,7 @@ pub enum Why {
     /// Its ledger line does not vouch for it (what differs).
     NotVouched(&'static str),
     /// The audit ledger cannot be read (so nothing can vouch for it).
-    LedgerUnreadable(String),
+    LedgerUnreadable(ledger::LedgerError),
     RelayLimit {
         hop: u32,
         max: u32,
@@ -246,7 +246,7 @@ fn vouching_line(
         ..Filter::default()
     };
     let lines = ledger::read_ledger(home, &filter)
-        .map_err(|e| Why::LedgerUnreadable(e.to_string()))?
+        .map_err(Why::LedgerUnreadable)?
         .entries;
     if lines.is_empty() {
         return Ok(None);
@@ -289,7 +289,7 @@ fn within_budget(home: &Path, l: &Entry, sender: &str, cfg: &Config) -> Result<(
         ..Filter::default()
     };
     let lines = ledger::read_ledger(home, &filter)
-        .map_err(|e| Why::LedgerUnreadable(e.to_string()))?
+        .map_err(Why::LedgerUnreadable)?
         .entries;
     let before: Vec<&Entry> = budget::counted(&lines)
         .into_iter()

@@ -39,7 +39,9 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::{ensure_shard, is_mine_or_orphan, key_of, shard, Drainer, MAX_BATCH, MAX_NAMES};
+use super::{
+    ensure_shard, is_mine_or_orphan, key_of, shard, Drainer, MailboxError, MAX_BATCH, MAX_NAMES,
+};
 use crate::ledger::{self, LedgerOutcome};
 use base::fsafe::{self, Follow};
 use store::{Lookup, RequestTrace};
@@ -176,28 +178,77 @@ fn write_file(dir: &Path, dest: &Path, bytes: &[u8], replace: bool) -> io::Resul
     r
 }
 
-fn encode(h: &Queued) -> Result<Vec<u8>, String> {
+/// Why a record was not written: the sender's [`record`] of an accepted message, or a [`take`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecordError {
+    /// The request id is not one this plugin mints.
+    NotARequest,
+    /// The session id cannot name a mailbox folder.
+    BadSession,
+    /// The shard folder cannot be used.
+    Shard(MailboxError),
+    /// The shard already holds this many records (at most [`MAX_RECORDS`]).
+    Full { session: String, records: usize },
+    /// The record would be this many bytes, over [`MAX_RECORD_BYTES`].
+    TooLarge(usize),
+    /// The record could not be encoded (serde's reason).
+    Encode(std::sync::Arc<str>),
+    /// The shard could not be read, or the record not written (the system's error).
+    Io(store::error::IoError),
+    /// No record of that request is claimed by this process.
+    NotClaimed,
+    /// The write did not finish before the send's deadline.
+    Late,
+}
+
+impl std::fmt::Display for RecordError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RecordError::NotARequest => f.write_str("not a request id of this plugin"),
+            RecordError::BadSession => f.write_str("the session id cannot name a mailbox folder"),
+            RecordError::Shard(e) => e.fmt(f),
+            RecordError::Full { session, records } => {
+                write!(f, "the mailbox of {session} holds {records} records")
+            }
+            RecordError::TooLarge(n) => write!(f, "{n} bytes, over {MAX_RECORD_BYTES}"),
+            RecordError::Encode(why) => f.write_str(why),
+            RecordError::Io(e) => f.write_str(&e.full()),
+            RecordError::NotClaimed => f.write_str("no record claimed by this process"),
+            RecordError::Late => f.write_str("the write did not finish in time"),
+        }
+    }
+}
+
+impl std::error::Error for RecordError {}
+
+fn encode(h: &Queued) -> Result<Vec<u8>, RecordError> {
     let mut h = h.clone();
     h.v = 1;
-    let b = serde_json::to_vec(&h).map_err(|e| e.to_string())?;
+    let b = serde_json::to_vec(&h).map_err(|e| RecordError::Encode(e.to_string().into()))?;
     if b.len() as u64 > MAX_RECORD_BYTES {
-        return Err(format!("{} bytes, over {MAX_RECORD_BYTES}", b.len()));
+        return Err(RecordError::TooLarge(b.len()));
     }
     Ok(b)
 }
 
 /// The sender's record of an accepted message (never replaces one already there).
-pub fn record(home: &Path, h: &Queued) -> Result<(), String> {
-    let key = key_of(&h.request_id).ok_or("not a request id of this plugin")?;
-    let d = ensure_shard(home, &h.session_id).map_err(|e| e.to_string())?;
+pub fn record(home: &Path, h: &Queued) -> Result<(), RecordError> {
+    let key = key_of(&h.request_id).ok_or(RecordError::NotARequest)?;
+    let d = ensure_shard(home, &h.session_id).map_err(|e| match e {
+        MailboxError::BadSession => RecordError::BadSession,
+        e => RecordError::Shard(e),
+    })?;
     let n = fs::read_dir(&d)
-        .map_err(|e| e.to_string())?
+        .map_err(|e| RecordError::Io(e.into()))?
         .flatten()
         .take(MAX_RECORDS * 4)
         .filter(|e| e.file_name().to_string_lossy().contains(".held-"))
         .count();
     if n >= MAX_RECORDS {
-        return Err(format!("the mailbox of {} holds {n} records", h.session_id));
+        return Err(RecordError::Full {
+            session: h.session_id.clone(),
+            records: n,
+        });
     }
     write_file(
         &d,
@@ -205,7 +256,7 @@ pub fn record(home: &Path, h: &Queued) -> Result<(), String> {
         &encode(h)?,
         false,
     )
-    .map_err(|e| e.to_string())
+    .map_err(|e| RecordError::Io(e.into()))
 }
 
 /// One message pending in an inbox of the stopping process (from the shim).
@@ -279,7 +330,8 @@ pub fn hand_back(
             redeliveries: read_queued(&d.join(record_name(key, pid))).map_or(0, |o| o.redeliveries),
         };
         match encode(&h).and_then(|b| {
-            write_file(&d, &d.join(record_name(key, pid)), &b, true).map_err(|e| e.to_string())
+            write_file(&d, &d.join(record_name(key, pid)), &b, true)
+                .map_err(|e| RecordError::Io(e.into()))
         }) {
             Ok(()) => rep.written += 1,
             Err(_) => rep.not_written += 1,
@@ -677,12 +729,12 @@ pub fn take(
     request_id: &str,
     redelivered: bool,
     now_ms: i64,
-) -> Result<(), String> {
-    let key = key_of(request_id).ok_or("not a request id of this plugin")?;
-    let d = shard(home, session).ok_or("the session id cannot name a mailbox folder")?;
-    fsafe::check_private_dir(&d).map_err(|e| e.to_string())?;
+) -> Result<(), RecordError> {
+    let key = key_of(request_id).ok_or(RecordError::NotARequest)?;
+    let d = shard(home, session).ok_or(RecordError::BadSession)?;
+    fsafe::check_private_dir(&d).map_err(|e| RecordError::Shard(MailboxError::Refused(e)))?;
     let p = d.join(record_name(key, pid));
-    let mut h = read_queued(&p).ok_or("no record claimed by this process")?;
+    let mut h = read_queued(&p).ok_or(RecordError::NotClaimed)?;
     h.holder_pid = pid;
     h.holder_started_at = started_at;
     h.at_ms = now_ms;
@@ -690,7 +742,7 @@ pub fn take(
     if redelivered {
         h.redeliveries = h.redeliveries.saturating_add(1);
     }
-    write_file(&d, &p, &encode(&h)?, true).map_err(|e| e.to_string())
+    write_file(&d, &p, &encode(&h)?, true).map_err(|e| RecordError::Io(e.into()))
 }
 
 /// What the mailbox knows about a request, for `verify`.

@@ -254,9 +254,11 @@ async fn record_queued(req: &ToolRequest, ctx: &Context, p: &plan::Plan, result:
             step: r.mode == Mode::Steer,
         }),
         Ok(Ok(())) => {}
-        Ok(Err(e)) => result.notes.push(SendNote::QueuedNotRecorded(e)),
+        Ok(Err(e)) => result
+            .notes
+            .push(SendNote::QueuedNotRecorded(e.to_string())),
         Err(_) => result.notes.push(SendNote::QueuedNotRecorded(
-            "the write did not finish in time".into(),
+            crate::mailbox::queued::RecordError::Late.to_string(),
         )),
     }
 }
