@@ -265,6 +265,21 @@ export interface QueuedRedelivery {
   fromPid: number
 }
 
+/**
+ * Remove the in-memory records of gone holders whose messages the target's log shows landed, in the
+ * shards of sessions this process does not hold (`mailbox::queued::sweep_landed`); on a worker
+ * thread. Resolves to how many were removed.
+ */
+export declare function queuedSweep(sessions: Array<string>, startedAt: number, dshHome?: string | undefined | null): Promise<number>
+
+/**
+ * At this process's normal end: remove its own in-memory records of the messages that landed here
+ * (`landed`: request ids whose `user/message` the host published in this process;
+ * `mailbox::queued::sweep_mine`). Synchronous — it runs in the plugin's dispose, right before a
+ * one-shot process exits — and bounded (300 ms). Returns how many were removed.
+ */
+export declare function queuedSweepMine(landed: Array<string>, startedAt: number, dshHome?: string | undefined | null): number
+
 /** A re-delivered message (or one found pending here already) is now held by this process. */
 export declare function queuedTake(sessionId: string, requestId: string, startedAt: number, redelivered: boolean, dshHome?: string | undefined | null): Promise<void>
 

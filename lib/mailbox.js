@@ -11,6 +11,8 @@ import { resolveDshHome } from './home.js'
 const DRAIN_MS = 250
 /** Every how many ticks a cold session a lost message waits for is looked for (about once a second). */
 const WAKE_EVERY = 4
+/** Every how many ticks the records of gone holders' landed messages are swept (about every 10 s). */
+const SWEEP_EVERY = 40
 const PROMPT_TIMEOUT_MS = 5000
 const FLUSH_TIMEOUT_MS = 1000
 /** Request ids this process delivered (a claim it could not settle comes back: never delivered twice). */
@@ -182,7 +184,21 @@ export function startMailbox(ctx, core, { startedAt, dshHome = () => resolveDshH
   // later, and the landing only once the step runs): never re-delivered. `session/event` observers see
   // the pre-splice lists (packages/core/agent/src/inbox.ts `mutate`: the event commits first).
   const claimed = new Set()
+  // Request ids of ours whose `user/message` the host published here: landed. At the plugin's dispose
+  // their in-memory records go (`queuedSweepMine`): rc.8 ends a one-shot headless run right after its
+  // turn through the root fiber's dispose (apps/cli/src/profile-boot.ts `headlessIo.exit` →
+  // process-shutdown.ts `shutdown` → `fiber.dispose()`), before the next tick would have removed them.
+  const landed = new Set()
   attempt(() => ctx.on('session/event', (session, event) => {
+    if (event?.type === 'user/message') {
+      const m = event.data?.message && typeof event.data.message === 'object' ? event.data.message : event.data
+      const id = attempt(() => m?.source?.rpcId, undefined)
+      if (typeof id === 'string' && id.startsWith('dsh-session-mail:') && !id.startsWith(NOTICE_PREFIX)) {
+        landed.add(id)
+        if (landed.size > REMEMBER) landed.delete(landed.values().next().value)
+      }
+      return
+    }
     if (event?.type !== 'agent/inbox/spliced') return
     const d = event.data
     if (d?.outcome !== undefined || !(d?.removedCount > 0)) return
@@ -205,13 +221,16 @@ export function startMailbox(ctx, core, { startedAt, dshHome = () => resolveDshH
     try {
       const sessions = attempt(() => ctx.agents?.list?.() ?? [], []).map(a => String(attempt(() => a.id, ''))).filter(Boolean)
       const home = dshHome()
-      if (typeof core.queuedWake === 'function' && ++ticks % WAKE_EVERY === 1) {
+      ticks++
+      if (typeof core.queuedWake === 'function' && ticks % WAKE_EVERY === 1) {
         const adopt = wake()
         if (typeof adopt === 'function') {
           const c = await core.queuedWake(startedAt, sessions, home)
           if (c) await adopt(c.sessionId, c.cwd)
         }
       }
+      // the records a gone holder left of messages that landed (a one-shot process killed after its turn)
+      if (typeof core.queuedSweep === 'function' && ticks % SWEEP_EVERY === 1) await core.queuedSweep(sessions, startedAt, home)
       if (sessions.length === 0) return
       const envelopes = await core.mailboxDrain(sessions, startedAt, home, configJson)
       for (const env of envelopes) {
@@ -254,6 +273,11 @@ export function startMailbox(ctx, core, { startedAt, dshHome = () => resolveDshH
   return () => {
     stopped = true
     clearInterval(timer)
+    try {
+      if (typeof core.queuedSweepMine === 'function' && landed.size > 0) core.queuedSweepMine([...landed], startedAt, dshHome())
+    } catch {
+      // a home we cannot write: the session's next holder removes them
+    }
   }
 }
 

@@ -935,6 +935,48 @@ pub async fn queued_take(
     .map_err(internal)
 }
 
+/// At this process's normal end: remove its own in-memory records of the messages that landed here
+/// (`landed`: request ids whose `user/message` the host published in this process;
+/// `mailbox::queued::sweep_mine`). Synchronous — it runs in the plugin's dispose, right before a
+/// one-shot process exits — and bounded (300 ms). Returns how many were removed.
+#[napi]
+pub fn queued_sweep_mine(landed: Vec<String>, started_at: f64, dsh_home: Option<String>) -> u32 {
+    let home = home_of(dsh_home.as_deref());
+    let me = mail_core::mailbox::Drainer {
+        pid: std::process::id(),
+        started_at: started_at as i64,
+        sessions: Vec::new(),
+    };
+    let landed: Vec<String> = landed.into_iter().take(4096).collect();
+    let r = mail_core::mailbox::queued::sweep_mine(
+        &home,
+        &me,
+        &landed,
+        std::time::Duration::from_millis(mail_core::mailbox::queued::HAND_BACK_MS),
+    );
+    r.removed as u32
+}
+
+/// Remove the in-memory records of gone holders whose messages the target's log shows landed, in the
+/// shards of sessions this process does not hold (`mailbox::queued::sweep_landed`); on a worker
+/// thread. Resolves to how many were removed.
+#[napi]
+pub async fn queued_sweep(
+    sessions: Vec<String>,
+    started_at: f64,
+    dsh_home: Option<String>,
+) -> napi::Result<u32> {
+    let home = home_of(dsh_home.as_deref());
+    let me = mail_core::mailbox::Drainer {
+        pid: std::process::id(),
+        started_at: started_at as i64,
+        sessions,
+    };
+    let now = base::clock::now_ms();
+    let r = blocking(move || mail_core::mailbox::queued::sweep_landed(&home, &me, now)).await?;
+    Ok(r.removed as u32)
+}
+
 /// A cold session that a message of a gone holder waits for (`mailbox::queued::wake_candidate`).
 #[napi(object)]
 pub struct QueuedWake {

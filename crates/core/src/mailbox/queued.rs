@@ -578,6 +578,182 @@ pub fn recover(home: &Path, me: &Drainer, now_ms: i64) -> Vec<Redelivery> {
     out
 }
 
+/// What a sweep of landed messages' records did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Swept {
+    /// Records of messages that landed: removed.
+    pub removed: usize,
+    /// Records looked at and kept: not landed (pending, handed back, claimed by a turn whose landing
+    /// the log does not show yet), another holder's, or not readable as a record of that shard.
+    pub kept: usize,
+}
+
+/// The `<uuid>.held-<pid>` records of one shard folder: (key, pid, path), regular files only,
+/// ≤ [`MAX_NAMES`] of them.
+fn records_in(d: &Path) -> Vec<(String, u32, std::path::PathBuf)> {
+    let Ok(rd) = fs::read_dir(d) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for e in rd.flatten().take(MAX_NAMES * 4) {
+        let name = e.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Some((k, pid)) = name.split_once(".held-") else {
+            continue;
+        };
+        let Ok(pid) = pid.parse::<u32>() else {
+            continue;
+        };
+        if key_of(&format!("{}{k}", base::names::REQUEST_ID_PREFIX)).is_none() {
+            continue;
+        }
+        if fs::symlink_metadata(e.path()).is_ok_and(|m| m.is_file()) {
+            out.push((k.to_string(), pid, e.path()));
+        }
+        if out.len() >= MAX_NAMES {
+            break;
+        }
+    }
+    out
+}
+
+/// The shard folders of the mailbox (≤ [`MAX_NAMES`]), by session id.
+fn shards_of(home: &Path) -> Vec<String> {
+    let root = super::root(home);
+    if fsafe::check_private_dir(&root).is_err() {
+        return Vec::new();
+    }
+    let Ok(rd) = fs::read_dir(&root) else {
+        return Vec::new();
+    };
+    let mut v: Vec<String> = rd
+        .flatten()
+        .take(MAX_NAMES)
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|s| super::addressable(s))
+        .collect();
+    v.sort();
+    v
+}
+
+/// At this process's normal end (the plugin's dispose): remove its own records (`<uuid>.held-<pid>`,
+/// holder `me.pid` of `me.started_at`) of the messages in `landed` — request ids whose `user/message`
+/// the host published in this process (the shim saw them land; the host is the authority, no file is
+/// read for it). A landed message is never delivered again, so its record only waited for this
+/// process's next pass, which a process that ends right after the landing turn never makes: rc.8
+/// ends a one-shot `dsh --profile headless "<task>"` through the root fiber's dispose
+/// [R8 `apps/cli/src/profile-boot.ts` `headlessIo.exit` → `createProcessShutdown` → `fiber.dispose()`].
+/// Every other record stays (a hand-back, a message still pending). Synchronous and bounded: only this
+/// pid's names are opened, ≤ [`MAX_NAMES`] shards, and it gives up at `deadline`.
+pub fn sweep_mine(home: &Path, me: &Drainer, landed: &[String], deadline: Duration) -> Swept {
+    let t0 = Instant::now();
+    let mut out = Swept::default();
+    if landed.is_empty() {
+        return out;
+    }
+    let root = super::root(home);
+    for session in shards_of(home) {
+        if t0.elapsed() > deadline {
+            break;
+        }
+        let d = root.join(&session);
+        if fsafe::check_private_dir(&d).is_err() {
+            continue;
+        }
+        for (key, pid, path) in records_in(&d) {
+            if pid != me.pid {
+                continue;
+            }
+            let ours = read_queued(&path).filter(|h| {
+                h.session_id == session
+                    && key_of(&h.request_id) == Some(key.as_str())
+                    && h.holder_pid == me.pid
+                    && (h.holder_started_at == 0 || h.holder_started_at == me.started_at)
+            });
+            match ours {
+                Some(h) if landed.contains(&h.request_id) => {
+                    let _ = fs::remove_file(&path);
+                    out.removed += 1;
+                }
+                _ => out.kept += 1,
+            }
+        }
+    }
+    out
+}
+
+/// Most session logs one [`sweep_landed`] pass reads.
+pub const SWEEP_LOGS: usize = 16;
+
+/// Any process's pass over the shards of sessions it does not hold: the records of gone holders
+/// (their pid dead, or alive without a fresh presence record of that incarnation listing the session)
+/// whose message the target's log shows landed are removed. A headless process that ended right after
+/// the landing turn without its dispose (a crash, SIGKILL) leaves them until the session is held
+/// again; nothing ever re-delivers a landed message, so they only stood in `verify`'s way. A live
+/// holder's records, and any record of a message not landed, are left alone; nothing is written into a
+/// session (only the plugin's own folder is). ≤ [`SWEEP_LOGS`] logs read per pass.
+pub fn sweep_landed(home: &Path, me: &Drainer, now_ms: i64) -> Swept {
+    let mut out = Swept::default();
+    let root = super::root(home);
+    let mut peers = None;
+    let mut logs = 0usize;
+    for session in shards_of(home) {
+        if me.sessions.contains(&session) {
+            continue; // recover() judges the records of the sessions held here
+        }
+        let d = root.join(&session);
+        if fsafe::check_private_dir(&d).is_err() {
+            continue;
+        }
+        let gone: Vec<(std::path::PathBuf, Queued)> = records_in(&d)
+            .into_iter()
+            .filter_map(|(key, pid, path)| {
+                let h = read_queued(&path).filter(|h| {
+                    h.session_id == session && key_of(&h.request_id) == Some(key.as_str())
+                });
+                let Some(h) = h else {
+                    out.kept += 1;
+                    return None;
+                };
+                let started = (h.holder_started_at != 0).then_some(h.holder_started_at);
+                if pid != me.pid
+                    && !is_mine_or_orphan(me, pid, started, &session, &mut peers, home, now_ms)
+                {
+                    out.kept += 1;
+                    return None;
+                }
+                Some((path, h))
+            })
+            .collect();
+        if gone.is_empty() {
+            continue;
+        }
+        if logs >= SWEEP_LOGS {
+            out.kept += gone.len();
+            continue;
+        }
+        logs += 1;
+        let Lookup::Found(s) = store::load_session(home, &session) else {
+            out.kept += gone.len();
+            continue;
+        };
+        for (path, h) in gone {
+            if s.fold
+                .requests
+                .get(&h.request_id)
+                .is_some_and(|t| t.landed.is_some())
+            {
+                let _ = fs::remove_file(&path);
+                out.removed += 1;
+            } else {
+                out.kept += 1;
+            }
+        }
+    }
+    out
+}
+
 /// A cold session a message of a gone holder waits for, to wake where `allowResume` permits.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -440,3 +440,87 @@ fn a_live_holders_records_are_left_alone_and_the_senders_record_never_replaces_a
         1
     );
 }
+
+/// Issue 19's residue: a one-shot headless holder exits right after the landing turn and left the
+/// records of the messages that landed (real-host-headless test 1). At its dispose it removes its own
+/// records of the messages the host published as landed here, and nothing else; any process's pass
+/// removes a gone holder's records of messages the log shows landed, and keeps everything not landed.
+#[test]
+fn landed_messages_records_are_swept_at_exit_and_by_any_pass_and_nothing_pending_is() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let pid = std::process::id();
+    let mine = Drainer {
+        pid,
+        started_at: 5,
+        sessions: vec![S.into()],
+    };
+    for n in 1..=3 {
+        record(h, &held(n, pid, None)).unwrap();
+    }
+    // another incarnation of this pid (a record with another startedAt) is not this process's
+    record(
+        h,
+        &Queued {
+            holder_started_at: 99,
+            ..held(4, pid, None)
+        },
+    )
+    .unwrap();
+    let at_exit = sweep_mine(
+        h,
+        &mine,
+        &[rid(1), rid(2), rid(4)],
+        Duration::from_millis(300),
+    );
+    assert_eq!(
+        at_exit,
+        Swept {
+            removed: 2,
+            kept: 2
+        }
+    );
+    assert_eq!(
+        names(h),
+        vec![record_name(&key(3), pid), record_name(&key(4), pid)]
+    );
+    // nothing landed: nothing opened, nothing removed
+    assert_eq!(
+        sweep_mine(h, &mine, &[], Duration::from_millis(300)),
+        Swept::default()
+    );
+
+    // a gone holder (DEAD) left records of 5 (landed), 6 (pending in the log), 7 (not in the log)
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let landing = json!({"type":"user/message","data":msg(5),"surfaceOp":"append"});
+    log(h, &[insert(5), append(6, 1), landing]);
+    for n in 5..=7 {
+        record(h, &held(n, DEAD, None)).unwrap();
+    }
+    // a pass by a process that holds the session leaves them to recover()
+    assert_eq!(sweep_landed(h, &mine, 10_000), Swept::default());
+    let elsewhere = Drainer {
+        sessions: vec![],
+        ..mine.clone()
+    };
+    assert_eq!(
+        sweep_landed(h, &elsewhere, 10_000),
+        Swept {
+            removed: 1,
+            kept: 2
+        }
+    );
+    assert_eq!(
+        names(h),
+        vec![record_name(&key(6), DEAD), record_name(&key(7), DEAD)]
+    );
+    // what it kept is still what recover() re-delivers once the session is held again
+    accepted(h, 6, &text(6));
+    accepted(h, 7, &text(7));
+    let again: Vec<String> = recover(h, &mine, 10_000)
+        .into_iter()
+        .map(|r| r.request_id)
+        .collect();
+    assert_eq!(again, vec![rid(6), rid(7)]);
+}
