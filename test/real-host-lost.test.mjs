@@ -37,6 +37,13 @@ if (major < 22 || (major === 22 && minor < 15)) {
 const sleep = ms => new Promise(r => setTimeout(r, ms))
 const esc = s => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
 const ROW = 'dsh-session-mail'
+/** The refusal code of a send's first line (`refused (<code>): …`), else its first words. */
+const whyNot = line => /^refused \(([^)]+)\)/.exec(line)?.[1] ?? line.slice(0, 40)
+/** How many of `lines` were refused with each code. */
+const tally = lines => Object.fromEntries(lines.reduce((m, l) => m.set(whyNot(l), (m.get(whyNot(l)) ?? 0) + 1), new Map()))
+/** The first line of each kind of answer, in full (the first of each code). */
+const firstOfEach = lines => Object.fromEntries(lines.reduce((m, l) => (m.has(whyNot(l)) ? m : m.set(whyNot(l), l)), new Map()))
+
 /** How long every accepted message gets to land after B is live again (a bound for the test, not a measurement). */
 const LAND_BOUND_MS = 60_000
 
@@ -197,6 +204,10 @@ for (const signal of ['SIGTERM', 'SIGKILL']) {
         await stopping
         m[`${signal}Accepted`] = accepted.length
         m[`${signal}NotAccepted`] = others.length
+        // why each send that was not accepted was not: its refusal code (`refused (<code>): …`), with the
+        // first refusal of each code in full, so a run's log says what held them back
+        m[`${signal}NotAcceptedCodes`] = tally(others)
+        if (others.length > 0) console.log(`${signal}: ${others.length} of 40 sends not accepted: ${JSON.stringify(firstOfEach(others))}`)
         assert.ok(accepted.length >= 12, `at least 12 accepted: ${accepted.length}; others: ${others.slice(0, 3)}`)
         // B is woken again from process 1 (if no send after the stop did already)
         await waitUntil('B drops out of process 2', () => holderOf(box.home, B) !== web2.pid, 15_000)
