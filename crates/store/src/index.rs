@@ -430,13 +430,23 @@ impl Memo {
     /// (not a link) of the same identity, size, mtime and ctime. Two `fstatat`s.
     #[cfg(unix)]
     fn from_index(
-        e: &crate::listindex::Entry,
+        e: crate::listindex::Entry,
         project: &File,
         name: &std::ffi::OsStr,
         dir: &Path,
         now: Instant,
     ) -> Option<Memo> {
-        let d = stat_at(project, Path::new(name), false)?;
+        let generation = e.generation;
+        let enc = if e.zstd {
+            crate::log::Encoding::Zstd
+        } else {
+            crate::log::Encoding::Plain
+        };
+        // the name the walk would pick from the entries of this folder (mtime unchanged: the same)
+        if layout::parse_log_name(&e.log) != Some((generation, enc)) {
+            return None;
+        }
+        let d = stat_at(project, name, None, false)?;
         let di = ident_of(&d);
         if d.st_mode & libc::S_IFMT != libc::S_IFDIR
             || di.key != Some(e.dir_key)
@@ -446,7 +456,7 @@ impl Memo {
         {
             return None;
         }
-        let l = stat_at(project, &Path::new(name).join(&e.log), false)?;
+        let l = stat_at(project, name, Some(std::ffi::OsStr::new(&e.log)), false)?;
         let li = ident_of(&l);
         if l.st_mode & libc::S_IFMT != libc::S_IFREG
             || li.key != Some(e.log_key)
@@ -458,23 +468,15 @@ impl Memo {
         }
         let log = LogFile {
             path: dir.join(&e.log),
-            enc: if e.zstd {
-                crate::log::Encoding::Zstd
-            } else {
-                crate::log::Encoding::Plain
-            },
-            generation: e.generation,
+            enc,
+            generation,
         };
-        // the name the walk would pick from the entries of this folder (mtime unchanged: the same)
-        if layout::parse_log_name(&e.log) != Some((log.generation, log.enc)) {
-            return None;
-        }
         Some(Memo {
             visited: layout::Visited::Dir {
                 key: Some(e.dir_key),
                 log: Ok(Some(log)),
             },
-            brief: Some(Ok(Arc::new(Brief::from(&e.brief)))),
+            brief: Some(Ok(Arc::new(Brief::from(e.brief)))),
             ident: Some(li),
             dir_mtime: di.mtime,
             checked: now,
@@ -485,7 +487,7 @@ impl Memo {
 
     #[cfg(not(unix))]
     fn from_index(
-        _e: &crate::listindex::Entry,
+        _e: crate::listindex::Entry,
         _project: &File,
         _name: &std::ffi::OsStr,
         _dir: &Path,
@@ -566,7 +568,7 @@ impl Memo {
         let Some(dir_mtime) = self.dir_mtime else {
             return false;
         };
-        let Some(d) = stat_at(project, Path::new(name), false) else {
+        let Some(d) = stat_at(project, name, None, false) else {
             return false;
         };
         if d.st_mode & libc::S_IFMT != libc::S_IFDIR
@@ -581,7 +583,7 @@ impl Memo {
                 let Some(f) = log.path.file_name() else {
                     return false;
                 };
-                stat_at(project, &Path::new(name).join(f), true).is_some_and(|l| {
+                stat_at(project, name, Some(f), true).is_some_and(|l| {
                     l.st_mode & libc::S_IFMT == libc::S_IFREG && ident_of(&l) == *was
                 })
             }
@@ -644,6 +646,28 @@ impl Memo {
             dir_mtime: self.dir_mtime?,
             log,
         })
+    }
+
+    /// Whether [`Memo::snap`] would be `Some` (without building it).
+    fn has_snap(&self) -> bool {
+        matches!(
+            (&self.visited, &self.ident, self.dir_mtime),
+            (
+                layout::Visited::Dir {
+                    key: Some(_),
+                    log: Ok(None),
+                },
+                _,
+                Some(_)
+            ) | (
+                layout::Visited::Dir {
+                    key: Some(_),
+                    log: Ok(Some(_)),
+                },
+                Some(_),
+                Some(_)
+            )
+        )
     }
 
     /// Whether [`Memo::snap`] would equal `s` (without building it).
@@ -715,8 +739,9 @@ impl Memo {
     }
 
     /// The new brief when this change can be applied to a built listing in place: the same
-    /// folder and log, a header with the same id before and after, and no notes either time (so
-    /// the row is the only thing that moves: not its place, not the notes, not the id dedup).
+    /// folder and log, a header with the same id and the same [`super::ListKey`] before and
+    /// after, and no notes either time (so the row is the only thing that moves: not its place,
+    /// not the notes, not the id dedup, not the listing's keys).
     fn patch_over(&self, old: &Memo) -> Option<Arc<Brief>> {
         if self.visited != old.visited || self.visited.log().is_none() {
             return None;
@@ -727,7 +752,8 @@ impl Memo {
         let (Some(a), Some(b)) = (&was.header, &now.header) else {
             return None;
         };
-        (a.id == b.id && was.notes.is_empty() && now.notes.is_empty()).then(|| now.clone())
+        (a.id == b.id && super::ListKey::same(a, b) && was.notes.is_empty() && now.notes.is_empty())
+            .then(|| now.clone())
     }
 }
 
@@ -847,12 +873,35 @@ impl HomeMemo {
     }
 }
 
-/// `fstatat(dir, rel)`: `None` on any error.
+/// `fstatat(dir, name[/sub])`: `None` on any error. The path is built on the stack (a cold listing
+/// makes 40,000 of these calls).
 #[cfg(unix)]
-fn stat_at(dir: &File, rel: &Path, follow: bool) -> Option<libc::stat> {
+fn stat_at(
+    dir: &File,
+    name: &std::ffi::OsStr,
+    sub: Option<&std::ffi::OsStr>,
+    follow: bool,
+) -> Option<libc::stat> {
     use std::os::unix::ffi::OsStrExt;
     use std::os::unix::io::AsRawFd;
-    let rel = std::ffi::CString::new(rel.as_os_str().as_bytes()).ok()?;
+    let (a, b) = (name.as_bytes(), sub.map_or(&[][..], |s| s.as_bytes()));
+    let len = a.len() + if sub.is_some() { 1 + b.len() } else { 0 };
+    let mut stack = [0u8; 512];
+    let mut heap = Vec::new();
+    let buf: &mut [u8] = if len < stack.len() {
+        &mut stack[..=len]
+    } else {
+        heap.resize(len + 1, 0);
+        &mut heap
+    };
+    buf[..a.len()].copy_from_slice(a);
+    if sub.is_some() {
+        buf[a.len()] = b'/';
+        buf[a.len() + 1..len].copy_from_slice(b);
+    }
+    buf[len] = 0;
+    // a NUL inside a name is no path
+    let rel = std::ffi::CStr::from_bytes_with_nul(buf).ok()?;
     let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
     let flags = if follow { 0 } else { libc::AT_SYMLINK_NOFOLLOW };
     // SAFETY: a valid descriptor, a NUL-terminated path and a buffer of the right type; the buffer
@@ -968,7 +1017,7 @@ fn save_index(
                             .into_iter()
                             .filter_map(|(name, key, dm, log, ident, b)| {
                                 let at = at.as_ref()?;
-                                let d = stat_at(at, Path::new(&name), false)?;
+                                let d = stat_at(at, std::ffi::OsStr::new(&name), None, false)?;
                                 let di = ident_of(&d);
                                 if d.st_mode & libc::S_IFMT != libc::S_IFDIR
                                     || di.key != Some(key)
@@ -977,7 +1026,12 @@ fn save_index(
                                     return None;
                                 }
                                 let file = log.path.file_name()?.to_str()?.to_string();
-                                let l = stat_at(at, &Path::new(&name).join(&file), false)?;
+                                let l = stat_at(
+                                    at,
+                                    std::ffi::OsStr::new(&name),
+                                    Some(std::ffi::OsStr::new(&file)),
+                                    false,
+                                )?;
                                 let li = ident_of(&l);
                                 if l.st_mode & libc::S_IFMT != libc::S_IFREG || li != ident {
                                     return None;
@@ -1449,10 +1503,33 @@ pub fn list_cached(home: &Path, hot: &HashSet<String>) -> Arc<super::BriefListin
         }
         _ => vec![false; todo.len()],
     };
-    let work: Vec<(usize, usize, Option<Memo>, bool)> = todo
+    // The persisted index's entry of each folder seen for the first time, moved out of the index
+    // (the entries of a project are found by its place in the walk, not by hashing its path).
+    let mut index_of: Vec<Option<crate::listindex::ProjectIndex>> = match index {
+        Some(mut ix) => project_dirs.iter().map(|p| ix.remove(*p)).collect(),
+        None => Vec::new(),
+    };
+    type Work = (
+        usize,
+        usize,
+        Option<Memo>,
+        bool,
+        Option<crate::listindex::Entry>,
+    );
+    let work: Vec<Work> = todo
         .iter()
         .zip(&since_ok)
-        .map(|(&(k, j), &ok)| (k, j, memos[k][j].take(), ok))
+        .map(|(&(k, j), &ok)| {
+            let old = memos[k][j].take();
+            let entry = match (&old, index_of.get_mut(k).and_then(Option::as_mut)) {
+                (None, Some(ix)) => projects[k][j]
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .and_then(|n| ix.remove(n)),
+                _ => None,
+            };
+            (k, j, old, ok, entry)
+        })
         .collect();
     // The project folders with something to re-check, opened once for the `fstatat`s.
     let mut opened: Vec<Option<File>> = (0..projects.len()).map(|_| None).collect();
@@ -1466,16 +1543,13 @@ pub fn list_cached(home: &Path, hot: &HashSet<String>) -> Arc<super::BriefListin
     let rechecked = work.len();
     let briefed = AtomicUsize::new(0);
     let from_index = AtomicUsize::new(0);
-    let fresh = parallel_owned(work, |(k, j, old, since_ok)| {
+    let fresh = parallel_owned(work, |(k, j, old, since_ok, entry)| {
         let dir = &projects[k][j];
         let at = opened[k].as_ref().zip(dir.file_name());
         // Its own moment, not the call's start: a long call (a cold one) does not leave every
         // memo due for the 2 s rule by the time it returns.
-        let indexed = match (&old, &index, at) {
-            (None, Some(ix), Some((p, name))) => ix
-                .get(project_dirs[k])
-                .and_then(|m| m.get(name.to_str()?))
-                .and_then(|e| Memo::from_index(e, p, name, dir, Instant::now())),
+        let indexed = match (entry, at) {
+            (Some(e), Some((p, name))) => Memo::from_index(e, p, name, dir, Instant::now()),
             _ => None,
         };
         let (mut memo, change) = match indexed {
@@ -1540,10 +1614,10 @@ pub fn list_cached(home: &Path, hot: &HashSet<String>) -> Arc<super::BriefListin
             .map(|(&(k, j), _)| {
                 let dir = projects[k][j].as_path();
                 let check = memos[k][j].as_ref().and_then(Memo::snap).map(|snap| {
-                    let (inbox, d) = (verified.clone(), dir.to_path_buf());
+                    let inbox = verified.clone();
                     let entries = projects[k].clone();
-                    Box::new(move || {
-                        let ok = snap_holds(&d, &snap);
+                    Box::new(move |d: &Path| {
+                        let ok = snap_holds(d, &snap);
                         if ok {
                             inbox
                                 .lock()
@@ -1564,7 +1638,7 @@ pub fn list_cached(home: &Path, hot: &HashSet<String>) -> Arc<super::BriefListin
         if !ask.is_empty() {
             for (&(k, j), _) in todo.iter().zip(&since_ok).filter(|&(_, &ok)| !ok) {
                 if let Some(m) = memos[k][j].as_mut() {
-                    if m.watched == 0 && m.snap().is_some() {
+                    if m.watched == 0 && m.has_snap() {
                         m.asked = epoch;
                     }
                 }

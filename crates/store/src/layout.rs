@@ -152,7 +152,9 @@ fn entries(dir: &Path, mtime: Option<SystemTime>) -> std::io::Result<Arc<Vec<Pat
         }
     }
     let mut v: Vec<PathBuf> = fs::read_dir(dir)?.flatten().map(|e| e.path()).collect();
-    v.sort();
+    // All in `dir`: ordered by file name, as `Path`'s order would (which parses every component
+    // of both paths at each comparison), and as the listing memo's binary searches expect.
+    v.sort_unstable_by(|a, b| a.file_name().cmp(&b.file_name()));
     let v = Arc::new(v);
     if let Some(m) = mtime.filter(|m| settled(*m)) {
         let mut c = dir_cache();

@@ -290,6 +290,53 @@ pub struct BriefListing {
     pub notes: Vec<StoreNote>,
     /// Each session's place in `sessions`, by header id (ids are unique there).
     pub by_id: std::collections::HashMap<String, usize>,
+    /// Each session's sort and filter keys, in the order of `sessions` (see [`ListKey`]).
+    pub keys: Vec<ListKey>,
+}
+
+/// What a listing sorts and filters 20,000 sessions by, next to each other in memory: read from
+/// each session's header (one allocation each, spread over the heap), they cost every warm
+/// listing a cache miss or two per session (issue 18). A listing patched in place keeps its
+/// keys: a patch never changes them (see `index::list_cached`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListKey {
+    /// The header's `createdAt` (0 when it has none).
+    pub created_at: i64,
+    /// [`Header::is_subagent`].
+    pub subagent: bool,
+    /// The place in `sessions` of the first session of the run of sessions next to this one
+    /// with the same header `cwd` (sessions of one project folder mostly share it).
+    pub cwd_run: u32,
+}
+
+impl ListKey {
+    /// Whether a change from header `a` to header `b` leaves a session's key as it is.
+    pub fn same(a: &Header, b: &Header) -> bool {
+        a.created_at == b.created_at && a.origin == b.origin && a.cwd == b.cwd
+    }
+}
+
+fn list_keys(sessions: &[BriefSession]) -> Vec<ListKey> {
+    let mut keys = Vec::with_capacity(sessions.len());
+    let mut run: Option<(u32, Option<&str>)> = None;
+    for (i, s) in sessions.iter().enumerate() {
+        let h = s.header();
+        let cwd = h.cwd.as_deref();
+        let start = match run {
+            Some((r, c)) if c == cwd => r,
+            _ => {
+                let r = u32::try_from(i).unwrap_or(u32::MAX);
+                run = Some((r, cwd));
+                r
+            }
+        };
+        keys.push(ListKey {
+            created_at: h.created_at.unwrap_or(0),
+            subagent: h.is_subagent(),
+            cwd_run: start,
+        });
+    }
+    keys
 }
 
 fn strip_notes(home: &Path, raw: Vec<StoreNote>) -> Vec<StoreNote> {
@@ -382,6 +429,7 @@ fn briefs_listing(
         }
     }
     BriefListing {
+        keys: list_keys(&sessions),
         sessions,
         notes,
         by_id,

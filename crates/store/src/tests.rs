@@ -1668,12 +1668,10 @@ mod listing_memo {
                     } else {
                         id.clone()
                     };
+                    // maybe another cwd under the same id (the listing's keys change)
+                    let cwd = if rnd(2) == 0 { "/w/memo" } else { "/w/moved" };
                     let f = dir(projects[p], &id).join("session.jsonl.zstd");
-                    fs::write(
-                        &f,
-                        LogBuilder::v0(&other, Some("/w/memo"), BASE_TIME).zstd(),
-                    )
-                    .unwrap();
+                    fs::write(&f, LogBuilder::v0(&other, Some(cwd), BASE_TIME).zstd()).unwrap();
                 }
                 6 => {
                     // a newer generation in a hot session's folder (its folder's mtime is not watched)
@@ -1702,6 +1700,12 @@ mod listing_memo {
                 "step {step} (op {op})"
             );
             assert_eq!(cached.by_id.len(), cached.sessions.len());
+            // a listing patched in place keeps keys that are its sessions' own
+            assert_eq!(
+                cached.keys,
+                crate::list_keys(&cached.sessions),
+                "step {step}"
+            );
             if watched {
                 // a new folder's watch lands (the next listing looks at it under watch)
                 #[cfg(target_os = "linux")]

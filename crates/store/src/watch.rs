@@ -21,10 +21,10 @@ pub use crate::error::WatchOff;
 pub const WATCH_RETRY: Duration = Duration::from_secs(60);
 pub use crate::error::NO_WATCH;
 
-/// Run by the watcher's thread once the watch on a folder is in place: true when the folder is
+/// Run by the watcher's thread once the watch on a folder (its argument) is in place: true when the folder is
 /// still as the listing that asked for the watch saw it (then it is current from that moment on,
 /// the events keep it so, and the next listing need not look at it); false marks it dirty.
-pub type Verify = Box<dyn FnOnce() -> bool + Send>;
+pub type Verify = Box<dyn FnOnce(&Path) -> bool + Send>;
 
 /// Run by the watcher's thread after each batch of [`Verify`] checks (outside its lock): the
 /// listing memo takes what checked out while no listing runs, so no listing pays for thousands
@@ -247,16 +247,23 @@ mod imp {
             for (d, verify) in dirs {
                 // a folder watched already (its watch landed during the asking listing) still gets
                 // its check: that listing may have looked at it before the watch was there
-                if st.pending.contains_key(d) || (verify.is_none() && st.by_dir.contains_key(d)) {
+                if verify.is_none() && st.by_dir.contains_key(d) {
                     continue;
                 }
-                if st.by_dir.len() + st.pending.len() >= st.cap {
-                    let cap = st.cap;
-                    st.broken.get_or_insert(WatchOff::TooMany { cap });
-                    st.pending.clear();
-                    return;
+                let full = st.by_dir.len() + st.pending.len() >= st.cap;
+                // one lookup: a cold listing asks for 20,000 folders
+                match st.pending.entry(d.to_path_buf()) {
+                    std::collections::hash_map::Entry::Occupied(_) => continue,
+                    std::collections::hash_map::Entry::Vacant(_) if full => {}
+                    std::collections::hash_map::Entry::Vacant(v) => {
+                        v.insert(verify);
+                        continue;
+                    }
                 }
-                st.pending.insert(d.to_path_buf(), verify);
+                let cap = st.cap;
+                st.broken.get_or_insert(WatchOff::TooMany { cap });
+                st.pending.clear();
+                return;
             }
         }
 
@@ -430,7 +437,7 @@ mod imp {
                 drop(st);
                 let failed: Vec<PathBuf> = checks
                     .into_iter()
-                    .filter_map(|(p, v)| (!v()).then_some(p))
+                    .filter_map(|(p, v)| (!v(&p)).then_some(p))
                     .collect();
                 if let Some(f) = s.after.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
                     f();

@@ -134,9 +134,13 @@ pub fn select(home: &Path, req: &ToolRequest, args: &ListArgs) -> Selection {
     // Rows 0..files.len() are the files' sessions, in order (ids are unique there); then the
     // sessions live here that have no file yet.
     let mut all: Vec<Lite> = Vec::with_capacity(files.len() + req.live.len());
-    for s in files {
-        let h = s.header();
-        all.push(Lite::new(Some(all.len()), None, h));
+    for k in &listing.keys {
+        all.push(Lite {
+            file: Some(all.len()),
+            created_at: k.created_at,
+            subagent: k.subagent,
+            ..Lite::default()
+        });
     }
     // Live sessions win over the file (the file lags ~200 ms; a new session has no file yet).
     let mut merged: Vec<(usize, Header)> = Vec::new();
@@ -186,6 +190,7 @@ pub fn select(home: &Path, req: &ToolRequest, args: &ListArgs) -> Selection {
     }
     let view = View {
         files,
+        keys: &listing.keys,
         merged: &merged,
         live: &req.live,
     };
@@ -298,6 +303,8 @@ impl Lite {
 /// Where a [`Lite`]'s strings live.
 struct View<'a> {
     files: &'a [store::BriefSession],
+    /// The files' keys (`store::ListKey`), in the order of `files`.
+    keys: &'a [store::ListKey],
     merged: &'a [(usize, Header)],
     live: &'a [LiveSession],
 }
@@ -400,16 +407,30 @@ fn annotate_repos_and_files<'a>(all: &mut [Lite], view: &View<'a>) {
         Some(h) => files_of(&h.id, caller_co.as_deref(), h.cwd.as_deref()),
         None => Vec::new(),
     };
-    // Rows of one project folder mostly share their directory: ask the cache once per run of them.
+    // Rows of one project folder mostly share their directory: ask the cache once per run of them
+    // (a file's row by its key's run, without reading its header).
     let mut last: Option<(&str, Option<std::rc::Rc<Checkout>>)> = None;
+    let mut last_run: Option<(u32, Option<std::rc::Rc<Checkout>>)> = None;
     for c in all.iter_mut() {
-        let h = view.header(c);
-        let cwd = h.cwd.as_deref();
-        let co = match (&last, cwd) {
-            (Some((l, co)), Some(d)) if *l == d => co.clone(),
+        let run = match (c.live, c.file) {
+            (None, Some(i)) => view.keys.get(i).map(|k| k.cwd_run),
+            _ => None,
+        };
+        let co = match (run, &last_run) {
+            (Some(r), Some((l, co))) if r == *l => co.clone(),
             _ => {
-                let co = checkout_of(cwd);
-                last = cwd.map(|d| (d, co.clone()));
+                let cwd = view.header(c).cwd.as_deref();
+                let co = match (&last, cwd) {
+                    (Some((l, co)), Some(d)) if *l == d => co.clone(),
+                    _ => {
+                        let co = checkout_of(cwd);
+                        last = cwd.map(|d| (d, co.clone()));
+                        co
+                    }
+                };
+                if let Some(r) = run {
+                    last_run = Some((r, co.clone()));
+                }
                 co
             }
         };
@@ -417,6 +438,8 @@ fn annotate_repos_and_files<'a>(all: &mut [Lite], view: &View<'a>) {
         // only a git repository is tagged and ranked first; outside git, repo_only keeps the caller's dir
         c.same_repo = c.same_place && co.as_ref().is_some_and(|x| x.git);
         if c.live.is_some() && !c.is_caller {
+            let h = view.header(c);
+            let cwd = h.cwd.as_deref();
             c.files = files_of(&h.id, co.as_deref(), cwd);
             if c.same_place {
                 c.overlap = c
