@@ -462,7 +462,10 @@ fn scan_zstd<R: Read + Seek>(
     }
     let head = st.clone();
 
-    // 2. Backward from the last frame to the first one holding a title.
+    // 2. Backward from the last frame to the first one holding a title: each frame read as it
+    // is, from the file (through the window, every frame refilled 256 KiB at its own offset: the
+    // brief of the 1 GiB log cost ~1 s of reads instead of ~0.2–0.4 s, issue 18).
+    let raw = w.inner_mut();
     let mut back_notes: Vec<NoteAt> = Vec::new();
     let mut found: Option<String> = None;
     let mut ok = true;
@@ -473,7 +476,7 @@ fn scan_zstd<R: Read + Seek>(
         let u = units[i];
         let mut sp = Splitter::default();
         let mut verdicts: Vec<(u64, Verdict)> = Vec::new();
-        let end = decode(w, u, sc, &mut sp, &mut back_notes, true, &mut |p| {
+        let end = decode(raw, u, sc, &mut sp, &mut back_notes, true, &mut |p| {
             if let Piece::Line { bytes, loc } = p {
                 match judge(bytes, false) {
                     Verdict::Nothing => {}
@@ -501,7 +504,7 @@ fn scan_zstd<R: Read + Seek>(
                 // Its first line starts a line only if the frame before it ended one.
                 let mut sp = Splitter::default();
                 let prev = decode(
-                    w,
+                    raw,
                     units[i - 1],
                     sc,
                     &mut sp,

@@ -194,6 +194,13 @@ impl<R: Read + Seek> Windowed<R> {
     pub fn into_buffer(self) -> Vec<u8> {
         self.buf
     }
+
+    /// The reader under the window, for reads that gain nothing from it: frames decoded from the
+    /// end backwards (each would refill the whole window at its own offset for a frame of a few
+    /// KB). The window stays right: it is refilled only after seeking the reader to its position.
+    pub fn inner_mut(&mut self) -> &mut R {
+        &mut self.inner
+    }
 }
 
 impl<R: Read + Seek> Read for Windowed<R> {
