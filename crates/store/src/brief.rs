@@ -10,7 +10,7 @@
 //!
 //! Notes: a brief reports the header, the frame structure (garbage, torn last frame), the frames
 //! it decoded (corrupt ones) and unreadable titles. Line-level problems in parts a listing never
-//! reads are reported by `sessions_read`, which folds the whole log.
+//! reads are reported by the full fold (`find_request`, `verify`, a read that folds the whole log).
 
 use std::io::{self, Read, Seek, SeekFrom};
 use std::sync::OnceLock;

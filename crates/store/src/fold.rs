@@ -129,6 +129,9 @@ pub struct Fold {
     pub(crate) splitter: Splitter,
     labels: Vec<Arc<str>>,
     surface_capped: bool,
+    /// Set on a fold that started at a frame in the middle of the log (`store::window`): what it
+    /// knows of the history before that frame. None: a full fold (from byte 0 or a checkpoint).
+    pub(crate) window: Option<WindowMode>,
 }
 
 /// The first line of a log is its header (both readers: the fold and the listing's brief scan). True when
@@ -262,6 +265,32 @@ impl Surface {
         Ok(())
     }
 
+    /// Whether a live node has this seq.
+    pub fn contains(&self, seq: u64) -> bool {
+        self.pos.contains_key(&seq)
+    }
+
+    /// Replace every node from the head of the surface through seq `end` with `node` (the
+    /// window's unknown history included). Err(node): `end` is not on the surface.
+    pub(crate) fn replace_head_through(&mut self, end: u64, node: Node) -> Result<(), Node> {
+        let Some(&ei) = self.pos.get(&end) else {
+            return Err(node);
+        };
+        let mut i = self.find(0);
+        while i < ei {
+            self.remove(i);
+            i = self.find(i + 1);
+        }
+        if let Some(old) = self.slots[ei].take() {
+            if self.pos.get(&old.seq) == Some(&ei) {
+                self.pos.remove(&old.seq);
+            }
+        }
+        self.pos.insert(node.seq, ei);
+        self.slots[ei] = Some(node);
+        Ok(())
+    }
+
     /// Drop the oldest live node.
     pub fn drop_oldest(&mut self) {
         let i = self.find(0);
@@ -292,6 +321,113 @@ impl std::ops::Index<usize> for Surface {
     type Output = Node;
     fn index(&self, i: usize) -> &Node {
         self.iter().nth(i).expect("surface index out of range")
+    }
+}
+
+/// What a window fold (`store::window`) knows of the history before its first frame: the
+/// surface before it is an unknown prefix, which only a compaction checkpoint removes (see there).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct WindowMode {
+    /// The seq of the window's first event: a lower seq is an event of the unknown history.
+    pub(crate) first: u64,
+    /// A compaction checkpoint removed the unknown prefix: the surface is known whole.
+    pub(crate) resolved: bool,
+    /// The smallest seq a replace needed that the window did not hold.
+    pub(crate) need: Option<u64>,
+    /// A checkpoint inside the prefix: its seq (it is the head of the surface now) and the end
+    /// of its range (decoding back to it lets that checkpoint remove the prefix).
+    pub(crate) head: Option<u64>,
+    pub(crate) soft: Option<u64>,
+    /// The window cannot give the full fold's answer (a replace of a decoded node that is gone,
+    /// the surface over [`MAX_SURFACE`] with the prefix unknown).
+    pub(crate) broken: bool,
+    /// The last `compaction/summary`: (its seq, `shadowedRange.start`, `shadowedRange.end`).
+    pub(crate) summary: Option<(u64, u64, u64)>,
+}
+
+#[derive(serde::Deserialize)]
+struct SummaryData {
+    #[serde(rename = "shadowedRange")]
+    shadowed_range: Option<Range>,
+}
+
+#[derive(serde::Deserialize)]
+struct Range {
+    start: u64,
+    end: u64,
+}
+
+impl WindowMode {
+    pub(crate) fn new(first: u64) -> WindowMode {
+        WindowMode {
+            first,
+            ..WindowMode::default()
+        }
+    }
+
+    /// A `compaction/summary` at `seq`.
+    pub(crate) fn summary(&mut self, seq: u64, data: &str) {
+        self.summary = serde_json::from_str::<SummaryData>(data)
+            .ok()
+            .and_then(|d| d.shadowed_range)
+            .map(|r| (seq, r.start, r.end));
+    }
+
+    /// A replace of `start..=end` by `node` (event `seq`). Some(node): fold it as a full fold
+    /// does (the range is decoded, or the prefix is known to be gone); None: taken care of here.
+    pub(crate) fn replace(
+        &mut self,
+        surface: &mut Surface,
+        seq: u64,
+        start: u64,
+        end: u64,
+        node: Node,
+    ) -> Option<Node> {
+        if self.resolved {
+            return Some(node);
+        }
+        let (ks, ke) = (surface.contains(start), surface.contains(end));
+        if ks && ke {
+            return Some(node);
+        }
+        let head = self.head;
+        let before = |x: u64| x < self.first || Some(x) == head;
+        if (!ks && !before(start)) || (!ke && !before(end)) {
+            // A decoded node that is no longer on the surface: the full fold notes this replace.
+            self.broken = true;
+            return None;
+        }
+        let checkpoint = self.summary == Some((seq.wrapping_sub(1), start, end));
+        match (ks, ke) {
+            (false, true) if checkpoint => {
+                // The host's compaction checkpoint: from the head of the surface through `end`.
+                match surface.replace_head_through(end, node) {
+                    Ok(()) => self.resolved = true,
+                    Err(_) => self.broken = true,
+                }
+            }
+            // Wholly inside the unknown prefix: its node stays there, before every decoded node,
+            // where a later checkpoint removes it. A checkpoint's node is the new head.
+            (false, false) => {
+                if checkpoint {
+                    self.head = Some(seq);
+                    self.soft = Some(end);
+                }
+            }
+            // Reaches from a decoded node into the prefix, or a replace from the prefix that is
+            // no checkpoint: decode back to the seq it starts from.
+            _ => {
+                let unknown = if ks { end } else { start };
+                self.need = Some(self.need.map_or(unknown, |n| n.min(unknown)));
+            }
+        }
+        None
+    }
+
+    pub(crate) fn overflow(&mut self) {
+        if !self.resolved {
+            self.broken = true;
+        }
     }
 }
 
@@ -359,7 +495,7 @@ impl Fold {
     /// This fold as plain data; None while a line is unfinished (a line that runs into the next
     /// frame: the splitter's bytes are not persisted).
     pub(crate) fn state(&self) -> Option<FoldState> {
-        if self.splitter.has_partial() {
+        if self.splitter.has_partial() || self.window.is_some() {
             return None;
         }
         let idx = |r: Role| ROLES.iter().position(|x| *x == r).unwrap_or(0) as u8;
@@ -463,6 +599,29 @@ impl Fold {
         }
     }
 
+    /// A fold that starts at a frame in the middle of a log (`store::window`): the header, title
+    /// and first-prompt fallback are the log's (its brief); the surface before is unknown.
+    pub(crate) fn window_start(
+        h: Header,
+        title: Option<String>,
+        fallback_title: Option<String>,
+        first: u64,
+    ) -> Fold {
+        Fold {
+            header: Some(h),
+            title,
+            fallback_title,
+            window: Some(WindowMode::new(first)),
+            ..Fold::default()
+        }
+    }
+
+    /// Read from the end (`store::window`): the surface, title and last seq are the full fold's,
+    /// the requests and the notes about lines before the window are not known.
+    pub fn is_window(&self) -> bool {
+        self.window.is_some()
+    }
+
     /// The title a listing shows: the last `session/title`, else the host's fallback.
     pub fn display_title(&self) -> Option<&str> {
         self.title.as_deref().or(self.fallback_title.as_deref())
@@ -550,6 +709,12 @@ impl Fold {
                 Err(_) => self.note(format!("seq {seq}: unreadable session/title; ignored")),
             },
             "agent/inbox/spliced" => self.splice(seq, data),
+            // Log-only for a full fold; a window fold remembers its range (`store::window`).
+            "compaction/summary" => {
+                if let Some(w) = self.window.as_mut() {
+                    w.summary(seq, data);
+                }
+            }
             "session/end-seed" => {
                 if let Ok(d) = serde_json::from_str::<EndSeedData>(data) {
                     if d.inherited != Some(true) {
@@ -735,6 +900,13 @@ impl Fold {
                 // Positions are found in the CURRENT surface, not as a numeric range
                 // [R8 `packages/core/session/src/surface.ts` `replacementRange`].
                 node.replaced = true;
+                let node = match self.window.as_mut() {
+                    Some(w) => match w.replace(&mut self.surface, seq, start, end, node) {
+                        Some(node) => node,
+                        None => return,
+                    },
+                    None => node,
+                };
                 if let Err(node) = self.surface.replace(start, end, node) {
                     self.note(format!("seq {seq}: replaces {start}..{end}, which is not on the surface; appended instead"));
                     self.surface.push(node);
@@ -742,6 +914,9 @@ impl Fold {
             }
         }
         if self.surface.len() > MAX_SURFACE {
+            if let Some(w) = self.window.as_mut() {
+                w.overflow();
+            }
             // Keep the newest: a read shows the newest messages first.
             self.surface.drop_oldest();
             if !self.surface_capped {

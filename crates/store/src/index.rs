@@ -68,10 +68,48 @@ pub fn load_log(log: &LogFile) -> Result<Arc<Fold>, ReadError> {
 
 /// [`load_log`], also returning how many file bytes this call had to read (0 when warm).
 pub fn load_log_counted(log: &LogFile) -> (Result<Arc<Fold>, ReadError>, u64) {
-    match load_inner(log) {
+    match load_inner(log, false) {
         Ok((f, n)) => (Ok(f), n),
         Err(e) => (Err(e), 0),
     }
+}
+
+/// What `sessions_read` needs of one log: [`load_log`], except that a long log this process has
+/// not folded, with no checkpoint, may be read from its end (`store::window`): the same surface,
+/// title and last seq, without the requests ([`Fold::is_window`]). Callers that need requests use
+/// [`load_log`], which never returns (nor resumes) a window fold.
+pub fn load_log_for_read(log: &LogFile) -> Result<Arc<Fold>, ReadError> {
+    load_log_for_read_counted(log).0
+}
+
+/// [`load_log_for_read`], also returning how many file bytes this call had to read.
+pub fn load_log_for_read_counted(log: &LogFile) -> (Result<Arc<Fold>, ReadError>, u64) {
+    match load_inner(log, true) {
+        Ok((f, n)) => (Ok(f), n),
+        Err(e) => (Err(e), 0),
+    }
+}
+
+/// The window read of a log with no usable cache entry or checkpoint, if it applies and proves
+/// its answer: (committed, view, file bytes read from the end).
+fn try_window(log: &LogFile, ident: &Ident, file: &mut File) -> Option<(Fold, Option<Fold>, u64)> {
+    if log.enc != crate::log::Encoding::Zstd
+        || ident.size < crate::window::window_min()
+        || crate::window::disabled()
+    {
+        return None;
+    }
+    // The header and title from the listing's cache when a listing saw this log as it is now
+    // (no scan here: else the window finds them itself, on the frames it decodes anyway).
+    let brief = {
+        let map = brief_lock();
+        map.get(log.path.as_os_str())
+            .filter(|e| e.ident == *ident)
+            .map(|e| e.brief.clone())
+    };
+    crate::window::read(file, ident.size, brief.as_deref())
+        .ok()
+        .flatten()
 }
 
 /// The cache key of a log that is a regular file: a FIFO, a device (a link to /dev/zero) or a
@@ -88,12 +126,14 @@ fn regular_ident(path: &Path) -> Result<Ident, ReadError> {
     })
 }
 
-fn load_inner(log: &LogFile) -> Result<(Arc<Fold>, u64), ReadError> {
+fn load_inner(log: &LogFile, window: bool) -> Result<(Arc<Fold>, u64), ReadError> {
     let ident = regular_ident(&log.path)?;
     let tick = TICK.fetch_add(1, Ordering::Relaxed);
     let base = {
         let mut map = lock();
         match map.get_mut(&log.path) {
+            // A window fold is only a read's: a caller that needs the requests folds the log.
+            Some(e) if !window && e.committed.is_window() => None,
             Some(e) if e.ident == ident => {
                 e.used = tick;
                 return Ok((e.view.clone(), 0));
@@ -116,13 +156,33 @@ fn load_inner(log: &LogFile) -> Result<(Arc<Fold>, u64), ReadError> {
     let mut file = open_log(&log.path)?;
     // Not in this process's cache: a read checkpoint another process (or an earlier run) left,
     // if it checks out (`checkpoint`), else the start of the log.
+    let mut from_window = None;
     let base = match base {
         Some(b) => b,
-        None => checkpoint::load(&log.path, ident.key, ident.size, &mut file).unwrap_or_default(),
+        None => match checkpoint::load(&log.path, ident.key, ident.size, &mut file) {
+            Some(b) => b,
+            None => {
+                if window {
+                    from_window = try_window(log, &ident, &mut file);
+                }
+                Fold::default()
+            }
+        },
     };
-    let start = base.offset;
-    let (committed, tail) = continue_fold(&mut file, log.enc, ident.size, base)?;
-    let read = ident.size.saturating_sub(start);
+    let (committed, tail, read) = match from_window {
+        Some(w) => w,
+        None => {
+            let start = base.offset;
+            let (mut committed, mut tail) = continue_fold(&mut file, log.enc, ident.size, base)?;
+            let mut start = start;
+            if committed.is_window() && !committed.notes.is_empty() {
+                // A grown window fold met a note: its line numbers are the full fold's to give.
+                (committed, tail) = continue_fold(&mut file, log.enc, ident.size, Fold::default())?;
+                start = 0;
+            }
+            (committed, tail, ident.size.saturating_sub(start))
+        }
+    };
     if read >= checkpoint::persist_min() {
         checkpoint::save(&log.path, ident.key, &mut file, &committed);
     }

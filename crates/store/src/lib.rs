@@ -25,6 +25,7 @@ pub mod testgen;
 mod tests;
 pub mod title;
 pub mod watch;
+pub mod window;
 
 use std::path::{Path, PathBuf};
 
@@ -439,6 +440,20 @@ fn briefs_listing(
 /// Look one session up by exact id in `<project>/<encodeSegment(id)>` (a header id must match its
 /// folder; a folder whose header claims another id is not that session).
 pub fn load_session(home: &Path, id: &str) -> Lookup {
+    lookup(home, id, index::load_log)
+}
+
+/// [`load_session`] for `sessions_read`: the fold may be read from the log's end
+/// ([`index::load_log_for_read`]; its requests are not known, [`fold::Fold::is_window`]).
+pub fn load_session_for_read(home: &Path, id: &str) -> Lookup {
+    lookup(home, id, index::load_log_for_read)
+}
+
+fn lookup(
+    home: &Path,
+    id: &str,
+    load: fn(&LogFile) -> Result<Arc<Fold>, error::ReadError>,
+) -> Lookup {
     let mut unreadable = None;
     for dir in layout::candidate_dirs(home, id) {
         let log = match layout::pick_generation(&dir) {
@@ -458,7 +473,7 @@ pub fn load_session(home: &Path, id: &str) -> Lookup {
                 continue;
             }
         };
-        match stored_or_why(&log, index::load_log(&log)) {
+        match stored_or_why(&log, load(&log)) {
             Ok(st) if st.meta.id == id => return Lookup::Found(st),
             Ok(_) => {}
             Err(why) => {

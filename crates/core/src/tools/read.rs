@@ -314,7 +314,7 @@ const FLUSH_POLL: std::time::Duration = std::time::Duration::from_millis(25);
 pub fn read_result(home: &Path, req: &ToolRequest, a: &ReadArgs) -> Result<ReadResult, Refusal> {
     let max_chars = req.config.max_message_chars.max(1);
     let live = req.live.iter().find(|l| l.id == a.session_id);
-    let mut lookup = store::load_session(home, &a.session_id);
+    let mut lookup = store::load_session_for_read(home, &a.session_id);
     if let Some(l) = live {
         let mut notes = Vec::new();
         if let Some(want) = req.live_seq.filter(|n| *n > 0) {
@@ -325,7 +325,7 @@ pub fn read_result(home: &Path, req: &ToolRequest, a: &ReadArgs) -> Result<ReadR
             let t0 = std::time::Instant::now();
             while have(&lookup) < want && t0.elapsed() < FLUSH_WAIT {
                 std::thread::sleep(FLUSH_POLL);
-                lookup = store::load_session(home, &a.session_id);
+                lookup = store::load_session_for_read(home, &a.session_id);
             }
             let got = have(&lookup);
             if got < want {
