@@ -43,6 +43,14 @@ const WARM_CALLS = 5
 const CK_DIR = join(benchDir(), 'read-cache')
 const CK_ENV = { DSH_SESSION_MAIL_CACHE_DIR: CK_DIR }
 const NO_CK_ENV = { DSH_SESSION_MAIL_NO_CHECKPOINT: '1' }
+// The window read (crates/store/src/window.rs) off: the read folds the whole history (or resumes a checkpoint).
+const NO_WIN_ENV = { DSH_SESSION_MAIL_NO_WINDOW: '1' }
+const FULL_ENV = { ...NO_CK_ENV, ...NO_WIN_ENV }
+// A cache folder that never holds a checkpoint (a window read leaves none): every read there is a first read.
+const WIN_ENV = { DSH_SESSION_MAIL_CACHE_DIR: join(benchDir(), 'read-cache-empty') }
+const WIN_REPS = Math.max(REPS, 9) // the window rows are cheap: more samples for p99/max
+const pct = (xs, q) => { const v = xs.filter(Number.isFinite).sort((a, b) => a - b); return v.length ? v[Math.min(v.length - 1, Math.ceil(q * v.length) - 1)] : NaN }
+const spread = (xs) => `p50 ${fmtMs(pct(xs, 0.5))} p99 ${fmtMs(pct(xs, 0.99))} max ${fmtMs(Math.max(...xs.filter(Number.isFinite)))}`
 const CHILD = join(HERE, 'child.mjs')
 const PLUGIN_SRC = join(HERE, 'host-plugin')
 const PLUGIN_NAME = 'dsh-session-mail-bench-host'
@@ -289,21 +297,24 @@ async function main() {
   }
 
   // 3. read the last 50 messages of the 100 MB log in a fresh process, vs zstd -dc of that file, interleaved:
-  //    cold   = resuming from the read checkpoint a first read left (store/checkpoint.rs; in the bench's own
+  //    window = the first read of a fresh process with no checkpoint: read from the log's end (store/window.rs);
+  //    ckpt   = resuming from the read checkpoint a full fold left (store/checkpoint.rs; in the bench's own
   //             private cache folder, outside DSH_HOME);
-  //    first  = no checkpoint yet: folds the whole history once and leaves one;
-  //    full   = the checkpoint off (DSH_SESSION_MAIL_NO_CHECKPOINT=1): the whole history folded, every time.
-  // Each cold read's text must equal the full fold's.
+  //    first  = the window off, no checkpoint yet: folds the whole history once and leaves one;
+  //    full   = window and checkpoint off: the whole history folded, every time.
+  // Every read's text must equal the full fold's.
   const big100File = join(m.home, big100.file)
   rmSync(CK_DIR, { recursive: true, force: true })
-  log(`zstd -dc of the ${(big100.plainBytes / MiB).toFixed(0)} MiB log and sessions_read (full fold, first, cold), ×${CHEAP_REPS} interleaved…`)
+  rmSync(WIN_ENV.DSH_SESSION_MAIL_CACHE_DIR, { recursive: true, force: true })
+  log(`zstd -dc of the ${(big100.plainBytes / MiB).toFixed(0)} MiB log and sessions_read (window, checkpoint, full fold), ×${WIN_REPS} interleaved…`)
   await zstdDecompress([big100File])
-  const zb = []; const reads = []; const fulls = []
-  const first100 = await child({ op: 'read', home: m.home, id: big100.id, max: READ_MAX }, undefined, CK_ENV)
-  for (let i = 0; i < CHEAP_REPS; i++) {
+  const zb = []; const wins = []; const reads = []; const fulls = []
+  const first100 = await child({ op: 'read', home: m.home, id: big100.id, max: READ_MAX }, undefined, { ...CK_ENV, ...NO_WIN_ENV })
+  for (let i = 0; i < WIN_REPS; i++) {
     zb.push(await zstdDecompress([big100File]))
-    if (i < REPS) fulls.push(await child({ op: 'read', home: m.home, id: big100.id, max: READ_MAX }, undefined, NO_CK_ENV))
-    reads.push(await child({ op: 'read', home: m.home, id: big100.id, max: READ_MAX }, undefined, CK_ENV))
+    if (i < REPS) fulls.push(await child({ op: 'read', home: m.home, id: big100.id, max: READ_MAX }, undefined, FULL_ENV))
+    wins.push(await child({ op: 'read', home: m.home, id: big100.id, max: READ_MAX }, undefined, WIN_ENV))
+    if (i < CHEAP_REPS) reads.push(await child({ op: 'read', home: m.home, id: big100.id, max: READ_MAX }, undefined, CK_ENV))
   }
   R.zstdBig100 = { ms: zb.map(z => z.ms), median: median(zb.map(z => z.ms)), cpuMs: zb.map(z => z.cpuMs), cpu: median(zb.map(z => z.cpuMs)) }
   const readText = reads.find(r => r.text)?.text ?? ''
@@ -312,6 +323,10 @@ async function main() {
     coldMs: reads.map(r => r.coldMs), cold: median(reads.map(r => r.coldMs)), coldCpu: median(reads.map(r => r.coldCpuMs)), loadMs: median(reads.map(r => r.loadMs)),
     messages: readMessages(readText), refused: isRefusal(readText), error: reads.find(r => r.error)?.error, head: readText.slice(0, 300),
     sameAsFull: [first100, ...reads].every(r => r.text === fullText),
+  }
+  R.readWindow = {
+    coldMs: wins.map(r => r.coldMs), cold: median(wins.map(r => r.coldMs)), coldCpu: median(wins.map(r => r.coldCpuMs)),
+    error: wins.find(r => r.error)?.error, messages: readMessages(wins[0]?.text ?? ''), sameAsFull: wins.every(r => r.text === fullText),
   }
   R.readFull = { coldMs: fulls.map(r => r.coldMs), cold: median(fulls.map(r => r.coldMs)), coldCpu: median(fulls.map(r => r.coldCpuMs)), error: fulls.find(r => r.error)?.error }
   R.readFirst = { coldMs: first100.coldMs, coldCpu: first100.coldCpuMs, error: first100.error }
@@ -330,34 +345,40 @@ async function main() {
   }
   rmSync(scratch, { recursive: true, force: true })
 
-  // 5. the 1 GB log: peak RSS of its first read (the full fold, no checkpoint yet: the worst case), then cold
-  //    reads resuming from the checkpoint it left, interleaved with zstd -dc of that file
-  log(`peak RSS: addon-only child, then the first sessions_read of the ${(big1g.plainBytes / MiB).toFixed(0)} MiB log…`)
+  // 5. the 1 GB log: peak RSS of the read (the window read: a first read in a fresh process) and of the full
+  //    fold (the window off, no checkpoint: the worst case, one sample; it leaves the checkpoint), then cold
+  //    reads — window and checkpoint — interleaved with zstd -dc of that file
+  log(`peak RSS: addon-only child, then sessions_read of the ${(big1g.plainBytes / MiB).toFixed(0)} MiB log (window; full fold)…`)
   const base = []; const rss = []
   const big1gFile = join(m.home, big1g.file)
   for (let i = 0; i < REPS; i++) {
     base.push(await child({ op: 'load' }))
-    // each sample a first read: the 1 GiB checkpoint removed (the 100 MiB one may stay)
-    rmSync(CK_DIR, { recursive: true, force: true })
-    rss.push(await child({ op: 'read', home: m.home, id: big1g.id, max: READ_MAX }, undefined, CK_ENV))
-    if (i === 0 && rss[0].coldMs > 60_000) break // one sample is enough when a read takes minutes
+    rss.push(await child({ op: 'read', home: m.home, id: big1g.id, max: READ_MAX }, undefined, WIN_ENV))
   }
+  rmSync(CK_DIR, { recursive: true, force: true })
+  const fullRss = await child({ op: 'read', home: m.home, id: big1g.id, max: READ_MAX }, undefined, { ...CK_ENV, ...NO_WIN_ENV })
   const baseKb = median(base.map(b => b.hwmKb)); const peakKb = median(rss.map(r => r.hwmKb))
-  const rssText = rss.find(r => r.text)?.text ?? ''
+  const rssText = fullRss.text ?? ''
   R.rss = {
     baseKb, peakKb, deltaKb: peakKb - baseKb, samplesKb: rss.map(r => r.hwmKb), baseSamplesKb: base.map(b => b.hwmKb),
-    readMs: rss.map(r => r.coldMs), messages: readMessages(rssText), refused: isRefusal(rssText), error: rss.find(r => r.error)?.error,
+    readMs: rss.map(r => r.coldMs), messages: readMessages(rss[0]?.text ?? ''), refused: isRefusal(rss[0]?.text ?? ''), error: rss.find(r => r.error)?.error,
+    fullKb: fullRss.hwmKb, fullDeltaKb: fullRss.hwmKb - baseKb, fullMs: fullRss.coldMs, fullError: fullRss.error, fullMessages: readMessages(rssText),
   }
-  log(`zstd -dc of the ${(big1g.plainBytes / MiB).toFixed(0)} MiB log and cold sessions_read (checkpoint), ×${REPS} interleaved…`)
-  const zg = []; const reads1g = []
-  for (let i = 0; i < REPS; i++) {
-    zg.push(await zstdDecompress([big1gFile]))
-    reads1g.push(await child({ op: 'read', home: m.home, id: big1g.id, max: READ_MAX }, undefined, CK_ENV))
+  log(`zstd -dc of the ${(big1g.plainBytes / MiB).toFixed(0)} MiB log and cold sessions_read (window; checkpoint), ×${WIN_REPS} interleaved…`)
+  const zg = []; const reads1g = []; const wins1g = []
+  for (let i = 0; i < WIN_REPS; i++) {
+    if (i < REPS + 2) zg.push(await zstdDecompress([big1gFile]))
+    wins1g.push(await child({ op: 'read', home: m.home, id: big1g.id, max: READ_MAX }, undefined, WIN_ENV))
+    if (i < REPS) reads1g.push(await child({ op: 'read', home: m.home, id: big1g.id, max: READ_MAX }, undefined, CK_ENV))
   }
   R.zstdBig1g = { ms: zg.map(z => z.ms), median: median(zg.map(z => z.ms)), cpu: median(zg.map(z => z.cpuMs)) }
   R.read1g = {
     coldMs: reads1g.map(r => r.coldMs), cold: median(reads1g.map(r => r.coldMs)), coldCpu: median(reads1g.map(r => r.coldCpuMs)),
     error: reads1g.find(r => r.error)?.error, sameAsFirst: reads1g.every(r => r.text === rssText), messages: readMessages(reads1g[0]?.text ?? ''),
+  }
+  R.read1gWindow = {
+    coldMs: wins1g.map(r => r.coldMs), cold: median(wins1g.map(r => r.coldMs)), coldCpu: median(wins1g.map(r => r.coldCpuMs)),
+    error: wins1g.find(r => r.error)?.error, sameAsFull: wins1g.every(r => r.text === rssText) && [...rss].every(r => r.text === rssText), messages: readMessages(wins1g[0]?.text ?? ''),
   }
   rmSync(CK_DIR, { recursive: true, force: true })
 
@@ -386,25 +407,37 @@ async function main() {
     value: R.list.warm, base: R.list.cold,
   })
   const readInvalid = R.read.refused || !!R.read.error || R.read.messages === 0 || !R.read.sameAsFull
-  const mib100 = (big100.plainBytes / MiB).toFixed(0)
+  const mib100 = (big100.plainBytes / MiB).toFixed(0); const mib1g = (big1g.plainBytes / MiB).toFixed(0)
+  const winInvalid = !!R.readWindow.error || R.readWindow.messages === 0 || !R.readWindow.sameAsFull
+  rows.push({
+    metric: `read ${READ_MAX} msgs, ${mib100} MiB log, cold (window, no checkpoint)${R.readWindow.sameAsFull ? '' : ' (text differs from the full fold!)'}`, measured: fmtMs(R.readWindow.cold), baseline: `zstd -dc file ${fmtMs(R.zstdBig100.median)}`,
+    ratio: `${(R.readWindow.cold / R.zstdBig100.median).toFixed(2)}×`, cpu: cpuRatio(R.readWindow.coldCpu, R.zstdBig100.cpu), target: '≤ 0.3×', verdict: verdict(R.readWindow.cold / R.zstdBig100.median <= 0.3, winInvalid),
+    value: R.readWindow.cold, base: R.zstdBig100.median,
+  })
   rows.push({
     metric: `read ${READ_MAX} msgs, ${mib100} MiB log, cold (checkpoint)${R.read.sameAsFull ? '' : ' (text differs from the full fold!)'}`, measured: fmtMs(R.read.cold), baseline: `zstd -dc file ${fmtMs(R.zstdBig100.median)}`,
     ratio: `${(R.read.cold / R.zstdBig100.median).toFixed(2)}×`, cpu: cpuRatio(R.read.coldCpu, R.zstdBig100.cpu), target: '≤ 0.3×', verdict: verdict(R.read.cold / R.zstdBig100.median <= 0.3, readInvalid),
     value: R.read.cold, base: R.zstdBig100.median,
   })
   rows.push({
-    metric: `read ${READ_MAX} msgs, ${mib100} MiB log, first read (no checkpoint yet)`, measured: fmtMs(R.readFirst.coldMs), baseline: `zstd -dc file ${fmtMs(R.zstdBig100.median)}`,
+    metric: `read ${READ_MAX} msgs, ${mib100} MiB log, first full fold (window off; leaves the checkpoint)`, measured: fmtMs(R.readFirst.coldMs), baseline: `zstd -dc file ${fmtMs(R.zstdBig100.median)}`,
     ratio: `${(R.readFirst.coldMs / R.zstdBig100.median).toFixed(2)}×`, cpu: cpuRatio(R.readFirst.coldCpu, R.zstdBig100.cpu), target: '—', verdict: R.readFirst.error ? 'MISS*' : 'info',
     value: R.readFirst.coldMs, base: R.zstdBig100.median,
   })
   rows.push({
-    metric: `read ${READ_MAX} msgs, ${mib100} MiB log, full fold (checkpoint off)`, measured: fmtMs(R.readFull.cold), baseline: `zstd -dc file ${fmtMs(R.zstdBig100.median)}`,
+    metric: `read ${READ_MAX} msgs, ${mib100} MiB log, full fold (window and checkpoint off)`, measured: fmtMs(R.readFull.cold), baseline: `zstd -dc file ${fmtMs(R.zstdBig100.median)}`,
     ratio: `${(R.readFull.cold / R.zstdBig100.median).toFixed(2)}×`, cpu: cpuRatio(R.readFull.coldCpu, R.zstdBig100.cpu), target: '≤ 1.2×', verdict: verdict(R.readFull.cold / R.zstdBig100.median <= 1.2, !!R.readFull.error),
     value: R.readFull.cold, base: R.zstdBig100.median,
   })
+  const win1gInvalid = !!R.read1gWindow.error || R.read1gWindow.messages === 0 || !R.read1gWindow.sameAsFull
+  rows.push({
+    metric: `read ${READ_MAX} msgs, ${mib1g} MiB log, cold (window, no checkpoint)${R.read1gWindow.sameAsFull ? '' : ' (text differs from the full fold!)'}`, measured: fmtMs(R.read1gWindow.cold), baseline: `zstd -dc file ${fmtMs(R.zstdBig1g.median)}`,
+    ratio: `${(R.read1gWindow.cold / R.zstdBig1g.median).toFixed(3)}×`, cpu: cpuRatio(R.read1gWindow.coldCpu, R.zstdBig1g.cpu), target: '≤ 0.1× and ≤ 0.5 s', verdict: verdict(R.read1gWindow.cold / R.zstdBig1g.median <= 0.1 && R.read1gWindow.cold <= 500, win1gInvalid),
+    value: R.read1gWindow.cold, base: R.zstdBig1g.median,
+  })
   const read1gInvalid = !!R.read1g.error || R.read1g.messages === 0 || !R.read1g.sameAsFirst
   rows.push({
-    metric: `read ${READ_MAX} msgs, ${(big1g.plainBytes / MiB).toFixed(0)} MiB log, cold (checkpoint)${R.read1g.sameAsFirst ? '' : ' (text differs from the first read!)'}`, measured: fmtMs(R.read1g.cold), baseline: `zstd -dc file ${fmtMs(R.zstdBig1g.median)}`,
+    metric: `read ${READ_MAX} msgs, ${mib1g} MiB log, cold (checkpoint)${R.read1g.sameAsFirst ? '' : ' (text differs from the full fold!)'}`, measured: fmtMs(R.read1g.cold), baseline: `zstd -dc file ${fmtMs(R.zstdBig1g.median)}`,
     ratio: `${(R.read1g.cold / R.zstdBig1g.median).toFixed(3)}×`, cpu: cpuRatio(R.read1g.coldCpu, R.zstdBig1g.cpu), target: '≤ 0.1× and ≤ 0.5 s', verdict: verdict(R.read1g.cold / R.zstdBig1g.median <= 0.1 && R.read1g.cold <= 500, read1gInvalid),
     value: R.read1g.cold, base: R.zstdBig1g.median,
   })
@@ -416,9 +449,14 @@ async function main() {
   })
   const rssInvalid = R.rss.refused || !!R.rss.error || R.rss.messages === 0
   rows.push({
-    metric: `peak RSS, read ${(big1g.plainBytes / MiB).toFixed(0)} MiB log (Δ VmHWM)`, measured: fmtMB(R.rss.deltaKb), baseline: `addon only ${fmtMB(R.rss.baseKb)}`,
+    metric: `peak RSS, read ${mib1g} MiB log (window; Δ VmHWM)`, measured: fmtMB(R.rss.deltaKb), baseline: `addon only ${fmtMB(R.rss.baseKb)}`,
     ratio: `${(R.rss.peakKb / R.rss.baseKb).toFixed(2)}× peak`, target: '≤ 64 MB', verdict: verdict(R.rss.deltaKb / 1024 <= 64, rssInvalid),
     value: R.rss.deltaKb / 1024, base: R.rss.baseKb / 1024,
+  })
+  rows.push({
+    metric: `peak RSS, full fold of the ${mib1g} MiB log (window off; Δ VmHWM)`, measured: fmtMB(R.rss.fullDeltaKb), baseline: `addon only ${fmtMB(R.rss.baseKb)}`,
+    ratio: `${(R.rss.fullKb / R.rss.baseKb).toFixed(2)}× peak`, target: '≤ 64 MB', verdict: verdict(R.rss.fullDeltaKb / 1024 <= 64, !!R.rss.fullError || R.rss.fullMessages === 0),
+    value: R.rss.fullDeltaKb / 1024, base: R.rss.baseKb / 1024,
   })
 
   for (const r of rows) r.cpu ??= ''
@@ -442,10 +480,11 @@ async function main() {
   lines.push(`samples (ms): zstd corpus ${R.zstdCorpus.ms.map(x => x.toFixed(0)).join(' ')} | list cold ${R.list.coldMs.map(x => x?.toFixed(1)).join(' ')} | list warm ${R.list.warmMs.map(x => x.toFixed(2)).join(' ')}`)
   if (R.host.runs) lines.push(`             host total ${R.host.totalMs.map(x => x.toFixed(0)).join(' ')} (listSessions ${R.host.runs.map(r => r.listMs.toFixed(0)).join(' ')}, readTitleSnapshots ${R.host.runs.map(r => r.titlesMs.toFixed(0)).join(' ')}; boot ${R.host.readyMs.toFixed(0)}, host VmHWM ${fmtMB(R.host.hwmAfterKb)})`)
   lines.push(`             zstd 100M ${R.zstdBig100.ms.map(x => x.toFixed(0)).join(' ')} | read cold ${R.read.coldMs.map(x => x?.toFixed(1)).join(' ')} | first ${R.readFirst.coldMs?.toFixed(0)} | full fold ${R.readFull.coldMs.map(x => x?.toFixed(0)).join(' ')} | read warm+append ${R.readAppend.warmMs.map(x => x.toFixed(2)).join(' ')}`)
-  lines.push(`             zstd 1G ${R.zstdBig1g.ms.map(x => x.toFixed(0)).join(' ')} | 1G read cold ${R.read1g.coldMs.map(x => x?.toFixed(1)).join(' ')} | 1G first read ${R.rss.readMs.map(x => x?.toFixed(0)).join(' ')}`)
+  lines.push(`             zstd 1G ${R.zstdBig1g.ms.map(x => x.toFixed(0)).join(' ')} | 1G read cold ${R.read1g.coldMs.map(x => x?.toFixed(1)).join(' ')} | 1G full fold ${fmtMs(R.rss.fullMs)}`)
+  lines.push(`             read window 100M ${spread(R.readWindow.coldMs)} [${R.readWindow.coldMs.map(x => x?.toFixed(1)).join(' ')}] | 1G ${spread([...R.rss.readMs, ...R.read1gWindow.coldMs])} [${[...R.rss.readMs, ...R.read1gWindow.coldMs].map(x => x?.toFixed(1)).join(' ')}]`)
   lines.push(`             RSS: addon-only VmHWM ${R.rss.baseSamplesKb.map(fmtMB).join(' ')}; after 1G read ${R.rss.samplesKb.map(fmtMB).join(' ')}; addon load ${fmtMs(R.list.loadMs)}`)
   const best = (xs) => Math.min(...xs.filter(Number.isFinite))
-  lines.push(`best-of ratios (min/min; noise only ever adds time): list/zstd corpus ${(best(R.list.coldMs) / best(R.zstdCorpus.ms)).toFixed(2)}× | host/list ${R.host.runs ? (best(R.host.totalMs) / best(R.list.coldMs)).toFixed(1) + '×' : '—'} | read/zstd file ${(best(R.read.coldMs) / best(R.zstdBig100.ms)).toFixed(2)}× | warm list ${fmtMs(best(R.list.warmMs))} | warm read ${fmtMs(best(R.readAppend.warmMs))}`)
+  lines.push(`best-of ratios (min/min; noise only ever adds time): list/zstd corpus ${(best(R.list.coldMs) / best(R.zstdCorpus.ms)).toFixed(2)}× | host/list ${R.host.runs ? (best(R.host.totalMs) / best(R.list.coldMs)).toFixed(1) + '×' : '—'} | read/zstd file ${(best(R.read.coldMs) / best(R.zstdBig100.ms)).toFixed(2)}× (window ${(best(R.readWindow.coldMs) / best(R.zstdBig100.ms)).toFixed(2)}×; 1G ${(best(R.read1gWindow.coldMs) / best(R.zstdBig1g.ms)).toFixed(3)}×) | warm list ${fmtMs(best(R.list.warmMs))} | warm read ${fmtMs(best(R.readAppend.warmMs))}`)
   const notes = []
   if (R.list.error) notes.push(`list: ${R.list.error}`)
   if (R.list.refused) notes.push(`list output is a refusal: ${JSON.stringify(R.list.head.split('\n')[0])}`)
@@ -461,6 +500,9 @@ async function main() {
   if (R.readAppend.error) notes.push(`read-append: ${R.readAppend.error}`)
   if (R.readAppend.sawAppend.length && !R.readAppend.sawAppend.every(Boolean)) notes.push(`warm read did not show the appended event in ${R.readAppend.sawAppend.filter(x => !x).length} of ${R.readAppend.sawAppend.length} reads (stale cache?)`)
   if (R.rss.error) notes.push(`rss: ${R.rss.error}`)
+  if (R.rss.fullError) notes.push(`rss (full fold): ${R.rss.fullError}`)
+  if (R.readWindow.error) notes.push(`read (window): ${R.readWindow.error}`)
+  if (R.read1gWindow.error) notes.push(`read 1G (window): ${R.read1gWindow.error}`)
   if (addonDebug && !process.env.BENCH_CORE) notes.push('the addon is a debug build: rebuild with `--profile ci` (or `--release`) before reading these numbers')
   if (addonNow !== env.addonBuilt && !process.env.BENCH_CORE) notes.push(`the addon was rebuilt during the run (${env.addonBuilt} → ${addonNow}): rows may mix two builds`)
   if (notes.length) { lines.push(''); lines.push('notes:'); for (const n of notes) lines.push(`  - ${n}`) }

@@ -738,3 +738,55 @@ fn window_on_a_real_log() {
         .collect();
     assert_eq!(a, z);
 }
+
+/// Manual check over a whole corpus, every log whatever its size: `WINDOW_DIR=<sessions dir> cargo test -p
+/// dsh-session-mail-store --profile ci --lib window_on_a_corpus -- --ignored --nocapture`: how many logs the
+/// window reads (the rest fall back to the full fold), and every window read equals the full fold.
+#[cfg(test)]
+#[test]
+#[ignore = "needs WINDOW_DIR pointing at a sessions folder"]
+fn window_on_a_corpus() {
+    let Some(d) = std::env::var_os("WINDOW_DIR") else {
+        return;
+    };
+    fn logs(d: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                logs(&p, out);
+            } else if p.extension().is_some_and(|x| x == "zstd") {
+                out.push(p);
+            }
+        }
+    }
+    let mut all = Vec::new();
+    logs(std::path::Path::new(&d), &mut all);
+    let (mut applied, mut covered, mut total) = (0usize, 0u64, 0u64);
+    for p in &all {
+        let mut file = std::fs::File::open(p).unwrap();
+        let size = file.metadata().unwrap().len();
+        total += size;
+        let w = read(&mut file, size, None).unwrap();
+        let Some((c, v, cov)) = w else { continue };
+        applied += 1;
+        covered += cov;
+        let got = v.unwrap_or(c);
+        let (c, v) = continue_fold(&mut file, Encoding::Zstd, size, Fold::default()).unwrap();
+        let full = v.unwrap_or(c);
+        let key = |f: &Fold| {
+            (
+                f.display_title().map(str::to_string),
+                f.last_seq,
+                f.surface
+                    .iter()
+                    .map(|n| (n.seq, n.loc, n.replaced, n.class, n.label.to_string()))
+                    .collect::<Vec<_>>(),
+            )
+        };
+        assert_eq!(key(&got), key(&full), "{}", p.display());
+    }
+    eprintln!(
+        "{applied} of {} logs read from the end (the rest: the full fold); the windows cover {covered} of {total} bytes",
+        all.len()
+    );
+}
