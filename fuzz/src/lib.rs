@@ -311,6 +311,26 @@ fn readers_agree(bytes: &[u8], enc: Encoding) {
             "brief and fold disagree on the title"
         );
     }
+    // A read from the end (`store::window`, `sessions_read`'s cold path): declines, or the fold's answer.
+    if enc == Encoding::Zstd {
+        if let Some(w) = dsh_session_mail_store::window::view_from_end(
+            &mut Cursor::new(bytes),
+            bytes.len() as u64,
+        ) {
+            let key = |f: &Fold| {
+                (
+                    f.header.clone(),
+                    f.display_title().map(str::to_string),
+                    f.last_seq,
+                    f.surface
+                        .iter()
+                        .map(|n| (n.seq, n.loc, n.replaced, n.is_error, n.label.to_string()))
+                        .collect::<Vec<_>>(),
+                )
+            };
+            assert_eq!(key(&w), key(&view), "the window and the fold disagree");
+        }
+    }
     // Resume after a prefix (an append): same surface and title as the cold fold.
     if let Some(cut) = bytes.len().checked_div(2).filter(|&c| c > 0) {
         if let Some((first, _)) = fold_view(&bytes[..cut], enc, Fold::default()) {

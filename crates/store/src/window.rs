@@ -345,6 +345,16 @@ pub(crate) fn read<R: Read + Seek>(
     Ok(Some((committed, view, size - from)))
 }
 
+/// What a read from the end shows (the committed fold, or the view with a torn last frame's
+/// complete lines), or None when it declines and a read folds the whole log: for the fuzz
+/// targets and manual checks, which compare it with the full fold.
+pub fn view_from_end<R: Read + Seek>(r: &mut R, size: u64) -> Option<Fold> {
+    read(r, size, None)
+        .ok()
+        .flatten()
+        .map(|(c, v, _)| v.unwrap_or(c))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -512,6 +522,31 @@ mod tests {
             pos = end;
         }
         out
+    }
+
+    /// The fuzz corpus of `log_reader` (fuzz/corpus), shaped as that target shapes zstd input (frames
+    /// cut at NULs, and the raw bytes): a read from the end declines or equals the full fold.
+    #[test]
+    fn the_fuzz_corpus_reads_from_the_end_as_the_full_fold_does() {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/log_reader");
+        let mut seen = 0;
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            let data = std::fs::read(e.path()).unwrap();
+            let rest = data.get(1..).unwrap_or(&[]);
+            let cut: Vec<u8> = rest
+                .split_inclusive(|&b| b == 0)
+                .flat_map(|c| zstd::encode_all(c, 1).unwrap_or_default())
+                .collect();
+            for bytes in [cut, rest.to_vec(), data.clone()] {
+                seen += 1;
+                let want = full(&bytes);
+                if let Some(got) = view_from_end(&mut Cursor::new(&bytes[..]), bytes.len() as u64) {
+                    assert_eq!(answer(&got), answer(&want), "{}", e.path().display());
+                }
+            }
+        }
+        assert!(seen >= 30, "{seen}");
     }
 
     /// Through the cache: `sessions_read`'s loader reads a long log from its end; a caller that
