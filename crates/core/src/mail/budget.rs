@@ -296,12 +296,17 @@ impl std::fmt::Display for Unchecked {
 }
 
 /// The lines that count against a budget: sends that went out (or may have), except a mailbox hand-off
-/// whose owner's host then refused it (its request id has a later `refused:rejected` line,
-/// `tools::send::record`).
+/// whose request id has a later refused line (`tools::send::record`): its owner's host refused it
+/// (`refused:rejected`), or the post failed after the hand-off's `accepted` line (`refused:held-elsewhere`).
 pub fn counted(entries: &[Entry]) -> Vec<&Entry> {
     let refused: std::collections::HashSet<&str> = entries
         .iter()
-        .filter(|e| e.outcome.as_string() == "refused:rejected")
+        .filter(|e| {
+            matches!(
+                e.outcome.as_string().as_str(),
+                "refused:rejected" | "refused:held-elsewhere"
+            )
+        })
         .filter_map(|e| e.request_id.as_deref())
         .collect();
     entries

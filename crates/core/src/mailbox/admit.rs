@@ -251,6 +251,13 @@ fn vouching_line(
     if lines.is_empty() {
         return Ok(None);
     }
+    // The sender's own refused line for this request id takes its vouch back: the hand-off wrote its
+    // `accepted` line before posting, and the post failed (or the owner's host refused it already).
+    if lines.iter().any(|l| {
+        matches!(l.outcome, LedgerOutcome::Refused(_)) && l.sender.as_deref() == Some(sender)
+    }) {
+        return Err(Why::NotVouched("its sender recorded it as not sent"));
+    }
     let sha = ledger::sha256_hex(body);
     let mut differs = "its outcome is not a send that went out";
     for l in lines {

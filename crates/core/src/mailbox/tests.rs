@@ -464,6 +464,27 @@ fn a_mailbox_envelope_is_delivered_only_framed_from_a_sender_its_ledger_line_vou
         &crate::mail::with_from_header("session-s", " \u{200b}"),
     );
     line_for(h, &e8, "send_session_message", " \u{200b}", 1, now);
+    // 10. vouched, then its sender's own refused line (the post failed after the hand-off's line) takes
+    // the vouch back
+    let e10 = planted(
+        h,
+        10,
+        "session-s",
+        &crate::mail::with_from_header("session-s", "not posted"),
+    );
+    line_for(h, &e10, "send_session_message", "not posted", 1, now);
+    let mut back = crate::ledger::Entry::new(
+        now,
+        Some("session-s"),
+        Some(&e10.session_id),
+        "send_session_message",
+        Some("queue"),
+        Some(&e10.request_id),
+        crate::ledger::LedgerOutcome::Refused(crate::outcome::RefusalCode::HeldElsewhere),
+        Some("not posted"),
+    );
+    back.hop = Some(1);
+    crate::ledger::append(h, &back).unwrap();
     // 9. young and not yet vouched for: it waits for its line
     let mut e9 = env(9, i32::MAX as u32 - 11, 5);
     e9.text = crate::mail::with_from_header("session-s", "soon");
@@ -496,6 +517,7 @@ fn a_mailbox_envelope_is_delivered_only_framed_from_a_sender_its_ledger_line_vou
         (6, "unrecorded"),
         (7, "relay-limit"),
         (8, "empty-body"),
+        (10, "unrecorded"),
     ] {
         assert_eq!(refused_code(h, n).as_deref(), Some(code), "envelope {n}");
         let r = receipt(h, S, &rid(n)).unwrap_or_else(|| panic!("receipt of {n}"));

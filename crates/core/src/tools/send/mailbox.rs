@@ -24,8 +24,12 @@ pub enum HandOff {
 /// process's receipt. Posting is the durable hand-off: the owner delivers it whether or not this
 /// process is still alive.
 ///
-/// Once posted, the attempt's `accepted` ledger line is written at once, before the owner drains the
-/// envelope: the owner delivers only what its sender's line vouches for (`crate::mailbox::admit`).
+/// The attempt's `accepted` ledger line is written first, then the envelope is posted: the owner
+/// delivers only what its sender's line vouches for (`crate::mailbox::admit`), so an envelope must
+/// never exist without it — a sender killed (or only slow) between a post and its line left one the
+/// owner refuses as unrecorded. A line that cannot be written posts nothing (the owner would refuse
+/// the envelope); a post that fails after the line gets the attempt's refused line (`Attempt::close`),
+/// which takes the vouch back.
 pub async fn hand_off(
     ctx: &Context,
     p: &Plan,
@@ -44,6 +48,12 @@ pub async fn hand_off(
         owner_started_at: r.started_at,
         posted_at: ctx.now_ms,
     };
+    attempt.record_hand_off(ctx).await;
+    if let Some((_, Some(e))) = &attempt.written {
+        return HandOff::NotPosted(format!(
+            "the audit ledger line its owner checks it against could not be written: {e}"
+        ));
+    }
     let posted = {
         let home = ctx.home.clone();
         offload::run(ctx.deadline, move || mailbox::post(&home, &env)).await
@@ -68,7 +78,6 @@ pub async fn hand_off(
     if let Some(why) = why {
         return HandOff::NotPosted(why);
     }
-    attempt.record_hand_off(ctx).await;
     let receipt = wait_for_receipt(ctx, p).await;
     // No HTTP dialect is involved: the owner delivered in-process (`Dialect` only words a resend).
     let accepted = Outcome::Accepted {

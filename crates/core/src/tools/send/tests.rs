@@ -1402,6 +1402,87 @@ async fn a_headless_owner_gets_the_message_through_its_mailbox_with_its_answer()
     assert_eq!(crate::mail::budget::counted(&l.entries).len(), 2);
 }
 
+/// The owner delivers only what its sender's ledger line vouches for (`mailbox::admit`), so the hand-off
+/// writes that line before it posts: an envelope never exists without it. On a22cc95 the post came first —
+/// a sender killed (or slow, under load) between the two left an envelope the owner refuses as unrecorded
+/// (real-host-headless test 2), and a ledger that could not take the line left one every time: accepted,
+/// then refused by the owner 30 s later. Now that send posts nothing and says why; and a refused line of
+/// the sender's for a request id takes the vouch back.
+#[tokio::test]
+async fn a_mailbox_envelope_is_never_posted_without_the_line_that_vouches_for_it() {
+    let env = Env::online(accept_all()).await;
+    env.cold("session-b", json!({}));
+    env.cold("session-me", json!({}));
+    let pid = std::os::unix::process::parent_id();
+    crate::presence::verify::testing::trust(pid);
+    let h = env.home.path().to_path_buf();
+    // the owner, draining as soon as the envelope shows: its line is there already
+    let seen = {
+        let h = h.clone();
+        std::thread::spawn(move || {
+            let shard = mailbox::shard(&h, "session-b").unwrap();
+            for _ in 0..4000 {
+                let msg = std::fs::read_dir(&shard).ok().and_then(|rd| {
+                    rd.flatten()
+                        .map(|e| e.file_name().into_string().unwrap_or_default())
+                        .find(|n| n.ends_with(".msg"))
+                });
+                if let Some(n) = msg {
+                    let rid = format!(
+                        "{}{}",
+                        crate::mail::REQUEST_ID_PREFIX,
+                        n.trim_end_matches(".msg")
+                    );
+                    let f = crate::ledger::Filter {
+                        request_id: Some(rid),
+                        ..Default::default()
+                    };
+                    let lines = crate::ledger::read_ledger(&h, &f).map(|r| r.entries.len());
+                    return lines.unwrap_or(0);
+                }
+                std::thread::sleep(std::time::Duration::from_micros(250));
+            }
+            usize::MAX
+        })
+    };
+    let mut r = env.req(
+        "sessions_send",
+        json!({"session_id": "session-b", "message": "hi"}),
+    );
+    r.peers = Some(vec![headless_owner(pid, "session-b")]);
+    let out = send(&r).await;
+    assert!(out.accepted(), "{out:?}");
+    assert_eq!(
+        seen.join().unwrap(),
+        1,
+        "the accepted line was there when the envelope showed"
+    );
+    // a ledger that cannot take the line: nothing is posted, the send says why (budget off, or it would
+    // have refused earlier)
+    std::fs::remove_file(crate::ledger::path(&h)).unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(outside.path().join("x"), crate::ledger::path(&h)).unwrap();
+    let mut r = env.req(
+        "sessions_send",
+        json!({"session_id": "session-b", "message": "unvouched"}),
+    );
+    r.config.budget_window_secs = 0;
+    r.peers = Some(vec![headless_owner(pid, "session-b")]);
+    let out = send(&r).await;
+    assert!(
+        matches!(
+            refusal(&out),
+            Refusal::HeldElsewhere { why: HeldWhy::MailboxRefused(w), .. } if w.contains("audit ledger line")
+        ),
+        "{out:?}"
+    );
+    assert!(
+        !mailbox::waiting(&h, "session-b", &rid(&out)),
+        "no envelope without its line"
+    );
+    assert!(!outside.path().join("x").exists());
+}
+
 #[tokio::test]
 async fn writer_held_then_a_headless_owner_appears_the_message_goes_to_its_mailbox() {
     // This process's host answers writer-held; the owner (no web server, drains a mailbox) publishes
