@@ -12,29 +12,11 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
 /** The cookie probe against the host at `baseUrl` (never returns the secret). */
 export declare function authProbe(baseUrl: string, dshHome?: string | undefined | null, connectTimeoutMs?: number | undefined | null, requestTimeoutMs?: number | undefined | null): Promise<AuthProbe>
 
-/** The defaults of `config::Config`. */
+/**
+ * The core's configuration defaults (`config::Config`, declared once in the core as the napi object
+ * `ConfigDefaults`; index.js's Schemastery `Config` takes its defaults from them).
+ */
 export declare function configDefaults(): ConfigDefaults
-
-/** The core's configuration defaults (index.js's Schemastery `Config` must agree: a node test checks it). */
-export interface ConfigDefaults {
-  frameMessages: boolean
-  maxSendChars: number
-  defaultSendMode: string
-  allowResume: boolean
-  maxListResults: number
-  maxReadMessages: number
-  maxMessageChars: number
-  includeInjectedByDefault: boolean
-  hostApi: string
-  connectTimeoutMs: number
-  requestTimeoutMs: number
-  budgetWindowSecs: number
-  budgetPerPair: number
-  budgetPerSender: number
-  urgentReserve: number
-  maxStackedPerSender: number
-  maxRelayHops: number
-}
 
 /** The crate version (the CLI's doctor checks that the binary matches its package). */
 export declare function coreVersion(): string
@@ -107,20 +89,6 @@ export interface Ledger {
   text: string | null
 }
 
-/** One audit ledger line (`mail_core::ledger::Entry`). */
-export interface LedgerEntry {
-  time: string
-  sender: string | null
-  target: string | null
-  tool: string
-  mode: string | null
-  requestId: string | null
-  /** `accepted`, `refused:<code>`, `unreachable` or `may-have-landed`. */
-  outcome: string
-  bodyChars: number | null
-  bodySha256: string | null
-}
-
 /** `sessions_list` as data, or its refusal (`ok: false`, `code`, `text`). */
 export interface Listing {
   ok: boolean
@@ -143,20 +111,6 @@ export declare function listSessions(request: string): Promise<Listing>
  * plugin's configuration as JSON, the core's keys; the defaults when absent or unreadable).
  */
 export declare function mailboxDrain(sessions: Array<string>, startedAt: number, dshHome?: string | undefined | null, config?: string | undefined | null): Promise<Array<MailboxEnvelope>>
-
-/**
- * One envelope this process claimed from the mailbox of a session it holds live
- * (`mail_core::mailbox::Claimed`).
- */
-export interface MailboxEnvelope {
-  requestId: string
-  sessionId: string
-  /** `queue` or `steer`. */
-  mode: string
-  text: string
-  /** The target's log already holds this request id: settle it delivered, do not deliver again. */
-  landed: boolean
-}
 
 /** Give a claimed envelope back to its mailbox (the session is no longer live here). */
 export declare function mailboxRelease(sessionId: string, requestId: string, dshHome?: string | undefined | null): Promise<void>
@@ -208,7 +162,7 @@ export interface OverlapNoticeMessage {
 }
 
 /** Apply the patch layers (bundle patches, profile, home, in the host's order) to one row. */
-export declare function patchRowState(layers: Array<Layer>, rowId: string, module: string): RowState
+export declare function patchRowState(layers: Array<PatchLayer>, rowId: string, module: string): RowState
 
 /**
  * The human's change to the inbound policy: `{"sessionId", "inbound": "accept"|"hold"|"refuse"}` or
@@ -385,6 +339,53 @@ export declare const enum AuthState {
   BadUrl = 'bad-url',
 }
 
+/**
+ * The configuration the core reads. Declared once for the binding too: `configDefaults()` returns
+ * it as the napi object `ConfigDefaults` (its numbers are `u32`: a JS number carries them exactly).
+ */
+export interface ConfigDefaults {
+  /** Prefix `sessions_send` bodies with the cross-session frame (seed 000). */
+  frameMessages: boolean
+  /** Longest body `sessions_send` / `send_session_message` accept, in characters. */
+  maxSendChars: number
+  /** `queue` or `steer`: the `sessions_send` mode when the call names none. */
+  defaultSendMode: string
+  /** May a send wake (resume) a cold session? */
+  allowResume: boolean
+  /** Cap on `sessions_list` rows. */
+  maxListResults: number
+  /** Cap on `sessions_read` messages. */
+  maxReadMessages: number
+  /** Longer messages are cut with `…[truncated N chars]`. */
+  maxMessageChars: number
+  /** `sessions_read` default for `include_injected`. */
+  includeInjectedByDefault: boolean
+  /** `auto`, `rc8` (POST /api/session.prompt) or `v2` (POST /api/session/prompt + cookie). */
+  hostApi: string
+  /** Connect timeout for the host route. */
+  connectTimeoutMs: number
+  /** Timeout for one whole exchange with the host route. */
+  requestTimeoutMs: number
+  /** Length of the sliding send-budget window, in seconds (0 turns both budgets off). */
+  budgetWindowSecs: number
+  /** Sends one sender may make to one target within the window (0: no pair budget). */
+  budgetPerPair: number
+  /** Sends one sender may make to all targets together within the window (0: no sender budget). */
+  budgetPerSender: number
+  /** Extra urgent / steer sends allowed beyond each budget, so a correction can still interrupt. */
+  urgentReserve: number
+  /**
+   * Queued (next-turn) messages from one sender a target may hold unclaimed before more queueing is
+   * refused (0: no stacking guard). Urgent / steer sends are never refused by it.
+   */
+  maxStackedPerSender: number
+  /**
+   * Agent-to-agent deliveries one conversation chain may make until a human speaks in it (the causal
+   * loop guard, `mail::chain`; 0: off).
+   */
+  maxRelayHops: number
+}
+
 /** The state of a request, as the binding hands it to JS. */
 export declare const enum FateState {
   Landed = 'landed',
@@ -426,6 +427,58 @@ export declare const enum HostState {
   Other = 'other',
   /** Nothing usable answered (a bad address, a connection that failed). */
   Unreachable = 'unreachable',
+}
+
+/**
+ * One ledger line. Declared once for the binding too: `readLedger()`'s `entries` are these (napi
+ * object `LedgerEntry`, an absent field `null`; `outcome` its on-disk string).
+ */
+export interface LedgerEntry {
+  /** UTC, `YYYY-MM-DDTHH:MM:SS.mmmZ`. */
+  time: string
+  /** The calling session (from the runtime), `null` when the runtime gave none. */
+  sender: string | null
+  /** The target as the caller named it, `null` when the call had none. */
+  target: string | null
+  /** `sessions_send` or `send_session_message`. */
+  tool: string
+  /** `queue` or `steer`, `null` when the arguments did not say (bad call). */
+  mode: string | null
+  /** `dsh-session-mail:<uuid>`, `null` for a refusal decided before an id was minted. */
+  requestId: string | null
+  /** `accepted`, `refused:<code>`, `unreachable`, `may-have-landed` or `held`. */
+  outcome: string
+  /** Characters of the message as written, `null` when the message was not a string. */
+  bodyChars: number | null
+  /** Hex SHA-256 of the message as written, `null` when the message was not a string. */
+  bodySha256: string | null
+  /**
+   * The loop guard's conversation chain (`mail::chain`): the request id of the chain's first delivery.
+   * Absent on refused lines and on lines written before the guard existed.
+   */
+  chain: string | null
+  /** This delivery's hop in its chain (1 = the first agent-to-agent delivery after a human message). */
+  hop: number | null
+  /**
+   * Hex SHA-256 of the text delivered (From header or frame included), on an accepted line: what a
+   * re-delivery of this request (`mailbox::queued`) is checked against, so a record that was not
+   * accepted, or whose text was changed, delivers nothing.
+   */
+  textSha256: string | null
+}
+
+/** One envelope claimed for delivery (the binding's `MailboxEnvelope`: `mailboxDrain()` returns these). */
+export interface MailboxEnvelope {
+  requestId: string
+  sessionId: string
+  /** `queue` or `steer`. */
+  mode: string
+  text: string
+  /**
+   * The target's log already holds this request id: a previous holder delivered it. Settle it as
+   * delivered without delivering again.
+   */
+  landed: boolean
 }
 
 /** One cordis patch layer, in the host's order (bundle patches, profile, home). */

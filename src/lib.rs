@@ -242,36 +242,11 @@ pub fn core_version() -> String {
 
 // ---- the command line (bin/dsh-session-mail.mjs) ----
 
-/// The core's configuration defaults (index.js's Schemastery `Config` must agree: a node test checks it).
-#[napi(object)]
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ConfigDefaults {
-    pub frame_messages: bool,
-    pub max_send_chars: u32,
-    pub default_send_mode: String,
-    pub allow_resume: bool,
-    pub max_list_results: u32,
-    pub max_read_messages: u32,
-    pub max_message_chars: u32,
-    pub include_injected_by_default: bool,
-    pub host_api: String,
-    pub connect_timeout_ms: u32,
-    pub request_timeout_ms: u32,
-    pub budget_window_secs: u32,
-    pub budget_per_pair: u32,
-    pub budget_per_sender: u32,
-    pub urgent_reserve: u32,
-    pub max_stacked_per_sender: u32,
-    pub max_relay_hops: u32,
-}
-
-/// The defaults of `config::Config`.
-#[napi(catch_unwind)]
-pub fn config_defaults() -> Result<ConfigDefaults, ErrorCode> {
-    serde_json::to_value(mail_core::config::Config::default())
-        .and_then(serde_json::from_value)
-        .map_err(|e| error(ErrorCode::Internal, e.to_string()))
+/// The core's configuration defaults (`config::Config`, declared once in the core as the napi object
+/// `ConfigDefaults`; index.js's Schemastery `Config` takes its defaults from them).
+#[napi(catch_unwind, ts_return_type = "ConfigDefaults")]
+pub fn config_defaults() -> mail_core::config::Config {
+    mail_core::config::Config::default()
 }
 
 /// DSH_HOME as the host resolves it: `explicit` → `$DSH_HOME` → `~/.dsh`.
@@ -433,7 +408,10 @@ pub async fn verify_request(
 }
 
 /// Apply the patch layers (bundle patches, profile, home, in the host's order) to one row.
-#[napi(catch_unwind)]
+#[napi(
+    catch_unwind,
+    ts_args_type = "layers: Array<PatchLayer>, rowId: string, module: string"
+)]
 pub fn patch_row_state(
     layers: Vec<mail_core::doctor::patch::Layer>,
     row_id: String,
@@ -469,28 +447,14 @@ pub async fn probe_host(
     Ok(mail_core::doctor::host_probe(&base_url, t).await)
 }
 
-/// One audit ledger line (`mail_core::ledger::Entry`).
-#[napi(object, use_nullable = true)]
-pub struct LedgerEntry {
-    pub time: String,
-    pub sender: Option<String>,
-    pub target: Option<String>,
-    pub tool: String,
-    pub mode: Option<String>,
-    pub request_id: Option<String>,
-    /// `accepted`, `refused:<code>`, `unreachable` or `may-have-landed`.
-    pub outcome: String,
-    pub body_chars: Option<u32>,
-    pub body_sha256: Option<String>,
-}
-
 /// The audit ledger, or why it could not be read (`ok: false`, `error`).
-#[napi(object, use_nullable = true)]
+#[napi(object, object_from_js = false, use_nullable = true)]
 pub struct Ledger {
     pub ok: bool,
     pub error: Option<String>,
     pub path: Option<String>,
-    pub entries: Option<Vec<LedgerEntry>>,
+    #[napi(ts_type = "Array<LedgerEntry>")]
+    pub entries: Option<Vec<mail_core::ledger::Entry>>,
     pub files: Option<u32>,
     pub unreadable: Option<u32>,
     pub torn_tail: Option<bool>,
@@ -519,22 +483,7 @@ pub async fn read_ledger(
                 ok: true,
                 error: None,
                 path: Some(v.path),
-                entries: Some(
-                    v.entries
-                        .into_iter()
-                        .map(|e| LedgerEntry {
-                            outcome: e.outcome.as_string(),
-                            time: e.time,
-                            sender: e.sender,
-                            target: e.target,
-                            tool: e.tool,
-                            mode: e.mode,
-                            request_id: e.request_id,
-                            body_chars: e.body_chars.map(|n| n as u32),
-                            body_sha256: e.body_sha256,
-                        })
-                        .collect(),
-                ),
+                entries: Some(v.entries),
                 files: Some(v.files as u32),
                 unreadable: Some(v.unreadable as u32),
                 torn_tail: Some(v.torn_tail),
@@ -585,30 +534,17 @@ pub fn withdraw_presence(dsh_home: Option<String>) {
     mail_core::presence::withdraw(&home, std::process::id());
 }
 
-/// One envelope this process claimed from the mailbox of a session it holds live
-/// (`mail_core::mailbox::Claimed`).
-#[napi(object)]
-pub struct MailboxEnvelope {
-    pub request_id: String,
-    pub session_id: String,
-    /// `queue` or `steer`.
-    pub mode: String,
-    pub text: String,
-    /// The target's log already holds this request id: settle it delivered, do not deliver again.
-    pub landed: bool,
-}
-
 /// Claim what this process should deliver from the mailboxes of the sessions it holds live
 /// (`sessions`: their ids; `startedAt`: this process's presence record), on a worker thread. Each
 /// text is the one `mailbox::admit` rebuilt (framed, from a verified sender) under `config` (the
 /// plugin's configuration as JSON, the core's keys; the defaults when absent or unreadable).
-#[napi]
+#[napi(ts_return_type = "Promise<Array<MailboxEnvelope>>")]
 pub async fn mailbox_drain(
     sessions: Vec<String>,
     started_at: f64,
     dsh_home: Option<String>,
     config: Option<String>,
-) -> napi::Result<Vec<MailboxEnvelope>> {
+) -> napi::Result<Vec<mail_core::mailbox::Claimed>> {
     let home = home_of(dsh_home.as_deref());
     let cfg: mail_core::config::Config = config
         .as_deref()
@@ -629,16 +565,7 @@ pub async fn mailbox_drain(
         mail_core::mailbox::drain_with(&home, &me, &cfg, &approved, now)
     })
     .await?;
-    Ok(claimed
-        .into_iter()
-        .map(|c| MailboxEnvelope {
-            request_id: c.request_id,
-            session_id: c.session_id,
-            mode: c.mode,
-            text: c.text,
-            landed: c.landed,
-        })
-        .collect())
+    Ok(claimed)
 }
 
 /// What this process's host did with a claimed envelope.

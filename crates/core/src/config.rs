@@ -4,33 +4,39 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The configuration the core reads. Declared once for the binding too: `configDefaults()` returns
+/// it as the napi object `ConfigDefaults` (its numbers are `u32`: a JS number carries them exactly).
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase", default)]
+#[cfg_attr(
+    feature = "napi",
+    napi_derive::napi(object, js_name = "ConfigDefaults")
+)]
 pub struct Config {
     /// Prefix `sessions_send` bodies with the cross-session frame (seed 000).
     pub frame_messages: bool,
     /// Longest body `sessions_send` / `send_session_message` accept, in characters.
-    pub max_send_chars: usize,
+    pub max_send_chars: u32,
     /// `queue` or `steer`: the `sessions_send` mode when the call names none.
     pub default_send_mode: String,
     /// May a send wake (resume) a cold session?
     pub allow_resume: bool,
     /// Cap on `sessions_list` rows.
-    pub max_list_results: usize,
+    pub max_list_results: u32,
     /// Cap on `sessions_read` messages.
-    pub max_read_messages: usize,
+    pub max_read_messages: u32,
     /// Longer messages are cut with `…[truncated N chars]`.
-    pub max_message_chars: usize,
+    pub max_message_chars: u32,
     /// `sessions_read` default for `include_injected`.
     pub include_injected_by_default: bool,
     /// `auto`, `rc8` (POST /api/session.prompt) or `v2` (POST /api/session/prompt + cookie).
     pub host_api: String,
     /// Connect timeout for the host route.
-    pub connect_timeout_ms: u64,
+    pub connect_timeout_ms: u32,
     /// Timeout for one whole exchange with the host route.
-    pub request_timeout_ms: u64,
+    pub request_timeout_ms: u32,
     /// Length of the sliding send-budget window, in seconds (0 turns both budgets off).
-    pub budget_window_secs: u64,
+    pub budget_window_secs: u32,
     /// Sends one sender may make to one target within the window (0: no pair budget).
     pub budget_per_pair: u32,
     /// Sends one sender may make to all targets together within the window (0: no sender budget).

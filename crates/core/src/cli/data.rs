@@ -93,7 +93,7 @@ pub struct Listing {
 
 /// `sessions_list` as data: the tool's own result ([`list::select`]) through [`listing`].
 pub fn list_data(home: &Path, req: &ToolRequest) -> Result<Listing, Refusal> {
-    let args = list::parse_args(&req.args, req.config.max_list_results)?;
+    let args = list::parse_args(&req.args, req.config.max_list_results as usize)?;
     Ok(listing(home, &list::select(home, req, &args)))
 }
 

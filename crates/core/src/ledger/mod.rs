@@ -121,9 +121,41 @@ impl From<LedgerOutcome> for String {
     }
 }
 
-/// One ledger line.
+/// To JS as its on-disk string (the binding's `LedgerEntry.outcome`).
+#[cfg(feature = "napi")]
+impl napi::bindgen_prelude::TypeName for LedgerOutcome {
+    fn type_name() -> &'static str {
+        "String"
+    }
+    fn value_type() -> napi::ValueType {
+        napi::ValueType::String
+    }
+}
+
+#[cfg(feature = "napi")]
+impl napi::bindgen_prelude::ToNapiValue for LedgerOutcome {
+    unsafe fn to_napi_value(
+        env: napi::sys::napi_env,
+        val: Self,
+    ) -> napi::Result<napi::sys::napi_value> {
+        // SAFETY: forwarded as is to String's conversion, with the env napi handed us.
+        unsafe { String::to_napi_value(env, val.as_string()) }
+    }
+}
+
+/// One ledger line. Declared once for the binding too: `readLedger()`'s `entries` are these (napi
+/// object `LedgerEntry`, an absent field `null`; `outcome` its on-disk string).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(
+    feature = "napi",
+    napi_derive::napi(
+        object,
+        object_from_js = false,
+        use_nullable = true,
+        js_name = "LedgerEntry"
+    )
+)]
 pub struct Entry {
     /// UTC, `YYYY-MM-DDTHH:MM:SS.mmmZ`.
     pub time: String,
@@ -137,10 +169,11 @@ pub struct Entry {
     pub mode: Option<String>,
     /// `dsh-session-mail:<uuid>`, `null` for a refusal decided before an id was minted.
     pub request_id: Option<String>,
-    /// `accepted`, `refused:<code>`, `unreachable` or `may-have-landed`.
+    /// `accepted`, `refused:<code>`, `unreachable`, `may-have-landed` or `held`.
+    #[cfg_attr(feature = "napi", napi(ts_type = "string"))]
     pub outcome: LedgerOutcome,
     /// Characters of the message as written, `null` when the message was not a string.
-    pub body_chars: Option<usize>,
+    pub body_chars: Option<u32>,
     /// Hex SHA-256 of the message as written, `null` when the message was not a string.
     pub body_sha256: Option<String>,
     /// The loop guard's conversation chain (`mail::chain`): the request id of the chain's first delivery.
@@ -178,7 +211,7 @@ impl Entry {
             mode: mode.map(cap),
             request_id: request_id.map(cap),
             outcome,
-            body_chars: body.map(|b| b.chars().count()),
+            body_chars: body.map(|b| u32::try_from(b.chars().count()).unwrap_or(u32::MAX)),
             body_sha256: body.map(sha256_hex),
             chain: None,
             hop: None,

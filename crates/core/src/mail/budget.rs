@@ -40,7 +40,7 @@ pub struct Limits {
 impl Limits {
     pub fn from_config(cfg: &Config) -> Limits {
         Limits {
-            window_secs: cfg.budget_window_secs,
+            window_secs: u64::from(cfg.budget_window_secs),
             per_pair: cfg.budget_per_pair,
             per_sender: cfg.budget_per_sender,
             urgent_reserve: cfg.urgent_reserve,

@@ -356,11 +356,9 @@ fn verify(
         return Err(Why::EmptyBody);
     }
     let chars = body.chars().count();
-    if chars > cfg.max_send_chars {
-        return Err(Why::TooLong {
-            chars,
-            max: cfg.max_send_chars,
-        });
+    let max = cfg.max_send_chars as usize;
+    if chars > max {
+        return Err(Why::TooLong { chars, max });
     }
     guard::check_body(body).map_err(Why::Forged)?;
     let Some(meta) = store::find_session(home, sender) else {

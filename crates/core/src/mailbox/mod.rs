@@ -327,12 +327,17 @@ pub struct Drainer {
     pub sessions: Vec<String>,
 }
 
-/// One envelope claimed for delivery.
+/// One envelope claimed for delivery (the binding's `MailboxEnvelope`: `mailboxDrain()` returns these).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(
+    feature = "napi",
+    napi_derive::napi(object, js_name = "MailboxEnvelope")
+)]
 pub struct Claimed {
     pub request_id: String,
     pub session_id: String,
+    /// `queue` or `steer`.
     pub mode: String,
     pub text: String,
     /// The target's log already holds this request id: a previous holder delivered it. Settle it as

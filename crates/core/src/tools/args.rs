@@ -228,7 +228,7 @@ pub fn read(args: &Value, cfg: &Config) -> Result<ReadArgs, ArgProblem> {
             ))
         }
     };
-    let cap = cfg.max_read_messages.clamp(1, 100);
+    let cap = (cfg.max_read_messages as usize).clamp(1, 100);
     let max_messages = opt_int(map, "max_messages", 1, 100)?.map_or(cap, |n| (n as usize).min(cap));
     Ok(ReadArgs {
         session_id,

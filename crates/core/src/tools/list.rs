@@ -465,7 +465,7 @@ fn is_live_without_log(note: &StoreNote, live: &[LiveSession]) -> bool {
 
 /// Run `sessions_list`: the selection as data, or the refusal.
 pub async fn run_result(req: &ToolRequest) -> Result<Selection, Refusal> {
-    let args = parse_args(&req.args, req.config.max_list_results)?;
+    let args = parse_args(&req.args, req.config.max_list_results as usize)?;
     let home = store::resolve_dsh_home(req.host.dsh_home.as_deref());
     let req = req.clone();
     super::blocking(move || select(&home, &req, &args)).await

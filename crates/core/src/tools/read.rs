@@ -312,7 +312,7 @@ const FLUSH_POLL: std::time::Duration = std::time::Duration::from_millis(25);
 /// host to flush (its own batch write) and reports how many events the session holds (`live_seq`).
 /// When the file is still behind that, the read waits for the host's next batch, up to `FLUSH_WAIT`.
 pub fn read_result(home: &Path, req: &ToolRequest, a: &ReadArgs) -> Result<ReadResult, Refusal> {
-    let max_chars = req.config.max_message_chars.max(1);
+    let max_chars = (req.config.max_message_chars as usize).max(1);
     let live = req.live.iter().find(|l| l.id == a.session_id);
     let mut lookup = store::load_session_for_read(home, &a.session_id);
     if let Some(l) = live {

@@ -200,7 +200,10 @@ fn visible_body(d: &mut Draft) -> Result<(), Refusal> {
 }
 
 fn short_body(d: &mut Draft) -> Result<(), Refusal> {
-    let (chars, max) = (d.args.message.chars().count(), d.cfg().max_send_chars);
+    let (chars, max) = (
+        d.args.message.chars().count(),
+        d.cfg().max_send_chars as usize,
+    );
     if chars > max {
         return Err(Refusal::TooLong { chars, max });
     }

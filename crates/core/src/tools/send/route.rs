@@ -72,7 +72,7 @@ fn http<'a>(req: &'a ToolRequest, ctx: &'a Context, p: &'a Plan) -> Delivery<'a>
         host_secret: req.host.secret.as_deref(),
         host_version: req.host.version.as_deref(),
         host_api: &cfg.host_api,
-        timeouts: Timeouts::from_ms(cfg.connect_timeout_ms, cfg.request_timeout_ms),
+        timeouts: Timeouts::from_ms(cfg.connect_timeout_ms.into(), cfg.request_timeout_ms.into()),
         session_id: &p.target,
         mode: p.mode,
         text: &p.text,
@@ -103,7 +103,7 @@ pub fn outcome(answer: Answer, p: &Plan, cfg: &Config) -> SendOutcome {
         target: p.target.clone(),
         request_id: p.request_id.clone(),
         base_url: p.base_url.clone(),
-        connect_timeout_ms: cfg.connect_timeout_ms,
+        connect_timeout_ms: cfg.connect_timeout_ms.into(),
     };
     let (delivered, answered) = match answer {
         Answer::Delivered(o) => (o, None),
