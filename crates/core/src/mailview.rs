@@ -103,7 +103,7 @@ pub fn policy_view(home: &Path, session: &str) -> PolicyView {
         Reading::Unverified(why) => PolicyView {
             inbound: "hold",
             stop_all: false,
-            unverified: Some(why),
+            unverified: Some(why.to_string()),
         },
     }
 }

@@ -91,10 +91,19 @@ pub enum HeldWhy {
     /// The owner has no web server to hand the message to, and its plugin drains no mailbox (an older
     /// version).
     NoRoute,
-    /// The owner's mailbox did not take the message (why).
-    MailboxRefused(String),
+    /// The owner's mailbox did not take the message (why; boxed: a `Refusal` stays small).
+    MailboxRefused(Box<MailboxRefusal>),
     /// The host answered `session/writer-held`: no process on this home can route it there.
     WriterHeld,
+}
+
+/// Why the owner's mailbox did not take a message (the words: `render::send`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MailboxRefusal {
+    /// Posting the envelope failed (`mailbox::post`'s reason).
+    Post(crate::mailbox::PostError),
+    /// Posting under DSH_HOME did not finish before the send's deadline.
+    Late,
 }
 
 /// What failed inside the plugin (`internal`).
@@ -314,7 +323,7 @@ pub struct HeldReceipt {
     pub chars: usize,
     pub request_id: String,
     /// Why the policy could not be verified (then every send is held).
-    pub unverified: Option<String>,
+    pub unverified: Option<crate::policy::Unverified>,
 }
 
 /// A `note:` line of a send's text (before its `request:` line).
@@ -322,8 +331,8 @@ pub struct HeldReceipt {
 pub enum SendNote {
     /// The ledger line of this attempt could not be written (why).
     LedgerNotWritten(crate::ledger::LedgerError),
-    /// `.credentials.yaml` is readable by other users (the whole warning).
-    CredentialsExposed(String),
+    /// `.credentials.yaml` is readable by other users (its mode).
+    CredentialsExposed(crate::delivery::credentials::Exposed),
     /// This delivery's hop in its agent-to-agent chain (from the second hop on): (hop, maxRelayHops).
     RelayHop { hop: u32, max: u32 },
     /// The target's running turn waits on its human (an open question or approval).

@@ -180,18 +180,33 @@ impl std::error::Error for CredentialsError {}
 /// Largest credentials file read (the host's file is a few hundred bytes).
 pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
 
-/// A warning when `$DSH_HOME/.credentials.yaml` can be read by other users (group or world):
-/// anyone who reads it can act as the host's browser session. `None` when private or absent.
-pub fn exposure_warning(home: &Path) -> Option<String> {
+/// `.credentials.yaml` is readable by other users: its mode (the warning is its `Display`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exposed {
+    pub mode: u32,
+}
+
+impl std::fmt::Display for Exposed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let who = if self.mode & 0o004 != 0 {
+            "every user of this machine"
+        } else {
+            "its group"
+        };
+        write!(
+            f,
+            "$DSH_HOME/{CREDENTIALS_FILE} is readable by {who} (mode {:04o}): whoever reads it can act as the host's browser session; tell the user to run chmod 600 on it",
+            self.mode
+        )
+    }
+}
+
+/// Is `.credentials.yaml` readable by its group or by every user?
+pub fn exposure(home: &Path) -> Option<Exposed> {
     let path = home.join(CREDENTIALS_FILE);
     let (_, m) = base::fsafe::open_regular(&path, base::fsafe::Follow::Yes, None).ok()?;
     let mode = base::fsafe::mode_of(&m);
-    (mode & 0o044 != 0).then(|| {
-        let who = if mode & 0o004 != 0 { "every user of this machine" } else { "its group" };
-        format!(
-            "$DSH_HOME/{CREDENTIALS_FILE} is readable by {who} (mode {mode:04o}): whoever reads it can act as the host's browser session; tell the user to run chmod 600 on it"
-        )
-    })
+    (mode & 0o044 != 0).then_some(Exposed { mode })
 }
 
 /// Read the record out of the YAML document.
@@ -298,11 +313,11 @@ mod tests {
         std::fs::write(&p, doc(S)).unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
-        let w = exposure_warning(d.path()).unwrap();
+        let w = exposure(d.path()).unwrap().to_string();
         assert!(w.contains("every user") && w.contains("0644"), "{w}");
         assert!(!w.contains(S));
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
-        assert_eq!(exposure_warning(d.path()), None);
+        assert_eq!(exposure(d.path()), None);
     }
 
     #[test]

@@ -94,7 +94,7 @@ pub async fn host_probe(base_url: &str, t: Timeouts) -> HostProbe {
 pub fn home_files(home: &std::path::Path) -> serde_json::Value {
     serde_json::json!({
         "ledger": crate::ledger::health(home),
-        "credentials": crate::delivery::credentials::exposure_warning(home),
+        "credentials": crate::delivery::credentials::exposure(home).map(|e| e.to_string()),
     })
 }
 

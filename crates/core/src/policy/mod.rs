@@ -89,9 +89,60 @@ pub enum Reading {
     /// No document: the defaults.
     Absent,
     Verified(Policy),
-    /// Present but not provably the human's: treated as "hold everything". The reason, for people.
-    Unverified(String),
+    /// Present but not provably the human's: treated as "hold everything".
+    Unverified(Unverified),
 }
+
+/// Why the document is not provably the human's (its words: `Display`).
+#[derive(Debug, Clone)]
+pub enum Unverified {
+    /// Gone, while this process saw one verified or the home's key says one was written.
+    Removed,
+    /// It could not be inspected or read (the system's error, or `fsafe`'s refusal).
+    Unreadable(std::sync::Arc<std::io::Error>),
+    ForeignOwner,
+    /// The home has no key to verify it with.
+    NoKey,
+    /// The home's key cannot be used.
+    Key(std::sync::Arc<seal::KeyError>),
+    /// Not a sealed policy document.
+    NotADocument,
+    /// Its seal does not verify.
+    BadSeal,
+    /// Its sequence is older than one this process verified (a replayed older copy).
+    WentBack {
+        seen: u64,
+        seq: u64,
+    },
+}
+
+impl std::fmt::Display for Unverified {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unverified::Removed => f.write_str("the policy file was removed"),
+            Unverified::Unreadable(e) => write!(f, "policy file: {e}"),
+            Unverified::ForeignOwner => f.write_str("the policy file is owned by another user"),
+            Unverified::NoKey => f.write_str("the policy file has no key to verify it"),
+            Unverified::Key(e) => write!(f, "policy key{e}"),
+            Unverified::NotADocument => f.write_str("the policy file is not a policy document"),
+            Unverified::BadSeal => f.write_str("the policy file's seal does not verify"),
+            Unverified::WentBack { seen, seq } => write!(
+                f,
+                "the policy file went back from seq {seen} to {seq} (an older copy)"
+            ),
+        }
+    }
+}
+
+/// Equal when the same variant says the same (the system's errors compare by their text).
+impl PartialEq for Unverified {
+    fn eq(&self, other: &Unverified) -> bool {
+        std::mem::discriminant(self) == std::mem::discriminant(other)
+            && self.to_string() == other.to_string()
+    }
+}
+
+impl Eq for Unverified {}
 
 /// What a send to `session` must do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,7 +150,7 @@ pub enum Decision {
     Accept,
     /// Wait for the human. `unverified`: why the policy could not be read (then every send waits).
     Hold {
-        unverified: Option<String>,
+        unverified: Option<Unverified>,
     },
     /// The human refuses agent mail for this session.
     Refuse,
@@ -244,41 +295,40 @@ pub fn read(home: &Path) -> Reading {
             // Gone, while this process saw one verified or the home's key says one was written: deleting
             // it must not loosen. (A home where neither exists never had a policy: the defaults.)
             return if seen(home) > 0 || fs::symlink_metadata(key_path(home)).is_ok() {
-                Reading::Unverified("the policy file was removed".into())
+                Reading::Unverified(Unverified::Removed)
             } else {
                 Reading::Absent
             };
         }
-        Err(e) => return Reading::Unverified(format!("policy file: {e}")),
+        Err(e) => return Reading::Unverified(Unverified::Unreadable(e.into())),
         Ok(_) => {}
     }
     let (bytes, m) = match fsafe::read_capped(&p, Follow::No, MAX_POLICY_BYTES) {
         Ok(v) => v,
-        Err(e) => return Reading::Unverified(format!("policy file: {e}")),
+        Err(e) => return Reading::Unverified(Unverified::Unreadable(e.into())),
     };
     if fsafe::foreign_owner(&m).is_some() {
-        return Reading::Unverified("the policy file is owned by another user".into());
+        return Reading::Unverified(Unverified::ForeignOwner);
     }
-    let key = match read_key(home) {
+    let key = match seal::read_key(&key_path(home)) {
         Ok(Some(k)) => k,
-        Ok(None) => return Reading::Unverified("the policy file has no key to verify it".into()),
-        Err(e) => return Reading::Unverified(e.to_string()),
+        Ok(None) => return Reading::Unverified(Unverified::NoKey),
+        Err(e) => return Reading::Unverified(Unverified::Key(e.into())),
     };
     let Ok(sealed) = serde_json::from_slice::<Sealed>(&bytes) else {
-        return Reading::Unverified("the policy file is not a policy document".into());
+        return Reading::Unverified(Unverified::NotADocument);
     };
     let Ok(body) = serde_json::to_vec(&sealed.policy) else {
-        return Reading::Unverified("the policy file is not a policy document".into());
+        return Reading::Unverified(Unverified::NotADocument);
     };
     if !seal::check_hex(key.bytes(), "policy", &body, &sealed.mac) {
-        return Reading::Unverified("the policy file's seal does not verify".into());
+        return Reading::Unverified(Unverified::BadSeal);
     }
     if sealed.policy.seq < seen(home) {
-        return Reading::Unverified(format!(
-            "the policy file went back from seq {} to {} (an older copy)",
-            seen(home),
-            sealed.policy.seq
-        ));
+        return Reading::Unverified(Unverified::WentBack {
+            seen: seen(home),
+            seq: sealed.policy.seq,
+        });
     }
     note_seen(home, sealed.policy.seq);
     Reading::Verified(sealed.policy)

@@ -7,8 +7,10 @@ use crate::delivery::{Dialect, Failure, Mode, Recovery};
 use crate::mail::budget::{Allowance, Exceeded, Which};
 use crate::mail::guard::Forgery;
 use crate::mail::stacking::Stacked;
+use crate::mailbox::PostError;
 use crate::outcome::{
-    DeliveryContext, HeldWhy, Owner, Receipt, Route, SendNote, SendOutcome, SendResult,
+    DeliveryContext, HeldWhy, MailboxRefusal, Owner, Receipt, Route, SendNote, SendOutcome,
+    SendResult,
 };
 use crate::tool::SendTool;
 use base::clock::{format_utc_secs, human_secs};
@@ -42,6 +44,24 @@ pub fn no_web_server(profile: Option<&str>) -> String {
     )
 }
 
+/// Why the owner's mailbox did not take the message, in the words of `held-elsewhere`.
+fn mailbox_refusal(e: &MailboxRefusal) -> String {
+    match e {
+        MailboxRefusal::Post(PostError::Full(n)) => format!(
+            "{n} messages already wait there undelivered; try again once that session has taken them"
+        ),
+        MailboxRefusal::Post(PostError::TooLarge(n)) => format!(
+            "the message is {n} bytes, over the mailbox's {} cap; send a shorter one",
+            base::text::human_bytes(crate::mailbox::MAX_ENVELOPE_BYTES)
+        ),
+        MailboxRefusal::Post(PostError::BadId) => "its id cannot name a mailbox folder".into(),
+        MailboxRefusal::Post(PostError::Io(e)) => e.full(),
+        MailboxRefusal::Post(PostError::Shard(e)) => e.to_string(),
+        MailboxRefusal::Post(PostError::Encode(e)) => e.to_string(),
+        MailboxRefusal::Late => "writing under DSH_HOME did not finish in time".into(),
+    }
+}
+
 /// The target is live in another host process that offers no route this process can use.
 pub fn held_elsewhere(target: &str, owner: &Owner, why: &HeldWhy) -> String {
     let owner = match owner {
@@ -56,7 +76,9 @@ pub fn held_elsewhere(target: &str, owner: &Owner, why: &HeldWhy) -> String {
     };
     let why = match why {
         HeldWhy::NoRoute => "that process has no web server this process could hand the message to, and its plugin does not drain a mailbox (an older version)".into(),
-        HeldWhy::MailboxRefused(e) => format!("its mailbox could not take the message ({e})"),
+        HeldWhy::MailboxRefused(e) => {
+            format!("its mailbox could not take the message ({})", mailbox_refusal(e))
+        }
         HeldWhy::WriterHeld => "the host refused the message with session/writer-held, so no process on this home can route it there".into(),
     };
     refused(
@@ -623,7 +645,7 @@ pub fn result(r: &SendResult) -> String {
 pub fn note(n: &SendNote) -> String {
     match n {
         SendNote::LedgerNotWritten(why) => format!("audit ledger not written: {why}"),
-        SendNote::CredentialsExposed(warning) => warning.clone(),
+        SendNote::CredentialsExposed(e) => e.to_string(),
         SendNote::RelayHop { hop, max } => format!(
             "relay hop {hop} of {max} in this agent-to-agent chain; past {max}, sends are refused until a human writes. Wrap up and report to your human."
         ),
@@ -691,7 +713,9 @@ mod tests {
             ),
             (
                 Owner::Process { pid: 9, profile: None },
-                HeldWhy::MailboxRefused("disk full".into()),
+                HeldWhy::MailboxRefused(Box::new(MailboxRefusal::Post(PostError::Io(
+                    std::io::Error::other("disk full").into(),
+                )))),
                 "refused (held-elsewhere): \"session-b\" is live in another DSH process (pid 9, profile (unknown)), and its mailbox could not take the message (disk full).",
             ),
             (
@@ -701,8 +725,23 @@ mod tests {
             ),
             (
                 Owner::Unknown,
-                HeldWhy::MailboxRefused(String::new()),
-                "refused (held-elsewhere): \"session-b\" is live in another DSH process (), and its mailbox could not take the message ().",
+                HeldWhy::MailboxRefused(Box::new(MailboxRefusal::Late)),
+                "refused (held-elsewhere): \"session-b\" is live in another DSH process (), and its mailbox could not take the message (writing under DSH_HOME did not finish in time).",
+            ),
+            (
+                Owner::Unknown,
+                HeldWhy::MailboxRefused(Box::new(MailboxRefusal::Post(PostError::Full(64)))),
+                "refused (held-elsewhere): \"session-b\" is live in another DSH process (), and its mailbox could not take the message (64 messages already wait there undelivered; try again once that session has taken them).",
+            ),
+            (
+                Owner::Unknown,
+                HeldWhy::MailboxRefused(Box::new(MailboxRefusal::Post(PostError::TooLarge(2_000_000)))),
+                "refused (held-elsewhere): \"session-b\" is live in another DSH process (), and its mailbox could not take the message (the message is 2000000 bytes, over the mailbox's 1.0 MiB cap; send a shorter one).",
+            ),
+            (
+                Owner::Unknown,
+                HeldWhy::MailboxRefused(Box::new(MailboxRefusal::Post(PostError::BadId))),
+                "refused (held-elsewhere): \"session-b\" is live in another DSH process (), and its mailbox could not take the message (its id cannot name a mailbox folder).",
             ),
         ];
         for (owner, why, first) in cases {

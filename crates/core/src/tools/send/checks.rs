@@ -87,7 +87,7 @@ pub struct Draft<'a> {
     /// Set by [`resolve`].
     pub target: Target,
     /// Set by [`human_policy`]: `Some(why the policy does not verify)` when the send is to be held.
-    pub hold: Option<Option<String>>,
+    pub hold: Option<Option<crate::policy::Unverified>>,
 }
 
 /// What [`resolve`] found out about the target.

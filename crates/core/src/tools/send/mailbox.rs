@@ -3,6 +3,7 @@
 
 use crate::delivery::{Dialect, Outcome};
 use crate::mailbox;
+use crate::outcome::MailboxRefusal;
 use base::offload;
 
 use super::owner::Routed;
@@ -17,7 +18,7 @@ pub enum HandOff {
     /// for its owner) and whether that receipt came back (`answered`).
     Posted(Outcome, bool),
     /// It could not be posted (why): the send is refused as `held-elsewhere`.
-    NotPosted(String),
+    NotPosted(MailboxRefusal),
 }
 
 /// Hand the message to the mailbox of `r` and wait up to [`mailbox::RECEIPT_WAIT_MS`] for that
@@ -58,25 +59,10 @@ pub async fn hand_off(
         let home = ctx.home.clone();
         offload::run(ctx.deadline, move || mailbox::post(&home, &env)).await
     };
-    let why = match posted {
-        Ok(Ok(())) => None,
-        Ok(Err(mailbox::PostError::Full(n))) => Some(format!(
-            "{n} messages already wait there undelivered; try again once that session has taken them"
-        )),
-        Ok(Err(mailbox::PostError::TooLarge(n))) => Some(format!(
-            "the message is {n} bytes, over the mailbox's {} cap; send a shorter one",
-            store::fold::human_bytes(mailbox::MAX_ENVELOPE_BYTES)
-        )),
-        Ok(Err(mailbox::PostError::BadId)) => {
-            Some("its id cannot name a mailbox folder".to_string())
-        }
-        Ok(Err(mailbox::PostError::Io(e))) => Some(e.full()),
-        Ok(Err(mailbox::PostError::Shard(e))) => Some(e.to_string()),
-        Ok(Err(mailbox::PostError::Encode(e))) => Some(e.to_string()),
-        Err(_) => Some("writing under DSH_HOME did not finish in time".to_string()),
-    };
-    if let Some(why) = why {
-        return HandOff::NotPosted(why);
+    match posted {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return HandOff::NotPosted(MailboxRefusal::Post(e)),
+        Err(_) => return HandOff::NotPosted(MailboxRefusal::Late),
     }
     let receipt = wait_for_receipt(ctx, p).await;
     // No HTTP dialect is involved: the owner delivered in-process (`Dialect` only words a resend).

@@ -164,7 +164,7 @@ async fn hold_for_human(
     req: &ToolRequest,
     ctx: &Context,
     p: &plan::Plan,
-    unverified: Option<String>,
+    unverified: Option<crate::policy::Unverified>,
 ) -> SendOutcome {
     let env = crate::mailbox::Envelope {
         v: 1,
@@ -278,5 +278,5 @@ fn credentials_exposed(req: &ToolRequest, home: &Path, result: &SendResult) -> O
     if !(accepted_v2 && from_file) {
         return None;
     }
-    crate::delivery::credentials::exposure_warning(home).map(SendNote::CredentialsExposed)
+    crate::delivery::credentials::exposure(home).map(SendNote::CredentialsExposed)
 }

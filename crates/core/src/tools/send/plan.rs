@@ -40,7 +40,7 @@ pub struct Plan {
     /// This send's place in its conversation chain (the loop guard, `mail::chain`).
     pub hop: Hop,
     /// The human's inbound policy holds it (`crate::policy`): `Some(why the policy does not verify)`.
-    pub hold: Option<Option<String>>,
+    pub hold: Option<Option<crate::policy::Unverified>>,
 }
 
 /// Every check of [`CHECKS`] in order, then the plan. `Err` is the first refusal.

@@ -5,7 +5,9 @@
 use crate::config::Config;
 use crate::delivery::{self, http::Timeouts, Delivery, Failure, Outcome};
 use crate::mail;
-use crate::outcome::{DeliveryContext, HeldWhy, Owner, Receipt, Refusal, Route, SendOutcome};
+use crate::outcome::{
+    DeliveryContext, HeldWhy, MailboxRefusal, Owner, Receipt, Refusal, Route, SendOutcome,
+};
 use crate::request::ToolRequest;
 
 use super::mailbox::{hand_off, HandOff};
@@ -22,7 +24,7 @@ pub enum Answer {
     /// Posted to the owner's mailbox: the owner's answer, and whether its receipt came back in time.
     Posted(Outcome, bool),
     /// The owner's mailbox could not take the message (why).
-    MailboxRefused(String),
+    MailboxRefused(MailboxRefusal),
     /// The host answered `session/writer-held` and no process on this home publishes the session.
     HeldByUnknown,
 }
@@ -112,7 +114,7 @@ pub fn outcome(answer: Answer, p: &Plan, cfg: &Config) -> SendOutcome {
             return SendOutcome::Refused(Refusal::HeldElsewhere {
                 target: p.target.clone(),
                 owner: p.routed.as_ref().map_or(Owner::Unknown, Routed::owner),
-                why: HeldWhy::MailboxRefused(why),
+                why: HeldWhy::MailboxRefused(Box::new(why)),
                 request_id: Some(p.request_id.clone()),
             })
         }
