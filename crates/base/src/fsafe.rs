@@ -246,6 +246,19 @@ pub fn ensure_private_dir(d: &Path) -> io::Result<()> {
     fs::create_dir_all(d)
 }
 
+/// [`ensure_private_dir`] for each folder of `levels`, outermost first (the plugin's folder, then
+/// its subfolders): the first that fails, with its error.
+pub fn ensure_private_dirs(
+    levels: impl IntoIterator<Item = std::path::PathBuf>,
+) -> Result<(), (std::path::PathBuf, io::Error)> {
+    for d in levels {
+        if let Err(e) = ensure_private_dir(&d) {
+            return Err((d, e));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
@@ -288,6 +301,33 @@ mod tests {
     }
 
     #[test]
+    fn write_private_replaces_or_keeps_and_leaves_no_temp_file() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("f");
+        let put = |sync, replace| Put { sync, replace };
+        write_private(d.path(), &p, b"one", put(true, true)).unwrap();
+        write_private(d.path(), &p, b"two", put(false, true)).unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"two");
+        let e = write_private(d.path(), &p, b"three", put(false, false)).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(std::fs::read(&p).unwrap(), b"two");
+        let q = d.path().join("g");
+        write_private(d.path(), &q, b"new", put(true, false)).unwrap();
+        assert_eq!(std::fs::read(&q).unwrap(), b"new");
+        assert_eq!(
+            std::fs::metadata(&q).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        let names: Vec<_> = std::fs::read_dir(d.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+    }
+
+    #[test]
     fn private_dir_refuses_links() {
         let d = tempfile::tempdir().unwrap();
         let real = d.path().join("real");
@@ -319,4 +359,37 @@ pub fn create_private(p: &Path) -> io::Result<File> {
 #[cfg(not(unix))]
 pub fn create_private(p: &Path) -> io::Result<File> {
     OpenOptions::new().write(true).create_new(true).open(p)
+}
+
+/// How [`write_private`] puts the file in place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Put {
+    /// `fsync` the bytes before they take the name (what must survive a machine crash).
+    pub sync: bool,
+    /// Replace a file already there (a rename); `false`: never replace, a hard link is made instead
+    /// (an existing `dest` fails with [`io::ErrorKind::AlreadyExists`], for the caller to judge).
+    pub replace: bool,
+}
+
+/// The one atomic write into the plugin's private folders: the bytes go to a new 0600 temp file in
+/// `dir` (`.<uuid>.tmp`, [`create_private`]: exclusive, never through a link), then take the name
+/// `dest` (in `dir`) as `put` says. The temp file never outlives the call.
+pub fn write_private(dir: &Path, dest: &Path, bytes: &[u8], put: Put) -> io::Result<()> {
+    use std::io::Write;
+    let tmp = dir.join(format!(".{}.tmp", uuid::Uuid::new_v4().simple()));
+    let r = (|| {
+        let mut f = create_private(&tmp)?;
+        f.write_all(bytes)?;
+        if put.sync {
+            f.sync_all()?;
+        }
+        if put.replace {
+            fs::rename(&tmp, dest)
+        } else {
+            fs::hard_link(&tmp, dest)
+        }
+    })();
+    // after a rename the temp name is gone already; after a link (or a failure) it is removed here
+    let _ = fs::remove_file(&tmp);
+    r
 }

@@ -7,7 +7,7 @@
 //! docs/architecture.md (the trust model).
 
 use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::path::Path;
 
 use hmac::{Hmac, KeyInit, Mac};
@@ -100,18 +100,12 @@ pub fn key_or_make(path: &Path) -> Result<Key, KeyError> {
     let mut key = Vec::with_capacity(KEY_LEN);
     key.extend_from_slice(uuid::Uuid::new_v4().as_bytes());
     key.extend_from_slice(uuid::Uuid::new_v4().as_bytes());
-    let name = path
-        .file_name()
-        .map_or_else(|| "key".into(), |n| n.to_string_lossy().into_owned());
-    let tmp = path.with_file_name(format!("{name}.{}.tmp", uuid::Uuid::new_v4()));
-    let made = (|| {
-        let mut f = fsafe::create_private(&tmp)?;
-        f.write_all(&key)?;
-        f.sync_all()?;
-        fs::hard_link(&tmp, path)
-    })();
-    let _ = fs::remove_file(&tmp);
-    match made {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let put = fsafe::Put {
+        sync: true,
+        replace: false,
+    };
+    match fsafe::write_private(dir, path, &key, put) {
         Ok(()) => Ok(Key(key)),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
             read_key(path)?.ok_or(KeyError::Vanished)

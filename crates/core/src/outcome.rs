@@ -493,7 +493,7 @@ mod tests {
             Refusal::BudgetUnchecked {
                 why: crate::mail::budget::Unchecked::Unreadable(crate::ledger::LedgerError::Io {
                     path: "/h/dsh-session-mail/ledger.jsonl".into(),
-                    why: "ledger unreadable".into(),
+                    why: std::io::Error::other("ledger unreadable").into(),
                 }),
             },
             Refusal::Busy {
@@ -657,7 +657,7 @@ mod tests {
             }),
             notes: vec![SendNote::LedgerNotWritten(crate::ledger::LedgerError::Io {
                 path: "/h/ledger.jsonl".into(),
-                why: "disk full".into(),
+                why: std::io::Error::other("disk full").into(),
             })],
         };
         let text = r.render();

@@ -268,8 +268,11 @@ pub fn rotated_path(home: &Path, n: usize) -> PathBuf {
 pub enum LedgerError {
     /// The line could not be encoded (serde's reason).
     Encode(String),
-    /// A file or folder of the ledger failed with this system reason.
-    Io { path: PathBuf, why: String },
+    /// A file or folder of the ledger failed with this system error.
+    Io {
+        path: PathBuf,
+        why: store::error::IoError,
+    },
     /// A file or folder of the ledger is not what it must be (a link, not regular, someone else's).
     Refused { path: PathBuf, why: fsafe::Refused },
     /// The ledger file is a symbolic link.
@@ -277,7 +280,10 @@ pub enum LedgerError {
     /// The ledger file is not a regular file.
     NotRegular { path: PathBuf },
     /// Rotating the live file failed.
-    Rotate { path: PathBuf, why: String },
+    Rotate {
+        path: PathBuf,
+        why: store::error::IoError,
+    },
     /// The line was written only in part.
     ShortWrite {
         path: PathBuf,
@@ -294,13 +300,15 @@ impl std::fmt::Display for LedgerError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             LedgerError::Encode(e) => write!(f, "cannot encode the line: {e}"),
-            LedgerError::Io { path, why } => write!(f, "{}: {why}", path.display()),
+            LedgerError::Io { path, why } => write!(f, "{}: {}", path.display(), why.full()),
             LedgerError::Refused { path, why } => write!(f, "{}: {why}", path.display()),
             LedgerError::Link { path } => {
                 write!(f, "{}: is a symbolic link (not followed)", path.display())
             }
             LedgerError::NotRegular { path } => write!(f, "{}: not a regular file", path.display()),
-            LedgerError::Rotate { path, why } => write!(f, "rotating {}: {why}", path.display()),
+            LedgerError::Rotate { path, why } => {
+                write!(f, "rotating {}: {}", path.display(), why.full())
+            }
             LedgerError::ShortWrite { path, wrote, len } => write!(
                 f,
                 "{}: short write ({wrote} of {len} bytes)",
@@ -325,7 +333,7 @@ fn io_at(path: &Path) -> impl Fn(io::Error) -> LedgerError + '_ {
         },
         None => LedgerError::Io {
             path: path.to_path_buf(),
-            why: e.to_string(),
+            why: e.into(),
         },
     }
 }
@@ -359,7 +367,7 @@ pub fn append_with_limit(home: &Path, entry: &Entry, rotate_bytes: u64) -> Resul
     if size > 0 && size + line.len() as u64 > rotate_bytes {
         rotate(home).map_err(|e| LedgerError::Rotate {
             path: p.clone(),
-            why: e.to_string(),
+            why: e.into(),
         })?;
     }
     let mut f = open_append(&p).map_err(io_at(&p))?;

@@ -33,7 +33,7 @@
 //! passes is still a claim: [`admit`] delivers only the text it rebuilds from a verified sender.
 
 use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -142,19 +142,13 @@ pub fn addressable(session: &str) -> bool {
     shard_name(session).is_some()
 }
 
-/// Write `bytes` to `dest` atomically: a private temp file in the same folder, synced, renamed.
+/// Write `bytes` to `dest` atomically ([`fsafe::write_private`]: synced, renamed).
 fn write_atomic(dir: &Path, dest: &Path, bytes: &[u8]) -> io::Result<()> {
-    let tmp = dir.join(format!(".{}.tmp", uuid::Uuid::new_v4().simple()));
-    let r = (|| {
-        let mut f = fsafe::create_private(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        fs::rename(&tmp, dest)
-    })();
-    if r.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    r
+    let put = fsafe::Put {
+        sync: true,
+        replace: true,
+    };
+    fsafe::write_private(dir, dest, bytes, put)
 }
 
 /// Why a mailbox folder or receipt could not be used.
@@ -164,12 +158,17 @@ pub enum MailboxError {
     NotOurId,
     /// The session id cannot name a mailbox folder.
     BadSession,
-    /// A level of the shard folder could not be made private (the system's reason).
-    Folder { path: PathBuf, why: String },
+    /// A level of the shard folder could not be made private (the system's error).
+    Folder {
+        path: PathBuf,
+        why: store::error::IoError,
+    },
     /// The shard folder is not a private directory of this user.
     Refused(fsafe::Refused),
-    /// Encoding or writing the receipt failed (the reason).
-    Io(String),
+    /// Encoding the receipt failed (serde's reason).
+    Encode(std::sync::Arc<str>),
+    /// Writing the receipt failed (the system's error).
+    Io(store::error::IoError),
 }
 
 impl std::fmt::Display for MailboxError {
@@ -178,10 +177,11 @@ impl std::fmt::Display for MailboxError {
             MailboxError::NotOurId => f.write_str("not a request id of this plugin"),
             MailboxError::BadSession => f.write_str("the session id cannot name a mailbox folder"),
             MailboxError::Folder { path, why } => {
-                write!(f, "mailbox folder {}: {why}", path.display())
+                write!(f, "mailbox folder {}: {}", path.display(), why.full())
             }
             MailboxError::Refused(r) => r.fmt(f),
-            MailboxError::Io(why) => f.write_str(why),
+            MailboxError::Encode(why) => f.write_str(why),
+            MailboxError::Io(why) => f.write_str(&why.full()),
         }
     }
 }
@@ -191,12 +191,12 @@ impl std::error::Error for MailboxError {}
 /// Make (or check) the shard folder: every level private, no link followed.
 fn ensure_shard(home: &Path, session: &str) -> Result<PathBuf, MailboxError> {
     let d = shard(home, session).ok_or(MailboxError::BadSession)?;
-    for level in [base::home::plugin_dir(home), root(home), d.clone()] {
-        base::fsafe::ensure_private_dir(&level).map_err(|e| MailboxError::Folder {
-            path: level.clone(),
-            why: e.to_string(),
-        })?;
-    }
+    fsafe::ensure_private_dirs([base::home::plugin_dir(home), root(home), d.clone()]).map_err(
+        |(path, e)| MailboxError::Folder {
+            path,
+            why: e.into(),
+        },
+    )?;
     Ok(d)
 }
 
@@ -629,9 +629,9 @@ pub fn settle(home: &Path, pid: u32, r: &Receipt) -> Result<(), MailboxError> {
     fsafe::check_private_dir(&d).map_err(MailboxError::Refused)?;
     let mut r = r.clone();
     r.pid = pid;
-    let bytes = serde_json::to_vec(&r).map_err(|e| MailboxError::Io(e.to_string()))?;
+    let bytes = serde_json::to_vec(&r).map_err(|e| MailboxError::Encode(e.to_string().into()))?;
     write_atomic(&d, &d.join(format!("{key}.done")), &bytes)
-        .map_err(|e| MailboxError::Io(e.to_string()))?;
+        .map_err(|e| MailboxError::Io(e.into()))?;
     let _ = fs::remove_file(d.join(format!("{key}.claimed-{pid}")));
     Ok(())
 }

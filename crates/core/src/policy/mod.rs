@@ -22,7 +22,6 @@ pub mod held;
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -240,14 +239,11 @@ pub(crate) fn ensure_private(
     what: &'static str,
     levels: impl IntoIterator<Item = PathBuf>,
 ) -> Result<(), PolicyError> {
-    for path in levels {
-        base::fsafe::ensure_private_dir(&path).map_err(|why| PolicyError::Folder {
-            what,
-            path,
-            why,
-        })?;
-    }
-    Ok(())
+    fsafe::ensure_private_dirs(levels).map_err(|(path, why)| PolicyError::Folder {
+        what,
+        path,
+        why,
+    })
 }
 
 fn ensure_dir(home: &Path) -> Result<PathBuf, PolicyError> {
@@ -257,17 +253,11 @@ fn ensure_dir(home: &Path) -> Result<PathBuf, PolicyError> {
 }
 
 fn write_atomic(dir: &Path, dest: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = dir.join(format!(".{}.tmp", uuid::Uuid::new_v4().simple()));
-    let r = (|| {
-        let mut f = fsafe::create_private(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        fs::rename(&tmp, dest)
-    })();
-    if r.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    r
+    let put = fsafe::Put {
+        sync: true,
+        replace: true,
+    };
+    fsafe::write_private(dir, dest, bytes, put)
 }
 
 /// The home's key, if one exists and is ours ([`seal::read_key`]).
@@ -496,7 +486,7 @@ mod tests {
         apply(h.path(), &Change::Session(B.into(), Inbound::Refuse), 1).unwrap();
         fs::remove_file(key_path(h.path())).unwrap();
         let mut f = fsafe::create_private(&key_path(h.path())).unwrap();
-        f.write_all(&[1u8; 32]).unwrap();
+        std::io::Write::write_all(&mut f, &[1u8; 32]).unwrap();
         assert!(matches!(decide(h.path(), B), Decision::Hold { .. }));
     }
 

@@ -16,7 +16,7 @@
 //! listening on the record's web URL.
 
 use std::fs::{self, File};
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -120,23 +120,23 @@ fn short_field(s: Option<String>) -> Option<String> {
     })
 }
 
-/// Why this process's presence record was not written (the system's reason).
+/// Why this process's presence record was not written (the system's error, kept).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PublishError {
     /// The plugin's folder or its presence folder could not be made private.
-    Folder(String),
-    /// The record could not be encoded.
-    Encode(String),
+    Folder(store::error::IoError),
+    /// The record could not be encoded (serde's reason).
+    Encode(std::sync::Arc<str>),
     /// Writing or renaming the record failed.
-    Record(String),
+    Record(store::error::IoError),
 }
 
 impl std::fmt::Display for PublishError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            PublishError::Folder(e) => write!(f, "presence folder: {e}"),
+            PublishError::Folder(e) => write!(f, "presence folder: {}", e.full()),
             PublishError::Encode(e) => f.write_str(e),
-            PublishError::Record(e) => write!(f, "presence record: {e}"),
+            PublishError::Record(e) => write!(f, "presence record: {}", e.full()),
         }
     }
 }
@@ -147,25 +147,19 @@ impl std::error::Error for PublishError {}
 /// record's `updatedAt` is set to `now_ms`.
 pub fn publish(home: &Path, record: &Record, now_ms: i64) -> Result<(), PublishError> {
     let d = dir(home);
-    base::fsafe::ensure_private_dir(&base::home::plugin_dir(home))
-        .and_then(|_| base::fsafe::ensure_private_dir(&d))
-        .map_err(|e| PublishError::Folder(e.to_string()))?;
+    fsafe::ensure_private_dirs([base::home::plugin_dir(home), d.clone()])
+        .map_err(|(_, e)| PublishError::Folder(e.into()))?;
     let mut r = record.clone();
     r.v = 1;
     r.updated_at = now_ms;
     r.proc_start = verify::own_start_ticks();
-    let text = serde_json::to_vec(&r).map_err(|e| PublishError::Encode(e.to_string()))?;
-    let tmp = d.join(format!(".{}.{}.tmp", r.pid, uuid::Uuid::new_v4().simple()));
-    let written = (|| -> io::Result<()> {
-        let mut f = fsafe::create_private(&tmp)?;
-        f.write_all(&text)?;
-        fs::rename(&tmp, record_path(home, r.pid))
-    })();
-    if let Err(e) = written {
-        let _ = fs::remove_file(&tmp);
-        return Err(PublishError::Record(e.to_string()));
-    }
-    Ok(())
+    let text = serde_json::to_vec(&r).map_err(|e| PublishError::Encode(e.to_string().into()))?;
+    let put = fsafe::Put {
+        sync: false,
+        replace: true,
+    };
+    fsafe::write_private(&d, &record_path(home, r.pid), &text, put)
+        .map_err(|e| PublishError::Record(e.into()))
 }
 
 /// Remove this process's record (plugin disposed, process exiting).
