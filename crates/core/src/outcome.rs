@@ -113,6 +113,8 @@ pub enum Internal {
     Store(base::offload::Offload),
     /// The session changed between two reads of the same call.
     ChangedWhileRead { session: String },
+    /// The held store did not take a message the human's policy holds (`policy::held::hold`).
+    Held(std::sync::Arc<crate::policy::held::HeldError>),
 }
 
 /// Every refusal a tool answers with, one variant per code.

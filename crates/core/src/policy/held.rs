@@ -129,6 +129,16 @@ pub enum HeldError {
     Vanished,
 }
 
+/// Equal when the same variant says the same (the system's errors compare by their text).
+impl PartialEq for HeldError {
+    fn eq(&self, other: &HeldError) -> bool {
+        std::mem::discriminant(self) == std::mem::discriminant(other)
+            && self.to_string() == other.to_string()
+    }
+}
+
+impl Eq for HeldError {}
+
 impl std::fmt::Display for HeldError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

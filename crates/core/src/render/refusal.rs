@@ -157,6 +157,9 @@ pub fn render(r: &Refusal) -> String {
                 Internal::ChangedWhileRead { session } => {
                     format!("session {session} changed while it was read")
                 }
+                Internal::Held(e) => {
+                    format!("the message could not be kept for the human ({e})")
+                }
             };
             refused("internal", &format!("{what}; nothing was changed."), &[])
         }
@@ -200,6 +203,12 @@ mod internal_tests {
                 session: "session-a".into()
             }),
             "refused (internal): session session-a changed while it was read; nothing was changed."
+        );
+        assert_eq!(
+            internal(Internal::Held(
+                crate::policy::held::HeldError::Full { names: 64 }.into()
+            )),
+            "refused (internal): the message could not be kept for the human (64 messages already wait there); nothing was changed."
         );
         let hint = "\nTry again in a minute; if it happens again, tell the user (`dsh-session-mail doctor` checks DSH_HOME).";
         assert_eq!(

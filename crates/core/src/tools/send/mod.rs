@@ -186,9 +186,9 @@ async fn hold_for_human(
             request_id: p.request_id.clone(),
             unverified,
         }),
-        // the held store did not take it: nothing was delivered (its own words are a follow-up)
-        Ok(Err(_)) => SendOutcome::Refused(Refusal::Internal {
-            what: crate::outcome::Internal::Store(base::offload::Offload::Panicked),
+        // the held store did not take it: nothing was delivered
+        Ok(Err(e)) => SendOutcome::Refused(Refusal::Internal {
+            what: crate::outcome::Internal::Held(e.into()),
         }),
         Err(off) => SendOutcome::Refused(Refusal::Busy { what: off }),
     }

@@ -2424,3 +2424,31 @@ async fn the_humans_policy_holds_refuses_and_stops_before_anything_is_sent() {
     .unwrap();
     assert_eq!(code(&send(&req("session-cold")).await), None);
 }
+
+/// A message the human's policy holds, and the held store cannot take it (its folder is a file): the
+/// send is refused as `internal` with the held store's error, and nothing reaches the host.
+#[tokio::test]
+async fn a_held_store_that_cannot_take_the_message_refuses_with_its_error() {
+    use crate::outcome::Internal;
+    use crate::policy::{apply, held, Change, Inbound};
+    let env = Env::online(accept_all()).await;
+    env.cold("session-cold", json!({}));
+    let h = env.home.path();
+    apply(h, &Change::Session("session-cold".into(), Inbound::Hold), 1).unwrap();
+    std::fs::create_dir_all(held::root(h)).unwrap();
+    std::fs::write(held::root(h).join("session-cold"), "not a folder").unwrap();
+    let r = send(&env.req(
+        "sessions_send",
+        json!({"session_id": "session-cold", "message": "hello"}),
+    ))
+    .await;
+    assert!(
+        matches!(
+            refusal(&r),
+            Refusal::Internal { what: Internal::Held(e) }
+                if matches!(**e, held::HeldError::Policy(crate::policy::PolicyError::Folder { .. }))
+        ),
+        "{r:?}"
+    );
+    assert!(env.requests().is_empty(), "nothing reached the host");
+}
