@@ -18,17 +18,11 @@ import { execFileSync } from 'node:child_process'
 import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import {
-  makeSandbox, packAndInstall, bootWeb, initProfile, callTool, readSessionLog, findSessionLog,
-  userTexts, isIdle, turnEndCount, REPO_ROOT,
+  makeSandbox, packAndInstall, bootWeb, initProfile, callTool, readSessionLog, findSessionLog, userTexts,
+  isIdle, turnEndCount, REPO_ROOT, sleep,
 } from './real-host/harness.mjs'
 import { launchBrowser, chromiumVersion } from './real-host/browser.mjs'
 
-const [major, minor] = process.versions.node.split('.').map(Number)
-if (major < 22 || (major === 22 && minor < 15)) {
-  throw new Error(`run this under Node >= 22.15 (the host's Node 22: $DSH_NODE); this is ${process.version}`)
-}
-
-const sleep = ms => new Promise(r => setTimeout(r, ms))
 const TITLE_A = 'Planner A'
 const TITLE_B = 'Builder B'
 

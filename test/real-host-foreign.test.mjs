@@ -18,11 +18,8 @@ import { cpSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import {
   makeSandbox, packAndInstall, bootWeb, initProfile, callTool, readSessionLog, findSessionLog, waitForLog,
-  userTexts, isIdle, turnEndCount, printMetrics, REPO_ROOT,
+  userTexts, isIdle, turnEndCount, printMetrics, REPO_ROOT, sleep, esc,
 } from './real-host/harness.mjs'
-
-const sleep = ms => new Promise(r => setTimeout(r, ms))
-const esc = s => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
 
 /** User messages of ours (the plugin's request ids) in a session's log. */
 function ours(events) {

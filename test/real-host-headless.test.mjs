@@ -14,25 +14,9 @@ import { spawn, spawnSync, execFileSync } from 'node:child_process'
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import {
-  makeSandbox, packAndInstall, bootWeb, initProfile, callTool, readSessionLog, findSessionLog,
-  userTexts, isIdle, turnEndCount, printMetrics, REPO_ROOT,
+  makeSandbox, packAndInstall, bootWeb, initProfile, callTool, readSessionLog, findSessionLog, userTexts,
+  isIdle, turnEndCount, printMetrics, REPO_ROOT, sleep, esc, requestIdOf, landedCount,
 } from './real-host/harness.mjs'
-
-const [major, minor] = process.versions.node.split('.').map(Number)
-if (major < 22 || (major === 22 && minor < 15)) {
-  throw new Error(`run this under Node >= 22.15 (the host's Node 22: $DSH_NODE); this is ${process.version}`)
-}
-
-const sleep = ms => new Promise(r => setTimeout(r, ms))
-const esc = s => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
-
-function requestIdOf(text) {
-  const id = /^request: (dsh-session-mail:\S+)$/m.exec(text)?.[1]
-  assert.ok(id, `a request id in:\n${text}`)
-  return id
-}
-
-const landedCount = (events, rpcId) => userTexts(events).filter(u => u.source?.rpcId === rpcId).length
 
 /** The session's log is on disk and not empty (its header written: a sender reads it to rule out a subagent). */
 function hasLog(home, id) {

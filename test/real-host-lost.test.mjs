@@ -25,17 +25,10 @@ import { execFileSync } from 'node:child_process'
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import {
-  makeSandbox, packAndInstall, bootWeb, initProfile, callTool, readSessionLog, findSessionLog,
-  userTexts, isIdle, turnEndCount, printMetrics, REPO_ROOT,
+  makeSandbox, packAndInstall, bootWeb, initProfile, callTool, readSessionLog, findSessionLog, userTexts,
+  isIdle, turnEndCount, printMetrics, REPO_ROOT, sleep, esc, requestIdIn,
 } from './real-host/harness.mjs'
 
-const [major, minor] = process.versions.node.split('.').map(Number)
-if (major < 22 || (major === 22 && minor < 15)) {
-  throw new Error(`run this under Node >= 22.15 (the host's Node 22: $DSH_NODE); this is ${process.version}`)
-}
-
-const sleep = ms => new Promise(r => setTimeout(r, ms))
-const esc = s => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
 const ROW = 'dsh-session-mail'
 /** The refusal code of a send's first line (`refused (<code>): …`), else its first words. */
 const whyNot = line => /^refused \(([^)]+)\)/.exec(line)?.[1] ?? line.slice(0, 40)
@@ -49,10 +42,6 @@ const LAND_BOUND_MS = 60_000
 
 const m = {}
 after(() => printMetrics('session-mail-lost', m))
-
-function requestIdOf(text) {
-  return /^request: (dsh-session-mail:\S+)$/m.exec(text)?.[1]
-}
 
 /** rpcId -> how many user messages of `events` carry it (each delivery lands as exactly one). */
 function landings(events) {
@@ -189,7 +178,7 @@ for (const signal of ['SIGTERM', 'SIGKILL']) {
         const worker = async (i) => {
           for (let k = 0; k < 10; k++) {
             const r = await callTool(web1, senders[i], 'sessions_send', { session_id: B, message: `LOST-${signal}-${i}-${k}` }, { timeout: 60_000 })
-            const rid = requestIdOf(r.text)
+            const rid = requestIdIn(r.text)
             if (r.text.startsWith('accepted for ')) {
               accepted.push(rid)
               if (accepted.length === 12 && stopping === undefined) {
@@ -214,7 +203,7 @@ for (const signal of ['SIGTERM', 'SIGKILL']) {
         if (holderOf(box.home, B) !== web1.pid) {
           const w = await callTool(web1, senders[0], 'sessions_send', { session_id: B, message: `LOST-${signal}-wake` }, { timeout: 60_000 })
           assert.match(w.text, /^accepted for /, w.text)
-          accepted.push(requestIdOf(w.text))
+          accepted.push(requestIdIn(w.text))
         }
         const liveAt = await waitUntil('B live in process 1', () => holderOf(box.home, B) === web1.pid && Date.now(), 30_000)
         const { counts, ms } = await landedOnce(box, B, accepted)
@@ -246,7 +235,7 @@ describe('a human decision is final', () => {
         assert.match(r.text, /^accepted for /, r.text)
         // the receipt says where it waits: in process 2's memory, until B's turn starts (issue 19 #4)
         assert.match(r.text, new RegExp(`^note: in memory: until its turn starts it waits in that session's inbox, which lives in the memory of DSH process pid ${web2.pid};`, 'm'), r.text)
-        rids.push(requestIdOf(r.text))
+        rids.push(requestIdIn(r.text))
       }
       // and so does verify, from another process (the CLI)
       assert.match(verify(box, rids[2]), new RegExp(`^queued (in|for) ${esc(B)}.*waiting in the memory of DSH process pid ${web2.pid}`, 'm'))
@@ -261,7 +250,7 @@ describe('a human decision is final', () => {
       await waitUntil('B drops out of process 2', () => holderOf(box.home, B) !== web2.pid, 15_000)
       const w = await callTool(web1, A, 'sessions_send', { session_id: B, message: 'HUMAN-wake' })
       assert.match(w.text, /^accepted for /, w.text)
-      const wake = requestIdOf(w.text)
+      const wake = requestIdIn(w.text)
       const { counts } = await landedOnce(box, B, [rids[0], rids[2], wake])
       assertExactlyOnce(box, [rids[0], rids[2], wake], counts, 'kept')
       assert.equal(counts.get(rids[1]) ?? 0, 0, 'the message the human removed never lands')
@@ -284,7 +273,7 @@ describe('one process alone', () => {
       for (let k = 0; k < 3; k++) {
         const r = await callTool(web, A, 'sessions_send', { session_id: B, message: `ALONE-${k}` })
         assert.match(r.text, /^accepted for /, r.text)
-        rids.push(requestIdOf(r.text))
+        rids.push(requestIdIn(r.text))
       }
       await stopProcess(web, 'SIGTERM')
       const t0 = Date.now()

@@ -19,29 +19,15 @@ import assert from 'node:assert/strict'
 import { readFileSync, renameSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import {
-  makeSandbox, packAndInstall, bootWeb, initProfile, callTool, waitForLog,
-  userTexts, assistantTexts, turnEnd, isIdle, printMetrics, FIXTURES, REPO_ROOT,
+  makeSandbox, packAndInstall, bootWeb, initProfile, callTool, waitForLog, userTexts, assistantTexts, turnEnd,
+  isIdle, printMetrics, FIXTURES, REPO_ROOT, sleep, esc, requestIdOf,
 } from './real-host/harness.mjs'
 import { startProxy, closedPort } from './real-host/proxy.mjs'
-
-const [major, minor] = process.versions.node.split('.').map(Number)
-if (major < 22 || (major === 22 && minor < 15)) {
-  throw new Error(`run this under Node >= 22.15 (the host's Node 22: $DSH_NODE); this is ${process.version}`)
-}
 
 const SLOW = join(FIXTURES, 'slow-tool-plugin')
 const ROW = 'dsh-session-mail'
 const GHOST = 'session-00000000-0000-0000-0000-000000000000'
 const PROMPT_ROUTE = '/api/session.prompt'
-const sleep = ms => new Promise(r => setTimeout(r, ms))
-const esc = s => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
-
-/** The request id a send result names (`request: dsh-session-mail:…`). */
-function requestIdOf(text) {
-  const id = /^request: (dsh-session-mail:\S+)$/m.exec(text)?.[1]
-  assert.ok(id, `a request id in:\n${text}`)
-  return id
-}
 
 /** How often a request id landed: user/message events and inbox insertions carrying it as source.rpcId. */
 function landings(events, rpcId) {

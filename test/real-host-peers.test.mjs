@@ -17,27 +17,8 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import {
   makeSandbox, packAndInstall, bootWeb, initProfile, callTool, readSessionLog, findSessionLog, waitForLog,
-  userTexts, isIdle, turnEndCount, printMetrics, REPO_ROOT,
+  userTexts, isIdle, turnEndCount, printMetrics, REPO_ROOT, sleep, esc, requestIdOf, landedCount,
 } from './real-host/harness.mjs'
-
-const [major, minor] = process.versions.node.split('.').map(Number)
-if (major < 22 || (major === 22 && minor < 15)) {
-  throw new Error(`run this under Node >= 22.15 (the host's Node 22: $DSH_NODE); this is ${process.version}`)
-}
-
-const sleep = ms => new Promise(r => setTimeout(r, ms))
-const esc = s => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
-
-function requestIdOf(text) {
-  const id = /^request: (dsh-session-mail:\S+)$/m.exec(text)?.[1]
-  assert.ok(id, `a request id in:\n${text}`)
-  return id
-}
-
-/** How many user messages of the log carry `rpcId` (each delivery lands as exactly one). */
-function landedCount(events, rpcId) {
-  return userTexts(events).filter(u => u.source?.rpcId === rpcId).length
-}
 
 /** The presence records in the home: pid -> record. */
 function presence(home) {

@@ -14,19 +14,12 @@ import assert from 'node:assert/strict'
 import { mkdirSync, readFileSync, writeFileSync, existsSync, renameSync } from 'node:fs'
 import { join } from 'node:path'
 import {
-  makeSandbox, packAndInstall, bootWeb, initProfile, callTool, isIdle, turnEndCount, userTexts,
-  printMetrics, messageText, waitForLog, FIXTURES, REPO_ROOT,
+  makeSandbox, packAndInstall, bootWeb, initProfile, callTool, isIdle, turnEndCount, userTexts, printMetrics,
+  messageText, waitForLog, FIXTURES, REPO_ROOT, sleep, esc,
 } from './real-host/harness.mjs'
-
-const [major, minor] = process.versions.node.split('.').map(Number)
-if (major < 22 || (major === 22 && minor < 15)) {
-  throw new Error(`run this under Node >= 22.15 (the host's Node 22: $DSH_NODE); this is ${process.version}`)
-}
 
 const SLOW = join(FIXTURES, 'slow-tool-plugin')
 const OURS = ['send_session_message', 'sessions_list', 'sessions_read', 'sessions_send']
-const sleep = ms => new Promise(r => setTimeout(r, ms))
-const esc = s => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
 
 describe('dsh-session-mail in rc.8: the listing-slot features (issue 9)', () => {
   let box, web, ledgerFile, pdir

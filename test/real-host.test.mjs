@@ -16,18 +16,12 @@ import { join } from 'node:path'
 import * as zlib from 'node:zlib'
 import {
   installHost, makeSandbox, packAndInstall, bootWeb, setRowDisabled, dumpConfig, initProfile, callTool,
-  readSessionLog, findSessionLog, waitForLog, zstdFrames,
-  userTexts, assistantTexts, turnEnd, turnEndCount, isIdle, turnOfSeq, printMetrics, FIXTURES, REPO_ROOT, DSH_VERSION,
+  readSessionLog, findSessionLog, waitForLog, zstdFrames, userTexts, assistantTexts, turnEnd, turnEndCount,
+  isIdle, turnOfSeq, printMetrics, FIXTURES, REPO_ROOT, DSH_VERSION, sleep,
 } from './real-host/harness.mjs'
 import { decide, parseDirectives, TITLE } from './real-host/fake-llm.mjs'
 
-const [major, minor] = process.versions.node.split('.').map(Number)
-if (major < 22 || (major === 22 && minor < 15)) {
-  throw new Error(`run this under Node >= 22.15 (the host's Node 22: $DSH_NODE); this is ${process.version}`)
-}
-
 const SLOW = join(FIXTURES, 'slow-tool-plugin')
-const sleep = ms => new Promise(r => setTimeout(r, ms))
 
 /** Wait until idle, prompt, wait for the turn it opens to end; resolves to { events, reply, ms }. */
 async function turn(web, id, text, { timeout = 20_000 } = {}) {

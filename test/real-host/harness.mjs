@@ -12,6 +12,11 @@
 //   readSessionLog(file), findSessionLog(home, id), waitForLog(home, id, predicate, opts)
 //   setRowDisabled(profileDir, rowId, disabled), dumpConfig(box, profile)
 //   event helpers: userTexts, assistantTexts, turnEnd, turnEndCount, isIdle, turnOfSeq, messageText; printMetrics
+//   test helpers every real-host suite shares: sleep, esc (a RegExp-safe string), requestIdIn / requestIdOf (the
+//   `request:` line of a send result; Of asserts it is there), landedCount (deliveries of one rpcId in a log)
+//
+// Importing this module checks the Node it runs on (>= 22.15: the host's, $DSH_NODE) before anything runs.
+import assert from 'node:assert/strict'
 import { spawn, spawnSync, execFileSync } from 'node:child_process'
 import {
   existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync,
@@ -32,7 +37,31 @@ export const PROFILE_TEMPLATES = {
   headless: ['@deepseek-ai/dsh-base', '@deepseek-ai/dsh-headless'],
 }
 
-const sleep = ms => new Promise(r => setTimeout(r, ms))
+const [major, minor] = process.versions.node.split('.').map(Number)
+if (major < 22 || (major === 22 && minor < 15)) {
+  throw new Error(`run this under Node >= 22.15 (the host's Node 22: $DSH_NODE); this is ${process.version}`)
+}
+
+export const sleep = ms => new Promise(r => setTimeout(r, ms))
+/** `s` as a RegExp source that matches it literally. */
+export const esc = s => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+
+/** The request id a send result names (its `request: dsh-session-mail:…` line), or undefined. */
+export function requestIdIn(text) {
+  return /^request: (dsh-session-mail:\S+)$/m.exec(text)?.[1]
+}
+
+/** The request id a send result names; asserts there is one. */
+export function requestIdOf(text) {
+  const id = requestIdIn(text)
+  assert.ok(id, `a request id in:\n${text}`)
+  return id
+}
+
+/** How many user messages of the log carry `rpcId` (each delivery lands as exactly one). */
+export function landedCount(events, rpcId) {
+  return userTexts(events).filter(u => u.source?.rpcId === rpcId).length
+}
 
 // Children this process started (fake LLMs, hosts): killed if the test process exits without cleanup.
 const children = new Set()
