@@ -85,32 +85,7 @@ pub struct ToolOutcome {
     pub request_id: Option<String>,
     /// An accepted send given idle-notice facts: what was decided (`set`: the shim watches the target).
     /// Its `note:` is in `text` already.
-    pub notice: Option<IdleNoticeDecision>,
-}
-
-/// What a `notify_when_idle` request decided (`mail_core::mail::notice::NoticeDecision`).
-#[napi(string_enum = "kebab-case")]
-pub enum IdleNoticeDecision {
-    Set,
-    AlreadyPending,
-    NoCaller,
-    OpenedByNotice,
-    NotLiveHere,
-    TooMany,
-}
-
-impl From<mail_core::mail::notice::NoticeDecision> for IdleNoticeDecision {
-    fn from(d: mail_core::mail::notice::NoticeDecision) -> Self {
-        use mail_core::mail::notice::{NoticeDecision as D, NoticeRefusal as R};
-        match d {
-            D::Set => IdleNoticeDecision::Set,
-            D::AlreadyPending => IdleNoticeDecision::AlreadyPending,
-            D::Refused(R::NoCaller) => IdleNoticeDecision::NoCaller,
-            D::Refused(R::OpenedByNotice) => IdleNoticeDecision::OpenedByNotice,
-            D::Refused(R::NotLiveHere) => IdleNoticeDecision::NotLiveHere,
-            D::Refused(R::TooMany { .. }) => IdleNoticeDecision::TooMany,
-        }
-    }
+    pub notice: Option<mail_core::mail::notice::IdleNoticeDecision>,
 }
 
 /// Run one tool call: its text and its typed outcome (index.js, the command line, the doctor).
@@ -161,7 +136,7 @@ fn tool_outcome(
             f.target_live = receipt.woke() || live.contains(&receipt.target);
             let d = mail_core::mail::notice::decide(&f);
             text = mail_core::render::notice::receipt_with_note(text, d, f.ttl_ms);
-            notice = Some(d.into());
+            notice = Some(d.kind());
         }
     }
     ToolOutcome {

@@ -52,6 +52,34 @@ pub enum NoticeDecision {
     Refused(NoticeRefusal),
 }
 
+/// What a notice request decided, as the shim keys on it (the binding's `ToolOutcome.notice`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "napi", napi_derive::napi(string_enum = "kebab-case"))]
+pub enum IdleNoticeDecision {
+    Set,
+    AlreadyPending,
+    NoCaller,
+    OpenedByNotice,
+    NotLiveHere,
+    TooMany,
+}
+
+impl NoticeDecision {
+    /// The decision without its data.
+    pub fn kind(&self) -> IdleNoticeDecision {
+        match self {
+            NoticeDecision::Set => IdleNoticeDecision::Set,
+            NoticeDecision::AlreadyPending => IdleNoticeDecision::AlreadyPending,
+            NoticeDecision::Refused(NoticeRefusal::NoCaller) => IdleNoticeDecision::NoCaller,
+            NoticeDecision::Refused(NoticeRefusal::OpenedByNotice) => {
+                IdleNoticeDecision::OpenedByNotice
+            }
+            NoticeDecision::Refused(NoticeRefusal::NotLiveHere) => IdleNoticeDecision::NotLiveHere,
+            NoticeDecision::Refused(NoticeRefusal::TooMany { .. }) => IdleNoticeDecision::TooMany,
+        }
+    }
+}
+
 /// The `source` of the message an idle notice delivers: what [`chain::trigger`] recognizes as ours.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NoticeSource {
