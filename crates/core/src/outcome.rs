@@ -345,7 +345,16 @@ pub enum SendNote {
     /// [`SendOutcome::Held`], which is kept for the human and not delivered at all yet.)
     QueuedInMemory { pid: Option<u32>, step: bool },
     /// The re-delivery record could not be written (why): lost if its holder stops first.
-    QueuedNotRecorded(String),
+    QueuedNotRecorded(Unrecorded),
+}
+
+/// Why no re-delivery record of an accepted message was written (the words: `render::send`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unrecorded {
+    /// The attempt's `accepted` ledger line, which a re-delivery is checked against, was not written.
+    NoLedgerLine,
+    /// Writing the record failed (`mailbox::queued::record`, or its deadline: `RecordError::Late`).
+    Record(crate::mailbox::queued::RecordError),
 }
 
 /// A send's outcome with its notes.

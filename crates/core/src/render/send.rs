@@ -10,7 +10,7 @@ use crate::mail::stacking::Stacked;
 use crate::mailbox::PostError;
 use crate::outcome::{
     DeliveryContext, HeldWhy, MailboxRefusal, Owner, Receipt, Route, SendNote, SendOutcome,
-    SendResult,
+    SendResult, Unrecorded,
 };
 use crate::tool::SendTool;
 use base::clock::{format_utc_secs, human_secs};
@@ -655,9 +655,15 @@ pub fn note(n: &SendNote) -> String {
             if *step { "its next step starts" } else { "its turn starts" },
             pid.map_or("this DSH process".to_string(), |p| format!("DSH process pid {p}"))
         ),
-        SendNote::QueuedNotRecorded(why) => format!(
+        SendNote::QueuedNotRecorded(why) => {
+            let why = match why {
+                Unrecorded::NoLedgerLine => "the audit ledger line a re-delivery is checked against was not written".to_string(),
+                Unrecorded::Record(e) => e.to_string(),
+            };
+            format!(
             "in memory: until the session takes it, it waits in the memory of the process holding that session, and its re-delivery record could not be written ({why}): if that process stops first, this message is lost."
-        ),
+        )
+        }
     }
 }
 

@@ -34,7 +34,7 @@ use serde_json::Value;
 
 use crate::config::Config;
 use crate::delivery::{Dialect, Mode};
-use crate::outcome::{ArgProblem, Refusal, SendNote, SendOutcome, SendResult};
+use crate::outcome::{ArgProblem, Refusal, SendNote, SendOutcome, SendResult, Unrecorded};
 use crate::request::ToolRequest;
 use crate::tools::args::{PartialSend, SendArgsRefused};
 use base::clock as time;
@@ -225,9 +225,9 @@ async fn record_queued(req: &ToolRequest, ctx: &Context, p: &plan::Plan, result:
         .any(|n| matches!(n, SendNote::LedgerNotWritten(_)))
     {
         if waits {
-            result.notes.push(SendNote::QueuedNotRecorded(
-                "the audit ledger line a re-delivery is checked against was not written".into(),
-            ));
+            result
+                .notes
+                .push(SendNote::QueuedNotRecorded(Unrecorded::NoLedgerLine));
         }
         return;
     }
@@ -256,10 +256,12 @@ async fn record_queued(req: &ToolRequest, ctx: &Context, p: &plan::Plan, result:
         Ok(Ok(())) => {}
         Ok(Err(e)) => result
             .notes
-            .push(SendNote::QueuedNotRecorded(e.to_string())),
-        Err(_) => result.notes.push(SendNote::QueuedNotRecorded(
-            crate::mailbox::queued::RecordError::Late.to_string(),
-        )),
+            .push(SendNote::QueuedNotRecorded(Unrecorded::Record(e))),
+        Err(_) => result
+            .notes
+            .push(SendNote::QueuedNotRecorded(Unrecorded::Record(
+                crate::mailbox::queued::RecordError::Late,
+            ))),
     }
 }
 
