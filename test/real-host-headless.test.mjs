@@ -15,47 +15,9 @@ import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import {
   makeSandbox, packAndInstall, bootWeb, initProfile, callTool, readSessionLog, findSessionLog, userTexts,
-  isIdle, turnEndCount, printMetrics, REPO_ROOT, sleep, esc, requestIdOf, landedCount,
+  isIdle, turnEndCount, printMetrics, REPO_ROOT, sleep, esc, requestIdOf, landedCount, hasLog, headlessOwner,
+  runHeadless,
 } from './real-host/harness.mjs'
-
-/** The session's log is on disk and not empty (its header written: a sender reads it to rule out a subagent). */
-function hasLog(home, id) {
-  try { return statSync(findSessionLog(home, id)).size > 0 } catch { return false }
-}
-
-/**
- * The fresh presence record of the headless process (profile headless) with one live session whose log is
- * written. Fresh: at most 300 ms old, because tests freeze the owner right after, and a sender drops a record
- * not refreshed for 5 s: the sender's whole turn (a fake-LLM round trip) must fit in what is left, also under
- * load. Written: presence lists a new session at once, up to 200 ms before rc.8's write-behind writes its log,
- * and an owner frozen in between never writes it (a sender then finds no such session).
- */
-async function headlessOwner(home, notPid = null, timeout = 20_000, maxAgeMs = 300) {
-  const dir = join(home, 'dsh-session-mail', 'presence')
-  const t0 = Date.now()
-  for (;;) {
-    for (const n of existsSync(dir) ? readdirSync(dir) : []) {
-      if (!/^\d+\.json$/.test(n)) continue
-      try {
-        const r = JSON.parse(readFileSync(join(dir, n), 'utf8'))
-        if (r.profile === 'headless' && r.pid !== notPid && r.sessions?.length === 1 && Date.now() - r.updatedAt < maxAgeMs && hasLog(home, r.sessions[0].id)) return r
-      } catch { /* being replaced */ }
-    }
-    if (Date.now() - t0 > timeout) throw new Error('no headless presence record')
-    await sleep(50)
-  }
-}
-
-/** Start `dsh --profile headless "<task>"`; resolves on exit to { code, stdout, stderr }. */
-function runHeadless(box, task) {
-  const child = spawn(box.host.dsh, ['--profile', 'headless', task], { cwd: box.ws, env: box.env, stdio: ['ignore', 'pipe', 'pipe'] })
-  let stdout = ''
-  let stderr = ''
-  child.stdout.on('data', d => { stdout += d })
-  child.stderr.on('data', d => { stderr += d })
-  const done = new Promise(r => child.on('exit', code => r({ code, stdout, stderr })))
-  return { child, done }
-}
 
 function assertOneHistory(events, id) {
   const seqs = events.map(e => e.seq).filter(s => s !== undefined)

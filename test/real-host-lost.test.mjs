@@ -26,7 +26,7 @@ import { readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import {
   makeSandbox, packAndInstall, bootWeb, initProfile, callTool, readSessionLog, findSessionLog, userTexts,
-  isIdle, turnEndCount, printMetrics, REPO_ROOT, sleep, esc, requestIdIn,
+  isIdle, turnEndCount, printMetrics, REPO_ROOT, sleep, esc, requestIdIn, presenceRecords,
 } from './real-host/harness.mjs'
 
 const ROW = 'dsh-session-mail'
@@ -53,18 +53,6 @@ function landings(events) {
   return n
 }
 
-function presence(home) {
-  const dir = join(home, 'dsh-session-mail', 'presence')
-  const out = new Map()
-  let names = []
-  try { names = readdirSync(dir) } catch { return out }
-  for (const n of names) {
-    if (!/^\d+\.json$/.test(n)) continue
-    try { const r = JSON.parse(readFileSync(join(dir, n), 'utf8')); out.set(r.pid, r) } catch {}
-  }
-  return out
-}
-
 async function waitUntil(what, fn, timeout = 30_000, interval = 50) {
   const t0 = Date.now()
   for (;;) {
@@ -77,7 +65,7 @@ async function waitUntil(what, fn, timeout = 30_000, interval = 50) {
 
 /** The pid whose presence record lists `id` with `status` (any status when omitted). */
 function holderOf(home, id, status) {
-  for (const [pid, r] of presence(home)) {
+  for (const [pid, r] of presenceRecords(home)) {
     if (r.sessions?.some(s => s.id === id && (status === undefined || s.status === status))) return pid
   }
   return undefined

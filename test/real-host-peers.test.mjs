@@ -18,26 +18,14 @@ import { join } from 'node:path'
 import {
   makeSandbox, packAndInstall, bootWeb, initProfile, callTool, readSessionLog, findSessionLog, waitForLog,
   userTexts, isIdle, turnEndCount, printMetrics, REPO_ROOT, sleep, esc, requestIdOf, landedCount,
+  presenceRecords,
 } from './real-host/harness.mjs'
-
-/** The presence records in the home: pid -> record. */
-function presence(home) {
-  const dir = join(home, 'dsh-session-mail', 'presence')
-  const out = new Map()
-  let names = []
-  try { names = readdirSync(dir) } catch { return out }
-  for (const n of names) {
-    if (!/^\d+\.json$/.test(n)) continue
-    try { const r = JSON.parse(readFileSync(join(dir, n), 'utf8')); out.set(r.pid, r) } catch {}
-  }
-  return out
-}
 
 /** The pid whose presence record lists `id` (waits for it). */
 async function ownerPid(home, id, timeout = 10_000) {
   const t0 = Date.now()
   for (;;) {
-    for (const [pid, r] of presence(home)) if (r.sessions?.some(s => s.id === id)) return pid
+    for (const [pid, r] of presenceRecords(home)) if (r.sessions?.some(s => s.id === id)) return pid
     if (Date.now() - t0 > timeout) throw new Error(`no presence record lists ${id} after ${timeout} ms`)
     await sleep(100)
   }
@@ -47,7 +35,7 @@ async function ownerPid(home, id, timeout = 10_000) {
 async function presenceStatus(home, pid, id, status, timeout = 10_000, maxAgeMs = Infinity) {
   const t0 = Date.now()
   for (;;) {
-    const r = presence(home).get(pid)
+    const r = presenceRecords(home).get(pid)
     if (r?.sessions?.some(s => s.id === id && s.status === status) && Date.now() - r.updatedAt < maxAgeMs) return r
     if (Date.now() - t0 > timeout) throw new Error(`pid ${pid} does not list ${id} as ${status} after ${timeout} ms: ${JSON.stringify(r?.sessions)}`)
     await sleep(20)
@@ -120,7 +108,7 @@ describe('dsh-session-mail in two rc.8 processes on one DSH_HOME', () => {
     assert.match(read.text, new RegExp(`^session ${esc(B)} \\[live, top-level\\]`))
     assert.match(read.text, /\nhello from B\n/)
     assert.match(read.text, new RegExp(`note: live in another DSH process \\(pid ${pid2}, profile web, idle\\)`))
-    assert.ok(!presence(box.home).get(pid1).sessions.some(s => s.id === B), 'process 1 does not hold B')
+    assert.ok(!presenceRecords(box.home).get(pid1).sessions.some(s => s.id === B), 'process 1 does not hold B')
   })
 
   test('1b. B running, then idle again: process 2 republishes each status and process 1 lists it', async () => {
@@ -159,7 +147,7 @@ describe('dsh-session-mail in two rc.8 processes on one DSH_HOME', () => {
     assert.equal(landedCount(onDisk, rq), 1)
     assertOneHistory(box.home, B)
     // process 1 never held B: its presence never listed it, and B is still listed as live in process 2
-    assert.ok(!presence(box.home).get(pid1).sessions.some(x => x.id === B))
+    assert.ok(!presenceRecords(box.home).get(pid1).sessions.some(x => x.id === B))
     const list = await callTool(web1, A, 'sessions_list', { query: B })
     assert.match(list.text, new RegExp(`^- ${esc(B)} \\[live, top-level, \\w+, in pid ${pid2}`, 'm'))
     // the CLI's verify confirms each landing from the log (the audit ledger of process 1 names the target)

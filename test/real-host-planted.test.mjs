@@ -17,47 +17,11 @@ import { createHash, randomUUID } from 'node:crypto'
 import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statSync, utimesSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import {
-  makeSandbox, packAndInstall, bootWeb, initProfile, readSessionLog, findSessionLog,
-  userTexts, isIdle, turnEndCount, REPO_ROOT,
+  makeSandbox, packAndInstall, bootWeb, initProfile, readSessionLog, findSessionLog, userTexts, isIdle,
+  turnEndCount, REPO_ROOT, sleep, esc, hasLog, headlessOwner, runHeadless,
 } from './real-host/harness.mjs'
 
-const [major, minor] = process.versions.node.split('.').map(Number)
-if (major < 22 || (major === 22 && minor < 15)) {
-  throw new Error(`run this under Node >= 22.15 (the host's Node 22: $DSH_NODE); this is ${process.version}`)
-}
-
-const sleep = ms => new Promise(r => setTimeout(r, ms))
-const esc = s => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
 const COLON = '\uFF1A'
-
-function hasLog(home, id) {
-  try { return statSync(findSessionLog(home, id)).size > 0 } catch { return false }
-}
-
-/** The fresh presence record of the headless process with one live session whose log is written. */
-async function headlessOwner(home, timeout = 20_000) {
-  const dir = join(home, 'dsh-session-mail', 'presence')
-  const t0 = Date.now()
-  for (;;) {
-    for (const n of existsSync(dir) ? readdirSync(dir) : []) {
-      if (!/^\d+\.json$/.test(n)) continue
-      try {
-        const r = JSON.parse(readFileSync(join(dir, n), 'utf8'))
-        if (r.profile === 'headless' && r.sessions?.length === 1 && Date.now() - r.updatedAt < 2000 && hasLog(home, r.sessions[0].id)) return r
-      } catch { /* being replaced */ }
-    }
-    if (Date.now() - t0 > timeout) throw new Error('no headless presence record')
-    await sleep(50)
-  }
-}
-
-function runHeadless(box, task) {
-  const child = spawn(box.host.dsh, ['--profile', 'headless', task], { cwd: box.ws, env: box.env, stdio: ['ignore', 'pipe', 'pipe'] })
-  let stderr = ''
-  child.stderr.on('data', d => { stderr += d })
-  const done = new Promise(r => child.on('exit', code => r({ code, stderr })))
-  return { child, done }
-}
 
 describe('dsh-session-mail: envelopes planted in a headless rc.8 process\'s mailbox (issue 16 #2)', () => {
   let box, web, A
@@ -78,7 +42,7 @@ describe('dsh-session-mail: envelopes planted in a headless rc.8 process\'s mail
 
   test('a forged or unvouched envelope is refused and kept aside with a rejected receipt; a vouched one lands once, framed by the drain', async () => {
     const h = runHeadless(box, '@@sleep 9000')
-    const owner = await headlessOwner(box.home)
+    const owner = await headlessOwner(box.home, { maxAgeMs: 2000 })
     const H = owner.sessions[0].id
     assert.equal(owner.baseUrl, null)
     assert.equal(owner.mailbox, true)

@@ -13,13 +13,14 @@
 //   setRowDisabled(profileDir, rowId, disabled), dumpConfig(box, profile)
 //   event helpers: userTexts, assistantTexts, turnEnd, turnEndCount, isIdle, turnOfSeq, messageText; printMetrics
 //   test helpers every real-host suite shares: sleep, esc (a RegExp-safe string), requestIdIn / requestIdOf (the
-//   `request:` line of a send result; Of asserts it is there), landedCount (deliveries of one rpcId in a log)
+//   `request:` line of a send result; Of asserts it is there), landedCount (deliveries of one rpcId in a log),
+//   presenceRecords(home), hasLog(home, id), runHeadless(box, task), headlessOwner(home, {notPid, maxAgeMs})
 //
 // Importing this module checks the Node it runs on (>= 22.15: the host's, $DSH_NODE) before anything runs.
 import assert from 'node:assert/strict'
 import { spawn, spawnSync, execFileSync } from 'node:child_process'
 import {
-  existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync,
+  existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, statSync, writeFileSync,
 } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { basename, dirname, join, resolve } from 'node:path'
@@ -61,6 +62,54 @@ export function requestIdOf(text) {
 /** How many user messages of the log carry `rpcId` (each delivery lands as exactly one). */
 export function landedCount(events, rpcId) {
   return userTexts(events).filter(u => u.source?.rpcId === rpcId).length
+}
+
+/** The plugin's presence records in `home`: pid -> record (a record being replaced is skipped). */
+export function presenceRecords(home) {
+  const dir = join(home, 'dsh-session-mail', 'presence')
+  const out = new Map()
+  let names = []
+  try { names = readdirSync(dir) } catch { return out }
+  for (const n of names) {
+    if (!/^\d+\.json$/.test(n)) continue
+    try { const r = JSON.parse(readFileSync(join(dir, n), 'utf8')); out.set(r.pid, r) } catch {}
+  }
+  return out
+}
+
+/** The session's log is on disk and not empty (its header written: a sender reads it to rule out a subagent). */
+export function hasLog(home, id) {
+  try { return statSync(findSessionLog(home, id)).size > 0 } catch { return false }
+}
+
+/** A one-shot `dsh --profile headless "<task>"` in the sandbox; `done` resolves to {code, stdout, stderr}. */
+export function runHeadless(box, task) {
+  const child = spawn(box.host.dsh, ['--profile', 'headless', task], { cwd: box.ws, env: box.env, stdio: ['ignore', 'pipe', 'pipe'] })
+  let stdout = ''
+  let stderr = ''
+  child.stdout.on('data', d => { stdout += d })
+  child.stderr.on('data', d => { stderr += d })
+  const done = new Promise(r => child.on('exit', code => r({ code, stdout, stderr })))
+  return { child, done }
+}
+
+/**
+ * The fresh presence record of a headless process (profile headless, not `notPid`) with one live session whose
+ * log is written; waits up to `timeout`. Fresh: at most `maxAgeMs` (300 ms) old, because tests freeze the owner
+ * right after, and a sender drops a record not refreshed for 5 s: the sender's whole turn (a fake-LLM round trip)
+ * must fit in what is left, also under load. Written: presence lists a new session at once, up to 200 ms before
+ * rc.8's write-behind writes its log, and an owner frozen in between never writes it (a sender then finds no
+ * such session).
+ */
+export async function headlessOwner(home, { notPid = null, timeout = 20_000, maxAgeMs = 300 } = {}) {
+  const t0 = Date.now()
+  for (;;) {
+    for (const r of presenceRecords(home).values()) {
+      if (r.profile === 'headless' && r.pid !== notPid && r.sessions?.length === 1 && Date.now() - r.updatedAt < maxAgeMs && hasLog(home, r.sessions[0].id)) return r
+    }
+    if (Date.now() - t0 > timeout) throw new Error('no headless presence record')
+    await sleep(50)
+  }
 }
 
 // Children this process started (fake LLMs, hosts): killed if the test process exits without cleanup.
