@@ -104,6 +104,9 @@ pub enum MailboxRefusal {
     Post(crate::mailbox::PostError),
     /// Posting under DSH_HOME did not finish before the send's deadline.
     Late,
+    /// The attempt's ledger line, which the owner checks the envelope against, could not be written
+    /// (so nothing was posted).
+    NoLedgerLine(crate::ledger::LedgerError),
 }
 
 /// What failed inside the plugin (`internal`).

@@ -59,6 +59,9 @@ fn mailbox_refusal(e: &MailboxRefusal) -> String {
         MailboxRefusal::Post(PostError::Shard(e)) => e.to_string(),
         MailboxRefusal::Post(PostError::Encode(e)) => e.to_string(),
         MailboxRefusal::Late => "writing under DSH_HOME did not finish in time".into(),
+        MailboxRefusal::NoLedgerLine(e) => {
+            format!("the audit ledger line its owner checks it against could not be written: {e}")
+        }
     }
 }
 

@@ -51,9 +51,7 @@ pub async fn hand_off(
     };
     attempt.record_hand_off(ctx).await;
     if let Some((_, Some(e))) = &attempt.written {
-        return HandOff::NotPosted(format!(
-            "the audit ledger line its owner checks it against could not be written: {e}"
-        ));
+        return HandOff::NotPosted(MailboxRefusal::NoLedgerLine(e.clone()));
     }
     let posted = {
         let home = ctx.home.clone();

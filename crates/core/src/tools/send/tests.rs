@@ -1382,7 +1382,8 @@ async fn a_mailbox_envelope_is_never_posted_without_the_line_that_vouches_for_it
     assert!(
         matches!(
             refusal(&out),
-            Refusal::HeldElsewhere { why: HeldWhy::MailboxRefused(w), .. } if w.contains("audit ledger line")
+            Refusal::HeldElsewhere { why: HeldWhy::MailboxRefused(w), .. }
+                if matches!(**w, crate::outcome::MailboxRefusal::NoLedgerLine(_))
         ),
         "{out:?}"
     );
