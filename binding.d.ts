@@ -51,16 +51,6 @@ export declare function heldRecover(dshHome?: string | undefined | null): Promis
 /** The doctor's file check as JSON (`{ledger, credentials}`, each `null` or the problem). */
 export declare function homeFilesJson(dshHome?: string | undefined | null): Promise<string>
 
-/** What a `notify_when_idle` request decided (`mail_core::mail::notice::NoticeDecision`). */
-export declare const enum IdleNoticeDecision {
-  Set = 'set',
-  AlreadyPending = 'already-pending',
-  NoCaller = 'no-caller',
-  OpenedByNotice = 'opened-by-notice',
-  NotLiveHere = 'not-live-here',
-  TooMany = 'too-many',
-}
-
 /**
  * The notice for the send `requestId` to `target`, whose turn has ended; `sinceSeq`: the seq before
  * the watched message landed (the read it suggests starts after it).
@@ -341,7 +331,9 @@ export declare const enum AuthState {
 
 /**
  * The configuration the core reads. Declared once for the binding too: `configDefaults()` returns
- * it as the napi object `ConfigDefaults` (its numbers are `u32`: a JS number carries them exactly).
+ * it as the napi object `ConfigDefaults` (its numbers are `u32`: a JS number carries them exactly). The
+ * limits and timeouts that were `u64`/`usize` still take any whole number, a larger one as `u32::MAX`
+ * (`saturating`: in effect no limit, as it was), so no configuration that parsed before fails now.
  */
 export interface ConfigDefaults {
   /** Prefix `sessions_send` bodies with the cross-session frame (seed 000). */
@@ -427,6 +419,16 @@ export declare const enum HostState {
   Other = 'other',
   /** Nothing usable answered (a bad address, a connection that failed). */
   Unreachable = 'unreachable',
+}
+
+/** What a notice request decided, as the shim keys on it (the binding's `ToolOutcome.notice`). */
+export declare const enum IdleNoticeDecision {
+  Set = 'set',
+  AlreadyPending = 'already-pending',
+  NoCaller = 'no-caller',
+  OpenedByNotice = 'opened-by-notice',
+  NotLiveHere = 'not-live-here',
+  TooMany = 'too-many',
 }
 
 /**
