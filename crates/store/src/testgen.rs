@@ -376,7 +376,25 @@ pub fn frame(bytes: &[u8]) -> Vec<u8> {
     enc.finish().unwrap()
 }
 
-const DS: (&str, &str) = ("opencode-go-deepseek", "deepseek-flash");
+/// The provider and model every generated assistant turn names.
+pub const DS: (&str, &str) = ("opencode-go-deepseek", "deepseek-flash");
+
+/// xorshift64*: generated cases are reproducible from their seed.
+pub struct Rng(pub u64);
+impl Rng {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+    pub fn chance(&mut self, pct: u64) -> bool {
+        self.below(100) < pct
+    }
+}
 
 /// rc.8 main session: two turns, a tool round, a pruned tool result, a compaction, titles,
 /// one of our requests landed and one still queued, notices and injected context.

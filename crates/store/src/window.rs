@@ -361,28 +361,9 @@ mod tests {
     use crate::brief;
     use crate::events::{Header, Role};
     use crate::fold::Class;
-    use crate::testgen::LogBuilder;
+    use crate::testgen::{LogBuilder, Rng, DS};
     use serde_json::json;
     use std::io::Cursor;
-
-    /// xorshift64*: the cases are reproducible from their seed.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-        }
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n.max(1)
-        }
-        fn chance(&mut self, pct: u64) -> bool {
-            self.below(100) < pct
-        }
-    }
-
-    const DS: (&str, &str) = ("opencode-go-deepseek", "deepseek-flash");
 
     type NodeView = (u64, Role, Class, bool, bool, String, Option<String>, Loc);
 
