@@ -153,6 +153,15 @@ fn record_name(key: &str, pid: u32) -> String {
     format!("{key}.held-{pid}")
 }
 
+/// The request key and the holder's pid of a record's file name ([`record_name`]), or `None` for any
+/// other name: the one rule every scan of a shard classifies names by.
+fn parse_record_name(name: &str) -> Option<(&str, u32)> {
+    let (k, pid) = name.split_once(".held-")?;
+    let pid = pid.parse::<u32>().ok()?;
+    key_of(&format!("{}{k}", base::names::REQUEST_ID_PREFIX))?;
+    Some((k, pid))
+}
+
 /// Write `bytes` to `dest` through a private temp file; `replace: false` never replaces an existing
 /// `dest` (a hard link is made instead of a rename). Not synced: it is to survive the process, and a
 /// machine crash loses the host's unsynced inbox too.
@@ -452,16 +461,9 @@ pub fn recover(home: &Path, me: &Drainer, now_ms: i64) -> Vec<Redelivery> {
         let mut names: Vec<(String, u32, std::path::PathBuf)> = Vec::new();
         for e in rd.flatten().take(MAX_NAMES * 4) {
             let name = e.file_name();
-            let Some(name) = name.to_str() else { continue };
-            let Some((k, pid)) = name.split_once(".held-") else {
+            let Some((k, pid)) = name.to_str().and_then(parse_record_name) else {
                 continue;
             };
-            let Ok(pid) = pid.parse::<u32>() else {
-                continue;
-            };
-            if key_of(&format!("{}{k}", base::names::REQUEST_ID_PREFIX)).is_none() {
-                continue;
-            }
             let path = e.path();
             match fs::symlink_metadata(&path) {
                 Ok(m) if m.is_file() => names.push((k.to_string(), pid, path)),
@@ -598,16 +600,9 @@ fn records_in(d: &Path) -> Vec<(String, u32, std::path::PathBuf)> {
     let mut out = Vec::new();
     for e in rd.flatten().take(MAX_NAMES * 4) {
         let name = e.file_name();
-        let Some(name) = name.to_str() else { continue };
-        let Some((k, pid)) = name.split_once(".held-") else {
+        let Some((k, pid)) = name.to_str().and_then(parse_record_name) else {
             continue;
         };
-        let Ok(pid) = pid.parse::<u32>() else {
-            continue;
-        };
-        if key_of(&format!("{}{k}", base::names::REQUEST_ID_PREFIX)).is_none() {
-            continue;
-        }
         if fs::symlink_metadata(e.path()).is_ok_and(|m| m.is_file()) {
             out.push((k.to_string(), pid, e.path()));
         }
@@ -793,8 +788,7 @@ pub fn wake_candidate(home: &Path, me: &Drainer, now_ms: i64) -> Option<WakeCand
             .take(MAX_NAMES * 4)
             .filter_map(|e| {
                 let n = e.file_name().into_string().ok()?;
-                let (k, pid) = n.split_once(".held-")?;
-                let pid = pid.parse::<u32>().ok()?;
+                let (k, pid) = parse_record_name(&n)?;
                 let m = fs::symlink_metadata(e.path()).ok()?;
                 if !m.is_file() {
                     return None;
