@@ -198,18 +198,10 @@ pub fn next_hop(home: &Path, ev: &Evidence, request_id: &str) -> Hop {
         started: None,
         unverified: Some(why),
     };
-    let lines: Vec<ledger::Entry> = ledger::read_ledger(
-        home,
-        &Filter {
-            request_id: Some(landed.to_string()),
-            ..Filter::default()
-        },
-    )
-    .map(|r| r.entries)
-    .unwrap_or_default()
-    .into_iter()
-    .filter(|e| places(e) && mine(e).is_some_and(|id| ev.me.contains(id)))
-    .collect();
+    let lines: Vec<ledger::Entry> = lines_of(home, landed)
+        .into_iter()
+        .filter(|e| places(e) && mine(e).is_some_and(|id| ev.me.contains(id)))
+        .collect();
     let Some(first) = lines.first() else {
         return unverified(Unverified::UnknownRequest);
     };
@@ -441,18 +433,23 @@ pub fn human_spoke_in_chain(home: &Path, ev: &Evidence) -> Reset {
     walk(&mut logs, ev).unwrap_or_else(Reset::Unverified)
 }
 
+/// The ledger's lines of one request id (none when the ledger cannot be read: the walk then finds no
+/// sender or target through it).
+fn lines_of(home: &Path, rid: &str) -> Vec<ledger::Entry> {
+    let filter = Filter {
+        request_id: Some(rid.to_string()),
+        ..Filter::default()
+    };
+    ledger::read_ledger(home, &filter)
+        .map(|r| r.entries)
+        .unwrap_or_default()
+}
+
 fn walk(logs: &mut Logs<'_>, ev: &Evidence) -> Result<Reset, Gap> {
     // The targets a notice's watched send went to: the ledger's claim, checked by the landing.
     let watched_targets = |home: &Path, rid: &str, senders: &[String]| -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
-        let read = ledger::read_ledger(
-            home,
-            &Filter {
-                request_id: Some(rid.to_string()),
-                ..Filter::default()
-            },
-        );
-        for e in read.map(|r| r.entries).unwrap_or_default() {
+        for e in lines_of(home, rid) {
             if places(&e) && e.sender.as_ref().is_some_and(|s| senders.contains(s)) {
                 if let Some(t) = e.target {
                     if !out.contains(&t) && out.len() < MAX_SENDERS {
@@ -507,14 +504,7 @@ fn walk(logs: &mut Logs<'_>, ev: &Evidence) -> Result<Reset, Gap> {
             .map(str::to_string)
             .into_iter()
             .collect();
-        let read = ledger::read_ledger(
-            home,
-            &Filter {
-                request_id: Some(rid.clone()),
-                ..Filter::default()
-            },
-        );
-        for e in read.map(|r| r.entries).unwrap_or_default() {
+        for e in lines_of(home, &rid) {
             if places(&e) && e.target.as_deref() == Some(target.as_str()) {
                 if let Some(s) = e.sender {
                     if !senders.contains(&s) && senders.len() < MAX_SENDERS {
