@@ -511,7 +511,7 @@ pub fn withdraw_presence(dsh_home: Option<String>) {
 
 /// Claim what this process should deliver from the mailboxes of the sessions it holds live
 /// (`sessions`: their ids; `startedAt`: this process's presence record), on a worker thread. Each
-/// text is the one `mailbox::admit` rebuilt (framed, from a verified sender) under `config` (the
+/// text is the one `mail::admit` rebuilt (framed, from a verified sender) under `config` (the
 /// plugin's configuration as JSON, the core's keys; the defaults when absent or unreadable).
 #[napi(ts_return_type = "Promise<Array<MailboxEnvelope>>")]
 pub async fn mailbox_drain(
@@ -537,7 +537,11 @@ pub async fn mailbox_drain(
             mail_core::policy::held::state_of(&home, request_id, Some(session))
                 .is_some_and(|h| h.state == mail_core::policy::held::HeldState::Approved)
         };
-        mail_core::mailbox::drain_with(&home, &me, &cfg, &approved, now)
+        let checks = mail_core::mail::admit::Checks {
+            cfg: &cfg,
+            approved: &approved,
+        };
+        mail_core::mailbox::drain_with(&home, &me, &checks, now)
     })
     .await?;
     Ok(claimed)

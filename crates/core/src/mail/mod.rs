@@ -7,6 +7,7 @@
 //!
 //! The sender is always the runtime caller (`Caller::id()`), never a tool argument.
 
+pub mod admit;
 pub mod budget;
 pub mod chain;
 pub mod guard;

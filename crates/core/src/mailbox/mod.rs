@@ -30,7 +30,8 @@
 //! request id, session or name disagree is deleted unread. Names are classified before anything is
 //! opened: junk is unlinked, non-regular files with an envelope's name are unlinked unopened, other
 //! records of the shard are never touched, and none of them counts toward a cap. An envelope that
-//! passes is still a claim: [`admit`] delivers only the text it rebuilds from a verified sender.
+//! passes is still a claim: the drain delivers only the text its [`admit::Admit`] check (mail policy's,
+//! handed down) rebuilds from a verified sender.
 
 use std::fs;
 use std::io;
@@ -451,30 +452,17 @@ pub const MAX_SCAN: usize = 16_384;
 /// Most refused envelopes kept per shard (the oldest goes first).
 pub const MAX_REFUSED: usize = 64;
 
-/// Claim what the drainer should deliver now from the shards of its live sessions, oldest first, with
-/// the default limits and no approval of the human's ([`drain_with`]).
-pub fn drain(home: &Path, me: &Drainer, now_ms: i64) -> Vec<Claimed> {
-    drain_with(
-        home,
-        me,
-        &crate::config::Config::default(),
-        &|_, _| false,
-        now_ms,
-    )
-}
-
 /// Claim what the drainer should deliver now from the shards of its live sessions, oldest first.
-/// Each envelope is delivered only as [`admit::check`] rebuilds it (framed, from a sender its ledger
-/// line vouches for, after the checks a direct send passes, under `cfg`'s limits; `approved` says which
-/// held messages the human approved, `crate::policy::held`); one it refuses is
-/// moved aside (`<uuid>.refused`) with a rejected receipt. Housekeeping on the way: old receipts and
-/// temp files go, an envelope already settled (its receipt exists) is removed, an invalid one is
-/// deleted, junk names and non-regular files are removed without being opened or counted.
+/// Each envelope is delivered only as `admit` answers ([`admit::Admit`]: mail policy's check,
+/// `crate::mail::admit::Checks`, rebuilds its text framed, from a sender its ledger line vouches for,
+/// after the checks a direct send passes); one it refuses is moved aside (`<uuid>.refused`) with a
+/// rejected receipt. Housekeeping on the way: old receipts and temp files go, an envelope already
+/// settled (its receipt exists) is removed, an invalid one is deleted, junk names and non-regular files
+/// are removed without being opened or counted.
 pub fn drain_with(
     home: &Path,
     me: &Drainer,
-    cfg: &crate::config::Config,
-    approved: admit::Approved<'_>,
+    admit: &impl admit::Admit,
     now_ms: i64,
 ) -> Vec<Claimed> {
     let mut out = Vec::new();
@@ -582,9 +570,9 @@ pub fn drain_with(
             let verdict = if landed {
                 admit::Verdict::Deliver(String::new())
             } else {
-                admit::check(home, &env, cfg, approved, age)
+                admit.check(home, &env, age)
             };
-            if verdict == admit::Verdict::Wait {
+            if matches!(verdict, admit::Verdict::Wait) {
                 continue;
             }
             let mine = d.join(format!("{key}.claimed-{}", me.pid));

@@ -4,6 +4,16 @@ use std::os::unix::fs::PermissionsExt;
 
 const S: &str = "session-t";
 
+/// Drain as the binding does, under the default limits and with no approval of the human's.
+fn drain(h: &Path, me: &Drainer, now_ms: i64) -> Vec<Claimed> {
+    let cfg = crate::config::Config::default();
+    let checks = crate::mail::admit::Checks {
+        cfg: &cfg,
+        approved: &|_, _| false,
+    };
+    drain_with(h, me, &checks, now_ms)
+}
+
 fn rid(n: u8) -> String {
     format!("dsh-session-mail:00000000-0000-4000-8000-0000000000{n:02x}")
 }
@@ -672,7 +682,11 @@ fn a_held_line_vouches_only_with_the_humans_approval() {
         crate::ledger::append(h, &l).unwrap();
         let cfg = crate::config::Config::default();
         let yes = |s: &str, r: &str| approved && s == S && r == rid(1);
-        let got = drain_with(h, &me(std::process::id()), &cfg, &yes, 0);
+        let checks = crate::mail::admit::Checks {
+            cfg: &cfg,
+            approved: &yes,
+        };
+        let got = drain_with(h, &me(std::process::id()), &checks, 0);
         assert_eq!(got.len(), usize::from(approved), "approved {approved}");
         if !approved {
             assert_eq!(refused_code(h, 1).as_deref(), Some("unrecorded"));

@@ -1203,8 +1203,13 @@ fn owner_drains(
             started_at: 77,
             sessions: vec![id.into()],
         };
+        let cfg = crate::config::Config::default();
+        let checks = crate::mail::admit::Checks {
+            cfg: &cfg,
+            approved: &|_, _| false,
+        };
         for _ in 0..100 {
-            let got = mailbox::drain(&home, &me, 0);
+            let got = mailbox::drain_with(&home, &me, &checks, 0);
             if !got.is_empty() {
                 for c in &got {
                     let r = mailbox::Receipt {
@@ -1232,7 +1237,7 @@ async fn a_headless_owner_gets_the_message_through_its_mailbox_with_its_answer()
     // This process's own host must not be touched: nothing resumes a session held elsewhere.
     let env = Env::online(accept_all()).await;
     env.cold("session-b", json!({}));
-    // the sender is a session of this home (the owner's drain checks it: mailbox::admit)
+    // the sender is a session of this home (the owner's drain checks it: mail::admit)
     env.cold("session-me", json!({}));
     let pid = std::os::unix::process::parent_id();
     crate::presence::verify::testing::trust(pid);
@@ -1312,7 +1317,7 @@ async fn a_headless_owner_gets_the_message_through_its_mailbox_with_its_answer()
     assert_eq!(crate::mail::budget::counted(&l.entries).len(), 2);
 }
 
-/// The owner delivers only what its sender's ledger line vouches for (`mailbox::admit`), so the hand-off
+/// The owner delivers only what its sender's ledger line vouches for (`mail::admit`), so the hand-off
 /// writes that line before it posts: an envelope never exists without it. On a22cc95 the post came first —
 /// a sender killed (or slow, under load) between the two left an envelope the owner refuses as unrecorded
 /// (real-host-headless test 2), and a ledger that could not take the line left one every time: accepted,
@@ -1400,7 +1405,7 @@ async fn writer_held_then_a_headless_owner_appears_the_message_goes_to_its_mailb
     // its presence 300 ms later; the same request id is posted to its mailbox and it answers.
     let env = Env::online(|_, _| rpc_error("session/writer-held", "held")).await;
     env.cold("session-b", json!({}));
-    // the sender is a session of this home (the owner's drain checks it: mailbox::admit)
+    // the sender is a session of this home (the owner's drain checks it: mail::admit)
     env.cold("session-me", json!({}));
     let pid = std::os::unix::process::parent_id();
     crate::presence::verify::testing::trust(pid);
