@@ -375,11 +375,18 @@ pub struct Put {
 /// `dir` (`.<uuid>.tmp`, [`create_private`]: exclusive, never through a link), then take the name
 /// `dest` (in `dir`) as `put` says. The temp file never outlives the call.
 pub fn write_private(dir: &Path, dest: &Path, bytes: &[u8], put: Put) -> io::Result<()> {
+    write_private_parts(dir, dest, &[bytes], put)
+}
+
+/// [`write_private`] of `parts` one after the other (a tag and its body, without joining them first).
+pub fn write_private_parts(dir: &Path, dest: &Path, parts: &[&[u8]], put: Put) -> io::Result<()> {
     use std::io::Write;
     let tmp = dir.join(format!(".{}.tmp", uuid::Uuid::new_v4().simple()));
     let r = (|| {
         let mut f = create_private(&tmp)?;
-        f.write_all(bytes)?;
+        for p in parts {
+            f.write_all(p)?;
+        }
         if put.sync {
             f.sync_all()?;
         }

@@ -22,7 +22,7 @@
 //! `DSH_SESSION_MAIL_NO_CHECKPOINT=1` turns it off (the bench's baseline).
 
 use std::fs;
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
@@ -166,19 +166,9 @@ pub(crate) fn load<R: Read + Seek>(
     }
     let (dev, ino) = key?;
     let dir = dir_of(log)?;
-    if !private_dir(&dir) {
-        return None;
-    }
-    let bytes = read_private(&dir.join(file_name(log)), MAX_FILE)?;
-    let k = read_key(&dir)?;
-    if bytes.len() < 32 {
-        return None;
-    }
-    let (tag, body) = bytes.split_at(32);
-    if !base::seal::verify(k.bytes(), &[body], tag) {
-        return None;
-    }
-    let b: Body = serde_json::from_slice(body).ok()?;
+    let b: Body = read_sealed(&dir, &file_name(log), b"", MAX_FILE, |body| {
+        serde_json::from_slice(body).ok()
+    })?;
     let offset = b.fold.offset();
     if b.v != VERSION
         || b.path != log.to_string_lossy()
@@ -216,12 +206,6 @@ fn try_save<R: Read + Seek>(
         return None;
     }
     let dir = dir_of(log)?;
-    if !dir.exists() {
-        make_private_dir(&dir)?;
-    }
-    if !private_dir(&dir) {
-        return None;
-    }
     let (head, tail) = digests(file, offset)?;
     let body = serde_json::to_vec(&Body {
         v: VERSION,
@@ -233,20 +217,68 @@ fn try_save<R: Read + Seek>(
         fold: state,
     })
     .ok()?;
-    if body.len() as u64 + 32 > MAX_FILE {
+    write_sealed(
+        &dir,
+        &file_name(log),
+        b"",
+        &body,
+        MAX_FILE,
+        (".ckpt", MAX_FILES),
+    )
+}
+
+/// Read the signed file `name` of the private cache folder `dir` (at most `max` bytes: the
+/// HMAC-SHA256 of `domain` ‖ body under the folder's key, then the body) and `parse` its body; None
+/// when the folder or the file is not private, or the tag does not check out.
+pub(crate) fn read_sealed<T>(
+    dir: &Path,
+    name: &str,
+    domain: &[u8],
+    max: u64,
+    parse: impl FnOnce(&[u8]) -> Option<T>,
+) -> Option<T> {
+    if !private_dir(dir) {
         return None;
     }
-    let k = key_or_make(&dir)?;
-    let tag = base::seal::mac(k.bytes(), &[&body]);
-    let tmp = dir.join(format!("{}.tmp", uuid::Uuid::new_v4()));
-    let mut f = base::fsafe::create_private(&tmp).ok()?;
-    let ok = f.write_all(&tag).and_then(|_| f.write_all(&body)).is_ok();
-    drop(f);
-    if !ok || fs::rename(&tmp, dir.join(file_name(log))).is_err() {
-        let _ = fs::remove_file(&tmp);
+    let bytes = read_private(&dir.join(name), max)?;
+    let k = read_key(dir)?;
+    if bytes.len() < 32 {
         return None;
     }
-    prune(&dir);
+    let (tag, body) = bytes.split_at(32);
+    if !base::seal::verify(k.bytes(), &[domain, body], tag) {
+        return None;
+    }
+    parse(body)
+}
+
+/// Write `body` as the signed file `name` of the private cache folder `dir` (made 0700 when
+/// missing; the key made on first use): the tag, then the body, through
+/// [`base::fsafe::write_private_parts`] (a 0600 temp file, never through a link, renamed), then keep
+/// at most `keep` files of the folder ending in `ext`. None (nothing written) when the folder is not
+/// private or the file would be over `max` bytes. The read checkpoints and the listing index.
+pub(crate) fn write_sealed(
+    dir: &Path,
+    name: &str,
+    domain: &[u8],
+    body: &[u8],
+    max: u64,
+    (ext, keep): (&str, usize),
+) -> Option<()> {
+    if !dir.exists() {
+        make_private_dir(dir)?;
+    }
+    if !private_dir(dir) || body.len() as u64 + 32 > max {
+        return None;
+    }
+    let k = key_or_make(dir)?;
+    let tag = base::seal::mac(k.bytes(), &[domain, body]);
+    let put = base::fsafe::Put {
+        sync: false,
+        replace: true,
+    };
+    base::fsafe::write_private_parts(dir, &dir.join(name), &[&tag, body], put).ok()?;
+    prune_ext(dir, ext, keep);
     Some(())
 }
 
@@ -265,13 +297,8 @@ pub(crate) fn make_private_dir(d: &Path) -> Option<()> {
     fs::create_dir_all(d).ok()
 }
 
-/// Keep at most [`MAX_FILES`] checkpoints (the least recently written go).
-fn prune(dir: &Path) {
-    prune_ext(dir, ".ckpt", MAX_FILES);
-}
-
 /// Keep at most `max` files of `dir` whose names end in `ext` (the least recently written go).
-pub(crate) fn prune_ext(dir: &Path, ext: &str, max: usize) {
+fn prune_ext(dir: &Path, ext: &str, max: usize) {
     let Ok(rd) = fs::read_dir(dir) else { return };
     let mut files: Vec<(std::time::SystemTime, PathBuf)> = rd
         .flatten()
@@ -304,6 +331,7 @@ mod tests {
     use crate::testgen::{LogBuilder, Rng, DS};
     use serde_json::json;
     use std::io::Cursor;
+    use std::io::Write;
 
     /// A host-shaped session of random length: turns with tool rounds, titles, pruned tool
     /// results, compactions (head-anchored as rc.8 `selectCompactableRange` picks them, and

@@ -21,8 +21,6 @@
 //! `DSH_SESSION_MAIL_NO_LIST_INDEX=1` turns it off (the bench's baseline).
 
 use std::collections::HashMap;
-use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
@@ -215,33 +213,23 @@ fn file_name(home: &Path) -> String {
 /// The index of `home`, per project folder and folder name, if there is one that checks out.
 pub(crate) fn load(dir: &Path, home: &Path) -> Option<HashMap<PathBuf, ProjectIndex>> {
     let home_s = home.to_str()?;
-    if !crate::checkpoint::private_dir(dir) {
-        return None;
-    }
-    let bytes = crate::checkpoint::read_private(&dir.join(file_name(home)), MAX_FILE)?;
-    if bytes.len() < 32 {
-        return None;
-    }
-    let k = base::seal::read_key(&dir.join("key")).ok().flatten()?;
-    let (tag, body) = bytes.split_at(32);
-    if !base::seal::verify(k.bytes(), &[DOMAIN, body], tag) {
-        return None;
-    }
-    let b: RawBody = serde_json::from_slice(body).ok()?;
-    if b.v != VERSION || b.home != home_s {
-        return None;
-    }
-    let parsed = parse_projects(&b.projects)?;
-    let mut n = 0usize;
-    let mut out = HashMap::with_capacity(parsed.len());
-    for ((p, _), entries) in b.projects.iter().zip(parsed) {
-        n += entries.len();
-        if n > MAX_ENTRIES {
+    crate::checkpoint::read_sealed(dir, &file_name(home), DOMAIN, MAX_FILE, |body| {
+        let b: RawBody = serde_json::from_slice(body).ok()?;
+        if b.v != VERSION || b.home != home_s {
             return None;
         }
-        out.insert(PathBuf::from(p), entries);
-    }
-    Some(out)
+        let parsed = parse_projects(&b.projects)?;
+        let mut n = 0usize;
+        let mut out = HashMap::with_capacity(parsed.len());
+        for ((p, _), entries) in b.projects.iter().zip(parsed) {
+            n += entries.len();
+            if n > MAX_ENTRIES {
+                return None;
+            }
+            out.insert(PathBuf::from(p), entries);
+        }
+        Some(out)
+    })
 }
 
 /// Each project's entries, parsed on up to 8 threads (the available cores); None if one does
@@ -310,33 +298,20 @@ fn try_save(dir: &Path, home: &Path, projects: Vec<(PathBuf, Vec<Entry>)>) -> Op
         }
         body_projects.push((p.to_str()?.to_string(), entries));
     }
-    if !dir.exists() {
-        crate::checkpoint::make_private_dir(dir)?;
-    }
-    if !crate::checkpoint::private_dir(dir) {
-        return None;
-    }
     let body = serde_json::to_vec(&Body {
         v: VERSION,
         home: home_s,
         projects: body_projects,
     })
     .ok()?;
-    if body.len() as u64 + 32 > MAX_FILE {
-        return None;
-    }
-    let k = base::seal::key_or_make(&dir.join("key")).ok()?;
-    let tag = base::seal::mac(k.bytes(), &[DOMAIN, &body]);
-    let tmp = dir.join(format!("{}.tmp", uuid::Uuid::new_v4()));
-    let mut f = base::fsafe::create_private(&tmp).ok()?;
-    let ok = f.write_all(&tag).and_then(|_| f.write_all(&body)).is_ok();
-    drop(f);
-    if !ok || fs::rename(&tmp, dir.join(file_name(home))).is_err() {
-        let _ = fs::remove_file(&tmp);
-        return None;
-    }
-    crate::checkpoint::prune_ext(dir, ".lidx", MAX_FILES);
-    Some(())
+    crate::checkpoint::write_sealed(
+        dir,
+        &file_name(home),
+        DOMAIN,
+        &body,
+        MAX_FILE,
+        (".lidx", MAX_FILES),
+    )
 }
 
 /// The index file of `home` (tests forge and damage it).
