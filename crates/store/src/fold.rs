@@ -249,20 +249,30 @@ impl Surface {
         if si > ei {
             return Err(node);
         }
-        let mut i = self.find(si + 1);
-        while i <= ei && i < self.slots.len() {
+        self.remove_range(si + 1, ei + 1);
+        // The new node takes the first slot of the range (so it keeps its place).
+        self.put(si, node);
+        Ok(())
+    }
+
+    /// Remove the live nodes of the slots `from..to`.
+    fn remove_range(&mut self, from: usize, to: usize) {
+        let mut i = self.find(from);
+        while i < to && i < self.slots.len() {
             self.remove(i);
             i = self.find(i + 1);
         }
-        // The new node takes the first slot of the range (so it keeps its place).
-        if let Some(old) = self.slots[si].take() {
-            if self.pos.get(&old.seq) == Some(&si) {
+    }
+
+    /// Put `node` in the live slot `i`, in place of the node there.
+    fn put(&mut self, i: usize, node: Node) {
+        if let Some(old) = self.slots[i].take() {
+            if self.pos.get(&old.seq) == Some(&i) {
                 self.pos.remove(&old.seq);
             }
         }
-        self.pos.insert(node.seq, si);
-        self.slots[si] = Some(node);
-        Ok(())
+        self.pos.insert(node.seq, i);
+        self.slots[i] = Some(node);
     }
 
     /// Whether a live node has this seq.
@@ -276,18 +286,8 @@ impl Surface {
         let Some(&ei) = self.pos.get(&end) else {
             return Err(node);
         };
-        let mut i = self.find(0);
-        while i < ei {
-            self.remove(i);
-            i = self.find(i + 1);
-        }
-        if let Some(old) = self.slots[ei].take() {
-            if self.pos.get(&old.seq) == Some(&ei) {
-                self.pos.remove(&old.seq);
-            }
-        }
-        self.pos.insert(node.seq, ei);
-        self.slots[ei] = Some(node);
+        self.remove_range(0, ei);
+        self.put(ei, node);
         Ok(())
     }
 
