@@ -8,8 +8,8 @@ use store::Lookup;
 
 // verify
 
-/// Where a request id was looked for and what was found.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Where a request id was looked for and what was found (`Default`: nothing found, nothing searched).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Verification {
     pub fate: Fate,
     /// The session whose log holds it (or the one named).
@@ -73,38 +73,21 @@ fn lookup(home: &Path, request_id: &str, session: Option<&str>) -> Verification 
                     fate: trace.as_ref().map(fate_of).unwrap_or(Fate::Unknown),
                     session_id: Some(id.to_string()),
                     searched: 1,
-                    session_missing: false,
-                    waiting: None,
-                    awaiting_human: None,
-                    mailbox_refused: None,
                     trace,
-                    in_memory: None,
+                    ..Verification::default()
                 }
             }
             _ => Verification {
-                fate: Fate::Unknown,
                 session_id: Some(id.to_string()),
-                searched: 0,
                 session_missing: true,
-                waiting: None,
-                awaiting_human: None,
-                mailbox_refused: None,
-                trace: None,
-                in_memory: None,
+                ..Verification::default()
             },
         };
     }
     let listing = store::list_sessions(home);
     let mut best = Verification {
-        fate: Fate::Unknown,
-        session_id: None,
         searched: listing.sessions.len(),
-        session_missing: false,
-        waiting: None,
-        awaiting_human: None,
-        mailbox_refused: None,
-        trace: None,
-        in_memory: None,
+        ..Verification::default()
     };
     for s in &listing.sessions {
         if let Some(t) = s.fold.requests.get(request_id) {

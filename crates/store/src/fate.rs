@@ -4,23 +4,15 @@
 use crate::fold::RequestTrace;
 
 /// What the store says about one request id.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Fate {
     /// Landed as a `user/message` at this seq (turn if known).
-    Landed {
-        seq: u64,
-        turn: Option<u64>,
-    },
+    Landed { seq: u64, turn: Option<u64> },
     /// Inserted into the inbox (`next-turn` or `next-step`) at this seq, not landed yet.
-    Queued {
-        seq: u64,
-        target: String,
-    },
+    Queued { seq: u64, target: String },
     /// Inserted, then removed with `outcome: canceled` before landing.
-    Canceled {
-        seq: u64,
-        target: String,
-    },
+    Canceled { seq: u64, target: String },
+    #[default]
     Unknown,
 }
 

@@ -177,12 +177,9 @@ mod tests {
             fate,
             session_id: Some("session-b".into()),
             searched: 1,
-            session_missing: false,
-            waiting: None,
-            awaiting_human: None,
-            mailbox_refused: None,
             trace,
             in_memory,
+            ..Verification::default()
         }
     }
 
