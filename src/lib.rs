@@ -238,6 +238,7 @@ pub fn project_key(cwd: String) -> Option<String> {
 
 /// The session a CLI send is signed as by default, or why there is none.
 #[napi(object, use_nullable = true)]
+#[derive(Default)]
 pub struct DefaultSender {
     pub ok: bool,
     pub id: Option<String>,
@@ -263,18 +264,16 @@ pub fn default_sender(dsh_home: Option<String>, cwd: String) -> DefaultSender {
             error: None,
         },
         Err(e) => DefaultSender {
-            ok: false,
-            id: None,
-            log_path: None,
-            modified_ms: None,
             project,
             error: Some(e.to_string()),
+            ..DefaultSender::default()
         },
     }
 }
 
 /// `sessions_list` as data, or its refusal (`ok: false`, `code`, `text`).
 #[napi(object, use_nullable = true)]
+#[derive(Default)]
 pub struct Listing {
     pub ok: bool,
     pub code: Option<RefusalCode>,
@@ -289,38 +288,59 @@ pub struct Listing {
 /// `sessions_list` over the store; `request` is a ToolRequest (tool `sessions_list`).
 #[napi(ts_return_type = "Promise<Listing>")]
 pub fn list_sessions(env: &Env, request: String) -> Result<AsyncBlock<Listing>, ErrorCode> {
-    let req: mail_core::request::ToolRequest = parse(&request, "list request")?;
+    tool_data(
+        env,
+        &request,
+        "list request",
+        mail_core::cli::data::list_data,
+        |l| Listing {
+            ok: true,
+            dsh_home: Some(l.dsh_home),
+            shown: Some(l.shown as u32),
+            considered: Some(l.considered as u32),
+            rows: Some(l.rows),
+            notes: Some(l.notes),
+            ..Listing::default()
+        },
+        |code, text| Listing {
+            code: Some(code),
+            text: Some(text),
+            ..Listing::default()
+        },
+    )
+}
+
+/// A data export over a ToolRequest (`what` names it in the error of a malformed one, which throws
+/// `E_BAD_REQUEST` before any work starts): `data` on the blocking pool, its value shaped by `ok`, a
+/// refusal by `refused` (its code and text).
+fn tool_data<D, T>(
+    env: &Env,
+    request: &str,
+    what: &str,
+    data: fn(
+        &std::path::Path,
+        &mail_core::request::ToolRequest,
+    ) -> std::result::Result<D, mail_core::outcome::Refusal>,
+    ok: fn(D) -> T,
+    refused: fn(RefusalCode, String) -> T,
+) -> BindingResult<AsyncBlock<T>>
+where
+    D: Send + 'static,
+    T: ToNapiValue + Send + 'static,
+{
+    let req: mail_core::request::ToolRequest = parse(request, what)?;
     let home = home_of(req.host.dsh_home.as_deref());
     promise(env, async move {
-        Ok(
-            match blocking(move || mail_core::cli::data::list_data(&home, &req)).await? {
-                Ok(l) => Listing {
-                    ok: true,
-                    code: None,
-                    text: None,
-                    dsh_home: Some(l.dsh_home),
-                    shown: Some(l.shown as u32),
-                    considered: Some(l.considered as u32),
-                    rows: Some(l.rows),
-                    notes: Some(l.notes),
-                },
-                Err(r) => Listing {
-                    ok: false,
-                    code: Some(r.code()),
-                    text: Some(r.render()),
-                    dsh_home: None,
-                    shown: None,
-                    considered: None,
-                    rows: None,
-                    notes: None,
-                },
-            },
-        )
+        Ok(match blocking(move || data(&home, &req)).await? {
+            Ok(d) => ok(d),
+            Err(r) => refused(r.code(), r.render()),
+        })
     })
 }
 
 /// `sessions_read` as data, or its refusal (`ok: false`, `code`, `text`).
 #[napi(object, use_nullable = true)]
+#[derive(Default)]
 pub struct ReadWindow {
     pub ok: bool,
     pub code: Option<RefusalCode>,
@@ -335,34 +355,26 @@ pub struct ReadWindow {
 /// `sessions_read` of a stored session; `request` is a ToolRequest (tool `sessions_read`).
 #[napi(ts_return_type = "Promise<ReadWindow>")]
 pub fn read_session(env: &Env, request: String) -> Result<AsyncBlock<ReadWindow>, ErrorCode> {
-    let req: mail_core::request::ToolRequest = parse(&request, "read request")?;
-    let home = home_of(req.host.dsh_home.as_deref());
-    promise(env, async move {
-        Ok(
-            match blocking(move || mail_core::cli::data::read_data(&home, &req)).await? {
-                Ok(w) => ReadWindow {
-                    ok: true,
-                    code: None,
-                    text: None,
-                    session: Some(w.session),
-                    messages: Some(w.messages),
-                    omitted: Some(w.omitted),
-                    hidden: Some(w.hidden),
-                    notes: Some(w.notes),
-                },
-                Err(r) => ReadWindow {
-                    ok: false,
-                    code: Some(r.code()),
-                    text: Some(r.render()),
-                    session: None,
-                    messages: None,
-                    omitted: None,
-                    hidden: None,
-                    notes: None,
-                },
-            },
-        )
-    })
+    tool_data(
+        env,
+        &request,
+        "read request",
+        mail_core::cli::data::read_data,
+        |w| ReadWindow {
+            ok: true,
+            session: Some(w.session),
+            messages: Some(w.messages),
+            omitted: Some(w.omitted),
+            hidden: Some(w.hidden),
+            notes: Some(w.notes),
+            ..ReadWindow::default()
+        },
+        |code, text| ReadWindow {
+            code: Some(code),
+            text: Some(text),
+            ..ReadWindow::default()
+        },
+    )
 }
 
 /// Look a request id up in `sessionId`'s log, else in the log of the target the ledger names,
@@ -424,6 +436,7 @@ pub async fn probe_host(
 
 /// The audit ledger, or why it could not be read (`ok: false`, `error`).
 #[napi(object, object_from_js = false, use_nullable = true)]
+#[derive(Default)]
 pub struct Ledger {
     pub ok: bool,
     pub error: Option<String>,
@@ -456,23 +469,17 @@ pub async fn read_ledger(
         match blocking(move || mail_core::cli::data::ledger_view(&home, &filter)).await? {
             Ok(v) => Ledger {
                 ok: true,
-                error: None,
                 path: Some(v.path),
                 entries: Some(v.entries),
                 files: Some(v.files as u32),
                 unreadable: Some(v.unreadable as u32),
                 torn_tail: Some(v.torn_tail),
                 text: Some(v.text),
+                ..Ledger::default()
             },
             Err(why) => Ledger {
-                ok: false,
                 error: Some(why.to_string()),
-                path: None,
-                entries: None,
-                files: None,
-                unreadable: None,
-                torn_tail: None,
-                text: None,
+                ..Ledger::default()
             },
         },
     )
