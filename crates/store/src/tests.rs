@@ -389,6 +389,14 @@ fn garbage_between_frames_is_skipped() {
     assert_eq!(f.surface.len(), 6);
 }
 
+/// Each of `wanted` is in `notes`.
+#[track_caller]
+fn assert_notes(notes: &str, wanted: &[&str]) {
+    for w in wanted {
+        assert!(notes.contains(w), "{w:?} is not in {notes}");
+    }
+}
+
 fn home_with(files: Vec<(String, Vec<u8>)>) -> tempfile::TempDir {
     let d = tempfile::tempdir().unwrap();
     write_tree(d.path(), &fixture_files());
@@ -421,24 +429,17 @@ fn bad_logs_give_notes_and_the_rest_is_listed() {
     assert!(ids.contains(&MAIN) && ids.contains(&"s-lines"), "{ids:?}");
     assert_eq!(l.sessions.len(), 7);
     let notes = l.notes.iter().map(note_text).collect::<Vec<_>>().join("\n");
-    assert!(
-        notes.contains("--bad--/s-header/session.jsonl.zstd: header line is not valid JSON"),
-        "{notes}"
+    assert_notes(
+        &notes,
+        &[
+            "--bad--/s-header/session.jsonl.zstd: header line is not valid JSON",
+            "s-notheader/session.jsonl.zstd: first line is not a session header",
+            "s-empty/session.jsonl.zstd: empty log",
+            "s-nolog: no session log",
+            "s-lines/session.jsonl.zstd: line 8: invalid JSON",
+            "invalid UTF-8",
+        ],
     );
-    assert!(
-        notes.contains("s-notheader/session.jsonl.zstd: first line is not a session header"),
-        "{notes}"
-    );
-    assert!(
-        notes.contains("s-empty/session.jsonl.zstd: empty log"),
-        "{notes}"
-    );
-    assert!(notes.contains("s-nolog: no session log"), "{notes}");
-    assert!(
-        notes.contains("s-lines/session.jsonl.zstd: line 8: invalid JSON"),
-        "{notes}"
-    );
-    assert!(notes.contains("invalid UTF-8"), "{notes}");
     assert!(!notes.contains("stray-file"), "{notes}");
     // A broken session is reported by a lookup, not silently "not found".
     assert!(
@@ -518,8 +519,7 @@ fn unreadable_dirs_symlink_loops_and_aliases() {
     let l = list_sessions(home.path());
     fs::set_permissions(&locked, fs::Permissions::from_mode(0o755)).unwrap();
     let notes = l.notes.iter().map(note_text).collect::<Vec<_>>().join("\n");
-    assert!(notes.contains("loop: unreadable"), "{notes}");
-    assert!(notes.contains("--p--/dangling: unreadable"), "{notes}");
+    assert_notes(&notes, &["loop: unreadable", "--p--/dangling: unreadable"]);
     if !root_can_read {
         assert!(
             notes.contains("--locked--: unreadable directory"),
@@ -1103,26 +1103,16 @@ mod briefs {
         );
         let l = list_briefs(d.path());
         let notes = l.notes.iter().map(note_text).collect::<Vec<_>>().join("\n");
-        assert!(
-            notes.contains("--bad--/s-header/session.jsonl.zstd: header line is not valid JSON"),
-            "{notes}"
-        );
-        assert!(
-            notes.contains("s-empty/session.jsonl.zstd: empty log"),
-            "{notes}"
-        );
-        assert!(notes.contains("s-nolog: no session log"), "{notes}");
-        assert!(
-            notes.contains("--torn--/s-brief/session.jsonl.zstd: torn last frame at byte"),
-            "{notes}"
-        );
-        assert!(
-            notes.contains("--bad--/s-brief/session.jsonl.zstd: byte "),
-            "{notes}"
-        );
-        assert!(
-            notes.contains("s-claims/session.jsonl.zstd: its header claims the id s-brief but the folder is not named after it"),
-            "{notes}"
+        assert_notes(
+            &notes,
+            &[
+                "--bad--/s-header/session.jsonl.zstd: header line is not valid JSON",
+                "s-empty/session.jsonl.zstd: empty log",
+                "s-nolog: no session log",
+                "--torn--/s-brief/session.jsonl.zstd: torn last frame at byte",
+                "--bad--/s-brief/session.jsonl.zstd: byte ",
+                "s-claims/session.jsonl.zstd: its header claims the id s-brief but the folder is not named after it",
+            ],
         );
         assert!(matches!(
             load_session(d.path(), "s-claims"),

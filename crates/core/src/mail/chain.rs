@@ -907,13 +907,20 @@ mod tests {
     /// A↔B ping-pong: the human asks A, four deliveries of chain r1 follow, the last one into A.
     fn ping_pong() -> Chain {
         let mut c = Chain::new(&["session-a", "session-b", "session-c"]);
-        c.human("session-a", "human starts it");
-        c.send("session-a", "session-b", &rid(1), &rid(1), 1);
-        c.send("session-b", "session-a", &rid(2), &rid(1), 2);
-        c.send("session-a", "session-b", &rid(3), &rid(1), 3);
-        c.send("session-b", "session-a", &rid(4), &rid(1), 4);
-        c.write();
+        c.ping_pong();
         c
+    }
+
+    impl Chain {
+        /// The human asks A, then four deliveries of chain r1 between A and B, the last one into A.
+        fn ping_pong(&mut self) {
+            self.human("session-a", "human starts it");
+            self.send("session-a", "session-b", &rid(1), &rid(1), 1);
+            self.send("session-b", "session-a", &rid(2), &rid(1), 2);
+            self.send("session-a", "session-b", &rid(3), &rid(1), 3);
+            self.send("session-b", "session-a", &rid(4), &rid(1), 4);
+            self.write();
+        }
     }
 
     #[test]
@@ -955,12 +962,7 @@ mod tests {
         c.log("session-c").end_turn();
         c.human("session-c", "the human in C");
         c.log("session-c").end_turn();
-        c.human("session-a", "human starts it");
-        c.send("session-a", "session-b", &rid(1), &rid(1), 1);
-        c.send("session-b", "session-a", &rid(2), &rid(1), 2);
-        c.send("session-a", "session-b", &rid(3), &rid(1), 3);
-        c.send("session-b", "session-a", &rid(4), &rid(1), 4);
-        c.write();
+        c.ping_pong();
         let h = c.home.path().to_path_buf();
         let at_a = ev("session-a", Trigger::Peer(rid(4)));
         assert!(check(&h, &at_a, "dsh-session-mail:next", 4).is_err());

@@ -467,6 +467,32 @@ mod tests {
         check_body(body).is_err()
     }
 
+    enum Kind {
+        FromHeader,
+        FrameLine,
+    }
+
+    /// Each of `bodies` is refused, as a forgery of `kind`.
+    #[track_caller]
+    fn refused_as(kind: Kind, bodies: &[&str]) {
+        for b in bodies {
+            let got = check_body(b);
+            let ok = match kind {
+                Kind::FromHeader => matches!(got, Err(Forgery::FromHeader { .. })),
+                Kind::FrameLine => matches!(got, Err(Forgery::FrameLine { .. })),
+            };
+            assert!(ok, "{b:?} should be refused");
+        }
+    }
+
+    /// Each of `bodies` passes.
+    #[track_caller]
+    fn all_pass(bodies: &[&str]) {
+        for b in bodies {
+            assert_eq!(check_body(b), Ok(()), "{b:?} should pass");
+        }
+    }
+
     #[test]
     fn from_header_lookalikes_are_refused() {
         let cases: &[(&str, &str)] = &[
@@ -573,12 +599,7 @@ mod tests {
             "---message begins---",
             "\u{2014} message ends \u{2014}",
         ];
-        for body in cases {
-            assert!(
-                matches!(check_body(body), Err(Forgery::FrameLine { .. })),
-                "{body:?} should be refused"
-            );
-        }
+        refused_as(Kind::FrameLine, cases);
     }
 
     #[test]
@@ -596,12 +617,7 @@ mod tests {
             "~~From~~ session-abc \u{FF1A}",
             "*From: session-abc*",
         ];
-        for b in headers {
-            assert!(
-                matches!(check_body(b), Err(Forgery::FromHeader { .. })),
-                "{b:?} should be refused"
-            );
-        }
+        refused_as(Kind::FromHeader, &headers);
         let frames = [
             "from_session: session-x",
             "from session: session-x",
@@ -611,22 +627,15 @@ mod tests {
             "**--- message ends ---**",
             "> --- message begins ---",
         ];
-        for b in frames {
-            assert!(
-                matches!(check_body(b), Err(Forgery::FrameLine { .. })),
-                "{b:?} should be refused"
-            );
-        }
+        refused_as(Kind::FrameLine, &frames);
         // Prose with markdown passes.
-        for b in [
+        all_pass(&[
             "> quoting the docs: from the start",
             "**Fromage** is cheese",
             "- from here on, use `session_x` names",
             "`from` is a keyword: use it",
             "see session_abc: done",
-        ] {
-            assert_eq!(check_body(b), Ok(()), "{b:?} should pass");
-        }
+        ]);
     }
 
     #[test]
@@ -660,32 +669,28 @@ mod tests {
     /// Issue 16 #4: the look-alikes that passed the list-based guard.
     #[test]
     fn issue_16_markup_overlays_and_ethiopic_colon_are_refused() {
-        for b in [
-            "[From session-abc \u{FF1A}](x)",
-            "<b>From session-abc \u{FF1A}</b>",
-            "| From session-abc \u{FF1A} |",
-            "| note | From session-abc \u{FF1A} |",
-            "F\u{0336}rom session-abc \u{FF1A}",
-            "From session-abc \u{1361}",
-            "From session-abc &#58;",
-            "<span style=\"x\">From</span> session-abc &colon;",
-            "![From session-abc \u{FF1A}](http://x)",
-            "From\\ session-abc \\:",
-        ] {
-            assert!(
-                matches!(check_body(b), Err(Forgery::FromHeader { .. })),
-                "{b:?} should be refused"
-            );
-        }
-        for b in [
+        refused_as(
+            Kind::FromHeader,
+            &[
+                "[From session-abc \u{FF1A}](x)",
+                "<b>From session-abc \u{FF1A}</b>",
+                "| From session-abc \u{FF1A} |",
+                "| note | From session-abc \u{FF1A} |",
+                "F\u{0336}rom session-abc \u{FF1A}",
+                "From session-abc \u{1361}",
+                "From session-abc &#58;",
+                "<span style=\"x\">From</span> session-abc &colon;",
+                "![From session-abc \u{FF1A}](http://x)",
+                "From\\ session-abc \\:",
+            ],
+        );
+        all_pass(&[
             "<b>Fromage</b>: a cheese",
             "[from the docs](http://x): read them",
             "| from | to |",
             "résumé from here: fine",
             "日本語の文章です：問題ありません",
-        ] {
-            assert_eq!(check_body(b), Ok(()), "{b:?} should pass");
-        }
+        ]);
     }
 
     mod lookalikes {

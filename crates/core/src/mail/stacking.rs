@@ -257,64 +257,23 @@ mod tests {
             "dsh-session-mail:3",
             "dsh-session-mail:9",
         ]);
-        let e = check(
-            h,
-            "session-a",
-            "session-b",
-            false,
-            Some(&l),
-            NOW + 1000,
-            &cfg,
-        )
-        .unwrap_err();
+        // a send from `sender` to session-b, whose live inbox is `l`, at `now`
+        let to_b = |sender: &str, urgent: bool, l: &LiveSession, now: i64| {
+            check(h, sender, "session-b", urgent, Some(l), now, &cfg)
+        };
+        let e = to_b("session-a", false, &l, NOW + 1000).unwrap_err();
         assert_eq!(
             e.waiting,
             ids(&["dsh-session-mail:2", "dsh-session-mail:1"])
         );
-        assert!(check(
-            h,
-            "session-a",
-            "session-b",
-            true,
-            Some(&l),
-            NOW + 1000,
-            &cfg
-        )
-        .is_ok());
+        assert!(to_b("session-a", true, &l, NOW + 1000).is_ok());
         // session-x has only one waiting
-        assert!(check(
-            h,
-            "session-x",
-            "session-b",
-            false,
-            Some(&l),
-            NOW + 1000,
-            &cfg
-        )
-        .is_ok());
+        assert!(to_b("session-x", false, &l, NOW + 1000).is_ok());
         // once the target claimed one, the next queue send passes
         let l = live_with(&["dsh-session-mail:2"]);
-        assert!(check(
-            h,
-            "session-a",
-            "session-b",
-            false,
-            Some(&l),
-            NOW + 1000,
-            &cfg
-        )
-        .is_ok());
+        assert!(to_b("session-a", false, &l, NOW + 1000).is_ok());
         // older than the lookback: forgotten
         let l = live_with(&["dsh-session-mail:1", "dsh-session-mail:2"]);
-        assert!(check(
-            h,
-            "session-a",
-            "session-b",
-            false,
-            Some(&l),
-            NOW + LOOKBACK_MS + 1,
-            &cfg
-        )
-        .is_ok());
+        assert!(to_b("session-a", false, &l, NOW + LOOKBACK_MS + 1).is_ok());
     }
 }

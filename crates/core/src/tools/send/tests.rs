@@ -175,102 +175,80 @@ fn accept_all() -> impl Fn(usize, &Recorded) -> Act + Send + Sync + 'static {
 fn bad_argument_cases() -> Vec<(&'static str, Value, &'static str)> {
     let ssm = "send_session_message";
     let ss = "sessions_send";
-    vec![
-        (ssm, json!({}), "toSessionId"),
+    // (tool, the argument the first problem names, the arguments of each case as JSON)
+    let groups: [(&str, &str, &[&str]); 9] = [
         (
             ssm,
-            json!({"toSessionId": 5, "message": "x"}),
             "toSessionId",
+            &[
+                r#"{}"#,
+                r#"{"toSessionId": 5, "message": "x"}"#,
+                r#"{"toSessionId": "", "message": "x"}"#,
+                r#"{"toSessionId": "session-x\u0007", "message": "x"}"#,
+                r#"{"toSessionId": "session-x\n", "message": "x"}"#,
+                r#"{"toSessionId": "session-x\t", "message": "x"}"#,
+            ],
         ),
         (
             ssm,
-            json!({"toSessionId": "", "message": "x"}),
-            "toSessionId",
-        ),
-        (
-            ssm,
-            json!({"toSessionId": "session-x\u{7}", "message": "x"}),
-            "toSessionId",
-        ),
-        (
-            ssm,
-            json!({"toSessionId": "session-x\n", "message": "x"}),
-            "toSessionId",
-        ),
-        (
-            ssm,
-            json!({"toSessionId": "session-x\t", "message": "x"}),
-            "toSessionId",
-        ),
-        (ssm, json!({"toSessionId": "session-x"}), "message"),
-        (
-            ssm,
-            json!({"toSessionId": "session-x", "message": ["a"]}),
             "message",
+            &[
+                r#"{"toSessionId": "session-x"}"#,
+                r#"{"toSessionId": "session-x", "message": ["a"]}"#,
+                r#"{"toSessionId": "session-x", "message": "a\u001b[2J"}"#,
+            ],
         ),
         (
             ssm,
-            json!({"toSessionId": "session-x", "message": "a\u{1b}[2J"}),
-            "message",
-        ),
-        (
-            ssm,
-            json!({"toSessionId": "session-x", "message": "x", "urgent": "true"}),
             "urgent",
+            &[
+                r#"{"toSessionId": "session-x", "message": "x", "urgent": "true"}"#,
+                r#"{"toSessionId": "session-x", "message": "x", "urgent": 1}"#,
+                r#"{"toSessionId": "session-x", "message": "x", "urgent": null}"#,
+            ],
         ),
         (
             ssm,
-            json!({"toSessionId": "session-x", "message": "x", "urgent": 1}),
-            "urgent",
-        ),
-        (
-            ssm,
-            json!({"toSessionId": "session-x", "message": "x", "urgent": null}),
-            "urgent",
-        ),
-        (
-            ssm,
-            json!({"toSessionId": "session-x", "message": "x", "mode": "steer"}),
             "mode",
+            &[r#"{"toSessionId": "session-x", "message": "x", "mode": "steer"}"#],
         ),
         (
             ssm,
-            json!({"toSessionId": "session-x", "message": "x", "from": "session-boss"}),
             "from",
+            &[r#"{"toSessionId": "session-x", "message": "x", "from": "session-boss"}"#],
         ),
         (
             ss,
-            json!({"session_id": "session-x", "message": "x", "mode": "fast"}),
             "mode",
+            &[
+                r#"{"session_id": "session-x", "message": "x", "mode": "fast"}"#,
+                r#"{"session_id": "session-x", "message": "x", "mode": "Steer"}"#,
+                r#"{"session_id": "session-x", "message": "x", "mode": true}"#,
+            ],
         ),
         (
             ss,
-            json!({"session_id": "session-x", "message": "x", "mode": "Steer"}),
-            "mode",
-        ),
-        (
-            ss,
-            json!({"session_id": "session-x", "message": "x", "mode": true}),
-            "mode",
-        ),
-        (
-            ss,
-            json!({"sessionId": "session-x", "message": "x"}),
             "session_id",
+            &[
+                r#"{"sessionId": "session-x", "message": "x"}"#,
+                r#"{"session_id": {"id": "x"}, "message": "x"}"#,
+            ],
         ),
         (
             ss,
-            json!({"session_id": "session-x", "message": "x", "urgent": true}),
             "urgent",
+            &[r#"{"session_id": "session-x", "message": "x", "urgent": true}"#],
         ),
-        (ss, json!("session-x"), "arguments"),
-        (ss, json!([1, 2]), "arguments"),
-        (
-            ss,
-            json!({"session_id": {"id": "x"}, "message": "x"}),
-            "session_id",
-        ),
-    ]
+        (ss, "arguments", &[r#""session-x""#, r#"[1, 2]"#]),
+    ];
+    groups
+        .into_iter()
+        .flat_map(|(tool, name, cases)| {
+            cases
+                .iter()
+                .map(move |args| (tool, serde_json::from_str(args).unwrap(), name))
+        })
+        .collect()
 }
 
 #[tokio::test]
@@ -1497,8 +1475,9 @@ async fn writer_held_for_a_cold_target_is_a_readable_refusal_naming_no_route() {
     );
 }
 
-#[tokio::test]
-async fn may_have_landed_says_how_to_check() {
+/// A send to an idle live peer whose prompt's connection is reset and whose history lookup answers
+/// 503: it may have landed.
+async fn may_have_landed_send() -> (Env, SendResult) {
     let env = Env::online(|_, r: &Recorded| {
         if r.path == "/api/session.history" {
             Act::Reply(503, "busy".into())
@@ -1510,6 +1489,12 @@ async fn may_have_landed_says_how_to_check() {
     let mut r = env.sessions_send("session-peer", "hi");
     r.live = vec![live("session-peer", "idle", json!({}))];
     let out = send(&r).await;
+    (env, out)
+}
+
+#[tokio::test]
+async fn may_have_landed_says_how_to_check() {
+    let (env, out) = may_have_landed_send().await;
     match &out.outcome {
         SendOutcome::MayHaveLanded { context, .. } => {
             assert_eq!(context.target, "session-peer");

@@ -518,17 +518,7 @@ async fn mailbox_route() {
 
 #[tokio::test]
 async fn undelivered() {
-    let env = Env::online(|_, r: &Recorded| {
-        if r.path == "/api/session.history" {
-            Act::Reply(503, "busy".into())
-        } else {
-            Act::Reset
-        }
-    })
-    .await;
-    let mut r = env.sessions_send("session-peer", "hi");
-    r.live = vec![live("session-peer", "idle", json!({}))];
-    let out = send(&r).await;
+    let (_env, out) = may_have_landed_send().await;
     let id = rid(&out);
     let SendOutcome::MayHaveLanded { detail, .. } = &out.outcome else {
         panic!("{out:?}")
