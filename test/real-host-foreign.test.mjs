@@ -18,21 +18,12 @@ import { cpSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import {
   makeSandbox, packAndInstall, bootWeb, initProfile, callTool, readSessionLog, findSessionLog, waitForLog,
-  userTexts, isIdle, turnEndCount, printMetrics, REPO_ROOT, sleep, esc,
+  userTexts, isIdle, turnEndCount, printMetrics, REPO_ROOT, sleep, esc, idleSession, assertOneHistory,
 } from './real-host/harness.mjs'
 
 /** User messages of ours (the plugin's request ids) in a session's log. */
 function ours(events) {
   return userTexts(events).filter(u => (u.source?.rpcId ?? '').startsWith('dsh-session-mail:'))
-}
-
-/** One writer, one history: the seq of the log only goes up (a fork shows as a seq that repeats or goes back). */
-function assertOneHistory(home, id) {
-  const seqs = readSessionLog(findSessionLog(home, id)).map(e => e.seq).filter(s => s !== undefined)
-  for (let i = 1; i < seqs.length; i++) {
-    assert.ok(seqs[i] > seqs[i - 1], `seq ${seqs[i]} after ${seqs[i - 1]} in ${id}: the history forked (${seqs.slice(Math.max(0, i - 3), i + 3)})`)
-  }
-  return seqs
 }
 
 describe('a session live in an rc.8 process without dsh-session-mail is never woken here', () => {
@@ -47,22 +38,14 @@ describe('a session live in an rc.8 process without dsh-session-mail is never wo
     packAndInstall(pdir, REPO_ROOT, { mode: 'manual' })
     // C: written by a process that has exited before the others start (truly cold)
     const web0 = await bootWeb(box)
-    C = await web0.createSession(box.mkdir('ws-c'))
-    await web0.prompt(C, 'hello from C')
-    await web0.waitFor(C, ev => turnEndCount(ev) >= 1 && isIdle(ev))
+    C = await idleSession(web0, box.mkdir('ws-c'), 'hello from C')
     // D: also written before the others start; process 2 will resume it without a turn
-    D = await web0.createSession(box.mkdir('ws-d'))
-    await web0.prompt(D, 'hello from D')
-    await web0.waitFor(D, ev => turnEndCount(ev) >= 1 && isIdle(ev))
+    D = await idleSession(web0, box.mkdir('ws-d'), 'hello from D')
     await web0.stop()
     await sleep(1000) // C is last written well before the next processes start
     ;[web1, web2] = await Promise.all([bootWeb(box), bootWeb(box, { profile: 'plain' })])
-    A = await web1.createSession(box.ws)
-    await web1.prompt(A, 'hello from A')
-    await web1.waitFor(A, ev => turnEndCount(ev) >= 1 && isIdle(ev))
-    B = await web2.createSession(box.mkdir('ws-b'))
-    await web2.prompt(B, 'hello from B')
-    await web2.waitFor(B, ev => turnEndCount(ev) >= 1 && isIdle(ev))
+    A = await idleSession(web1, box.ws, 'hello from A')
+    B = await idleSession(web2, box.mkdir('ws-b'), 'hello from B')
   })
   after(async () => {
     printMetrics('session-mail-foreign', m)

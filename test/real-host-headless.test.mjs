@@ -14,9 +14,8 @@ import { spawn, spawnSync, execFileSync } from 'node:child_process'
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import {
-  makeSandbox, packAndInstall, bootWeb, initProfile, callTool, readSessionLog, findSessionLog, userTexts,
-  isIdle, turnEndCount, printMetrics, REPO_ROOT, sleep, esc, requestIdOf, landedCount, hasLog, headlessOwner,
-  runHeadless,
+  makeSandbox, bootWeb, callTool, readSessionLog, findSessionLog, isIdle, printMetrics, REPO_ROOT, sleep, esc,
+  requestIdOf, landedCount, headlessOwner, runHeadless, webAndHeadless, idleSession,
 } from './real-host/harness.mjs'
 
 function assertOneHistory(events, id) {
@@ -30,12 +29,7 @@ describe('dsh-session-mail: a send to a session live in a headless rc.8 process 
 
   before(async () => {
     box = await makeSandbox()
-    packAndInstall(initProfile(box, 'web'), REPO_ROOT, { mode: 'manual' })
-    packAndInstall(initProfile(box, 'headless'), REPO_ROOT, { mode: 'manual' })
-    web1 = await bootWeb(box)
-    A = await web1.createSession(box.ws)
-    await web1.prompt(A, 'hello from A')
-    await web1.waitFor(A, ev => turnEndCount(ev) >= 1 && isIdle(ev))
+    ;({ web: web1, A } = await webAndHeadless(box))
   })
   after(async () => {
     printMetrics('session-mail-headless', m)
@@ -85,9 +79,7 @@ describe('dsh-session-mail: a send to a session live in a headless rc.8 process 
 
   test('2. the sender is SIGKILLed right after the hand-off: the message still lands once', async () => {
     const web3 = await bootWeb(box)
-    const C = await web3.createSession(box.mkdir('ws-c'))
-    await web3.prompt(C, 'hello from C')
-    await web3.waitFor(C, ev => turnEndCount(ev) >= 1 && isIdle(ev))
+    const C = await idleSession(web3, box.mkdir('ws-c'), 'hello from C')
     const h = runHeadless(box, '@@sleep 9000')
     const owner = await headlessOwner(box.home)
     const H = owner.sessions[0].id

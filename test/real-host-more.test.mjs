@@ -19,12 +19,11 @@ import assert from 'node:assert/strict'
 import { readFileSync, renameSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import {
-  makeSandbox, packAndInstall, bootWeb, initProfile, callTool, waitForLog, userTexts, assistantTexts, turnEnd,
-  isIdle, printMetrics, FIXTURES, REPO_ROOT, sleep, esc, requestIdOf,
+  makeSandbox, callTool, waitForLog, userTexts, assistantTexts, turnEnd, isIdle, printMetrics, sleep, esc,
+  requestIdOf, webWithSlowTool, SLOW_PLUGIN,
 } from './real-host/harness.mjs'
 import { startProxy, closedPort } from './real-host/proxy.mjs'
 
-const SLOW = join(FIXTURES, 'slow-tool-plugin')
 const ROW = 'dsh-session-mail'
 const GHOST = 'session-00000000-0000-0000-0000-000000000000'
 const PROMPT_ROUTE = '/api/session.prompt'
@@ -75,11 +74,7 @@ describe('dsh-session-mail in rc.8: subagent targets, ambiguous failures, host d
 
   before(async () => {
     box = await makeSandbox()
-    pdir = initProfile(box, 'web')
-    m.installScriptMs = packAndInstall(pdir, REPO_ROOT, { mode: 'script' }).ms
-    packAndInstall(pdir, SLOW, { mode: 'manual' })
-    web = await bootWeb(box)
-    m.webReadyMs = web.readyMs
+    ;({ pdir, web } = await webWithSlowTool(box, m))
     A = await web.createSession(box.ws)
     B = await web.createSession(box.mkdir('ws-b'))
     P = await web.createSession(box.mkdir('ws-probe'))

@@ -18,7 +18,7 @@ import { join } from 'node:path'
 import {
   makeSandbox, packAndInstall, bootWeb, initProfile, callTool, readSessionLog, findSessionLog, waitForLog,
   userTexts, isIdle, turnEndCount, printMetrics, REPO_ROOT, sleep, esc, requestIdOf, landedCount,
-  presenceRecords,
+  presenceRecords, assertOneHistory,
 } from './real-host/harness.mjs'
 
 /** The pid whose presence record lists `id` (waits for it). */
@@ -58,19 +58,6 @@ function unreadBytesOn(port) {
     }
   }
   return sum
-}
-
-/**
- * One writer, one history: the seq of B's log only ever goes up (rc.8 packs runs of events into
- * `text-chunks` records, so gaps are normal; a second writer shows as a seq that repeats or goes back,
- * e.g. 36 then 22).
- */
-function assertOneHistory(home, id) {
-  const seqs = readSessionLog(findSessionLog(home, id)).map(e => e.seq).filter(s => s !== undefined)
-  for (let i = 1; i < seqs.length; i++) {
-    assert.ok(seqs[i] > seqs[i - 1], `seq ${seqs[i]} after ${seqs[i - 1]} in ${id}: the history forked (${seqs.slice(Math.max(0, i - 3), i + 3)})`)
-  }
-  return seqs
 }
 
 describe('dsh-session-mail in two rc.8 processes on one DSH_HOME', () => {

@@ -17,8 +17,8 @@ import { createHash, randomUUID } from 'node:crypto'
 import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statSync, utimesSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import {
-  makeSandbox, packAndInstall, bootWeb, initProfile, readSessionLog, findSessionLog, userTexts, isIdle,
-  turnEndCount, REPO_ROOT, sleep, esc, hasLog, headlessOwner, runHeadless,
+  makeSandbox, readSessionLog, findSessionLog, userTexts, REPO_ROOT, sleep, esc, headlessOwner, runHeadless,
+  webAndHeadless,
 } from './real-host/harness.mjs'
 
 const COLON = '\uFF1A'
@@ -28,13 +28,8 @@ describe('dsh-session-mail: envelopes planted in a headless rc.8 process\'s mail
 
   before(async () => {
     box = await makeSandbox()
-    packAndInstall(initProfile(box, 'web'), REPO_ROOT, { mode: 'manual' })
-    packAndInstall(initProfile(box, 'headless'), REPO_ROOT, { mode: 'manual' })
-    web = await bootWeb(box)
-    // a real session of this home: the sender the vouched envelope names
-    A = await web.createSession(box.ws)
-    await web.prompt(A, 'hello from A')
-    await web.waitFor(A, ev => turnEndCount(ev) >= 1 && isIdle(ev))
+    // A: a real session of this home, the sender the vouched envelope names
+    ;({ web, A } = await webAndHeadless(box))
   })
   after(async () => {
     await box?.cleanup()

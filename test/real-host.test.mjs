@@ -15,13 +15,12 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import * as zlib from 'node:zlib'
 import {
-  installHost, makeSandbox, packAndInstall, bootWeb, setRowDisabled, dumpConfig, initProfile, callTool,
-  readSessionLog, findSessionLog, waitForLog, zstdFrames, userTexts, assistantTexts, turnEnd, turnEndCount,
-  isIdle, turnOfSeq, printMetrics, FIXTURES, REPO_ROOT, DSH_VERSION, sleep,
+  installHost, makeSandbox, packAndInstall, bootWeb, setRowDisabled, dumpConfig, callTool, readSessionLog,
+  findSessionLog, waitForLog, zstdFrames, userTexts, assistantTexts, turnEnd, turnEndCount, isIdle, turnOfSeq,
+  printMetrics, DSH_VERSION, sleep, webWithSlowTool, SLOW_PLUGIN,
 } from './real-host/harness.mjs'
 import { decide, parseDirectives, TITLE } from './real-host/fake-llm.mjs'
 
-const SLOW = join(FIXTURES, 'slow-tool-plugin')
 
 /** Wait until idle, prompt, wait for the turn it opens to end; resolves to { events, reply, ms }. */
 async function turn(web, id, text, { timeout = 20_000 } = {}) {
@@ -108,7 +107,7 @@ describe('web host with the slow-tool bundle (manual install)', () => {
 
   before(async () => {
     box = await makeSandbox()
-    m.installManualMs = packAndInstall(box.profileDir('web'), SLOW, { mode: 'manual' }).ms
+    m.installManualMs = packAndInstall(box.profileDir('web'), SLOW_PLUGIN, { mode: 'manual' }).ms
     web = await bootWeb(box)
     m.webReadyMs = web.readyMs
   })
@@ -257,7 +256,7 @@ describe('web host with the slow-tool bundle (manual install)', () => {
 describe('other install modes', () => {
   test("'pnpm' mode (dsh plugin add <tgz>): file: dependency, bundle layer, tool works", async (t) => {
     const box = await makeSandbox({ t })
-    const inst = packAndInstall(box.profileDir('web'), SLOW, { mode: 'pnpm' })
+    const inst = packAndInstall(box.profileDir('web'), SLOW_PLUGIN, { mode: 'pnpm' })
     const prof = JSON.parse(readFileSync(join(box.profileDir('web'), 'package.json'), 'utf8'))
     assert.match(prof.dependencies['dsh-fixture-slow-tool'], /^file:/)
     assert.deepEqual(prof.dsh.profile.bundles, ['@deepseek-ai/dsh-base', '@deepseek-ai/dsh-web-app', 'dsh-fixture-slow-tool'])
@@ -272,17 +271,17 @@ describe('other install modes', () => {
   test("'script' mode runs an arbitrary installer with {profile}/{tgz} substituted; a failing one throws", async (t) => {
     const box = await makeSandbox({ t })
     const host = box.host
-    const inst = packAndInstall(box.profileDir('web'), SLOW, { mode: 'script', script: [host.dsh, 'plugin', '--profile', '{profile}', 'add', '{tgz}'] })
+    const inst = packAndInstall(box.profileDir('web'), SLOW_PLUGIN, { mode: 'script', script: [host.dsh, 'plugin', '--profile', '{profile}', 'add', '{tgz}'] })
     assert.match(inst.tgz, /dsh-fixture-slow-tool-0\.1\.0\.tgz$/)
     assert.match(dumpConfig(box, 'web'), /id: slow-tool/)
     // what the installer sees
-    const seen = packAndInstall(box.profileDir('web'), SLOW, {
+    const seen = packAndInstall(box.profileDir('web'), SLOW_PLUGIN, {
       mode: 'script', verify: false,
       script: ({ profileDir }) => [host.node, '-e', 'console.log(JSON.stringify([process.env.DSH_PROFILE_DIR, process.env.DSH_HOME, process.argv[1], process.versions.node.split(".")[0]]))', profileDir],
     })
     assert.deepEqual(JSON.parse(seen.stdout), [box.profileDir('web'), box.home, box.profileDir('web'), '22'])
-    assert.throws(() => packAndInstall(box.profileDir('web'), SLOW, { mode: 'script', script: [host.node, '-e', 'process.exit(3)'] }), /exited 3/)
-    assert.throws(() => packAndInstall(box.profileDir('headless'), SLOW, { mode: 'script', script: [host.node, '-e', '0'] }), /not in dsh\.profile\.bundles/)
+    assert.throws(() => packAndInstall(box.profileDir('web'), SLOW_PLUGIN, { mode: 'script', script: [host.node, '-e', 'process.exit(3)'] }), /exited 3/)
+    assert.throws(() => packAndInstall(box.profileDir('headless'), SLOW_PLUGIN, { mode: 'script', script: [host.node, '-e', '0'] }), /not in dsh\.profile\.bundles/)
   })
 })
 
@@ -295,11 +294,7 @@ describe('dsh-session-mail in the real rc.8 host (installed by its own scripts/i
 
   before(async () => {
     box = await makeSandbox()
-    pdir = initProfile(box, 'web')
-    m.installScriptMs = packAndInstall(pdir, REPO_ROOT, { mode: 'script' }).ms
-    packAndInstall(pdir, SLOW, { mode: 'manual' })
-    web = await bootWeb(box)
-    m.webReadyMs = web.readyMs
+    ;({ pdir, web } = await webWithSlowTool(box, m))
     A = await web.createSession(box.ws)
     B = await web.createSession(box.mkdir('ws-b'))
   })

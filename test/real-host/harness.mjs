@@ -14,7 +14,8 @@
 //   event helpers: userTexts, assistantTexts, turnEnd, turnEndCount, isIdle, turnOfSeq, messageText; printMetrics
 //   test helpers every real-host suite shares: sleep, esc (a RegExp-safe string), requestIdIn / requestIdOf (the
 //   `request:` line of a send result; Of asserts it is there), landedCount (deliveries of one rpcId in a log),
-//   presenceRecords(home), hasLog(home, id), runHeadless(box, task), headlessOwner(home, {notPid, maxAgeMs})
+//   presenceRecords(home), hasLog(home, id), runHeadless(box, task), headlessOwner(home, {notPid, maxAgeMs}),
+//   idleSession(web, cwd, text), webAndHeadless(box), webWithSlowTool(box, m), assertOneHistory(home, id)
 //
 // Importing this module checks the Node it runs on (>= 22.15: the host's, $DSH_NODE) before anything runs.
 import assert from 'node:assert/strict'
@@ -642,4 +643,52 @@ export function turnOfSeq(events, seq) {
  */
 export function printMetrics(label, obj) {
   console.log(`metrics ${JSON.stringify({ test: label, ...obj })}`)
+}
+
+/** A new session of `web` in `cwd` that has answered `text` and is idle again (one turn ended). */
+export async function idleSession(web, cwd, text) {
+  const id = await web.createSession(cwd)
+  await web.prompt(id, text)
+  await web.waitFor(id, ev => turnEndCount(ev) >= 1 && isIdle(ev))
+  return id
+}
+
+/**
+ * The plugin installed in `box`'s `web` and `headless` profiles, a web process booted, and its first session
+ * A (in `box.ws`) idle after one turn: the start of the suites with a headless owner. -> { web, A }
+ */
+export async function webAndHeadless(box) {
+  packAndInstall(initProfile(box, 'web'), REPO_ROOT, { mode: 'manual' })
+  packAndInstall(initProfile(box, 'headless'), REPO_ROOT, { mode: 'manual' })
+  const web = await bootWeb(box)
+  return { web, A: await idleSession(web, box.ws, 'hello from A') }
+}
+
+/**
+ * One writer, one history: the seqs of `id`'s log only ever go up (rc.8 packs runs of events into `text-chunks`
+ * records, so gaps are normal; a second writer shows as a seq that repeats or goes back, e.g. 36 then 22).
+ * Returns the seqs.
+ */
+export function assertOneHistory(home, id) {
+  const seqs = readSessionLog(findSessionLog(home, id)).map(e => e.seq).filter(s => s !== undefined)
+  for (let i = 1; i < seqs.length; i++) {
+    assert.ok(seqs[i] > seqs[i - 1], `seq ${seqs[i]} after ${seqs[i - 1]} in ${id}: the history forked (${seqs.slice(Math.max(0, i - 3), i + 3)})`)
+  }
+  return seqs
+}
+
+/** The fixture plugin with a slow tool (test/fixtures/slow-tool-plugin). */
+export const SLOW_PLUGIN = join(FIXTURES, 'slow-tool-plugin')
+
+/**
+ * The plugin installed in `box`'s web profile by its own scripts/install.mjs, the slow-tool fixture beside it,
+ * and a web process booted; `m` gets `installScriptMs` and `webReadyMs`. -> { pdir, web }
+ */
+export async function webWithSlowTool(box, m) {
+  const pdir = initProfile(box, 'web')
+  m.installScriptMs = packAndInstall(pdir, REPO_ROOT, { mode: 'script' }).ms
+  packAndInstall(pdir, SLOW_PLUGIN, { mode: 'manual' })
+  const web = await bootWeb(box)
+  m.webReadyMs = web.readyMs
+  return { pdir, web }
 }
