@@ -142,48 +142,53 @@ pub(crate) fn settled(mtime: SystemTime) -> bool {
         .is_ok_and(|age| age >= RACY)
 }
 
-/// The sorted entries of `dir` (read again unless `mtime` shows it unchanged).
-fn entries(dir: &Path, mtime: Option<SystemTime>) -> std::io::Result<Arc<Vec<PathBuf>>> {
+/// What `compute` says of `dir`, remembered in the dir cache's map `of` while the directory's
+/// `mtime` does not change (only a settled mtime is remembered; a map of 100,000 starts over).
+fn cached<T: Clone>(
+    dir: &Path,
+    mtime: Option<SystemTime>,
+    of: fn(&mut DirCache) -> &mut HashMap<OsString, (SystemTime, T)>,
+    compute: impl FnOnce() -> std::io::Result<T>,
+) -> std::io::Result<T> {
     if let Some(m) = mtime {
-        if let Some((cm, v)) = dir_cache().entries.get(dir.as_os_str()) {
+        if let Some((cm, v)) = of(&mut dir_cache()).get(dir.as_os_str()) {
             if *cm == m {
                 return Ok(v.clone());
             }
         }
     }
-    let mut v: Vec<PathBuf> = fs::read_dir(dir)?.flatten().map(|e| e.path()).collect();
-    // All in `dir`: ordered by file name, as `Path`'s order would (which parses every component
-    // of both paths at each comparison), and as the listing memo's binary searches expect.
-    v.sort_unstable_by(|a, b| a.file_name().cmp(&b.file_name()));
-    let v = Arc::new(v);
+    let v = compute()?;
     if let Some(m) = mtime.filter(|m| settled(*m)) {
         let mut c = dir_cache();
-        if c.entries.len() > 100_000 {
-            c.entries.clear();
+        let map = of(&mut c);
+        if map.len() > 100_000 {
+            map.clear();
         }
-        c.entries.insert(dir.as_os_str().to_owned(), (m, v.clone()));
+        map.insert(dir.as_os_str().to_owned(), (m, v.clone()));
     }
     Ok(v)
 }
 
+/// The sorted entries of `dir` (read again unless `mtime` shows it unchanged).
+fn entries(dir: &Path, mtime: Option<SystemTime>) -> std::io::Result<Arc<Vec<PathBuf>>> {
+    cached(
+        dir,
+        mtime,
+        |c| &mut c.entries,
+        || {
+            let mut v: Vec<PathBuf> = fs::read_dir(dir)?.flatten().map(|e| e.path()).collect();
+            // All in `dir`: ordered by file name, as `Path`'s order would (which parses every
+            // component of both paths at each comparison), and as the listing memo's binary searches
+            // expect.
+            v.sort_unstable_by(|a, b| a.file_name().cmp(&b.file_name()));
+            Ok(Arc::new(v))
+        },
+    )
+}
+
 /// [`pick_generation`], remembered while the directory's mtime does not change.
 fn pick_cached(dir: &Path, mtime: Option<SystemTime>) -> std::io::Result<Option<LogFile>> {
-    if let Some(m) = mtime {
-        if let Some((cm, v)) = dir_cache().picks.get(dir.as_os_str()) {
-            if *cm == m {
-                return Ok(v.clone());
-            }
-        }
-    }
-    let v = pick_generation(dir)?;
-    if let Some(m) = mtime.filter(|m| settled(*m)) {
-        let mut c = dir_cache();
-        if c.picks.len() > 100_000 {
-            c.picks.clear();
-        }
-        c.picks.insert(dir.as_os_str().to_owned(), (m, v.clone()));
-    }
-    Ok(v)
+    cached(dir, mtime, |c| &mut c.picks, || pick_generation(dir))
 }
 
 /// A session directory found by the walk.
