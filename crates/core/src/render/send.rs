@@ -229,38 +229,37 @@ pub fn outcome_line(mode: Mode, running: bool, woke: bool, pending_next_turn: us
     }
 }
 
+/// ` (urgent reserve: 1 of 2 left)` once a budget is in its reserve or spent, else nothing.
+fn urgent_reserve(b: &crate::mail::budget::Left) -> String {
+    if b.in_reserve() || b.left() == 0 {
+        format!(
+            " (urgent reserve: {} of {} left)",
+            b.reserve_left(),
+            b.reserve
+        )
+    } else {
+        String::new()
+    }
+}
+
 /// `budget: 4 of 6 left for this pair in the next 10 min; 17 of 20 left for all your sends.`
 pub fn budget_line(a: &Allowance) -> Option<String> {
     let w = human_secs(a.window_secs);
     let mut parts = Vec::new();
     if let Some(p) = a.pair {
-        let mut t = format!(
+        let t = format!(
             "{} of {} left for this pair in the next {w}",
             p.left(),
             p.limit
         );
-        if p.in_reserve() || p.left() == 0 {
-            t.push_str(&format!(
-                " (urgent reserve: {} of {} left)",
-                p.reserve_left(),
-                p.reserve
-            ));
-        }
-        parts.push(t);
+        parts.push(t + &urgent_reserve(&p));
     }
     if let Some(s) = a.sender {
         let mut t = format!("{} of {} left for all your sends", s.left(), s.limit);
         if a.pair.is_none() {
             t.push_str(&format!(" in the next {w}"));
         }
-        if s.in_reserve() || s.left() == 0 {
-            t.push_str(&format!(
-                " (urgent reserve: {} of {} left)",
-                s.reserve_left(),
-                s.reserve
-            ));
-        }
-        parts.push(t);
+        parts.push(t + &urgent_reserve(&s));
     }
     if parts.is_empty() {
         None
