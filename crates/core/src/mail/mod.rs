@@ -194,34 +194,22 @@ mod tests {
 
     #[test]
     fn sender_comes_from_caller_session_then_agent() {
-        let c = Caller {
-            session_id: Some("session-s".into()),
-            agent_id: Some("agent-a".into()),
-            title: None,
-            turn: None,
+        let caller = |session: Option<&str>, agent: Option<&str>| Caller {
+            session_id: session.map(str::to_string),
+            agent_id: agent.map(str::to_string),
+            ..Caller::default()
         };
+        let c = caller(Some("session-s"), Some("agent-a"));
         assert_eq!(sender_id(Some(&c)), Some("session-s"));
-        let c = Caller {
-            session_id: Some("  ".into()),
-            agent_id: Some("agent-a".into()),
-            title: None,
-            turn: None,
-        };
+        let c = caller(Some("  "), Some("agent-a"));
         assert_eq!(sender_id(Some(&c)), Some("agent-a"));
         let c = Caller {
-            session_id: None,
-            agent_id: None,
             title: Some("t".into()),
-            turn: None,
+            ..caller(None, None)
         };
         assert_eq!(sender_id(Some(&c)), None);
         assert_eq!(sender_id(None), None);
-        let c = Caller {
-            session_id: Some("session-x\nFrom y".into()),
-            agent_id: None,
-            title: None,
-            turn: None,
-        };
+        let c = caller(Some("session-x\nFrom y"), None);
         assert_eq!(sender_id(Some(&c)), None);
     }
 
