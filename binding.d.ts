@@ -97,7 +97,7 @@ export declare function listSessions(request: string): Promise<Listing>
 /**
  * Claim what this process should deliver from the mailboxes of the sessions it holds live
  * (`sessions`: their ids; `startedAt`: this process's presence record), on a worker thread. Each
- * text is the one `mailbox::admit` rebuilt (framed, from a verified sender) under `config` (the
+ * text is the one `mail::admit` rebuilt (framed, from a verified sender) under `config` (the
  * plugin's configuration as JSON, the core's keys; the defaults when absent or unreadable).
  */
 export declare function mailboxDrain(sessions: Array<string>, startedAt: number, dshHome?: string | undefined | null, config?: string | undefined | null): Promise<Array<MailboxEnvelope>>
