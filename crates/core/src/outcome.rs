@@ -12,15 +12,16 @@ use crate::mail::guard::Forgery;
 use crate::mail::stacking::Stacked;
 pub use crate::tool::{SendTool, Tool};
 
-/// One problem with one argument of a tool call.
+/// One problem with one argument of a tool call: what the argument must be, what came, a hint, all
+/// as data; `render::refusal::problem_sentence` words them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ArgProblem {
     /// `<name> must be <expected>; got <got>.` and an optional hint.
     Invalid {
         name: String,
-        expected: String,
-        got: String,
-        hint: Option<String>,
+        expected: Expected,
+        got: Got,
+        hint: Option<Hint>,
     },
     /// An argument name the tool does not take (the `sessions_list`/`sessions_read` form:
     /// `"<name>" is not an argument of <tool>; expected only <allowed>.`).
@@ -31,17 +32,155 @@ pub enum ArgProblem {
     },
 }
 
+/// What an argument must be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Expected {
+    /// Text without a lone UTF-16 surrogate.
+    ValidUnicode,
+    /// The list and read tools' arguments as a whole.
+    JsonObject,
+    /// The send tools' arguments as a whole.
+    Object,
+    Str,
+    /// A boolean, in the list and read tools' words.
+    TrueOrFalse,
+    /// A boolean, in the send tools' words.
+    Boolean,
+    IntRange {
+        lo: u64,
+        hi: u64,
+    },
+    /// One of these strings.
+    OneOf(&'static [&'static str]),
+    SessionId,
+    NonEmptySessionId,
+    /// A send target: a session id exactly as sessions_list shows it.
+    ListedSessionId,
+    /// The send tools' `message`.
+    MessageText,
+    /// A message without control characters other than newline and tab.
+    NoControlCharacters,
+    QueueOrSteer,
+    /// An argument name `tool` does not take: it is to be left out.
+    LeftOut(SendTool),
+}
+
+/// What came instead of the expected argument.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Got {
+    /// A JSON value, as the list and read tools show one (`"x" (a string)`, `5`, `an array`).
+    Value(Shown),
+    /// A JSON value or its absence, as the send tools show one (`the string "x"`, `the number 5`).
+    Arg(Option<Shown>),
+    /// Nothing at all (the list and read tools' words for a missing argument).
+    Nothing,
+    EmptyString,
+    /// Half of a surrogate pair.
+    LoneSurrogate,
+    /// The string `value` with the control character `code` at `position` (1-based).
+    ControlCharacterIn {
+        value: Shown,
+        code: u32,
+        position: usize,
+    },
+    /// The control character `code` at `position` (1-based).
+    ControlCharacter {
+        code: u32,
+        position: usize,
+    },
+    /// A string of `chars` characters (over the longest id).
+    LongString {
+        chars: usize,
+    },
+}
+
+/// A JSON value as a refusal shows it: its kind, a number's digits, a string's first
+/// [`Shown::MAX_CHARS`] characters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Shown {
+    Null,
+    Bool(bool),
+    Number(String),
+    Str {
+        head: String,
+        /// The string is longer than `head`.
+        cut: bool,
+    },
+    Array,
+    Object,
+}
+
+impl Shown {
+    /// Most characters of a string shown.
+    pub const MAX_CHARS: usize = 60;
+
+    pub fn of(v: &serde_json::Value) -> Shown {
+        use serde_json::Value;
+        match v {
+            Value::Null => Shown::Null,
+            Value::Bool(b) => Shown::Bool(*b),
+            Value::Number(n) => Shown::Number(n.to_string()),
+            Value::String(s) => Shown::Str {
+                head: s.chars().take(Self::MAX_CHARS).collect(),
+                cut: s.chars().count() > Self::MAX_CHARS,
+            },
+            Value::Array(_) => Shown::Array,
+            Value::Object(_) => Shown::Object,
+        }
+    }
+}
+
+/// What a refusal suggests after its problem.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Hint {
+    /// `tool` takes these arguments.
+    Takes {
+        tool: Tool,
+        allowed: &'static [&'static str],
+    },
+    OmitForDefault,
+    /// What sessions_list's `query` is.
+    QueryText,
+    /// sessions_list's `scope` defaults to top-level sessions.
+    ScopeDefault,
+    /// A session id exactly as sessions_list shows it.
+    ListedId,
+    IdsHaveNoControlCharacters,
+    IdAsString,
+    /// The JSON boolean, not its string.
+    JsonBoolean,
+    /// What `urgent` does.
+    UrgentMeaning,
+    LowerCase,
+    /// `mode` left out is this mode.
+    ModeDefault(Mode),
+    /// What `notify_when_idle` does.
+    NotifyMeaning,
+    /// The argument name meant (`Did you mean <name>?`).
+    DidYouMean(&'static str),
+    /// The target goes in this argument.
+    TargetGoesIn(&'static str),
+    TextGoesInMessage,
+    /// sessions_send takes `mode: "steer"`, not `urgent`.
+    ModeNotUrgent,
+    /// send_session_message takes `urgent: true`, not `mode`.
+    UrgentNotMode,
+    SenderIsYourOwn,
+    /// Replace or drop a lone surrogate and call again.
+    ReplaceSurrogate,
+}
+
 impl ArgProblem {
     pub fn invalid(
         name: impl Into<String>,
-        expected: impl Into<String>,
-        got: impl Into<String>,
-        hint: Option<String>,
+        expected: Expected,
+        got: Got,
+        hint: Option<Hint>,
     ) -> ArgProblem {
         ArgProblem::Invalid {
             name: name.into(),
-            expected: expected.into(),
-            got: got.into(),
+            expected,
+            got,
             hint,
         }
     }
@@ -443,7 +582,12 @@ mod tests {
         };
         let mut v = vec![
             Refusal::BadArgument {
-                problems: vec![ArgProblem::invalid("message", "a string", "nothing", None)],
+                problems: vec![ArgProblem::invalid(
+                    "message",
+                    Expected::Str,
+                    Got::Nothing,
+                    None,
+                )],
                 usage: Some("send_session_message {…}"),
             },
             Refusal::BadArgument {

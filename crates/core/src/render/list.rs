@@ -246,7 +246,12 @@ impl Selection {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::args::describe;
+    use crate::outcome::Shown;
+    use crate::render::refusal::value_text;
+
+    fn describe(v: &serde_json::Value) -> String {
+        value_text(&Shown::of(v))
+    }
 
     fn row(id: &str) -> ListRow {
         ListRow {

@@ -3,7 +3,7 @@
 
 use base::offload::Offload;
 
-use crate::outcome::{ArgProblem, Internal, Missing, Refusal};
+use crate::outcome::{ArgProblem, Expected, Got, Hint, Internal, Missing, Refusal, Shown};
 use crate::render::list::quote_short;
 use crate::render::send as text;
 
@@ -33,10 +33,14 @@ pub fn problem_sentence(p: &ArgProblem) -> String {
             got,
             hint,
         } => {
-            let mut s = format!("{name} must be {expected}; got {got}.");
-            if let Some(h) = hint.as_deref().filter(|h| !h.is_empty()) {
+            let mut s = format!(
+                "{name} must be {}; got {}.",
+                expected_text(expected),
+                got_text(got)
+            );
+            if let Some(h) = hint {
                 s.push(' ');
-                s.push_str(h);
+                s.push_str(&hint_text(h));
             }
             s
         }
@@ -50,6 +54,138 @@ pub fn problem_sentence(p: &ArgProblem) -> String {
             tool.name(),
             allowed.join(", ")
         ),
+    }
+}
+
+/// What an argument must be, after `must be`.
+pub fn expected_text(e: &Expected) -> String {
+    match e {
+        Expected::ValidUnicode => "valid Unicode text".into(),
+        Expected::JsonObject => "a JSON object".into(),
+        Expected::Object => "an object".into(),
+        Expected::Str => "a string".into(),
+        Expected::TrueOrFalse => "true or false".into(),
+        Expected::Boolean => "a boolean (true or false)".into(),
+        Expected::IntRange { lo, hi } => format!("an integer from {lo} to {hi}"),
+        Expected::OneOf(these) => {
+            let quoted: Vec<String> = these.iter().map(|s| format!("\"{s}\"")).collect();
+            format!("one of {}", quoted.join(", "))
+        }
+        Expected::SessionId => "a session id string".into(),
+        Expected::NonEmptySessionId => "a non-empty session id string".into(),
+        Expected::ListedSessionId => {
+            "a session id string (exactly as sessions_list shows it)".into()
+        }
+        Expected::MessageText => "a string (the text to deliver)".into(),
+        Expected::NoControlCharacters => {
+            "text without control characters other than newline and tab".into()
+        }
+        Expected::QueueOrSteer => r#""queue" or "steer""#.into(),
+        Expected::LeftOut(tool) => format!(
+            "left out: it is not an argument of {} (which takes {})",
+            tool.name(),
+            tool.known().join(", ")
+        ),
+    }
+}
+
+/// What came, after `got`.
+pub fn got_text(g: &Got) -> String {
+    match g {
+        Got::Value(v) => value_text(v),
+        Got::Arg(v) => arg_text(v.as_ref()),
+        Got::Nothing => "nothing".into(),
+        Got::EmptyString => "an empty string".into(),
+        Got::LoneSurrogate => {
+            "a lone UTF-16 surrogate (half of a surrogate pair, such as a cut emoji)".into()
+        }
+        Got::ControlCharacterIn {
+            value,
+            code,
+            position,
+        } => format!(
+            "{} with the control character U+{code:04X} at position {position}",
+            arg_text(Some(value))
+        ),
+        Got::ControlCharacter { code, position } => {
+            format!("the control character U+{code:04X} at position {position}")
+        }
+        Got::LongString { chars } => format!("a string of {chars} characters"),
+    }
+}
+
+/// A JSON value as the list and read tools show it: `"x" (a string)`, `5`, `true`, `an array`.
+pub fn value_text(v: &Shown) -> String {
+    match v {
+        Shown::Null => "null".into(),
+        Shown::Bool(b) => b.to_string(),
+        Shown::Number(n) => n.clone(),
+        Shown::Str { head, cut } => {
+            let quoted = serde_json::to_string(head).unwrap_or_default();
+            if *cut {
+                format!("{}…\" (a string)", &quoted[..quoted.len() - 1])
+            } else {
+                format!("{quoted} (a string)")
+            }
+        }
+        Shown::Array => "an array".into(),
+        Shown::Object => "an object".into(),
+    }
+}
+
+/// A JSON value or its absence as the send tools show it: `the string "x"`, `the number 5`.
+pub fn arg_text(v: Option<&Shown>) -> String {
+    match v {
+        None => "nothing (the argument is missing)".into(),
+        Some(Shown::Null) => "null".into(),
+        Some(Shown::Bool(b)) => format!("the boolean {b}"),
+        Some(Shown::Number(n)) => format!("the number {n}"),
+        Some(Shown::Str { head, cut }) => {
+            let mut q = serde_json::to_string(head).unwrap_or_else(|_| "\"…\"".into());
+            if *cut {
+                q.pop();
+                q.push_str("…\"");
+            }
+            format!("the string {q}")
+        }
+        Some(Shown::Array) => "an array".into(),
+        Some(Shown::Object) => "an object".into(),
+    }
+}
+
+/// The hint after a problem.
+pub fn hint_text(h: &Hint) -> String {
+    match h {
+        Hint::Takes { tool, allowed } => format!("{} takes {}.", tool.name(), allowed.join(", ")),
+        Hint::OmitForDefault => "Omit it for the default.".into(),
+        Hint::QueryText => {
+            "Pass text to match ids, titles, workspaces and presets, or omit it.".into()
+        }
+        Hint::ScopeDefault => "Omit it for top-level sessions.".into(),
+        Hint::ListedId => "Pass a durable session id exactly as sessions_list shows it.".into(),
+        Hint::IdsHaveNoControlCharacters => "Ids never contain control characters.".into(),
+        Hint::IdAsString => "Pass the id as a string.".into(),
+        Hint::JsonBoolean => "Pass the JSON boolean, not a string.".into(),
+        Hint::UrgentMeaning => {
+            "false (default) queues behind the current turn; true interjects at its next step."
+                .into()
+        }
+        Hint::LowerCase => "Use the lower-case spelling.".into(),
+        Hint::ModeDefault(m) => format!("Leave it out for the default ({}).", m.as_str()),
+        Hint::NotifyMeaning => "true: one notice when that session's running turn ends.".into(),
+        Hint::DidYouMean(k) => format!("Did you mean {k}?"),
+        Hint::TargetGoesIn(t) => format!("The target goes in {t}."),
+        Hint::TextGoesInMessage => "The text goes in message.".into(),
+        Hint::ModeNotUrgent => {
+            r#"sessions_send takes mode: "steer" instead of urgent: true."#.into()
+        }
+        Hint::UrgentNotMode => {
+            r#"send_session_message takes urgent: true instead of mode: "steer"."#.into()
+        }
+        Hint::SenderIsYourOwn => "The sender is always your own session; it cannot be set.".into(),
+        Hint::ReplaceSurrogate => {
+            "Nothing was done. Replace or drop that character and call again.".into()
+        }
     }
 }
 

@@ -6,52 +6,11 @@ use serde_json::{Map, Value};
 
 use crate::config::Config;
 use crate::delivery::Mode;
-use crate::outcome::{ArgProblem, Refusal};
+use crate::outcome::{ArgProblem, Expected, Got, Hint, Refusal, Shown};
 use crate::tools::list::{ListArgs, Scope, LIST_ARGS};
 use crate::tools::read::{ReadArgs, READ_ARGS};
 use crate::tools::send::{SendArgs, SendTool};
 use crate::tools::Tool;
-
-/// How a JSON value is described in a refusal's `got` part.
-pub fn describe(v: &Value) -> String {
-    match v {
-        Value::Null => "null".into(),
-        Value::Bool(b) => b.to_string(),
-        Value::Number(n) => n.to_string(),
-        Value::String(s) => {
-            let short: String = s.chars().take(60).collect();
-            let quoted = serde_json::to_string(&short).unwrap_or_default();
-            if s.chars().count() > 60 {
-                format!("{}…\" (a string)", &quoted[..quoted.len() - 1])
-            } else {
-                format!("{quoted} (a string)")
-            }
-        }
-        Value::Array(_) => "an array".into(),
-        Value::Object(_) => "an object".into(),
-    }
-}
-
-/// How a JSON value (or its absence) is described after `got`.
-pub fn describe_got(v: Option<&Value>) -> String {
-    match v {
-        None => "nothing (the argument is missing)".into(),
-        Some(Value::Null) => "null".into(),
-        Some(Value::Bool(b)) => format!("the boolean {b}"),
-        Some(Value::Number(n)) => format!("the number {n}"),
-        Some(Value::String(s)) => {
-            let short: String = s.chars().take(60).collect();
-            let mut q = serde_json::to_string(&short).unwrap_or_else(|_| "\"…\"".into());
-            if s.chars().count() > 60 {
-                q.pop();
-                q.push_str("…\"");
-            }
-            format!("the string {q}")
-        }
-        Some(Value::Array(_)) => "an array".into(),
-        Some(Value::Object(_)) => "an object".into(),
-    }
-}
 
 /// A `bad-argument` refusal of one problem (the `sessions_list` / `sessions_read` form: no usage line).
 pub fn refuse(p: ArgProblem) -> Refusal {
@@ -73,9 +32,9 @@ pub fn object<'a>(
         other => {
             return Err(ArgProblem::invalid(
                 "the arguments",
-                "a JSON object",
-                describe(other),
-                Some(format!("{} takes {}.", tool.name(), allowed.join(", "))),
+                Expected::JsonObject,
+                Got::Value(Shown::of(other)),
+                Some(Hint::Takes { tool, allowed }),
             ))
         }
     };
@@ -102,16 +61,16 @@ pub fn present<'a>(map: Option<&'a Map<String, Value>>, name: &str) -> Option<&'
 pub fn opt_string(
     map: Option<&Map<String, Value>>,
     name: &str,
-    hint: &str,
+    hint: Hint,
 ) -> Result<Option<String>, ArgProblem> {
     match present(map, name) {
         None => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
         Some(v) => Err(ArgProblem::invalid(
             name,
-            "a string",
-            describe(v),
-            Some(hint.into()),
+            Expected::Str,
+            Got::Value(Shown::of(v)),
+            Some(hint),
         )),
     }
 }
@@ -122,9 +81,9 @@ pub fn opt_bool(map: Option<&Map<String, Value>>, name: &str) -> Result<Option<b
         Some(Value::Bool(b)) => Ok(Some(*b)),
         Some(v) => Err(ArgProblem::invalid(
             name,
-            "true or false",
-            describe(v),
-            Some("Omit it for the default.".into()),
+            Expected::TrueOrFalse,
+            Got::Value(Shown::of(v)),
+            Some(Hint::OmitForDefault),
         )),
     }
 }
@@ -148,9 +107,9 @@ pub fn opt_int(
         Some(n) if (lo..=hi).contains(&n) => Ok(Some(n)),
         _ => Err(ArgProblem::invalid(
             name,
-            format!("an integer from {lo} to {hi}"),
-            describe(v),
-            Some("Omit it for the default.".into()),
+            Expected::IntRange { lo, hi },
+            Got::Value(Shown::of(v)),
+            Some(Hint::OmitForDefault),
         )),
     }
 }
@@ -158,13 +117,9 @@ pub fn opt_int(
 /// `sessions_list` arguments; the first problem stops.
 pub fn list(args: &Value, max_list_results: usize) -> Result<ListArgs, ArgProblem> {
     let map = object(args, Tool::SessionsList, &LIST_ARGS)?;
-    let query = opt_string(
-        map,
-        "query",
-        "Pass text to match ids, titles, workspaces and presets, or omit it.",
-    )?
-    .map(|q| q.trim().to_string())
-    .filter(|q| !q.is_empty());
+    let query = opt_string(map, "query", Hint::QueryText)?
+        .map(|q| q.trim().to_string())
+        .filter(|q| !q.is_empty());
     let scope = match present(map, "scope") {
         None => Scope::TopLevel,
         Some(Value::String(s)) if s == "top-level" => Scope::TopLevel,
@@ -173,9 +128,9 @@ pub fn list(args: &Value, max_list_results: usize) -> Result<ListArgs, ArgProble
         Some(v) => {
             return Err(ArgProblem::invalid(
                 "scope",
-                "one of \"top-level\", \"subagents\", \"all\"",
-                describe(v),
-                Some("Omit it for top-level sessions.".into()),
+                Expected::OneOf(&["top-level", "subagents", "all"]),
+                Got::Value(Shown::of(v)),
+                Some(Hint::ScopeDefault),
             ))
         }
     };
@@ -195,22 +150,22 @@ pub fn list(args: &Value, max_list_results: usize) -> Result<ListArgs, ArgProble
 /// `sessions_read` arguments; the first problem stops.
 pub fn read(args: &Value, cfg: &Config) -> Result<ReadArgs, ArgProblem> {
     let map = object(args, Tool::SessionsRead, &READ_ARGS)?;
-    let hint = || Some("Pass a durable session id exactly as sessions_list shows it.".to_string());
+    let hint = Some(Hint::ListedId);
     let session_id = match map.and_then(|m| m.get("session_id")) {
         None | Some(Value::Null) => {
             return Err(ArgProblem::invalid(
                 "session_id",
-                "a session id string",
-                "nothing",
-                hint(),
+                Expected::SessionId,
+                Got::Nothing,
+                hint,
             ))
         }
         Some(Value::String(s)) if s.trim().is_empty() => {
             return Err(ArgProblem::invalid(
                 "session_id",
-                "a non-empty session id string",
-                "an empty string",
-                hint(),
+                Expected::NonEmptySessionId,
+                Got::EmptyString,
+                hint,
             ))
         }
         // The send tools' id rules (no control characters such as NUL, at most 512 characters):
@@ -222,9 +177,9 @@ pub fn read(args: &Value, cfg: &Config) -> Result<ReadArgs, ArgProblem> {
         Some(v) => {
             return Err(ArgProblem::invalid(
                 "session_id",
-                "a session id string",
-                describe(v),
-                hint(),
+                Expected::SessionId,
+                Got::Value(Shown::of(v)),
+                hint,
             ))
         }
     };
@@ -251,66 +206,59 @@ fn squash(s: &str) -> String {
 }
 
 /// A hint for an unknown argument name.
-fn unknown_hint(tool: SendTool, name: &str) -> Option<String> {
+fn unknown_hint(tool: SendTool, name: &str) -> Option<Hint> {
     let n = squash(name);
     for k in tool.known() {
         if squash(k) == n {
-            return Some(format!("Did you mean {k}?"));
+            return Some(Hint::DidYouMean(k));
         }
     }
-    let target = tool.target_arg();
     match n.as_str() {
         "to" | "target" | "targetid" | "sessionid" | "tosessionid" | "session"
-        | "targetsessionid" | "id" => Some(format!("The target goes in {target}.")),
-        "body" | "text" | "content" | "msg" => Some("The text goes in message.".into()),
-        "urgent" if tool == SendTool::SessionsSend => {
-            Some(r#"sessions_send takes mode: "steer" instead of urgent: true."#.into())
-        }
-        "mode" if tool == SendTool::SendSessionMessage => {
-            Some(r#"send_session_message takes urgent: true instead of mode: "steer"."#.into())
-        }
-        "from" | "sender" | "fromsessionid" => {
-            Some("The sender is always your own session; it cannot be set.".into())
-        }
+        | "targetsessionid" | "id" => Some(Hint::TargetGoesIn(tool.target_arg())),
+        "body" | "text" | "content" | "msg" => Some(Hint::TextGoesInMessage),
+        "urgent" if tool == SendTool::SessionsSend => Some(Hint::ModeNotUrgent),
+        "mode" if tool == SendTool::SendSessionMessage => Some(Hint::UrgentNotMode),
+        "from" | "sender" | "fromsessionid" => Some(Hint::SenderIsYourOwn),
         _ => None,
     }
 }
 
 fn id_problem(name: &str, v: Option<&Value>) -> Option<ArgProblem> {
-    let expected = "a session id string (exactly as sessions_list shows it)";
-    let p = |got: String, hint: Option<&str>| {
+    let p = |got: Got, hint: Option<Hint>| {
         Some(ArgProblem::invalid(
             name,
-            expected,
+            Expected::ListedSessionId,
             got,
-            hint.map(str::to_string),
+            hint,
         ))
     };
     match v {
         Some(Value::String(s)) => {
             if s.is_empty() {
-                p("an empty string".into(), None)
+                p(Got::EmptyString, None)
             } else if let Some((i, c)) = s.chars().enumerate().find(|(_, c)| c.is_control()) {
                 p(
-                    format!(
-                        "{} with the control character U+{:04X} at position {}",
-                        describe_got(v),
-                        c as u32,
-                        i + 1
-                    ),
-                    Some("Ids never contain control characters."),
+                    Got::ControlCharacterIn {
+                        value: Shown::of(&Value::String(s.clone())),
+                        code: c as u32,
+                        position: i + 1,
+                    },
+                    Some(Hint::IdsHaveNoControlCharacters),
                 )
             } else if s.chars().count() > MAX_ID_CHARS {
                 p(
-                    format!("a string of {} characters", s.chars().count()),
+                    Got::LongString {
+                        chars: s.chars().count(),
+                    },
                     None,
                 )
             } else {
                 None
             }
         }
-        Some(Value::Number(_)) => p(describe_got(v), Some("Pass the id as a string.")),
-        other => p(describe_got(other), None),
+        Some(n @ Value::Number(_)) => p(Got::Arg(Some(Shown::of(n))), Some(Hint::IdAsString)),
+        other => p(Got::Arg(other.map(Shown::of)), None),
     }
 }
 
@@ -350,12 +298,12 @@ pub fn send(tool: SendTool, args: &Value, cfg: &Config) -> Result<SendArgs, Send
         other => {
             return Err(SendArgsRefused {
                 partial: PartialSend::default(),
-                problems: vec![ArgProblem::Invalid {
-                    name: "arguments".into(),
-                    expected: "an object".into(),
-                    got: describe_got(Some(other)),
-                    hint: None,
-                }],
+                problems: vec![ArgProblem::invalid(
+                    "arguments",
+                    Expected::Object,
+                    Got::Arg(Some(Shown::of(other))),
+                    None,
+                )],
             })
         }
     };
@@ -375,24 +323,23 @@ pub fn send(tool: SendTool, args: &Value, cfg: &Config) -> Result<SendArgs, Send
                 .enumerate()
                 .find(|(_, c)| c.is_control() && !matches!(c, '\n' | '\t' | '\r'))
             {
-                problems.push(ArgProblem::Invalid {
-                    name: "message".into(),
-                    expected: "text without control characters other than newline and tab".into(),
-                    got: format!(
-                        "the control character U+{:04X} at position {}",
-                        c as u32,
-                        i + 1
-                    ),
-                    hint: None,
-                });
+                problems.push(ArgProblem::invalid(
+                    "message",
+                    Expected::NoControlCharacters,
+                    Got::ControlCharacter {
+                        code: c as u32,
+                        position: i + 1,
+                    },
+                    None,
+                ));
             }
         }
-        other => problems.push(ArgProblem::Invalid {
-            name: "message".into(),
-            expected: "a string (the text to deliver)".into(),
-            got: describe_got(other),
-            hint: None,
-        }),
+        other => problems.push(ArgProblem::invalid(
+            "message",
+            Expected::MessageText,
+            Got::Arg(other.map(Shown::of)),
+            None,
+        )),
     }
 
     let default_mode = Mode::parse(cfg.default_send_mode.trim()).unwrap_or(Mode::Queue);
@@ -403,17 +350,20 @@ pub fn send(tool: SendTool, args: &Value, cfg: &Config) -> Result<SendArgs, Send
             Some(Value::Bool(b)) => mode = Some(if *b { Mode::Steer } else { Mode::Queue }),
             Some(other) => {
                 mode = None;
-                problems.push(ArgProblem::Invalid {
-                name: "urgent".into(),
-                expected: "a boolean (true or false)".into(),
-                got: describe_got(Some(other)),
-                hint: match other {
-                    Value::String(s) if matches!(s.trim().to_ascii_lowercase().as_str(), "true" | "false") => {
-                        Some("Pass the JSON boolean, not a string.".into())
+                let hint = match other {
+                    Value::String(s)
+                        if matches!(s.trim().to_ascii_lowercase().as_str(), "true" | "false") =>
+                    {
+                        Hint::JsonBoolean
                     }
-                    _ => Some("false (default) queues behind the current turn; true interjects at its next step.".into()),
-                },
-            })
+                    _ => Hint::UrgentMeaning,
+                };
+                problems.push(ArgProblem::invalid(
+                    "urgent",
+                    Expected::Boolean,
+                    Got::Arg(Some(Shown::of(other))),
+                    Some(hint),
+                ))
             }
         },
         SendTool::SessionsSend => match obj.get("mode") {
@@ -421,22 +371,18 @@ pub fn send(tool: SendTool, args: &Value, cfg: &Config) -> Result<SendArgs, Send
             Some(Value::String(s)) if Mode::parse(s).is_some() => mode = Mode::parse(s),
             Some(other) => {
                 mode = None;
-                problems.push(ArgProblem::Invalid {
-                    name: "mode".into(),
-                    expected: r#""queue" or "steer""#.into(),
-                    got: describe_got(Some(other)),
-                    hint: match other {
-                        Value::String(s)
-                            if Mode::parse(&s.trim().to_ascii_lowercase()).is_some() =>
-                        {
-                            Some("Use the lower-case spelling.".into())
-                        }
-                        _ => Some(format!(
-                            "Leave it out for the default ({}).",
-                            default_mode.as_str()
-                        )),
-                    },
-                })
+                let hint = match other {
+                    Value::String(s) if Mode::parse(&s.trim().to_ascii_lowercase()).is_some() => {
+                        Hint::LowerCase
+                    }
+                    _ => Hint::ModeDefault(default_mode),
+                };
+                problems.push(ArgProblem::invalid(
+                    "mode",
+                    Expected::QueueOrSteer,
+                    Got::Arg(Some(Shown::of(other))),
+                    Some(hint),
+                ))
             }
         },
     }
@@ -447,9 +393,9 @@ pub fn send(tool: SendTool, args: &Value, cfg: &Config) -> Result<SendArgs, Send
         if !v.is_boolean() {
             problems.push(ArgProblem::invalid(
                 "notify_when_idle",
-                "a boolean (true or false)",
-                describe_got(Some(v)),
-                Some("true: one notice when that session's running turn ends.".into()),
+                Expected::Boolean,
+                Got::Arg(Some(Shown::of(v))),
+                Some(Hint::NotifyMeaning),
             ));
         }
     }
@@ -465,16 +411,12 @@ pub fn send(tool: SendTool, args: &Value, cfg: &Config) -> Result<SendArgs, Send
         } else {
             k.clone()
         };
-        problems.push(ArgProblem::Invalid {
-            name: shown,
-            expected: format!(
-                "left out: it is not an argument of {} (which takes {})",
-                tool.name(),
-                tool.known().join(", ")
-            ),
-            got: describe_got(obj.get(k)),
-            hint: unknown_hint(tool, k),
-        });
+        problems.push(ArgProblem::invalid(
+            shown,
+            Expected::LeftOut(tool),
+            Got::Arg(obj.get(k).map(Shown::of)),
+            unknown_hint(tool, k),
+        ));
     }
 
     let partial = PartialSend {

@@ -84,9 +84,9 @@ pub fn parse_request(request: &str) -> Result<Result<ToolRequest, Refusal>, NotA
         return Ok(Err(Refusal::BadArgument {
             problems: vec![crate::outcome::ArgProblem::invalid(
                 name,
-                "valid Unicode text",
-                "a lone UTF-16 surrogate (half of a surrogate pair, such as a cut emoji)",
-                Some("Nothing was done. Replace or drop that character and call again.".into()),
+                crate::outcome::Expected::ValidUnicode,
+                crate::outcome::Got::LoneSurrogate,
+                Some(crate::outcome::Hint::ReplaceSurrogate),
             )],
             usage: None,
         }));

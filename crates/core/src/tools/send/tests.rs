@@ -11,7 +11,9 @@ use crate::ledger::{self, LedgerOutcome};
 use crate::mail::budget::{Exceeded, Unchecked, Which};
 use crate::mail::guard::Forgery;
 use crate::mailbox;
-use crate::outcome::{ArgProblem, HeldWhy, Missing, Owner, Receipt, RefusalCode, Route};
+use crate::outcome::{
+    ArgProblem, Got, HeldWhy, Missing, Owner, Receipt, RefusalCode, Route, Shown,
+};
 use crate::presence;
 use crate::request::{Caller, HostInfo, LiveSession, ToolRequest};
 use base::fsafe::Refused;
@@ -286,7 +288,7 @@ async fn bad_argument_problems() {
     .await;
     assert!(matches!(
         &problems(&r)[..],
-        [ArgProblem::Invalid { name, got, .. }] if name == "urgent" && got == r#"the string "true""#
+        [ArgProblem::Invalid { name, got: Got::Arg(Some(Shown::Str { head, cut: false })), .. }] if name == "urgent" && head == "true"
     ));
     // every problem, in argument order
     let r = send(&env.req(
