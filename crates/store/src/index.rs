@@ -1373,6 +1373,11 @@ pub fn list_cached(home: &Path, hot: &HashSet<String>) -> Arc<super::BriefListin
     // Held to the end of the call (a panic leaves `None`: the next listing starts cold).
     let mut held = slot.lock().unwrap_or_else(|p| p.into_inner());
     let mut old = held.take();
+    // The watcher's thread holds back its adds and checks while this call runs.
+    let _pause = old.as_ref().and_then(|o| match &o.watch {
+        WatchSlot::On(w) => Some(w.pause()),
+        WatchSlot::Off { .. } => None,
+    });
     let started = Instant::now();
     // The first listing of this home in this process: the persisted index of an earlier one
     // (`listindex`), if it checks out; each of its entries is still verified against the folder.

@@ -32,10 +32,10 @@ pub type Verify = Box<dyn FnOnce(&Path) -> bool + Send>;
 pub type AfterChecks = Box<dyn Fn() + Send>;
 
 #[cfg(target_os = "linux")]
-pub use imp::Watch;
+pub use imp::{Pause, Watch};
 
 #[cfg(not(target_os = "linux"))]
-pub use stub::Watch;
+pub use stub::{Pause, Watch};
 
 #[cfg(not(target_os = "linux"))]
 mod stub {
@@ -62,7 +62,13 @@ mod stub {
         }
         pub fn ask(&self, _dirs: Vec<(&Path, Option<Verify>)>) {}
         pub fn on_checked(&self, _f: AfterChecks) {}
+        pub fn pause(&self) -> Pause {
+            Pause
+        }
     }
+
+    /// See the Linux `Pause`.
+    pub struct Pause;
 }
 
 #[cfg(target_os = "linux")]
@@ -71,10 +77,16 @@ mod imp {
     use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask, Watches};
     use std::collections::HashMap;
     use std::os::unix::io::AsRawFd;
-    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
     use std::sync::{Arc, Mutex, MutexGuard};
 
     static EPOCH: AtomicU64 = AtomicU64::new(1);
+
+    /// Most asked-for watches the thread adds (and checks) in one go: a listing takes the lock
+    /// at its start, and waits for at most one batch in progress. Batches follow each other
+    /// without a pause (every folder waits for its watch; until then the 2 s rule may sweep it),
+    /// except while a listing runs ([`Watch::pause`]).
+    const BATCH: usize = 64;
 
     /// Most watches one home may hold: a quarter of the user's `max_user_watches` (other programs
     /// share it), at most 65,536.
@@ -119,6 +131,19 @@ mod imp {
         fd: i32,
         stop: AtomicBool,
         after: Mutex<Option<AfterChecks>>,
+        /// Listings of this home running now ([`Watch::pause`]): the thread adds and checks no
+        /// watches meanwhile (it only keeps the queue drained), so a listing neither waits for
+        /// its lock nor shares a core with its checks.
+        listing: AtomicUsize,
+    }
+
+    /// A listing in progress (see `Shared::listing`); dropping it lets the thread go on.
+    pub struct Pause(Arc<Shared>);
+
+    impl Drop for Pause {
+        fn drop(&mut self) {
+            self.0.listing.fetch_sub(1, Ordering::Release);
+        }
     }
 
     /// The watcher of one home (owned by its memo). Dropping it stops its thread, which closes
@@ -201,6 +226,7 @@ mod imp {
                 fd,
                 stop: AtomicBool::new(false),
                 after: Mutex::new(None),
+                listing: AtomicUsize::new(0),
             });
             let s = shared.clone();
             std::thread::Builder::new()
@@ -265,6 +291,13 @@ mod imp {
                 st.pending.clear();
                 return;
             }
+        }
+
+        /// A listing starts: the thread holds back its adds and checks until the guard is dropped
+        /// (take it before waiting for the listing's locks).
+        pub fn pause(&self) -> Pause {
+            self.shared.listing.fetch_add(1, Ordering::Acquire);
+            Pause(self.shared.clone())
         }
 
         /// Run `f` after each batch of checks (see [`AfterChecks`]).
@@ -408,13 +441,29 @@ mod imp {
         checks
     }
 
+    /// Wait while a listing runs (see `Shared::listing`); at most `LIST_WAIT` in all, so a
+    /// listing that never ends (a panic holding the guard is not possible, but a hung one is) does
+    /// not stop the watches forever.
+    fn hold_back(s: &Shared) {
+        const LIST_WAIT: Duration = Duration::from_secs(5);
+        let t0 = Instant::now();
+        while s.listing.load(Ordering::Acquire) > 0
+            && !s.stop.load(Ordering::Relaxed)
+            && t0.elapsed() < LIST_WAIT
+        {
+            std::thread::sleep(Duration::from_micros(500));
+        }
+    }
+
     fn run(s: &Shared) {
         while !s.stop.load(Ordering::Relaxed) {
             let busy = {
                 let st = s.state.lock().unwrap_or_else(|p| p.into_inner());
                 !st.pending.is_empty() && st.broken.is_none()
             };
-            if !busy {
+            if busy {
+                hold_back(s);
+            } else {
                 let mut pfd = libc::pollfd {
                     fd: s.fd,
                     events: libc::POLLIN,
@@ -429,12 +478,13 @@ mod imp {
             let mut st = s.state.lock().unwrap_or_else(|p| p.into_inner());
             drain(&mut st);
             // Small batches: a listing waits for this lock at its start.
-            let checks = add_pending(&mut st, 64);
+            let checks = add_pending(&mut st, BATCH);
             if !checks.is_empty() {
                 // The checks `stat` the folders: outside the lock, the watches already in place
                 // (a change from now on is an event; one before shows in the check).
                 st.checking = checks.len();
                 drop(st);
+                hold_back(s);
                 let failed: Vec<PathBuf> = checks
                     .into_iter()
                     .filter_map(|(p, v)| (!v(&p)).then_some(p))
