@@ -1,6 +1,11 @@
 //! The read checkpoint: a persisted copy of a log's committed fold, so a fresh process resumes a
 //! big log where the last one stopped instead of folding its whole history again.
 //!
+//! The fold may be a window fold (`store::window`: read from the end, its prefix removed by a
+//! compaction checkpoint; `Fold::is_window`): the same answer for `sessions_read`, but its requests
+//! are only those of the frames it decoded, so only a read resumes it (`index::load_log` ignores it
+//! and folds the log, then leaves a full fold's checkpoint in its place).
+//!
 //! What it is: one file per log, `<cache>/read-index/<sha256(log path)>.ckpt`, the committed
 //! [`FoldState`] (surface nodes, title, requests, notes, the byte offset after the last complete
 //! frame) written by a fold that had to read at least [`PERSIST_MIN`] bytes of the log. `<cache>`
@@ -37,7 +42,9 @@ pub const MAX_FILE: u64 = 32 * 1024 * 1024;
 pub const MAX_FILES: usize = 256;
 /// Bytes each of the two digests covers.
 const SPOT: u64 = 64 * 1024;
-const VERSION: u32 = 1;
+/// 2: the fold's notes carry where their lines are, and a resolved window fold is persisted
+/// (marked; only `sessions_read` resumes it). A file of another version is not used.
+const VERSION: u32 = 2;
 const DIR: &str = "read-index";
 
 #[cfg(test)]

@@ -132,6 +132,39 @@ pub struct Fold {
     /// Set on a fold that started at a frame in the middle of the log (`store::window`): what it
     /// knows of the history before that frame. None: a full fold (from byte 0 or a checkpoint).
     pub(crate) window: Option<WindowMode>,
+    /// The newest notes, with where their lines are: what a read reports ([`Fold::read_notes`]).
+    read: ReadNotes,
+    /// The line being folded (where a note about it is placed).
+    at: Loc,
+}
+
+fn key(l: Loc) -> (u64, u64) {
+    (l.frame, l.inner)
+}
+
+/// The newest notes of a fold, each with where its line starts, with a count of the older ones;
+/// and where the history a read no longer shows ends (see [`Fold::read_notes`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+struct ReadNotes {
+    items: std::collections::VecDeque<((u64, u64), String)>,
+    older: usize,
+    /// Where the newest of the `older` notes is.
+    older_last: Option<(u64, u64)>,
+    /// Just after the line of the last node a compaction (a replace from the head of the surface)
+    /// removed: the latest such place.
+    after: Option<(u64, u64)>,
+}
+
+impl ReadNotes {
+    fn push(&mut self, at: (u64, u64), s: String) {
+        self.items.push_back((at, s));
+        if self.items.len() > Notes::MAX {
+            if let Some((l, _)) = self.items.pop_front() {
+                self.older += 1;
+                self.older_last = Some(self.older_last.map_or(l, |o| o.max(l)));
+            }
+        }
+    }
 }
 
 /// The first line of a log is its header (both readers: the fold and the listing's brief scan). True when
@@ -280,6 +313,17 @@ impl Surface {
         self.pos.contains_key(&seq)
     }
 
+    /// The live node with this seq.
+    fn get(&self, seq: u64) -> Option<&Node> {
+        self.slots.get(*self.pos.get(&seq)?)?.as_ref()
+    }
+
+    /// The first live node (the head of the surface).
+    fn head(&mut self) -> Option<&Node> {
+        let i = self.find(0);
+        self.slots.get(i)?.as_ref()
+    }
+
     /// Replace every node from the head of the surface through seq `end` with `node` (the
     /// window's unknown history included). Err(node): `end` is not on the surface.
     pub(crate) fn replace_head_through(&mut self, end: u64, node: Node) -> Result<(), Node> {
@@ -343,6 +387,9 @@ pub(crate) struct WindowMode {
     pub(crate) broken: bool,
     /// The last `compaction/summary`: (its seq, `shadowedRange.start`, `shadowedRange.end`).
     pub(crate) summary: Option<(u64, u64, u64)>,
+    /// Where the line of the last node the resolving checkpoint removed starts (see
+    /// `Fold::read_notes`).
+    pub(crate) cut: Option<Loc>,
 }
 
 #[derive(serde::Deserialize)]
@@ -401,8 +448,12 @@ impl WindowMode {
         match (ks, ke) {
             (false, true) if checkpoint => {
                 // The host's compaction checkpoint: from the head of the surface through `end`.
+                let at = surface.get(end).map(|n| n.loc);
                 match surface.replace_head_through(end, node) {
-                    Ok(()) => self.resolved = true,
+                    Ok(()) => {
+                        self.resolved = true;
+                        self.cut = at;
+                    }
                     Err(_) => self.broken = true,
                 }
             }
@@ -482,6 +533,20 @@ pub(crate) struct FoldState {
     gap_noted: bool,
     offset: u64,
     surface_capped: bool,
+    /// A window fold (`store::window`) whose unknown prefix a compaction checkpoint removed: the
+    /// seq of its first decoded event. Only `sessions_read` resumes such a state (its requests
+    /// and inbox lists are those of the decoded frames only); None: a full fold.
+    #[serde(default)]
+    window: Option<u64>,
+    /// `Fold::read` (see `ReadNotes`).
+    #[serde(default)]
+    read_items: Vec<((u64, u64), String)>,
+    #[serde(default)]
+    read_older: usize,
+    #[serde(default)]
+    read_older_last: Option<(u64, u64)>,
+    #[serde(default)]
+    read_after: Option<(u64, u64)>,
 }
 
 impl FoldState {
@@ -493,9 +558,10 @@ impl FoldState {
 
 impl Fold {
     /// This fold as plain data; None while a line is unfinished (a line that runs into the next
-    /// frame: the splitter's bytes are not persisted).
+    /// frame: the splitter's bytes are not persisted), or for a window fold whose prefix is still
+    /// unknown (a resolved one is persisted, marked as a window: `FoldState::window`).
     pub(crate) fn state(&self) -> Option<FoldState> {
-        if self.splitter.has_partial() || self.window.is_some() {
+        if self.splitter.has_partial() || self.window.as_ref().is_some_and(|w| !w.resolved) {
             return None;
         }
         let idx = |r: Role| ROLES.iter().position(|x| *x == r).unwrap_or(0) as u8;
@@ -539,13 +605,21 @@ impl Fold {
             gap_noted: self.gap_noted,
             offset: self.offset,
             surface_capped: self.surface_capped,
+            window: self.window.as_ref().map(|w| w.first),
+            read_items: self.read.items.iter().cloned().collect(),
+            read_older: self.read.older,
+            read_older_last: self.read.older_last,
+            read_after: self.read.after,
         })
     }
 
     /// The fold a [`FoldState`] describes. None when the state is not one a fold can be in (an
     /// unknown role or class, more nodes than [`MAX_SURFACE`]).
     pub(crate) fn from_state(s: FoldState) -> Option<Fold> {
-        if s.nodes.len() > MAX_SURFACE || s.notes.items.len() > Notes::MAX {
+        if s.nodes.len() > MAX_SURFACE
+            || s.notes.items.len() > Notes::MAX
+            || s.read_items.len() > Notes::MAX
+        {
             return None;
         }
         let mut f = Fold {
@@ -566,6 +640,18 @@ impl Fold {
             gap_noted: s.gap_noted,
             offset: s.offset,
             surface_capped: s.surface_capped,
+            read: ReadNotes {
+                items: s.read_items.into(),
+                older: s.read_older,
+                older_last: s.read_older_last,
+                after: s.read_after,
+            },
+            // resolved: a window fold from here on folds as a full fold does (see `WindowMode`)
+            window: s.window.map(|first| WindowMode {
+                first,
+                resolved: true,
+                ..WindowMode::default()
+            }),
             ..Fold::default()
         };
         for n in s.nodes {
@@ -627,8 +713,56 @@ impl Fold {
         self.title.as_deref().or(self.fallback_title.as_deref())
     }
 
+    /// A note about the line being folded.
     pub fn note(&mut self, s: String) {
+        let at = self.at;
+        self.note_at(at, s);
+    }
+
+    /// A note about what starts at `at` (a frame, a torn tail: `log`).
+    pub fn note_at(&mut self, at: Loc, s: String) {
+        self.read.push(key(at), s.clone());
         self.notes.push(s);
+    }
+
+    /// A compaction removed the head of the surface through the node whose line starts at `end`:
+    /// the lines up to that one are no longer a read's business (unless a node still on the
+    /// surface comes from one of them: [`Fold::read_notes`]).
+    fn cut_at(&mut self, end: Loc) {
+        let after = (end.frame, end.inner.saturating_add(1));
+        if self.read.after.is_none_or(|a| a < after) {
+            self.read.after = Some(after);
+        }
+    }
+
+    /// The notes a `sessions_read` reports: those about the lines its surface is made of — every
+    /// line after the last one a compaction took off the head of the surface, and every line from
+    /// the earliest node still on it (a replacing node sits where its range was) —, the newest
+    /// [`Notes::MAX`] of them, with a count of the older ones (when the oldest notes kept fall
+    /// before that line and after it, all of them are counted). A note about older history, which
+    /// no message of the read comes from, is the full fold's (`list_sessions`, `verify`). The same
+    /// for a window fold (`store::window`): it decodes every line such a note can be about and
+    /// declines when one of them has one.
+    pub fn read_notes(&self) -> Notes {
+        let from = self.read.after.map(|a| {
+            let first = self.surface.iter().map(|n| key(n.loc)).min();
+            first.map_or(a, |f| f.min(a))
+        });
+        let keep = |l: (u64, u64)| from.is_none_or(|f| l >= f);
+        Notes {
+            items: self
+                .read
+                .items
+                .iter()
+                .filter(|(l, _)| keep(*l))
+                .map(|(_, s)| s.clone())
+                .collect(),
+            more: if self.read.older_last.is_some_and(keep) {
+                self.read.older
+            } else {
+                0
+            },
+        }
     }
 
     /// Feed decompressed bytes whose first byte sits at `base`.
@@ -640,6 +774,9 @@ impl Fold {
 
     fn piece(&mut self, p: Piece<'_>) {
         self.lines += 1;
+        self.at = match &p {
+            Piece::Oversized { loc, .. } | Piece::Line { loc, .. } => *loc,
+        };
         match p {
             Piece::Oversized { len, .. } => {
                 if oversized_header(&self.header, &mut self.header_error, len) {
@@ -901,15 +1038,30 @@ impl Fold {
                 // [R8 `packages/core/session/src/surface.ts` `replacementRange`].
                 node.replaced = true;
                 let node = match self.window.as_mut() {
-                    Some(w) => match w.replace(&mut self.surface, seq, start, end, node) {
-                        Some(node) => node,
-                        None => return,
-                    },
+                    Some(w) => {
+                        let node = w.replace(&mut self.surface, seq, start, end, node);
+                        if let Some(cut) = w.cut.take() {
+                            self.cut_at(cut);
+                        }
+                        match node {
+                            Some(node) => node,
+                            None => return,
+                        }
+                    }
                     None => node,
+                };
+                // From the head (a compaction): what it removes is no longer a read's business.
+                // (A window fold knows the head once its prefix is gone.)
+                let known = self.window.as_ref().is_none_or(|w| w.resolved);
+                let cut = match self.surface.head() {
+                    Some(h) if known && h.seq == start => self.surface.get(end).map(|n| n.loc),
+                    _ => None,
                 };
                 if let Err(node) = self.surface.replace(start, end, node) {
                     self.note(format!("seq {seq}: replaces {start}..{end}, which is not on the surface; appended instead"));
                     self.surface.push(node);
+                } else if let Some(cut) = cut {
+                    self.cut_at(cut);
                 }
             }
         }

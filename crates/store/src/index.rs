@@ -159,7 +159,10 @@ fn load_inner(log: &LogFile, window: bool) -> Result<(Arc<Fold>, u64), ReadError
     let mut from_window = None;
     let base = match base {
         Some(b) => b,
-        None => match checkpoint::load(&log.path, ident.key, ident.size, &mut file) {
+        // A window fold's checkpoint serves a read only (its requests are partial).
+        None => match checkpoint::load(&log.path, ident.key, ident.size, &mut file)
+            .filter(|b| window || !b.is_window())
+        {
             Some(b) => b,
             None => {
                 if window {
@@ -169,6 +172,10 @@ fn load_inner(log: &LogFile, window: bool) -> Result<(Arc<Fold>, u64), ReadError
             }
         },
     };
+    // A window read walked the frame headers of the whole file (and decoded back to the last title,
+    // which may be the first turn): a log that big leaves its window fold, so the next process
+    // resumes it instead of reading it again (`checkpoint`, a window fold marked as one).
+    let walked = from_window.as_ref().map_or(0, |_| ident.size);
     let (committed, tail, read) = match from_window {
         Some(w) => w,
         None => {
@@ -183,7 +190,7 @@ fn load_inner(log: &LogFile, window: bool) -> Result<(Arc<Fold>, u64), ReadError
             (committed, tail, ident.size.saturating_sub(start))
         }
     };
-    if read >= checkpoint::persist_min() {
+    if read.max(walked) >= checkpoint::persist_min() {
         checkpoint::save(&log.path, ident.key, &mut file, &committed);
     }
     let committed = Arc::new(committed);

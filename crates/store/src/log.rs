@@ -266,7 +266,13 @@ pub fn continue_fold<R: Read + Seek>(
                 }
                 if !budget.spend(&buf[..n]) {
                     fold.splitter.drop_partial();
-                    fold.note(budget_note(pos, size));
+                    fold.note_at(
+                        Loc {
+                            frame: 0,
+                            inner: pos,
+                        },
+                        budget_note(pos, size),
+                    );
                     fold.offset = size;
                     return Ok((fold, None));
                 }
@@ -300,7 +306,13 @@ pub fn continue_fold<R: Read + Seek>(
                         decode_frame(r, pos, end, &mut fold, &mut sc);
                         if sc.exhausted() {
                             fold.splitter.drop_partial();
-                            fold.note(budget_note(pos, size));
+                            fold.note_at(
+                                Loc {
+                                    frame: pos,
+                                    inner: 0,
+                                },
+                                budget_note(pos, size),
+                            );
                             fold.offset = size;
                             return Ok((fold, None));
                         }
@@ -309,7 +321,13 @@ pub fn continue_fold<R: Read + Seek>(
                     FrameScan::Skippable { end } => pos = end,
                     FrameScan::Garbage(why) => {
                         let next = find_magic(r, pos + 1, size)?.unwrap_or(size);
-                        fold.note(format!("byte {pos}: {why}; skipped {} bytes", next - pos));
+                        fold.note_at(
+                            Loc {
+                                frame: pos,
+                                inner: 0,
+                            },
+                            format!("byte {pos}: {why}; skipped {} bytes", next - pos),
+                        );
                         fold.splitter.drop_partial();
                         pos = next;
                     }
@@ -329,7 +347,7 @@ pub fn continue_fold<R: Read + Seek>(
                         });
                         tail.splitter.drop_partial();
                         let kept = tail.lines - complete_before;
-                        tail.note(format!("torn last frame at byte {pos} (a write in flight?): kept its {kept} complete lines"));
+                        tail.note_at(Loc { frame: pos, inner: 0 }, format!("torn last frame at byte {pos} (a write in flight?): kept its {kept} complete lines"));
                         fold.offset = pos;
                         return Ok((fold, Some(tail)));
                     }
@@ -371,9 +389,13 @@ fn decode_frame<R: Read + Seek>(
         Ok(Err(why)) => why,
         Err(e) => e.into(),
     };
-    fold.note(format!(
-        "corrupt zstd frame at byte {start} ({why}); skipped the rest of it"
-    ));
+    fold.note_at(
+        Loc {
+            frame: start,
+            inner: 0,
+        },
+        format!("corrupt zstd frame at byte {start} ({why}); skipped the rest of it"),
+    );
     fold.splitter.drop_partial();
 }
 

@@ -399,6 +399,18 @@ mod tests {
     /// `selectCompactableRange` picks them (from the head of the surface, keeping a recent
     /// tail), queued requests, and now and then a line the full fold notes.
     fn host_log(r: &mut Rng, v4: bool, turns: u64, bad: bool) -> LogBuilder {
+        host_log_titled(r, v4, turns, bad, false)
+    }
+
+    /// [`host_log`]; `title_once`: the only `session/title` is the first turn's (the window then
+    /// decodes every frame back to it).
+    fn host_log_titled(
+        r: &mut Rng,
+        v4: bool,
+        turns: u64,
+        bad: bool,
+        title_once: bool,
+    ) -> LogBuilder {
         let id = "session-0c0c0c0c-1111-4222-8333-444444444444";
         let mut b = if v4 {
             LogBuilder::v4(id, Some("/home/ana/proj"), 1)
@@ -411,7 +423,7 @@ mod tests {
                 &format!("prompt {t} {}", "word ".repeat(r.below(30) as usize)),
                 &format!("dsh-session-mail:req-{t}"),
             );
-            if t == 0 || r.chance(5) {
+            if t == 0 || (r.chance(5) && !title_once) {
                 b.title(&format!("title {t}"), json!({"kind":"fallback"}), &[p]);
             }
             for k in 0..r.below(4) {
@@ -583,6 +595,93 @@ mod tests {
         set_window_min(None);
     }
 
+    /// The worst case for a read from the end — the only title at the first turn, so the first read
+    /// decodes every frame back to it — is paid once: that read leaves its window fold as a read
+    /// checkpoint (marked as a window), a fresh process resumes it (reading nothing of the log
+    /// again) with the same answer; a caller that needs the requests never takes it, folds the log
+    /// and leaves a full fold's checkpoint in its place; a forged or edited checkpoint changes no
+    /// answer.
+    #[test]
+    fn a_window_read_leaves_a_checkpoint_that_only_reads_resume() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = tempfile::tempdir().unwrap();
+        crate::checkpoint::set_cache_dir(Some(cache.path().to_path_buf()));
+        crate::checkpoint::set_persist_min(Some(0));
+        set_window_min(Some(0));
+        let mut r = Rng(7);
+        let mut b = host_log_titled(&mut r, false, 40, false, true);
+        let n = b.surface.len();
+        let (s, e) = (b.surface[0], b.surface[n - 3]);
+        b.compact(s, e, "the last summary");
+        b.prompt("after the compaction", "dsh-session-mail:after");
+        b.reply("done", DS.0, DS.1);
+        b.end_turn();
+        let path = dir
+            .path()
+            .join("sessions/--home-ana-proj--/session-0c0c0c0c-1111-4222-8333-444444444444/session.jsonl.zstd");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let bytes = b.zstd();
+        std::fs::write(&path, &bytes).unwrap();
+        let log = crate::layout::LogFile {
+            path: path.clone(),
+            enc: Encoding::Zstd,
+            generation: 0,
+        };
+        let want = full(&bytes);
+        assert_eq!(want.title.as_deref(), Some("title 0"));
+        let (got, _) = crate::index::load_log_for_read_counted(&log);
+        let got = got.unwrap();
+        assert!(got.is_window());
+        assert_eq!(answer(&got), answer(&want));
+        let ck = crate::checkpoint::path_of(&path).unwrap();
+        assert!(ck.exists(), "the window fold is persisted");
+        // A fresh process (nothing cached): the checkpoint, not the log's history.
+        crate::index::forget(&path);
+        let (again, read) = crate::index::load_log_for_read_counted(&log);
+        let again = again.unwrap();
+        assert!(again.is_window());
+        assert_eq!(read, 0, "resumed at the end of the log");
+        assert_eq!(answer(&again), answer(&want));
+        // Grown: resumed from the checkpoint, folded over the new frames.
+        let mut more = b;
+        more.prompt("later", "dsh-session-mail:later");
+        more.reply("later reply", DS.0, DS.1);
+        more.end_turn();
+        let grown = more.zstd();
+        std::fs::write(&path, &grown).unwrap();
+        crate::index::forget(&path);
+        let (g, read) = crate::index::load_log_for_read_counted(&log);
+        assert!(read < (grown.len() - bytes.len()) as u64 + 1, "{read}");
+        assert_eq!(answer(&g.unwrap()), answer(&full(&grown)));
+        // Forged: the body edited under the old tag — not used (the window reads the log again).
+        let orig = std::fs::read(&ck).unwrap();
+        let forged = String::from_utf8_lossy(&orig[32..]).replace("title 0", "FORGED!");
+        let mut f = orig[..32].to_vec();
+        f.extend_from_slice(forged.as_bytes());
+        std::fs::write(&ck, &f).unwrap();
+        crate::index::forget(&path);
+        let (w, read) = crate::index::load_log_for_read_counted(&log);
+        let w = w.unwrap();
+        assert!(read > 0);
+        assert_eq!(answer(&w), answer(&full(&grown)));
+        assert_eq!(w.title.as_deref(), Some("title 0"));
+        // A caller that needs the requests: never the window's checkpoint.
+        crate::index::forget(&path);
+        let all = crate::index::load_log(&log).unwrap();
+        assert!(!all.is_window());
+        assert_eq!(all.requests, full(&grown).requests);
+        crate::index::forget(&path);
+        let after = crate::index::load_log_for_read(&log).unwrap();
+        assert!(
+            !after.is_window(),
+            "the full fold's checkpoint replaced the window's"
+        );
+        crate::index::forget(&path);
+        crate::checkpoint::set_cache_dir(None);
+        crate::checkpoint::set_persist_min(None);
+        set_window_min(None);
+    }
+
     fn walk(d: &std::path::Path) -> Vec<std::path::PathBuf> {
         let mut out = Vec::new();
         for e in std::fs::read_dir(d).unwrap().flatten() {
@@ -606,13 +705,15 @@ mod tests {
     #[test]
     fn a_read_from_the_end_gives_the_full_folds_answer() {
         let mut r = Rng(0x0123_4567_89ab_cdef);
-        let (mut applied, mut resumed) = (0, 0);
+        let (mut applied, mut resumed, mut noted, mut once) = (0, 0, 0, 0);
         let rounds = 200;
         for round in 0..rounds {
             let v4 = r.chance(50);
             let bad = r.chance(30);
             let turns = 4 + r.below(60);
-            let b = host_log(&mut r, v4, turns, bad);
+            // now and then the worst case for the title: only the first turn has one
+            let title_once = r.chance(20);
+            let b = host_log_titled(&mut r, v4, turns, bad, title_once);
             let chopped = r.chance(15);
             let mut bytes = if chopped {
                 // Frames cut anywhere, lines across frames included.
@@ -649,12 +750,26 @@ mod tests {
                 "round {round} (v4 {v4}, torn {torn}, {} bytes)",
                 bytes.len()
             );
-            for n in &got.notes.items {
+            for n in got.notes.items.iter().filter(|_| want.notes.more == 0) {
                 assert!(
                     want.notes.items.contains(n),
                     "round {round}: the window noted {n:?}, the full fold {:?}",
                     want.notes
                 );
+            }
+            // What a read reports: the notes about the lines of its surface, the same both ways
+            // (the full fold's notes about compacted history are not a read's).
+            assert_eq!(
+                got.read_notes(),
+                want.read_notes(),
+                "round {round}: all of the full fold's notes {:?}",
+                want.notes
+            );
+            if bad && !want.notes.is_empty() && want.read_notes() != want.notes {
+                noted += 1;
+            }
+            if title_once {
+                once += 1;
             }
             if !bad {
                 assert_eq!(got.notes, want.notes, "round {round}");
@@ -682,7 +797,11 @@ mod tests {
             assert_eq!(answer(&g), answer(&full(&grown)), "round {round} grown");
             resumed += 1;
         }
-        eprintln!("window: {applied} of {rounds} reads, {resumed} resumed");
+        eprintln!(
+            "window: {applied} of {rounds} reads, {resumed} resumed, {noted} with notes in the \
+             full fold about compacted history only, {once} titled only at turn 1"
+        );
+        assert!(noted > 5 && once > 5, "{noted} {once}");
         assert!(
             applied * 2 > rounds,
             "the window answered {applied} of {rounds} reads"

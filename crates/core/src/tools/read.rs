@@ -275,8 +275,11 @@ pub fn window(
             _ => {}
         }
     }
-    if !fold.notes.is_empty() {
-        notes.push(fold.notes.summary());
+    // The notes about the lines this surface is made of (a note about compacted history is the full
+    // fold's: `store::Fold::read_notes`), the same whether the log was folded whole or from its end.
+    let store_notes = fold.read_notes();
+    if !store_notes.is_empty() || store_notes.more > 0 {
+        notes.push(store_notes.summary());
     }
     let rh = ReadHead {
         since,
