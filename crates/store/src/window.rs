@@ -22,7 +22,28 @@
 //! fallback), which the window's own titles can only confirm.
 //!
 //! What a window fold does not know: the requests (`find_request`, `verify`, the queue's checks
-//! keep the full fold) and notes about lines before the window. See docs/store.md "Window read".
+//! keep the full fold) and the notes about lines before the window — which a read does not report
+//! either way (`Fold::read_notes`: the notes about the lines of the current surface; a window
+//! decodes every such line, and declines when one has a note). See docs/store.md "Window read".
+//!
+//! What it takes from the host for the history it does not decode (rc.8 = toninfo/deepseek-harness
+//! at `48fb3b528b`, release 0.1.0-rc.8):
+//! 1. **A compaction starts at the head of the surface.** Every compaction rc.8 itself runs picks
+//!    its range with `selectCompactableRange` (`packages/compaction/compaction-basic/src/region.ts`:
+//!    `start` is `surfaceNodes[0]`): pressure and overflow (`compaction-basic/src/index.ts`
+//!    `compactIfNeeded`) and `/compact` (`compactNow`). NOT guaranteed: `compactRegion(start, end)`
+//!    is a public method of the compaction service (`packages/compaction/compaction/src/index.ts`,
+//!    listed in `packages/extensions/tool-cordis/src/api-catalog.ts`) that accepts any balanced
+//!    span; rc.8 calls it only with `selectCompactableRange`'s range, but a plugin could compact a
+//!    middle span — then this read drops the nodes before that span that the full fold keeps.
+//! 2. **A replace names nodes on the surface.** `Session.append` validates every event before
+//!    it enters the log (`packages/core/session/src/index.ts` `append` →
+//!    `surfaceManager.validateNext` → `surface.ts` `planSurfaceEvent` → `replacementRange`, which
+//!    throws when `start` or `end` is not on the surface), and a log is loaded through the same
+//!    check (`index.ts`, the seed loop: `invalid seed event`). So a replace wholly inside the
+//!    prefix was valid there; only a log rc.8 would refuse to load breaks it.
+//! 3. **Seqs are contiguous from 0.** `append` gives `seq: this.log.length`; a loaded seed must be
+//!    "contiguous from 0" (`index.ts`), and `planSurfaceEvent` refuses any other seq.
 
 use std::collections::VecDeque;
 use std::io::{self, Read, Seek};
