@@ -28,6 +28,11 @@ export const QUICK = {
   ...FULL, sessions: 200, projects: 8,
   big: [{ name: 'big100m', bytes: 10 * MiB, ageDays: 5 }, { name: 'big1g', bytes: 64 * MiB, ageDays: 2 }],
 }
+/** The worst case of a read from the log's end (issue 18): one 100 MiB log (10 MiB with --quick) whose only
+ * `session/title`s are the first turn's (no rename ever), so the first read decodes every frame back to it. A
+ * corpus of its own (the main corpus, and the listing rows over it, stay as they are). */
+export const TITLE_ONCE = { ...FULL, seed: 0x7171, sessions: 0, projects: 1, big: [{ name: 'title1', bytes: 100 * MiB, ageDays: 5, titleOnce: true }] }
+export const TITLE_ONCE_QUICK = { ...TITLE_ONCE, big: [{ ...TITLE_ONCE.big[0], bytes: 10 * MiB }] }
 
 const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '..')
 export const benchDir = () => resolve(process.env.BENCH_DIR?.trim() || join(REPO, '.cache', 'bench'))
@@ -239,7 +244,7 @@ function writeSession(file, header, targetBytes, r, pools, opts = {}) {
             title = oneLine(prose(r, r.int(18, 60)))
             ev('session/title', { title, messageSeqs: [s], source: { kind: 'provider', provider, model } })
           }
-        } else if (opts.renameAtTurn === turn || r.chance(0.002)) {
+        } else if (!opts.titleOnce && (opts.renameAtTurn === turn || r.chance(0.002))) {
           title = oneLine(prose(r, r.int(12, 50)))
           ev('session/title', { title, messageSeqs: [], source: { kind: 'user' } })
         }
@@ -370,7 +375,7 @@ export function ensureCorpus(params = FULL, { force = false, log = (s) => proces
     const file = join(root, projectKey(header.cwd), encodeSegment(id), 'session.jsonl.zstd')
     log(`gen-corpus: writing ${b.name} (${(b.bytes / MiB).toFixed(0)} MiB decompressed)…`)
     const tb = performance.now()
-    const facts = writeSession(file, header, b.bytes, sr, pools, { renameAtTurn: 40 })
+    const facts = writeSession(file, header, b.bytes, sr, pools, b.titleOnce ? { titleOnce: true } : { renameAtTurn: 40 })
     log(`gen-corpus: ${b.name}: ${(facts.plainBytes / MiB).toFixed(0)} MiB → ${(facts.zBytes / MiB).toFixed(0)} MiB zstd, ${facts.frames} frames, ${((performance.now() - tb) / 1000).toFixed(1)} s`)
     add(facts, header, file, { big: b.name })
     big[b.name] = sessions[sessions.length - 1]
@@ -398,6 +403,7 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
     process.exit(spawnSync(node22, process.argv.slice(1), { stdio: 'inherit' }).status ?? 1)
   }
   const quick = process.argv.includes('--quick') || process.env.BENCH_QUICK === '1'
-  const m = ensureCorpus(quick ? QUICK : FULL, { force: process.argv.includes('--force') })
+  const once = process.argv.includes('--title-once')
+  const m = ensureCorpus(once ? (quick ? TITLE_ONCE_QUICK : TITLE_ONCE) : quick ? QUICK : FULL, { force: process.argv.includes('--force') })
   console.log(JSON.stringify({ dir: m.dir, totals: m.totals, big: Object.fromEntries(Object.entries(m.big).map(([k, v]) => [k, { id: v.id, file: v.file, plainBytes: v.plainBytes, zBytes: v.zBytes, frames: v.frames, lastSeq: v.lastSeq }])) }, null, 1))
 }

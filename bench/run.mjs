@@ -28,7 +28,7 @@ if (typeof zlib.zstdCompressSync !== 'function') {
   process.exit(r.status ?? 1)
 }
 
-const { ensureCorpus, FULL, QUICK, benchDir } = await import('./gen-corpus.mjs')
+const { ensureCorpus, FULL, QUICK, TITLE_ONCE, TITLE_ONCE_QUICK, benchDir } = await import('./gen-corpus.mjs')
 
 const argv = process.argv.slice(2)
 const QUICK_MODE = argv.includes('--quick') || process.env.BENCH_QUICK === '1'
@@ -48,6 +48,9 @@ const NO_WIN_ENV = { DSH_SESSION_MAIL_NO_WINDOW: '1' }
 const FULL_ENV = { ...NO_CK_ENV, ...NO_WIN_ENV }
 // A cache folder that never holds a checkpoint (a window read leaves none): every read there is a first read.
 const WIN_ENV = { DSH_SESSION_MAIL_CACHE_DIR: join(benchDir(), 'read-cache-empty') }
+// A window read of a log of >= 8 MiB leaves its fold as a read checkpoint: every "no checkpoint" child starts
+// from an empty cache folder.
+const winEnv = () => { rmSync(WIN_ENV.DSH_SESSION_MAIL_CACHE_DIR, { recursive: true, force: true }); return WIN_ENV }
 const WIN_REPS = Math.max(REPS, 9) // the window rows are cheap: more samples for p99/max
 const pct = (xs, q) => { const v = xs.filter(Number.isFinite).sort((a, b) => a - b); return v.length ? v[Math.min(v.length - 1, Math.ceil(q * v.length) - 1)] : NaN }
 const spread = (xs) => `p50 ${fmtMs(pct(xs, 0.5))} p99 ${fmtMs(pct(xs, 0.99))} max ${fmtMs(Math.max(...xs.filter(Number.isFinite)))}`
@@ -313,7 +316,7 @@ async function main() {
   for (let i = 0; i < WIN_REPS; i++) {
     zb.push(await zstdDecompress([big100File]))
     if (i < REPS) fulls.push(await child({ op: 'read', home: m.home, id: big100.id, max: READ_MAX }, undefined, FULL_ENV))
-    wins.push(await child({ op: 'read', home: m.home, id: big100.id, max: READ_MAX }, undefined, WIN_ENV))
+    wins.push(await child({ op: 'read', home: m.home, id: big100.id, max: READ_MAX }, undefined, winEnv()))
     if (i < CHEAP_REPS) reads.push(await child({ op: 'read', home: m.home, id: big100.id, max: READ_MAX }, undefined, CK_ENV))
   }
   R.zstdBig100 = { ms: zb.map(z => z.ms), median: median(zb.map(z => z.ms)), cpuMs: zb.map(z => z.cpuMs), cpu: median(zb.map(z => z.cpuMs)) }
@@ -353,7 +356,7 @@ async function main() {
   const big1gFile = join(m.home, big1g.file)
   for (let i = 0; i < REPS; i++) {
     base.push(await child({ op: 'load' }))
-    rss.push(await child({ op: 'read', home: m.home, id: big1g.id, max: READ_MAX }, undefined, WIN_ENV))
+    rss.push(await child({ op: 'read', home: m.home, id: big1g.id, max: READ_MAX }, undefined, winEnv()))
   }
   rmSync(CK_DIR, { recursive: true, force: true })
   const fullRss = await child({ op: 'read', home: m.home, id: big1g.id, max: READ_MAX }, undefined, { ...CK_ENV, ...NO_WIN_ENV })
@@ -368,7 +371,7 @@ async function main() {
   const zg = []; const reads1g = []; const wins1g = []
   for (let i = 0; i < WIN_REPS; i++) {
     if (i < REPS + 2) zg.push(await zstdDecompress([big1gFile]))
-    wins1g.push(await child({ op: 'read', home: m.home, id: big1g.id, max: READ_MAX }, undefined, WIN_ENV))
+    wins1g.push(await child({ op: 'read', home: m.home, id: big1g.id, max: READ_MAX }, undefined, winEnv()))
     if (i < REPS) reads1g.push(await child({ op: 'read', home: m.home, id: big1g.id, max: READ_MAX }, undefined, CK_ENV))
   }
   R.zstdBig1g = { ms: zg.map(z => z.ms), median: median(zg.map(z => z.ms)), cpu: median(zg.map(z => z.cpuMs)) }
@@ -381,6 +384,30 @@ async function main() {
     error: wins1g.find(r => r.error)?.error, sameAsFull: wins1g.every(r => r.text === rssText) && [...rss].every(r => r.text === rssText), messages: readMessages(wins1g[0]?.text ?? ''),
   }
   rmSync(CK_DIR, { recursive: true, force: true })
+
+  // 6. the window's worst case (issue 18): a 100 MiB log whose only titles are the first turn's, so a first read
+  //    decodes every frame back to it (a corpus of its own, bench/gen-corpus.mjs TITLE_ONCE). Interleaved: zstd -dc
+  //    of the file; a first read in a fresh process with an empty cache folder (the window; it leaves its fold as
+  //    a checkpoint); the next fresh process with that folder (resumes the window's checkpoint). The full fold's
+  //    text (window and checkpoint off) is what both must show.
+  const tm = ensureCorpus(QUICK_MODE ? TITLE_ONCE_QUICK : TITLE_ONCE, { log })
+  const t1 = tm.big.title1; const t1File = join(tm.home, t1.file)
+  log(`the window's worst case: the ${(t1.plainBytes / MiB).toFixed(0)} MiB log titled only at turn 1, ×${WIN_REPS} interleaved…`)
+  await zstdDecompress([t1File])
+  const t1Full = await child({ op: 'read', home: tm.home, id: t1.id, max: READ_MAX }, undefined, FULL_ENV)
+  const zt = []; const t1First = []; const t1Next = []
+  for (let i = 0; i < WIN_REPS; i++) {
+    zt.push(await zstdDecompress([t1File]))
+    t1First.push(await child({ op: 'read', home: tm.home, id: t1.id, max: READ_MAX }, undefined, winEnv()))
+    t1Next.push(await child({ op: 'read', home: tm.home, id: t1.id, max: READ_MAX }, undefined, WIN_ENV))
+  }
+  rmSync(WIN_ENV.DSH_SESSION_MAIL_CACHE_DIR, { recursive: true, force: true })
+  R.zstdTitle1 = { ms: zt.map(z => z.ms), median: median(zt.map(z => z.ms)), cpu: median(zt.map(z => z.cpuMs)) }
+  const t1Row = (xs) => ({
+    coldMs: xs.map(r => r.coldMs), cold: median(xs.map(r => r.coldMs)), coldCpu: median(xs.map(r => r.coldCpuMs)),
+    error: xs.find(r => r.error)?.error ?? t1Full.error, messages: readMessages(xs[0]?.text ?? ''), sameAsFull: !!t1Full.text && xs.every(r => r.text === t1Full.text),
+  })
+  R.title1First = t1Row(t1First); R.title1Next = t1Row(t1Next); R.title1Full = { coldMs: t1Full.coldMs }
 
   // ---------------------------------------------------------------- report
   const rows = []
@@ -441,6 +468,14 @@ async function main() {
     ratio: `${(R.read1g.cold / R.zstdBig1g.median).toFixed(3)}×`, cpu: cpuRatio(R.read1g.coldCpu, R.zstdBig1g.cpu), target: '≤ 0.1× and ≤ 0.5 s', verdict: verdict(R.read1g.cold / R.zstdBig1g.median <= 0.1 && R.read1g.cold <= 500, read1gInvalid),
     value: R.read1g.cold, base: R.zstdBig1g.median,
   })
+  const mibT1 = (t1.plainBytes / MiB).toFixed(0)
+  for (const [r, what] of [[R.title1First, 'first read (window: decodes every frame back to the title; leaves its checkpoint)'], [R.title1Next, 'the next fresh process (the window\'s checkpoint)']]) {
+    rows.push({
+      metric: `read ${READ_MAX} msgs, ${mibT1} MiB log titled only at turn 1, ${what}${r.sameAsFull ? '' : ' (text differs from the full fold!)'}`, measured: fmtMs(r.cold), baseline: `zstd -dc file ${fmtMs(R.zstdTitle1.median)}`,
+      ratio: `${(r.cold / R.zstdTitle1.median).toFixed(2)}×`, cpu: cpuRatio(r.coldCpu, R.zstdTitle1.cpu), target: '≤ 0.3×', verdict: verdict(r.cold / R.zstdTitle1.median <= 0.3, !!r.error || r.messages === 0 || !r.sameAsFull),
+      value: r.cold, base: R.zstdTitle1.median,
+    })
+  }
   const appendInvalid = R.readAppend.refused || !!R.readAppend.error || !R.readAppend.sawAppend.length || !R.readAppend.sawAppend.every(Boolean)
   rows.push({
     metric: 'read warm after 1 appended event', measured: fmtMs(R.readAppend.warm), baseline: `cold ${fmtMs(R.readAppend.coldMs)}`,
@@ -482,6 +517,7 @@ async function main() {
   lines.push(`             zstd 100M ${R.zstdBig100.ms.map(x => x.toFixed(0)).join(' ')} | read cold ${R.read.coldMs.map(x => x?.toFixed(1)).join(' ')} | first ${R.readFirst.coldMs?.toFixed(0)} | full fold ${R.readFull.coldMs.map(x => x?.toFixed(0)).join(' ')} | read warm+append ${R.readAppend.warmMs.map(x => x.toFixed(2)).join(' ')}`)
   lines.push(`             zstd 1G ${R.zstdBig1g.ms.map(x => x.toFixed(0)).join(' ')} | 1G read cold ${R.read1g.coldMs.map(x => x?.toFixed(1)).join(' ')} | 1G full fold ${fmtMs(R.rss.fullMs)}`)
   lines.push(`             read window 100M ${spread(R.readWindow.coldMs)} [${R.readWindow.coldMs.map(x => x?.toFixed(1)).join(' ')}] | 1G ${spread([...R.rss.readMs, ...R.read1gWindow.coldMs])} [${[...R.rss.readMs, ...R.read1gWindow.coldMs].map(x => x?.toFixed(1)).join(' ')}]`)
+  lines.push(`             titled at turn 1: zstd ${R.zstdTitle1.ms.map(x => x.toFixed(0)).join(' ')} | first read ${spread(R.title1First.coldMs)} [${R.title1First.coldMs.map(x => x?.toFixed(1)).join(' ')}] | next process ${spread(R.title1Next.coldMs)} [${R.title1Next.coldMs.map(x => x?.toFixed(1)).join(' ')}] | full fold ${fmtMs(R.title1Full.coldMs)}`)
   lines.push(`             RSS: addon-only VmHWM ${R.rss.baseSamplesKb.map(fmtMB).join(' ')}; after 1G read ${R.rss.samplesKb.map(fmtMB).join(' ')}; addon load ${fmtMs(R.list.loadMs)}`)
   const best = (xs) => Math.min(...xs.filter(Number.isFinite))
   lines.push(`best-of ratios (min/min; noise only ever adds time): list/zstd corpus ${(best(R.list.coldMs) / best(R.zstdCorpus.ms)).toFixed(2)}× | host/list ${R.host.runs ? (best(R.host.totalMs) / best(R.list.coldMs)).toFixed(1) + '×' : '—'} | read/zstd file ${(best(R.read.coldMs) / best(R.zstdBig100.ms)).toFixed(2)}× (window ${(best(R.readWindow.coldMs) / best(R.zstdBig100.ms)).toFixed(2)}×; 1G ${(best(R.read1gWindow.coldMs) / best(R.zstdBig1g.ms)).toFixed(3)}×) | warm list ${fmtMs(best(R.list.warmMs))} | warm read ${fmtMs(best(R.readAppend.warmMs))}`)
@@ -503,6 +539,7 @@ async function main() {
   if (R.rss.fullError) notes.push(`rss (full fold): ${R.rss.fullError}`)
   if (R.readWindow.error) notes.push(`read (window): ${R.readWindow.error}`)
   if (R.read1gWindow.error) notes.push(`read 1G (window): ${R.read1gWindow.error}`)
+  if (R.title1First.error) notes.push(`read titled at turn 1: ${R.title1First.error}`)
   if (addonDebug && !process.env.BENCH_CORE) notes.push('the addon is a debug build: rebuild with `--profile ci` (or `--release`) before reading these numbers')
   if (addonNow !== env.addonBuilt && !process.env.BENCH_CORE) notes.push(`the addon was rebuilt during the run (${env.addonBuilt} → ${addonNow}): rows may mix two builds`)
   if (notes.length) { lines.push(''); lines.push('notes:'); for (const n of notes) lines.push(`  - ${n}`) }
