@@ -49,8 +49,13 @@ const FULL_ENV = { ...NO_CK_ENV, ...NO_WIN_ENV }
 // A cache folder that never holds a checkpoint (a window read leaves none): every read there is a first read.
 const WIN_ENV = { DSH_SESSION_MAIL_CACHE_DIR: join(benchDir(), 'read-cache-empty') }
 // A window read of a log of >= 8 MiB leaves its fold as a read checkpoint: every "no checkpoint" child starts
-// from an empty cache folder.
-const winEnv = () => { rmSync(WIN_ENV.DSH_SESSION_MAIL_CACHE_DIR, { recursive: true, force: true }); return WIN_ENV }
+// from a cache folder without one. The folder's key stays (made once, with an fsync, by the first read that ever
+// writes there: not a cost of every first read of a log).
+const winEnv = () => {
+  const d = join(WIN_ENV.DSH_SESSION_MAIL_CACHE_DIR, 'read-index')
+  for (const f of existsSync(d) ? readdirSync(d) : []) if (f.endsWith('.ckpt')) rmSync(join(d, f), { force: true })
+  return WIN_ENV
+}
 const WIN_REPS = Math.max(REPS, 9) // the window rows are cheap: more samples for p99/max
 const pct = (xs, q) => { const v = xs.filter(Number.isFinite).sort((a, b) => a - b); return v.length ? v[Math.min(v.length - 1, Math.ceil(q * v.length) - 1)] : NaN }
 const spread = (xs) => `p50 ${fmtMs(pct(xs, 0.5))} p99 ${fmtMs(pct(xs, 0.99))} max ${fmtMs(Math.max(...xs.filter(Number.isFinite)))}`
@@ -310,6 +315,7 @@ async function main() {
   rmSync(CK_DIR, { recursive: true, force: true })
   rmSync(WIN_ENV.DSH_SESSION_MAIL_CACHE_DIR, { recursive: true, force: true })
   log(`zstd -dc of the ${(big100.plainBytes / MiB).toFixed(0)} MiB log and sessions_read (window, checkpoint, full fold), ×${WIN_REPS} interleaved…`)
+  await child({ op: 'read', home: m.home, id: big100.id, max: READ_MAX }, undefined, winEnv()) // makes the folder's key: not counted
   await zstdDecompress([big100File])
   const zb = []; const wins = []; const reads = []; const fulls = []
   const first100 = await child({ op: 'read', home: m.home, id: big100.id, max: READ_MAX }, undefined, { ...CK_ENV, ...NO_WIN_ENV })
