@@ -326,6 +326,8 @@ fn readers_agree(bytes: &[u8], enc: Encoding) {
                         .iter()
                         .map(|n| (n.seq, n.loc, n.replaced, n.is_error, n.label.to_string()))
                         .collect::<Vec<_>>(),
+                    // what a read reports of the log's notes (those about its surface's lines)
+                    f.read_notes(),
                 )
             };
             assert_eq!(key(&w), key(&view), "the window and the fold disagree");

@@ -557,6 +557,12 @@ mod tests {
                 let want = full(&bytes);
                 if let Some(got) = view_from_end(&mut Cursor::new(&bytes[..]), bytes.len() as u64) {
                     assert_eq!(answer(&got), answer(&want), "{}", e.path().display());
+                    assert_eq!(
+                        got.read_notes(),
+                        want.read_notes(),
+                        "{}",
+                        e.path().display()
+                    );
                 }
             }
         }
