@@ -573,3 +573,188 @@ fn a_foreign_holder() {
         Waking it here could fork its history (rc.8 has no session lock), so this process will not. Nothing was sent.\n\
         Send from a session in that process; or install dsh-session-mail in its profile and restart it (it then routes messages); or, if it does not hold the session, close it there or stop pid 4321 and send again (it is then woken here).");
 }
+
+/// A send of "hi" to the idle live session-peer through a host that answers by `script`, with
+/// `host_api` (`rc8`, `v2`, `auto`).
+async fn through<F>(host_api: &str, script: F) -> (Env, SendResult)
+where
+    F: Fn(usize, &Recorded) -> Act + Send + Sync + 'static,
+{
+    let env = Env::online(script).await;
+    let mut r = env.sessions_send("session-peer", "hi");
+    r.config.host_api = host_api.into();
+    if host_api == "v2" {
+        r.host.secret = Some(SECRET_B64.into());
+    }
+    r.live = vec![live("session-peer", "idle", json!({}))];
+    let out = send(&r).await;
+    (env, out)
+}
+
+/// The history page of a session with nothing in it.
+fn empty_history() -> Act {
+    Act::Reply(
+        200,
+        r#"{"type":"server-response","rpcId":"h","result":{"ok":true,"value":{"events":[],"hasMore":false}}}"#
+            .into(),
+    )
+}
+
+const GARBLED: &str = "{\"type\":\"server-resp";
+
+/// The words of every reason a delivery reached no clear answer: the first attempt's, the lookup's
+/// and the one resend's, as the receipt's note and the may-have-landed refusal say them. (The
+/// system's words — a reset's cause — are the library's and the OS's, quoted as they are.)
+#[tokio::test]
+async fn the_reasons_of_an_unclear_delivery() {
+    const MAY: &str = "refused (unreachable): the message MAY have landed in session-peer: ";
+    const CHECK: &str = ".\nIt was not sent again blindly. Check with sessions_read {\"session_id\":\"session-peer\"}: a landed copy shows request=<rid> in its source label. Send it again only if it is not there.\nrequest: <rid>";
+    let may = |detail: &str| format!("{MAY}{detail}{CHECK}");
+    let not_a_response = format!(
+        "the host answered HTTP 200 with something that is not a server-response ({GARBLED})"
+    );
+    let history = |h: Act| {
+        let h = std::sync::Mutex::new(Some(h));
+        move |_: usize, r: &Recorded| {
+            if r.path == "/api/session.history" {
+                h.lock().unwrap().take().unwrap_or_else(empty_history)
+            } else {
+                Act::Reply(200, GARBLED.into())
+            }
+        }
+    };
+    // the lookup failed: HTTP status, the host's refusal, an unreadable answer
+    let (_, out) = through("rc8", history(Act::Reply(503, "busy".into()))).await;
+    pin_rid(&out, &may(&format!("{not_a_response}; looking the request id up failed too (session.history answered HTTP 503), so it was not sent again")));
+    let (_, out) = through(
+        "rc8",
+        history(rpc_error("session-not-found", "no such session")),
+    )
+    .await;
+    pin_rid(&out, &may(&format!("{not_a_response}; looking the request id up failed too (session.history refused: session-not-found: no such session), so it was not sent again")));
+    let (_, out) = through("rc8", history(Act::Reply(200, "nonsense".into()))).await;
+    pin_rid(&out, &may(&format!("{not_a_response}; looking the request id up failed too (session.history answered something unreadable), so it was not sent again")));
+    // not found, resent once: unclear again, a 5xx, a 404
+    let (_, out) = through("rc8", history(empty_history())).await;
+    pin_rid(&out, &may(&format!("{not_a_response}; the one resend with the same request id got no clear answer either ({not_a_response})")));
+    let resend = |second: fn() -> Act| {
+        move |n: usize, r: &Recorded| match (r.path.as_str(), n) {
+            ("/api/session.history", _) => empty_history(),
+            (_, 0) => Act::Reply(200, GARBLED.into()),
+            _ => second(),
+        }
+    };
+    let (_, out) = through("rc8", resend(|| Act::Reply(500, "boom".into()))).await;
+    pin_rid(&out, &may(&format!("{not_a_response}; the one resend with the same request id failed (HTTP 500 from the host)")));
+    let (_, out) = through("rc8", resend(|| Act::Reply(404, "no".into()))).await;
+    pin_rid(
+        &out,
+        &may(&format!(
+            "{not_a_response}; the one resend with the same request id got HTTP 404"
+        )),
+    );
+    let (_, out) = through("rc8", resend(|| Act::Reply(401, "no".into()))).await;
+    pin_rid(
+        &out,
+        &may(&format!(
+            "{not_a_response}; the one resend with the same request id got HTTP 401"
+        )),
+    );
+    let (_, out) = through("rc8", resend(|| Act::Reply(403, "fenced".into()))).await;
+    pin_rid(&out, &may(&format!("{not_a_response}; the one resend with the same request id failed (HTTP 403, the Host/Origin fence refused the request)")));
+    // no answer within the request timeout (1 s here), twice
+    let stall = |_: usize, r: &Recorded| {
+        if r.path == "/api/session.history" {
+            empty_history()
+        } else {
+            Act::Stall(std::time::Duration::from_secs(3))
+        }
+    };
+    let (_, out) = through("rc8", stall).await;
+    pin_rid(&out, &may("no answer within the request timeout; the one resend with the same request id got no clear answer either (no answer within the request timeout)"));
+    // an answer past the cap (1 MiB), twice
+    let big = || {
+        Act::Reply(
+            200,
+            format!("{{\"pad\":\"{}\"}}", "x".repeat(1024 * 1024 + 1)),
+        )
+    };
+    let (_, out) = through("rc8", resend(big)).await;
+    pin_rid(&out, &may(&format!("{not_a_response}; the one resend with the same request id got no clear answer either (the answer was larger than 1048576 bytes)")));
+    // v2 resends at once (the host deduplicates): a reset, then the reset again
+    let (_, out) = through("v2", |_, _: &Recorded| Act::Reset).await;
+    let SendOutcome::MayHaveLanded { detail, .. } = &out.outcome else {
+        panic!("{out:?}")
+    };
+    let reset = detail
+        .split_once("; ")
+        .map(|(first, _)| first.to_string())
+        .unwrap_or_default();
+    assert!(
+        !reset.is_empty() && !reset.contains("server-response"),
+        "{reset}"
+    );
+    pin_rid(
+        &out,
+        &may(&format!(
+            "{reset}; the one resend with the same request id got no clear answer either ({reset})"
+        )),
+    );
+    // accepted after an unclear first attempt: the note names the first attempt's reason
+    let rc8_resent = |n: usize, r: &Recorded| match (r.path.as_str(), n) {
+        ("/api/session.history", _) => empty_history(),
+        (_, 0) => Act::Reply(200, GARBLED.into()),
+        _ => ok_accepted(r.json()["rpcId"].as_str().unwrap_or("")),
+    };
+    let (_, out) = through("rc8", rc8_resent).await;
+    pin_rid(&out, &format!("accepted for session-peer | mode=queue | chars=2\n\
+        The message is queued in that session's inbox. Its reply will not return through this call; read it later with sessions_read.\n\
+        outcome: queued for the next turn: that session is idle, so the host starts that turn now.\n\
+        note: confirmed after an ambiguous failure (the first attempt got no clear answer: {not_a_response}); the host's history did not show it, so it was resent once with the same request id and accepted.\n\
+        budget: 5 of 6 left for this pair in the next 10 min; 19 of 20 left for all your sends.\n\
+        note: in memory: until its turn starts it waits in that session's inbox, which lives in the memory of this DSH process; if that process stops or crashes first, the session's next holder delivers it once (verify shows where it is).\n\
+        request: <rid>"));
+    let (_, out) = through("v2", |n, r: &Recorded| {
+        if n == 0 {
+            Act::Reset
+        } else {
+            ok_accepted(r.json()["rpcId"].as_str().unwrap_or(""))
+        }
+    })
+    .await;
+    pin_rid(&out, &format!("accepted for session-peer | mode=queue | chars=2\n\
+        The message is queued in that session's inbox. Its reply will not return through this call; read it later with sessions_read.\n\
+        outcome: queued for the next turn: that session is idle, so the host starts that turn now.\n\
+        note: confirmed after an ambiguous failure (the first attempt got no clear answer: {reset}); it was resent once with the same request id and accepted; the host deduplicates by request id, so it lands once.\n\
+        budget: 5 of 6 left for this pair in the next 10 min; 19 of 20 left for all your sends.\n\
+        note: in memory: until its turn starts it waits in that session's inbox, which lives in the memory of this DSH process; if that process stops or crashes first, the session's next holder delivers it once (verify shows where it is).\n\
+        request: <rid>"));
+    // the generation probe (`auto`, no version) got no clear answer
+    let (env, out) = through("auto", |_, _: &Recorded| Act::Reset).await;
+    pin(
+        &out.render(),
+        &[(&rid(&out), "rid"), (&env.base, "base")],
+        &format!(
+            "refused (unreachable): the host did not answer host.describe ({reset}).\n\
+        Nothing was sent. Setting hostApi to rc8 or v2 skips this probe.\n\
+        request: <rid>"
+        ),
+    );
+}
+
+/// The words of a host that cannot be reached (the cause is the system's: Linux's text).
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_host_that_is_down() {
+    let off = Env::offline();
+    let mut r = off.sessions_send("session-peer", "hi");
+    r.live = vec![live("session-peer", "idle", json!({}))];
+    let out = send(&r).await;
+    pin(
+        &out.render(),
+        &[(&rid(&out), "rid"), (&off.base, "base")],
+        "refused (unreachable): the host's web server at <base> is down or not listening (Connection refused (os error 111)).\n\
+            Nothing was sent; try again once DSH is running.\n\
+            request: <rid>",
+    );
+}
