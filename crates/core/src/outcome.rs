@@ -410,7 +410,8 @@ pub struct Receipt {
     pub request_id: String,
     pub dialect: Dialect,
     pub recovery: Option<Recovery>,
-    pub ambiguity: Option<String>,
+    /// Why the first attempt got no clear answer, when it was confirmed after one (`recovery`).
+    pub ambiguity: Option<crate::delivery::Unclear>,
     /// Earlier messages of this plugin still pending in the target's inbox.
     pub pending_from_plugin: usize,
     /// Items (anyone's) already waiting in the target's next-turn inbox, when it is live.
@@ -452,9 +453,10 @@ pub enum SendOutcome {
     /// verify): nothing was delivered; it lands only if the human approves it (`crate::policy::held`).
     Held(HeldReceipt),
     Refused(Refusal),
-    /// The message went out without a clear answer and the lookup could not settle it.
+    /// The message went out without a clear answer and the lookup could not settle it (`why`: the
+    /// first attempt's reason and what followed it).
     MayHaveLanded {
-        detail: String,
+        why: Box<crate::delivery::Unsettled>,
         context: DeliveryContext,
     },
 }
@@ -554,8 +556,16 @@ impl SendResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::delivery::http::{Cause, NetError};
     use crate::ledger::LedgerOutcome;
     use crate::mail::budget::Which;
+
+    fn cause(text: &str) -> Cause {
+        Cause {
+            kind: None,
+            text: text.into(),
+        }
+    }
 
     fn ctx() -> DeliveryContext {
         DeliveryContext {
@@ -705,9 +715,9 @@ mod tests {
             Failure::NoSecret(crate::delivery::credentials::CredentialsError::Missing),
             Failure::Unauthorized,
             Failure::Forbidden(String::new()),
-            Failure::HostDown("refused".into()),
+            Failure::HostDown(NetError::Connect(cause("refused"))),
             Failure::ConnectTimeout,
-            Failure::ProbeNoAnswer("reset".into()),
+            Failure::ProbeNoAnswer(NetError::Request(cause("reset"))),
             Failure::HostError {
                 status: 500,
                 body: String::new(),
@@ -760,7 +770,10 @@ mod tests {
             .collect();
         results.push(SendResult {
             outcome: SendOutcome::MayHaveLanded {
-                detail: "reset".into(),
+                why: Box::new(crate::delivery::Unsettled {
+                    first: crate::delivery::Unclear::Net(NetError::Request(cause("reset"))),
+                    then: crate::delivery::Then::ResendStatus(404),
+                }),
                 context: ctx(),
             },
             notes: vec![],

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
 use super::envelope::{rc8_describe, RC8_DESCRIBE_PATH};
-use super::http::{post_json, Base, Timeouts, TransportError};
+use super::http::{post_json, Base, NetError, Timeouts};
 use super::Dialect;
 
 /// What `Config::host_api` asks for.
@@ -94,7 +94,7 @@ impl HostAnswer {
 }
 
 /// Ask the host once (no cache, no cookie).
-pub async fn probe(base: &Base, t: Timeouts) -> Result<HostAnswer, TransportError> {
+pub async fn probe(base: &Base, t: Timeouts) -> Result<HostAnswer, NetError> {
     let body = rc8_describe(&uuid::Uuid::new_v4().to_string());
     let reply = post_json(base, RC8_DESCRIBE_PATH, body, None, t, 256 * 1024).await?;
     let server_response = serde_json::from_str::<serde_json::Value>(&reply.body)
@@ -114,11 +114,7 @@ pub async fn probe(base: &Base, t: Timeouts) -> Result<HostAnswer, TransportErro
 }
 
 /// Detect for `auto`: version, then cache, then the probe.
-pub async fn detect(
-    base: &Base,
-    version: Option<&str>,
-    t: Timeouts,
-) -> Result<Dialect, TransportError> {
+pub async fn detect(base: &Base, version: Option<&str>, t: Timeouts) -> Result<Dialect, NetError> {
     if let Some(d) = version.and_then(from_version) {
         return Ok(d);
     }

@@ -33,16 +33,89 @@ pub struct Reply {
     pub body: String,
 }
 
-/// Why a POST produced no HTTP answer.
+/// The root error of a failed exchange as the system or the HTTP library gave it: its words (never
+/// ours, never a header value; an OS error's code is in them) and, when it is an `io::Error`, its kind.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TransportError {
-    /// The connection was not made (refused, unreachable): the body never went out.
-    NotSent(String),
-    /// Connecting took longer than the connect timeout: the body never went out.
-    ConnectTimeout,
-    /// The body may have gone out, but no usable answer came back (timeout, reset, truncated reply).
-    Ambiguous(String),
+pub struct Cause {
+    /// `io::Error`'s kind (a refused connect, a reset by the peer, …).
+    pub kind: Option<std::io::ErrorKind>,
+    /// The error's own text, e.g. `Connection refused (os error 111)`.
+    pub text: Box<str>,
 }
+
+impl Cause {
+    /// The innermost source of `e` (the system's or hyper's error under reqwest's wrappers).
+    fn root(e: &(dyn std::error::Error + 'static)) -> Cause {
+        let mut last = e;
+        while let Some(s) = last.source() {
+            last = s;
+        }
+        Cause::of(last)
+    }
+
+    /// `e` itself.
+    fn of(e: &(dyn std::error::Error + 'static)) -> Cause {
+        Cause {
+            kind: e.downcast_ref::<std::io::Error>().map(std::io::Error::kind),
+            text: e.to_string().into(),
+        }
+    }
+}
+
+impl std::fmt::Display for Cause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// Why a POST produced no usable HTTP answer: reqwest's error kinds as data, the system's cause kept.
+/// Whether the body may have gone out is [`NetError::nothing_sent`]; a carrier status (401, 5xx, …) is an
+/// answer, not a `NetError`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NetError {
+    /// The HTTP client could not be set up (nothing was sent).
+    Setup(Cause),
+    /// The connection was not made: refused, unreachable (nothing was sent).
+    Connect(Cause),
+    /// Connecting took longer than the connect timeout (nothing was sent).
+    ConnectTimeout,
+    /// The request timeout passed after connecting, before a whole answer came.
+    Timeout,
+    /// The outer bound (the request timeout + 250 ms) passed with no whole answer.
+    NoAnswerWithin { ms: u64 },
+    /// The answer was larger than `max` bytes (cut off: unread).
+    TooLarge { max: usize },
+    /// After connecting, writing the request or reading the answer's head failed: a reset or a close
+    /// after the request was written, an answer that is not HTTP.
+    Request(Cause),
+    /// Reading the answer's body failed (a reset or a close halfway).
+    Body(Cause),
+}
+
+impl NetError {
+    /// No connection was made, so the body never went out: never ambiguous, never looked up.
+    pub fn nothing_sent(&self) -> bool {
+        matches!(
+            self,
+            NetError::Setup(_) | NetError::Connect(_) | NetError::ConnectTimeout
+        )
+    }
+}
+
+impl std::fmt::Display for NetError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NetError::Setup(c) => write!(f, "HTTP client setup failed: {c}"),
+            NetError::Connect(c) | NetError::Request(c) | NetError::Body(c) => c.fmt(f),
+            NetError::ConnectTimeout => f.write_str("connect timeout"),
+            NetError::Timeout => f.write_str("no answer within the request timeout"),
+            NetError::NoAnswerWithin { ms } => write!(f, "no answer within {ms} ms"),
+            NetError::TooLarge { max } => write!(f, "the answer was larger than {max} bytes"),
+        }
+    }
+}
+
+impl std::error::Error for NetError {}
 
 /// A validated loopback base URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -181,9 +254,8 @@ pub async fn post_json(
     cookie: Option<&str>,
     t: Timeouts,
     max_body: usize,
-) -> Result<Reply, TransportError> {
-    let client = client(t.connect)
-        .map_err(|e| TransportError::NotSent(format!("HTTP client setup failed: {e}")))?;
+) -> Result<Reply, NetError> {
+    let client = client(t.connect).map_err(|e| NetError::Setup(Cause::of(&e)))?;
     let url = format!("{}{}", base.origin, path);
     let mut rb = client
         .post(url)
@@ -196,21 +268,22 @@ pub async fn post_json(
         rb = rb.header(reqwest::header::COOKIE, c);
     }
     let exchange = async {
-        let mut resp = rb.send().await.map_err(classify)?;
+        let mut resp = rb
+            .send()
+            .await
+            .map_err(|e| classify(e, NetError::Request))?;
         let status = resp.status().as_u16();
         let mut buf: Vec<u8> = Vec::new();
         loop {
             match resp.chunk().await {
                 Ok(Some(chunk)) => {
                     if buf.len() + chunk.len() > max_body {
-                        return Err(TransportError::Ambiguous(format!(
-                            "the answer was larger than {max_body} bytes"
-                        )));
+                        return Err(NetError::TooLarge { max: max_body });
                     }
                     buf.extend_from_slice(&chunk);
                 }
                 Ok(None) => break,
-                Err(e) => return Err(classify(e)),
+                Err(e) => return Err(classify(e, NetError::Body)),
             }
         }
         Ok(Reply {
@@ -221,36 +294,26 @@ pub async fn post_json(
     // reqwest enforces `total` itself; this outer bound is a belt-and-braces guard.
     match tokio::time::timeout(t.total + Duration::from_millis(250), exchange).await {
         Ok(r) => r,
-        Err(_) => Err(TransportError::Ambiguous(format!(
-            "no answer within {} ms",
-            t.total.as_millis()
-        ))),
+        Err(_) => Err(NetError::NoAnswerWithin {
+            ms: t.total.as_millis() as u64,
+        }),
     }
 }
 
-/// Map a reqwest error to a failure class; the text names the cause (never a header value).
-fn classify(e: reqwest::Error) -> TransportError {
-    let cause = root_cause(&e);
+/// Map a reqwest error to its kind; `after` is the kind of a failure after connecting (the request's, or
+/// the body's), with the root cause.
+fn classify(e: reqwest::Error, after: fn(Cause) -> NetError) -> NetError {
+    let cause = Cause::root(&e);
     if e.is_connect() {
-        if e.is_timeout() || cause.contains("timed out") {
-            return TransportError::ConnectTimeout;
+        if e.is_timeout() || cause.text.contains("timed out") {
+            return NetError::ConnectTimeout;
         }
-        return TransportError::NotSent(cause);
+        return NetError::Connect(cause);
     }
     if e.is_timeout() {
-        return TransportError::Ambiguous("no answer within the request timeout".to_string());
+        return NetError::Timeout;
     }
-    TransportError::Ambiguous(cause)
-}
-
-fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut last = e.to_string();
-    let mut cur = e.source();
-    while let Some(s) = cur {
-        last = s.to_string();
-        cur = s.source();
-    }
-    last
+    after(cause)
 }
 
 #[cfg(test)]
@@ -337,6 +400,9 @@ mod tests {
             1024,
         )
         .await;
-        assert!(matches!(r, Err(TransportError::NotSent(_))), "{r:?}");
+        let Err(NetError::Connect(cause)) = r else {
+            panic!("{r:?}")
+        };
+        assert_eq!(cause.kind, Some(std::io::ErrorKind::ConnectionRefused));
     }
 }

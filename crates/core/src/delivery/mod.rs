@@ -30,7 +30,7 @@ use serde_json::Value;
 use self::credentials::Secret;
 use self::dialect::Choice;
 use self::envelope::{parse_response, RpcResult};
-use self::http::{post_json, Base, Timeouts, TransportError};
+use self::http::{post_json, Base, NetError, Timeouts};
 
 /// The host's prompt mode [R8 `api/sessions.schema.ts` `sessionPromptRequestSchema`; Z15 `types.ts`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,7 +114,8 @@ pub enum Outcome {
     Accepted {
         dialect: Dialect,
         recovery: Option<Recovery>,
-        ambiguity: Option<String>,
+        /// Why the first attempt got no clear answer, when it was confirmed after one (`recovery`).
+        ambiguity: Option<Unclear>,
     },
     /// `{ok:false, error:{code, message}}` — the host's own words.
     Rejected {
@@ -125,7 +126,7 @@ pub enum Outcome {
     Failed(Failure),
 }
 
-/// A delivery that did not reach a decision of the host.
+/// A delivery that did not reach a decision of the host. The words: `render::send`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Failure {
     /// `host.base_url` is not a usable loopback URL.
@@ -134,38 +135,64 @@ pub enum Failure {
     NoSecret(credentials::CredentialsError),
     /// HTTP 401: the cookie was refused.
     Unauthorized,
-    /// HTTP 403: the host's Host/Origin fence refused the request.
+    /// HTTP 403: the host's Host/Origin fence refused the request (the start of its body).
     Forbidden(String),
-    /// Connection refused / unreachable: the host is down (nothing was sent).
-    HostDown(String),
+    /// The connection was not made (refused, unreachable, the client not set up): the host is down
+    /// (nothing was sent; [`NetError::nothing_sent`]).
+    HostDown(NetError),
     /// Connecting timed out (nothing was sent).
     ConnectTimeout,
     /// The generation probe got no clear answer (nothing was sent).
-    ProbeNoAnswer(String),
+    ProbeNoAnswer(NetError),
     /// HTTP 5xx.
     HostError { status: u16, body: String },
     /// Another carrier-level HTTP status (400, 404, 415, …): the route did not take the request.
     Carrier { status: u16, body: String },
-    /// The message went out, no clear answer came back, and the lookup could not settle it.
-    MayHaveLanded { detail: String },
+    /// The message went out, no clear answer came back, and the lookup (or the one resend) could not
+    /// settle it.
+    MayHaveLanded(Box<Unsettled>),
 }
 
-impl Failure {
-    /// A short cause, for composing details (the full texts live in `render::send`).
-    pub fn brief(&self) -> String {
-        match self {
-            Failure::BadBaseUrl(w) => w.to_string(),
-            Failure::NoSecret(w) => format!("no usable browser-session secret: {w}"),
-            Failure::Unauthorized => "HTTP 401, the cookie was refused".into(),
-            Failure::Forbidden(_) => "HTTP 403, the Host/Origin fence refused the request".into(),
-            Failure::HostDown(w) => format!("the host could not be reached: {w}"),
-            Failure::ConnectTimeout => "connecting to the host timed out".into(),
-            Failure::ProbeNoAnswer(w) => format!("host.describe got no clear answer: {w}"),
-            Failure::HostError { status, .. } => format!("HTTP {status} from the host"),
-            Failure::Carrier { status, .. } => format!("HTTP {status} from the host"),
-            Failure::MayHaveLanded { detail } => detail.clone(),
-        }
-    }
+/// Why an attempt that went out got no clear answer (it may have landed: looked up before any resend).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unclear {
+    /// The exchange failed after connecting: a timeout, a reset or close, an answer past its cap.
+    Net(NetError),
+    /// HTTP 200 whose body is not a `server-response` (its start: scrubbed, one line, ≤ 200 characters).
+    NotAResponse { body: String },
+}
+
+/// Why rc.8's `session.history` could not say whether the request id landed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LookupError {
+    /// No answer (the connection failed, timed out, broke).
+    Net(NetError),
+    /// An HTTP status other than 200.
+    Status(u16),
+    /// `{ok:false, error:{code, message}}`, the host's words as it gave them (render scrubs them).
+    Refused { code: String, message: String },
+    /// HTTP 200 that is not a `server-response`.
+    Unreadable,
+}
+
+/// A message that may have landed: the first attempt's unclear answer, and what followed it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unsettled {
+    pub first: Unclear,
+    pub then: Then,
+}
+
+/// What followed an unclear first attempt, leaving it unsettled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Then {
+    /// rc.8: looking the request id up failed, so it was not sent again.
+    LookupFailed(LookupError),
+    /// The one resend with the same request id got no clear answer either.
+    ResendUnclear(Unclear),
+    /// The one resend failed (not `MayHaveLanded`).
+    ResendFailed(Box<Failure>),
+    /// The one resend got this carrier status (401 on the rc.8 route, 404).
+    ResendStatus(u16),
 }
 
 /// Time given to the host to finish a request that timed out before its id is looked up.
@@ -185,7 +212,7 @@ enum Attempt {
         message: String,
     },
     Failed(Failure),
-    Ambiguous(String),
+    Ambiguous(Unclear),
     /// 401 on the rc.8 route or 404 on either route: this host may speak the other generation.
     WrongDialect(u16, String),
 }
@@ -201,11 +228,9 @@ pub async fn deliver(d: &Delivery<'_>) -> Outcome {
         Choice::Forced(x) => x,
         Choice::Auto => match dialect::detect(&base, d.host_version, d.timeouts).await {
             Ok(x) => x,
-            Err(TransportError::NotSent(why)) => return Outcome::Failed(Failure::HostDown(why)),
-            Err(TransportError::ConnectTimeout) => return Outcome::Failed(Failure::ConnectTimeout),
-            Err(TransportError::Ambiguous(why)) => {
-                return Outcome::Failed(Failure::ProbeNoAnswer(why))
-            }
+            Err(NetError::ConnectTimeout) => return Outcome::Failed(Failure::ConnectTimeout),
+            Err(e) if e.nothing_sent() => return Outcome::Failed(Failure::HostDown(e)),
+            Err(e) => return Outcome::Failed(Failure::ProbeNoAnswer(e)),
         },
     };
     let mut secret: Option<Secret> = None;
@@ -285,9 +310,9 @@ async fn attempt(
     )
     .await
     {
-        Err(TransportError::NotSent(why)) => Attempt::Failed(Failure::HostDown(why)),
-        Err(TransportError::ConnectTimeout) => Attempt::Failed(Failure::ConnectTimeout),
-        Err(TransportError::Ambiguous(why)) => Attempt::Ambiguous(why),
+        Err(NetError::ConnectTimeout) => Attempt::Failed(Failure::ConnectTimeout),
+        Err(e) if e.nothing_sent() => Attempt::Failed(Failure::HostDown(e)),
+        Err(e) => Attempt::Ambiguous(Unclear::Net(e)),
         Ok(reply) => interpret(reply, dialect),
     }
 }
@@ -315,10 +340,9 @@ fn interpret(reply: http::Reply, dialect: Dialect) -> Attempt {
                 code: base::scrub::scrub(&code),
                 message: base::scrub::scrub(&message),
             },
-            None => Attempt::Ambiguous(format!(
-                "the host answered HTTP 200 with something that is not a server-response ({})",
-                snippet(&reply.body)
-            )),
+            None => Attempt::Ambiguous(Unclear::NotAResponse {
+                body: snippet(&reply.body),
+            }),
         },
         // 403 (fence) comes before 401 (cookie) [Z17 `rpc-host.ts` `requestRejection`].
         401 if dialect == Dialect::Rc8 => Attempt::WrongDialect(401, snippet(&reply.body)),
@@ -342,7 +366,7 @@ async fn recover(
     base: &Base,
     dialect: Dialect,
     secret: &mut Option<Secret>,
-    first: String,
+    first: Unclear,
 ) -> Outcome {
     tokio::time::sleep(SETTLE).await;
     let accepted = |recovery| Outcome::Accepted {
@@ -371,32 +395,33 @@ async fn recover(
         match history_lookup(d, base).await {
             Lookup::Found => return accepted(Recovery::FoundInHistory),
             Lookup::NotFound => {}
-            Lookup::Unknown(why) => {
-                return Outcome::Failed(Failure::MayHaveLanded {
-                    detail: format!("{first}; looking the request id up failed too ({why}), so it was not sent again"),
-                })
-            }
+            Lookup::Unknown(why) => return unsettled(first, Then::LookupFailed(why)),
         }
     }
-    match attempt(d, base, dialect, secret).await {
-        Attempt::Accepted => accepted(Recovery::Resent),
-        Attempt::Rejected { code, message } => Outcome::Rejected { code, message, after_ambiguous: true },
-        Attempt::Ambiguous(why) => Outcome::Failed(Failure::MayHaveLanded {
-            detail: format!("{first}; the one resend with the same request id got no clear answer either ({why})"),
-        }),
-        Attempt::Failed(f) => Outcome::Failed(Failure::MayHaveLanded {
-            detail: format!("{first}; the one resend with the same request id failed ({})", f.brief()),
-        }),
-        Attempt::WrongDialect(status, _) => Outcome::Failed(Failure::MayHaveLanded {
-            detail: format!("{first}; the one resend with the same request id got HTTP {status}"),
-        }),
-    }
+    let then = match attempt(d, base, dialect, secret).await {
+        Attempt::Accepted => return accepted(Recovery::Resent),
+        Attempt::Rejected { code, message } => {
+            return Outcome::Rejected {
+                code,
+                message,
+                after_ambiguous: true,
+            }
+        }
+        Attempt::Ambiguous(why) => Then::ResendUnclear(why),
+        Attempt::Failed(f) => Then::ResendFailed(Box::new(f)),
+        Attempt::WrongDialect(status, _) => Then::ResendStatus(status),
+    };
+    unsettled(first, then)
+}
+
+fn unsettled(first: Unclear, then: Then) -> Outcome {
+    Outcome::Failed(Failure::MayHaveLanded(Box::new(Unsettled { first, then })))
 }
 
 enum Lookup {
     Found,
     NotFound,
-    Unknown(String),
+    Unknown(LookupError),
 }
 
 /// rc.8: search the newest pages of `session.history` for the request id, in `user/message` events and in
@@ -422,24 +447,17 @@ async fn history_lookup(d: &Delivery<'_>, base: &Base) -> Lookup {
         .await
         {
             Ok(r) => r,
-            Err(TransportError::NotSent(why)) | Err(TransportError::Ambiguous(why)) => {
-                return Lookup::Unknown(why)
-            }
-            Err(TransportError::ConnectTimeout) => {
-                return Lookup::Unknown("connect timeout".into())
-            }
+            Err(e) => return Lookup::Unknown(LookupError::Net(e)),
         };
         if reply.status != 200 {
-            return Lookup::Unknown(format!("session.history answered HTTP {}", reply.status));
+            return Lookup::Unknown(LookupError::Status(reply.status));
         }
         let value = match parse_response(&reply.body) {
             Some(RpcResult::Ok(v)) => v,
             Some(RpcResult::Err { code, message }) => {
-                return Lookup::Unknown(base::scrub::scrub(&format!(
-                    "session.history refused: {code}: {message}"
-                )))
+                return Lookup::Unknown(LookupError::Refused { code, message })
             }
-            None => return Lookup::Unknown("session.history answered something unreadable".into()),
+            None => return Lookup::Unknown(LookupError::Unreadable),
         };
         let events = value
             .get("events")

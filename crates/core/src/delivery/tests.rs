@@ -40,6 +40,11 @@ impl Fixture {
     }
 }
 
+/// The connection broke after the request was written (the test server's reset or close).
+fn is_reset(u: &Unclear) -> bool {
+    matches!(u, Unclear::Net(NetError::Request(_) | NetError::Body(_)))
+}
+
 fn accepted_plain(o: &Outcome) -> bool {
     matches!(o, Outcome::Accepted { recovery: None, .. })
 }
@@ -205,10 +210,10 @@ async fn connection_refused_is_host_down() {
     drop(l);
     let f = Fixture::new(format!("http://127.0.0.1:{port}"));
     let out = deliver(&f.delivery("rc8", None)).await;
-    assert!(
-        matches!(out, Outcome::Failed(Failure::HostDown(_))),
-        "{out:?}"
-    );
+    let Outcome::Failed(Failure::HostDown(NetError::Connect(cause))) = &out else {
+        panic!("{out:?}")
+    };
+    assert_eq!(cause.kind, Some(std::io::ErrorKind::ConnectionRefused));
 }
 
 #[tokio::test]
@@ -236,9 +241,12 @@ async fn rc8_slow_host_times_out_in_bounded_time_and_may_have_landed() {
     let out = deliver(&f.delivery("rc8", None)).await;
     let took = t0.elapsed();
     assert!(took < Duration::from_secs(3), "took {took:?}");
-    assert!(
-        matches!(out, Outcome::Failed(Failure::MayHaveLanded { .. })),
-        "{out:?}"
+    assert_eq!(
+        out,
+        Outcome::Failed(Failure::MayHaveLanded(Box::new(Unsettled {
+            first: Unclear::Net(NetError::Timeout),
+            then: Then::ResendUnclear(Unclear::Net(NetError::Timeout)),
+        })))
     );
     let paths: Vec<String> = log.lock().unwrap().iter().map(|r| r.path.clone()).collect();
     assert_eq!(
@@ -321,15 +329,15 @@ async fn rc8_history_pages_back_and_finds_a_landed_user_message() {
     .await;
     let f = Fixture::new(base);
     let out = deliver(&f.delivery("rc8", None)).await;
-    assert!(
-        matches!(
-            out,
-            Outcome::Accepted {
-                recovery: Some(Recovery::FoundInHistory),
-                ..
-            }
-        ),
-        "{out:?}"
+    assert_eq!(
+        out,
+        Outcome::Accepted {
+            dialect: Dialect::Rc8,
+            recovery: Some(Recovery::FoundInHistory),
+            ambiguity: Some(Unclear::NotAResponse {
+                body: "{\"type\":\"server-resp".into()
+            }),
+        }
     );
     assert_eq!(log.lock().unwrap().len(), 3);
 }
@@ -373,10 +381,11 @@ async fn rc8_lookup_failure_means_no_resend() {
     .await;
     let f = Fixture::new(base);
     let out = deliver(&f.delivery("rc8", None)).await;
-    assert!(
-        matches!(out, Outcome::Failed(Failure::MayHaveLanded { .. })),
-        "{out:?}"
-    );
+    let Outcome::Failed(Failure::MayHaveLanded(u)) = &out else {
+        panic!("{out:?}")
+    };
+    assert!(is_reset(&u.first), "{u:?}");
+    assert_eq!(u.then, Then::LookupFailed(LookupError::Status(500)));
     assert_eq!(
         log.lock().unwrap().len(),
         2,
@@ -415,9 +424,13 @@ async fn v2_still_ambiguous_after_resend_may_have_landed() {
     let (base, log) = serve(|_, _| Act::Reset).await;
     let f = Fixture::new(base);
     let out = deliver(&f.delivery("v2", Some(SECRET_B64))).await;
+    let Outcome::Failed(Failure::MayHaveLanded(u)) = &out else {
+        panic!("{out:?}")
+    };
+    assert!(is_reset(&u.first), "{u:?}");
     assert!(
-        matches!(out, Outcome::Failed(Failure::MayHaveLanded { .. })),
-        "{out:?}"
+        matches!(&u.then, Then::ResendUnclear(w) if is_reset(w)),
+        "{u:?}"
     );
     assert_eq!(log.lock().unwrap().len(), 2, "exactly one resend");
 }

@@ -6,7 +6,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 use serde_json::json;
 
-use crate::delivery::http::{loopback_base, post_json, Timeouts, TransportError};
+use crate::delivery::http::{loopback_base, post_json, Timeouts};
 use crate::delivery::{cookie, credentials};
 
 // doctor: is our cookie accepted?
@@ -107,12 +107,11 @@ pub async fn auth_probe(
                 base::scrub::scrub(&r.body.chars().take(200).collect::<String>())
             )),
         ),
-        Err(TransportError::NotSent(why)) | Err(TransportError::Ambiguous(why)) => {
-            probe(AuthState::Unreachable, None, Some(base::scrub::scrub(&why)))
-        }
-        Err(TransportError::ConnectTimeout) => {
-            probe(AuthState::Unreachable, None, Some("connect timeout".into()))
-        }
+        Err(e) => probe(
+            AuthState::Unreachable,
+            None,
+            Some(base::scrub::scrub(&e.to_string())),
+        ),
     }
 }
 

@@ -5,24 +5,20 @@ pub mod auth_probe;
 pub mod patch;
 
 use crate::delivery::dialect::{self, HostAnswer};
-use crate::delivery::http::{loopback_base, BaseUrlError, Timeouts, TransportError};
+use crate::delivery::http::{loopback_base, BaseUrlError, NetError, Timeouts};
 
 /// Why nothing usable answered the doctor's host check.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Unreachable {
     BadUrl(BaseUrlError),
-    Transport(TransportError),
+    Transport(NetError),
 }
 
 impl std::fmt::Display for Unreachable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Unreachable::BadUrl(e) => e.fmt(f),
-            Unreachable::Transport(TransportError::NotSent(why))
-            | Unreachable::Transport(TransportError::Ambiguous(why)) => f.write_str(why),
-            Unreachable::Transport(TransportError::ConnectTimeout) => {
-                f.write_str("connect timeout")
-            }
+            Unreachable::Transport(e) => e.fmt(f),
         }
     }
 }
@@ -119,15 +115,18 @@ mod tests {
             (other.state, other.status, other.detail.as_deref()),
             (HostState::Other, Some(418), Some("teapot"))
         );
-        let refused = v(Err(Unreachable::Transport(TransportError::NotSent(
-            "refused".into(),
+        let refused = v(Err(Unreachable::Transport(NetError::Connect(
+            crate::delivery::http::Cause {
+                kind: None,
+                text: "refused".into(),
+            },
         ))));
         assert_eq!(
             (refused["state"].as_str(), refused["detail"].as_str()),
             (Some("unreachable"), Some("refused"))
         );
         assert_eq!(
-            v(Err(Unreachable::Transport(TransportError::ConnectTimeout)))["detail"],
+            v(Err(Unreachable::Transport(NetError::ConnectTimeout)))["detail"],
             "connect timeout"
         );
     }

@@ -3,7 +3,7 @@
 //! A refusal's first line always starts with `refused (<code>): `. No text here ever contains the
 //! browser-session secret or a cookie: none of these functions is given one.
 
-use crate::delivery::{Dialect, Failure, Mode, Recovery};
+use crate::delivery::{Dialect, Failure, LookupError, Mode, Recovery, Then, Unclear, Unsettled};
 use crate::mail::budget::{Allowance, Exceeded, Which};
 use crate::mail::guard::Forgery;
 use crate::mail::stacking::Stacked;
@@ -374,7 +374,6 @@ pub fn with_note(text: String, note: &str) -> String {
 /// request: dsh-session-mail:0b6c…
 /// ```
 pub fn accepted(r: &Receipt) -> String {
-    let ambiguity = r.ambiguity.as_deref();
     let mut s = format!(
         "accepted for {} | mode={} | chars={}",
         r.target,
@@ -421,7 +420,10 @@ pub fn accepted(r: &Receipt) -> String {
         s.push_str(&outcome_line(r.mode, r.running, woke, r.pending_next_turn));
     }
     if let Some(rec) = r.recovery {
-        let first = ambiguity.unwrap_or("no clear answer");
+        let first = r
+            .ambiguity
+            .as_ref()
+            .map_or_else(|| "no clear answer".to_string(), unclear);
         let how = match (rec, r.dialect) {
             (Recovery::FoundInHistory, _) => "the host's history shows this request id, so it was not sent again",
             (Recovery::FoundInLog, _) => "the session log shows this request id, so it was not sent again",
@@ -594,18 +596,84 @@ pub fn failure(f: &Failure, c: &DeliveryContext) -> String {
                 req,
             ],
         ),
-        Failure::MayHaveLanded { detail } => refused(
-            "unreachable",
-            &format!("the message MAY have landed in {}: {detail}.", c.target),
-            &[
-                format!(
-                    "It was not sent again blindly. Check with sessions_read {{\"session_id\":{}}}: a landed copy shows request={} in its source label. Send it again only if it is not there.",
-                    quote(&c.target),
-                    c.request_id
-                ),
-                req,
-            ],
+        Failure::MayHaveLanded(u) => may_have_landed(u, c),
+    }
+}
+
+/// `refused (unreachable): the message MAY have landed …`: it went out, and neither the lookup nor the
+/// one resend settled it.
+fn may_have_landed(u: &Unsettled, c: &DeliveryContext) -> String {
+    refused(
+        "unreachable",
+        &format!("the message MAY have landed in {}: {}.", c.target, unsettled(u)),
+        &[
+            format!(
+                "It was not sent again blindly. Check with sessions_read {{\"session_id\":{}}}: a landed copy shows request={} in its source label. Send it again only if it is not there.",
+                quote(&c.target),
+                c.request_id
+            ),
+            format!("request: {}", c.request_id),
+        ],
+    )
+}
+
+/// Why an attempt that went out got no clear answer (the system's words for a failed exchange).
+fn unclear(u: &Unclear) -> String {
+    match u {
+        Unclear::Net(e) => e.to_string(),
+        Unclear::NotAResponse { body } => format!(
+            "the host answered HTTP 200 with something that is not a server-response ({body})"
         ),
+    }
+}
+
+/// Why `session.history` could not settle a request id (the host's words scrubbed).
+fn lookup_error(l: &LookupError) -> String {
+    match l {
+        LookupError::Net(e) => e.to_string(),
+        LookupError::Status(status) => format!("session.history answered HTTP {status}"),
+        LookupError::Refused { code, message } => {
+            base::scrub::scrub(&format!("session.history refused: {code}: {message}"))
+        }
+        LookupError::Unreadable => "session.history answered something unreadable".into(),
+    }
+}
+
+/// The first attempt's reason, then what the lookup or the one resend did.
+fn unsettled(u: &Unsettled) -> String {
+    let first = unclear(&u.first);
+    match &u.then {
+        Then::LookupFailed(l) => format!(
+            "{first}; looking the request id up failed too ({}), so it was not sent again",
+            lookup_error(l)
+        ),
+        Then::ResendUnclear(w) => format!(
+            "{first}; the one resend with the same request id got no clear answer either ({})",
+            unclear(w)
+        ),
+        Then::ResendFailed(f) => format!(
+            "{first}; the one resend with the same request id failed ({})",
+            brief(f)
+        ),
+        Then::ResendStatus(status) => {
+            format!("{first}; the one resend with the same request id got HTTP {status}")
+        }
+    }
+}
+
+/// A failure in a few words, inside another sentence (a resend that failed).
+fn brief(f: &Failure) -> String {
+    match f {
+        Failure::BadBaseUrl(w) => w.to_string(),
+        Failure::NoSecret(w) => format!("no usable browser-session secret: {w}"),
+        Failure::Unauthorized => "HTTP 401, the cookie was refused".into(),
+        Failure::Forbidden(_) => "HTTP 403, the Host/Origin fence refused the request".into(),
+        Failure::HostDown(w) => format!("the host could not be reached: {w}"),
+        Failure::ConnectTimeout => "connecting to the host timed out".into(),
+        Failure::ProbeNoAnswer(w) => format!("host.describe got no clear answer: {w}"),
+        Failure::HostError { status, .. } => format!("HTTP {status} from the host"),
+        Failure::Carrier { status, .. } => format!("HTTP {status} from the host"),
+        Failure::MayHaveLanded(u) => unsettled(u),
     }
 }
 
@@ -630,12 +698,7 @@ pub fn result(r: &SendResult) -> String {
         SendOutcome::Accepted(receipt) => accepted(receipt),
         SendOutcome::Held(h) => held(h),
         SendOutcome::Refused(refusal) => refusal.render(),
-        SendOutcome::MayHaveLanded { detail, context } => failure(
-            &Failure::MayHaveLanded {
-                detail: detail.clone(),
-            },
-            context,
-        ),
+        SendOutcome::MayHaveLanded { why, context } => may_have_landed(why, context),
     };
     for n in &r.notes {
         out = with_note(out, &note(n));

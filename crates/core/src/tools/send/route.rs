@@ -160,8 +160,8 @@ pub fn outcome(answer: Answer, p: &Plan, cfg: &Config) -> SendOutcome {
             after_ambiguous,
             request_id: p.request_id.clone(),
         }),
-        Outcome::Failed(Failure::MayHaveLanded { detail }) => SendOutcome::MayHaveLanded {
-            detail,
+        Outcome::Failed(Failure::MayHaveLanded(why)) => SendOutcome::MayHaveLanded {
+            why,
             context: context(),
         },
         Outcome::Failed(failure) => SendOutcome::Refused(Refusal::Undelivered {

@@ -520,13 +520,11 @@ async fn mailbox_route() {
 async fn undelivered() {
     let (_env, out) = may_have_landed_send().await;
     let id = rid(&out);
-    let SendOutcome::MayHaveLanded { detail, .. } = &out.outcome else {
-        panic!("{out:?}")
-    };
+    let reset = reset_of(&out);
     pin(
         &out.render(),
-        &[(&id, "rid"), (detail, "detail")],
-        "refused (unreachable): the message MAY have landed in session-peer: <detail>.\n\
+        &[(&id, "rid"), (&reset, "reset")],
+        "refused (unreachable): the message MAY have landed in session-peer: <reset>; looking the request id up failed too (session.history answered HTTP 503), so it was not sent again.\n\
             It was not sent again blindly. Check with sessions_read {\"session_id\":\"session-peer\"}: a landed copy shows request=<rid> in its source label. Send it again only if it is not there.\n\
             request: <rid>",
     );
@@ -547,7 +545,7 @@ async fn undelivered() {
     };
     pin(
         &out.render(),
-        &[(&id, "rid"), (&off.base, "base"), (why, "why")],
+        &[(&id, "rid"), (&off.base, "base"), (&why.to_string(), "why")],
         "refused (unreachable): the host's web server at <base> is down or not listening (<why>).\n\
             Nothing was sent; try again once DSH is running.\n\
             request: <rid>",
@@ -589,6 +587,23 @@ where
     r.live = vec![live("session-peer", "idle", json!({}))];
     let out = send(&r).await;
     (env, out)
+}
+
+/// The system's words for the reset that left `out` unsettled (the connection broke after the
+/// request was written: `NetError::Request` or `::Body`).
+#[track_caller]
+fn reset_of(out: &SendResult) -> String {
+    use crate::delivery::http::NetError;
+    use crate::delivery::Unclear;
+    let SendOutcome::MayHaveLanded { why, .. } = &out.outcome else {
+        panic!("{out:?}")
+    };
+    let Unclear::Net(e @ (NetError::Request(_) | NetError::Body(_))) = &why.first else {
+        panic!("{why:?}")
+    };
+    let reset = e.to_string();
+    assert!(!reset.is_empty(), "{why:?}");
+    reset
 }
 
 /// The history page of a session with nothing in it.
@@ -683,17 +698,7 @@ async fn the_reasons_of_an_unclear_delivery() {
     pin_rid(&out, &may(&format!("{not_a_response}; the one resend with the same request id got no clear answer either (the answer was larger than 1048576 bytes)")));
     // v2 resends at once (the host deduplicates): a reset, then the reset again
     let (_, out) = through("v2", |_, _: &Recorded| Act::Reset).await;
-    let SendOutcome::MayHaveLanded { detail, .. } = &out.outcome else {
-        panic!("{out:?}")
-    };
-    let reset = detail
-        .split_once("; ")
-        .map(|(first, _)| first.to_string())
-        .unwrap_or_default();
-    assert!(
-        !reset.is_empty() && !reset.contains("server-response"),
-        "{reset}"
-    );
+    let reset = reset_of(&out);
     pin_rid(
         &out,
         &may(&format!(
