@@ -54,6 +54,39 @@ pub const MAX_RECORDS: usize = 1024;
 /// How long a hand-back at stop may take before it gives up on the rest.
 pub const HAND_BACK_MS: u64 = 300;
 
+/// One rewrite of this process's own records at a time: the holder's [`hand_back`] (on the host's main
+/// thread, in the stop signal's listener) against the drain's [`take`] and [`recover`]'s retiring of a
+/// record of its own (on the blocking pool). Without it a stop could land between a worker's read of a
+/// record and its write or removal, and the worker would erase the hand-back just written — the one
+/// evidence that the clear which follows is the stop's, not the human's. Held for one record's read and
+/// write, never across a log read; [`hand_back`] waits for it at most until its deadline.
+static OWN_RECORDS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn own_records() -> std::sync::MutexGuard<'static, ()> {
+    OWN_RECORDS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// [`own_records`] for the main thread: tried until `deadline` from `t0`, then `None` (the hand-back
+/// goes on without it rather than hold the host's stop).
+fn own_records_until(
+    t0: Instant,
+    deadline: Duration,
+) -> Option<std::sync::MutexGuard<'static, ()>> {
+    loop {
+        match OWN_RECORDS.try_lock() {
+            Ok(g) => return Some(g),
+            Err(std::sync::TryLockError::Poisoned(p)) => return Some(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => {}
+        }
+        if t0.elapsed() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// Why a holder handed its pending messages back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
@@ -306,6 +339,7 @@ pub fn hand_back(
     let t0 = Instant::now();
     let mut rep = HandBackReport::default();
     let mut shards: HashMap<String, Option<std::path::PathBuf>> = HashMap::new();
+    let _own = own_records_until(t0, deadline);
     for (i, p) in items.iter().enumerate() {
         if t0.elapsed() > deadline {
             rep.not_written += items.len() - i;
@@ -374,6 +408,18 @@ fn retire(d: &Path, key: &str, record: &Path, h: &Queued, why: RemovedWhy, seq: 
         },
     );
     let _ = fs::remove_file(record);
+}
+
+/// [`retire`] the record at `record` only if it still reads as `h`, the record the verdict judged: a
+/// stop of this process may have handed it back since it was read (its [`hand_back`] runs on the
+/// host's main thread while [`recover`] runs on the blocking pool), and that hand-back is what makes the
+/// clear that follows the stop's. Re-read and retired under [`own_records`]; a changed record is left
+/// for the next pass.
+fn retire_unchanged(d: &Path, key: &str, record: &Path, h: &Queued, why: RemovedWhy, seq: u64) {
+    let _own = own_records();
+    if read_queued(record).as_ref() == Some(h) {
+        retire(d, key, record, h, why, seq);
+    }
 }
 
 /// What the log says should happen to a record whose holder is gone.
@@ -518,6 +564,11 @@ pub fn recover(home: &Path, me: &Drainer, now_ms: i64) -> Vec<Redelivery> {
         };
         let requests = &s.fold.requests;
         for (key, path, h) in mine {
+            if h.handed_back.is_some() {
+                // This process handed it back at its stop (or unmount): the clear the log may show now is
+                // that stop's, and the session's next holder judges it with the hand-back.
+                continue;
+            }
             let t = requests.get(&h.request_id);
             // A re-delivery of mine is judged on the log only once its insertion shows there (the
             // cancel the log still holds may be the stop's that this re-delivery answered).
@@ -527,7 +578,7 @@ pub fn recover(home: &Path, me: &Drainer, now_ms: i64) -> Vec<Redelivery> {
                 Verdict::Done => {
                     let _ = fs::remove_file(&path);
                 }
-                Verdict::Removed(why, seq) => retire(&d, &key, &path, &h, why, seq),
+                Verdict::Removed(why, seq) => retire_unchanged(&d, &key, &path, &h, why, seq),
                 // Still pending in my memory (or claimed by a turn of mine): nothing to do.
                 Verdict::Redeliver(_) => {}
             }
@@ -551,7 +602,7 @@ pub fn recover(home: &Path, me: &Drainer, now_ms: i64) -> Vec<Redelivery> {
                 Verdict::Done => {
                     let _ = fs::remove_file(&path);
                 }
-                Verdict::Removed(why, seq) => retire(&d, &key, &path, &h, why, seq),
+                Verdict::Removed(why, seq) => retire_unchanged(&d, &key, &path, &h, why, seq),
                 Verdict::Redeliver(why) => {
                     if batch.len() >= MAX_BATCH {
                         continue;
@@ -904,7 +955,12 @@ pub fn take(
     let d = shard(home, session).ok_or(RecordError::BadSession)?;
     fsafe::check_private_dir(&d).map_err(|e| RecordError::Shard(MailboxError::Refused(e)))?;
     let p = d.join(record_name(key, pid));
+    let _own = own_records();
     let mut h = read_queued(&p).ok_or(RecordError::NotClaimed)?;
+    if h.holder_pid == pid && h.holder_started_at == started_at && h.handed_back.is_some() {
+        // This process handed it back at its stop since it delivered it: the hand-back stands.
+        return Ok(());
+    }
     h.holder_pid = pid;
     h.holder_started_at = started_at;
     h.at_ms = now_ms;

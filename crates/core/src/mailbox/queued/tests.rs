@@ -524,3 +524,169 @@ fn landed_messages_records_are_swept_at_exit_and_by_any_pass_and_nothing_pending
         .collect();
     assert_eq!(again, vec![rid(6), rid(7)]);
 }
+
+/// The stopping holder's own pass must not judge what it just handed back (issue 19's flake in
+/// real-host-lost "a human decision is final", load 7–8): rc.8's stop clears the inbox 75–370 ms after
+/// the signal, and a drain tick of the stopping process that was already running (or started in that
+/// window) read the log with the clear in it, took the records as its own pending ones — judged without
+/// their hand-back — and retired them as a cancel nobody handed back. The next holder then found
+/// tombstones, and the messages were lost. A record this process handed back is the next holder's to
+/// judge; the next holder re-delivers it.
+#[test]
+fn a_record_this_process_handed_back_is_left_to_the_next_holder_whatever_its_own_pass_reads() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let pid = std::process::id();
+    // queued 1, 2 here; the stop handed both back at seq 2, then the host's disposal cleared them (seq 2)
+    log(h, &[insert(1), append(2, 1), cancel(0, 2)]);
+    for n in [1, 2] {
+        accepted(h, n, &text(n));
+        record(h, &held(n, pid, None)).unwrap();
+    }
+    let items: Vec<Pending> = [1, 2]
+        .map(|n| Pending {
+            session_id: S.into(),
+            request_id: rid(n),
+            mode: "queue".into(),
+            text: text(n),
+            seq: 2,
+        })
+        .to_vec();
+    let rep = hand_back(
+        h,
+        pid,
+        7,
+        StopWhy::Stop,
+        &items,
+        2,
+        Duration::from_millis(300),
+    );
+    assert_eq!(rep.written, 2);
+    // this process's own pass (a tick still running while it stops) sees the clear: leaves them alone
+    assert!(recover(h, &me(), 10_000).is_empty());
+    assert_eq!(
+        names(h),
+        vec![
+            format!("{}.held-{pid}", key(1)),
+            format!("{}.held-{pid}", key(2)),
+        ],
+        "both records kept, with their hand-back, and no tombstone"
+    );
+    // the session's next holder (this pid no longer lists the session: no presence record does)
+    let next = Drainer {
+        pid: DEAD - 1,
+        started_at: 9,
+        sessions: vec![S.into()],
+    };
+    let got: Vec<(String, RedeliverWhy)> = recover(h, &next, 11_000)
+        .into_iter()
+        .map(|r| (r.request_id, r.why))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (rid(1), RedeliverWhy::ClearedAtStop),
+            (rid(2), RedeliverWhy::ClearedAtStop)
+        ]
+    );
+}
+
+/// The other half of that race: a pass read a record before the stop handed it back (the hand-back
+/// runs on the host's main thread, the pass on the blocking pool) and judges the stale copy. It retires
+/// only the record it judged: one rewritten since is left for the next pass. A human's decision read
+/// from an unchanged record is still final.
+#[test]
+fn a_record_handed_back_after_the_pass_read_it_is_not_retired_and_an_unchanged_one_is() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let pid = std::process::id();
+    let d = ensure_shard(h, S).unwrap();
+    let stale = held(1, pid, None);
+    record(h, &stale).unwrap();
+    let p = d.join(record_name(&key(1), pid));
+    // the stop's hand-back lands after the pass read `stale`
+    let items = [Pending {
+        session_id: S.into(),
+        request_id: rid(1),
+        mode: "queue".into(),
+        text: text(1),
+        seq: 5,
+    }];
+    hand_back(
+        h,
+        pid,
+        5,
+        StopWhy::Stop,
+        &items,
+        3,
+        Duration::from_millis(300),
+    );
+    retire_unchanged(&d, &key(1), &p, &stale, RemovedWhy::Unattributed, 5);
+    assert!(
+        read_queued(&p).and_then(|q| q.handed_back).is_some(),
+        "the hand-back stands"
+    );
+    assert!(!d.join(format!("{}.removed", key(1))).exists());
+    // unchanged since it was read: the human's row delete retires it
+    let human = held(2, pid, None);
+    record(h, &human).unwrap();
+    let p2 = d.join(record_name(&key(2), pid));
+    retire_unchanged(&d, &key(2), &p2, &human, RemovedWhy::Human, 6);
+    assert!(!p2.exists());
+    assert!(matches!(
+        lookup(h, S, &rid(2), 10_000),
+        Some(QueuedState::Removed(Removed {
+            why: RemovedWhy::Human,
+            seq: 6,
+            ..
+        }))
+    ));
+}
+
+/// A message this process re-delivered and then handed back at its stop before the drain's `take`
+/// ran (take runs on the blocking pool after the delivery): take keeps the hand-back instead of
+/// writing the record over as pending here.
+#[test]
+fn take_after_this_processs_hand_back_keeps_the_hand_back() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let pid = std::process::id();
+    record(h, &held(1, DEAD, None)).unwrap();
+    let d = shard(h, S).unwrap();
+    // claimed by this process (recover's rename), delivered, then the stop
+    fs::rename(
+        d.join(record_name(&key(1), DEAD)),
+        d.join(record_name(&key(1), pid)),
+    )
+    .unwrap();
+    let items = [Pending {
+        session_id: S.into(),
+        request_id: rid(1),
+        mode: "queue".into(),
+        text: text(1),
+        seq: 8,
+    }];
+    hand_back(
+        h,
+        pid,
+        7,
+        StopWhy::Stop,
+        &items,
+        3,
+        Duration::from_millis(300),
+    );
+    take(h, pid, 7, S, &rid(1), true, 4).unwrap();
+    let q = read_queued(&d.join(record_name(&key(1), pid))).unwrap();
+    assert_eq!(
+        (q.holder_pid, q.handed_back.map(|b| (b.seq, b.why))),
+        (pid, Some((8, StopWhy::Stop)))
+    );
+    // without a hand-back of this process, take makes it held here (pending in this inbox)
+    record(h, &held(2, pid, None)).unwrap();
+    take(h, pid, 7, S, &rid(2), true, 4).unwrap();
+    let q2 = read_queued(&d.join(record_name(&key(2), pid))).unwrap();
+    assert_eq!(
+        (q2.holder_started_at, q2.redeliveries, q2.handed_back),
+        (7, 1, None)
+    );
+}
