@@ -84,6 +84,18 @@ function textOf(message) {
   return parts.length > 0 && parts.every(p => p !== null) ? parts.join('') : null
 }
 
+/** The messages of this plugin in `list` (an inbox list of `sessionId`), as the core's hand-back takes them. */
+function oursIn(list, sessionId, mode, seq) {
+  const out = []
+  for (const m of list) {
+    const requestId = attempt(() => m?.source?.rpcId, undefined)
+    if (typeof requestId !== 'string' || !requestId.startsWith('dsh-session-mail:') || requestId.startsWith(NOTICE_PREFIX)) continue
+    const text = textOf(m)
+    if (text !== null) out.push({ sessionId, requestId, mode, text, seq })
+  }
+  return out
+}
+
 /**
  * Every message of this plugin pending in the inboxes of this process's live agents, as the core's
  * hand-back takes them: `{sessionId, requestId, mode, text, seq}` (next-turn → queue, next-step → steer).
@@ -95,53 +107,74 @@ function pendingOfOurs(ctx) {
     if (sessionId === '') continue
     const seq = Number(attempt(() => agent.session?.seq, 0)) || 0
     const inbox = attempt(() => agent.inbox, undefined)
-    const lists = [['queue', attempt(() => [...(inbox?.nextTurn ?? [])], [])], ['steer', attempt(() => [...(inbox?.nextStep ?? [])], [])]]
-    for (const [mode, list] of lists) {
-      for (const m of list) {
-        const requestId = attempt(() => m?.source?.rpcId, undefined)
-        if (typeof requestId !== 'string' || !requestId.startsWith('dsh-session-mail:') || requestId.startsWith(NOTICE_PREFIX)) continue
-        const text = textOf(m)
-        if (text !== null) out.push({ sessionId, requestId, mode, text, seq })
-      }
-    }
+    out.push(...oursIn(attempt(() => [...(inbox?.nextTurn ?? [])], []), sessionId, 'queue', seq))
+    out.push(...oursIn(attempt(() => [...(inbox?.nextStep ?? [])], []), sessionId, 'steer', seq))
   }
   return out
 }
 
 /**
- * Hand every pending message of ours back to durable storage before the host cancels it (issue 19).
- * rc.8's stop disposes each agent with a cancel that clears its inbox (packages/core/agent-loop/src/index.ts
- * `dispose` → agent.ts `cancel` → `inbox.clear()`), after the signal handler it installs first
- * (apps/cli/src/profile-boot.ts `process.on('SIGTERM')` → fiber dispose): this listener is prepended,
- * so it runs first in the same signal dispatch, before that disposal reaches any agent. Also at the plugin's
- * dispose (an unmount while the host goes on, or a stop that did not come by signal). Synchronous and
- * bounded (the core gives up after 300 ms). Returns the stop function.
+ * The contexts whose process is stopping: the stop signal came (set by {@link startHandBack}, read by
+ * {@link startMailbox}: from then on nothing more is delivered into this process's inboxes, which the
+ * host's disposal is about to clear).
+ */
+const stopping = new WeakSet()
+
+/**
+ * Hand every pending message of ours back to durable storage before the host cancels it (issue 19), so
+ * the clear that follows reads as the stop's, not the human's. rc.8's stop disposes each agent with a
+ * cancel that clears its inbox (packages/core/agent-loop/src/index.ts `dispose` → agent.ts `cancel` →
+ * `inbox.clear()`), after the signal handler it installs before boot (apps/cli/src/profile-boot.ts
+ * `process.on('SIGTERM')` → `createProcessShutdown` → fiber dispose, started a microtask later):
+ * - at the signal: this listener is prepended, so it runs first in the same signal dispatch, before that
+ *   disposal reaches any agent;
+ * - at the clear itself: from the signal on, every `outcome: 'canceled'` splice that takes messages of ours
+ *   hands those back with the splice's own seq, in the `session/event` dispatch of that splice (observers
+ *   see the pre-splice lists, packages/core/agent/src/inbox.ts `mutate`) — so a message the host accepted
+ *   after the signal (its HTTP route still answers until the disposal reaches it: 75–370 ms measured) is
+ *   covered too, whatever the order of the listeners and however long the stop takes;
+ * - at the plugin's dispose: after a signal, what is still pending (a dispose that comes before the agents'),
+ *   else as an unmount (the host goes on: a later cancel may be anyone's).
+ * Synchronous and bounded (the core gives up after 300 ms per call). Returns the stop function.
  */
 export function startHandBack(ctx, core, { startedAt, dshHome = () => resolveDshHome(), proc = process }) {
   if (typeof core?.queuedHandBack !== 'function') return () => {}
+  let signaled = false
   let stopped = false
-  const handBack = (why) => {
+  const handBack = (items, why) => {
     try {
-      const pending = pendingOfOurs(ctx)
-      if (pending.length > 0) core.queuedHandBack(pending, startedAt, why, dshHome())
+      if (items.length > 0) core.queuedHandBack(items, startedAt, why, dshHome())
     } catch {
       // a home we cannot write: the sender's records still stand
     }
   }
   const onSignal = () => {
-    if (stopped) return
-    stopped = true
-    handBack('stop')
+    if (signaled || stopped) return
+    signaled = true
+    stopping.add(ctx)
+    handBack(pendingOfOurs(ctx), 'stop')
   }
+  const offEvents = attempt(() => ctx.on('session/event', (session, event) => {
+    if (!signaled || event?.type !== 'agent/inbox/spliced') return
+    const d = event.data
+    if (d?.outcome !== 'canceled' || !(d?.removedCount > 0)) return
+    const sessionId = String(attempt(() => session?.id, '') ?? '')
+    const agent = attempt(() => ctx.agents?.get?.(sessionId), undefined)
+    const next = d.target === 'next-step'
+    const list = attempt(() => (next ? agent.inbox.nextStep : agent.inbox.nextTurn).slice(d.start, d.start + d.removedCount), [])
+    const seq = Number(event.seq)
+    handBack(oursIn(list, sessionId, next ? 'steer' : 'queue', Number.isSafeInteger(seq) && seq >= 0 ? seq : 0), 'stop')
+  }), undefined)
   // Only signals the host handles itself (a listener of ours must not keep a process alive that the
   // signal's default action would end), prepended: it must run before the host's handler starts the disposal.
   const signals = ['SIGTERM', 'SIGINT'].filter(s => attempt(() => proc.listenerCount(s), 0) > 0)
   for (const s of signals) attempt(() => proc.prependListener(s, onSignal), undefined)
   return () => {
     for (const s of signals) attempt(() => proc.off(s, onSignal), undefined)
+    if (typeof offEvents === 'function') attempt(offEvents, undefined)
     if (!stopped) {
       stopped = true
-      handBack('unmount')
+      handBack(pendingOfOurs(ctx), signaled ? 'stop' : 'unmount')
     }
   }
 }
@@ -215,8 +248,11 @@ export function startMailbox(ctx, core, { startedAt, dshHome = () => resolveDshH
   let ticks = 0
   let busy = false
   let stopped = false
+  // The process is stopping (the signal came): its inboxes are about to be cleared, so nothing more
+  // goes in; envelopes go back for the session's next holder and lost messages wait for it.
+  const halted = () => stopped || stopping.has(ctx)
   const tick = async () => {
-    if (busy || stopped) return
+    if (busy || halted()) return
     busy = true
     try {
       const sessions = attempt(() => ctx.agents?.list?.() ?? [], []).map(a => String(attempt(() => a.id, ''))).filter(Boolean)
@@ -234,6 +270,10 @@ export function startMailbox(ctx, core, { startedAt, dshHome = () => resolveDshH
       if (sessions.length === 0) return
       const envelopes = await core.mailboxDrain(sessions, startedAt, home, configJson)
       for (const env of envelopes) {
+        if (halted()) {
+          await core.mailboxRelease(env.sessionId, env.requestId, home)
+          continue
+        }
         let out
         try {
           out = await deliverEnvelope(ctx, env, delivered)
@@ -247,6 +287,7 @@ export function startMailbox(ctx, core, { startedAt, dshHome = () => resolveDshH
       // ledger and the log): delivered again, once, with their own request id and text.
       if (typeof core.queuedRecover === 'function') {
         for (const r of await core.queuedRecover(sessions, startedAt, home)) {
+          if (halted()) break // the record stays for the session's next holder
           let out
           try {
             // claimed by a turn here since the log was read: it is landing (a resume replayed it)
@@ -259,7 +300,7 @@ export function startMailbox(ctx, core, { startedAt, dshHome = () => resolveDshH
           if (out === null) continue // not live here any more: the record stays for the next holder
           await core.queuedTake(r.sessionId, r.requestId, startedAt, out.route !== 'already-delivered', home)
         }
-        for (const a of attempt(() => ctx.agents?.list?.() ?? [], [])) kickReplayed(a)
+        if (!halted()) for (const a of attempt(() => ctx.agents?.list?.() ?? [], [])) kickReplayed(a)
       }
     } catch {
       // a home we cannot read or write: the envelopes stay and the next tick tries again
