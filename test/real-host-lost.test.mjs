@@ -13,7 +13,9 @@
 //    twice, and the time from B being live again to the last landing is printed (bench/README.md).
 // 3. The human removes one queued message from B's queue (the queue dock's row delete: `session.updateQueue`
 //    `{kind:'remove'}`, packages/host/apiproxy/src/api-proxy.ts `updateQueue` → `agent.inbox.remove`), then
-//    the holder is stopped: that message stays removed (verify says so), the others land once.
+//    the holder is stopped: that message stays removed (verify says so), the others land once. Right after the
+//    stop, the holder's shard is as it should have left it: each kept message's record handed back (`stop`) and
+//    none retired by the stopping process itself (on failure the shard and B's inbox splices are printed).
 // 4. One process alone, quit with messages queued, started again on the same home: each lands once.
 //
 //   eval "$(bash test/real-host/install-host.sh)" && $DSH_NODE --test --test-concurrency=1 test/real-host-lost.test.mjs
@@ -79,6 +81,34 @@ function verify(box, rid) {
   } catch (e) {
     return String(e.stdout ?? '') + String(e.stderr ?? '')
   }
+}
+
+/**
+ * What B's mailbox shard holds (records `<key>.held-<pid>` with who holds them and whether they were handed
+ * back; tombstones `<key>.removed` with why) and the inbox splices of B's log: what a failure prints, so a
+ * run's log says what the stop left behind.
+ */
+function shardState(home, id) {
+  const dir = join(home, ROW, 'mailbox', id)
+  const out = { records: [], removed: [] }
+  let names = []
+  try { names = readdirSync(dir) } catch { return out }
+  for (const n of names.sort()) {
+    let v
+    try { v = JSON.parse(readFileSync(join(dir, n), 'utf8')) } catch { continue }
+    if (n.includes('.held-')) out.records.push({ name: n, rid: v.requestId, holderPid: v.holderPid, handedBack: v.handedBack ?? null })
+    else if (n.endsWith('.removed')) out.removed.push({ rid: v.requestId, why: v.why, seq: v.seq })
+  }
+  return out
+}
+
+/** B's inbox splices and turn ends as one line each (`seq type target start+removed inserted outcome`). */
+function inboxTrace(home, id) {
+  let events = []
+  try { events = readSessionLog(findSessionLog(home, id)) } catch (e) { return [`no log: ${e.message}`] }
+  return events.filter(e => e.type === 'agent/inbox/spliced' || e.type === 'turn/end' || e.type === 'turn/start').map(e => e.type === 'agent/inbox/spliced'
+    ? `${e.seq} splice ${e.data.target} ${e.data.start}+${e.data.removedCount ?? 0} [${(e.data.inserted ?? []).map(u => u.source?.rpcId ?? '-').join(',')}] ${e.data.outcome ?? ''}`
+    : `${e.seq} ${e.type} ${JSON.stringify(e.data?.reason ?? e.data?.outcome ?? '')}`)
 }
 
 /** One writer, one history: B's seqs only go up. */
@@ -235,12 +265,22 @@ describe('a human decision is final', () => {
       await web2.rpc('session.updateQueue', { sessionId: B, itemId: item.id, action: { kind: 'remove' } })
       await web2.waitFor(B, ev => ev.some(e => e.type === 'agent/inbox/spliced' && e.data.outcome === 'canceled'))
       await stopProcess(web2, 'SIGTERM')
+      // what process 2's stop left: each kept message's record handed back, the clear in the log after it
+      const left = { shard: shardState(box.home, B), log: inboxTrace(box.home, B), stderr: web2.stderr().slice(-2000) }
+      const why = () => `rids ${JSON.stringify(rids)}\nafter the stop: ${JSON.stringify(left, null, 1)}\nnow: ${JSON.stringify(shardState(box.home, B))}`
+      // the stop handed both kept messages back and retired neither (the flake: a drain pass of the stopping
+      // process read the clear and retired them as nobody's hand-back)
+      for (const rid of [rids[0], rids[2]]) {
+        const rec = left.shard.records.find(r => r.rid === rid)
+        assert.equal(rec?.handedBack?.why, 'stop', `${rid} handed back at the stop; ${why()}`)
+        assert.ok(!left.shard.removed.some(r => r.rid === rid), `${rid} not retired by the stopping process; ${why()}`)
+      }
       await waitUntil('B drops out of process 2', () => holderOf(box.home, B) !== web2.pid, 15_000)
       const w = await callTool(web1, A, 'sessions_send', { session_id: B, message: 'HUMAN-wake' })
       assert.match(w.text, /^accepted for /, w.text)
       const wake = requestIdIn(w.text)
       const { counts } = await landedOnce(box, B, [rids[0], rids[2], wake])
-      assertExactlyOnce(box, [rids[0], rids[2], wake], counts, 'kept')
+      assertExactlyOnce(box, [rids[0], rids[2], wake], counts, `kept; ${why()}`)
       assert.equal(counts.get(rids[1]) ?? 0, 0, 'the message the human removed never lands')
       assert.match(verify(box, rids[1]), /removed from the queue by the human/)
     } finally {
