@@ -4,7 +4,7 @@
 //   installHost()                          -> host { dir, node, dsh, binDir, path }
 //   makeSandbox({ t?, host?, keep? })       -> box  { dir, home, ws, env, llm, host, profileDir(p), cleanup() }
 //   packAndInstall(profileDir, pkgDir, { mode: 'manual'|'pnpm'|'script', script?, env?, host?, verify? })
-//   bootWeb(box, { profile?, args?, readyTimeoutMs? }) -> web { base, rpc, rpcRaw, createSession, prompt,
+//   bootWeb(box, { profile?, args?, readyTimeoutMs? }) -> web { base, rpc, rpcRaw, createSession, prompt,  (one boot at a time per box)
 //                                                          history, waitFor, stop, stderr, stdout, child, readyMs }
 //   createSession(web, cwd) / prompt(web, id, text, mode) / waitFor(web, id, predicate, opts)  (also methods)
 //   callTool(web, id, tool, args, opts) -> { text, isError, call, result, events, reply, ms }
@@ -372,7 +372,19 @@ export function setRowDisabled(profileDir, rowId, disabled) {
  * @param {Awaited<ReturnType<typeof makeSandbox>>} box
  * @param {{ profile?: string, args?: string[], readyTimeoutMs?: number, cwd?: string }} [options]
  */
-export async function bootWeb(box, { profile = 'web', args = [], readyTimeoutMs = 60_000, cwd = box.ws } = {}) {
+export function bootWeb(box, opts = {}) {
+  // One boot at a time per sandbox: rc.8 rewrites the profile's root config at every boot
+  // (apps/cli/src/profile-boot.ts `prepareProfile` → `writeFileSync(<profile>/cordis.yml)`, not atomic) and heals
+  // the shared module fallback, so two `dsh web` booting at once on one home can read each other's half-written
+  // file. A suite that boots two processes with Promise.all gets them one after the other, the second spawned once
+  // the first is ready (or failed).
+  const before = box.booting ?? Promise.resolve()
+  const boot = before.catch(() => {}).then(() => bootWebNow(box, opts))
+  box.booting = boot.catch(() => {})
+  return boot
+}
+
+async function bootWebNow(box, { profile = 'web', args = [], readyTimeoutMs = 60_000, cwd = box.ws } = {}) {
   const t0 = Date.now()
   const child = track(spawn(box.host.dsh, ['--profile', profile, '--no-open', '--port', '0', ...args], {
     cwd, env: box.env, stdio: ['ignore', 'pipe', 'pipe'],
