@@ -36,6 +36,30 @@ fn me() -> Drainer {
     }
 }
 
+/// Message `n` pending in session S's next-turn list, at log length `seq`, as the shim hands it back.
+fn pending(n: u8, seq: u64) -> Pending {
+    Pending {
+        session_id: S.into(),
+        request_id: rid(n),
+        mode: "queue".into(),
+        text: text(n),
+        seq,
+    }
+}
+
+/// The holder's hand-back at its stop (the binding's deadline).
+fn stop(h: &Path, pid: u32, started_at: i64, items: &[Pending], now_ms: i64) -> HandBackReport {
+    hand_back(
+        h,
+        pid,
+        started_at,
+        StopWhy::Stop,
+        items,
+        now_ms,
+        Duration::from_millis(HAND_BACK_MS),
+    )
+}
+
 /// The accepted ledger line the sender wrote for `n` (its delivered text hashed).
 fn accepted(home: &Path, n: u8, delivered_text: &str) {
     let mut e = ledger::Entry::new(
@@ -392,22 +416,8 @@ fn a_live_holders_records_are_left_alone_and_the_senders_record_never_replaces_a
         seq: 1,
         why: StopWhy::Stop,
     };
-    let items = [Pending {
-        session_id: S.into(),
-        request_id: rid(1),
-        mode: "queue".into(),
-        text: text(1),
-        seq: 1,
-    }];
-    let rep = hand_back(
-        h,
-        holder,
-        7,
-        StopWhy::Stop,
-        &items,
-        2,
-        Duration::from_millis(300),
-    );
+    let items = [pending(1, 1)];
+    let rep = stop(h, holder, 7, &items, 2);
     assert_eq!(rep.written, 1);
     // the sender's record comes late: it does not replace the hand-back
     record(h, &held(1, holder, None)).unwrap();
@@ -426,19 +436,7 @@ fn a_live_holders_records_are_left_alone_and_the_senders_record_never_replaces_a
         request_id: "other:1".into(),
         ..items[0].clone()
     }];
-    assert_eq!(
-        hand_back(
-            h,
-            holder,
-            7,
-            StopWhy::Stop,
-            &foreign,
-            2,
-            Duration::from_millis(300)
-        )
-        .skipped,
-        1
-    );
+    assert_eq!(stop(h, holder, 7, &foreign, 2).skipped, 1);
 }
 
 /// Issue 19's residue: a one-shot headless holder exits right after the landing turn and left the
@@ -543,24 +541,8 @@ fn a_record_this_process_handed_back_is_left_to_the_next_holder_whatever_its_own
         accepted(h, n, &text(n));
         record(h, &held(n, pid, None)).unwrap();
     }
-    let items: Vec<Pending> = [1, 2]
-        .map(|n| Pending {
-            session_id: S.into(),
-            request_id: rid(n),
-            mode: "queue".into(),
-            text: text(n),
-            seq: 2,
-        })
-        .to_vec();
-    let rep = hand_back(
-        h,
-        pid,
-        7,
-        StopWhy::Stop,
-        &items,
-        2,
-        Duration::from_millis(300),
-    );
+    let items: Vec<Pending> = [1, 2].map(|n| pending(n, 2)).to_vec();
+    let rep = stop(h, pid, 7, &items, 2);
     assert_eq!(rep.written, 2);
     // this process's own pass (a tick still running while it stops) sees the clear: leaves them alone
     assert!(recover(h, &me(), 10_000).is_empty());
@@ -605,22 +587,8 @@ fn a_record_handed_back_after_the_pass_read_it_is_not_retired_and_an_unchanged_o
     record(h, &stale).unwrap();
     let p = d.join(record_name(&key(1), pid));
     // the stop's hand-back lands after the pass read `stale`
-    let items = [Pending {
-        session_id: S.into(),
-        request_id: rid(1),
-        mode: "queue".into(),
-        text: text(1),
-        seq: 5,
-    }];
-    hand_back(
-        h,
-        pid,
-        5,
-        StopWhy::Stop,
-        &items,
-        3,
-        Duration::from_millis(300),
-    );
+    let items = [pending(1, 5)];
+    stop(h, pid, 5, &items, 3);
     retire_unchanged(&d, &key(1), &p, &stale, RemovedWhy::Unattributed, 5);
     assert!(
         read_queued(&p).and_then(|q| q.handed_back).is_some(),
@@ -659,22 +627,8 @@ fn take_after_this_processs_hand_back_keeps_the_hand_back() {
         d.join(record_name(&key(1), pid)),
     )
     .unwrap();
-    let items = [Pending {
-        session_id: S.into(),
-        request_id: rid(1),
-        mode: "queue".into(),
-        text: text(1),
-        seq: 8,
-    }];
-    hand_back(
-        h,
-        pid,
-        7,
-        StopWhy::Stop,
-        &items,
-        3,
-        Duration::from_millis(300),
-    );
+    let items = [pending(1, 8)];
+    stop(h, pid, 7, &items, 3);
     take(h, pid, 7, S, &rid(1), true, 4).unwrap();
     let q = read_queued(&d.join(record_name(&key(1), pid))).unwrap();
     assert_eq!(
