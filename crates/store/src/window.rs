@@ -569,24 +569,19 @@ mod tests {
         assert!(seen >= 30, "{seen}");
     }
 
-    /// Through the cache: `sessions_read`'s loader reads a long log from its end; a caller that
-    /// needs the requests (`load_log`: find_request, verify, the queue) gets the full fold, never
-    /// the window's, and the read after it takes that full fold. Nothing is written anywhere.
-    #[test]
-    fn only_reads_take_the_window_and_callers_that_need_requests_fold_the_log() {
-        let dir = tempfile::tempdir().unwrap();
-        crate::checkpoint::set_cache_dir(None);
-        set_window_min(Some(0));
-        let mut r = Rng(99);
-        let mut b = host_log(&mut r, false, 40, false);
+    /// `b` with its surface compacted up to its last two nodes and one turn after that (the window
+    /// then stops at the compaction), written as a zstd session log under `home`; `b` goes on from there.
+    fn compacted_on_disk(
+        home: &std::path::Path,
+        b: &mut LogBuilder,
+    ) -> (std::path::PathBuf, Vec<u8>, crate::layout::LogFile) {
         let n = b.surface.len();
         let (s, e) = (b.surface[0], b.surface[n - 3]);
         b.compact(s, e, "the last summary");
         b.prompt("after the compaction", "dsh-session-mail:after");
         b.reply("done", DS.0, DS.1);
         b.end_turn();
-        let path = dir
-            .path()
+        let path = home
             .join("sessions/--home-ana-proj--/session-0c0c0c0c-1111-4222-8333-444444444444/session.jsonl.zstd");
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         let bytes = b.zstd();
@@ -596,6 +591,20 @@ mod tests {
             enc: Encoding::Zstd,
             generation: 0,
         };
+        (path, bytes, log)
+    }
+
+    /// Through the cache: `sessions_read`'s loader reads a long log from its end; a caller that
+    /// needs the requests (`load_log`: find_request, verify, the queue) gets the full fold, never
+    /// the window's, and the read after it takes that full fold. Nothing is written anywhere.
+    #[test]
+    fn only_reads_take_the_window_and_callers_that_need_requests_fold_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        crate::checkpoint::set_cache_dir(None);
+        set_window_min(Some(0));
+        let mut r = Rng(99);
+        let (path, bytes, log) =
+            compacted_on_disk(dir.path(), &mut host_log(&mut r, false, 40, false));
         let want = full(&bytes);
         let (got, read) = crate::index::load_log_for_read_counted(&log);
         let got = got.unwrap();
@@ -637,23 +646,7 @@ mod tests {
         set_window_min(Some(0));
         let mut r = Rng(7);
         let mut b = host_log_titled(&mut r, false, 40, false, true);
-        let n = b.surface.len();
-        let (s, e) = (b.surface[0], b.surface[n - 3]);
-        b.compact(s, e, "the last summary");
-        b.prompt("after the compaction", "dsh-session-mail:after");
-        b.reply("done", DS.0, DS.1);
-        b.end_turn();
-        let path = dir
-            .path()
-            .join("sessions/--home-ana-proj--/session-0c0c0c0c-1111-4222-8333-444444444444/session.jsonl.zstd");
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        let bytes = b.zstd();
-        std::fs::write(&path, &bytes).unwrap();
-        let log = crate::layout::LogFile {
-            path: path.clone(),
-            enc: Encoding::Zstd,
-            generation: 0,
-        };
+        let (path, bytes, log) = compacted_on_disk(dir.path(), &mut b);
         let want = full(&bytes);
         assert_eq!(want.title.as_deref(), Some("title 0"));
         let (got, _) = crate::index::load_log_for_read_counted(&log);
