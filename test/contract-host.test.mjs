@@ -81,6 +81,20 @@ function client(host, secretB64, clock) {
   })
 }
 
+/** A contract host, a client with a valid cookie for it and, given `live`, a live session in <tmpdir>/<live>. */
+async function openHost({ live, ...options } = {}) {
+  const host = await startContractHost(options)
+  const call = client(host, readSecret(host.dshHome), Date.now)
+  const sid = live === undefined ? undefined : host.createSession({ cwd: join(tmpdir(), live), live: true })
+  return { host, call, sid }
+}
+
+/** Close a host and remove its DSH_HOME. */
+async function closeHost(host) {
+  await host.close()
+  rmSync(host.dshHome, { recursive: true, force: true })
+}
+
 /** Walk concatenated zstd frames by their headers (RFC 8878 §3.1.1) and return each frame's bytes. */
 function splitZstdFrames(buf) {
   const frames = []
@@ -132,10 +146,7 @@ describe('auth: trust fence and browser-session cookie', () => {
     authority = `127.0.0.1:${host.port}`
     sid = host.createSession({ cwd: join(tmpdir(), 'auth-proj'), live: true })
   })
-  after(async () => {
-    await host.close()
-    rmSync(host.dshHome, { recursive: true, force: true })
-  })
+  after(() => closeHost(host))
 
   const post = (headers, body) => raw(host, { headers: { 'content-type': 'application/json', ...headers }, body: body ?? envelope(promptArgs(sid)) })
 
@@ -251,8 +262,7 @@ describe('auth: trust fence and browser-session cookie', () => {
       const other = await raw(h2, { headers: { host: `other.internal:${h2.port}`, 'content-type': 'application/json' }, body })
       assert.equal(other.status, 403)
     } finally {
-      await h2.close()
-      rmSync(h2.dshHome, { recursive: true, force: true })
+      await closeHost(h2)
     }
   })
 
@@ -265,8 +275,7 @@ describe('auth: trust fence and browser-session cookie', () => {
       const res = await raw(h3, { headers: { host: aud, 'content-type': 'application/json', cookie: cookie(s3, { authority: aud, issuedAt: T0 - 1, expiresAt: T0 - 1 + 3650 * DAY }) }, body })
       assert.equal(res.status, 200)
     } finally {
-      await h3.close()
-      rmSync(h3.dshHome, { recursive: true, force: true })
+      await closeHost(h3)
     }
   })
 })
@@ -275,15 +284,8 @@ describe('auth: trust fence and browser-session cookie', () => {
 
 describe('route and envelope', () => {
   let host, call, sid
-  before(async () => {
-    host = await startContractHost()
-    call = client(host, readSecret(host.dshHome), Date.now)
-    sid = host.createSession({ cwd: join(tmpdir(), 'route-proj'), live: true })
-  })
-  after(async () => {
-    await host.close()
-    rmSync(host.dshHome, { recursive: true, force: true })
-  })
+  before(async () => ({ host, call, sid } = await openHost({ live: 'route-proj' })))
+  after(() => closeHost(host))
 
   test('415 for a non-JSON media type; charset parameter is fine', async () => {
     let res = await call(envelope(promptArgs(sid)), { headers: { 'content-type': 'text/plain' } })
@@ -386,14 +388,8 @@ describe('route and envelope', () => {
 describe('delivery: dedup, queue, steer, downgrade, idle wake, cold resume', () => {
   let host, call
   const cwd = join(tmpdir(), 'mail proj')
-  before(async () => {
-    host = await startContractHost()
-    call = client(host, readSecret(host.dshHome), Date.now)
-  })
-  after(async () => {
-    await host.close()
-    rmSync(host.dshHome, { recursive: true, force: true })
-  })
+  before(async () => ({ host, call } = await openHost()))
+  after(() => closeHost(host))
 
   test('steer on an idle session opens a turn at once and lands in step 1', async () => {
     const sid = host.createSession({ cwd, live: true })
@@ -546,8 +542,7 @@ describe('delivery: dedup, queue, steer, downgrade, idle wake, cold resume', () 
       assert.deepEqual(types(h.events(sid)).slice(-2), ['step/end', 'turn/end'])
       assert.equal(h.state(sid).status, 'idle')
     } finally {
-      await h.close()
-      rmSync(h.dshHome, { recursive: true, force: true })
+      await closeHost(h)
     }
   })
 
@@ -593,18 +588,14 @@ describe('delivery: dedup, queue, steer, downgrade, idle wake, cold resume', () 
 describe('V4 log on disk', () => {
   let host, call, sid, cwd
   before(async () => {
-    host = await startContractHost()
-    call = client(host, readSecret(host.dshHome), Date.now)
+    ({ host, call } = await openHost())
     cwd = join(tmpdir(), 'v4 proj', 'sub')
     sid = host.createSession({ cwd, preset: 'standard', live: true })
     await call(envelope(promptArgs(sid, { mode: 'steer' })))
     host.completeTurn(sid)
     await call(envelope(promptArgs(sid)))
   })
-  after(async () => {
-    await host.close()
-    rmSync(host.dshHome, { recursive: true, force: true })
-  })
+  after(() => closeHost(host))
 
   test('path: $DSH_HOME/sessions/--<cwd-slug>--/<id>/session.v4.jsonl.zstd', () => {
     const path = join(host.dshHome, 'sessions', expectedProjectDir(cwd), sid, 'session.v4.jsonl.zstd')
@@ -653,15 +644,8 @@ describe('V4 log on disk', () => {
 
 describe('faults', () => {
   let host, call, sid
-  before(async () => {
-    host = await startContractHost()
-    call = client(host, readSecret(host.dshHome), Date.now)
-    sid = host.createSession({ cwd: join(tmpdir(), 'fault-proj'), live: true })
-  })
-  after(async () => {
-    await host.close()
-    rmSync(host.dshHome, { recursive: true, force: true })
-  })
+  before(async () => ({ host, call, sid } = await openHost({ live: 'fault-proj' })))
+  after(() => closeHost(host))
 
   test('status: the next request gets that HTTP status, then normal service', async () => {
     host.faults.status = 503
