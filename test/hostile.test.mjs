@@ -12,7 +12,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { zstdCompressSync } from 'node:zlib'
 import { startContractHost } from './contract-host/index.mjs'
-import { execAs, toolsOf } from './helpers/plugin-harness.mjs'
+import { execAs, sessionsIn, toolsOf } from './helpers/plugin-harness.mjs'
 
 const CLI = fileURLToPath(new URL('../bin/dsh-session-mail.mjs', import.meta.url))
 /** Generous: only catches a hang (the bugs hung forever or took 15–50 s), never a speed claim. */
@@ -20,16 +20,11 @@ const HANG_MS = 20_000
 const CONFIG = { hostApi: 'v2', connectTimeoutMs: 500, requestTimeoutMs: 1500, maxStackedPerSender: 0 }
 
 let host
-const ids = []
-const sessionIds = () => ids
+const sessions = sessionsIn(() => host, '/tmp/hostile')
+const sessionIds = sessions.ids
+const newSession = sessions.make
 let caller
 let target
-
-function newSession(opts = {}) {
-  const id = host.createSession({ cwd: '/tmp/hostile', preset: 'standard', ...opts })
-  ids.push(id)
-  return id
-}
 
 async function within(ms, p, what) {
   let timer

@@ -25,7 +25,7 @@ import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { startContractHost } from './contract-host/index.mjs'
 import {
-  closedPort, execAs, landingsOf, promptRequests, requestIdsIn, timed, toolsOf,
+  closedPort, execAs, landingsOf, promptRequests, requestIdsIn, sessionsIn, timed, toolsOf,
 } from './helpers/plugin-harness.mjs'
 
 const CONNECT_MS = 500
@@ -46,20 +46,15 @@ const CLI = fileURLToPath(new URL('../bin/dsh-session-mail.mjs', import.meta.url
 const LEDGER_KEYS = ['time', 'sender', 'target', 'tool', 'mode', 'requestId', 'outcome', 'bodyChars', 'bodySha256']
 
 let host
-const ids = []
-const sessionIds = () => ids
+const sessions = sessionsIn(() => host, '/tmp/reliability')
+const sessionIds = sessions.ids
+const newSession = sessions.make
 /** Every text the suite saw: tool outputs, CLI stdout/stderr, captured stderr (for the hygiene sweep). */
 const seen = []
 /** Secrets the suite put on disk (the host's own, plus the stale one of the 401 case). */
 const secrets = new Set()
 const metrics = { fault: {}, concurrency: {}, catalogue: {}, hygiene: {} }
 let stderrWrite
-
-function newSession(opts = {}) {
-  const id = host.createSession({ cwd: '/tmp/reliability', preset: 'standard', ...opts })
-  ids.push(id)
-  return id
-}
 
 /** One tool call; the output is kept for the hygiene sweep. A throw fails the test (never allowed). */
 async function call(tools, tool, args, exec) {

@@ -13,7 +13,7 @@ import { appendFileSync, mkdirSync, readdirSync, writeFileSync, existsSync, read
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { startContractHost } from './contract-host/index.mjs'
-import { execAs, hostContext, requestIdsIn, toolsOf } from './helpers/plugin-harness.mjs'
+import { execAs, hostContext, requestIdsIn, sessionsIn, toolsOf } from './helpers/plugin-harness.mjs'
 import { startOwnerProcess } from './helpers/owner-process.mjs'
 import { startMailbox } from '../lib/mailbox.js'
 import * as plugin from '../index.js'
@@ -25,16 +25,11 @@ const CONFIG = { hostApi: 'v2', connectTimeoutMs: 500, requestTimeoutMs: 1500, m
 let host
 let attacker
 const hits = []
-const ids = []
-const sessionIds = () => ids
+const sessions = sessionsIn(() => host, '/tmp/trust')
+const sessionIds = sessions.ids
+const newSession = sessions.make
 let caller
 let sleeper
-
-function newSession(opts = {}) {
-  const id = host.createSession({ cwd: '/tmp/trust', preset: 'standard', ...opts })
-  ids.push(id)
-  return id
-}
 
 /** Plant `presence/<pid>.json` as an attacker would: fresh, 0600, naming `sessions`. */
 function plant(pid, fields) {

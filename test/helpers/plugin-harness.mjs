@@ -37,6 +37,23 @@ export function execAs(id) {
   return { agent: { id, session: { id } }, signal: new AbortController().signal, callId: randomUUID() }
 }
 
+/**
+ * The sessions a suite makes on its contract host (`hostOf()`, read at each call: the host starts in
+ * `before`), all in `cwd` with the standard preset: `make(opts)` creates one and remembers it, `ids()` is
+ * the list `hostContext` mirrors as agents.
+ */
+export function sessionsIn(hostOf, cwd) {
+  const made = []
+  return {
+    ids: () => made,
+    make(opts = {}) {
+      const id = hostOf().createSession({ cwd, preset: 'standard', ...opts })
+      made.push(id)
+      return id
+    },
+  }
+}
+
 /** apply the plugin with `config`; the registered tools by name. */
 export function toolsOf(config, host, ids) {
   const ctx = hostContext(host, ids)
