@@ -135,19 +135,29 @@ after(async () => {
 /**
  * One send from a fresh sender into `target`; what the text, the ledger and the host say about it.
  * `during(requestsBefore)` runs while the call is in flight (to lift a fault mid-call); it gets the
- * index of the first host request this call can have made.
+ * index of the first host request this call can have made. `faults` (fields of `host.faults`) and
+ * `down` (the host's web server stopped) hold for this call alone: set before it, lifted after it
+ * even when it fails.
  */
-async function faultSend(name, { target, config = {}, tool = 'send_session_message', during } = {}) {
-  const tools = toolsOf({ ...FAULT_CONFIG, ...config }, host, sessionIds)
+async function faultSend(name, { target, config = {}, tool = 'send_session_message', during, faults = {}, down = false } = {}) {
+  if (down) await host.setDown(true)
+  Object.assign(host.faults, faults)
+  let before, out, ms
   const sender = `session-fault-${name}-${randomUUID().slice(0, 8)}`
-  const message = `fault case ${name}: please check the build`
-  const args = tool === 'sessions_send' ? { session_id: target, message } : { toSessionId: target, message }
-  const before = host.requests.length
-  const [out, ms] = await timed(async () => {
-    const pending = call(tools, tool, args, execAs(sender))
-    if (during) await during(before)
-    return pending
-  })
+  try {
+    const tools = toolsOf({ ...FAULT_CONFIG, ...config }, host, sessionIds)
+    const message = `fault case ${name}: please check the build`
+    const args = tool === 'sessions_send' ? { session_id: target, message } : { toSessionId: target, message }
+    before = host.requests.length
+    ;[out, ms] = await timed(async () => {
+      const pending = call(tools, tool, args, execAs(sender))
+      if (during) await during(before)
+      return pending
+    })
+  } finally {
+    for (const key of Object.keys(faults)) host.faults[key] = FAULTS_OFF[key]
+    if (down) await host.setDown(false)
+  }
   const lines = ledgerLines().filter(l => l.sender === sender)
   assert.equal(lines.length, 1, `${name}: one ledger line for the attempt`)
   const requestId = lines[0].requestId
@@ -161,8 +171,19 @@ async function faultSend(name, { target, config = {}, tool = 'send_session_messa
   return { out, ms, requestId, ledger: lines[0], insertions, landings, posts, newRequests: host.requests.length - before }
 }
 
+/** Each injected fault of the contract host as it is when off (test/contract-host/index.mjs `faults`). */
+const FAULTS_OFF = { status: undefined, delayMs: 0, resetAfterAccept: false }
+
 function assertBounded(name, ms) {
   assert.ok(ms < HANG_BOUND_MS, `${name}: answered in ${Math.round(ms)} ms, bound ${HANG_BOUND_MS} ms`)
+}
+
+/** A fault that refused the send: answered within the bound, the ledger's outcome, the posts the host saw, no insertion. */
+function assertRefusedWithin(name, r, { outcome, posts, why }) {
+  assertBounded(name, r.ms)
+  assert.equal(r.ledger.outcome, outcome)
+  assert.equal(r.posts, posts, why)
+  assert.equal(r.insertions, 0)
 }
 
 let faultTarget
@@ -177,35 +198,17 @@ function faultTargetId() {
 
 test('fault: host down → unreachable, nothing sent, nothing landed', async () => {
   const target = faultTargetId()
-  await host.setDown(true)
-  let r
-  try {
-    r = await faultSend('host-down', { target })
-  } finally {
-    await host.setDown(false)
-  }
+  const r = await faultSend('host-down', { target, down: true })
   assert.match(r.out, /^refused \(unreachable\): the host's web server at http:\/\/127\.0\.0\.1:\d+ is down or not listening/, r.out)
   assert.match(r.out, /Nothing was sent/)
-  assertBounded('host-down', r.ms)
-  assert.equal(r.ledger.outcome, 'unreachable')
-  assert.equal(r.posts, 0)
-  assert.equal(r.insertions, 0)
+  assertRefusedWithin('host-down', r, { outcome: 'unreachable', posts: 0 })
 })
 
 test('fault: host down with hostApi auto (the generation probe cannot connect) → unreachable, nothing sent', async () => {
   const target = faultTargetId()
-  await host.setDown(true)
-  let r
-  try {
-    r = await faultSend('host-down-auto', { target, config: { hostApi: 'auto' } })
-  } finally {
-    await host.setDown(false)
-  }
+  const r = await faultSend('host-down-auto', { target, down: true, config: { hostApi: 'auto' } })
   assert.match(r.out, /^refused \(unreachable\): the host's web server at http:\/\/127\.0\.0\.1:\d+ is down or not listening/, r.out)
-  assertBounded('host-down-auto', r.ms)
-  assert.equal(r.ledger.outcome, 'unreachable')
-  assert.equal(r.posts, 0)
-  assert.equal(r.insertions, 0)
+  assertRefusedWithin('host-down-auto', r, { outcome: 'unreachable', posts: 0 })
 })
 
 test('fault: wrong port (config port, nothing listens) → unreachable, bounded', async () => {
@@ -233,11 +236,8 @@ test('fault: 401 with a stale secret (another valid 32-byte secret on disk) → 
   }
   assert.match(r.out, /^refused \(auth-failed\): the host refused the session cookie \(HTTP 401\)\./, r.out)
   assert.match(r.out, /Nothing was delivered\./)
-  assertBounded('stale-cookie-401', r.ms)
-  assert.equal(r.ledger.outcome, 'refused:auth-failed')
-  assert.equal(r.posts, 1, '401 is never retried')
+  assertRefusedWithin('stale-cookie-401', r, { outcome: 'refused:auth-failed', posts: 1, why: '401 is never retried' })
   assert.equal(promptRequests(host, r.requestId)[0].status, 401)
-  assert.equal(r.insertions, 0)
   // The secret is read per delivery: with the file restored the next send goes through.
   const again = await faultSend('after-401-restored', { target, tool: 'sessions_send' })
   assert.match(again.out, /^accepted for /, again.out)
@@ -255,58 +255,31 @@ test('fault: 403 from the real Host fence (host ::ffff:127.0.0.1 reaches the lis
   const r = await faultSend('host-fence-403', { target, config: { host: '::ffff:127.0.0.1' } })
   assert.match(r.out, /^refused \(forbidden\): the host's Host\/Origin fence refused the request \(HTTP 403: forbidden\)\./, r.out)
   assert.match(r.out, /Nothing was delivered\./)
-  assertBounded('host-fence-403', r.ms)
+  assertRefusedWithin('host-fence-403', r, { outcome: 'refused:forbidden', posts: 1, why: '403 is never retried' })
   const [req] = promptRequests(host, r.requestId)
   assert.equal(req.status, 403)
   assert.equal(req.trust, 'untrusted-host', 'the contract host fence itself refused it')
-  assert.equal(r.ledger.outcome, 'refused:forbidden')
-  assert.equal(r.posts, 1, '403 is never retried')
-  assert.equal(r.insertions, 0)
 })
 
 test('fault: injected 403 → forbidden, not retried', async () => {
   const target = faultTargetId()
-  host.faults.status = 403
-  let r
-  try {
-    r = await faultSend('injected-403', { target })
-  } finally {
-    host.faults.status = undefined
-  }
+  const r = await faultSend('injected-403', { target, faults: { status: 403 } })
   assert.match(r.out, /^refused \(forbidden\): .*HTTP 403: contract-host injected fault 403/, r.out)
-  assertBounded('injected-403', r.ms)
-  assert.equal(r.ledger.outcome, 'refused:forbidden')
-  assert.equal(r.posts, 1)
-  assert.equal(r.insertions, 0)
+  assertRefusedWithin('injected-403', r, { outcome: 'refused:forbidden', posts: 1 })
 })
 
 test('fault: 503 → unreachable with the request id and how to check, not retried', async () => {
   const target = faultTargetId()
-  host.faults.status = 503
-  let r
-  try {
-    r = await faultSend('http-503', { target, tool: 'sessions_send' })
-  } finally {
-    host.faults.status = undefined
-  }
+  const r = await faultSend('http-503', { target, tool: 'sessions_send', faults: { status: 503 } })
   assert.match(r.out, /^refused \(unreachable\): the host failed with HTTP 503 \(contract-host injected fault 503\)\./, r.out)
   assert.ok(r.out.includes(`check with sessions_read {"session_id":${JSON.stringify(target)}}`), r.out)
   assert.ok(r.out.endsWith(`request: ${r.requestId}`), r.out)
-  assertBounded('http-503', r.ms)
-  assert.equal(r.ledger.outcome, 'unreachable')
-  assert.equal(r.posts, 1, '5xx is never retried')
-  assert.equal(r.insertions, 0)
+  assertRefusedWithin('http-503', r, { outcome: 'unreachable', posts: 1, why: '5xx is never retried' })
 })
 
 test('fault: a host slower than the request timeout (every request) → MAY have landed, one resend, lands at most once', async () => {
   const target = faultTargetId()
-  host.faults.delayMs = REQUEST_MS + 1000
-  let r
-  try {
-    r = await faultSend('slow-always', { target })
-  } finally {
-    host.faults.delayMs = 0
-  }
+  const r = await faultSend('slow-always', { target, faults: { delayMs: REQUEST_MS + 1000 } })
   assert.match(r.out, new RegExp(`^refused \\(unreachable\\): the message MAY have landed in ${target}: `), r.out)
   assert.ok(r.out.includes(`request=${r.requestId}`), 'says what to look for in sessions_read')
   assert.ok(r.out.endsWith(`request: ${r.requestId}`), r.out)
@@ -320,24 +293,19 @@ test('fault: a host slower than the request timeout (every request) → MAY have
 
 test('fault: a host slow once (the first request only) → accepted after an ambiguous failure, lands once', async () => {
   const target = faultTargetId()
-  host.faults.delayMs = REQUEST_MS + 700
-  let r
-  try {
-    r = await faultSend('slow-once', {
-      target,
-      // Lift the delay as soon as the first request is inside its sleep (its body is recorded just before).
-      during: async (before) => {
-        const t0 = Date.now()
-        while (Date.now() - t0 < 5000) {
-          if (host.requests.slice(before).some(q => q.path === '/api/session/prompt' && q.body !== undefined)) break
-          await sleep(2)
-        }
-        host.faults.delayMs = 0
-      },
-    })
-  } finally {
-    host.faults.delayMs = 0
-  }
+  const r = await faultSend('slow-once', {
+    target,
+    faults: { delayMs: REQUEST_MS + 700 },
+    // Lift the delay as soon as the first request is inside its sleep (its body is recorded just before).
+    during: async (before) => {
+      const t0 = Date.now()
+      while (Date.now() - t0 < 5000) {
+        if (host.requests.slice(before).some(q => q.path === '/api/session/prompt' && q.body !== undefined)) break
+        await sleep(2)
+      }
+      host.faults.delayMs = 0
+    },
+  })
   assert.match(r.out, /^accepted for /, r.out)
   assert.match(r.out, /\nnote: confirmed after an ambiguous failure \(the first attempt got no clear answer: [^)]*\); (it was resent once with the same request id and accepted; the host deduplicates by request id, so it lands once|the session log shows this request id, so it was not sent again)\./, r.out)
   assertBounded('slow-once', r.ms)
@@ -348,13 +316,7 @@ test('fault: a host slow once (the first request only) → accepted after an amb
 
 test('fault: connection reset after the host accepted → accepted, confirmed from the log, lands once', async () => {
   const target = faultTargetId()
-  host.faults.resetAfterAccept = true
-  let r
-  try {
-    r = await faultSend('reset-after-accept', { target, tool: 'sessions_send' })
-  } finally {
-    host.faults.resetAfterAccept = false
-  }
+  const r = await faultSend('reset-after-accept', { target, tool: 'sessions_send', faults: { resetAfterAccept: true } })
   assert.match(r.out, /^accepted for /, r.out)
   assert.match(r.out, /\nnote: confirmed after an ambiguous failure \(the first attempt got no clear answer: [^\n]*\); (the session log shows this request id, so it was not sent again|it was resent once with the same request id and accepted; the host deduplicates by request id, so it lands once)\./, r.out)
   assert.ok(r.out.endsWith(`request: ${r.requestId}`))
