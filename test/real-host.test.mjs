@@ -219,34 +219,32 @@ describe('web host with the slow-tool bundle (manual install)', () => {
     const applies = () => (web.stderr().match(/\[slow-tool\] apply/g) ?? []).length
     const appliesBefore = applies()
     const probe = '@@call slow_tool {"ms": 0}'
+    /**
+     * Set the row's `disabled`, check the patch file reads `patch`, then run the probe's turn again every 150 ms
+     * until its reply is `want` (15 s at most); how long and how many turns it took go into m.<key>VisibleMs and
+     * m.<key>Attempts.
+     */
+    const toggle = async (disabled, patch, want, key) => {
+      const t0 = Date.now()
+      setRowDisabled(profileDir, 'slow-tool', disabled)
+      assert.equal(readFileSync(join(profileDir, 'cordis.patch.yml'), 'utf8'), patch)
+      let r; let attempts = 0
+      do {
+        if (attempts++ > 0) await sleep(150)
+        r = await turn(web, B, probe)
+      } while (r.reply !== want && Date.now() - t0 < 15_000)
+      m[`${key}VisibleMs`] = Date.now() - t0
+      m[`${key}Attempts`] = attempts
+      assert.equal(r.reply, want)
+    }
     // off
-    let t0 = Date.now()
-    setRowDisabled(profileDir, 'slow-tool', true)
-    assert.equal(readFileSync(join(profileDir, 'cordis.patch.yml'), 'utf8'), '- id: slow-tool\n  disabled: true\n')
-    let r; let attempts = 0
-    do {
-      if (attempts++ > 0) await sleep(150)
-      r = await turn(web, B, probe)
-    } while (r.reply !== 'TOOL_NOT_OFFERED: slow_tool' && Date.now() - t0 < 15_000)
-    m.disableVisibleMs = Date.now() - t0
-    m.disableAttempts = attempts
-    assert.equal(r.reply, 'TOOL_NOT_OFFERED: slow_tool')
+    await toggle(true, '- id: slow-tool\n  disabled: true\n', 'TOOL_NOT_OFFERED: slow_tool', 'disable')
     const offered = box.llm.requestsFor(B).filter(q => q.tools.length > 0).at(-1).tools
     assert.ok(!offered.includes('slow_tool'), 'slow_tool gone from the request')
     assert.ok(offered.includes('read') && offered.length > 10, 'the other tools stay')
     assert.ok(web.child.exitCode === null, 'no restart')
     // on again
-    t0 = Date.now()
-    setRowDisabled(profileDir, 'slow-tool', false)
-    assert.equal(readFileSync(join(profileDir, 'cordis.patch.yml'), 'utf8'), '[]\n')
-    attempts = 0
-    do {
-      if (attempts++ > 0) await sleep(150)
-      r = await turn(web, B, probe)
-    } while (r.reply !== 'TOOL_RESULT_SEEN: SLOW_DONE 0' && Date.now() - t0 < 15_000)
-    m.enableVisibleMs = Date.now() - t0
-    m.enableAttempts = attempts
-    assert.equal(r.reply, 'TOOL_RESULT_SEEN: SLOW_DONE 0')
+    await toggle(false, '[]\n', 'TOOL_RESULT_SEEN: SLOW_DONE 0', 'enable')
     assert.ok(box.llm.requestsFor(B).filter(q => q.tools.length > 0).at(-1).tools.includes('slow_tool'))
     assert.ok(applies() > appliesBefore, 'the row was applied again (same process)')
     assert.equal(web.child.exitCode, null)
