@@ -72,6 +72,12 @@ describe('dsh-session-mail in rc.8: subagent targets, ambiguous failures, host d
     return web.waitFor(id, e => isIdle(e) && extra(e), { timeout })
   }
 
+  /** A send of `body` from A to B by `tool` whose first POST meets `action` at the proxy (later ones pass). */
+  function sendFirstPost(action, tool, body) {
+    proxy.setRule(({ url, n }) => (url === PROMPT_ROUTE && n === 1 ? action : 'pass'))
+    return callTool(web, A, tool, tool === 'sessions_send' ? { session_id: B, message: body } : { toSessionId: B, message: body })
+  }
+
   before(async () => {
     box = await makeSandbox()
     ;({ pdir, web } = await webWithSlowTool(box, m))
@@ -156,9 +162,8 @@ describe('dsh-session-mail in rc.8: subagent targets, ambiguous failures, host d
   })
 
   test('2a. the first POST reaches the host but its answer is lost: confirmed by lookup, not resent, lands once', async () => {
-    proxy.setRule(({ url, n }) => (url === PROMPT_ROUTE && n === 1 ? 'forward-drop' : 'pass'))
     const body = 'AMBIG-1 answer lost on the way back'
-    const r = await callTool(web, A, 'send_session_message', { toSessionId: B, message: body })
+    const r = await sendFirstPost('forward-drop', 'send_session_message', body)
     m.forwardDropToolMs = toolMs(r)
     assert.match(r.text, new RegExp(`^accepted for ${esc(B)} \\| mode=queue \\| chars=${body.length}\\n`))
     const note = /^note: confirmed after an ambiguous failure \(the first attempt got no clear answer: ([\s\S]+?)\); the (host's history|session log) shows this request id, so it was not sent again\.$/m.exec(r.text)
@@ -180,9 +185,8 @@ describe('dsh-session-mail in rc.8: subagent targets, ambiguous failures, host d
   })
 
   test('2b. the connection is reset before the host sees it: resent once with the same id, lands once', async () => {
-    proxy.setRule(({ url, n }) => (url === PROMPT_ROUTE && n === 1 ? 'drop' : 'pass'))
     const body = 'AMBIG-2 reset before forwarding'
-    const r = await callTool(web, A, 'sessions_send', { session_id: B, message: body })
+    const r = await sendFirstPost('drop', 'sessions_send', body)
     m.dropToolMs = toolMs(r)
     assert.match(r.text, new RegExp(`^accepted for ${esc(B)} \\| mode=queue \\| chars=${body.length}\\n`))
     const note = /^note: confirmed after an ambiguous failure \(the first attempt got no clear answer: ([\s\S]+?)\); the host's history did not show it, so it was resent once with the same request id and accepted\.$/m.exec(r.text)
@@ -237,9 +241,8 @@ describe('dsh-session-mail in rc.8: subagent targets, ambiguous failures, host d
   })
 
   test('3c. the first POST arrives late (after the 1500 ms timeout): found by the lookup, not resent, lands once', async () => {
-    proxy.setRule(({ url, n }) => (url === PROMPT_ROUTE && n === 1 ? 'stall-forward' : 'pass'))
     const body = 'LATE-1 arrives after the timeout'
-    const r = await callTool(web, A, 'send_session_message', { toSessionId: B, message: body })
+    const r = await sendFirstPost('stall-forward', 'send_session_message', body)
     m.lateToolMs = toolMs(r)
     const id = requestIdOf(r.text)
     const note = /^note: confirmed after an ambiguous failure \(the first attempt got no clear answer: ([^\n]+?)\); the (host's history|session log) shows this request id, so it was not sent again\.$/m.exec(r.text)
