@@ -127,6 +127,16 @@ async function sandbox() {
   return box
 }
 
+/** `fn(box)` in a fresh sandbox(), cleaned up after it whatever it does. */
+async function inSandbox(fn) {
+  const box = await sandbox()
+  try {
+    return await fn(box)
+  } finally {
+    await box.cleanup()
+  }
+}
+
 /** A session of `web` with one finished turn, so it has a log and a history. */
 async function sessionIn(web, cwd, hello) {
   const id = await web.createSession(cwd)
@@ -139,6 +149,17 @@ async function sessionIn(web, cwd, hello) {
 async function keepBusy(web, B) {
   await web.prompt(B, '@@sleep 600000')
   await web.waitFor(B, ev => ev.some(e => e.type === 'turn/start') && !isIdle(ev))
+}
+
+/** `n` queued sends from A (in `web`) to B, `<prefix>-<k>`, each accepted: their receipts. */
+async function sendAccepted(web, A, B, prefix, n) {
+  const texts = []
+  for (let k = 0; k < n; k++) {
+    const r = await callTool(web, A, 'sessions_send', { session_id: B, message: `${prefix}-${k}` })
+    assert.match(r.text, /^accepted for /, r.text)
+    texts.push(r.text)
+  }
+  return texts
 }
 
 async function stopProcess(web, signal) {
@@ -181,8 +202,7 @@ function assertExactlyOnce(box, accepted, counts, label) {
 for (const signal of ['SIGTERM', 'SIGKILL']) {
   describe(`${signal} of the process holding B (two processes on one home)`, () => {
     test(`40 queued sends, 4 in flight, holder ${signal}ed after the 12th receipt: every accepted message lands in B exactly once after B is live again`, async () => {
-      const box = await sandbox()
-      try {
+      await inSandbox(async (box) => {
         const [web1, web2] = await Promise.all([bootWeb(box), bootWeb(box)])
         const senders = []
         for (let i = 0; i < 4; i++) senders.push(await sessionIn(web1, box.ws, `hello from sender ${i}`))
@@ -231,30 +251,25 @@ for (const signal of ['SIGTERM', 'SIGKILL']) {
         assertOneHistory(box.home, B)
         // verify tells the truth afterwards: each accepted request landed
         for (const rid of accepted.slice(0, 3)) assert.match(verify(box, rid), new RegExp(`^landed in ${esc(B)} at seq \\d+`, 'm'))
-      } finally {
-        await box.cleanup()
-      }
+      })
     })
   })
 }
 
 describe('a human decision is final', () => {
   test('a queued message the human removed from B\'s queue (updateQueue remove) is never re-delivered after the holder stops; the others land once', async () => {
-    const box = await sandbox()
-    try {
+    await inSandbox(async (box) => {
       const [web1, web2] = await Promise.all([bootWeb(box), bootWeb(box)])
       const A = await sessionIn(web1, box.ws, 'hello from A')
       const B = await sessionIn(web2, box.mkdir('ws-b'), 'hello from B')
       await keepBusy(web2, B)
       await waitUntil('process 2 lists B running', () => holderOf(box.home, B, 'running') === web2.pid)
-      const rids = []
-      for (let k = 0; k < 3; k++) {
-        const r = await callTool(web1, A, 'sessions_send', { session_id: B, message: `HUMAN-${k}` })
-        assert.match(r.text, /^accepted for /, r.text)
-        // the receipt says where it waits: in process 2's memory, until B's turn starts (issue 19 #4)
-        assert.match(r.text, new RegExp(`^note: in memory: until its turn starts it waits in that session's inbox, which lives in the memory of DSH process pid ${web2.pid};`, 'm'), r.text)
-        rids.push(requestIdIn(r.text))
+      const receipts = await sendAccepted(web1, A, B, 'HUMAN', 3)
+      // each receipt says where it waits: in process 2's memory, until B's turn starts (issue 19 #4)
+      for (const text of receipts) {
+        assert.match(text, new RegExp(`^note: in memory: until its turn starts it waits in that session's inbox, which lives in the memory of DSH process pid ${web2.pid};`, 'm'), text)
       }
+      const rids = receipts.map(requestIdIn)
       // and so does verify, from another process (the CLI)
       assert.match(verify(box, rids[2]), new RegExp(`^queued (in|for) ${esc(B)}.*waiting in the memory of DSH process pid ${web2.pid}`, 'm'))
       // the queue dock's row delete of the second one, as the web client sends it
@@ -283,26 +298,18 @@ describe('a human decision is final', () => {
       assertExactlyOnce(box, [rids[0], rids[2], wake], counts, `kept; ${why()}`)
       assert.equal(counts.get(rids[1]) ?? 0, 0, 'the message the human removed never lands')
       assert.match(verify(box, rids[1]), /removed from the queue by the human/)
-    } finally {
-      await box.cleanup()
-    }
+    })
   })
 })
 
 describe('one process alone', () => {
   test('quit (SIGTERM) with messages queued, started again on the same home: each lands once', async () => {
-    const box = await sandbox()
-    try {
+    await inSandbox(async (box) => {
       const web = await bootWeb(box)
       const A = await sessionIn(web, box.ws, 'hello from A')
       const B = await sessionIn(web, box.mkdir('ws-b'), 'hello from B')
       await keepBusy(web, B)
-      const rids = []
-      for (let k = 0; k < 3; k++) {
-        const r = await callTool(web, A, 'sessions_send', { session_id: B, message: `ALONE-${k}` })
-        assert.match(r.text, /^accepted for /, r.text)
-        rids.push(requestIdIn(r.text))
-      }
+      const rids = (await sendAccepted(web, A, B, 'ALONE', 3)).map(requestIdIn)
       await stopProcess(web, 'SIGTERM')
       const t0 = Date.now()
       const again = await bootWeb(box)
@@ -312,8 +319,6 @@ describe('one process alone', () => {
       assertExactlyOnce(box, rids, counts, 'restart')
       assert.ok(holderOf(box.home, B) === again.pid, 'the restarted process holds B')
       assertOneHistory(box.home, B)
-    } finally {
-      await box.cleanup()
-    }
+    })
   })
 })
