@@ -27,7 +27,7 @@ import { execFileSync } from 'node:child_process'
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import {
-  makeSandbox, packAndInstall, bootWeb, initProfile, callTool, readSessionLog, findSessionLog, userTexts,
+  makeSandbox, installPlugin, bootWeb, callTool, readSessionLog, findSessionLog, userTexts,
   isIdle, turnEndCount, printMetrics, REPO_ROOT, sleep, esc, requestIdIn, presenceRecords,
 } from './real-host/harness.mjs'
 
@@ -120,8 +120,7 @@ function assertOneHistory(home, id) {
 /** A sandbox whose plugin row has no budget, stacking or relay limit (40 sends to one target are the point here). */
 async function sandbox() {
   const box = await makeSandbox()
-  const pdir = initProfile(box, 'web')
-  packAndInstall(pdir, REPO_ROOT, { mode: 'manual' })
+  const pdir = installPlugin(box)
   writeFileSync(join(pdir, 'cordis.patch.yml'),
     `- id: ${ROW}\n  config: ${JSON.stringify({ budgetPerPair: 0, budgetPerSender: 0, maxStackedPerSender: 0, maxRelayHops: 0 })}\n`)
   return box

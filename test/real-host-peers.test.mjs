@@ -16,7 +16,7 @@ import { execFileSync } from 'node:child_process'
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import {
-  makeSandbox, packAndInstall, bootWeb, initProfile, callTool, readSessionLog, findSessionLog, waitForLog,
+  makeSandbox, installPlugin, bootWeb, callTool, readSessionLog, findSessionLog, waitForLog,
   userTexts, isIdle, turnEndCount, printMetrics, REPO_ROOT, sleep, esc, requestIdOf, landedCount,
   presenceRecords, assertOneHistory,
 } from './real-host/harness.mjs'
@@ -66,8 +66,7 @@ describe('dsh-session-mail in two rc.8 processes on one DSH_HOME', () => {
 
   before(async () => {
     box = await makeSandbox()
-    const pdir = initProfile(box, 'web')
-    packAndInstall(pdir, REPO_ROOT, { mode: 'manual' })
+    installPlugin(box)
     ;[web1, web2] = await Promise.all([bootWeb(box), bootWeb(box)])
     A = await web1.createSession(box.ws)
     B = await web2.createSession(box.mkdir('ws-b'))

@@ -8,7 +8,7 @@
 //                                                          history, waitFor, stop, stderr, stdout, child, readyMs }
 //   createSession(web, cwd) / prompt(web, id, text, mode) / waitFor(web, id, predicate, opts)  (also methods)
 //   callTool(web, id, tool, args, opts) -> { text, isError, call, result, events, reply, ms }
-//   initProfile(box, profile)
+//   initProfile(box, profile), installPlugin(box, profile?) (a fresh profile with this plugin installed, mode manual)
 //   readSessionLog(file), findSessionLog(home, id), waitForLog(home, id, predicate, opts)
 //   setRowDisabled(profileDir, rowId, disabled), dumpConfig(box, profile)
 //   event helpers: userTexts, assistantTexts, turnEnd, turnEndCount, isIdle, turnOfSeq, messageText; printMetrics
@@ -665,13 +665,20 @@ export async function idleSession(web, cwd, text) {
   return id
 }
 
+/** A fresh `profile` of `box` with this plugin installed in it by hand (mode manual). -> the profile's dir */
+export function installPlugin(box, profile = 'web') {
+  const pdir = initProfile(box, profile)
+  packAndInstall(pdir, REPO_ROOT, { mode: 'manual' })
+  return pdir
+}
+
 /**
  * The plugin installed in `box`'s `web` and `headless` profiles, a web process booted, and its first session
  * A (in `box.ws`) idle after one turn: the start of the suites with a headless owner. -> { web, A }
  */
 export async function webAndHeadless(box) {
-  packAndInstall(initProfile(box, 'web'), REPO_ROOT, { mode: 'manual' })
-  packAndInstall(initProfile(box, 'headless'), REPO_ROOT, { mode: 'manual' })
+  installPlugin(box, 'web')
+  installPlugin(box, 'headless')
   const web = await bootWeb(box)
   return { web, A: await idleSession(web, box.ws, 'hello from A') }
 }
