@@ -60,20 +60,25 @@ fn stop(h: &Path, pid: u32, started_at: i64, items: &[Pending], now_ms: i64) -> 
     )
 }
 
-/// The accepted ledger line the sender wrote for `n` (its delivered text hashed).
-fn accepted(home: &Path, n: u8, delivered_text: &str) {
+/// The ledger line session-s wrote for its send `n` to `target` with `outcome` (its delivered text hashed).
+fn ledger_line(home: &Path, n: u8, target: &str, outcome: LedgerOutcome, delivered_text: &str) {
     let mut e = ledger::Entry::new(
         1,
         Some("session-s"),
-        Some(S),
+        Some(target),
         "sessions_send",
         Some("queue"),
         Some(&rid(n)),
-        LedgerOutcome::Accepted,
+        outcome,
         Some("message"),
     );
     e.text_sha256 = Some(ledger::sha256_hex(delivered_text));
     ledger::append(home, &e).unwrap();
+}
+
+/// The accepted ledger line the sender wrote for `n` (its delivered text hashed).
+fn accepted(home: &Path, n: u8, delivered_text: &str) {
+    ledger_line(home, n, S, LedgerOutcome::Accepted, delivered_text);
 }
 
 fn msg(n: u8) -> Value {
@@ -107,6 +112,21 @@ fn append(n: u8, at: usize) -> Value {
 
 fn cancel(start: usize, count: usize) -> Value {
     json!({"type":"agent/inbox/spliced","data":{"target":"next-turn","start":start,"removedCount":count,"inserted":[],"outcome":"canceled"}})
+}
+
+/// session-t's log: 1, 2, 3 queued; the human deletes 2 (a one-item cancel at index 1, seq 3); then the
+/// stop clears 1 and 3 (a whole cancel, seq 4).
+fn row_delete_then_clear(home: &Path) {
+    log(
+        home,
+        &[
+            insert(1),
+            append(2, 1),
+            append(3, 2),
+            cancel(1, 1),
+            cancel(0, 2),
+        ],
+    );
 }
 
 fn names(home: &Path) -> Vec<String> {
@@ -221,17 +241,7 @@ fn the_rule_decides_from_the_log_and_the_hand_back() {
 fn the_fold_tells_a_row_delete_from_a_clear() {
     let home = tempfile::tempdir().unwrap();
     let h = home.path();
-    // 1, 2, 3 queued; the human deletes 2 (index 1); then the stop clears 1 and 3
-    log(
-        h,
-        &[
-            insert(1),
-            append(2, 1),
-            append(3, 2),
-            cancel(1, 1),
-            cancel(0, 2),
-        ],
-    );
+    row_delete_then_clear(h);
     let Lookup::Found(s) = store::load_session(h, S) else {
         panic!("log")
     };
@@ -270,16 +280,7 @@ fn a_stopped_holders_messages_are_redelivered_once_and_a_human_removal_stays_rem
     // the holder (dead now) had 1, 2, 3, 4 queued; the human deleted 2; it handed 1 and 3 back at its
     // stop, then its host cleared them; 4 was accepted just before the crash of the write-behind
     // (not in the log at all)
-    log(
-        h,
-        &[
-            insert(1),
-            append(2, 1),
-            append(3, 2),
-            cancel(1, 1),
-            cancel(0, 2),
-        ],
-    );
+    row_delete_then_clear(h);
     let hb = Some(HandBack {
         at_ms: 2,
         seq: 4,
@@ -367,32 +368,10 @@ fn a_record_the_ledger_does_not_vouch_for_delivers_nothing() {
     accepted(h, 1, "From session-s ：\nthe original");
     record(h, &held(1, DEAD, None)).unwrap();
     record(h, &held(2, DEAD, None)).unwrap();
-    let mut other = ledger::Entry::new(
-        1,
-        Some("session-s"),
-        Some("session-other"),
-        "sessions_send",
-        Some("queue"),
-        Some(&rid(3)),
-        LedgerOutcome::Accepted,
-        Some("m"),
-    );
-    other.text_sha256 = Some(ledger::sha256_hex(&text(3)));
-    ledger::append(h, &other).unwrap();
+    ledger_line(h, 3, "session-other", LedgerOutcome::Accepted, &text(3));
     record(h, &held(3, DEAD, None)).unwrap();
     // a refused line for 4 does not vouch either
-    let mut refused = ledger::Entry::new(
-        1,
-        Some("session-s"),
-        Some(S),
-        "sessions_send",
-        Some("queue"),
-        Some(&rid(4)),
-        LedgerOutcome::Unreachable,
-        Some("m"),
-    );
-    refused.text_sha256 = Some(ledger::sha256_hex(&text(4)));
-    ledger::append(h, &refused).unwrap();
+    ledger_line(h, 4, S, LedgerOutcome::Unreachable, &text(4));
     record(h, &held(4, DEAD, None)).unwrap();
     assert!(recover(h, &me(), 10_000).is_empty());
     assert!(
