@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use super::cookie::{b64url, cookie_name, hmac_sha256};
-use super::testserver::{ok_accepted, rpc_error, serve, Act, Recorded};
+use super::testserver::{ok_accepted, rpc_error, serve, Act, Log, Recorded};
 use super::*;
 
 const SECRET_B64: &str = "BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc"; // 32 × 0x07
@@ -47,6 +47,56 @@ fn is_reset(u: &Unclear) -> bool {
 
 fn accepted_plain(o: &Outcome) -> bool {
     matches!(o, Outcome::Accepted { recovery: None, .. })
+}
+
+/// Accepted after an ambiguous first attempt, confirmed `how`.
+fn accepted_after(o: &Outcome, how: Recovery) -> bool {
+    matches!(o, Outcome::Accepted { recovery: Some(r), .. } if *r == how)
+}
+
+/// The path of every request the server saw, in order.
+fn paths(log: &Log) -> Vec<String> {
+    log.lock().unwrap().iter().map(|r| r.path.clone()).collect()
+}
+
+/// session.history's answer with no events.
+const EMPTY_HISTORY: &str = r#"{"type":"server-response","rpcId":"h","result":{"ok":true,"value":{"events":[],"hasMore":false}}}"#;
+
+/// A server that answers each request to `path` with `on_path()` and any other (the n-th of all) with `other(n)`.
+async fn serve_route<O>(path: &'static str, on_path: fn() -> Act, other: O) -> (String, Log)
+where
+    O: Fn(usize) -> Act + Send + Sync + 'static,
+{
+    serve(
+        move |n, r: &Recorded| {
+            if r.path == path {
+                on_path()
+            } else {
+                other(n)
+            }
+        },
+    )
+    .await
+}
+
+/// A host whose prompt route remembers the POST's rpcId and answers `prompt`, and whose session.history
+/// answers `value(request, that rpcId)` as an ok server-response: what the lookup after an ambiguous POST reads.
+async fn with_history<H>(prompt: fn() -> Act, value: H) -> (String, Log)
+where
+    H: Fn(&Recorded, &str) -> serde_json::Value + Send + Sync + 'static,
+{
+    let rpc_id: std::sync::Arc<std::sync::Mutex<String>> = Default::default();
+    serve(move |_, r: &Recorded| {
+        if r.path == "/api/session.history" {
+            let id = rpc_id.lock().unwrap().clone();
+            let body = serde_json::json!({"type":"server-response","rpcId":"h","result":{"ok":true,"value":value(r, &id)}});
+            Act::Reply(200, body.to_string())
+        } else {
+            *rpc_id.lock().unwrap() = r.json()["rpcId"].as_str().unwrap_or("").to_string();
+            prompt()
+        }
+    })
+    .await
 }
 
 #[tokio::test]
@@ -228,13 +278,11 @@ async fn non_loopback_base_is_refused_before_any_io() {
 
 #[tokio::test]
 async fn rc8_slow_host_times_out_in_bounded_time_and_may_have_landed() {
-    let (base, log) = serve(|_, r: &Recorded| {
-        if r.path == "/api/session.history" {
-            Act::Reply(200, r#"{"type":"server-response","rpcId":"h","result":{"ok":true,"value":{"events":[],"hasMore":false}}}"#.into())
-        } else {
-            Act::Stall(Duration::from_secs(5))
-        }
-    })
+    let (base, log) = serve_route(
+        "/api/session.history",
+        || Act::Reply(200, EMPTY_HISTORY.into()),
+        |_| Act::Stall(Duration::from_secs(5)),
+    )
     .await;
     let f = Fixture::new(base);
     let t0 = Instant::now();
@@ -248,9 +296,8 @@ async fn rc8_slow_host_times_out_in_bounded_time_and_may_have_landed() {
             then: Then::ResendUnclear(Unclear::Net(NetError::Timeout)),
         })))
     );
-    let paths: Vec<String> = log.lock().unwrap().iter().map(|r| r.path.clone()).collect();
     assert_eq!(
-        paths,
+        paths(&log),
         [
             "/api/session.prompt",
             "/api/session.history",
@@ -264,39 +311,23 @@ async fn rc8_slow_host_times_out_in_bounded_time_and_may_have_landed() {
 
 #[tokio::test]
 async fn rc8_reset_then_history_finds_the_id_no_second_post() {
-    let holder: std::sync::Arc<std::sync::Mutex<String>> = Default::default();
-    let h2 = holder.clone();
-    let (base, log) = serve(move |_, r: &Recorded| {
-        if r.path == "/api/session.history" {
-            let id = h2.lock().unwrap().clone();
-            let body = serde_json::json!({"type":"server-response","rpcId":"h","result":{"ok":true,"value":{
+    let (base, log) = with_history(
+        || Act::Reset,
+        |_, id| {
+            serde_json::json!({
                 "events":[
                     {"event":{"type":"turn/start","seq":7,"time":1,"data":{"turn":2}}},
                     {"event":{"type":"agent/inbox/spliced","seq":8,"time":1,"data":{"target":"next-turn","start":0,
                         "inserted":[{"id":"m1","role":"user","content":[{"type":"text","text":"x"}],"source":{"kind":"user","rpcId":id}}]}}}
-                ],"hasMore":false}}});
-            Act::Reply(200, body.to_string())
-        } else {
-            *h2.lock().unwrap() = r.json()["rpcId"].as_str().unwrap_or("").to_string();
-            Act::Reset
-        }
-    })
+                ],"hasMore":false})
+        },
+    )
     .await;
     let f = Fixture::new(base);
     let out = deliver(&f.delivery("rc8", None)).await;
-    assert!(
-        matches!(
-            out,
-            Outcome::Accepted {
-                recovery: Some(Recovery::FoundInHistory),
-                ..
-            }
-        ),
-        "{out:?}"
-    );
-    let paths: Vec<String> = log.lock().unwrap().iter().map(|r| r.path.clone()).collect();
+    assert!(accepted_after(&out, Recovery::FoundInHistory), "{out:?}");
     assert_eq!(
-        paths,
+        paths(&log),
         ["/api/session.prompt", "/api/session.history"],
         "no second POST"
     );
@@ -308,24 +339,15 @@ async fn rc8_reset_then_history_finds_the_id_no_second_post() {
 
 #[tokio::test]
 async fn rc8_history_pages_back_and_finds_a_landed_user_message() {
-    let holder: std::sync::Arc<std::sync::Mutex<String>> = Default::default();
-    let h2 = holder.clone();
-    let (base, log) = serve(move |_, r: &Recorded| {
-        if r.path == "/api/session.history" {
-            let id = h2.lock().unwrap().clone();
-            let before = r.json()["payload"]["beforeSeq"].as_u64();
-            let value = match before {
-                None => serde_json::json!({"events":[{"event":{"type":"assistant/message","seq":50,"data":{}}}],"hasMore":true}),
-                Some(50) => serde_json::json!({"events":[{"event":{"type":"user/message","seq":40,
-                    "data":{"id":"m","role":"user","content":[],"source":{"kind":"user","rpcId":id}}}}],"hasMore":false}),
-                Some(_) => serde_json::json!({"events":[],"hasMore":false}),
-            };
-            Act::Reply(200, serde_json::json!({"type":"server-response","rpcId":"h","result":{"ok":true,"value":value}}).to_string())
-        } else {
-            *h2.lock().unwrap() = r.json()["rpcId"].as_str().unwrap_or("").to_string();
-            Act::Reply(200, "{\"type\":\"server-resp".into()) // garbled: ambiguous
-        }
-    })
+    let (base, log) = with_history(
+        || Act::Reply(200, "{\"type\":\"server-resp".into()), // garbled: ambiguous
+        |r, id| match r.json()["payload"]["beforeSeq"].as_u64() {
+            None => serde_json::json!({"events":[{"event":{"type":"assistant/message","seq":50,"data":{}}}],"hasMore":true}),
+            Some(50) => serde_json::json!({"events":[{"event":{"type":"user/message","seq":40,
+                "data":{"id":"m","role":"user","content":[],"source":{"kind":"user","rpcId":id}}}}],"hasMore":false}),
+            Some(_) => serde_json::json!({"events":[],"hasMore":false}),
+        },
+    )
     .await;
     let f = Fixture::new(base);
     let out = deliver(&f.delivery("rc8", None)).await;
@@ -344,40 +366,25 @@ async fn rc8_history_pages_back_and_finds_a_landed_user_message() {
 
 #[tokio::test]
 async fn rc8_lookup_not_found_resends_once_and_is_accepted() {
-    let (base, log) = serve(|n, r: &Recorded| {
-        if r.path == "/api/session.history" {
-            Act::Reply(200, r#"{"type":"server-response","rpcId":"h","result":{"ok":true,"value":{"events":[],"hasMore":false}}}"#.into())
-        } else if n == 0 {
-            Act::Close
-        } else {
-            ok_accepted("x")
-        }
-    })
+    let (base, log) = serve_route(
+        "/api/session.history",
+        || Act::Reply(200, EMPTY_HISTORY.into()),
+        |n| if n == 0 { Act::Close } else { ok_accepted("x") },
+    )
     .await;
     let f = Fixture::new(base);
     let out = deliver(&f.delivery("rc8", None)).await;
-    assert!(
-        matches!(
-            out,
-            Outcome::Accepted {
-                recovery: Some(Recovery::Resent),
-                ..
-            }
-        ),
-        "{out:?}"
-    );
+    assert!(accepted_after(&out, Recovery::Resent), "{out:?}");
     assert_eq!(log.lock().unwrap().len(), 3);
 }
 
 #[tokio::test]
 async fn rc8_lookup_failure_means_no_resend() {
-    let (base, log) = serve(|_, r: &Recorded| {
-        if r.path == "/api/session.history" {
-            Act::Reply(500, "handler failure".into())
-        } else {
-            Act::Reset
-        }
-    })
+    let (base, log) = serve_route(
+        "/api/session.history",
+        || Act::Reply(500, "handler failure".into()),
+        |_| Act::Reset,
+    )
     .await;
     let f = Fixture::new(base);
     let out = deliver(&f.delivery("rc8", None)).await;
@@ -398,16 +405,7 @@ async fn v2_reset_after_read_resends_with_the_same_request_id() {
     let (base, log) = serve(|n, _| if n == 0 { Act::Reset } else { ok_accepted("x") }).await;
     let f = Fixture::new(base);
     let out = deliver(&f.delivery("v2", Some(SECRET_B64))).await;
-    assert!(
-        matches!(
-            out,
-            Outcome::Accepted {
-                recovery: Some(Recovery::Resent),
-                ..
-            }
-        ),
-        "{out:?}"
-    );
+    assert!(accepted_after(&out, Recovery::Resent), "{out:?}");
     let reqs = log.lock().unwrap().clone();
     assert_eq!(reqs.len(), 2);
     assert!(reqs.iter().all(|r| r.path == "/api/session/prompt"));
@@ -437,20 +435,17 @@ async fn v2_still_ambiguous_after_resend_may_have_landed() {
 
 #[tokio::test]
 async fn auto_probes_host_describe_200_means_rc8() {
-    let (base, log) = serve(|_, r: &Recorded| {
-        if r.path == "/api/host.describe" {
-            Act::Reply(200, r#"{"type":"server-response","rpcId":"d","result":{"ok":true,"value":{"version":"0.0.1"}}}"#.into())
-        } else {
-            ok_accepted("x")
-        }
-    })
+    let (base, log) = serve_route(
+        "/api/host.describe",
+        || Act::Reply(200, r#"{"type":"server-response","rpcId":"d","result":{"ok":true,"value":{"version":"0.0.1"}}}"#.into()),
+        |_| ok_accepted("x"),
+    )
     .await;
     let f = Fixture::new(base);
     assert!(accepted_plain(&deliver(&f.delivery("auto", None)).await));
     assert!(accepted_plain(&deliver(&f.delivery("auto", None)).await));
-    let paths: Vec<String> = log.lock().unwrap().iter().map(|r| r.path.clone()).collect();
     assert_eq!(
-        paths,
+        paths(&log),
         [
             "/api/host.describe",
             "/api/session.prompt",
@@ -465,39 +460,33 @@ async fn auto_probes_host_describe_200_means_rc8() {
 
 #[tokio::test]
 async fn auto_probe_401_means_v2() {
-    let (base, log) = serve(|_, r: &Recorded| {
-        if r.path == "/api/host.describe" {
-            Act::Reply(401, "unauthorized".into())
-        } else {
-            ok_accepted("x")
-        }
-    })
+    let (base, log) = serve_route(
+        "/api/host.describe",
+        || Act::Reply(401, "unauthorized".into()),
+        |_| ok_accepted("x"),
+    )
     .await;
     let f = Fixture::new(base);
     assert!(accepted_plain(
         &deliver(&f.delivery("auto", Some(SECRET_B64))).await
     ));
-    let paths: Vec<String> = log.lock().unwrap().iter().map(|r| r.path.clone()).collect();
-    assert_eq!(paths, ["/api/host.describe", "/api/session/prompt"]);
+    assert_eq!(paths(&log), ["/api/host.describe", "/api/session/prompt"]);
 }
 
 #[tokio::test]
 async fn auto_with_version_skips_the_probe_and_switches_once_on_401() {
     // version says rc.8 but the host wants a cookie: one switch to v2, nothing delivered twice
-    let (base, log) = serve(|_, r: &Recorded| {
-        if r.path == "/api/session/prompt" {
-            ok_accepted("x")
-        } else {
-            Act::Reply(401, "unauthorized".into())
-        }
-    })
+    let (base, log) = serve_route(
+        "/api/session/prompt",
+        || ok_accepted("x"),
+        |_| Act::Reply(401, "unauthorized".into()),
+    )
     .await;
     let f = Fixture::new(base);
     let mut d = f.delivery("auto", Some(SECRET_B64));
     d.host_version = Some("0.1.0-rc.8");
     assert!(accepted_plain(&deliver(&d).await));
-    let paths: Vec<String> = log.lock().unwrap().iter().map(|r| r.path.clone()).collect();
-    assert_eq!(paths, ["/api/session.prompt", "/api/session/prompt"]);
+    assert_eq!(paths(&log), ["/api/session.prompt", "/api/session/prompt"]);
 }
 
 #[test]
