@@ -1122,13 +1122,7 @@ mod tests {
         };
         // a header over the line cap: no usable header, and nothing after it counts
         let big = format!("{}\n{}\n", "x".repeat(crate::frames::LINE_CAP + 1), H0);
-        let f = both(big.as_bytes());
-        assert!(f.header.is_none());
-        assert!(f
-            .header_error
-            .as_deref()
-            .unwrap()
-            .contains("exceeds the line cap"));
+        no_header_because(&both(big.as_bytes()), "exceeds the line cap");
         // an unreadable header: the same
         let f = both(format!("not json\n{H0}\n").as_bytes());
         assert!(f.header.is_none() && f.header_error.is_some());
@@ -1142,6 +1136,13 @@ mod tests {
             "{}",
             f.notes.summary()
         );
+    }
+
+    /// The fold has no usable header, and says why: the reason contains `why`.
+    fn no_header_because(f: &Fold, why: &str) {
+        assert!(f.header.is_none());
+        let error = f.header_error.as_deref().unwrap();
+        assert!(error.contains(why), "{error}");
     }
 
     fn um(seq: u64, text: &str, source: &str, op: &str) -> String {
@@ -1368,43 +1369,38 @@ mod tests {
 
     #[test]
     fn inherited_requests_of_a_fork_are_not_the_childs() {
+        // a fork's log: its header, a request it inherited (seq 0), the line that ends what it inherited
+        // (seq 1), then a request of its own (seq 2)
+        let fork = |header: &str, end_of_inherited: &str| {
+            fold_lines(&[
+                header.into(),
+                um(
+                    0,
+                    "x",
+                    r#"{"kind":"user","rpcId":"dsh-session-mail:old"}"#,
+                    r#""append""#,
+                ),
+                end_of_inherited.into(),
+                um(
+                    2,
+                    "y",
+                    r#"{"kind":"user","rpcId":"dsh-session-mail:new"}"#,
+                    r#""append""#,
+                ),
+            ])
+        };
         let v0 = r#"{"type":"session","version":0,"id":"f","createdAt":1,"parentSession":"p","seedLength":2,"delegationDepth":0}"#;
-        let f = fold_lines(&[
-            v0.into(),
-            um(
-                0,
-                "x",
-                r#"{"kind":"user","rpcId":"dsh-session-mail:old"}"#,
-                r#""append""#,
-            ),
-            r#"{"type":"turn/end","seq":1,"time":1,"data":{"turn":1,"reason":{"kind":"forked"}}}"#
-                .into(),
-            um(
-                2,
-                "y",
-                r#"{"kind":"user","rpcId":"dsh-session-mail:new"}"#,
-                r#""append""#,
-            ),
-        ]);
+        let f = fork(
+            v0,
+            r#"{"type":"turn/end","seq":1,"time":1,"data":{"turn":1,"reason":{"kind":"forked"}}}"#,
+        );
         assert!(!f.requests.contains_key("dsh-session-mail:old"));
         assert!(f.requests.contains_key("dsh-session-mail:new"));
         let v4 = r#"{"type":"session","version":4,"id":"f","createdAt":1,"parentSession":"p","isSeeded":true,"delegationDepth":0}"#;
-        let f = fold_lines(&[
-            v4.into(),
-            um(
-                0,
-                "x",
-                r#"{"kind":"user","rpcId":"dsh-session-mail:old"}"#,
-                r#""append""#,
-            ),
-            r#"{"type":"session/end-seed","seq":1,"time":1,"data":{"inherited":true}}"#.into(),
-            um(
-                2,
-                "y",
-                r#"{"kind":"user","rpcId":"dsh-session-mail:new"}"#,
-                r#""append""#,
-            ),
-        ]);
+        let f = fork(
+            v4,
+            r#"{"type":"session/end-seed","seq":1,"time":1,"data":{"inherited":true}}"#,
+        );
         assert!(!f.requests.contains_key("dsh-session-mail:old"));
         assert!(f.requests.contains_key("dsh-session-mail:new"));
         assert_eq!(f.inherited_cut, Some(1));
@@ -1437,12 +1433,7 @@ mod tests {
             "{\"type\":\"session\"".into(),
             um(0, "x", r#"{"kind":"user"}"#, r#""append""#),
         ]);
-        assert!(f.header.is_none());
-        assert!(f
-            .header_error
-            .as_deref()
-            .unwrap()
-            .contains("not valid JSON"));
+        no_header_because(&f, "not valid JSON");
         assert!(f.surface.is_empty());
     }
 
