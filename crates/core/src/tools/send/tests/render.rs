@@ -19,8 +19,16 @@ fn pin(got: &str, subs: &[(&str, &str)], want: &str) {
 /// The text of `r` with its request id as `<rid>`.
 #[track_caller]
 fn pin_rid(r: &SendResult, want: &str) {
+    pin_rid_and(r, &[], want);
+}
+
+/// The text of `r` with its request id as `<rid>` and each `(value, name)` of `subs` as `<name>`.
+#[track_caller]
+fn pin_rid_and(r: &SendResult, subs: &[(&str, &str)], want: &str) {
     let id = rid(r);
-    pin(&r.render(), &[(id.as_str(), "rid")], want);
+    let mut all = vec![(id.as_str(), "rid")];
+    all.extend_from_slice(subs);
+    pin(&r.render(), &all, want);
 }
 
 #[tokio::test]
@@ -39,51 +47,36 @@ async fn every_bad_argument_says_nothing_was_sent_and_how_to_call() {
 #[tokio::test]
 async fn bad_argument_texts() {
     let env = Env::offline();
-    let text = |tool: &'static str, args: Value| {
-        let r = env.req(tool, args);
-        async move { send(&r).await.render() }
-    };
-    pin(
-        &text(
+    let cases = [
+        (
             "send_session_message",
             json!({"toSessionId": "session-x", "message": "x", "urgent": "true"}),
-        )
-        .await,
-        &[],
-        "refused (bad-argument): urgent must be a boolean (true or false); got the string \"true\". Pass the JSON boolean, not a string.\n\
+            "refused (bad-argument): urgent must be a boolean (true or false); got the string \"true\". Pass the JSON boolean, not a string.\n\
             Nothing was sent. Call it as send_session_message {\"toSessionId\": \"<session id>\", \"message\": \"<text>\", \"urgent\": false | true (optional)}.",
-    );
-    pin(
-        &text(
+        ),
+        (
             "sessions_send",
             json!({"sessionId": "session-x", "message": "x"}),
-        )
-        .await,
-        &[],
-        "refused (bad-argument): session_id must be a session id string (exactly as sessions_list shows it); got nothing (the argument is missing).\n\
+            "refused (bad-argument): session_id must be a session id string (exactly as sessions_list shows it); got nothing (the argument is missing).\n\
             also: sessionId must be left out: it is not an argument of sessions_send (which takes session_id, message, mode, notify_when_idle); got the string \"session-x\". Did you mean session_id?\n\
             Nothing was sent. Call it as sessions_send {\"session_id\": \"<id from sessions_list>\", \"message\": \"<text>\", \"mode\": \"queue\" | \"steer\" (optional)}.",
-    );
-    pin(
-        &text(
+        ),
+        (
             "sessions_send",
             json!({"session_id": "s", "message": "x", "mode": "Steer"}),
-        )
-        .await,
-        &[],
-        "refused (bad-argument): mode must be \"queue\" or \"steer\"; got the string \"Steer\". Use the lower-case spelling.\n\
+            "refused (bad-argument): mode must be \"queue\" or \"steer\"; got the string \"Steer\". Use the lower-case spelling.\n\
             Nothing was sent. Call it as sessions_send {\"session_id\": \"<id from sessions_list>\", \"message\": \"<text>\", \"mode\": \"queue\" | \"steer\" (optional)}.",
-    );
-    pin(
-        &text(
+        ),
+        (
             "send_session_message",
             json!({"toSessionId": "s", "message": "x", "mode": "steer"}),
-        )
-        .await,
-        &[],
-        "refused (bad-argument): mode must be left out: it is not an argument of send_session_message (which takes toSessionId, message, urgent, notify_when_idle); got the string \"steer\". send_session_message takes urgent: true instead of mode: \"steer\".\n\
+            "refused (bad-argument): mode must be left out: it is not an argument of send_session_message (which takes toSessionId, message, urgent, notify_when_idle); got the string \"steer\". send_session_message takes urgent: true instead of mode: \"steer\".\n\
             Nothing was sent. Call it as send_session_message {\"toSessionId\": \"<session id>\", \"message\": \"<text>\", \"urgent\": false | true (optional)}.",
-    );
+        ),
+    ];
+    for (tool, args, want) in cases {
+        pin(&send(&env.req(tool, args)).await.render(), &[], want);
+    }
 }
 
 #[tokio::test]
@@ -471,11 +464,10 @@ async fn mailbox_route() {
     r.peers = Some(vec![headless_owner(pid, "session-b")]);
     let out = send(&r).await;
     owner.join().unwrap();
-    let id = rid(&out);
     let pid_s = pid.to_string();
-    pin(
-        &out.render(),
-        &[(&id, "rid"), (&pid_s, "pid")],
+    pin_rid_and(
+        &out,
+        &[(&pid_s, "pid")],
         "accepted for session-b | mode=steer | chars=2\n\
             The message will be inserted at the next step of the turn that session is running. Its reply will not return through this call; read it later with sessions_read.\n\
             outcome: steered into the next step of its running turn (steer requested; if that session's turn was being aborted the host queues it for the next turn instead).\n\
@@ -488,15 +480,17 @@ async fn mailbox_route() {
     // about a step or a turn the host would start — the route has no answer to tell
     const WAITING: &str = "The message waits in the mailbox of the DSH process that holds that session. Its reply will not return through this call; read it later with sessions_read.\n\
             outcome: waiting in that process's mailbox, which it drains about four times a second, so it lands once even if this session ends now. No answer came back within 2 s, so whether it was queued or started a turn is not known yet: check with verify before sending again.\n";
-    let out = send(&r).await;
-    let id = rid(&out);
-    pin(
-        &out.render(),
-        &[(&id, "rid"), (&pid_s, "pid")],
-        &format!("accepted for session-b | mode=steer | chars=2\n{WAITING}\
-            budget: 4 of 6 left for this pair in the next 10 min; 18 of 20 left for all your sends.\n\
+    // such a receipt whole: the mode, WAITING, the budget line, the route and the request id
+    let pin_waiting = |out: &SendResult, mode: &str, budget: &str| {
+        pin_rid_and(out, &[(&pid_s, "pid")], &format!("accepted for session-b | mode={mode} | chars=2\n{WAITING}\
+            budget: {budget}\n\
             note: routed: that session is live in another DSH process without a web server (pid <pid>, profile headless); this process did not resume it.\n\
-            request: <rid>"),
+            request: <rid>"))
+    };
+    pin_waiting(
+        &send(&r).await,
+        "steer",
+        "4 of 6 left for this pair in the next 10 min; 18 of 20 left for all your sends.",
     );
     // the same for a queue send to an idle owner (on main: "queued … the host starts that turn now" and
     // "No answer came back within 2 s" in one receipt)
@@ -504,26 +498,20 @@ async fn mailbox_route() {
     let mut idle = headless_owner(pid, "session-b");
     idle.sessions[0].status = "idle".into();
     q.peers = Some(vec![idle]);
-    let out = send(&q).await;
-    let id = rid(&out);
-    pin(
-        &out.render(),
-        &[(&id, "rid"), (&pid_s, "pid")],
-        &format!("accepted for session-b | mode=queue | chars=2\n{WAITING}\
-            budget: 3 of 6 left for this pair in the next 10 min; 17 of 20 left for all your sends.\n\
-            note: routed: that session is live in another DSH process without a web server (pid <pid>, profile headless); this process did not resume it.\n\
-            request: <rid>"),
+    pin_waiting(
+        &send(&q).await,
+        "queue",
+        "3 of 6 left for this pair in the next 10 min; 17 of 20 left for all your sends.",
     );
 }
 
 #[tokio::test]
 async fn undelivered() {
     let (_env, out) = may_have_landed_send().await;
-    let id = rid(&out);
     let reset = reset_of(&out);
-    pin(
-        &out.render(),
-        &[(&id, "rid"), (&reset, "reset")],
+    pin_rid_and(
+        &out,
+        &[(&reset, "reset")],
         "refused (unreachable): the message MAY have landed in session-peer: <reset>; looking the request id up failed too (session.history answered HTTP 503), so it was not sent again.\n\
             It was not sent again blindly. Check with sessions_read {\"session_id\":\"session-peer\"}: a landed copy shows request=<rid> in its source label. Send it again only if it is not there.\n\
             request: <rid>",
@@ -535,7 +523,6 @@ async fn undelivered() {
     );
     r.live = vec![live("session-peer", "idle", json!({}))];
     let out = send(&r).await;
-    let id = rid(&out);
     let Refusal::Undelivered {
         failure: crate::delivery::Failure::HostDown(why),
         ..
@@ -543,9 +530,9 @@ async fn undelivered() {
     else {
         panic!("{out:?}")
     };
-    pin(
-        &out.render(),
-        &[(&id, "rid"), (&off.base, "base"), (&why.to_string(), "why")],
+    pin_rid_and(
+        &out,
+        &[(&off.base, "base"), (&why.to_string(), "why")],
         "refused (unreachable): the host's web server at <base> is down or not listening (<why>).\n\
             Nothing was sent; try again once DSH is running.\n\
             request: <rid>",
@@ -736,9 +723,9 @@ async fn the_reasons_of_an_unclear_delivery() {
         request: <rid>"));
     // the generation probe (`auto`, no version) got no clear answer
     let (env, out) = through("auto", |_, _: &Recorded| Act::Reset).await;
-    pin(
-        &out.render(),
-        &[(&rid(&out), "rid"), (&env.base, "base")],
+    pin_rid_and(
+        &out,
+        &[(&env.base, "base")],
         &format!(
             "refused (unreachable): the host did not answer host.describe ({reset}).\n\
         Nothing was sent. Setting hostApi to rc8 or v2 skips this probe.\n\
@@ -755,9 +742,9 @@ async fn a_host_that_is_down() {
     let mut r = off.sessions_send("session-peer", "hi");
     r.live = vec![live("session-peer", "idle", json!({}))];
     let out = send(&r).await;
-    pin(
-        &out.render(),
-        &[(&rid(&out), "rid"), (&off.base, "base")],
+    pin_rid_and(
+        &out,
+        &[(&off.base, "base")],
         "refused (unreachable): the host's web server at <base> is down or not listening (Connection refused (os error 111)).\n\
             Nothing was sent; try again once DSH is running.\n\
             request: <rid>",
