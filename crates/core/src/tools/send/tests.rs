@@ -9,6 +9,7 @@ use crate::delivery::testserver::{ok_accepted, rpc_error, serve, Act, Log, Recor
 use crate::ledger::LedgerError;
 use crate::ledger::{self, LedgerOutcome};
 use crate::mail::budget::{Exceeded, Unchecked, Which};
+use crate::mail::chain::TurnMessage;
 use crate::mail::guard::Forgery;
 use crate::mailbox;
 use crate::outcome::{
@@ -157,6 +158,63 @@ impl Env {
     }
 }
 
+impl Env {
+    /// Accepting online, with cold sessions session-me and session-peer to relay between.
+    async fn relay_pair() -> Env {
+        let env = Env::online(accept_all()).await;
+        env.cold("session-peer", json!({}));
+        env.cold("session-me", json!({}));
+        env
+    }
+    /// A `sessions_send` of "fwd" to `to` made by session `from` in a turn holding `turn` (the host's record
+    /// the relay guard checks the ledger against).
+    fn relay(&self, from: &str, to: &str, turn: Vec<TurnMessage>) -> ToolRequest {
+        let mut r = self.sessions_send(to, "fwd");
+        let c = r.caller.as_mut().unwrap();
+        c.session_id = Some(from.into());
+        c.agent_id = Some(from.into());
+        c.turn = Some(turn);
+        r
+    }
+}
+
+/// Who sends hop `hop` of an A↔B ping-pong (each send made by the session the previous one went to):
+/// (from, to).
+fn ping_pong(hop: u32) -> (&'static str, &'static str) {
+    if hop % 2 == 1 {
+        ("session-me", "session-peer")
+    } else {
+        ("session-peer", "session-me")
+    }
+}
+
+/// A user message of the caller's turn that landed as our request `rid`, with text `text`.
+fn landed(rid: &str, text: &str) -> TurnMessage {
+    TurnMessage {
+        kind: Some("user".into()),
+        rpc_id: Some(rid.into()),
+        text: Some(text.into()),
+        ..TurnMessage::default()
+    }
+}
+
+/// session-peer's accepted ledger line for request `rid` to session-me, in chain `chain` at hop `hop`.
+fn relay_line(home: &Path, rid: &str, chain: &str, hop: u32) {
+    let mut e = ledger::Entry::new(
+        2_000,
+        Some("session-peer"),
+        Some("session-me"),
+        "sessions_send",
+        Some("queue"),
+        Some(rid),
+        "accepted".to_string().into(),
+        Some("x"),
+    );
+    e.chain = Some(chain.into());
+    e.hop = Some(hop);
+    ledger::append(home, &e).unwrap();
+}
+
 fn live(id: &str, status: &str, header: Value) -> LiveSession {
     LiveSession {
         id: id.into(),
@@ -167,6 +225,11 @@ fn live(id: &str, status: &str, header: Value) -> LiveSession {
         pending_next_turn_rpc_ids: vec![],
         files: vec![],
     }
+}
+
+/// session-peer, live and idle in this process.
+fn idle_peer() -> LiveSession {
+    live("session-peer", "idle", json!({}))
 }
 
 fn accept_all() -> impl Fn(usize, &Recorded) -> Act + Send + Sync + 'static {
@@ -277,45 +340,52 @@ async fn bad_arguments_name_the_argument() {
 #[tokio::test]
 async fn bad_argument_problems() {
     let env = Env::offline();
-    let problems = |r: &SendResult| match refusal(r) {
-        Refusal::BadArgument { problems, .. } => problems.clone(),
-        other => panic!("{other:?}"),
+    // the problems of the refusal a call of `tool` with `args` gets
+    let problems = |tool: &'static str, args: Value| {
+        let r = env.req(tool, args);
+        async move {
+            match refusal(&send(&r).await) {
+                Refusal::BadArgument { problems, .. } => problems.clone(),
+                other => panic!("{other:?}"),
+            }
+        }
     };
-    let r = send(&env.req(
+    let urgent = problems(
         "send_session_message",
         json!({"toSessionId": "session-x", "message": "x", "urgent": "true"}),
-    ))
+    )
     .await;
     assert!(matches!(
-        &problems(&r)[..],
+        &urgent[..],
         [ArgProblem::Invalid { name, got: Got::Arg(Some(Shown::Str { head, cut: false })), .. }] if name == "urgent" && head == "true"
     ));
     // every problem, in argument order
-    let r = send(&env.req(
+    let all = problems(
         "sessions_send",
         json!({"sessionId": "session-x", "message": "x"}),
-    ))
+    )
     .await;
-    let names: Vec<String> = problems(&r).iter().map(|p| p.name().to_string()).collect();
+    let names: Vec<String> = all.iter().map(|p| p.name().to_string()).collect();
     assert_eq!(names, ["session_id", "sessionId"]);
-    let r = send(&env.req(
-        "sessions_send",
-        json!({"session_id": "s", "message": "x", "mode": "Steer"}),
-    ))
-    .await;
-    assert!(matches!(
-        &problems(&r)[..],
-        [ArgProblem::Invalid { name, hint: Some(_), .. }] if name == "mode"
-    ));
-    let r = send(&env.req(
-        "send_session_message",
-        json!({"toSessionId": "s", "message": "x", "mode": "steer"}),
-    ))
-    .await;
-    assert!(matches!(
-        &problems(&r)[..],
-        [ArgProblem::Invalid { name, hint: Some(_), .. }] if name == "mode"
-    ));
+    // a mode in the wrong case, or a mode where the tool takes urgent: the problem names mode, with a hint
+    for (tool, args) in [
+        (
+            "sessions_send",
+            json!({"session_id": "s", "message": "x", "mode": "Steer"}),
+        ),
+        (
+            "send_session_message",
+            json!({"toSessionId": "s", "message": "x", "mode": "steer"}),
+        ),
+    ] {
+        assert!(
+            matches!(
+                &problems(tool, args).await[..],
+                [ArgProblem::Invalid { name, hint: Some(_), .. }] if name == "mode"
+            ),
+            "{tool}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -627,25 +697,8 @@ async fn a_cold_target_a_dsh_process_without_this_plugin_may_hold_is_refused_bef
 
 #[tokio::test]
 async fn relay_loop_guard_refuses_past_max_hops_and_a_human_turn_opens_a_new_chain() {
-    use crate::mail::chain::TurnMessage;
-    let env = Env::online(accept_all()).await;
-    env.cold("session-peer", json!({}));
-    env.cold("session-me", json!({}));
-    // A↔B ping-pong: each send is made by the session the previous one went to
-    let req = |from: &str, to: &str, turn: Vec<TurnMessage>| {
-        let mut r = env.sessions_send(to, "fwd");
-        let c = r.caller.as_mut().unwrap();
-        c.session_id = Some(from.into());
-        c.agent_id = Some(from.into());
-        c.turn = Some(turn);
-        r
-    };
-    let landed = |rid: &str| TurnMessage {
-        kind: Some("user".into()),
-        rpc_id: Some(rid.into()),
-        text: Some("Cross-session message…".into()),
-        ..TurnMessage::default()
-    };
+    let env = Env::relay_pair().await;
+    let landed = |rid: &str| landed(rid, "Cross-session message…");
     let human = TurnMessage {
         kind: Some("user".into()),
         text: Some("please ask the peer".into()),
@@ -658,24 +711,17 @@ async fn relay_loop_guard_refuses_past_max_hops_and_a_human_turn_opens_a_new_cha
             .cloned()
             .collect()
     };
-    let pair = |hop: u32| {
-        if hop % 2 == 1 {
-            ("session-me", "session-peer")
-        } else {
-            ("session-peer", "session-me")
-        }
-    };
     // hop 1 from a human turn, then each send made in a turn its predecessor opened
-    let mut last = send(&req("session-me", "session-peer", vec![human.clone()])).await;
+    let mut last = send(&env.relay("session-me", "session-peer", vec![human.clone()])).await;
     let chain = rid(&last);
     for hop in 2..=4 {
-        let (from, to) = pair(hop);
-        last = send(&req(from, to, vec![human.clone(), landed(&rid(&last))])).await;
+        let (from, to) = ping_pong(hop);
+        last = send(&env.relay(from, to, vec![human.clone(), landed(&rid(&last))])).await;
         assert_eq!(receipt(&last).target, to, "hop {hop}");
         assert_eq!(relay_notes(&last), [SendNote::RelayHop { hop, max: 4 }]);
     }
-    let (from, to) = pair(5);
-    let refused = send(&req(from, to, vec![landed(&rid(&last))])).await;
+    let (from, to) = ping_pong(5);
+    let refused = send(&env.relay(from, to, vec![landed(&rid(&last))])).await;
     match refusal(&refused) {
         Refusal::RelayLimit { hop, max } => {
             assert_eq!((hop.hop, *max), (5, 4));
@@ -690,7 +736,7 @@ async fn relay_loop_guard_refuses_past_max_hops_and_a_human_turn_opens_a_new_cha
         "the fifth hop never reached the host"
     );
     // the human writes again: a new chain at once, whatever the storm before
-    let fresh = send(&req(from, to, vec![landed(&rid(&last)), human])).await;
+    let fresh = send(&env.relay(from, to, vec![landed(&rid(&last)), human])).await;
     assert_eq!(receipt(&fresh).target, to);
     assert!(relay_notes(&fresh).is_empty(), "{:?}", fresh.notes);
 }
@@ -699,25 +745,8 @@ async fn relay_loop_guard_refuses_past_max_hops_and_a_human_turn_opens_a_new_cha
 /// folds it from `session/event`) is the evidence the ledger's claim must fit.
 #[tokio::test]
 async fn the_loop_guard_fails_closed_on_ledger_lines_it_cannot_verify() {
-    use crate::ledger::{self, Entry};
-    use crate::mail::chain::{TurnMessage, Unverified};
-    let env = Env::online(accept_all()).await;
-    env.cold("session-peer", json!({}));
-    env.cold("session-me", json!({}));
-    let req = |from: &str, to: &str, turn: Vec<TurnMessage>| {
-        let mut r = env.sessions_send(to, "fwd");
-        let c = r.caller.as_mut().unwrap();
-        c.session_id = Some(from.into());
-        c.agent_id = Some(from.into());
-        c.turn = Some(turn);
-        r
-    };
-    let landed = |rid: &str, text: &str| TurnMessage {
-        kind: Some("user".into()),
-        rpc_id: Some(rid.into()),
-        text: Some(text.into()),
-        ..TurnMessage::default()
-    };
+    use crate::mail::chain::Unverified;
+    let env = Env::relay_pair().await;
     let unverified = |r: &SendResult| match refusal(r) {
         Refusal::RelayLimit { hop, max } => {
             assert_eq!((hop.hop, *max), (5, 4), "counted as at the limit");
@@ -727,66 +756,32 @@ async fn the_loop_guard_fails_closed_on_ledger_lines_it_cannot_verify() {
     };
     // (b) a planted envelope: its request id is ours in form but the ledger never sent it to this session
     let planted = "dsh-session-mail:00000000-0000-4000-8000-00000000beef";
-    let r = send(&req(
-        "session-me",
-        "session-peer",
-        vec![landed(planted, "hi")],
-    ))
-    .await;
+    let r = send(&env.relay("session-me", "session-peer", vec![landed(planted, "hi")])).await;
     assert_eq!(unverified(&r), Some(Unverified::UnknownRequest));
     // again and again: never a fresh chain
-    let r = send(&req(
-        "session-me",
-        "session-peer",
-        vec![landed(planted, "hi")],
-    ))
-    .await;
+    let r = send(&env.relay("session-me", "session-peer", vec![landed(planted, "hi")])).await;
     assert_eq!(unverified(&r), Some(Unverified::UnknownRequest));
     assert_eq!(env.requests().len(), 0, "nothing reached the host");
     // a real id of this ledger replayed into a session it was never sent to is unknown there too
-    let h1 = send(&req("session-me", "session-peer", vec![])).await;
+    let h1 = send(&env.relay("session-me", "session-peer", vec![])).await;
     let r1 = rid(&h1);
-    let r = send(&req("session-me", "session-peer", vec![landed(&r1, "x")])).await;
+    let r = send(&env.relay("session-me", "session-peer", vec![landed(&r1, "x")])).await;
     assert_eq!(unverified(&r), Some(Unverified::UnknownRequest));
     // (a) hops 1..4 of a real ping-pong, then an appended line for the trigger with hop 0
-    let h2 = send(&req("session-peer", "session-me", vec![landed(&r1, "x")])).await;
-    let h3 = send(&req(
-        "session-me",
-        "session-peer",
-        vec![landed(&rid(&h2), "x")],
-    ))
-    .await;
-    let h4 = send(&req(
-        "session-peer",
-        "session-me",
-        vec![landed(&rid(&h3), "x")],
-    ))
-    .await;
+    let h2 = send(&env.relay("session-peer", "session-me", vec![landed(&r1, "x")])).await;
+    let h3 = send(&env.relay("session-me", "session-peer", vec![landed(&rid(&h2), "x")])).await;
+    let h4 = send(&env.relay("session-peer", "session-me", vec![landed(&rid(&h3), "x")])).await;
     let r4 = rid(&h4);
-    let forged = |hop: u32, chain: &str| {
-        let mut e = Entry::new(
-            2_000,
-            Some("session-peer"),
-            Some("session-me"),
-            "sessions_send",
-            Some("queue"),
-            Some(&r4),
-            "accepted".to_string().into(),
-            Some("x"),
-        );
-        e.chain = Some(chain.into());
-        e.hop = Some(hop);
-        ledger::append(env.home.path(), &e).unwrap();
-    };
+    let forged = |hop: u32, chain: &str| relay_line(env.home.path(), &r4, chain, hop);
     forged(0, &r1);
-    let r = send(&req("session-me", "session-peer", vec![landed(&r4, "x")])).await;
+    let r = send(&env.relay("session-me", "session-peer", vec![landed(&r4, "x")])).await;
     match refusal(&r) {
         Refusal::RelayLimit { hop, .. } => assert_eq!((hop.hop, hop.unverified), (5, None)),
         other => panic!("a ledger line lowered the hop: {other:?}"),
     }
     // a line moving the trigger into another chain: the lines disagree, nothing can be believed
     forged(1, planted);
-    let r = send(&req("session-me", "session-peer", vec![landed(&r4, "x")])).await;
+    let r = send(&env.relay("session-me", "session-peer", vec![landed(&r4, "x")])).await;
     assert_eq!(unverified(&r), Some(Unverified::Contradicted));
 }
 
@@ -794,32 +789,13 @@ async fn the_loop_guard_fails_closed_on_ledger_lines_it_cannot_verify() {
 /// recorded in the caller's turn says hop 4: the guard takes the host's record.
 #[tokio::test]
 async fn a_rewritten_ledger_line_cannot_lower_the_hop_the_delivered_frame_recorded() {
-    use crate::ledger::{self, Entry};
-    use crate::mail::chain::TurnMessage;
     let env = Env::online(accept_all()).await;
     env.cold("session-peer", json!({}));
     let rid4 = "dsh-session-mail:00000000-0000-4000-8000-000000000004";
-    let mut e = Entry::new(
-        2_000,
-        Some("session-peer"),
-        Some("session-me"),
-        "sessions_send",
-        Some("queue"),
-        Some(rid4),
-        "accepted".to_string().into(),
-        Some("x"),
-    );
-    e.chain = Some(rid4.into());
-    e.hop = Some(1);
-    ledger::append(env.home.path(), &e).unwrap();
+    relay_line(env.home.path(), rid4, rid4, 1);
     let frame = crate::mail::frame("session-peer", Some("t"), "queue", Some((4, 4)), "go on");
     let mut r = env.sessions_send("session-peer", "fwd");
-    r.caller.as_mut().unwrap().turn = Some(vec![TurnMessage {
-        kind: Some("user".into()),
-        rpc_id: Some(rid4.into()),
-        text: Some(frame.clone()),
-        ..TurnMessage::default()
-    }]);
+    r.caller.as_mut().unwrap().turn = Some(vec![landed(rid4, &frame)]);
     match refusal(&send(&r).await) {
         Refusal::RelayLimit { hop, .. } => assert_eq!(hop.hop, 5),
         other => panic!("{other:?}"),
@@ -948,7 +924,7 @@ async fn send_session_message_urgent_steers_with_from_header() {
 
     // urgent left out → queue
     let mut r = env.send_session_message("session-peer", "later");
-    r.live = vec![live("session-peer", "idle", json!({}))];
+    r.live = vec![idle_peer()];
     assert_eq!(receipt(&send(&r).await).mode, Mode::Queue);
     assert_eq!(env.requests()[1].json()["payload"]["mode"], "queue");
 }
@@ -963,7 +939,7 @@ async fn rejected_uses_the_hosts_words() {
     })
     .await;
     let mut r = env.sessions_send("session-peer", "hi");
-    r.live = vec![live("session-peer", "idle", json!({}))];
+    r.live = vec![idle_peer()];
     r.config.host_api = "v2".into();
     r.host.secret = Some(SECRET_B64.into());
     let got = send(&r).await;
@@ -1039,13 +1015,10 @@ async fn a_session_another_process_lists_before_its_log_is_written_is_routed_onc
         let h = json!({"type":"session","version":0,"id":"session-new","createdAt":1,"cwd":"/w"});
         std::fs::write(dir.join("session.jsonl"), format!("{h}\n")).unwrap();
     });
-    let mut r = env.sessions_send("session-new", "hi");
-    r.peers = Some(vec![owner(
-        4242,
-        Some(&owner_env.base),
-        "session-new",
-        "running",
-    )]);
+    let r = with_peer(
+        env.sessions_send("session-new", "hi"),
+        owner(4242, Some(&owner_env.base), "session-new", "running"),
+    );
     let got = send(&r).await;
     writer.join().unwrap();
     let rc = receipt(&got);
@@ -1059,13 +1032,10 @@ async fn a_session_another_process_lists_before_its_log_is_written_is_routed_onc
     );
     assert_eq!(owner_env.requests().len(), 1);
     // a session held elsewhere whose log never appears: still not found, after a bounded wait
-    let mut r = env.sessions_send("session-none", "hi");
-    r.peers = Some(vec![owner(
-        4242,
-        Some(&owner_env.base),
-        "session-none",
-        "running",
-    )]);
+    let r = with_peer(
+        env.sessions_send("session-none", "hi"),
+        owner(4242, Some(&owner_env.base), "session-none", "running"),
+    );
     assert_eq!(code(&send(&r).await), Some(RefusalCode::NotFound));
     assert_eq!(owner_env.requests().len(), 1);
 }
@@ -1117,24 +1087,18 @@ async fn a_session_live_in_another_process_is_sent_through_that_process() {
     assert_eq!(j["payload"]["sessionId"], "session-b");
     assert_eq!(j["payload"]["mode"], "queue");
     // allowResume off does not stop a send to a session that is live elsewhere (nothing is resumed)
-    let mut r = env.sessions_send("session-b", "again");
+    let mut r = with_peer(
+        env.sessions_send("session-b", "again"),
+        owner(4242, Some(&owner_env.base), "session-b", "idle"),
+    );
     r.config.allow_resume = false;
-    r.peers = Some(vec![owner(
-        4242,
-        Some(&owner_env.base),
-        "session-b",
-        "idle",
-    )]);
     assert_eq!(receipt(&send(&r).await).target, "session-b");
     // This process without a web server can still route to the owner's.
-    let mut r = env.sessions_send("session-b", "headless");
+    let mut r = with_peer(
+        env.sessions_send("session-b", "headless"),
+        owner(4242, Some(&owner_env.base), "session-b", "idle"),
+    );
     r.host.base_url = None;
-    r.peers = Some(vec![owner(
-        4242,
-        Some(&owner_env.base),
-        "session-b",
-        "idle",
-    )]);
     assert_eq!(receipt(&send(&r).await).target, "session-b");
     assert_eq!(owner_env.requests().len(), 4);
 }
@@ -1158,6 +1122,48 @@ async fn an_owner_without_a_route_is_named_and_nothing_is_resumed() {
         env.requests().is_empty(),
         "nothing may reach this process's host"
     );
+}
+
+impl Env {
+    /// Cold session-b, to be held by a headless owner that is this test's parent process (trusted as a live
+    /// DSH process), and cold session-me, the sender: a session of this home (the owner's drain checks it:
+    /// mail::admit). -> the owner's pid
+    fn headless_target(&self) -> u32 {
+        self.cold("session-b", json!({}));
+        self.cold("session-me", json!({}));
+        let pid = std::os::unix::process::parent_id();
+        crate::presence::verify::testing::trust(pid);
+        pid
+    }
+}
+
+/// `r` with `peer` as the only presence record it reads.
+fn with_peer(mut r: ToolRequest, peer: presence::Record) -> ToolRequest {
+    r.peers = Some(vec![peer]);
+    r
+}
+
+/// A steer of "hi" to session-b, held by the headless owner `pid` that drains it and answers delivered.
+/// -> (the request, its result, what the owner drained)
+async fn steered_through_the_mailbox(
+    env: &Env,
+    pid: u32,
+) -> (ToolRequest, SendResult, Vec<mailbox::Claimed>) {
+    let owner = owner_drains(
+        env.home.path().to_path_buf(),
+        pid,
+        "session-b",
+        mailbox::ReceiptState::Delivered,
+    );
+    let r = with_peer(
+        env.req(
+            "sessions_send",
+            json!({"session_id": "session-b", "message": "hi", "mode": "steer"}),
+        ),
+        headless_owner(pid, "session-b"),
+    );
+    let out = send(&r).await;
+    (r, out, owner.join().unwrap())
 }
 
 /// A headless owner: no web server, drains the mailbox.
@@ -1216,11 +1222,7 @@ fn owner_drains(
 async fn a_headless_owner_gets_the_message_through_its_mailbox_with_its_answer() {
     // This process's own host must not be touched: nothing resumes a session held elsewhere.
     let env = Env::online(accept_all()).await;
-    env.cold("session-b", json!({}));
-    // the sender is a session of this home (the owner's drain checks it: mail::admit)
-    env.cold("session-me", json!({}));
-    let pid = std::os::unix::process::parent_id();
-    crate::presence::verify::testing::trust(pid);
+    let pid = env.headless_target();
     let h = env.home.path().to_path_buf();
     let mailbox = |answered| Route::Mailbox {
         pid,
@@ -1228,19 +1230,7 @@ async fn a_headless_owner_gets_the_message_through_its_mailbox_with_its_answer()
         answered,
     };
     // delivered: the owner's receipt comes back within the wait
-    let owner = owner_drains(
-        h.clone(),
-        pid,
-        "session-b",
-        mailbox::ReceiptState::Delivered,
-    );
-    let mut r = env.req(
-        "sessions_send",
-        json!({"session_id": "session-b", "message": "hi", "mode": "steer"}),
-    );
-    r.peers = Some(vec![headless_owner(pid, "session-b")]);
-    let out = send(&r).await;
-    let got = owner.join().unwrap();
+    let (_, out, got) = steered_through_the_mailbox(&env, pid).await;
     assert_eq!(got.len(), 1);
     assert_eq!((got[0].mode.as_str(), got[0].landed), ("steer", false));
     assert!(got[0].text.contains("hi"));
@@ -1259,8 +1249,10 @@ async fn a_headless_owner_gets_the_message_through_its_mailbox_with_its_answer()
     assert_eq!(rc.request_id, got[0].request_id);
     // rejected by the owner's host: its code, nothing claimed as delivered
     let owner = owner_drains(h.clone(), pid, "session-b", mailbox::ReceiptState::Rejected);
-    let mut r = env.sessions_send("session-b", "again");
-    r.peers = Some(vec![headless_owner(pid, "session-b")]);
+    let r = with_peer(
+        env.sessions_send("session-b", "again"),
+        headless_owner(pid, "session-b"),
+    );
     let out = send(&r).await;
     assert_eq!(owner.join().unwrap().len(), 1);
     assert_eq!(
@@ -1273,8 +1265,10 @@ async fn a_headless_owner_gets_the_message_through_its_mailbox_with_its_answer()
         }
     );
     // no receipt within the wait: accepted as queued, the envelope waits for its owner
-    let mut r = env.sessions_send("session-b", "later");
-    r.peers = Some(vec![headless_owner(pid, "session-b")]);
+    let r = with_peer(
+        env.sessions_send("session-b", "later"),
+        headless_owner(pid, "session-b"),
+    );
     let out = send(&r).await;
     assert_eq!(receipt(&out).target, "session-b");
     assert_eq!(receipt(&out).route, mailbox(false));
@@ -1306,10 +1300,7 @@ async fn a_headless_owner_gets_the_message_through_its_mailbox_with_its_answer()
 #[tokio::test]
 async fn a_mailbox_envelope_is_never_posted_without_the_line_that_vouches_for_it() {
     let env = Env::online(accept_all()).await;
-    env.cold("session-b", json!({}));
-    env.cold("session-me", json!({}));
-    let pid = std::os::unix::process::parent_id();
-    crate::presence::verify::testing::trust(pid);
+    let pid = env.headless_target();
     let h = env.home.path().to_path_buf();
     // the owner, draining as soon as the envelope shows: its line is there already
     let seen = {
@@ -1384,11 +1375,7 @@ async fn writer_held_then_a_headless_owner_appears_the_message_goes_to_its_mailb
     // This process's host answers writer-held; the owner (no web server, drains a mailbox) publishes
     // its presence 300 ms later; the same request id is posted to its mailbox and it answers.
     let env = Env::online(|_, _| rpc_error("session/writer-held", "held")).await;
-    env.cold("session-b", json!({}));
-    // the sender is a session of this home (the owner's drain checks it: mail::admit)
-    env.cold("session-me", json!({}));
-    let pid = std::os::unix::process::parent_id();
-    crate::presence::verify::testing::trust(pid);
+    let pid = env.headless_target();
     let h = env.home.path().to_path_buf();
     let publisher = {
         let h = h.clone();
@@ -1488,8 +1475,13 @@ async fn may_have_landed_send() -> (Env, SendResult) {
         }
     })
     .await;
+    send_to_idle_peer(env).await
+}
+
+/// A `sessions_send` of "hi" to session-peer (live and idle here) through `env`'s host. -> (env, result)
+async fn send_to_idle_peer(env: Env) -> (Env, SendResult) {
     let mut r = env.sessions_send("session-peer", "hi");
-    r.live = vec![live("session-peer", "idle", json!({}))];
+    r.live = vec![idle_peer()];
     let out = send(&r).await;
     (env, out)
 }
@@ -1514,10 +1506,7 @@ async fn may_have_landed_says_how_to_check() {
 
 #[tokio::test]
 async fn host_down_is_reported() {
-    let env = Env::offline();
-    let mut r = env.sessions_send("session-peer", "hi");
-    r.live = vec![live("session-peer", "idle", json!({}))];
-    let out = send(&r).await;
+    let (env, out) = send_to_idle_peer(Env::offline()).await;
     match refusal(&out) {
         Refusal::Undelivered {
             failure: crate::delivery::Failure::HostDown(_),
@@ -1545,7 +1534,7 @@ async fn the_secret_never_appears_in_any_text() {
         let env = Env::online(move |n, r: &Recorded| s(n, r)).await;
         for from_file in [false, true] {
             let mut r = env.send_session_message("session-peer", "hi");
-            r.live = vec![live("session-peer", "idle", json!({}))];
+            r.live = vec![idle_peer()];
             r.config.host_api = "v2".into();
             if from_file {
                 std::fs::write(
@@ -1563,7 +1552,7 @@ async fn the_secret_never_appears_in_any_text() {
     let env = Env::offline();
     for bad in [&SECRET_B64[..40], &format!("{SECRET_B64}=")[..]] {
         let mut r = env.send_session_message("session-peer", "hi");
-        r.live = vec![live("session-peer", "idle", json!({}))];
+        r.live = vec![idle_peer()];
         r.config.host_api = "v2".into();
         r.host.secret = Some(bad.to_string());
         let out = send(&r).await;
@@ -1615,7 +1604,7 @@ async fn receipts_say_what_happened() {
     let h = env.home.path();
     let mut busy = live("session-peer", "running", json!({}));
     busy.pending_next_turn = 2;
-    let idle = live("session-peer", "idle", json!({}));
+    let idle = idle_peer();
     // (mode, running, woke, items already waiting): what the receipt's outcome line is made of
     let facts = |r: &SendResult| {
         let rc = receipt(r);
@@ -1636,6 +1625,23 @@ async fn receipts_say_what_happened() {
     rid(&r);
 }
 
+/// The pair budget's numbers when it refuses the 7th send to one target at NOW + 10 s: 6 sent of 6 per
+/// 10 min, the window's first send at NOW (it leaves at NOW + 10 min), 2 urgent sends left in reserve.
+fn pair_at_its_limit() -> Exceeded {
+    Exceeded {
+        which: Which::Pair,
+        sent: 6,
+        limit: 6,
+        urgent_reserve: 2,
+        urgent: false,
+        window_secs: 600,
+        next_at_ms: NOW + 600_000,
+        now_ms: NOW + 10_000,
+        also: None,
+        urgent_left: 2,
+    }
+}
+
 /// The refusal's budget numbers, when a budget refused the send.
 #[track_caller]
 fn exceeded(r: &SendResult) -> Exceeded {
@@ -1649,39 +1655,22 @@ fn exceeded(r: &SendResult) -> Exceeded {
 async fn pair_budget_refuses_before_touching_the_target_and_keeps_an_urgent_reserve() {
     let env = Env::online(accept_all()).await;
     let h = env.home.path();
-    let peer = || live("session-peer", "idle", json!({}));
     let pair_left = |r: &SendResult| receipt(r).budget.and_then(|b| b.pair).unwrap();
+    // a send_session_message of `message` to session-peer (idle, live here) at `at`
+    let to_peer = |message: &'static str, urgent: bool, at: i64| {
+        let r = ssm(&env, "session-peer", message, urgent, idle_peer());
+        async move { send_at(&r, h, at).await }
+    };
     for i in 0..6 {
-        let r = send_at(
-            &ssm(&env, "session-peer", "hi", false, peer()),
-            h,
-            NOW + i * 1000,
-        )
-        .await;
+        let r = to_peer("hi", false, NOW + i * 1000).await;
         assert_eq!(pair_left(&r).left(), 5 - i as u32);
     }
-    let r = send_at(
-        &ssm(&env, "session-peer", "hi", false, peer()),
-        h,
-        NOW + 10_000,
-    )
-    .await;
+    let r = to_peer("hi", false, NOW + 10_000).await;
     // the first send leaves the window 10 min after it: one more send in 590 s (pinned in `render`)
     assert_eq!(
         refusal(&r),
         &Refusal::Budget {
-            exceeded: Exceeded {
-                which: Which::Pair,
-                sent: 6,
-                limit: 6,
-                urgent_reserve: 2,
-                urgent: false,
-                window_secs: 600,
-                next_at_ms: NOW + 600_000,
-                now_ms: NOW + 10_000,
-                also: None,
-                urgent_left: 2,
-            },
+            exceeded: pair_at_its_limit(),
             target: "session-peer".into(),
             tool: SendTool::SendSessionMessage,
         }
@@ -1693,7 +1682,7 @@ async fn pair_budget_refuses_before_touching_the_target_and_keeps_an_urgent_rese
     );
     // the other tool shares the budget (and its refusal names its own urgent spelling)
     let mut r = env.sessions_send("session-peer", "hi");
-    r.live = vec![peer()];
+    r.live = vec![idle_peer()];
     let out = send_at(&r, h, NOW + 11_000).await;
     assert!(
         matches!(refusal(&out), Refusal::Budget { tool: SendTool::SessionsSend, exceeded, .. } if exceeded.urgent_left == 2),
@@ -1701,54 +1690,29 @@ async fn pair_budget_refuses_before_touching_the_target_and_keeps_an_urgent_rese
     );
     // the reserve: two urgent sends
     for left in [1, 0] {
-        let r = send_at(
-            &ssm(&env, "session-peer", "correction", true, peer()),
-            h,
-            NOW + 12_000,
-        )
-        .await;
+        let r = to_peer("correction", true, NOW + 12_000).await;
         let pair = pair_left(&r);
         assert_eq!((pair.left(), pair.reserve_left()), (0, left));
         assert!(pair.in_reserve());
     }
-    let r = send_at(
-        &ssm(&env, "session-peer", "again", true, peer()),
-        h,
-        NOW + 13_000,
-    )
-    .await;
+    let r = to_peer("again", true, NOW + 13_000).await;
     // the reserve is used up as well: nothing more until the first send leaves the window
     assert_eq!(
         exceeded(&r),
         Exceeded {
-            which: Which::Pair,
             sent: 8,
-            limit: 6,
-            urgent_reserve: 2,
             urgent: true,
-            window_secs: 600,
-            next_at_ms: NOW + 600_000,
             now_ms: NOW + 13_000,
-            also: None,
             urgent_left: 0,
+            ..pair_at_its_limit()
         }
     );
     assert_eq!(env.requests().len(), 8);
     // the window slides: with 8 in the window a queue send needs 3 of them to leave it
     // (the third, sent at NOW + 2 s, leaves at NOW + 2 s + 10 min)
-    let r = send_at(
-        &ssm(&env, "session-peer", "hi", false, peer()),
-        h,
-        NOW + 601_000,
-    )
-    .await;
+    let r = to_peer("hi", false, NOW + 601_000).await;
     assert_eq!(code(&r), Some(RefusalCode::Budget), "{r:?}");
-    let r = send_at(
-        &ssm(&env, "session-peer", "hi", false, peer()),
-        h,
-        NOW + 602_000,
-    )
-    .await;
+    let r = to_peer("hi", false, NOW + 602_000).await;
     assert!(r.accepted(), "{r:?}");
     // other pairs are unaffected
     let r = send_at(
@@ -1789,13 +1753,8 @@ async fn sender_budget_counts_all_targets() {
             which: Which::Sender,
             sent: 3,
             limit: 3,
-            urgent_reserve: 2,
-            urgent: false,
-            window_secs: 600,
-            next_at_ms: NOW + 600_000,
             now_ms: NOW + 5_000,
-            also: None,
-            urgent_left: 2,
+            ..pair_at_its_limit()
         }
     );
 }
@@ -1886,9 +1845,13 @@ async fn every_attempt_is_one_ledger_line_without_the_body() {
     .await;
     let h = env.home.path();
     let body = "the secret plan is hunter2";
-    let peer = || live("session-peer", "idle", json!({}));
-    send_at(&ssm(&env, "session-peer", body, false, peer()), h, NOW).await; // accepted
-    send_at(&ssm(&env, "session-peer", body, true, peer()), h, NOW + 1).await; // rejected by the host
+    send_at(&ssm(&env, "session-peer", body, false, idle_peer()), h, NOW).await; // accepted
+    send_at(
+        &ssm(&env, "session-peer", body, true, idle_peer()),
+        h,
+        NOW + 1,
+    )
+    .await; // rejected by the host
     send_at(&env.send_session_message("session-me", body), h, NOW + 2).await; // self
     send_at(
         &env.req("sessions_send", json!({"session_id": 5})),
@@ -1983,7 +1946,7 @@ async fn every_attempt_is_one_ledger_line_without_the_body() {
     // an unreachable host
     let off = Env::offline();
     let out = send_at(
-        &ssm(&off, "session-peer", "x", false, peer()),
+        &ssm(&off, "session-peer", "x", false, idle_peer()),
         off.home.path(),
         NOW,
     )
@@ -2003,13 +1966,7 @@ async fn an_unwritable_ledger_refuses_while_a_budget_is_on_and_never_blocks_when
     let h = env.home.path();
     std::fs::write(crate::ledger::dir(h), "not a directory").unwrap();
     let req = |cfg: Option<Config>| {
-        let mut r = ssm(
-            &env,
-            "session-peer",
-            "hi",
-            false,
-            live("session-peer", "idle", json!({})),
-        );
+        let mut r = ssm(&env, "session-peer", "hi", false, idle_peer());
         if let Some(c) = cfg {
             r.config = c;
         }
@@ -2073,13 +2030,7 @@ async fn a_fifo_ledger_never_hangs_a_send_and_the_store_work_has_a_deadline() {
     let c = std::ffi::CString::new(crate::ledger::path(h).to_str().unwrap()).unwrap();
     // SAFETY: a valid C string.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-    let r = ssm(
-        &env,
-        "session-peer",
-        "hi",
-        false,
-        live("session-peer", "idle", json!({})),
-    );
+    let r = ssm(&env, "session-peer", "hi", false, idle_peer());
     let out = tokio::time::timeout(std::time::Duration::from_secs(10), send_at(&r, h, NOW))
         .await
         .expect("a FIFO ledger must not hang the send");
@@ -2109,13 +2060,7 @@ async fn a_symlinked_ledger_is_never_written_through() {
         budget_window_secs: 0,
         ..env.req("send_session_message", json!({})).config
     };
-    let mut r = ssm(
-        &env,
-        "session-peer",
-        "hi",
-        false,
-        live("session-peer", "idle", json!({})),
-    );
+    let mut r = ssm(&env, "session-peer", "hi", false, idle_peer());
     r.config = off;
     let out = send_at(&r, h, NOW).await;
     assert!(
@@ -2153,13 +2098,7 @@ async fn invisible_only_bodies_are_empty() {
         "\u{E0041}\u{E007F}",
         "\u{202E} \u{2066}",
     ] {
-        let r = ssm(
-            &env,
-            "session-peer",
-            body,
-            false,
-            live("session-peer", "idle", json!({})),
-        );
+        let r = ssm(&env, "session-peer", body, false, idle_peer());
         let out = send_at(&r, env.home.path(), NOW).await;
         assert_eq!(refusal(&out), &Refusal::EmptyBody, "{body:?}");
     }
@@ -2188,7 +2127,7 @@ async fn a_cookie_echoed_by_whatever_answers_never_reaches_the_text() {
     for s in scripts {
         let env = Env::online(move |n, r: &Recorded| s(n, r)).await;
         let mut r = env.send_session_message("session-peer", "hi");
-        r.live = vec![live("session-peer", "idle", json!({}))];
+        r.live = vec![idle_peer()];
         r.config.host_api = "v2".into();
         r.host.secret = Some(SECRET_B64.into());
         // Not a wording check: whatever the host echoes, the text never carries the cookie.

@@ -148,7 +148,7 @@ async fn receipts() {
         request: <rid>");
     let mut busy = live("session-peer", "running", json!({}));
     busy.pending_next_turn = 2;
-    let idle = live("session-peer", "idle", json!({}));
+    let idle = idle_peer();
     let r = send_at(&ssm(&env, "session-peer", "a", false, busy.clone()), h, NOW).await;
     pin_rid(&r, "accepted for session-peer | mode=queue | chars=1\n\
         The message is queued in that session's inbox. Its reply will not return through this call; if that agent answers, the answer arrives here as a message headed From session-peer ：.\n\
@@ -234,18 +234,7 @@ async fn receipts() {
 
 #[tokio::test]
 async fn budget_and_stacking_refusals() {
-    let exceeded = Exceeded {
-        which: Which::Pair,
-        sent: 6,
-        limit: 6,
-        urgent_reserve: 2,
-        urgent: false,
-        window_secs: 600,
-        next_at_ms: NOW + 600_000,
-        now_ms: NOW + 10_000,
-        also: None,
-        urgent_left: 2,
-    };
+    let exceeded = pair_at_its_limit();
     let reset = base::clock::format_utc_secs(NOW + 600_000);
     let budget = |exceeded: Exceeded, tool| {
         Refusal::Budget {
@@ -334,30 +323,13 @@ async fn budget_and_stacking_refusals() {
 
 #[tokio::test]
 async fn relay_limit() {
-    use crate::mail::chain::TurnMessage;
-    let env = Env::online(accept_all()).await;
-    env.cold("session-peer", json!({}));
-    env.cold("session-me", json!({}));
+    let env = Env::relay_pair().await;
     // A↔B ping-pong: each send is made by the session the previous one went to
     let req = |hop: u32, turn: Vec<TurnMessage>| {
-        let (from, to) = if hop % 2 == 1 {
-            ("session-me", "session-peer")
-        } else {
-            ("session-peer", "session-me")
-        };
-        let mut r = env.sessions_send(to, "fwd");
-        let c = r.caller.as_mut().unwrap();
-        c.session_id = Some(from.into());
-        c.agent_id = Some(from.into());
-        c.turn = Some(turn);
-        r
+        let (from, to) = ping_pong(hop);
+        env.relay(from, to, turn)
     };
-    let landed = |rid: &str| TurnMessage {
-        kind: Some("user".into()),
-        rpc_id: Some(rid.into()),
-        text: Some("Cross-session message…".into()),
-        ..TurnMessage::default()
-    };
+    let landed = |rid: &str| landed(rid, "Cross-session message…");
     let mut last = send(&req(1, vec![])).await;
     let chain = rid(&last);
     for hop in 2..=4 {
@@ -396,13 +368,10 @@ async fn routes_and_held_elsewhere() {
     let owner_env = Env::online(accept_all()).await;
     let env = Env::online(|_, _| rpc_error("session/writer-held", "held")).await;
     env.cold("session-b", json!({}));
-    let mut r = env.sessions_send("session-b", "hi");
-    r.peers = Some(vec![owner(
-        4242,
-        Some(&owner_env.base),
-        "session-b",
-        "idle",
-    )]);
+    let mut r = with_peer(
+        env.sessions_send("session-b", "hi"),
+        owner(4242, Some(&owner_env.base), "session-b", "idle"),
+    );
     pin_rid(&send(&r).await, "accepted for session-b | mode=queue | chars=2\n\
         The message is queued in that session's inbox. Its reply will not return through this call; read it later with sessions_read.\n\
         outcome: queued for the next turn: that session is idle, so the host starts that turn now.\n\
@@ -445,25 +414,8 @@ async fn routes_and_held_elsewhere() {
 #[tokio::test]
 async fn mailbox_route() {
     let env = Env::online(accept_all()).await;
-    env.cold("session-b", json!({}));
-    // the sender is a session of this home (the owner's drain checks it: mailbox::admit)
-    env.cold("session-me", json!({}));
-    let pid = std::os::unix::process::parent_id();
-    crate::presence::verify::testing::trust(pid);
-    let h = env.home.path().to_path_buf();
-    let owner = owner_drains(
-        h.clone(),
-        pid,
-        "session-b",
-        mailbox::ReceiptState::Delivered,
-    );
-    let mut r = env.req(
-        "sessions_send",
-        json!({"session_id": "session-b", "message": "hi", "mode": "steer"}),
-    );
-    r.peers = Some(vec![headless_owner(pid, "session-b")]);
-    let out = send(&r).await;
-    owner.join().unwrap();
+    let pid = env.headless_target();
+    let (r, out, _) = steered_through_the_mailbox(&env, pid).await;
     let pid_s = pid.to_string();
     pin_rid_and(
         &out,
@@ -516,13 +468,7 @@ async fn undelivered() {
             It was not sent again blindly. Check with sessions_read {\"session_id\":\"session-peer\"}: a landed copy shows request=<rid> in its source label. Send it again only if it is not there.\n\
             request: <rid>",
     );
-    let off = Env::offline();
-    let mut r = off.req(
-        "sessions_send",
-        json!({"session_id": "session-peer", "message": "hi"}),
-    );
-    r.live = vec![live("session-peer", "idle", json!({}))];
-    let out = send(&r).await;
+    let (off, out) = send_to_idle_peer(Env::offline()).await;
     let Refusal::Undelivered {
         failure: crate::delivery::Failure::HostDown(why),
         ..
@@ -571,7 +517,7 @@ where
     if host_api == "v2" {
         r.host.secret = Some(SECRET_B64.into());
     }
-    r.live = vec![live("session-peer", "idle", json!({}))];
+    r.live = vec![idle_peer()];
     let out = send(&r).await;
     (env, out)
 }
@@ -738,10 +684,7 @@ async fn the_reasons_of_an_unclear_delivery() {
 #[cfg(target_os = "linux")]
 #[tokio::test]
 async fn a_host_that_is_down() {
-    let off = Env::offline();
-    let mut r = off.sessions_send("session-peer", "hi");
-    r.live = vec![live("session-peer", "idle", json!({}))];
-    let out = send(&r).await;
+    let (off, out) = send_to_idle_peer(Env::offline()).await;
     pin_rid_and(
         &out,
         &[(&off.base, "base")],
