@@ -33,6 +33,21 @@ struct Ident {
     mtime: Option<SystemTime>,
 }
 
+impl Ident {
+    fn of(meta: &fs::Metadata) -> Ident {
+        Ident {
+            key: file_key(meta),
+            size: meta.len(),
+            mtime: meta.modified().ok(),
+        }
+    }
+
+    /// The same file as `was` (a known identity), longer: an append.
+    fn grew_from(&self, was: &Ident) -> bool {
+        was.key.is_some() && was.key == self.key && self.size > was.size
+    }
+}
+
 struct Entry {
     ident: Ident,
     /// State at the end of the last complete frame: what a later read resumes from.
@@ -42,17 +57,44 @@ struct Entry {
     used: u64,
 }
 
-fn cache() -> &'static Mutex<HashMap<PathBuf, Entry>> {
-    static CACHE: OnceLock<Mutex<HashMap<PathBuf, Entry>>> = OnceLock::new();
-    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+/// A process-wide cache map, made at its first use.
+struct SharedCache<K, V>(OnceLock<Mutex<HashMap<K, V>>>);
+
+impl<K, V> SharedCache<K, V> {
+    const fn new() -> Self {
+        SharedCache(OnceLock::new())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<K, V>> {
+        // A panic while holding the lock leaves a usable map (entries are replaced whole).
+        self.0
+            .get_or_init(|| Mutex::new(HashMap::new()))
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
 }
 
+/// Make room for `key` in a cache of at most `cap` entries: when it is full and `key` is not in it,
+/// the least recently used entry (the smallest `used`) goes.
+fn make_room<K, Q, V>(map: &mut HashMap<K, V>, cap: usize, key: &Q, used: impl Fn(&V) -> u64)
+where
+    K: std::borrow::Borrow<Q> + std::hash::Hash + Eq + Clone,
+    Q: std::hash::Hash + Eq + ?Sized,
+{
+    if map.len() >= cap && !map.contains_key(key) {
+        if let Some(oldest) = map
+            .iter()
+            .min_by_key(|(_, e)| used(e))
+            .map(|(k, _)| k.clone())
+        {
+            map.remove::<K>(&oldest);
+        }
+    }
+}
+
+/// The full folds, by log path.
+static CACHE: SharedCache<PathBuf, Entry> = SharedCache::new();
 static TICK: AtomicU64 = AtomicU64::new(0);
-
-fn lock() -> std::sync::MutexGuard<'static, HashMap<PathBuf, Entry>> {
-    // A panic while holding the lock leaves a usable map (entries are replaced whole).
-    cache().lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// Open a log without blocking (a FIFO swapped in after the `stat`) and only if it is regular.
 /// Err: what it is instead (`fsafe`'s refusal) or the system's reason.
@@ -68,10 +110,7 @@ pub fn load_log(log: &LogFile) -> Result<Arc<Fold>, ReadError> {
 
 /// [`load_log`], also returning how many file bytes this call had to read (0 when warm).
 pub fn load_log_counted(log: &LogFile) -> (Result<Arc<Fold>, ReadError>, u64) {
-    match load_inner(log, false) {
-        Ok((f, n)) => (Ok(f), n),
-        Err(e) => (Err(e), 0),
-    }
+    counted(load_inner(log, false))
 }
 
 /// What `sessions_read` needs of one log: [`load_log`], except that a long log this process has
@@ -84,7 +123,12 @@ pub fn load_log_for_read(log: &LogFile) -> Result<Arc<Fold>, ReadError> {
 
 /// [`load_log_for_read`], also returning how many file bytes this call had to read.
 pub fn load_log_for_read_counted(log: &LogFile) -> (Result<Arc<Fold>, ReadError>, u64) {
-    match load_inner(log, true) {
+    counted(load_inner(log, true))
+}
+
+/// [`load_inner`]'s answer as the `_counted` loads give it: the fold and the bytes read (0 on an error).
+fn counted(r: Result<(Arc<Fold>, u64), ReadError>) -> (Result<Arc<Fold>, ReadError>, u64) {
+    match r {
         Ok((f, n)) => (Ok(f), n),
         Err(e) => (Err(e), 0),
     }
@@ -102,7 +146,7 @@ fn try_window(log: &LogFile, ident: &Ident, file: &mut File) -> Option<(Fold, Op
     // The header and title from the listing's cache when a listing saw this log as it is now
     // (no scan here: else the window finds them itself, on the frames it decodes anyway).
     let brief = {
-        let map = brief_lock();
+        let map = BRIEFS.lock();
         map.get(log.path.as_os_str())
             .filter(|e| e.ident == *ident)
             .map(|e| e.brief.clone())
@@ -119,18 +163,14 @@ fn regular_ident(path: &Path) -> Result<Ident, ReadError> {
     if !meta.is_file() {
         return Err(ReadError::NotRegular);
     }
-    Ok(Ident {
-        key: file_key(&meta),
-        size: meta.len(),
-        mtime: meta.modified().ok(),
-    })
+    Ok(Ident::of(&meta))
 }
 
 fn load_inner(log: &LogFile, window: bool) -> Result<(Arc<Fold>, u64), ReadError> {
     let ident = regular_ident(&log.path)?;
     let tick = TICK.fetch_add(1, Ordering::Relaxed);
     let base = {
-        let mut map = lock();
+        let mut map = CACHE.lock();
         match map.get_mut(&log.path) {
             // A window fold is only a read's: a caller that needs the requests folds the log.
             Some(e) if !window && e.committed.is_window() => None,
@@ -140,12 +180,7 @@ fn load_inner(log: &LogFile, window: bool) -> Result<(Arc<Fold>, u64), ReadError
             }
             // Same file, longer: an append. Resume after the last complete frame, taking the
             // cached state over when no reader holds it any more (no copy of the fold).
-            Some(e)
-                if e.ident.key.is_some()
-                    && e.ident.key == ident.key
-                    && ident.size > e.ident.size
-                    && e.committed.offset <= ident.size =>
-            {
+            Some(e) if ident.grew_from(&e.ident) && e.committed.offset <= ident.size => {
                 let e = map.remove(&log.path).expect("present");
                 drop(e.view);
                 Some(Arc::try_unwrap(e.committed).unwrap_or_else(|shared| (*shared).clone()))
@@ -198,16 +233,8 @@ fn load_inner(log: &LogFile, window: bool) -> Result<(Arc<Fold>, u64), ReadError
         Some(t) => Arc::new(t),
         None => committed.clone(),
     };
-    let mut map = lock();
-    if map.len() >= CACHE_CAP && !map.contains_key(&log.path) {
-        if let Some(oldest) = map
-            .iter()
-            .min_by_key(|(_, e)| e.used)
-            .map(|(k, _)| k.clone())
-        {
-            map.remove(&oldest);
-        }
-    }
+    let mut map = CACHE.lock();
+    make_room(&mut map, CACHE_CAP, &log.path, |e| e.used);
     map.insert(
         log.path.clone(),
         Entry {
@@ -232,14 +259,8 @@ struct BriefEntry {
     used: u64,
 }
 
-fn brief_cache() -> &'static Mutex<HashMap<OsString, BriefEntry>> {
-    static CACHE: OnceLock<Mutex<HashMap<OsString, BriefEntry>>> = OnceLock::new();
-    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
-}
-
-fn brief_lock() -> std::sync::MutexGuard<'static, HashMap<OsString, BriefEntry>> {
-    brief_cache().lock().unwrap_or_else(|p| p.into_inner())
-}
+/// The briefs, by log path.
+static BRIEFS: SharedCache<OsString, BriefEntry> = SharedCache::new();
 
 thread_local! {
     /// Per-thread decoding buffers, reused across the logs one worker scans.
@@ -265,7 +286,7 @@ fn brief_inner(log: &LogFile) -> Result<(Arc<Brief>, Option<u64>, Ident), ReadEr
     // `stat` by path first: one path walk fewer per session on a cold listing). The walk only
     // offers names whose directory entry is a regular file; `open_regular` never blocks (a FIFO
     // swapped in meanwhile) and refuses what is not regular. A known log costs one `stat`.
-    let known = brief_lock().contains_key(log.path.as_os_str());
+    let known = BRIEFS.lock().contains_key(log.path.as_os_str());
     let (ident, mut opened) = if known {
         (regular_ident(&log.path)?, None)
     } else {
@@ -274,33 +295,23 @@ fn brief_inner(log: &LogFile) -> Result<(Arc<Brief>, Option<u64>, Ident), ReadEr
                 std::io::ErrorKind::InvalidData => ReadError::NotRegular,
                 _ => e.into(),
             })?;
-        let ident = Ident {
-            key: file_key(&meta),
-            size: meta.len(),
-            mtime: meta.modified().ok(),
-        };
-        (ident, Some(f))
+        (Ident::of(&meta), Some(f))
     };
     let tick = TICK.fetch_add(1, Ordering::Relaxed);
     let base = {
-        let mut map = brief_lock();
+        let mut map = BRIEFS.lock();
         match map.get_mut(log.path.as_os_str()) {
             Some(e) if e.ident == ident => {
                 e.used = tick;
                 return Ok((e.brief.clone(), None, ident));
             }
-            Some(e)
-                if e.ident.key.is_some()
-                    && e.ident.key == ident.key
-                    && ident.size > e.ident.size =>
-            {
-                e.resume_at
-                    .filter(|&offset| offset <= ident.size)
-                    .map(|offset| Resume {
-                        offset,
-                        brief: (*e.brief).clone(),
-                    })
-            }
+            Some(e) if ident.grew_from(&e.ident) => e
+                .resume_at
+                .filter(|&offset| offset <= ident.size)
+                .map(|offset| Resume {
+                    offset,
+                    brief: (*e.brief).clone(),
+                }),
             _ => None,
         }
     };
@@ -316,16 +327,8 @@ fn brief_inner(log: &LogFile) -> Result<(Arc<Brief>, Option<u64>, Ident), ReadEr
         out
     })?;
     let b = Arc::new(b);
-    let mut map = brief_lock();
-    if map.len() >= BRIEF_CAP && !map.contains_key(log.path.as_os_str()) {
-        if let Some(oldest) = map
-            .iter()
-            .min_by_key(|(_, e)| e.used)
-            .map(|(k, _)| k.clone())
-        {
-            map.remove(&oldest);
-        }
-    }
+    let mut map = BRIEFS.lock();
+    make_room(&mut map, BRIEF_CAP, log.path.as_os_str(), |e| e.used);
     map.insert(
         log.path.as_os_str().to_owned(),
         BriefEntry {
@@ -467,8 +470,28 @@ impl Memo {
     /// Look at one session folder now: folder `lstat`, generation pick, log `stat`, brief.
     fn check(dir: &Path, now: Instant) -> Memo {
         let (visited, dir_mtime) = layout::visit_again(dir, None);
-        let visited = visited.expect("a first visit always answers");
+        Memo::of(
+            visited.expect("a first visit always answers"),
+            dir_mtime,
+            now,
+        )
+    }
+
+    /// The memo of what a look at a folder found (`visited`, the folder's `dir_mtime`) `now`, its
+    /// log's brief taken now.
+    fn of(visited: layout::Visited, dir_mtime: Option<SystemTime>, now: Instant) -> Memo {
         let (brief, ident) = Self::brief_of(&visited);
+        Memo::new(visited, brief, ident, dir_mtime, now)
+    }
+
+    /// A memo checked `now`: not covered by a watch, no watcher asked.
+    fn new(
+        visited: layout::Visited,
+        brief: Loaded,
+        ident: Option<Ident>,
+        dir_mtime: Option<SystemTime>,
+        now: Instant,
+    ) -> Memo {
         Memo {
             visited,
             brief,
@@ -477,6 +500,18 @@ impl Memo {
             checked: now,
             watched: 0,
             asked: 0,
+        }
+    }
+
+    /// The folder's identity and its log pick (None: no log), when the last look found a folder
+    /// with an identity and a readable pick.
+    fn seen_dir(&self) -> Option<((u64, u64), Option<&LogFile>)> {
+        match &self.visited {
+            layout::Visited::Dir {
+                key: Some(key),
+                log: Ok(pick),
+            } => Some((*key, pick.as_ref())),
+            _ => None,
         }
     }
 
@@ -538,18 +573,16 @@ impl Memo {
             enc,
             generation,
         };
-        Some(Memo {
-            visited: layout::Visited::Dir {
+        Some(Memo::new(
+            layout::Visited::Dir {
                 key: Some(e.dir_key),
                 log: Ok(Some(log)),
             },
-            brief: Some(Ok(Arc::new(Brief::from(e.brief)))),
-            ident: Some(li),
-            dir_mtime: di.mtime,
-            checked: now,
-            watched: 0,
-            asked: 0,
-        })
+            Some(Ok(Arc::new(Brief::from(e.brief)))),
+            Some(li),
+            di.mtime,
+            now,
+        ))
     }
 
     #[cfg(not(unix))]
@@ -592,29 +625,11 @@ impl Memo {
             if unchanged {
                 return (old, Change::Same);
             }
-            let (brief, ident) = Self::brief_of(&old.visited);
-            let new = Memo {
-                visited: old.visited.clone(),
-                brief,
-                ident,
-                dir_mtime,
-                checked: now,
-                watched: 0,
-                asked: 0,
-            };
+            let new = Memo::of(old.visited.clone(), dir_mtime, now);
             let change = new.change_from(&old);
             return (new, change);
         };
-        let (brief, ident) = Self::brief_of(&visited);
-        let new = Memo {
-            visited,
-            brief,
-            ident,
-            dir_mtime,
-            checked: now,
-            watched: 0,
-            asked: 0,
-        };
+        let new = Memo::of(visited, dir_mtime, now);
         let change = new.change_from(&old);
         (new, change)
     }
@@ -625,11 +640,7 @@ impl Memo {
     /// Anything else (or any doubt) is false, and the caller looks again by path.
     #[cfg(unix)]
     fn unchanged_at(&self, project: &File, name: &std::ffi::OsStr) -> bool {
-        let layout::Visited::Dir {
-            key: Some(key),
-            log: Ok(pick),
-        } = &self.visited
-        else {
+        let Some((key, pick)) = self.seen_dir() else {
             return false;
         };
         let Some(dir_mtime) = self.dir_mtime else {
@@ -639,7 +650,7 @@ impl Memo {
             return false;
         };
         if d.st_mode & libc::S_IFMT != libc::S_IFDIR
-            || ident_of(&d).key != Some(*key)
+            || ident_of(&d).key != Some(key)
             || ident_of(&d).mtime != Some(dir_mtime)
         {
             return false;
@@ -669,17 +680,13 @@ impl Memo {
     #[cfg(unix)]
     fn watchable(&self, dir: &Path) -> bool {
         use std::os::unix::fs::MetadataExt;
-        let layout::Visited::Dir {
-            key: Some(key),
-            log: Ok(pick),
-        } = &self.visited
-        else {
+        let Some((key, pick)) = self.seen_dir() else {
             return false;
         };
         let Ok(d) = fs::symlink_metadata(dir) else {
             return false;
         };
-        if !d.file_type().is_dir() || file_key(&d) != Some(*key) {
+        if !d.file_type().is_dir() || file_key(&d) != Some(key) {
             return false;
         }
         match pick {
@@ -696,20 +703,14 @@ impl Memo {
 
     /// What [`Memo::unchanged_at`] compares, for the watcher's check after a watch lands.
     fn snap(&self) -> Option<Snap> {
-        let layout::Visited::Dir {
-            key: Some(key),
-            log: Ok(pick),
-        } = &self.visited
-        else {
-            return None;
-        };
+        let (key, pick) = self.seen_dir()?;
         let log = match (pick, &self.ident) {
             (None, _) => None,
             (Some(l), Some(i)) => Some((l.path.clone(), i.clone())),
             (Some(_), None) => return None,
         };
         Some(Snap {
-            key: *key,
+            key,
             dir_mtime: self.dir_mtime?,
             log,
         })
@@ -717,36 +718,18 @@ impl Memo {
 
     /// Whether [`Memo::snap`] would be `Some` (without building it).
     fn has_snap(&self) -> bool {
-        matches!(
-            (&self.visited, &self.ident, self.dir_mtime),
-            (
-                layout::Visited::Dir {
-                    key: Some(_),
-                    log: Ok(None),
-                },
-                _,
-                Some(_)
-            ) | (
-                layout::Visited::Dir {
-                    key: Some(_),
-                    log: Ok(Some(_)),
-                },
-                Some(_),
-                Some(_)
-            )
-        )
+        self.dir_mtime.is_some()
+            && self
+                .seen_dir()
+                .is_some_and(|(_, pick)| pick.is_none() || self.ident.is_some())
     }
 
     /// Whether [`Memo::snap`] would equal `s` (without building it).
     fn matches(&self, s: &Snap) -> bool {
-        let layout::Visited::Dir {
-            key: Some(key),
-            log: Ok(pick),
-        } = &self.visited
-        else {
+        let Some((key, pick)) = self.seen_dir() else {
             return false;
         };
-        if *key != s.key || self.dir_mtime != Some(s.dir_mtime) {
+        if key != s.key || self.dir_mtime != Some(s.dir_mtime) {
             return false;
         }
         match (pick, &self.ident, &s.log) {
@@ -882,6 +865,16 @@ struct Arrival {
     epoch: u64,
 }
 
+/// The entry list of each project of `walk` (its notes left out), in order.
+fn entry_lists(walk: &[layout::ProjectWalk]) -> Vec<&Arc<Vec<PathBuf>>> {
+    walk.iter()
+        .filter_map(|p| match p {
+            layout::ProjectWalk::Entries { entries, .. } => Some(entries),
+            layout::ProjectWalk::Note(_) => None,
+        })
+        .collect()
+}
+
 /// Mark covered (by the watcher of `epoch`) each memo of `arrived` that is still what its check saw
 /// and not in `dirty`.
 fn apply_arrivals(
@@ -896,13 +889,7 @@ fn apply_arrivals(
     }
     // the project of an arrival: the one whose entries are the very list the asking listing
     // walked (a project whose entries changed since is re-checked the usual way)
-    let projects: Vec<&Arc<Vec<PathBuf>>> = walk
-        .iter()
-        .filter_map(|p| match p {
-            layout::ProjectWalk::Entries { entries, .. } => Some(entries),
-            layout::ProjectWalk::Note(_) => None,
-        })
-        .collect();
+    let projects = entry_lists(walk);
     let by_entries: HashMap<*const Vec<PathBuf>, usize> = projects
         .iter()
         .enumerate()
@@ -1312,8 +1299,8 @@ pub(crate) fn index_probe(home: &Path) -> Option<usize> {
 #[cfg(test)]
 pub(crate) fn forget_home(home: &Path) {
     list_memo().remove(home);
-    brief_lock().retain(|p, _| !Path::new(p).starts_with(home));
-    lock().retain(|p, _| !p.starts_with(home));
+    BRIEFS.lock().retain(|p, _| !Path::new(p).starts_with(home));
+    CACHE.lock().retain(|p, _| !p.starts_with(home));
     layout::forget_picks(home);
 }
 
@@ -1479,13 +1466,7 @@ pub fn list_cached(home: &Path, hot: &HashSet<String>) -> Arc<super::BriefListin
         }
     };
     // 1. per project, the memos of its entries: by position when the entries are the same
-    let projects: Vec<&Arc<Vec<PathBuf>>> = walk
-        .iter()
-        .filter_map(|p| match p {
-            layout::ProjectWalk::Entries { entries, .. } => Some(entries),
-            layout::ProjectWalk::Note(_) => None,
-        })
-        .collect();
+    let projects = entry_lists(&walk);
     let project_dirs: Vec<&Path> = walk
         .iter()
         .filter_map(|p| match p {
@@ -1809,7 +1790,7 @@ pub fn scan(home: &Path, notes: &mut Vec<super::StoreNote>) -> Vec<Scanned> {
 
 #[cfg(test)]
 pub(crate) fn forget(path: &Path) {
-    lock().remove(path);
+    CACHE.lock().remove(path);
     list_memo().retain(|home, _| !path.starts_with(home));
-    brief_lock().remove(path.as_os_str());
+    BRIEFS.lock().remove(path.as_os_str());
 }
