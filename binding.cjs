@@ -871,6 +871,7 @@ module.exports.AuthState = nativeBinding.AuthState
 module.exports.FateState = nativeBinding.FateState
 module.exports.HostState = nativeBinding.HostState
 module.exports.IdleNoticeDecision = nativeBinding.IdleNoticeDecision
+module.exports.RedeliverWhy = nativeBinding.RedeliverWhy
 module.exports.RefusalCode = nativeBinding.RefusalCode
 module.exports.RowLiveness = nativeBinding.RowLiveness
 module.exports.RowScope = nativeBinding.RowScope

@@ -24,24 +24,6 @@ export declare function coreVersion(): string
 /** The newest top-level session of `cwd`'s project. */
 export declare function defaultSender(dshHome: string | undefined | null, cwd: string): DefaultSender
 
-/** The session a CLI send is signed as by default, or why there is none. */
-export interface DefaultSender {
-  ok: boolean
-  id: string | null
-  logPath: string | null
-  modifiedMs: number | null
-  /** The project key of `cwd`. */
-  project: string | null
-  error: string | null
-}
-
-/** What a hand-back wrote. */
-export interface HandBackReport {
-  written: number
-  skipped: number
-  notWritten: number
-}
-
 /** The human's decision on one held message. Resolves to `{"ok":true,"state":…}` or `{"ok":false,"error":…}`. */
 export declare function heldDecide(dshHome: string | undefined | null, sessionId: string, requestId: string, approve: boolean): Promise<string>
 
@@ -56,40 +38,6 @@ export declare function homeFilesJson(dshHome?: string | undefined | null): Prom
  * the watched message landed (the read it suggests starts after it).
  */
 export declare function idleNoticeMessage(target: string, requestId: string, sinceSeq?: number | undefined | null): IdleNoticeMessage
-
-/** The message an idle notice delivers into its caller (lib/notice.js): its text and `source`. */
-export interface IdleNoticeMessage {
-  text: string
-  plugin: string
-  form: string
-  rpcId: string
-  summary: string
-}
-
-/** The audit ledger, or why it could not be read (`ok: false`, `error`). */
-export interface Ledger {
-  ok: boolean
-  error: string | null
-  path: string | null
-  entries: Array<LedgerEntry> | null
-  files: number | null
-  unreadable: number | null
-  tornTail: boolean | null
-  /** The lines for people. */
-  text: string | null
-}
-
-/** `sessions_list` as data, or its refusal (`ok: false`, `code`, `text`). */
-export interface Listing {
-  ok: boolean
-  code: RefusalCode | null
-  text: string | null
-  dshHome: string | null
-  shown: number | null
-  considered: number | null
-  rows: Array<SessionRow> | null
-  notes: Array<string> | null
-}
 
 /** `sessions_list` over the store; `request` is a ToolRequest (tool `sessions_list`). */
 export declare function listSessions(request: string): Promise<Listing>
@@ -111,19 +59,6 @@ export declare function mailboxRelease(sessionId: string, requestId: string, dsh
  */
 export declare function mailboxSettle(settlement: MailboxSettlement, dshHome?: string | undefined | null): Promise<boolean>
 
-/** What this process's host did with a claimed envelope. */
-export interface MailboxSettlement {
-  requestId: string
-  sessionId: string
-  /** `delivered` or `rejected`. */
-  state: string
-  /** The host's error code when rejected. */
-  code?: string
-  message?: string
-  /** `session-controller`, `agent` or `already-delivered`. */
-  route?: string
-}
-
 /** The agent card facts of one delivered request (`mailview::Card` as JSON). */
 export declare function mailCard(dshHome: string | undefined | null, requestId: string): Promise<string>
 
@@ -133,23 +68,8 @@ export declare function mailCard(dshHome: string | undefined | null, requestId: 
  */
 export declare function mailView(dshHome: string | undefined | null, sessionId: string, limit?: number | undefined | null): Promise<string>
 
-/** One path a live peer of the caller's repository also changed, not told yet (lib/overlap.js). */
-export interface OverlapFact {
-  path: string
-  /** The peer's session id. */
-  peer: string
-}
-
 /** The overlap notice for `fresh` (in the order found), or null when it is empty (lib/overlap.js). */
 export declare function overlapNotice(fresh: Array<OverlapFact>): OverlapNoticeMessage | null
-
-/** The overlap notice's message: its text and `source` fields. */
-export interface OverlapNoticeMessage {
-  text: string
-  plugin: string
-  form: string
-  summary: string
-}
 
 /** Apply the patch layers (bundle patches, profile, home, in the host's order) to one row. */
 export declare function patchRowState(layers: Array<PatchLayer>, rowId: string, module: string): RowState
@@ -181,33 +101,11 @@ export declare function publishPresence(record: string, dshHome?: string | undef
  */
 export declare function queuedHandBack(pending: Array<QueuedPending>, startedAt: number, why: string, dshHome?: string | undefined | null): HandBackReport
 
-/** One message pending in an inbox of this process, handed back when it stops (`mailbox::queued`). */
-export interface QueuedPending {
-  sessionId: string
-  requestId: string
-  /** `queue` (next-turn) or `steer` (next-step). */
-  mode: string
-  text: string
-  /** The session's `seq` now. */
-  seq: number
-}
-
 /**
  * The messages of gone holders to deliver again into the sessions this process holds live,
  * checked against the ledger and the target's log (`mailbox::queued::recover`); on a worker thread.
  */
 export declare function queuedRecover(sessions: Array<string>, startedAt: number, dshHome?: string | undefined | null): Promise<Array<QueuedRedelivery>>
-
-/** A message to deliver again into a session live here (its holder is gone). */
-export interface QueuedRedelivery {
-  requestId: string
-  sessionId: string
-  mode: string
-  text: string
-  /** `not-in-log`, `pending`, `claimed-not-landed` or `cleared-at-stop`. */
-  why: string
-  fromPid: number
-}
 
 /**
  * Remove the in-memory records of gone holders whose messages the target's log shows landed, in the
@@ -234,29 +132,11 @@ export declare function queuedTake(sessionId: string, requestId: string, started
  */
 export declare function queuedWake(startedAt: number, sessions: Array<string>, dshHome?: string | undefined | null): Promise<QueuedWake | null>
 
-/** A cold session that a message of a gone holder waits for (`mailbox::queued::wake_candidate`). */
-export interface QueuedWake {
-  sessionId: string
-  cwd: string
-}
-
 /** The audit ledger: lines sent by or to `session`, newer than `sinceMs`, the newest `limit`. */
 export declare function readLedger(dshHome?: string | undefined | null, session?: string | undefined | null, sinceMs?: number | undefined | null, limit?: number | undefined | null): Promise<Ledger>
 
 /** `sessions_read` of a stored session; `request` is a ToolRequest (tool `sessions_read`). */
 export declare function readSession(request: string): Promise<ReadWindow>
-
-/** `sessions_read` as data, or its refusal (`ok: false`, `code`, `text`). */
-export interface ReadWindow {
-  ok: boolean
-  code: RefusalCode | null
-  text: string | null
-  session: ReadSession | null
-  messages: Array<ReadMessage> | null
-  omitted: number | null
-  hidden: HiddenCounts | null
-  notes: Array<string> | null
-}
 
 /** DSH_HOME as the host resolves it: `explicit` → `$DSH_HOME` → `~/.dsh`. */
 export declare function resolveDshHome(explicit?: string | undefined | null): string
@@ -378,6 +258,20 @@ export interface ConfigDefaults {
   maxRelayHops: number
 }
 
+/**
+ * The session a CLI send is signed as by default, or why there is none (the binding's
+ * `DefaultSender`: `default_sender` as data, with `cwd`'s project key either way).
+ */
+export interface DefaultSender {
+  ok: boolean
+  id: string | null
+  logPath: string | null
+  modifiedMs: number | null
+  /** The project key of `cwd`. */
+  project: string | null
+  error: string | null
+}
+
 /** The state of a request, as the binding hands it to JS. */
 export declare const enum FateState {
   Landed = 'landed',
@@ -391,6 +285,15 @@ export declare const enum FateState {
    */
   Removed = 'removed',
   Unknown = 'unknown',
+}
+
+/** What a hand-back did (counts as JS numbers: the binding's `HandBackReport`). */
+export interface HandBackReport {
+  written: number
+  /** Not ours (no request id of this plugin), or a session id that names no folder. */
+  skipped: number
+  /** Left when the deadline passed. */
+  notWritten: number
 }
 
 /** Messages filtered out of a window. */
@@ -432,6 +335,37 @@ export declare const enum IdleNoticeDecision {
 }
 
 /**
+ * The message an idle notice delivers into its caller (lib/notice.js): its text and `source` (the
+ * binding's `IdleNoticeMessage`).
+ */
+export interface IdleNoticeMessage {
+  text: string
+  plugin: string
+  form: string
+  rpcId: string
+  summary: string
+}
+
+/**
+ * The audit ledger as data for the CLI's `ledger` command, or why it could not be read (`ok: false`,
+ * `error`). Only returned: its entries never come from JS.
+ */
+export interface Ledger {
+  ok: boolean
+  error: string | null
+  path: string | null
+  /** Matching lines, oldest first. */
+  entries: Array<LedgerEntry> | null
+  /** Files read. */
+  files: number | null
+  /** Lines that were not a ledger entry. */
+  unreadable: number | null
+  tornTail: boolean | null
+  /** The lines for people (`render::ledger`). */
+  text: string | null
+}
+
+/**
  * One ledger line. Declared once for the binding too: `readLedger()`'s `entries` are these (napi
  * object `LedgerEntry`, an absent field `null`; `outcome` its on-disk string).
  */
@@ -469,6 +403,18 @@ export interface LedgerEntry {
   textSha256: string | null
 }
 
+/** `sessions_list` as data, or its refusal (`ok: false`, `code`, `text`). */
+export interface Listing {
+  ok: boolean
+  code: RefusalCode | null
+  text: string | null
+  dshHome: string | null
+  shown: number | null
+  considered: number | null
+  rows: Array<SessionRow> | null
+  notes: Array<string> | null
+}
+
 /** One envelope claimed for delivery (the binding's `MailboxEnvelope`: `mailboxDrain()` returns these). */
 export interface MailboxEnvelope {
   requestId: string
@@ -483,11 +429,86 @@ export interface MailboxEnvelope {
   landed: boolean
 }
 
+/**
+ * What the owner's host did with a claimed envelope, as the shim reports it (the binding's
+ * `MailboxSettlement`: `mailboxSettle()` takes it); `Settlement::receipt` is the receipt it writes.
+ */
+export interface MailboxSettlement {
+  requestId: string
+  sessionId: string
+  /** `delivered` or `rejected`. */
+  state: 'delivered' | 'rejected'
+  /** The host's error code when rejected. */
+  code?: string
+  message?: string
+  /** `session-controller`, `agent` or `already-delivered`. */
+  route?: string
+}
+
+/**
+ * One path a live peer of the caller's repository also changed, not told yet (lib/overlap.js; the
+ * binding's `OverlapFact`).
+ */
+export interface OverlapFact {
+  path: string
+  /** The peer's session id. */
+  peer: string
+}
+
+/** The overlap notice's message: its text and `source` fields (the binding's `OverlapNoticeMessage`). */
+export interface OverlapNoticeMessage {
+  text: string
+  plugin: string
+  form: string
+  summary: string
+}
+
 /** One cordis patch layer, in the host's order (bundle patches, profile, home). */
 export interface PatchLayer {
   label: string
   /** The file's text; `None` when the file does not exist (an absent layer is fine). */
   text: string | null
+}
+
+/**
+ * One message pending in an inbox of the stopping process, as the shim found it (the binding's
+ * `QueuedPending`: `queuedHandBack()` takes these).
+ */
+export interface QueuedPending {
+  sessionId: string
+  requestId: string
+  /** `queue` (next-turn) or `steer` (next-step). */
+  mode: string
+  text: string
+  /**
+   * The session's `seq` at the hand-back, the JS number the shim read (the record keeps
+   * `Pending::seq_at`).
+   */
+  seq: number
+}
+
+/**
+ * A message to deliver again into a session live here (its holder is gone; the binding's
+ * `QueuedRedelivery`: `queuedRecover()` returns these).
+ */
+export interface QueuedRedelivery {
+  requestId: string
+  sessionId: string
+  mode: string
+  text: string
+  why: RedeliverWhy
+  /** The process that held it. */
+  fromPid: number
+}
+
+/**
+ * A cold session a message of a gone holder waits for, to wake where `allowResume` permits (the
+ * binding's `QueuedWake`: `queuedWake()` returns it).
+ */
+export interface QueuedWake {
+  sessionId: string
+  /** Its header's cwd (rc.8 adopts a stored session by id and cwd: `session.create`). */
+  cwd: string
 }
 
 /** One message of a read window. */
@@ -516,6 +537,30 @@ export interface ReadSession {
   capturedThroughSeq: number | null
   /** The log file the window was read from (`null`: a live session with nothing on disk yet). */
   logPath: string | null
+}
+
+/** `sessions_read` as data, or its refusal (`ok: false`, `code`, `text`). */
+export interface ReadWindow {
+  ok: boolean
+  code: RefusalCode | null
+  text: string | null
+  session: ReadSession | null
+  messages: Array<ReadMessage> | null
+  omitted: number | null
+  hidden: HiddenCounts | null
+  notes: Array<string> | null
+}
+
+/** Why a message is re-delivered. */
+export declare const enum RedeliverWhy {
+  /** The log does not hold it: its holder died before the write-behind wrote the insertion. */
+  NotInLog = 'not-in-log',
+  /** Inserted and never claimed (a crash; a resume may have replayed it: the shim checks). */
+  Pending = 'pending',
+  /** Claimed by a turn or step whose landing was never written. */
+  ClaimedNotLanded = 'claimed-not-landed',
+  /** Cleared with the whole inbox after its holder handed it back: the stop's cancel. */
+  ClearedAtStop = 'cleared-at-stop',
 }
 
 /**

@@ -9,9 +9,11 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 use dsh_session_mail_core as mail_core;
-use mail_core::cli::data::SessionRow;
+use mail_core::cli::data;
 use mail_core::error::ErrorCode;
+use mail_core::mailbox::queued;
 use mail_core::outcome::RefusalCode;
+use mail_core::render::notice;
 use mail_core::tools::ToolResult;
 
 /// An error JS sees with `err.code` = the stable code.
@@ -53,6 +55,15 @@ where
 
 fn home_of(explicit: Option<&str>) -> std::path::PathBuf {
     base::home::resolve_dsh_home(explicit)
+}
+
+/// This process as the drainer of its live `sessions` (`startedAt`: its presence record's).
+fn drainer(started_at: f64, sessions: Vec<String>) -> mail_core::mailbox::Drainer {
+    mail_core::mailbox::Drainer {
+        pid: std::process::id(),
+        started_at: started_at as i64,
+        sessions,
+    }
 }
 
 /// Run blocking store work off the executor; a panic there is `E_INTERNAL`.
@@ -149,16 +160,6 @@ fn tool_outcome(
     }
 }
 
-/// The message an idle notice delivers into its caller (lib/notice.js): its text and `source`.
-#[napi(object)]
-pub struct IdleNoticeMessage {
-    pub text: String,
-    pub plugin: String,
-    pub form: String,
-    pub rpc_id: String,
-    pub summary: String,
-}
-
 /// The notice for the send `requestId` to `target`, whose turn has ended; `sinceSeq`: the seq before
 /// the watched message landed (the read it suggests starts after it).
 #[napi(catch_unwind)]
@@ -166,47 +167,15 @@ pub fn idle_notice_message(
     target: String,
     request_id: String,
     since_seq: Option<i64>,
-) -> IdleNoticeMessage {
-    use mail_core::mail::notice;
+) -> notice::IdleNoticeMessage {
     let since = since_seq.and_then(|s| u64::try_from(s).ok());
-    let src = notice::source(&target, &request_id);
-    IdleNoticeMessage {
-        text: mail_core::render::notice::message(&target, &request_id, since),
-        plugin: src.plugin.into(),
-        form: src.form.into(),
-        rpc_id: src.rpc_id,
-        summary: src.summary,
-    }
-}
-
-/// One path a live peer of the caller's repository also changed, not told yet (lib/overlap.js).
-#[napi(object)]
-pub struct OverlapFact {
-    pub path: String,
-    /// The peer's session id.
-    pub peer: String,
-}
-
-/// The overlap notice's message: its text and `source` fields.
-#[napi(object)]
-pub struct OverlapNoticeMessage {
-    pub text: String,
-    pub plugin: String,
-    pub form: String,
-    pub summary: String,
+    notice::idle_message(&target, &request_id, since)
 }
 
 /// The overlap notice for `fresh` (in the order found), or null when it is empty (lib/overlap.js).
 #[napi(catch_unwind)]
-pub fn overlap_notice(fresh: Vec<OverlapFact>) -> Option<OverlapNoticeMessage> {
-    use mail_core::render::notice;
-    let pairs: Vec<(String, String)> = fresh.into_iter().map(|f| (f.path, f.peer)).collect();
-    notice::overlap(&pairs).map(|text| OverlapNoticeMessage {
-        text,
-        plugin: mail_core::ledger::DIR_NAME.into(),
-        form: mail_core::mail::notice::FORM.into(),
-        summary: notice::OVERLAP_SUMMARY.into(),
-    })
+pub fn overlap_notice(fresh: Vec<notice::OverlapFact>) -> Option<notice::OverlapNoticeMessage> {
+    notice::overlap_message(&fresh)
 }
 
 /// The crate version (the CLI's doctor checks that the binary matches its package).
@@ -236,145 +205,41 @@ pub fn project_key(cwd: String) -> Option<String> {
     mail_core::cli::sender::project_key(&cwd)
 }
 
-/// The session a CLI send is signed as by default, or why there is none.
-#[napi(object, use_nullable = true)]
-#[derive(Default)]
-pub struct DefaultSender {
-    pub ok: bool,
-    pub id: Option<String>,
-    pub log_path: Option<String>,
-    pub modified_ms: Option<f64>,
-    /// The project key of `cwd`.
-    pub project: Option<String>,
-    pub error: Option<String>,
-}
-
 /// The newest top-level session of `cwd`'s project.
 #[napi(catch_unwind)]
-pub fn default_sender(dsh_home: Option<String>, cwd: String) -> DefaultSender {
-    let home = home_of(dsh_home.as_deref());
-    let project = mail_core::cli::sender::project_key(&cwd);
-    match mail_core::cli::sender::default_sender(&home, &cwd) {
-        Ok(s) => DefaultSender {
-            ok: true,
-            id: Some(s.id),
-            log_path: Some(s.log_path.display().to_string()),
-            modified_ms: Some(s.modified_ms as f64),
-            project,
-            error: None,
-        },
-        Err(e) => DefaultSender {
-            project,
-            error: Some(e.to_string()),
-            ..DefaultSender::default()
-        },
-    }
-}
-
-/// `sessions_list` as data, or its refusal (`ok: false`, `code`, `text`).
-#[napi(object, use_nullable = true)]
-#[derive(Default)]
-pub struct Listing {
-    pub ok: bool,
-    pub code: Option<RefusalCode>,
-    pub text: Option<String>,
-    pub dsh_home: Option<String>,
-    pub shown: Option<u32>,
-    pub considered: Option<u32>,
-    pub rows: Option<Vec<SessionRow>>,
-    pub notes: Option<Vec<String>>,
+pub fn default_sender(
+    dsh_home: Option<String>,
+    cwd: String,
+) -> mail_core::cli::sender::DefaultSender {
+    mail_core::cli::sender::DefaultSender::of(&home_of(dsh_home.as_deref()), &cwd)
 }
 
 /// `sessions_list` over the store; `request` is a ToolRequest (tool `sessions_list`).
 #[napi(ts_return_type = "Promise<Listing>")]
-pub fn list_sessions(env: &Env, request: String) -> Result<AsyncBlock<Listing>, ErrorCode> {
-    tool_data(
-        env,
-        &request,
-        "list request",
-        mail_core::cli::data::list_data,
-        |l| Listing {
-            ok: true,
-            dsh_home: Some(l.dsh_home),
-            shown: Some(l.shown as u32),
-            considered: Some(l.considered as u32),
-            rows: Some(l.rows),
-            notes: Some(l.notes),
-            ..Listing::default()
-        },
-        |code, text| Listing {
-            code: Some(code),
-            text: Some(text),
-            ..Listing::default()
-        },
-    )
+pub fn list_sessions(env: &Env, request: String) -> Result<AsyncBlock<data::Listing>, ErrorCode> {
+    tool_data(env, &request, "list request", data::list_data)
 }
 
 /// A data export over a ToolRequest (`what` names it in the error of a malformed one, which throws
-/// `E_BAD_REQUEST` before any work starts): `data` on the blocking pool, its value shaped by `ok`, a
-/// refusal by `refused` (its code and text).
-fn tool_data<D, T>(
+/// `E_BAD_REQUEST` before any work starts): `data` on the blocking pool (a refusal is its value).
+fn tool_data<T>(
     env: &Env,
     request: &str,
     what: &str,
-    data: fn(
-        &std::path::Path,
-        &mail_core::request::ToolRequest,
-    ) -> std::result::Result<D, mail_core::outcome::Refusal>,
-    ok: fn(D) -> T,
-    refused: fn(RefusalCode, String) -> T,
+    data: fn(&std::path::Path, &mail_core::request::ToolRequest) -> T,
 ) -> BindingResult<AsyncBlock<T>>
 where
-    D: Send + 'static,
     T: ToNapiValue + Send + 'static,
 {
     let req: mail_core::request::ToolRequest = parse(request, what)?;
     let home = home_of(req.host.dsh_home.as_deref());
-    promise(env, async move {
-        Ok(match blocking(move || data(&home, &req)).await? {
-            Ok(d) => ok(d),
-            Err(r) => refused(r.code(), r.render()),
-        })
-    })
-}
-
-/// `sessions_read` as data, or its refusal (`ok: false`, `code`, `text`).
-#[napi(object, use_nullable = true)]
-#[derive(Default)]
-pub struct ReadWindow {
-    pub ok: bool,
-    pub code: Option<RefusalCode>,
-    pub text: Option<String>,
-    pub session: Option<mail_core::cli::data::ReadSession>,
-    pub messages: Option<Vec<mail_core::cli::data::ReadMessage>>,
-    pub omitted: Option<u32>,
-    pub hidden: Option<mail_core::cli::data::HiddenCounts>,
-    pub notes: Option<Vec<String>>,
+    promise(env, blocking(move || data(&home, &req)))
 }
 
 /// `sessions_read` of a stored session; `request` is a ToolRequest (tool `sessions_read`).
 #[napi(ts_return_type = "Promise<ReadWindow>")]
-pub fn read_session(env: &Env, request: String) -> Result<AsyncBlock<ReadWindow>, ErrorCode> {
-    tool_data(
-        env,
-        &request,
-        "read request",
-        mail_core::cli::data::read_data,
-        |w| ReadWindow {
-            ok: true,
-            session: Some(w.session),
-            messages: Some(w.messages),
-            omitted: Some(w.omitted),
-            hidden: Some(w.hidden),
-            notes: Some(w.notes),
-            ..ReadWindow::default()
-        },
-        |code, text| ReadWindow {
-            code: Some(code),
-            text: Some(text),
-            ..ReadWindow::default()
-        },
-    )
+pub fn read_session(env: &Env, request: String) -> Result<AsyncBlock<data::ReadWindow>, ErrorCode> {
+    tool_data(env, &request, "read request", data::read_data)
 }
 
 /// Look a request id up in `sessionId`'s log, else in the log of the target the ledger names,
@@ -434,22 +299,6 @@ pub async fn probe_host(
     Ok(mail_core::doctor::host_probe(&base_url, t).await)
 }
 
-/// The audit ledger, or why it could not be read (`ok: false`, `error`).
-#[napi(object, object_from_js = false, use_nullable = true)]
-#[derive(Default)]
-pub struct Ledger {
-    pub ok: bool,
-    pub error: Option<String>,
-    pub path: Option<String>,
-    #[napi(ts_type = "Array<LedgerEntry>")]
-    pub entries: Option<Vec<mail_core::ledger::Entry>>,
-    pub files: Option<u32>,
-    pub unreadable: Option<u32>,
-    pub torn_tail: Option<bool>,
-    /// The lines for people.
-    pub text: Option<String>,
-}
-
 /// The audit ledger: lines sent by or to `session`, newer than `sinceMs`, the newest `limit`.
 #[napi]
 pub async fn read_ledger(
@@ -457,7 +306,7 @@ pub async fn read_ledger(
     session: Option<String>,
     since_ms: Option<f64>,
     limit: Option<u32>,
-) -> napi::Result<Ledger> {
+) -> napi::Result<data::Ledger> {
     let home = home_of(dsh_home.as_deref());
     let filter = mail_core::ledger::Filter {
         session,
@@ -465,24 +314,7 @@ pub async fn read_ledger(
         limit: limit.map(|l| l as usize),
         ..Default::default()
     };
-    Ok(
-        match blocking(move || mail_core::cli::data::ledger_view(&home, &filter)).await? {
-            Ok(v) => Ledger {
-                ok: true,
-                path: Some(v.path),
-                entries: Some(v.entries),
-                files: Some(v.files as u32),
-                unreadable: Some(v.unreadable as u32),
-                torn_tail: Some(v.torn_tail),
-                text: Some(v.text),
-                ..Ledger::default()
-            },
-            Err(why) => Ledger {
-                error: Some(why.to_string()),
-                ..Ledger::default()
-            },
-        },
-    )
+    blocking(move || data::ledger_view(&home, &filter)).await
 }
 
 /// The doctor's file check as JSON (`{ledger, credentials}`, each `null` or the problem).
@@ -532,11 +364,7 @@ pub async fn mailbox_drain(
         .as_deref()
         .and_then(|c| serde_json::from_str(c).ok())
         .unwrap_or_default();
-    let me = mail_core::mailbox::Drainer {
-        pid: std::process::id(),
-        started_at: started_at as i64,
-        sessions,
-    };
+    let me = drainer(started_at, sessions);
     let now = base::clock::now_ms();
     let claimed = blocking(move || {
         // an approved held message (the human's sealed decision) is vouched for by its `held` line
@@ -554,43 +382,14 @@ pub async fn mailbox_drain(
     Ok(claimed)
 }
 
-/// What this process's host did with a claimed envelope.
-#[napi(object)]
-pub struct MailboxSettlement {
-    pub request_id: String,
-    pub session_id: String,
-    /// `delivered` or `rejected`.
-    pub state: String,
-    /// The host's error code when rejected.
-    pub code: Option<String>,
-    pub message: Option<String>,
-    /// `session-controller`, `agent` or `already-delivered`.
-    pub route: Option<String>,
-}
-
 /// Write the receipt of a claimed envelope (the sender waits for it) and drop the claim; on a
 /// worker thread. Resolves to `true` once written.
-#[napi]
+#[napi(ts_args_type = "settlement: MailboxSettlement, dshHome?: string | undefined | null")]
 pub async fn mailbox_settle(
-    settlement: MailboxSettlement,
+    settlement: mail_core::mailbox::Settlement,
     dsh_home: Option<String>,
 ) -> napi::Result<bool> {
-    use mail_core::mailbox::{Receipt, ReceiptState};
-    let state = match settlement.state.as_str() {
-        "delivered" => ReceiptState::Delivered,
-        "rejected" => ReceiptState::Rejected,
-        other => return Err(internal(format!("unknown settlement state {other:?}"))),
-    };
-    let cut = |s: Option<String>| s.map(|s| s.chars().take(512).collect::<String>());
-    let r = Receipt {
-        request_id: settlement.request_id,
-        session_id: settlement.session_id,
-        state,
-        code: cut(settlement.code),
-        message: cut(settlement.message),
-        route: cut(settlement.route),
-        pid: 0,
-    };
+    let r = settlement.receipt().map_err(internal)?;
     let home = home_of(dsh_home.as_deref());
     blocking(move || mail_core::mailbox::settle(&home, std::process::id(), &r))
         .await?
@@ -710,116 +509,48 @@ pub async fn held_recover(dsh_home: Option<String>) -> napi::Result<u32> {
     Ok(n as u32)
 }
 
-/// One message pending in an inbox of this process, handed back when it stops (`mailbox::queued`).
-#[napi(object)]
-pub struct QueuedPending {
-    pub session_id: String,
-    pub request_id: String,
-    /// `queue` (next-turn) or `steer` (next-step).
-    pub mode: String,
-    pub text: String,
-    /// The session's `seq` now.
-    pub seq: f64,
-}
-
-/// What a hand-back wrote.
-#[napi(object)]
-pub struct HandBackReport {
-    pub written: u32,
-    pub skipped: u32,
-    pub not_written: u32,
-}
-
 /// Hand every pending message of this plugin back to durable storage before the host cancels it
 /// (`why`: `stop` or `unmount`). Synchronous on purpose — it runs in the signal handler, before the
 /// host's disposal clears the inboxes — and bounded: it gives up after 300 ms and counts the rest.
-#[napi]
+#[napi(
+    ts_args_type = "pending: Array<QueuedPending>, startedAt: number, why: string, dshHome?: string | undefined | null"
+)]
 pub fn queued_hand_back(
-    pending: Vec<QueuedPending>,
+    pending: Vec<queued::Pending>,
     started_at: f64,
     why: String,
     dsh_home: Option<String>,
-) -> HandBackReport {
-    use mail_core::mailbox::queued;
+) -> queued::HandBackReport {
     let home = home_of(dsh_home.as_deref());
-    let items: Vec<queued::Pending> = pending
-        .into_iter()
-        .take(4096)
-        .map(|p| queued::Pending {
-            session_id: p.session_id,
-            request_id: p.request_id,
-            mode: p.mode,
-            text: p.text,
-            seq: if p.seq.is_finite() && p.seq >= 0.0 {
-                p.seq as u64
-            } else {
-                0
-            },
-        })
-        .collect();
+    let items = &pending[..pending.len().min(4096)];
     let why = if why == "unmount" {
         queued::StopWhy::Unmount
     } else {
         queued::StopWhy::Stop
     };
-    let r = queued::hand_back(
+    queued::hand_back(
         &home,
         std::process::id(),
         started_at as i64,
         why,
-        &items,
+        items,
         base::clock::now_ms(),
         std::time::Duration::from_millis(queued::HAND_BACK_MS),
-    );
-    HandBackReport {
-        written: r.written as u32,
-        skipped: r.skipped as u32,
-        not_written: r.not_written as u32,
-    }
-}
-
-/// A message to deliver again into a session live here (its holder is gone).
-#[napi(object)]
-pub struct QueuedRedelivery {
-    pub request_id: String,
-    pub session_id: String,
-    pub mode: String,
-    pub text: String,
-    /// `not-in-log`, `pending`, `claimed-not-landed` or `cleared-at-stop`.
-    pub why: String,
-    pub from_pid: u32,
+    )
 }
 
 /// The messages of gone holders to deliver again into the sessions this process holds live,
 /// checked against the ledger and the target's log (`mailbox::queued::recover`); on a worker thread.
-#[napi]
+#[napi(ts_return_type = "Promise<Array<QueuedRedelivery>>")]
 pub async fn queued_recover(
     sessions: Vec<String>,
     started_at: f64,
     dsh_home: Option<String>,
-) -> napi::Result<Vec<QueuedRedelivery>> {
+) -> napi::Result<Vec<queued::Redelivery>> {
     let home = home_of(dsh_home.as_deref());
-    let me = mail_core::mailbox::Drainer {
-        pid: std::process::id(),
-        started_at: started_at as i64,
-        sessions,
-    };
+    let me = drainer(started_at, sessions);
     let now = base::clock::now_ms();
-    let found = blocking(move || mail_core::mailbox::queued::recover(&home, &me, now)).await?;
-    Ok(found
-        .into_iter()
-        .map(|r| QueuedRedelivery {
-            why: serde_json::to_value(r.why)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default(),
-            request_id: r.request_id,
-            session_id: r.session_id,
-            mode: r.mode,
-            text: r.text,
-            from_pid: r.from_pid,
-        })
-        .collect())
+    blocking(move || queued::recover(&home, &me, now)).await
 }
 
 /// A re-delivered message (or one found pending here already) is now held by this process.
@@ -834,7 +565,7 @@ pub async fn queued_take(
     let home = home_of(dsh_home.as_deref());
     let now = base::clock::now_ms();
     blocking(move || {
-        mail_core::mailbox::queued::take(
+        queued::take(
             &home,
             std::process::id(),
             started_at as i64,
@@ -855,17 +586,13 @@ pub async fn queued_take(
 #[napi]
 pub fn queued_sweep_mine(landed: Vec<String>, started_at: f64, dsh_home: Option<String>) -> u32 {
     let home = home_of(dsh_home.as_deref());
-    let me = mail_core::mailbox::Drainer {
-        pid: std::process::id(),
-        started_at: started_at as i64,
-        sessions: Vec::new(),
-    };
+    let me = drainer(started_at, Vec::new());
     let landed: Vec<String> = landed.into_iter().take(4096).collect();
-    let r = mail_core::mailbox::queued::sweep_mine(
+    let r = queued::sweep_mine(
         &home,
         &me,
         &landed,
-        std::time::Duration::from_millis(mail_core::mailbox::queued::HAND_BACK_MS),
+        std::time::Duration::from_millis(queued::HAND_BACK_MS),
     );
     r.removed as u32
 }
@@ -880,42 +607,23 @@ pub async fn queued_sweep(
     dsh_home: Option<String>,
 ) -> napi::Result<u32> {
     let home = home_of(dsh_home.as_deref());
-    let me = mail_core::mailbox::Drainer {
-        pid: std::process::id(),
-        started_at: started_at as i64,
-        sessions,
-    };
+    let me = drainer(started_at, sessions);
     let now = base::clock::now_ms();
-    let r = blocking(move || mail_core::mailbox::queued::sweep_landed(&home, &me, now)).await?;
+    let r = blocking(move || queued::sweep_landed(&home, &me, now)).await?;
     Ok(r.removed as u32)
-}
-
-/// A cold session that a message of a gone holder waits for (`mailbox::queued::wake_candidate`).
-#[napi(object)]
-pub struct QueuedWake {
-    pub session_id: String,
-    pub cwd: String,
 }
 
 /// One cold session to wake (only where `allowResume` permits: the shim asks only then): nobody
 /// holds it, a verified message waits for it, and this process is its one waker for 10 s.
 /// Resolves to null when there is none. On a worker thread.
-#[napi]
+#[napi(ts_return_type = "Promise<QueuedWake | null>")]
 pub async fn queued_wake(
     started_at: f64,
     sessions: Vec<String>,
     dsh_home: Option<String>,
-) -> napi::Result<Option<QueuedWake>> {
+) -> napi::Result<Option<queued::WakeCandidate>> {
     let home = home_of(dsh_home.as_deref());
-    let me = mail_core::mailbox::Drainer {
-        pid: std::process::id(),
-        started_at: started_at as i64,
-        sessions,
-    };
+    let me = drainer(started_at, sessions);
     let now = base::clock::now_ms();
-    let c = blocking(move || mail_core::mailbox::queued::wake_candidate(&home, &me, now)).await?;
-    Ok(c.map(|c| QueuedWake {
-        session_id: c.session_id,
-        cwd: c.cwd,
-    }))
+    blocking(move || queued::wake_candidate(&home, &me, now)).await
 }

@@ -5,15 +5,15 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::outcome::Refusal;
+use crate::outcome::RefusalCode;
 use crate::render::list::{send_hint, store_note, Liveness};
 use crate::render::read::ReadHead;
 use crate::request::ToolRequest;
 use crate::tools::{list, read};
 
-// list / read as data. The row types are the binding's too (declared once: the `napi` feature); what the
-// binding wraps around them it converts field by field (a renamed field is a compile error there, not a value
-// JS never sees).
+// list / read / ledger as data. Every type here is the binding's too (declared once: the `napi` feature):
+// `listSessions()`, `readSession()` and `readLedger()` return these values as they are, and the CLI's
+// `--json` prints them (a refusal as `ok: false`, its `code` and `text`; every other field `null`).
 
 /// Whether a session is running in some process (`cold`: only its log).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -80,21 +80,31 @@ pub struct SessionRow {
     pub overlap: Vec<String>,
 }
 
-/// `sessions_list` as data.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// `sessions_list` as data, or its refusal (`ok: false`, `code`, `text`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "napi", napi_derive::napi(object, use_nullable = true))]
 pub struct Listing {
-    pub dsh_home: String,
-    pub shown: usize,
-    pub considered: usize,
-    pub rows: Vec<SessionRow>,
-    pub notes: Vec<String>,
+    pub ok: bool,
+    pub code: Option<RefusalCode>,
+    pub text: Option<String>,
+    pub dsh_home: Option<String>,
+    pub shown: Option<u32>,
+    pub considered: Option<u32>,
+    pub rows: Option<Vec<SessionRow>>,
+    pub notes: Option<Vec<String>>,
 }
 
 /// `sessions_list` as data: the tool's own result ([`list::select`]) through [`listing`].
-pub fn list_data(home: &Path, req: &ToolRequest) -> Result<Listing, Refusal> {
-    let args = list::parse_args(&req.args, req.config.max_list_results as usize)?;
-    Ok(listing(home, &list::select(home, req, &args)))
+pub fn list_data(home: &Path, req: &ToolRequest) -> Listing {
+    match list::parse_args(&req.args, req.config.max_list_results as usize) {
+        Ok(args) => listing(home, &list::select(home, req, &args)),
+        Err(r) => Listing {
+            code: Some(r.code()),
+            text: Some(r.render()),
+            ..Listing::default()
+        },
+    }
 }
 
 /// The CLI's `--json` printer of a listing: the same [`list::Selection`] the tool's text
@@ -145,11 +155,13 @@ pub fn listing(home: &Path, sel: &list::Selection) -> Listing {
         })
         .collect();
     Listing {
-        dsh_home: home.display().to_string(),
-        shown: rows.len(),
-        considered: sel.considered,
-        rows,
-        notes: sel.notes.iter().map(store_note).collect(),
+        ok: true,
+        dsh_home: Some(home.display().to_string()),
+        shown: Some(count(rows.len())),
+        considered: Some(count(sel.considered)),
+        rows: Some(rows),
+        notes: Some(sel.notes.iter().map(store_note).collect()),
+        ..Listing::default()
     }
 }
 
@@ -235,28 +247,38 @@ impl ReadSession {
     }
 }
 
-/// `sessions_read` as data.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// `sessions_read` as data, or its refusal (`ok: false`, `code`, `text`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ReadView {
-    pub session: ReadSession,
-    pub messages: Vec<ReadMessage>,
-    pub omitted: u32,
-    pub hidden: HiddenCounts,
-    pub notes: Vec<String>,
+#[cfg_attr(feature = "napi", napi_derive::napi(object, use_nullable = true))]
+pub struct ReadWindow {
+    pub ok: bool,
+    pub code: Option<RefusalCode>,
+    pub text: Option<String>,
+    pub session: Option<ReadSession>,
+    pub messages: Option<Vec<ReadMessage>>,
+    pub omitted: Option<u32>,
+    pub hidden: Option<HiddenCounts>,
+    pub notes: Option<Vec<String>>,
 }
 
 /// `sessions_read` as data: the tool's own result ([`read::read_result`]: the same window, classes,
 /// markers and notes, live or not) through [`read_view`].
-pub fn read_data(home: &Path, req: &ToolRequest) -> Result<ReadView, Refusal> {
-    let a = read::parse_args(&req.args, &req.config)?;
-    Ok(read_view(&read::read_result(home, req, &a)?))
+pub fn read_data(home: &Path, req: &ToolRequest) -> ReadWindow {
+    match read::parse_args(&req.args, &req.config).and_then(|a| read::read_result(home, req, &a)) {
+        Ok(r) => read_view(&r),
+        Err(r) => ReadWindow {
+            code: Some(r.code()),
+            text: Some(r.render()),
+            ..ReadWindow::default()
+        },
+    }
 }
 
 /// The CLI's `--json` printer of a read: the same [`read::ReadResult`] the tool's text
 /// (`render::read`, the model's and the CLI's human text) prints, as data. Bodies are cut at
 /// `maxMessageChars` (`truncatedChars` says how much; the text says `…[truncated N chars]`).
-pub fn read_view(r: &read::ReadResult) -> ReadView {
+pub fn read_view(r: &read::ReadResult) -> ReadWindow {
     let w = &r.window;
     let max = r.max_chars.max(1);
     let messages = w
@@ -277,48 +299,62 @@ pub fn read_view(r: &read::ReadResult) -> ReadView {
             }
         })
         .collect();
-    ReadView {
-        session: ReadSession::of(w.head.clone(), r.log_path.clone()),
-        messages,
-        omitted: count(w.omitted),
-        hidden: HiddenCounts {
+    ReadWindow {
+        ok: true,
+        session: Some(ReadSession::of(w.head.clone(), r.log_path.clone())),
+        messages: Some(messages),
+        omitted: Some(count(w.omitted)),
+        hidden: Some(HiddenCounts {
             injected: count(w.hidden.injected),
             system: count(w.hidden.system),
-        },
-        notes: w.notes.clone(),
+        }),
+        notes: Some(w.notes.clone()),
+        ..ReadWindow::default()
     }
 }
 
-/// The audit ledger as data for the CLI's `ledger` command (`readLedger` converts it field by field).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+/// The audit ledger as data for the CLI's `ledger` command, or why it could not be read (`ok: false`,
+/// `error`). Only returned: its entries never come from JS.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct LedgerView {
-    pub path: String,
+#[cfg_attr(
+    feature = "napi",
+    napi_derive::napi(object, object_from_js = false, use_nullable = true)
+)]
+pub struct Ledger {
+    pub ok: bool,
+    pub error: Option<String>,
+    pub path: Option<String>,
     /// Matching lines, oldest first.
-    pub entries: Vec<crate::ledger::Entry>,
+    #[cfg_attr(feature = "napi", napi(ts_type = "Array<LedgerEntry>"))]
+    pub entries: Option<Vec<crate::ledger::Entry>>,
     /// Files read.
-    pub files: usize,
+    pub files: Option<u32>,
     /// Lines that were not a ledger entry.
-    pub unreadable: usize,
-    pub torn_tail: bool,
-    /// The lines for people (`ledger::render`).
-    pub text: String,
+    pub unreadable: Option<u32>,
+    pub torn_tail: Option<bool>,
+    /// The lines for people (`render::ledger`).
+    pub text: Option<String>,
 }
 
 /// The audit ledger, or why it could not be read.
-pub fn ledger_view(
-    home: &Path,
-    filter: &crate::ledger::Filter,
-) -> Result<LedgerView, crate::ledger::LedgerError> {
-    let read = crate::ledger::read_ledger(home, filter)?;
-    Ok(LedgerView {
-        path: crate::ledger::path(home).display().to_string(),
-        text: crate::render::ledger::render(&read),
-        files: read.files.len(),
-        unreadable: read.unreadable,
-        torn_tail: read.torn_tail,
-        entries: read.entries,
-    })
+pub fn ledger_view(home: &Path, filter: &crate::ledger::Filter) -> Ledger {
+    match crate::ledger::read_ledger(home, filter) {
+        Ok(read) => Ledger {
+            ok: true,
+            path: Some(crate::ledger::path(home).display().to_string()),
+            text: Some(crate::render::ledger::render(&read)),
+            files: Some(count(read.files.len())),
+            unreadable: Some(count(read.unreadable)),
+            torn_tail: Some(read.torn_tail),
+            entries: Some(read.entries),
+            ..Ledger::default()
+        },
+        Err(why) => Ledger {
+            error: Some(why.to_string()),
+            ..Ledger::default()
+        },
+    }
 }
 
 #[cfg(test)]
@@ -327,24 +363,13 @@ mod tests {
     use serde_json::{json, Value};
     use store::testgen::*;
 
-    /// The data as JSON, with the binding's `ok` / `code` / `text` of a refusal.
-    fn as_value<T: Serialize>(r: Result<T, Refusal>) -> Value {
-        match r {
-            Ok(v) => {
-                let mut j = serde_json::to_value(v).unwrap();
-                j["ok"] = json!(true);
-                j
-            }
-            Err(r) => json!({ "ok": false, "code": r.code(), "text": r.render() }),
-        }
-    }
-
+    /// The data as the CLI's `--json` prints it.
     fn list_value(home: &Path, req: &ToolRequest) -> Value {
-        as_value(list_data(home, req))
+        serde_json::to_value(list_data(home, req)).unwrap()
     }
 
     fn read_value(home: &Path, req: &ToolRequest) -> Value {
-        as_value(read_data(home, req))
+        serde_json::to_value(read_data(home, req)).unwrap()
     }
 
     fn req(tool: &str, args: Value) -> ToolRequest {
@@ -377,19 +402,20 @@ mod tests {
         let text = ToolResult::List(sel.clone()).render();
         let data = listing(&home, &sel);
         assert_eq!(
-            list_data(&home, &lr).unwrap(),
+            list_data(&home, &lr),
             data,
             "--json is listing() of the tool's result"
         );
-        assert!(!data.rows.is_empty());
+        let rows = data.rows.unwrap();
+        assert!(!rows.is_empty());
         let text_ids: Vec<&str> = text
             .lines()
             .filter_map(|l| l.strip_prefix("- "))
             .map(|l| l.split(' ').next().unwrap())
             .collect();
-        let ids: Vec<&str> = data.rows.iter().map(|r| r.id.as_str()).collect();
+        let ids: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
         assert_eq!(ids, text_ids, "the same rows in the same order");
-        for (row, c) in data.rows.iter().zip(&sel.rows) {
+        for (row, c) in rows.iter().zip(&sel.rows) {
             assert_eq!(row.id, c.row.id);
             assert_eq!(row.scope == RowScope::Subagent, c.row.subagent);
         }
@@ -405,22 +431,23 @@ mod tests {
         let text = ToolResult::Read(r.clone()).render();
         let view = read_view(&r);
         assert_eq!(
-            read_data(&home, &rr).unwrap(),
+            read_data(&home, &rr),
             view,
             "--json is read_view() of the tool's result"
         );
-        assert_eq!(view.messages.len(), r.window.messages.len());
-        for (m, w) in view.messages.iter().zip(&r.window.messages) {
+        let (session, messages) = (view.session.unwrap(), view.messages.unwrap());
+        assert_eq!(messages.len(), r.window.messages.len());
+        for (m, w) in messages.iter().zip(&r.window.messages) {
             assert_eq!((m.seq, m.role.as_str()), (w.seq as i64, w.role));
             assert!(text.contains(&format!("seq {},", m.seq)), "{text}");
         }
         assert!(text.contains(&format!(
             "readable messages: {} | captured through seq: {}\n",
-            view.session.readable,
-            view.session.captured_through_seq.unwrap()
+            session.readable,
+            session.captured_through_seq.unwrap()
         )));
-        assert_eq!(view.session.log_path, r.log_path);
-        assert!(view.session.log_path.is_some());
+        assert_eq!(session.log_path, r.log_path);
+        assert!(session.log_path.is_some());
     }
 
     #[test]
@@ -469,6 +496,14 @@ mod tests {
         let bad = list_value(&home, &req("sessions_list", json!({"limit":0})));
         assert_eq!(bad["ok"], false);
         assert_eq!(bad["code"], "bad-argument");
+        assert!(bad["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("refused (bad-argument): "));
+        assert_eq!(
+            (&bad["dshHome"], &bad["rows"]),
+            (&Value::Null, &Value::Null)
+        );
 
         let r = read_value(
             &home,

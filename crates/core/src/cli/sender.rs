@@ -96,6 +96,42 @@ pub fn default_sender(home: &Path, cwd: &str) -> Result<Sender, NoSender> {
     Err(NoSender::NoTopLevel { dir })
 }
 
+/// The session a CLI send is signed as by default, or why there is none (the binding's
+/// `DefaultSender`: `default_sender` as data, with `cwd`'s project key either way).
+#[derive(Debug, Clone, Default, PartialEq)]
+#[cfg_attr(feature = "napi", napi_derive::napi(object, use_nullable = true))]
+pub struct DefaultSender {
+    pub ok: bool,
+    pub id: Option<String>,
+    pub log_path: Option<String>,
+    pub modified_ms: Option<f64>,
+    /// The project key of `cwd`.
+    pub project: Option<String>,
+    pub error: Option<String>,
+}
+
+impl DefaultSender {
+    /// [`default_sender`] of `home` and `cwd`.
+    pub fn of(home: &Path, cwd: &str) -> DefaultSender {
+        let project = project_key(cwd);
+        match default_sender(home, cwd) {
+            Ok(s) => DefaultSender {
+                ok: true,
+                id: Some(s.id),
+                log_path: Some(s.log_path.display().to_string()),
+                modified_ms: Some(s.modified_ms as f64),
+                project,
+                error: None,
+            },
+            Err(e) => DefaultSender {
+                project,
+                error: Some(e.to_string()),
+                ..DefaultSender::default()
+            },
+        }
+    }
+}
+
 /// Why the CLI has no default sender.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NoSender {
@@ -209,5 +245,19 @@ mod tests {
             "{e}"
         );
         assert_eq!(default_sender(home.path(), ""), Err(NoSender::EmptyCwd));
+        // as the binding's data: the project key either way, the reason as text
+        let d = DefaultSender::of(home.path(), "/w/p");
+        assert_eq!(
+            (d.ok, d.id.as_deref(), d.modified_ms, d.project.as_deref()),
+            (true, Some("session-a"), Some(5_000_000.0), Some("--w-p--"))
+        );
+        assert_eq!(d.log_path, Some(a.display().to_string()));
+        let none = DefaultSender::of(home.path(), "/w/none");
+        assert_eq!(
+            (none.ok, none.id, none.error),
+            (false, None, Some(e.to_string()))
+        );
+        assert_eq!(none.project.as_deref(), Some("--w-none--"));
+        assert_eq!(DefaultSender::of(home.path(), "").project, None);
     }
 }

@@ -111,6 +111,61 @@ pub struct Receipt {
     pub pid: u32,
 }
 
+/// What the owner's host did with a claimed envelope, as the shim reports it (the binding's
+/// `MailboxSettlement`: `mailboxSettle()` takes it); `Settlement::receipt` is the receipt it writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "napi",
+    napi_derive::napi(object, js_name = "MailboxSettlement")
+)]
+pub struct Settlement {
+    pub request_id: String,
+    pub session_id: String,
+    /// `delivered` or `rejected`.
+    #[cfg_attr(feature = "napi", napi(ts_type = "'delivered' | 'rejected'"))]
+    pub state: String,
+    /// The host's error code when rejected.
+    pub code: Option<String>,
+    pub message: Option<String>,
+    /// `session-controller`, `agent` or `already-delivered`.
+    pub route: Option<String>,
+}
+
+/// The most characters of the host's `code`, `message` and `route` a receipt keeps.
+pub const MAX_SETTLED_CHARS: usize = 512;
+
+/// A settlement whose `state` is neither `delivered` nor `rejected`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownState(pub String);
+
+impl std::fmt::Display for UnknownState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "unknown settlement state {:?}", self.0)
+    }
+}
+
+impl Settlement {
+    /// The receipt [`settle`] writes for it (`pid`: the settling process's, set there); the host's texts
+    /// cut to [`MAX_SETTLED_CHARS`].
+    pub fn receipt(self) -> Result<Receipt, UnknownState> {
+        let state = match self.state.as_str() {
+            "delivered" => ReceiptState::Delivered,
+            "rejected" => ReceiptState::Rejected,
+            _ => return Err(UnknownState(self.state)),
+        };
+        let cut = |s: Option<String>| s.map(|s| s.chars().take(MAX_SETTLED_CHARS).collect());
+        Ok(Receipt {
+            request_id: self.request_id,
+            session_id: self.session_id,
+            state,
+            code: cut(self.code),
+            message: cut(self.message),
+            route: cut(self.route),
+            pid: 0,
+        })
+    }
+}
+
 /// The mailbox folder of a home.
 pub fn root(home: &Path) -> PathBuf {
     base::home::plugin_dir(home).join("mailbox")

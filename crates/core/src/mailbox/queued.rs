@@ -132,6 +132,7 @@ pub struct Queued {
 /// Why a message is re-delivered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
+#[cfg_attr(feature = "napi", napi_derive::napi(string_enum = "kebab-case"))]
 pub enum RedeliverWhy {
     /// The log does not hold it: its holder died before the write-behind wrote the insertion.
     NotInLog,
@@ -143,9 +144,14 @@ pub enum RedeliverWhy {
     ClearedAtStop,
 }
 
-/// A message to deliver again into a session live here.
+/// A message to deliver again into a session live here (its holder is gone; the binding's
+/// `QueuedRedelivery`: `queuedRecover()` returns these).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(
+    feature = "napi",
+    napi_derive::napi(object, js_name = "QueuedRedelivery")
+)]
 pub struct Redelivery {
     pub request_id: String,
     pub session_id: String,
@@ -301,28 +307,47 @@ pub fn record(home: &Path, h: &Queued) -> Result<(), RecordError> {
     .map_err(|e| RecordError::Io(e.into()))
 }
 
-/// One message pending in an inbox of the stopping process (from the shim).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+/// One message pending in an inbox of the stopping process, as the shim found it (the binding's
+/// `QueuedPending`: `queuedHandBack()` takes these).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
+#[cfg_attr(feature = "napi", napi_derive::napi(object, js_name = "QueuedPending"))]
 pub struct Pending {
     pub session_id: String,
     pub request_id: String,
     /// `queue` (next-turn) or `steer` (next-step).
     pub mode: String,
     pub text: String,
-    /// The session's `seq` at the hand-back.
-    pub seq: u64,
+    /// The session's `seq` at the hand-back, the JS number the shim read (the record keeps
+    /// `Pending::seq_at`).
+    pub seq: f64,
 }
 
-/// What a hand-back did.
+impl Pending {
+    /// The hand-back's seq: `seq` cut to a whole number; 0 for one that is negative, NaN or infinite.
+    pub fn seq_at(&self) -> u64 {
+        if self.seq.is_finite() && self.seq >= 0.0 {
+            self.seq as u64
+        } else {
+            0
+        }
+    }
+}
+
+/// What a hand-back did (counts as JS numbers: the binding's `HandBackReport`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "napi", napi_derive::napi(object))]
 pub struct HandBackReport {
-    pub written: usize,
+    pub written: u32,
     /// Not ours (no request id of this plugin), or a session id that names no folder.
-    pub skipped: usize,
+    pub skipped: u32,
     /// Left when the deadline passed.
-    pub not_written: usize,
+    pub not_written: u32,
+}
+
+fn count(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 /// The stopping holder hands every pending message of this plugin back: its record is (re)written
@@ -342,7 +367,7 @@ pub fn hand_back(
     let _own = own_records_until(t0, deadline);
     for (i, p) in items.iter().enumerate() {
         if t0.elapsed() > deadline {
-            rep.not_written += items.len() - i;
+            rep.not_written += count(items.len() - i);
             break;
         }
         let Some(key) = key_of(&p.request_id) else {
@@ -367,7 +392,7 @@ pub fn hand_back(
             at_ms: now_ms,
             handed_back: Some(HandBack {
                 at_ms: now_ms,
-                seq: p.seq,
+                seq: p.seq_at(),
                 why,
             }),
             redeliveries: read_queued(&d.join(record_name(key, pid))).map_or(0, |o| o.redeliveries),
@@ -800,9 +825,11 @@ pub fn sweep_landed(home: &Path, me: &Drainer, now_ms: i64) -> Swept {
     out
 }
 
-/// A cold session a message of a gone holder waits for, to wake where `allowResume` permits.
+/// A cold session a message of a gone holder waits for, to wake where `allowResume` permits (the
+/// binding's `QueuedWake`: `queuedWake()` returns it).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "napi", napi_derive::napi(object, js_name = "QueuedWake"))]
 pub struct WakeCandidate {
     pub session_id: String,
     /// Its header's cwd (rc.8 adopts a stored session by id and cwd: `session.create`).

@@ -669,3 +669,48 @@ fn a_held_line_vouches_only_with_the_humans_approval() {
         }
     }
 }
+
+/// The shim's settlement becomes the receipt `settle` writes: its state read (anything else is an
+/// error, never a receipt), the host's texts cut to 512 characters (not bytes).
+#[test]
+fn a_settlement_is_the_receipt_it_writes() {
+    let s = |state: &str| Settlement {
+        request_id: rid(1),
+        session_id: S.into(),
+        state: state.into(),
+        code: Some("é".repeat(600)),
+        message: None,
+        route: Some("agent".into()),
+    };
+    let r = s("rejected").receipt().unwrap();
+    assert_eq!(r.state, ReceiptState::Rejected);
+    assert_eq!(r.code.as_deref(), Some("é".repeat(512).as_str()));
+    assert_eq!(
+        (r.message, r.route.as_deref(), r.pid),
+        (None, Some("agent"), 0)
+    );
+    assert_eq!(
+        s("delivered").receipt().unwrap().state,
+        ReceiptState::Delivered
+    );
+    let e = s("Delivered").receipt().unwrap_err();
+    assert_eq!(e.to_string(), r#"unknown settlement state "Delivered""#);
+}
+
+/// The hand-back's seq is the shim's JS number cut to a whole one; a negative, NaN or infinite one is 0.
+#[test]
+fn a_pending_seq_is_a_whole_number_or_zero() {
+    let at = |seq: f64| {
+        queued::Pending {
+            seq,
+            ..Default::default()
+        }
+        .seq_at()
+    };
+    assert_eq!(at(41.0), 41);
+    assert_eq!(at(41.9), 41);
+    assert_eq!(at(1e19), 10_000_000_000_000_000_000);
+    for bad in [-1.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+        assert_eq!(at(bad), 0, "{bad}");
+    }
+}

@@ -29,6 +29,31 @@ pub fn message(target: &str, request_id: &str, since_seq: Option<u64>) -> String
     )
 }
 
+/// The message an idle notice delivers into its caller (lib/notice.js): its text and `source` (the
+/// binding's `IdleNoticeMessage`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "napi", napi_derive::napi(object))]
+pub struct IdleNoticeMessage {
+    pub text: String,
+    pub plugin: String,
+    pub form: String,
+    pub rpc_id: String,
+    pub summary: String,
+}
+
+/// The notice for the send `request_id` to `target`: [`message`], with the source the loop guard
+/// recognizes (`mail::notice::source`).
+pub fn idle_message(target: &str, request_id: &str, since_seq: Option<u64>) -> IdleNoticeMessage {
+    let src = crate::mail::notice::source(target, request_id);
+    IdleNoticeMessage {
+        text: message(target, request_id, since_seq),
+        plugin: src.plugin.into(),
+        form: src.form.into(),
+        rpc_id: src.rpc_id,
+        summary: src.summary,
+    }
+}
+
 /// The receipt `receipt` (a send tool's text) with the idle-notice note for `d` in it, before its
 /// `request:` line like every other note (`render::send::with_note`).
 pub fn receipt_with_note(receipt: String, d: NoticeDecision, ttl_ms: u64) -> String {
@@ -41,16 +66,36 @@ const OVERLAP_NAMED: usize = 4;
 /// The `summary` of an overlap notice's message source.
 pub const OVERLAP_SUMMARY: &str = "file overlap with a peer";
 
-/// The overlap notice (Config `overlapNotice`): `fresh` is each (path, peer session id) not told yet,
-/// in the order found; the first four are named, the rest counted. None when there is nothing to tell.
-pub fn overlap(fresh: &[(String, String)]) -> Option<String> {
+/// One path a live peer of the caller's repository also changed, not told yet (lib/overlap.js; the
+/// binding's `OverlapFact`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "napi", napi_derive::napi(object))]
+pub struct OverlapFact {
+    pub path: String,
+    /// The peer's session id.
+    pub peer: String,
+}
+
+/// The overlap notice's message: its text and `source` fields (the binding's `OverlapNoticeMessage`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "napi", napi_derive::napi(object))]
+pub struct OverlapNoticeMessage {
+    pub text: String,
+    pub plugin: String,
+    pub form: String,
+    pub summary: String,
+}
+
+/// The overlap notice (Config `overlapNotice`): `fresh` is each path and peer not told yet, in the
+/// order found; the first four are named, the rest counted. None when there is nothing to tell.
+pub fn overlap(fresh: &[OverlapFact]) -> Option<String> {
     if fresh.is_empty() {
         return None;
     }
     let named: Vec<String> = fresh
         .iter()
         .take(OVERLAP_NAMED)
-        .map(|(path, peer)| format!("{path} (also changed by {peer})"))
+        .map(|f| format!("{} (also changed by {})", f.path, f.peer))
         .collect();
     let more = match fresh.len().saturating_sub(OVERLAP_NAMED) {
         0 => String::new(),
@@ -60,6 +105,16 @@ pub fn overlap(fresh: &[(String, String)]) -> Option<String> {
         "Overlap notice (dsh-session-mail): another live session of this repository changed the same file recently: {}{more}. Coordinate (sessions_read / sessions_send) before editing it further.",
         named.join("; ")
     ))
+}
+
+/// [`overlap`] as the message the shim injects: its text and the source of every plugin notice.
+pub fn overlap_message(fresh: &[OverlapFact]) -> Option<OverlapNoticeMessage> {
+    overlap(fresh).map(|text| OverlapNoticeMessage {
+        text,
+        plugin: base::names::DIR_NAME.into(),
+        form: crate::mail::notice::FORM.into(),
+        summary: OVERLAP_SUMMARY.into(),
+    })
 }
 
 fn refusal(r: NoticeRefusal) -> String {
@@ -121,15 +176,45 @@ mod tests {
     #[test]
     fn overlap_names_four_paths_and_counts_the_rest() {
         assert_eq!(overlap(&[]), None);
-        let one = [("src/a.rs".to_string(), "peer".to_string())];
+        let fact = |path: &str, peer: &str| OverlapFact {
+            path: path.into(),
+            peer: peer.into(),
+        };
+        let one = [fact("src/a.rs", "peer")];
         assert_eq!(
             overlap(&one).unwrap(),
             "Overlap notice (dsh-session-mail): another live session of this repository changed the same file recently: src/a.rs (also changed by peer). Coordinate (sessions_read / sessions_send) before editing it further."
         );
-        let six: Vec<(String, String)> =
-            (0..6).map(|i| (format!("f{i}"), "p".to_string())).collect();
+        let six: Vec<OverlapFact> = (0..6).map(|i| fact(&format!("f{i}"), "p")).collect();
         let t = overlap(&six).unwrap();
         assert!(t.contains(": f0 (also changed by p); f1 (also changed by p); f2 (also changed by p); f3 (also changed by p); and 2 more. Coordinate"), "{t}");
         assert!(!t.contains("f4"));
+        // the message the shim injects: that text, sourced as every plugin notice
+        assert_eq!(overlap_message(&[]), None);
+        let m = overlap_message(&one).unwrap();
+        assert_eq!(m.text, overlap(&one).unwrap());
+        assert_eq!(
+            (m.plugin.as_str(), m.form.as_str(), m.summary.as_str()),
+            ("dsh-session-mail", "notice", "file overlap with a peer")
+        );
+        let n = idle_message("session-b", "dsh-session-mail:r1", Some(39));
+        assert_eq!(
+            n.text,
+            message("session-b", "dsh-session-mail:r1", Some(39))
+        );
+        assert_eq!(
+            (
+                n.plugin.as_str(),
+                n.form.as_str(),
+                n.rpc_id.as_str(),
+                n.summary.as_str()
+            ),
+            (
+                "dsh-session-mail",
+                "notice",
+                "dsh-session-mail:notice:dsh-session-mail:r1",
+                "session-b is idle"
+            )
+        );
     }
 }

@@ -127,7 +127,7 @@ fn visible(n: &Node, a: &ReadArgs) -> bool {
 }
 
 /// The head of a read window: the header block of the text, and the `session` of the data
-/// (`cli::data::ReadView`, the binding's `ReadSession`).
+/// (`cli::data::ReadWindow`'s `session`, the binding's `ReadSession`).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ReadHead {

@@ -43,7 +43,7 @@ fn pending(n: u8, seq: u64) -> Pending {
         request_id: rid(n),
         mode: "queue".into(),
         text: text(n),
-        seq,
+        seq: seq as f64,
     }
 }
 
