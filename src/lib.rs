@@ -513,6 +513,7 @@ pub async fn held_recover(dsh_home: Option<String>) -> napi::Result<u32> {
 /// (`why`: `stop` or `unmount`). Synchronous on purpose — it runs in the signal handler, before the
 /// host's disposal clears the inboxes — and bounded: it gives up after 300 ms and counts the rest.
 #[napi(
+    catch_unwind,
     ts_args_type = "pending: Array<QueuedPending>, startedAt: number, why: string, dshHome?: string | undefined | null"
 )]
 pub fn queued_hand_back(
@@ -583,7 +584,7 @@ pub async fn queued_take(
 /// (`landed`: request ids whose `user/message` the host published in this process;
 /// `mailbox::queued::sweep_mine`). Synchronous — it runs in the plugin's dispose, right before a
 /// one-shot process exits — and bounded (300 ms). Returns how many were removed.
-#[napi]
+#[napi(catch_unwind)]
 pub fn queued_sweep_mine(landed: Vec<String>, started_at: f64, dsh_home: Option<String>) -> u32 {
     let home = home_of(dsh_home.as_deref());
     let me = drainer(started_at, Vec::new());
