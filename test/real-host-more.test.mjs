@@ -72,6 +72,25 @@ describe('dsh-session-mail in rc.8: subagent targets, ambiguous failures, host d
     return web.waitFor(id, e => isIdle(e) && extra(e), { timeout })
   }
 
+  /**
+   * A clock made of the host's own events: a fresh session running `slow_tool` for `ms`, started and seen
+   * running (its tool/call) before this resolves. `running()` is true while the host has no tool/result for
+   * it yet; `finished()` waits for its turn to end and returns the tool's answer (`SLOW_DONE <ms>`, so the
+   * clock really ran its full length).
+   */
+  async function slowClock(dir, ms) {
+    const id = await web.createSession(box.mkdir(dir))
+    await web.prompt(id, `@@call slow_tool {"ms": ${ms}}`)
+    await web.waitFor(id, ev => ev.some(e => e.type === 'tool/call' && e.data.name === 'slow_tool'))
+    return {
+      running: async () => !(await web.history(id)).some(e => e.type === 'tool/result'),
+      finished: async () => {
+        const ev = await web.waitFor(id, e => e.some(x => x.type === 'tool/result') && isIdle(e), { timeout: ms + 20_000 })
+        return ev.find(e => e.type === 'tool/result').data.message.content[0].content[0].text
+      },
+    }
+  }
+
   /** A send of `body` from A to B by `tool` whose first POST meets `action` at the proxy (later ones pass). */
   function sendFirstPost(action, tool, body) {
     proxy.setRule(({ url, n }) => (url === PROMPT_ROUTE && n === 1 ? action : 'pass'))
@@ -207,13 +226,17 @@ describe('dsh-session-mail in rc.8: subagent targets, ambiguous failures, host d
 
   test('3a. host down (override points at a closed port): refused (unreachable) at once, nothing lands', async () => {
     const port = await closedPort()
-    m.closedPortOverrideLiveMs = await useConfig({ port })
+    // timeouts far past the clock below: a send that waited on any of them (or retried) could not beat it
+    m.closedPortOverrideLiveMs = await useConfig({ port, connectTimeoutMs: 60_000, requestTimeoutMs: 60_000 })
     const before = (await web.history(B)).length
+    const clock = await slowClock('ws-clock-3a', 5000)
     const r = await callTool(web, A, 'sessions_send', { session_id: B, message: 'DOWN-1 nobody listens' })
     m.hostDownToolMs = toolMs(r)
-    assert.match(r.text, new RegExp(`^refused \\(unreachable\\): the host's web server at http://127\\.0\\.0\\.1:${port} is down or not listening \\([^\\n]+\\)\\.\\nNothing was sent; try again once DSH is running\\.\\nrequest: dsh-session-mail:[0-9a-f-]{36}$`))
-    assert.ok(toolMs(r) < 2500, `bounded: ${toolMs(r)} ms`)
+    // the cause is the kernel's refusal of the connect (immediate), not a timeout of ours
+    assert.match(r.text, new RegExp(`^refused \\(unreachable\\): the host's web server at http://127\\.0\\.0\\.1:${port} is down or not listening \\([^\\n]*Connection refused[^\\n]*\\)\\.\\nNothing was sent; try again once DSH is running\\.\\nrequest: dsh-session-mail:[0-9a-f-]{36}$`))
+    assert.equal(await clock.running(), true, "at once: A's send was answered and its turn ended while a 5 s slow_tool started before it was still running")
     assert.equal(turnEnd(r.events, r.call.data.turn)?.data.reason.kind, 'completed', "A's turn goes on")
+    assert.equal(await clock.finished(), 'SLOW_DONE 5000', 'the clock ran its full 5 s')
     await sleep(500)
     const after = await web.history(B)
     assert.ok(!JSON.stringify(after.slice(before)).includes('DOWN-1'), 'nothing reached B')
@@ -223,21 +246,30 @@ describe('dsh-session-mail in rc.8: subagent targets, ambiguous failures, host d
     m.stallOverrideLiveMs = await useConfig({ port: proxy.port, requestTimeoutMs: 1500 })
     proxy.setRule(({ url }) => (url === PROMPT_ROUTE ? 'stall' : 'pass'))
     const before = (await web.history(B)).length
+    // two waits of the override's 1500 ms end well inside this clock; two of the default 10 s could not
+    const clock = await slowClock('ws-clock-3b', 10_000)
     const r = await callTool(web, A, 'send_session_message', { toSessionId: B, message: 'STALL-1 into a black hole' })
     m.stallToolMs = toolMs(r)
+    assert.equal(await clock.running(), true, "the override's requestTimeoutMs bounded both waits: A's send was answered while a 10 s slow_tool started before it was still running")
     const id = requestIdOf(r.text)
+    // both attempts ended by the request timeout (the client waited it out), not by an error of the exchange
+    const timedOut = '(?:no answer within the request timeout|no answer within 1500 ms)'
     assert.match(r.text, new RegExp(
-      `^refused \\(unreachable\\): the message MAY have landed in ${esc(B)}: [^\\n]+; the one resend with the same request id got no clear answer either \\([^\\n]+\\)\\.\\n` +
+      `^refused \\(unreachable\\): the message MAY have landed in ${esc(B)}: ${timedOut}; the one resend with the same request id got no clear answer either \\(${timedOut}\\)\\.\\n` +
       `It was not sent again blindly\\. Check with sessions_read \\{"session_id":"${esc(B)}"\\}: a landed copy shows request=${esc(id)} in its source label\\. Send it again only if it is not there\\.\\n` +
       `request: ${esc(id)}$`))
-    assert.ok(toolMs(r) >= 3000 && toolMs(r) < 8000, `two 1.5 s timeouts plus the lookup: ${toolMs(r)} ms`)
     assert.equal(turnEnd(r.events, r.call.data.turn)?.data.reason.kind, 'completed', "A's turn goes on")
     const prompts = proxy.prompts()
     assert.deepEqual(prompts.map(p => [p.action, p.rpcId]), [['stall', id], ['stall', id]], 'one resend, same id')
+    // the proxy never answered: the plugin hung up on each POST itself, then looked the id up, then resent
+    assert.ok(prompts.every(p => p.clientGoneAt !== undefined && p.status === undefined), `the plugin gave up on both POSTs: ${JSON.stringify(prompts)}`)
+    const lookup = proxy.log.find(e => e.url === '/api/session.history' && e.at >= prompts[0].clientGoneAt)
+    assert.ok(lookup && lookup.at <= prompts[1].at, `hung up on the first POST, then looked it up, then resent: ${JSON.stringify(proxy.log)}`)
     await sleep(500)
     const after = await web.history(B)
     assert.equal(landings(after, id).messages + landings(after, id).splices, 0, 'nothing landed')
     assert.ok(!JSON.stringify(after.slice(before)).includes('STALL-1'))
+    assert.equal(await clock.finished(), 'SLOW_DONE 10000', 'the clock ran its full 10 s')
   })
 
   test('3c. the first POST arrives late (after the 1500 ms timeout): found by the lookup, not resent, lands once', async () => {
