@@ -284,7 +284,8 @@ describe('dsh-session-mail in rc.8: subagent targets, ambiguous failures, host d
     const prompts = proxy.prompts()
     assert.equal(prompts.length, 1, 'no resend')
     assert.equal(prompts[0].status, 200, 'the late copy was forwarded and accepted by the host')
-    assert.ok(prompts[0].forwardedAt >= prompts[0].at + 1400, 'forwarded only after the sender timed out')
+    assert.match(note[1], /^no answer within (?:the request timeout|1500 ms)$/, 'the first attempt ended by the request timeout')
+    assert.ok(prompts[0].clientGoneAt !== undefined && prompts[0].forwardedAt >= prompts[0].clientGoneAt, 'forwarded only after the plugin hung up on it')
     const events = await settled(B, ev => landings(ev, id).messages > 0)
     assert.equal(landings(events, id).messages, 1, 'exactly one landing')
     assert.equal(landings(events, id).splices, 1)
@@ -370,7 +371,7 @@ describe('dsh-session-mail in rc.8: subagent targets, ambiguous failures, host d
     assert.match(u.text, new RegExp(`^accepted for ${esc(D)} \\| mode=steer \\| chars=12\\nThe message will be inserted at the next step of the turn that session is running\\.`))
     const uid = requestIdOf(u.text)
     m.stackedAllFourSendsMs = Date.now() - t0
-    assert.ok(Date.now() - t0 < 6000, 'all four sends happened while D was inside slow_tool')
+    assert.ok(!(await web.history(D)).some(e => e.type === 'tool/result'), 'all four sends happened while D was inside slow_tool (no tool/result yet)')
     const events = await settled(D, ev => landings(ev, ids[1]).messages > 0, 30_000)
     const toolTurn = events.find(e => e.type === 'tool/call' && e.data.name === 'slow_tool').data.turn
     assert.deepEqual(landings(events, uid).turns, [toolTurn], 'the urgent one landed inside the running turn')
