@@ -28,7 +28,7 @@ import { readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import {
   makeSandbox, installPlugin, bootWeb, callTool, readSessionLog, findSessionLog, userTexts,
-  isIdle, turnEndCount, printMetrics, REPO_ROOT, sleep, esc, requestIdIn, presenceRecords,
+  isIdle, printMetrics, REPO_ROOT, sleep, esc, requestIdIn, presenceRecords, idleSession, assertOneHistory,
 } from './real-host/harness.mjs'
 
 const ROW = 'dsh-session-mail'
@@ -111,12 +111,6 @@ function inboxTrace(home, id) {
     : `${e.seq} ${e.type} ${JSON.stringify(e.data?.reason ?? e.data?.outcome ?? '')}`)
 }
 
-/** One writer, one history: B's seqs only go up. */
-function assertOneHistory(home, id) {
-  const seqs = readSessionLog(findSessionLog(home, id)).map(e => e.seq).filter(s => s !== undefined)
-  for (let i = 1; i < seqs.length; i++) assert.ok(seqs[i] > seqs[i - 1], `seq ${seqs[i]} after ${seqs[i - 1]} in ${id}: the history forked`)
-}
-
 /** A sandbox whose plugin row has no budget, stacking or relay limit (40 sends to one target are the point here). */
 async function sandbox() {
   const box = await makeSandbox()
@@ -134,14 +128,6 @@ async function inSandbox(fn) {
   } finally {
     await box.cleanup()
   }
-}
-
-/** A session of `web` with one finished turn, so it has a log and a history. */
-async function sessionIn(web, cwd, hello) {
-  const id = await web.createSession(cwd)
-  await web.prompt(id, hello)
-  await web.waitFor(id, ev => turnEndCount(ev) >= 1 && isIdle(ev))
-  return id
 }
 
 /** Start a long turn in B (the fake LLM sleeps, abort-aware): every queued message waits in B's inbox. */
@@ -204,8 +190,8 @@ for (const signal of ['SIGTERM', 'SIGKILL']) {
       await inSandbox(async (box) => {
         const [web1, web2] = await Promise.all([bootWeb(box), bootWeb(box)])
         const senders = []
-        for (let i = 0; i < 4; i++) senders.push(await sessionIn(web1, box.ws, `hello from sender ${i}`))
-        const B = await sessionIn(web2, box.mkdir('ws-b'), 'hello from B')
+        for (let i = 0; i < 4; i++) senders.push(await idleSession(web1, box.ws, `hello from sender ${i}`))
+        const B = await idleSession(web2, box.mkdir('ws-b'), 'hello from B')
         await keepBusy(web2, B)
         await waitUntil('process 2 lists B running', () => holderOf(box.home, B, 'running') === web2.pid)
         const accepted = []
@@ -259,8 +245,8 @@ describe('a human decision is final', () => {
   test('a queued message the human removed from B\'s queue (updateQueue remove) is never re-delivered after the holder stops; the others land once', async () => {
     await inSandbox(async (box) => {
       const [web1, web2] = await Promise.all([bootWeb(box), bootWeb(box)])
-      const A = await sessionIn(web1, box.ws, 'hello from A')
-      const B = await sessionIn(web2, box.mkdir('ws-b'), 'hello from B')
+      const A = await idleSession(web1, box.ws, 'hello from A')
+      const B = await idleSession(web2, box.mkdir('ws-b'), 'hello from B')
       await keepBusy(web2, B)
       await waitUntil('process 2 lists B running', () => holderOf(box.home, B, 'running') === web2.pid)
       const receipts = await sendAccepted(web1, A, B, 'HUMAN', 3)
@@ -305,8 +291,8 @@ describe('one process alone', () => {
   test('quit (SIGTERM) with messages queued, started again on the same home: each lands once', async () => {
     await inSandbox(async (box) => {
       const web = await bootWeb(box)
-      const A = await sessionIn(web, box.ws, 'hello from A')
-      const B = await sessionIn(web, box.mkdir('ws-b'), 'hello from B')
+      const A = await idleSession(web, box.ws, 'hello from A')
+      const B = await idleSession(web, box.mkdir('ws-b'), 'hello from B')
       await keepBusy(web, B)
       const rids = (await sendAccepted(web, A, B, 'ALONE', 3)).map(requestIdIn)
       await stopProcess(web, 'SIGTERM')
