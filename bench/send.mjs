@@ -3,7 +3,8 @@
 // noise of a shared box. A real rc.8 host (harness sandbox, fake LLM) runs `sessions_send` INSIDE the
 // host (bench/peers-plugin: the plugin's own execute with the host's ctx) and, alternating with it, a raw
 // `fetch` of the same envelope to the same route from the same process. Target: median send ≤ 1.1× the
-// median raw fetch.
+// median raw fetch. Each series is printed as p50 / p99 / max (send, fetch, the per-pair ratio send ÷ the
+// fetch next to it, the send's main-thread CPU), not its median alone.
 //
 // Two configurations, interleaved round by round (see the loop), alternating send/fetch pairs within each:
 //   bench    budgets off, stacking off, no frame: the row of bench/peers.mjs (the transport's overhead)
@@ -29,6 +30,7 @@ const N = Math.max(3, Number(opt('--n', 30)) || 30)
 const LIVE = Math.max(0, Number(opt('--live', 0)) || 0)
 const ONLY = opt('--only', null)
 const PAUSE = Math.max(0, Number(opt('--pause', 150)))
+const CPU_PROF = opt('--cpu-prof', null)
 const log = s => process.stderr.write(`bench-send: ${s}\n`)
 const sleep = ms => new Promise(r => setTimeout(r, ms))
 const median = xs => { const a = xs.filter(Number.isFinite).sort((x, y) => x - y); if (!a.length) return NaN; const m = a.length >> 1; return a.length % 2 ? a[m] : (a[m - 1] + a[m]) / 2 }
@@ -38,6 +40,8 @@ const f2 = x => Number.isFinite(x) ? x.toFixed(2) : '—'
 const box = await H.makeSandbox()
 const jobsDir = join(box.dir, 'jobs'); mkdirSync(jobsDir)
 box.env.DSH_BENCH_PEERS_DIR = jobsDir
+// --cpu-prof DIR: the host process writes a V8 CPU profile into DIR when it exits (node --cpu-prof)
+if (CPU_PROF) { mkdirSync(resolve(CPU_PROF), { recursive: true }); box.env.NODE_OPTIONS = `${box.env.NODE_OPTIONS ?? ''} --cpu-prof --cpu-prof-dir=${resolve(CPU_PROF)} --cpu-prof-interval=100`.trim() }
 try {
   const pdir = H.initProfile(box, 'web')
   H.packAndInstall(pdir, REPO, { mode: 'manual' })
@@ -69,7 +73,7 @@ try {
   const load0 = loadavg()
   const configs = { bench: { budgetWindowSecs: 0, maxStackedPerSender: 0, frameMessages: false }, default: { budgetPerPair: 100_000, budgetPerSender: 100_000 } }
   const names = Object.keys(configs).filter(name => !ONLY || ONLY === name)
-  const out = Object.fromEntries(names.map(name => [name, { sendMs: [], fetchMs: [], mainCpu: [], pairRatio: [] }]))
+  const out = Object.fromEntries(names.map(name => [name, { sendMs: [], fetchMs: [], mainCpu: [], fetchMainCpu: [], pairRatio: [] }]))
   // The configurations alternate round by round (round i runs them in turn, the first one changing each
   // round), so each meets the same load and the same target history: run one after the other, the second
   // always met a longer target log and whatever load came later (part of the old 1.16–1.23× "default" row).
@@ -95,7 +99,7 @@ try {
         const f = await job({ op: 'fetch', body: { type: 'client-request', rpcId, method: 'session.prompt', payload: { sessionId: S, mode: 'queue', content: [{ type: 'text', text: `bench ${name} ${i}` }] } } })
         if (f.status !== 200) throw new Error(`fetch: HTTP ${f.status} ${f.text}`)
         fetched = f.ms
-        if (i >= 0) r.fetchMs.push(f.ms)
+        if (i >= 0) { r.fetchMs.push(f.ms); r.fetchMainCpu.push(f.mainCpuMs) }
       }
       if (i % 2 === 0) { await doSend(); await doFetch() } else { await doFetch(); await doSend() }
       if (i >= 0) r.pairRatio.push(sent / fetched)
@@ -103,11 +107,13 @@ try {
   }
   const load1 = loadavg()
   console.log(`\nsessions_send in the host vs raw fetch of the same envelope (rc.8, ${N} alternating pairs each, ${LIVE + 2} live sessions; load ${load0[0].toFixed(1)} → ${load1[0].toFixed(1)})`)
-  console.log('| config | send median (p25–p75) | raw fetch median (p25–p75) | ratio of medians | median of pair ratios | send main-thread CPU median | verdict ≤ 1.1× |')
+  // p50 / p99 / max of each series (with n < 100 the p99 is the second largest or the max itself)
+  const ppm = (xs, unit = ' ms', f = f2) => `${f(median(xs))} / ${f(q(xs, 0.99))} / ${f(Math.max(...xs.filter(Number.isFinite)))}${unit}`
+  console.log('| config | send p50 / p99 / max | raw fetch p50 / p99 / max | ratio of medians | pair ratio p50 / p99 / max | main-thread CPU p50, send / fetch | verdict ≤ 1.1× |')
   console.log('|---|---|---|---|---|---|---|')
   for (const [name, r] of Object.entries(out)) {
     const sm = median(r.sendMs); const fm = median(r.fetchMs)
-    console.log(`| ${name} | ${f2(sm)} ms (${f2(q(r.sendMs, 0.25))}–${f2(q(r.sendMs, 0.75))}) | ${f2(fm)} ms (${f2(q(r.fetchMs, 0.25))}–${f2(q(r.fetchMs, 0.75))}) | ${(sm / fm).toFixed(2)}× | ${median(r.pairRatio).toFixed(2)}× | ${f2(median(r.mainCpu))} ms | ${sm / fm <= 1.1 ? 'PASS' : 'MISS'} |`)
+    console.log(`| ${name} | ${ppm(r.sendMs)} | ${ppm(r.fetchMs)} | ${(sm / fm).toFixed(2)}× | ${ppm(r.pairRatio, '×')} | ${f2(median(r.mainCpu))} / ${f2(median(r.fetchMainCpu))} ms | ${sm / fm <= 1.1 ? 'PASS' : 'MISS'} |`)
   }
   mkdirSync(join(REPO, '.cache', 'bench'), { recursive: true })
   writeFileSync(join(REPO, '.cache', 'bench', 'send-results.json'), JSON.stringify({ N, LIVE, PAUSE, load0, load1, out }, null, 2))

@@ -7,7 +7,7 @@
 //   {op:'tool', tool, args, caller?, config?}  -> {ms, text, mainCpuMs, procCpuMs, gcMs}
 //   {op:'eventsCost', id}                      -> {events, firstMs, copyMs}   (session.events; the copy it makes)
 //   {op:'idle', ms}                            -> {mainCpuMs, procCpuMs}   (the same meter over an idle span)
-//   {op:'fetch', body}                         -> {ms, status, text}   (a raw POST to this host's prompt route)
+//   {op:'fetch', body}                         -> {ms, status, text, mainCpuMs, procCpuMs, gcMs}   (a raw POST to this host's prompt route)
 //   {op:'status', id}                          -> {live, status, seq, rssMB}   (rssMB: the host process's RSS)
 import { existsSync, readFileSync, renameSync, writeFileSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
@@ -71,10 +71,11 @@ export function apply(ctx) {
     }
     if (job.op === 'fetch') {
       const base = `http://127.0.0.1:${ctx.webServer.port}`
+      const c = cpuMeter()
       const t0 = performance.now()
       const res = await fetch(`${base}/api/session.prompt`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(job.body) })
       const text = await res.text()
-      return { ms: performance.now() - t0, status: res.status, text: text.slice(0, 300) }
+      return { ms: performance.now() - t0, status: res.status, text: text.slice(0, 300), ...c() }
     }
     if (job.op === 'tool') {
       const defs = await toolsFor(job.config)
