@@ -6,7 +6,7 @@ import { defineTool } from '@deepseek-ai/dsh-tools'
 import { resolveDshHome } from './lib/home.js'
 import { loadCore } from './lib/native.js'
 import { toolSpecs } from './lib/tools.js'
-import { baseUrlOf, browserSessionSecret, callerOf, detectHostVersion, followSessions, liveAgents, liveReadFacts, secretReader } from './lib/host.js'
+import { baseUrlOf, browserSessionSecret, callerOf, detectHostVersion, followSessions, liveAgents, liveReadFacts, secretReader, serviceMemo } from './lib/host.js'
 import { IdleNotices } from './lib/notice.js'
 import { installOverlapNotice } from './lib/overlap.js'
 import { startPresence } from './lib/presence.js'
@@ -107,7 +107,18 @@ async function adoptSession(baseUrl, sessionId, cwd) {
 /** This process's presence `startedAt` once the plugin is mounted (what its own inboxes are recorded as held by). */
 let processStartedAt = null
 
-function buildRequest(ctx, config, tool, args, exec, hostVersion, secret = null, liveRead = null) {
+/**
+ * The host facts a call reads through its services, each kept until the service changes (lib/host.js
+ * `serviceMemo`): the web server's URL and the agent registry. Made once per plugin instance (`apply`).
+ */
+function hostReaders(ctx, config) {
+  return {
+    baseUrl: serviceMemo(ctx, 'webServer', () => baseUrlOf(ctx, config)),
+    agents: serviceMemo(ctx, 'agents', () => ctx.agents),
+  }
+}
+
+function buildRequest(ctx, config, tool, args, exec, hostVersion, secret = null, liveRead = null, host) {
   const sends = tool === 'sessions_send' || tool === 'send_session_message'
   return {
     tool,
@@ -117,21 +128,21 @@ function buildRequest(ctx, config, tool, args, exec, hostVersion, secret = null,
     config: coreConfig(config),
     host: {
       dshHome: resolveDshHome(),
-      baseUrl: baseUrlOf(ctx, config),
+      baseUrl: host.baseUrl(),
       version: config.hostApi === 'auto' ? hostVersion : null,
       secret,
       profile: null,
       startedAt: processStartedAt,
     },
     // a send looks at its target alone (crates/core/src/tools/send.rs finds it by id in `live`)
-    live: liveAgents(ctx, { activity: tool !== 'sessions_read', files: tool === 'sessions_list', only: sends ? targetOf(tool, args) : null }),
+    live: liveAgents(ctx, { activity: tool !== 'sessions_read', files: tool === 'sessions_list', only: sends ? targetOf(tool, args) : null, registryOf: host.agents }),
     liveSeq: liveRead?.liveSeq ?? null,
     liveFlushed: liveRead?.liveFlushed ?? null,
   }
 }
 
 /** Run one call through the core; every failure becomes readable text. */
-async function runTool(ctx, config, tool, args, exec, hostVersion, notices = null, readSecret = () => browserSessionSecret(ctx)) {
+async function runTool(ctx, config, tool, args, exec, hostVersion, notices = null, readSecret = () => browserSessionSecret(ctx), host) {
   const { core, error } = loadCore()
   if (core === undefined) {
     return `refused (internal): the dsh-session-mail native addon did not load on this platform (${process.platform}-${process.arch}): ${error?.message ?? error}. Reinstall the plugin for this platform.`
@@ -144,7 +155,7 @@ async function runTool(ctx, config, tool, args, exec, hostVersion, notices = nul
     const liveRead = tool === 'sessions_read' && typeof args?.session_id === 'string'
       ? await liveReadFacts(ctx, args.session_id)
       : null
-    const request = buildRequest(ctx, config, tool, args, exec, hostVersion, secret, liveRead)
+    const request = buildRequest(ctx, config, tool, args, exec, hostVersion, secret, liveRead, host)
     // notify_when_idle: what only the shim knows goes in; the core decides and words the receipt's note
     const watch = sends && notices !== null && args?.notify_when_idle === true
       ? { watcher: request.caller?.sessionId ?? request.caller?.agentId ?? null, target: targetOf(tool, args), turn: request.caller?.turn ?? null }
@@ -163,10 +174,10 @@ async function runTool(ctx, config, tool, args, exec, hostVersion, notices = nul
 }
 
 /** Live peers of the caller's repository with the files both changed recently (the core's list rows). */
-async function overlapRows(ctx, config, exec, hostVersion) {
+async function overlapRows(ctx, config, exec, hostVersion, host) {
   const { core } = loadCore()
   if (typeof core?.listSessions !== 'function') return null
-  const request = buildRequest(ctx, config, 'sessions_list', { repo_only: true, live_only: true, limit: 200 }, exec, hostVersion)
+  const request = buildRequest(ctx, config, 'sessions_list', { repo_only: true, live_only: true, limit: 200 }, exec, hostVersion, null, null, host)
   const v = await core.listSessions(JSON.stringify(request))
   return v?.ok ? v.rows.filter(r => !r.isCaller && Array.isArray(r.overlap) && r.overlap.length > 0) : null
 }
@@ -175,6 +186,7 @@ export function apply(ctx, config) {
   config = Config(config ?? {})
   if (!config.enabled) return
   const hostVersion = detectHostVersion()
+  const host = hostReaders(ctx, config)
   // Presence: publish this process's live sessions for the plugin in other processes on this home.
   // Started inside ctx.effect so the record is withdrawn and the timer cleared when the plugin is
   // disposed (a cordis context always has effect; a bare test double without it publishes nothing).
@@ -186,7 +198,7 @@ export function apply(ctx, config) {
       processStartedAt = startedAt
       // a cold session a lost message waits for is woken only where allowResume permits, through this host
       const wake = () => {
-        const baseUrl = config.allowResume ? baseUrlOf(ctx, config) : null
+        const baseUrl = config.allowResume ? host.baseUrl() : null
         // rc.8 adopts a stored session by id (api-proxy `create` with `sessionId`: ctx.agents.resume);
         // 0.1.2+ routes are not taught this yet
         if (baseUrl === null || (hostVersion !== null && !String(hostVersion).startsWith('0.1.0'))) return null
@@ -194,7 +206,7 @@ export function apply(ctx, config) {
       }
       const stopMailbox = startMailbox(ctx, core, { startedAt, config: coreConfig(config), wake })
       const stopHandBack = startHandBack(ctx, core, { startedAt })
-      const stopPresence = startPresence(ctx, core, { hostVersion, baseUrl: () => baseUrlOf(ctx, config), startedAt, mailbox: canDrain(core) })
+      const stopPresence = startPresence(ctx, core, { hostVersion, baseUrl: host.baseUrl, startedAt, mailbox: canDrain(core) })
       // the routes of the web client half (lib/client.js): the human's mail view and inbound policy
       const stopRoutes = startClientRoutes(ctx, core)
       return () => { stopRoutes(); stopHandBack(); stopMailbox(); stopPresence() }
@@ -204,7 +216,7 @@ export function apply(ctx, config) {
   const sessions = followSessions(ctx)
   const notices = new IdleNotices(ctx, { ttlMs: config.idleNoticeMinutes * 60_000, sessions })
   const readSecret = secretReader(ctx)
-  if (config.overlapNotice) installOverlapNotice(ctx, exec => overlapRows(ctx, config, exec, hostVersion))
+  if (config.overlapNotice) installOverlapNotice(ctx, exec => overlapRows(ctx, config, exec, hostVersion, host))
   for (const spec of toolSpecs({ sendTools: config.sendTools })) {
     // defineTool compiles the schemas the model sees. Its execute throws ToolArgsError on a bad call;
     // we keep its definition and replace execute so a bad call becomes a readable refusal from the
@@ -214,7 +226,7 @@ export function apply(ctx, config) {
     ctx.tools.register({
       ...defined,
       async execute(args, exec) {
-        return runTool(ctx, config, spec.name, args, exec, hostVersion, notices, readSecret)
+        return runTool(ctx, config, spec.name, args, exec, hostVersion, notices, readSecret, host)
       },
     })
   }

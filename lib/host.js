@@ -135,12 +135,13 @@ export async function flushSession(ctx, session, timeoutMs) {
  * `ask_user_question` call without its result (packages/interaction/tool-ask-user); 0.1.7's built-in
  * derives the same (kilinthecode/deepseek-harness packages/experimental/peer-sessions/src/index.ts `statusOf()`).
  */
-export function liveAgents(ctx, { activity = true, files = activity, only = null } = {}) {
+export function liveAgents(ctx, { activity = true, files = activity, only = null, registryOf = null } = {}) {
   // `only`: just the agent with that id (a send needs its target alone), by the registry's own map lookup
   // (rc.8 `AgentRegistry.get(id)`; agent id = session id, its `resolve: sessionId => this.get(sessionId)`), so
-  // a send costs the same whatever else is live; without `get`, the list filtered to that id. One service
-  // lookup per call: cordis resolves `ctx.agents` through a proxy that builds an Error each time.
-  const registry = attempt(() => ctx.agents, undefined)
+  // a send costs the same whatever else is live; without `get`, the list filtered to that id. At most one
+  // service lookup per call (cordis resolves `ctx.agents` through a proxy that builds an Error each time),
+  // none with `registryOf`, the registry as `serviceMemo` keeps it.
+  const registry = typeof registryOf === 'function' ? attempt(registryOf, undefined) : attempt(() => ctx.agents, undefined)
   const all = () => attempt(() => registry?.list?.(), []) ?? []
   let agents
   if (typeof only !== 'string') agents = all()
@@ -187,6 +188,33 @@ export async function liveReadFacts(ctx, id) {
   const flushed = await flushSession(ctx, session, FLUSH_TIMEOUT_MS)
   const seq = attempt(() => session.seq, undefined)
   return { liveSeq: Number.isSafeInteger(seq) && seq >= 0 ? seq : null, liveFlushed: flushed }
+}
+
+/**
+ * A value derived from one host service, kept until cordis says that service changed: cordis emits
+ * `internal/service` with the service's name whenever one is provided, replaced or removed (cordis 4.0.1
+ * lib/index.js `ReflectService.notify`, to every context of the same isolate). A lookup through the
+ * context costs a send ~0.1–0.2 ms of the host's main thread: the context proxy builds an Error and runs
+ * the `internal/get` waterfall for every service read (`ReflectService.handler.get`), and wraps the service
+ * in a tracing proxy whose property reads each make a shadow context (`createTraceable`). Only a found
+ * value (not null or undefined) is kept; a context without `on` (a test double) derives it every time.
+ * @param {any} ctx plugin context
+ * @param {string} name the service whose change drops the value
+ * @param {() => any} derive reads the value through the context
+ * @returns {() => any}
+ */
+export function serviceMemo(ctx, name, derive) {
+  let kept
+  const listening = attempt(() => {
+    ctx.on('internal/service', changed => { if (changed === name) kept = undefined })
+    return true
+  }, false)
+  return () => {
+    if (kept !== undefined) return kept
+    const v = derive()
+    if (listening && v !== null && v !== undefined) kept = v
+    return v
+  }
 }
 
 /**

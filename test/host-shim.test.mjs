@@ -1,9 +1,9 @@
-// What the shim reads from the host on a send's critical path (lib/host.js): only the target's agent, one
-// service lookup per call, and the credentials records API looked up once per TTL when the host has none. The send itself in the real host: test/real-host*.test.mjs; the
+// What the shim reads from the host on a send's critical path (lib/host.js): only the target's agent, no
+// service lookup while the services stay as they are (serviceMemo), and the credentials records API looked up once per TTL when the host has none. The send itself in the real host: test/real-host*.test.mjs; the
 // time: bench/send.mjs.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { liveAgents, secretReader } from '../lib/host.js'
+import { baseUrlOf, liveAgents, secretReader, serviceMemo } from '../lib/host.js'
 
 /** A host-like object that counts the reads of its properties. */
 function counted(obj, counts, name) {
@@ -63,4 +63,53 @@ test('secretReader: a host without a records API is looked up once per TTL; one 
   assert.equal(records, 2, 'a secret is never cached: the host may rotate it')
   const broken = secretReader({ credentials: { readRecord: async () => { throw new Error('locked') } } })
   assert.equal(await broken(), null)
+})
+
+test('serviceMemo: a service is looked up once and again only after cordis reports that service changed', () => {
+  const counts = {}
+  const listeners = []
+  let web = { port: 4100, host: '127.0.0.1' }
+  let registry = { get: () => undefined }
+  const ctx = counted({
+    get webServer() { return web },
+    get agents() { return registry },
+    on: (name, fn) => { assert.equal(name, 'internal/service'); listeners.push(fn); return () => {} },
+  }, counts, 'ctx')
+  const cfg = { port: 0, host: '' }
+  const baseUrl = serviceMemo(ctx, 'webServer', () => baseUrlOf(ctx, cfg))
+  const agents = serviceMemo(ctx, 'agents', () => ctx.agents)
+  assert.equal(baseUrl(), 'http://127.0.0.1:4100')
+  assert.equal(baseUrl(), 'http://127.0.0.1:4100')
+  assert.equal(counts['ctx.webServer'], 1, 'kept: one lookup')
+  assert.equal(liveAgents(ctx, { files: false, only: 'x', registryOf: agents }).length, 0)
+  liveAgents(ctx, { files: false, only: 'x', registryOf: agents })
+  assert.equal(counts['ctx.agents'], 1, 'the registry is kept too')
+  // another service changed: both kept
+  for (const fn of listeners) fn('credentials')
+  assert.equal(baseUrl(), 'http://127.0.0.1:4100')
+  assert.equal(counts['ctx.webServer'], 1)
+  // the web server was replaced (a restart on another port): looked up again
+  web = { port: 4200, host: '0.0.0.0' }
+  for (const fn of listeners) fn('webServer')
+  assert.equal(baseUrl(), 'http://127.0.0.1:4200')
+  assert.equal(counts['ctx.webServer'], 2)
+  assert.equal(counts['ctx.agents'], 1)
+  // removed: nothing to keep, so every call looks again until one is there
+  web = undefined
+  for (const fn of listeners) fn('webServer')
+  assert.equal(baseUrl(), null)
+  assert.equal(baseUrl(), null)
+  assert.equal(counts['ctx.webServer'], 4)
+  web = { port: 4300, host: '127.0.0.1' }
+  assert.equal(baseUrl(), 'http://127.0.0.1:4300')
+  assert.equal(baseUrl(), 'http://127.0.0.1:4300')
+  assert.equal(counts['ctx.webServer'], 5)
+  registry = { get: id => (id === 'x' ? { id: 'x', status: 'idle' } : undefined) }
+  for (const fn of listeners) fn('agents')
+  assert.deepEqual(liveAgents(ctx, { files: false, only: 'x', registryOf: agents }).map(a => a.id), ['x'])
+  // a context without `on` (a test double) is read every time: nothing can tell it changed
+  const plain = counted({ webServer: { port: 1, host: '127.0.0.1' } }, counts, 'plain')
+  const once = serviceMemo(plain, 'webServer', () => baseUrlOf(plain, cfg))
+  once(); once()
+  assert.equal(counts['plain.webServer'], 2)
 })
