@@ -263,6 +263,54 @@ pub fn ensure_private_dirs(
 mod tests {
     use super::*;
 
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn an_unnamed_file_is_invisible_until_linked_never_replaces_and_leaves_nothing_when_dropped() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let names = || {
+            let mut v: Vec<String> = fs::read_dir(d.path())
+                .unwrap()
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect();
+            v.sort();
+            v
+        };
+        let u = Unnamed::create_in(d.path()).expect("ext4/tmpfs/xfs make O_TMPFILE files");
+        assert!(names().is_empty(), "made, not named: no reader sees it");
+        u.link(&d.path().join("a"), b"one").unwrap();
+        assert_eq!(names(), ["a"]);
+        assert_eq!(fs::read(d.path().join("a")).unwrap(), b"one");
+        let mode = fs::metadata(d.path().join("a"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        // never replaces what is there
+        let e = Unnamed::create_in(d.path())
+            .unwrap()
+            .link(&d.path().join("a"), b"two")
+            .unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(fs::read(d.path().join("a")).unwrap(), b"one");
+        // a name outside its folder is refused, and nothing is written anywhere
+        let other = tempfile::tempdir().unwrap();
+        let e = Unnamed::create_in(d.path())
+            .unwrap()
+            .link(&other.path().join("b"), b"x")
+            .unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        assert_eq!(fs::read_dir(other.path()).unwrap().count(), 0);
+        // dropped unnamed: nothing left
+        drop(Unnamed::create_in(d.path()).unwrap());
+        assert_eq!(names(), ["a"]);
+        // a link where the folder was is refused (O_NOFOLLOW)
+        let link = other.path().join("l");
+        std::os::unix::fs::symlink(d.path(), &link).unwrap();
+        assert!(Unnamed::create_in(&link).is_none());
+    }
+
     #[test]
     fn a_fifo_is_refused_without_blocking() {
         let d = tempfile::tempdir().unwrap();
@@ -359,6 +407,96 @@ pub fn create_private(p: &Path) -> io::Result<File> {
 #[cfg(not(unix))]
 pub fn create_private(p: &Path) -> io::Result<File> {
     OpenOptions::new().write(true).create_new(true).open(p)
+}
+
+/// A private (0600) file with no name yet: its inode is made by [`Unnamed::create_in`] (Linux
+/// `O_TMPFILE`, in a folder that is not a link), its bytes written and its name given only by
+/// [`Unnamed::link`]. Until then no reader of the folder can see it, and it leaves nothing behind:
+/// dropped unnamed, or with the process, the system frees it. Making an inode is the expensive part
+/// of a small private write (~0.3–0.6 ms of system CPU on some ext4 volumes, against ~10–30 µs for
+/// the write and the link), so a caller can make it while it waits on something else.
+#[derive(Debug)]
+pub struct Unnamed {
+    file: File,
+    dir: std::path::PathBuf,
+}
+
+impl Unnamed {
+    /// An unnamed private file in `dir`; `None` where the system or the file system makes none
+    /// (not Linux, no `O_TMPFILE` support) or `dir` cannot take one: the caller writes through
+    /// [`write_private`] instead.
+    #[cfg(target_os = "linux")]
+    pub fn create_in(dir: &Path) -> Option<Unnamed> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = OpenOptions::new()
+            .write(true)
+            .mode(0o600)
+            .custom_flags(libc::O_TMPFILE | libc::O_NOFOLLOW)
+            .open(dir)
+            .ok()?;
+        Some(Unnamed {
+            file,
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    pub fn create_in(_dir: &Path) -> Option<Unnamed> {
+        None
+    }
+
+    /// The folder it was made in (its name can only be given there).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Write `bytes` and give the file the name `dest`, never replacing a file there (an existing
+    /// `dest` fails with [`io::ErrorKind::AlreadyExists`], for the caller to judge, as
+    /// [`write_private`] without `replace`). `dest` must be in [`Unnamed::dir`]. Any other failure
+    /// leaves no name (the caller may write through [`write_private`] instead).
+    pub fn link(mut self, dest: &Path, bytes: &[u8]) -> io::Result<()> {
+        use std::io::Write;
+        if dest.parent() != Some(self.dir.as_path()) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the name is not in the folder the file was made in",
+            ));
+        }
+        self.file.write_all(bytes)?;
+        link_fd(&self.file, dest)
+    }
+}
+
+/// `linkat` of the open file's `/proc/self/fd` link with `AT_SYMLINK_FOLLOW`: the documented way to
+/// name an `O_TMPFILE` file without privileges (open(2), "O_TMPFILE").
+#[cfg(target_os = "linux")]
+fn link_fd(file: &File, dest: &Path) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    let src = std::ffi::CString::new(format!("/proc/self/fd/{}", file.as_raw_fd()))
+        .map_err(io::Error::other)?;
+    let dst = std::ffi::CString::new(dest.as_os_str().as_bytes()).map_err(io::Error::other)?;
+    // SAFETY: both are valid NUL-terminated C strings that outlive the call; the fd is open (`file`
+    // is borrowed for the call); linkat reads the strings and touches no memory of ours besides.
+    let r = unsafe {
+        libc::linkat(
+            libc::AT_FDCWD,
+            src.as_ptr(),
+            libc::AT_FDCWD,
+            dst.as_ptr(),
+            libc::AT_SYMLINK_FOLLOW,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn link_fd(_file: &File, _dest: &Path) -> io::Result<()> {
+    Err(io::Error::from(io::ErrorKind::Unsupported))
 }
 
 /// How [`write_private`] puts the file in place.

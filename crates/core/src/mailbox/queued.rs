@@ -279,8 +279,34 @@ fn encode(h: &Queued) -> Result<Vec<u8>, RecordError> {
     Ok(b)
 }
 
+/// The file a sender's record will be written into, made while its message is in flight
+/// ([`Slot::open`]): an unnamed private file in the target's shard (`base::fsafe::Unnamed`). It is
+/// not a record — no reader of the mailbox can see it, and it has no name until [`record_with`]
+/// gives it one, after the send's ledger line —, so a message refused or never sent leaves nothing:
+/// the slot is dropped and the system frees it (so does a crash).
+#[derive(Debug)]
+pub struct Slot(fsafe::Unnamed);
+
+impl Slot {
+    /// A slot in the shard of `session`, when that shard exists already and is private: making one
+    /// creates no folder and no name. `None` otherwise, or where the system makes no unnamed files
+    /// ([`record_with`] then writes as [`record`] does).
+    pub fn open(home: &Path, session: &str) -> Option<Slot> {
+        let d = shard(home, session)?;
+        fsafe::check_private_dir(&d).ok()?;
+        fsafe::Unnamed::create_in(&d).map(Slot)
+    }
+}
+
 /// The sender's record of an accepted message (never replaces one already there).
 pub fn record(home: &Path, h: &Queued) -> Result<(), RecordError> {
+    record_with(home, h, None)
+}
+
+/// [`record`], written into `slot` when it was made in the record's shard (the same checks, the same
+/// name, the same bytes; only the file's inode was made earlier); a slot that cannot take the name
+/// (another folder, a link that fails) is dropped and the record is written as [`record`] writes it.
+pub fn record_with(home: &Path, h: &Queued, slot: Option<Slot>) -> Result<(), RecordError> {
     let key = key_of(&h.request_id).ok_or(RecordError::NotARequest)?;
     let d = ensure_shard(home, &h.session_id).map_err(|e| match e {
         MailboxError::BadSession => RecordError::BadSession,
@@ -298,13 +324,17 @@ pub fn record(home: &Path, h: &Queued) -> Result<(), RecordError> {
             records: n,
         });
     }
-    write_file(
-        &d,
-        &d.join(record_name(key, h.holder_pid)),
-        &encode(h)?,
-        false,
-    )
-    .map_err(|e| RecordError::Io(e.into()))
+    let dest = d.join(record_name(key, h.holder_pid));
+    let bytes = encode(h)?;
+    if let Some(Slot(file)) = slot.filter(|s| s.0.dir() == d.as_path()) {
+        match file.link(&dest, &bytes) {
+            // never replaces one already there (the holder's hand-back), as `write_file` below
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(()),
+            Ok(()) => return Ok(()),
+            Err(_) => {}
+        }
+    }
+    write_file(&d, &dest, &bytes, false).map_err(|e| RecordError::Io(e.into()))
 }
 
 /// One message pending in an inbox of the stopping process, as the shim found it (the binding's

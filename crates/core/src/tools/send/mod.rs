@@ -142,15 +142,39 @@ pub async fn run(req: &ToolRequest, ctx: &Context) -> SendResult {
         drop(plan.reservation);
         return result;
     }
+    // The queued record's file is made while the message is in flight (its inode is the costly part
+    // of the write); it stays unnamed, invisible to every reader, until the ledger line's trip names it
+    // after the line (`Queueing`). A message refused or not sent drops it, and nothing is left.
+    let slot = holder(req, &plan).map(|_| {
+        let (home, target) = (ctx.home.clone(), plan.target.clone());
+        offload::start(move || crate::mailbox::queued::Slot::open(&home, &target))
+    });
     let answer = route::deliver(req, ctx, &mut plan, &mut attempt).await;
     let outcome = route::outcome(answer, &plan, &req.config);
     let result = SendResult {
         outcome,
         notes: std::mem::take(&mut plan.notes),
     };
-    let mut result = attempt.close(ctx, result).await;
+    // (a slot not made by now is not waited for: the record is written without it)
+    let slot = match slot {
+        Some(s) => s.finish(std::time::Duration::ZERO).await.ok().flatten(),
+        None => None,
+    };
+    // One trip to the blocking pool: the ledger line, then the queued record, only once the line is in.
+    let queued = Queueing::of(req, ctx, &plan, &result);
+    let rec = queued.as_ref().map(|q| q.rec.clone());
+    let (mut result, recorded) = attempt
+        .close_then(ctx, result, move |home, line_written| match rec {
+            Some(rec) if line_written => {
+                Some(crate::mailbox::queued::record_with(home, &rec, slot))
+            }
+            _ => None,
+        })
+        .await;
     // The slot is released only now that the ledger line (or its failure) and the held record are settled.
-    record_queued(req, ctx, &plan, &mut result).await;
+    if let Some(q) = queued {
+        q.note(&plan, &mut result, recorded);
+    }
     drop(plan.reservation);
     result
         .notes
@@ -201,67 +225,98 @@ async fn hold_for_human(
 /// (the shim says when it started); a caller outside the host (the CLI) does not know which process
 /// took it. A record is believed only with the ledger's `accepted` line of the same text: without
 /// that line none is written (it could never be re-delivered) and the receipt says so, after the
-/// ledger's own note.
-async fn record_queued(req: &ToolRequest, ctx: &Context, p: &plan::Plan, result: &mut SendResult) {
-    let holder = match &p.routed {
+/// ledger's own note. The record is written in the ledger line's trip, after the line
+/// (`record::Attempt::close_then`), into the file made while the message was in flight when there is
+/// one (`mailbox::queued::Slot`, dropped unnamed when no record is written).
+struct Queueing {
+    rec: crate::mailbox::queued::Queued,
+    /// It waits in an inbox (not in the owner's mailbox, not already in its running turn).
+    waits: bool,
+    step: bool,
+}
+
+impl Queueing {
+    /// The record an accepted send of `p` leaves, when it has a holder.
+    fn of(
+        req: &ToolRequest,
+        ctx: &Context,
+        p: &plan::Plan,
+        result: &SendResult,
+    ) -> Option<Queueing> {
+        let (SendOutcome::Accepted(r), Some((pid, started_at))) = (&result.outcome, holder(req, p))
+        else {
+            return None;
+        };
+        // (a message still in the owner's mailbox is described by its route: not in any inbox yet)
+        let in_mailbox = matches!(
+            r.route,
+            crate::outcome::Route::Mailbox {
+                answered: false,
+                ..
+            }
+        );
+        Some(Queueing {
+            rec: crate::mailbox::queued::Queued {
+                v: 1,
+                request_id: p.request_id.clone(),
+                session_id: p.target.clone(),
+                mode: r.mode.as_str().to_string(),
+                text: p.text.clone(),
+                holder_pid: pid,
+                holder_started_at: started_at,
+                at_ms: ctx.now_ms,
+                handed_back: None,
+                redeliveries: 0,
+            },
+            waits: (r.mode == Mode::Queue || r.running) && !in_mailbox,
+            step: r.mode == Mode::Steer,
+        })
+    }
+
+    /// The receipt's note of the record: `recorded` is what the ledger line's trip did with it (`None`:
+    /// not written, the line is not in the ledger; `Err`: the trip did not finish in time).
+    fn note(
+        self,
+        p: &plan::Plan,
+        result: &mut SendResult,
+        recorded: Result<Option<Result<(), crate::mailbox::queued::RecordError>>, ()>,
+    ) {
+        let no_line = result
+            .notes
+            .iter()
+            .any(|n| matches!(n, SendNote::LedgerNotWritten(_)));
+        if no_line {
+            if self.waits {
+                result
+                    .notes
+                    .push(SendNote::QueuedNotRecorded(Unrecorded::NoLedgerLine));
+            }
+            return;
+        }
+        match recorded {
+            Ok(Some(Ok(()))) if self.waits => result.notes.push(SendNote::QueuedInMemory {
+                pid: p.routed.as_ref().map(|o| o.pid),
+                step: self.step,
+            }),
+            Ok(Some(Ok(()))) | Ok(None) => {}
+            Ok(Some(Err(e))) => result
+                .notes
+                .push(SendNote::QueuedNotRecorded(Unrecorded::Record(e))),
+            Err(()) => result
+                .notes
+                .push(SendNote::QueuedNotRecorded(Unrecorded::Record(
+                    crate::mailbox::queued::RecordError::Late,
+                ))),
+        }
+    }
+}
+
+/// The process whose inbox an accepted message of `p` waits in, as (pid, presence `startedAt`): the
+/// owner it was routed to, else this process when it is the host (the shim says when it started).
+fn holder(req: &ToolRequest, p: &plan::Plan) -> Option<(u32, i64)> {
+    match &p.routed {
         Some(o) => Some((o.pid, o.started_at)),
         None => req.host.started_at.map(|t| (std::process::id(), t)),
-    };
-    let (SendOutcome::Accepted(r), Some((pid, started_at))) = (&result.outcome, holder) else {
-        return;
-    };
-    // (a message still in the owner's mailbox is described by its route: not in any inbox yet)
-    let in_mailbox = matches!(
-        r.route,
-        crate::outcome::Route::Mailbox {
-            answered: false,
-            ..
-        }
-    );
-    let waits = (r.mode == Mode::Queue || r.running) && !in_mailbox;
-    if result
-        .notes
-        .iter()
-        .any(|n| matches!(n, SendNote::LedgerNotWritten(_)))
-    {
-        if waits {
-            result
-                .notes
-                .push(SendNote::QueuedNotRecorded(Unrecorded::NoLedgerLine));
-        }
-        return;
-    }
-    let rec = crate::mailbox::queued::Queued {
-        v: 1,
-        request_id: p.request_id.clone(),
-        session_id: p.target.clone(),
-        mode: r.mode.as_str().to_string(),
-        text: p.text.clone(),
-        holder_pid: pid,
-        holder_started_at: started_at,
-        at_ms: ctx.now_ms,
-        handed_back: None,
-        redeliveries: 0,
-    };
-    let home = ctx.home.clone();
-    let written = offload::run(ctx.deadline, move || {
-        crate::mailbox::queued::record(&home, &rec)
-    })
-    .await;
-    match written {
-        Ok(Ok(())) if waits => result.notes.push(SendNote::QueuedInMemory {
-            pid: p.routed.as_ref().map(|o| o.pid),
-            step: r.mode == Mode::Steer,
-        }),
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => result
-            .notes
-            .push(SendNote::QueuedNotRecorded(Unrecorded::Record(e))),
-        Err(_) => result
-            .notes
-            .push(SendNote::QueuedNotRecorded(Unrecorded::Record(
-                crate::mailbox::queued::RecordError::Late,
-            ))),
     }
 }
 

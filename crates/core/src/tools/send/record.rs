@@ -95,18 +95,44 @@ impl Attempt {
     /// Write the line off the executor and return `result` with the note of a line not written (a
     /// line not written in time is a note, never a hang). After a hand-off line, a second line is
     /// written only when the outcome is another one (the owner's host refused the message).
-    pub async fn close(self, ctx: &Context, mut result: SendResult) -> SendResult {
+    pub async fn close(self, ctx: &Context, result: SendResult) -> SendResult {
+        self.close_then(ctx, result, |_, _| ()).await.0
+    }
+
+    /// [`Attempt::close`], then `then(home, line_written)` in the same trip to the blocking pool, after
+    /// the line: `line_written` is true when this attempt's line is in the ledger (the hand-off's, or
+    /// the one just written). The accepted send's queued record goes there, so it is never written
+    /// before the line that vouches for it, and costs no second trip. `Err(())`: the trip did not
+    /// finish within the deadline (the line's note says so; `then` may still run after it).
+    pub async fn close_then<T, F>(
+        self,
+        ctx: &Context,
+        mut result: SendResult,
+        then: F,
+    ) -> (SendResult, Result<T, ()>)
+    where
+        T: Send + 'static,
+        F: FnOnce(&std::path::Path, bool) -> T + Send + 'static,
+    {
         let outcome = result.ledger_outcome();
-        let (same, mut note) = match &self.written {
+        let (same, prior) = match &self.written {
             Some((o, n)) => (*o == outcome, n.clone()),
             None => (false, None),
         };
-        if !same {
-            let late = write(ctx, self.entry_with(ctx.now_ms, outcome)).await;
-            note = note.or(late);
-        }
+        let entry = (!same).then(|| self.entry_with(ctx.now_ms, outcome));
+        let (home, prior_ok) = (ctx.home.clone(), prior.is_none());
+        let job = offload::run(ctx.deadline, move || {
+            let late = entry.and_then(|e| ledger::append(&home, &e).err());
+            let line_written = prior_ok && late.is_none();
+            (late, then(&home, line_written))
+        })
+        .await;
+        let (note, after) = match job {
+            Ok((late, t)) => (prior.or(late), Ok(t)),
+            Err(_) => (prior.or(Some(ledger::LedgerError::Late)), Err(())),
+        };
         result.notes.extend(note.map(SendNote::LedgerNotWritten));
-        result
+        (result, after)
     }
 }
 

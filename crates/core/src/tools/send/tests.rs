@@ -618,6 +618,71 @@ async fn sessions_send_accepted_cold_with_frame() {
     );
 }
 
+/// The queued record's file is made while the POST is in flight, unnamed (`mailbox::queued::Slot`), and
+/// named only after the accepted line: an accepted send leaves exactly its record in the target's shard
+/// (the first send, whose shard did not exist yet, writes it as before), a send the host refuses leaves
+/// nothing new there.
+#[tokio::test]
+async fn the_record_file_made_during_the_post_is_named_only_for_an_accepted_send() {
+    let env = Env::online(|i, r: &Recorded| match i {
+        0 | 1 => ok_accepted(r.json()["rpcId"].as_str().unwrap_or("")),
+        _ => rpc_error("session/not-found", "no such session"),
+    })
+    .await;
+    env.cold("session-cold", json!({}));
+    let shard = crate::mailbox::shard(env.home.path(), "session-cold").unwrap();
+    let names = || {
+        let mut v: Vec<String> = std::fs::read_dir(&shard)
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    };
+    let record_of = |r: &SendResult| {
+        let rid = rid(r);
+        let key = rid
+            .strip_prefix(base::names::REQUEST_ID_PREFIX)
+            .unwrap()
+            .to_string();
+        format!("{key}.held-{}", std::process::id())
+    };
+    let sent = |message: &str| {
+        let mut r = env.sessions_send("session-cold", message);
+        r.config.max_stacked_per_sender = 0;
+        r
+    };
+    // no shard yet: no slot, and making none creates no folder
+    assert!(crate::mailbox::queued::Slot::open(env.home.path(), "session-cold").is_none());
+    assert!(!shard.exists());
+    let (first, second) = (send(&sent("one")).await, send(&sent("two")).await);
+    receipt(&first);
+    receipt(&second);
+    let mut both = vec![record_of(&first), record_of(&second)];
+    both.sort();
+    assert_eq!(names(), both);
+    // the record named from the slot holds what a record holds: the delivered text, this holder
+    let queued: crate::mailbox::queued::Queued =
+        serde_json::from_slice(&std::fs::read(shard.join(record_of(&second))).unwrap()).unwrap();
+    assert_eq!(
+        (queued.request_id, queued.holder_started_at),
+        (rid(&second), 7)
+    );
+    assert_eq!(
+        env.requests()[1].json()["payload"]["content"][0]["text"],
+        queued.text.as_str()
+    );
+    let third = send(&sent("three")).await;
+    assert!(
+        matches!(refusal(&third), Refusal::Rejected { .. }),
+        "{third:?}"
+    );
+    assert_eq!(names(), both, "a refused send leaves no record and no file");
+}
+
 /// A DSH host on this home that does not run this plugin (a real process, as `node …/dsh/lib/bin.js`
 /// runs): a cold target whose log was written after it started may be live there, so nothing is sent;
 /// one written before it started is woken; once it is gone, the first one is woken too.
