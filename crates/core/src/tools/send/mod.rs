@@ -230,7 +230,8 @@ async fn hold_for_human(
 /// one (`mailbox::queued::Slot`, dropped unnamed when no record is written).
 struct Queueing {
     rec: crate::mailbox::queued::Queued,
-    /// It waits in an inbox (not in the owner's mailbox, not already in its running turn).
+    /// It waits in an inbox: a queued message, or a steer into a running turn (not one still in the
+    /// owner's mailbox).
     waits: bool,
     step: bool,
 }
