@@ -390,6 +390,10 @@ pub(crate) struct WindowMode {
     /// Where the line of the last node the resolving checkpoint removed starts (see
     /// `Fold::read_notes`).
     pub(crate) cut: Option<Loc>,
+    /// The seq the resolving checkpoint's range starts at. The fold takes it for the head of the
+    /// surface; `store::window` checks that it was (a compaction of a middle span leaves the
+    /// nodes before it) before the window is the answer.
+    pub(crate) anchor: Option<u64>,
 }
 
 #[derive(serde::Deserialize)]
@@ -447,12 +451,14 @@ impl WindowMode {
         let checkpoint = self.summary == Some((seq.wrapping_sub(1), start, end));
         match (ks, ke) {
             (false, true) if checkpoint => {
-                // The host's compaction checkpoint: from the head of the surface through `end`.
+                // The host's compaction checkpoint: from the head of the surface through `end`
+                // (that `start` was the head is `store::window`'s to check: `anchor`).
                 let at = surface.get(end).map(|n| n.loc);
                 match surface.replace_head_through(end, node) {
                     Ok(()) => {
                         self.resolved = true;
                         self.cut = at;
+                        self.anchor = Some(start);
                     }
                     Err(_) => self.broken = true,
                 }
@@ -553,6 +559,11 @@ impl FoldState {
     /// Where a fold resumed from this state starts reading.
     pub(crate) fn offset(&self) -> u64 {
         self.offset
+    }
+
+    /// The state of a window fold (`store::window`), not of a full fold.
+    pub(crate) fn is_window(&self) -> bool {
+        self.window.is_some()
     }
 }
 

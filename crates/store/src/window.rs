@@ -51,7 +51,7 @@ use std::io::{self, Read, Seek};
 use memchr::memmem;
 
 use crate::brief::Brief;
-use crate::events::{Envelope, Header, TitleData};
+use crate::events::{Envelope, Header, Role, SurfaceOp, TitleData};
 use crate::fold::Fold;
 use crate::frames::{next_complete_frame, scan_frame, FrameScan, Loc, Windowed};
 use crate::log::{continue_fold, decode_unit, Encoding, Scratch, WINDOW};
@@ -184,6 +184,295 @@ fn last_title(bytes: &[u8]) -> TitleScan {
     out
 }
 
+/// The complete frames of a log (start, end), found from their headers, and the scratch that
+/// decodes them.
+struct Units {
+    units: Vec<(u64, u64)>,
+    sc: Scratch,
+}
+
+impl Units {
+    /// Frame `i` decoded; None: it is corrupt.
+    fn raw<R: Read + Seek>(&mut self, r: &mut R, i: usize) -> io::Result<Option<Vec<u8>>> {
+        let (start, end) = self.units[i];
+        let mut bytes = Vec::new();
+        let ok = decode_unit(r, start, end, &mut self.sc, &mut |c, _| {
+            bytes.extend_from_slice(c)
+        })?;
+        Ok(ok.is_ok().then_some(bytes))
+    }
+
+    /// Frame `i` decoded whole; None: it is corrupt, or its last line runs on into the next frame
+    /// (then the frames cannot be read apart).
+    fn whole<R: Read + Seek>(&mut self, r: &mut R, i: usize) -> io::Result<Option<Vec<u8>>> {
+        Ok(self
+            .raw(r, i)?
+            .filter(|b| b.last().is_none_or(|b| *b == b'\n')))
+    }
+}
+
+/// Most decompressed bytes one read's head check ([`Chain::at_head`]) decodes before it gives up
+/// (then the full fold). The 1 GiB bench log's ~1,700 compactions cost about a tenth of it.
+pub const CHAIN_MAX: u64 = 64 * 1024 * 1024;
+/// Most frames one lookup of a seq decodes (an interpolation search over ~150 k frames needs a
+/// handful).
+const PROBES: usize = 64;
+
+/// The check that the compaction ending a window's unknown prefix starts at the head of the
+/// surface, by its chain of earlier replaces (the frames are found by seq, not read in order).
+///
+/// The head of the surface is the first node ever appended until a replace whose range starts at
+/// the head puts its node there — nothing else ever stands before the head: an append goes to the
+/// end, a replace's node takes its range's place, the oldest node goes only past
+/// [`crate::fold::MAX_SURFACE`] (then the head is one that was neither: this check says no). So
+/// node `s`, still on the surface (host rule 2, module comment), is the head iff the event at
+/// seq `s` is the log's first surface node, or a replace whose `start` was the head when it
+/// ran — the same question one step further back. rc.8's compactions form exactly that chain
+/// (each starts at the previous checkpoint's node, the first at the first prompt); a
+/// `compactRegion` of a middle span breaks it (its `start` is a node that was appended after
+/// others), and so does a chain the check cannot read within [`CHAIN_MAX`] (a corrupt frame, a
+/// line across frames, a seq it cannot find): every one of those is "no".
+#[derive(Default)]
+struct Chain {
+    /// (first, last) seq of each frame looked at; None: no event line in it.
+    spans: std::collections::HashMap<usize, Option<(u64, u64)>>,
+    /// The bytes of the frame looked at last.
+    last: Option<(usize, Vec<u8>)>,
+    spent: u64,
+    /// Decided already: the anchor and the answer (a window tried again asks once more).
+    known: Vec<(u64, bool)>,
+}
+
+/// A line of a frame that the full fold reads as an event (not the header, not over the line
+/// cap), parsed as the fold parses it.
+fn event_line(line: &[u8]) -> Option<Envelope<'_>> {
+    if line.len() >= crate::frames::LINE_CAP {
+        return None;
+    }
+    serde_json::from_slice::<Envelope<'_>>(line).ok()
+}
+
+/// The first and the last seq among the complete lines of a frame (a search aid only: the line
+/// that answers is checked on its own).
+fn span_of(bytes: &[u8]) -> Option<(u64, u64)> {
+    let seq = |l: &[u8]| event_line(l).and_then(|e| e.seq.or(e.seq0));
+    let first = bytes.split(|b| *b == b'\n').find_map(seq)?;
+    let last = bytes.rsplit(|b| *b == b'\n').find_map(seq)?;
+    Some((first, last.max(first)))
+}
+
+impl Chain {
+    fn decode<R: Read + Seek>(
+        &mut self,
+        log: &mut Units,
+        r: &mut R,
+        i: usize,
+    ) -> io::Result<Option<Vec<u8>>> {
+        if let Some((j, b)) = &self.last {
+            if *j == i {
+                return Ok(Some(b.clone()));
+            }
+        }
+        if self.spent > CHAIN_MAX {
+            return Ok(None);
+        }
+        let Some(bytes) = log.raw(r, i)? else {
+            return Ok(None);
+        };
+        self.spent += bytes.len() as u64;
+        self.last = Some((i, bytes.clone()));
+        Ok(Some(bytes))
+    }
+
+    /// The seq span of frame `i`. Err(()) : it cannot be read (corrupt, the budget spent).
+    fn span<R: Read + Seek>(
+        &mut self,
+        log: &mut Units,
+        r: &mut R,
+        i: usize,
+    ) -> io::Result<Result<Option<(u64, u64)>, ()>> {
+        if let Some(s) = self.spans.get(&i) {
+            return Ok(Ok(*s));
+        }
+        let Some(bytes) = self.decode(log, r, i)? else {
+            return Ok(Err(()));
+        };
+        let s = span_of(&bytes);
+        self.spans.insert(i, s);
+        Ok(Ok(s))
+    }
+
+    /// The event at seq `s` — in a frame at or before `hi`, whose events are all before `hi_seq` —
+    /// as the full fold reads it: its type and surface op. None: not found as one whole line, or
+    /// found twice in its frame, or anything doubtful.
+    fn event_at<R: Read + Seek>(
+        &mut self,
+        log: &mut Units,
+        r: &mut R,
+        s: u64,
+        (mut hi, mut hi_seq): (usize, u64),
+    ) -> io::Result<Option<(usize, String, Option<serde_json::Value>)>> {
+        let (mut lo, mut lo_seq) = (0usize, 0u64);
+        let mut halve = false;
+        let mut found = None;
+        for _ in 0..PROBES {
+            if lo > hi {
+                return Ok(None);
+            }
+            // Interpolation (seqs grow about evenly over the frames), every other probe halving
+            // (a skewed log still converges).
+            let j = if !halve && hi_seq > lo_seq && s >= lo_seq {
+                let w = (hi - lo) as u128 + 1;
+                lo + ((s - lo_seq) as u128 * w / (hi_seq - lo_seq) as u128) as usize
+            } else {
+                lo + (hi - lo) / 2
+            }
+            .min(hi);
+            halve = !halve;
+            // The first frame from `j` on that holds an event line.
+            let mut k = j;
+            let span = loop {
+                if k > hi {
+                    break None;
+                }
+                match self.span(log, r, k)? {
+                    Err(()) => return Ok(None),
+                    Ok(Some(sp)) => break Some(sp),
+                    Ok(None) => k += 1,
+                }
+            };
+            match span {
+                // Frames `j..=hi` hold no event.
+                None => match j.checked_sub(1) {
+                    Some(h) => hi = h,
+                    None => return Ok(None),
+                },
+                Some((f, _)) if s < f => match j.checked_sub(1) {
+                    Some(h) => (hi, hi_seq) = (h, f),
+                    None => return Ok(None),
+                },
+                Some((_, l)) if s > l => (lo, lo_seq) = (k + 1, l),
+                Some(_) => {
+                    found = Some(k);
+                    break;
+                }
+            }
+        }
+        let Some(k) = found else {
+            return Ok(None);
+        };
+        let Some(bytes) = self.decode(log, r, k)? else {
+            return Ok(None);
+        };
+        // Complete lines only: what follows the last newline runs on into the next frame.
+        let Some(end) = bytes.iter().rposition(|b| *b == b'\n') else {
+            return Ok(None);
+        };
+        let complete = &bytes[..end];
+        let mut hit = None;
+        for (idx, line) in complete.split(|b| *b == b'\n').enumerate() {
+            if let Some(e) = event_line(line).filter(|e| e.seq == Some(s)) {
+                if hit.is_some() {
+                    return Ok(None);
+                }
+                hit = Some((idx, e.ty.to_string(), e.surface_op));
+            }
+        }
+        let Some((idx, ty, op)) = hit else {
+            return Ok(None);
+        };
+        if idx == 0 {
+            // The frame's first line: the header in frame 0, else a whole line only when the
+            // frame before ended one.
+            let Some(prev) = k.checked_sub(1) else {
+                return Ok(None);
+            };
+            match self.decode(log, r, prev)? {
+                Some(b) if b.last().is_none_or(|c| *c == b'\n') => {}
+                _ => return Ok(None),
+            }
+        }
+        Ok(Some((k, ty, op)))
+    }
+
+    /// Whether node `anchor` is the head of the surface (see [`Chain`]). `top`: above every seq of
+    /// the complete frames' events.
+    fn at_head<R: Read + Seek>(
+        &mut self,
+        log: &mut Units,
+        r: &mut R,
+        anchor: u64,
+        top: u64,
+    ) -> io::Result<bool> {
+        if let Some((_, k)) = self.known.iter().find(|(a, _)| *a == anchor) {
+            return Ok(*k);
+        }
+        let k = self.walk(log, r, anchor, top)?;
+        self.known.push((anchor, k));
+        Ok(k)
+    }
+
+    fn walk<R: Read + Seek>(
+        &mut self,
+        log: &mut Units,
+        r: &mut R,
+        anchor: u64,
+        top: u64,
+    ) -> io::Result<bool> {
+        let Some(last) = log.units.len().checked_sub(1) else {
+            return Ok(false);
+        };
+        let (mut s, mut bound) = (anchor, (last, top));
+        loop {
+            let Some((k, ty, op)) = self.event_at(log, r, s, bound)? else {
+                return Ok(false);
+            };
+            if Role::of_event(&ty).is_none() {
+                return Ok(false);
+            }
+            match op.as_ref().and_then(SurfaceOp::parse) {
+                // A replace that started at the head: its node was the head.
+                Some(SurfaceOp::Replace { start, .. }) if start < s => {
+                    bound = (k, s);
+                    s = start;
+                }
+                Some(SurfaceOp::Append) => return self.first_node(log, r, s),
+                _ => return Ok(false),
+            }
+        }
+    }
+
+    /// Whether the first node the log's fold puts on the surface is `s`: the log folded from its
+    /// first frame until the surface holds one.
+    fn first_node<R: Read + Seek>(
+        &mut self,
+        log: &mut Units,
+        r: &mut R,
+        s: u64,
+    ) -> io::Result<bool> {
+        let mut f = Fold::default();
+        for i in 0..log.units.len() {
+            let Some(bytes) = self.decode(log, r, i)? else {
+                return Ok(false);
+            };
+            f.feed(
+                &bytes,
+                Loc {
+                    frame: log.units[i].0,
+                    inner: 0,
+                },
+            );
+            if let Some(n) = f.surface.iter().next() {
+                return Ok(n.seq == s);
+            }
+            if f.last_seq.is_some_and(|l| l >= s) {
+                return Ok(false);
+            }
+        }
+        Ok(false)
+    }
+}
+
 /// The fold of a zstd log of `size` bytes from its end. `cached`: this process's brief of the
 /// same file (header, title), if it has one. Ok(None): the window cannot prove the answer; fold
 /// the whole log. Ok(Some): the committed fold (resumable at the end of the last complete frame)
@@ -235,20 +524,14 @@ pub(crate) fn read<R: Read + Seek>(
     if n < 3 {
         return Ok(None);
     }
-    let mut sc = Scratch::new();
-    // Decode frame `i` whole; None: it is corrupt, or its last line runs on into the next frame
-    // (then the frames cannot be read apart).
-    let mut decode = |r: &mut R, i: usize| -> io::Result<Option<Vec<u8>>> {
-        let (start, end) = units[i];
-        let mut bytes = Vec::new();
-        let ok = decode_unit(r, start, end, &mut sc, &mut |c, _| {
-            bytes.extend_from_slice(c)
-        })?;
-        Ok((ok.is_ok() && bytes.last().is_none_or(|b| *b == b'\n')).then_some(bytes))
+    let mut log = Units {
+        units,
+        sc: Scratch::new(),
     };
+    let mut chain = Chain::default();
     // The header frame: its first line is the header (a header the fold cannot read is the full
     // fold's to report).
-    let Some(frame0) = decode(r, 0)? else {
+    let Some(frame0) = log.whole(r, 0)? else {
         return Ok(None);
     };
     let head = match cached {
@@ -292,7 +575,7 @@ pub(crate) fn read<R: Read + Seek>(
             break;
         }
         i -= 1;
-        let Some(bytes) = decode(r, i)? else {
+        let Some(bytes) = log.whole(r, i)? else {
             return Ok(None);
         };
         if title.is_none() {
@@ -313,7 +596,7 @@ pub(crate) fn read<R: Read + Seek>(
             return Ok(None);
         }
         let d = Decoded {
-            start: units[i].0,
+            start: log.units[i].0,
             first_seq: first_seq(&bytes),
             checkpoint: finder.find(&bytes).is_some(),
             bytes,
@@ -330,8 +613,28 @@ pub(crate) fn read<R: Read + Seek>(
         // the search further back (set on the fold below).
         match attempt(&head, title.clone().flatten(), &frames) {
             Outcome::Done(f) => {
-                window = Some(*f);
-                lowest = lowest.min(i);
+                // The checkpoint that removed the unknown prefix was taken to start at the head
+                // of the surface; it must have (rc.8's own compactions do, `compactRegion` of a
+                // middle span does not: the nodes before that span stay).
+                let Some(anchor) = f.window.as_ref().and_then(|w| w.anchor) else {
+                    return Ok(None);
+                };
+                let top = f.last_seq.map_or(0, |l| l.saturating_add(1));
+                if chain.at_head(&mut log, r, anchor, top)? {
+                    window = Some(*f);
+                    lowest = lowest.min(i);
+                } else if frames
+                    .iter()
+                    .find_map(|d| d.first_seq)
+                    .is_some_and(|f| f <= anchor)
+                {
+                    // A node the window holds: no decoding further back puts it on the surface.
+                    return Ok(None);
+                } else {
+                    // Decode back to where the span starts: there the compaction is a replace
+                    // among decoded nodes, and an older checkpoint has to remove the prefix.
+                    want_seq = Some(anchor);
+                }
             }
             // A seq the window holds but not on the surface: the full fold notes that replace.
             Outcome::Seq(s)
@@ -418,7 +721,8 @@ mod tests {
     /// A host-shaped session: turns with tool rounds, titles (turn 1, now and then a rename),
     /// pruned tool results (single-node replaces, recent or old), compactions as rc.8
     /// `selectCompactableRange` picks them (from the head of the surface, keeping a recent
-    /// tail), queued requests, and now and then a line the full fold notes.
+    /// tail) and one in five of a middle span (`compactRegion` called by a plugin), queued
+    /// requests, and now and then a line the full fold notes.
     fn host_log(r: &mut Rng, v4: bool, turns: u64, bad: bool) -> LogBuilder {
         host_log_titled(r, v4, turns, bad, false)
     }
@@ -432,6 +736,18 @@ mod tests {
         bad: bool,
         title_once: bool,
     ) -> LogBuilder {
+        host_log_counted(r, v4, turns, bad, title_once).0
+    }
+
+    /// [`host_log_titled`], and how many of its compactions are of a middle span.
+    fn host_log_counted(
+        r: &mut Rng,
+        v4: bool,
+        turns: u64,
+        bad: bool,
+        title_once: bool,
+    ) -> (LogBuilder, usize) {
+        let mut middles = 0;
         let id = "session-0c0c0c0c-1111-4222-8333-444444444444";
         let mut b = if v4 {
             LogBuilder::v4(id, Some("/home/ana/proj"), 1)
@@ -490,11 +806,19 @@ mod tests {
             if b.surface.len() > 6 && r.chance(25) {
                 let n = b.surface.len();
                 let keep = 1 + r.below(n as u64 / 3) as usize;
-                let (s, e) = (b.surface[0], b.surface[n - 1 - keep]);
+                // Now and then a span that does not start at the head: `compactRegion(start,
+                // end)` of a plugin (the nodes before it stay on the surface).
+                let from = if r.chance(20) {
+                    1 + r.below((n - 1 - keep) as u64) as usize
+                } else {
+                    0
+                };
+                middles += usize::from(from > 0);
+                let (s, e) = (b.surface[from], b.surface[n - 1 - keep]);
                 b.compact(s, e, &format!("summary after turn {t}"));
             }
         }
-        b
+        (b, middles)
     }
 
     fn full(bytes: &[u8]) -> Fold {
@@ -702,6 +1026,42 @@ mod tests {
         set_window_min(None);
     }
 
+    /// A window fold persisted by a build that did not check where its compaction starts (body
+    /// version 2) may have dropped the nodes before a compaction of a middle span: it is not
+    /// resumed. A full fold's checkpoint of version 2 still is (nothing of it changed).
+    #[test]
+    fn a_window_checkpoint_of_version_2_is_not_resumed() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = tempfile::tempdir().unwrap();
+        crate::checkpoint::set_cache_dir(Some(cache.path().to_path_buf()));
+        crate::checkpoint::set_persist_min(Some(0));
+        set_window_min(Some(0));
+        let mut b = host_log(&mut Rng(99), false, 40, false);
+        let (path, bytes, log) = compacted_on_disk(dir.path(), &mut b);
+        let want = full(&bytes);
+        let (got, _) = crate::index::load_log_for_read_counted(&log);
+        assert!(got.unwrap().is_window());
+        let v2 = |body: &str| body.replacen("{\"v\":3,", "{\"v\":2,", 1);
+        crate::checkpoint::reseal(&path, v2);
+        crate::index::forget(&path);
+        let (again, read) = crate::index::load_log_for_read_counted(&log);
+        assert!(read > 0, "a version 2 window fold is not resumed");
+        assert_eq!(answer(&again.unwrap()), answer(&want));
+        // A full fold's checkpoint of version 2: resumed.
+        crate::index::forget(&path);
+        assert!(!crate::index::load_log(&log).unwrap().is_window());
+        crate::checkpoint::reseal(&path, v2);
+        crate::index::forget(&path);
+        let (all, read) = crate::index::load_log_for_read_counted(&log);
+        assert_eq!(read, 0, "resumed");
+        assert!(!all.as_ref().unwrap().is_window());
+        assert_eq!(answer(&all.unwrap()), answer(&want));
+        crate::index::forget(&path);
+        crate::checkpoint::set_cache_dir(None);
+        crate::checkpoint::set_persist_min(None);
+        set_window_min(None);
+    }
+
     fn walk(d: &std::path::Path) -> Vec<std::path::PathBuf> {
         let mut out = Vec::new();
         for e in std::fs::read_dir(d).unwrap().flatten() {
@@ -715,6 +1075,114 @@ mod tests {
         out
     }
 
+    /// `n` more turns (a prompt, a reply), the first titled.
+    fn turns(b: &mut LogBuilder, from: u64, n: u64) {
+        for t in from..from + n {
+            let p = b.prompt(&format!("prompt {t}"), &format!("dsh-session-mail:r-{t}"));
+            if t == 0 {
+                b.title("the title", json!({"kind":"fallback"}), &[p]);
+            }
+            b.reply(&format!("reply {t}"), DS.0, DS.1);
+            b.end_turn();
+        }
+    }
+
+    /// Compact the surface from position `i` through the node `keep` from its end.
+    fn compact_at(b: &mut LogBuilder, i: usize, keep: usize, what: &str) -> u64 {
+        let n = b.surface.len();
+        let (s, e) = (b.surface[i], b.surface[n - 1 - keep]);
+        b.compact(s, e, what)
+    }
+
+    /// rc.8's `compactRegion(start, end)` takes any balanced span of the surface
+    /// (`packages/compaction/compaction-basic/src/region.ts` `validateSurfaceRegion`; public on
+    /// the compaction service, `packages/compaction/compaction/src/index.ts`): a compaction of a
+    /// middle span leaves the nodes before it on the surface, which a read from the end must not
+    /// drop. With no head compaction before it the window declines (the full fold answers);
+    /// with one, the window reads back to that one; a head compaction after a middle one (its
+    /// chain passes the middle one by) is read as before. Every answer is the full fold's.
+    #[test]
+    fn a_compaction_of_a_middle_span_leaves_the_nodes_before_it() {
+        let id = "session-0c0c0c0c-1111-4222-8333-444444444444";
+        for v4 in [false, true] {
+            let new = || {
+                if v4 {
+                    LogBuilder::v4(id, Some("/home/ana/proj"), 1)
+                } else {
+                    LogBuilder::v0(id, Some("/home/ana/proj"), 1)
+                }
+            };
+            let from_end = |bytes: &[u8]| {
+                read(&mut Cursor::new(bytes), bytes.len() as u64, None)
+                    .unwrap()
+                    .map(|(c, v, _)| v.unwrap_or(c))
+            };
+            // Only a middle span compacted: the first two nodes stay.
+            let mut b = new();
+            turns(&mut b, 0, 6);
+            let head = b.surface[..2].to_vec();
+            compact_at(&mut b, 2, 2, "a middle span");
+            turns(&mut b, 6, 2);
+            let bytes = b.zstd();
+            let want = full(&bytes);
+            let seqs: Vec<u64> = want.surface.iter().map(|n| n.seq).collect();
+            assert_eq!(
+                seqs[..2],
+                head[..],
+                "the full fold keeps the nodes before the span"
+            );
+            assert_eq!(seqs, b.surface);
+            let got = from_end(&bytes);
+            if let Some(got) = &got {
+                assert_eq!(
+                    answer(got),
+                    answer(&want),
+                    "v4 {v4}: the window and the full fold"
+                );
+            }
+            assert!(got.is_none(), "v4 {v4}: declines");
+            // A head compaction, later a middle one: read back to the head compaction.
+            let mut b = new();
+            turns(&mut b, 0, 5);
+            compact_at(&mut b, 0, 3, "the head");
+            turns(&mut b, 5, 5);
+            compact_at(&mut b, 3, 2, "a middle span");
+            turns(&mut b, 10, 2);
+            let bytes = b.zstd();
+            let want = full(&bytes);
+            let got = from_end(&bytes).expect("read back to the head compaction");
+            assert_eq!(answer(&got), answer(&want), "v4 {v4}");
+            assert_eq!(got.read_notes(), want.read_notes());
+            // A middle span, then a head compaction (from the first node, over the middle one's
+            // node): the head compaction ends the window.
+            let mut b = new();
+            turns(&mut b, 0, 5);
+            compact_at(&mut b, 2, 3, "a middle span");
+            turns(&mut b, 5, 3);
+            compact_at(&mut b, 0, 2, "the head");
+            turns(&mut b, 8, 2);
+            let bytes = b.zstd();
+            let got = from_end(&bytes).expect("the head compaction ends the window");
+            assert_eq!(answer(&got), answer(&full(&bytes)), "v4 {v4}");
+            // A compaction from a middle compaction's node: no head either.
+            let mut b = new();
+            turns(&mut b, 0, 5);
+            compact_at(&mut b, 0, 4, "the head");
+            turns(&mut b, 5, 3);
+            let m = compact_at(&mut b, 2, 3, "a middle span");
+            turns(&mut b, 8, 3);
+            let i = b.surface.iter().position(|s| *s == m).unwrap();
+            compact_at(&mut b, i, 2, "from the middle node");
+            turns(&mut b, 11, 2);
+            let bytes = b.zstd();
+            let want = full(&bytes);
+            assert_ne!(want.surface.iter().next().map(|n| n.seq), Some(m));
+            if let Some(got) = from_end(&bytes) {
+                assert_eq!(answer(&got), answer(&want), "v4 {v4}");
+            }
+        }
+    }
+
     /// The property (issue 18): a read from the end gives the full fold's answer — header,
     /// title, every surface node (seq, role, class, replaced, error, label, request, where its
     /// line starts) and the last seq — over host-shaped V0 and V4 logs with head-anchored
@@ -726,6 +1194,8 @@ mod tests {
     fn a_read_from_the_end_gives_the_full_folds_answer() {
         let mut r = Rng(0x0123_4567_89ab_cdef);
         let (mut applied, mut resumed, mut noted, mut once) = (0, 0, 0, 0);
+        // rounds with a compaction of a middle span: read from the end, declined
+        let (mut middle_read, mut middle_declined) = (0, 0);
         let rounds = 200;
         for round in 0..rounds {
             let v4 = r.chance(50);
@@ -733,7 +1203,7 @@ mod tests {
             let turns = 4 + r.below(60);
             // now and then the worst case for the title: only the first turn has one
             let title_once = r.chance(20);
-            let b = host_log_titled(&mut r, v4, turns, bad, title_once);
+            let (b, middles) = host_log_counted(&mut r, v4, turns, bad, title_once);
             let chopped = r.chance(15);
             let mut bytes = if chopped {
                 // Frames cut anywhere, lines across frames included.
@@ -759,9 +1229,11 @@ mod tests {
             }
             let want = full(&bytes);
             let Some((c, v, covered)) = window(&bytes, &mut r) else {
+                middle_declined += usize::from(middles > 0);
                 continue;
             };
             applied += 1;
+            middle_read += usize::from(middles > 0);
             assert!(c.is_window() && covered <= bytes.len() as u64);
             let got = v.unwrap_or_else(|| c.clone());
             assert_eq!(
@@ -819,9 +1291,15 @@ mod tests {
         }
         eprintln!(
             "window: {applied} of {rounds} reads, {resumed} resumed, {noted} with notes in the \
-             full fold about compacted history only, {once} titled only at turn 1"
+             full fold about compacted history only, {once} titled only at turn 1; with a \
+             compaction of a middle span {middle_read} read from the end, {middle_declined} \
+             declined"
         );
         assert!(noted > 5 && once > 5, "{noted} {once}");
+        assert!(
+            middle_read > 5 && middle_declined > 5,
+            "{middle_read} {middle_declined}"
+        );
         assert!(
             applied * 2 > rounds,
             "the window answered {applied} of {rounds} reads"
