@@ -223,14 +223,15 @@ const LOG_NAMES: [&str; 4] = [
     "session.jsonl",
 ];
 
-/// `log_reader`: the store never panics on any session log, plain or zstd (valid frames or garbage), and
-/// the two readers agree: the listing's brief scan (`store::brief::scan`, frames decoded from the end
-/// backwards) gives the same header and title as the full fold (`store::log::continue_fold`), and a fold
-/// resumed after an append equals a cold fold of the whole input. Then the lookups through a temp home
-/// (`find_session`, `find_request`).
+/// `log_reader`: the store never panics on any session log, plain or zstd (valid frames or garbage, or a
+/// host-shaped log the input scripts: selector 4–7, `store::testgen::scripted`), and the readers agree:
+/// the listing's brief scan (`store::brief::scan`, frames decoded from the end backwards) gives the same
+/// header and title as the full fold (`store::log::continue_fold`), a read from the end
+/// (`store::window`) declines or gives the full fold's answer, and a fold resumed after an append equals
+/// a cold fold of the whole input. Then the lookups through a temp home (`find_session`, `find_request`).
 pub fn log_reader(data: &[u8]) {
     let (sel, rest) = data.split_first().unwrap_or((&0, &[]));
-    let (name, bytes): (&str, Vec<u8>) = match sel % 4 {
+    let (name, bytes): (&str, Vec<u8>) = match sel % 8 {
         0 => ("session.jsonl", rest.to_vec()),
         1 => ("session.v4.jsonl", rest.to_vec()),
         // valid zstd frames around the input, cut at NULs (so lines may run across frames)
@@ -241,7 +242,10 @@ pub fn log_reader(data: &[u8]) {
                 .collect(),
         ),
         // raw bytes where a zstd frame should be
-        _ => ("session.jsonl.zstd", rest.to_vec()),
+        3 => ("session.jsonl.zstd", rest.to_vec()),
+        // a host-shaped log the input scripts (`store::testgen::scripted`): compactions from the
+        // head and of middle spans, prunes, renames, frame ends where the script puts them
+        _ => ("session.jsonl.zstd", store::testgen::scripted(rest)),
     };
     let enc = if name.ends_with(".zstd") {
         Encoding::Zstd

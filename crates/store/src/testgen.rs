@@ -368,6 +368,84 @@ impl LogBuilder {
     }
 }
 
+/// A host-shaped zstd session log built from `script`: the `log_reader` fuzz target's generated
+/// logs, so that its mutations reach the shapes a read from the end (`store::window`) must get
+/// right. The first byte picks the generation (odd: V4), then two bytes an op (at most 2,048):
+/// a prompt (the first one titled), a reply, a tool round, a frame end, a turn end, a compaction
+/// — from the head of the surface, as rc.8 runs them, or of a middle span, as a plugin's
+/// `compactRegion(start, end)` may (`compaction-basic/src/region.ts` `validateSurfaceRegion` takes
+/// any span of the surface), its start picked by the op's argument —, a pruned tool result, a
+/// rename, a queued request, a line the fold cannot read. The builder keeps the host's rules
+/// (every replace names nodes on the surface, seqs contiguous).
+pub fn scripted(script: &[u8]) -> Vec<u8> {
+    scripted_log(script).0.zstd()
+}
+
+/// [`scripted`]'s log, and how many of its compactions are of a middle span.
+pub fn scripted_log(script: &[u8]) -> (LogBuilder, usize) {
+    let mut middles = 0;
+    let (v, ops) = script.split_first().unwrap_or((&0, &[]));
+    let id = "session-5c5c5c5c-1111-4222-8333-444444444444";
+    let mut b = if v & 1 == 1 {
+        LogBuilder::v4(id, Some("/w"), 1)
+    } else {
+        LogBuilder::v0(id, Some("/w"), 1)
+    };
+    let mut tools: Vec<(u64, String)> = Vec::new();
+    let mut prompts = 0u64;
+    for (k, op) in ops.chunks(2).take(2048).enumerate() {
+        let (op, arg) = (op[0], op.get(1).copied().unwrap_or(0));
+        let n = b.surface.len();
+        match op % 10 {
+            0 => {
+                let p = b.prompt(&format!("prompt {k}"), &format!("dsh-session-mail:p-{k}"));
+                if prompts == 0 {
+                    b.title("title 0", json!({"kind":"fallback"}), &[p]);
+                }
+                prompts += 1;
+            }
+            1 => {
+                b.reply(&"reply ".repeat(1 + arg as usize % 8), DS.0, DS.1);
+            }
+            2 => {
+                let call = format!("call_{k}");
+                let text = "line\n".repeat(1 + arg as usize % 16);
+                let seq = b.tool_round(&call, "read_file", r#"{"path":"a"}"#, &text, DS.0, DS.1);
+                tools.push((seq, call));
+            }
+            3 => b.flush(),
+            4 => b.end_turn(),
+            // From position `arg % 8` (0: the head) through a node `arg / 8` from the end.
+            5 if n >= 2 => {
+                let i = (arg as usize & 7).min(n - 1);
+                let j = n - 1 - ((arg as usize >> 3) % (n - i));
+                let (s, e) = (b.surface[i], b.surface[j]);
+                middles += usize::from(i > 0);
+                b.compact(s, e, &format!("summary {k}"));
+            }
+            6 => {
+                let live: Vec<_> = tools
+                    .iter()
+                    .filter(|(s, _)| b.surface.contains(s))
+                    .cloned()
+                    .collect();
+                if let Some((seq, call)) = live.get(arg as usize % live.len().max(1)).cloned() {
+                    b.prune(seq, &call, "[pruned]");
+                }
+            }
+            7 => {
+                b.title(&format!("title {k}"), json!({"kind":"user"}), &[]);
+            }
+            8 => b.raw("{oops not json".into()),
+            9 => {
+                b.queued("later", &format!("dsh-session-mail:q-{k}"), "next-turn");
+            }
+            _ => {}
+        }
+    }
+    (b, middles)
+}
+
 /// One checksummed zstd frame.
 pub fn frame(bytes: &[u8]) -> Vec<u8> {
     let mut enc = zstd::stream::write::Encoder::new(Vec::new(), 3).unwrap();

@@ -8,11 +8,12 @@
 //! that prefix holds (a decoded node sits after every node of the prefix). The prefix is removed
 //! by one thing only: a compaction checkpoint whose range starts before the window and ends on a
 //! decoded node, right after its `compaction/summary` with the same `shadowedRange` — rc.8
-//! appends the two together (`compaction-basic/src/region.ts` `commitCompactionBody`) and its
-//! compaction always starts at the head of the surface (`selectCompactableRange`: `start` is
-//! `surfaceNodes[0]`), so everything before the range's end goes. Any other replace that reaches
-//! into the unknown prefix (a pruned old tool result, a range not on the surface) makes the
-//! window decode further back, down to that seq.
+//! appends the two together (`compaction-basic/src/region.ts` `commitCompactionBody`) — and
+//! whose start is the head of the surface, so everything before the range's end goes. rc.8's own
+//! compactions start there (`selectCompactableRange`: `start` is `surfaceNodes[0]`), but a
+//! compaction need not: [`Chain`] checks it. Any other replace that reaches into the unknown
+//! prefix (a pruned old tool result, a range not on the surface, a compaction of a middle span)
+//! makes the window decode further back, down to that seq.
 //!
 //! The window is the answer when, after its last frame, the prefix is gone, the fold needed no
 //! seq it did not decode, and it noted nothing (a note cites line numbers counted from the first
@@ -28,22 +29,24 @@
 //!
 //! What it takes from the host for the history it does not decode (rc.8 = toninfo/deepseek-harness
 //! at `48fb3b528b`, release 0.1.0-rc.8):
-//! 1. **A compaction starts at the head of the surface.** Every compaction rc.8 itself runs picks
-//!    its range with `selectCompactableRange` (`packages/compaction/compaction-basic/src/region.ts`:
-//!    `start` is `surfaceNodes[0]`): pressure and overflow (`compaction-basic/src/index.ts`
-//!    `compactIfNeeded`) and `/compact` (`compactNow`). NOT guaranteed: `compactRegion(start, end)`
-//!    is a public method of the compaction service (`packages/compaction/compaction/src/index.ts`,
-//!    listed in `packages/extensions/tool-cordis/src/api-catalog.ts`) that accepts any balanced
-//!    span; rc.8 calls it only with `selectCompactableRange`'s range, but a plugin could compact a
-//!    middle span — then this read drops the nodes before that span that the full fold keeps.
-//! 2. **A replace names nodes on the surface.** `Session.append` validates every event before
+//! 1. **A replace names nodes on the surface.** `Session.append` validates every event before
 //!    it enters the log (`packages/core/session/src/index.ts` `append` →
 //!    `surfaceManager.validateNext` → `surface.ts` `planSurfaceEvent` → `replacementRange`, which
 //!    throws when `start` or `end` is not on the surface), and a log is loaded through the same
 //!    check (`index.ts`, the seed loop: `invalid seed event`). So a replace wholly inside the
 //!    prefix was valid there; only a log rc.8 would refuse to load breaks it.
-//! 3. **Seqs are contiguous from 0.** `append` gives `seq: this.log.length`; a loaded seed must be
+//! 2. **Seqs are contiguous from 0.** `append` gives `seq: this.log.length`; a loaded seed must be
 //!    "contiguous from 0" (`index.ts`), and `planSurfaceEvent` refuses any other seq.
+//!
+//! **Not taken from the host: that a compaction starts at the head of the surface.** Every
+//! compaction rc.8 itself runs picks its range with `selectCompactableRange`
+//! (`packages/compaction/compaction-basic/src/region.ts`: `start` is `surfaceNodes[0]`): pressure
+//! and overflow (`compaction-basic/src/index.ts` `compactIfNeeded`) and `/compact` (`compactNow`).
+//! But `compactRegion(start, end)` is a public method of the compaction service
+//! (`packages/compaction/compaction/src/index.ts`, listed in
+//! `packages/extensions/tool-cordis/src/api-catalog.ts`), and `region.ts` `validateSurfaceRegion`
+//! accepts any balanced span of the surface: a plugin can compact a middle span, and the nodes
+//! before it stay. So the window checks it ([`Chain`]) before it drops the prefix.
 
 use std::collections::VecDeque;
 use std::io::{self, Read, Seek};
@@ -863,7 +866,8 @@ mod tests {
     }
 
     /// The fuzz corpus of `log_reader` (fuzz/corpus), shaped as that target shapes zstd input (frames
-    /// cut at NULs, and the raw bytes): a read from the end declines or equals the full fold.
+    /// cut at NULs, the raw bytes, and the log the input scripts: `testgen::scripted`): a read from
+    /// the end declines or equals the full fold.
     #[test]
     fn the_fuzz_corpus_reads_from_the_end_as_the_full_fold_does() {
         let dir =
@@ -876,7 +880,8 @@ mod tests {
                 .split_inclusive(|&b| b == 0)
                 .flat_map(|c| zstd::encode_all(c, 1).unwrap_or_default())
                 .collect();
-            for bytes in [cut, rest.to_vec(), data.clone()] {
+            let generated = crate::testgen::scripted(rest);
+            for bytes in [cut, rest.to_vec(), data.clone(), generated] {
                 seen += 1;
                 let want = full(&bytes);
                 if let Some(got) = view_from_end(&mut Cursor::new(&bytes[..]), bytes.len() as u64) {
@@ -1073,6 +1078,47 @@ mod tests {
             }
         }
         out
+    }
+
+    /// The logs the `log_reader` fuzz target generates (`testgen::scripted`), over random scripts:
+    /// a read from the end declines or gives the full fold's answer, with compactions of middle
+    /// spans among them.
+    #[test]
+    fn scripted_logs_read_from_the_end_as_the_full_fold_does() {
+        let mut r = Rng(0x5c71_97ed_0042_0001);
+        let (mut applied, mut middle) = (0, 0);
+        for round in 0..300 {
+            // Host-like: turns of a prompt, tool rounds, a reply, now and then a frame end, a
+            // compaction (its start anywhere in the first eight nodes), a prune, a rename, a
+            // queued request; rarely a bad line.
+            let mut script = vec![r.next_u64() as u8];
+            for _ in 0..4 + r.below(60) {
+                let mut op = |o: u8, a: u8| script.extend([o, a]);
+                op(0, 0);
+                for _ in 0..r.below(3) {
+                    op(2, r.next_u64() as u8);
+                }
+                op(1, r.next_u64() as u8);
+                op(4, 0);
+                for (o, pct) in [(3, 20), (5, 12), (6, 10), (7, 5), (9, 5), (8, 1)] {
+                    if r.chance(pct) {
+                        op(o, r.next_u64() as u8);
+                    }
+                }
+            }
+            let (b, middles) = crate::testgen::scripted_log(&script);
+            let bytes = b.zstd();
+            let want = full(&bytes);
+            let Some(got) = view_from_end(&mut Cursor::new(&bytes[..]), bytes.len() as u64) else {
+                continue;
+            };
+            applied += 1;
+            assert_eq!(answer(&got), answer(&want), "round {round}: {script:?}");
+            assert_eq!(got.read_notes(), want.read_notes(), "round {round}");
+            middle += usize::from(middles > 0);
+        }
+        eprintln!("scripted: {applied} of 300 read from the end, {middle} of them with a compaction of a middle span");
+        assert!(applied > 30 && middle > 10, "{applied} {middle}");
     }
 
     /// `n` more turns (a prompt, a reply), the first titled.
