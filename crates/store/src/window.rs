@@ -410,28 +410,14 @@ impl Chain {
         if let Some((_, k)) = self.known.iter().find(|(a, _)| *a == anchor) {
             return Ok(*k);
         }
-        let k = self.walk(log, r, anchor, top)?;
-        self.known.push((anchor, k));
-        Ok(k)
-    }
-
-    fn walk<R: Read + Seek>(
-        &mut self,
-        log: &mut Units,
-        r: &mut R,
-        anchor: u64,
-        top: u64,
-    ) -> io::Result<bool> {
-        let Some(last) = log.units.len().checked_sub(1) else {
-            return Ok(false);
-        };
+        let last = log.units.len().saturating_sub(1);
         let (mut s, mut bound) = (anchor, (last, top));
-        loop {
+        let k = loop {
             let Some((k, ty, op)) = self.event_at(log, r, s, bound)? else {
-                return Ok(false);
+                break false;
             };
             if Role::of_event(&ty).is_none() {
-                return Ok(false);
+                break false;
             }
             match op.as_ref().and_then(SurfaceOp::parse) {
                 // A replace that started at the head: its node was the head.
@@ -439,10 +425,12 @@ impl Chain {
                     bound = (k, s);
                     s = start;
                 }
-                Some(SurfaceOp::Append) => return self.first_node(log, r, s),
-                _ => return Ok(false),
+                Some(SurfaceOp::Append) => break self.first_node(log, r, s)?,
+                _ => break false,
             }
-        }
+        };
+        self.known.push((anchor, k));
+        Ok(k)
     }
 
     /// Whether the first node the log's fold puts on the surface is `s`: the log folded from its
@@ -960,6 +948,34 @@ mod tests {
         set_window_min(None);
     }
 
+    /// A home and a private cache folder for one test's reads: read checkpoints persisted and logs
+    /// read from the end whatever their size, all put back when dropped.
+    struct Persisting {
+        home: tempfile::TempDir,
+        _cache: tempfile::TempDir,
+    }
+
+    impl Persisting {
+        fn new() -> Persisting {
+            let cache = tempfile::tempdir().unwrap();
+            crate::checkpoint::set_cache_dir(Some(cache.path().to_path_buf()));
+            crate::checkpoint::set_persist_min(Some(0));
+            set_window_min(Some(0));
+            Persisting {
+                home: tempfile::tempdir().unwrap(),
+                _cache: cache,
+            }
+        }
+    }
+
+    impl Drop for Persisting {
+        fn drop(&mut self) {
+            crate::checkpoint::set_cache_dir(None);
+            crate::checkpoint::set_persist_min(None);
+            set_window_min(None);
+        }
+    }
+
     /// The worst case for a read from the end — the only title at the first turn, so the first read
     /// decodes every frame back to it — is paid once: that read leaves its window fold as a read
     /// checkpoint (marked as a window), a fresh process resumes it (reading nothing of the log
@@ -968,11 +984,8 @@ mod tests {
     /// answer.
     #[test]
     fn a_window_read_leaves_a_checkpoint_that_only_reads_resume() {
-        let dir = tempfile::tempdir().unwrap();
-        let cache = tempfile::tempdir().unwrap();
-        crate::checkpoint::set_cache_dir(Some(cache.path().to_path_buf()));
-        crate::checkpoint::set_persist_min(Some(0));
-        set_window_min(Some(0));
+        let p = Persisting::new();
+        let dir = &p.home;
         let mut r = Rng(7);
         let mut b = host_log_titled(&mut r, false, 40, false, true);
         let (path, bytes, log) = compacted_on_disk(dir.path(), &mut b);
@@ -1026,9 +1039,6 @@ mod tests {
             "the full fold's checkpoint replaced the window's"
         );
         crate::index::forget(&path);
-        crate::checkpoint::set_cache_dir(None);
-        crate::checkpoint::set_persist_min(None);
-        set_window_min(None);
     }
 
     /// A window fold persisted by a build that did not check where its compaction starts (body
@@ -1036,11 +1046,8 @@ mod tests {
     /// resumed. A full fold's checkpoint of version 2 still is (nothing of it changed).
     #[test]
     fn a_window_checkpoint_of_version_2_is_not_resumed() {
-        let dir = tempfile::tempdir().unwrap();
-        let cache = tempfile::tempdir().unwrap();
-        crate::checkpoint::set_cache_dir(Some(cache.path().to_path_buf()));
-        crate::checkpoint::set_persist_min(Some(0));
-        set_window_min(Some(0));
+        let p = Persisting::new();
+        let dir = &p.home;
         let mut b = host_log(&mut Rng(99), false, 40, false);
         let (path, bytes, log) = compacted_on_disk(dir.path(), &mut b);
         let want = full(&bytes);
@@ -1062,9 +1069,6 @@ mod tests {
         assert!(!all.as_ref().unwrap().is_window());
         assert_eq!(answer(&all.unwrap()), answer(&want));
         crate::index::forget(&path);
-        crate::checkpoint::set_cache_dir(None);
-        crate::checkpoint::set_persist_min(None);
-        set_window_min(None);
     }
 
     fn walk(d: &std::path::Path) -> Vec<std::path::PathBuf> {
@@ -1121,23 +1125,51 @@ mod tests {
         assert!(applied > 30 && middle > 10, "{applied} {middle}");
     }
 
-    /// `n` more turns (a prompt, a reply), the first titled.
-    fn turns(b: &mut LogBuilder, from: u64, n: u64) {
-        for t in from..from + n {
-            let p = b.prompt(&format!("prompt {t}"), &format!("dsh-session-mail:r-{t}"));
-            if t == 0 {
-                b.title("the title", json!({"kind":"fallback"}), &[p]);
-            }
-            b.reply(&format!("reply {t}"), DS.0, DS.1);
-            b.end_turn();
-        }
+    /// One step of a case of [`a_compaction_of_a_middle_span_leaves_the_nodes_before_it`].
+    #[derive(Clone, Copy)]
+    enum Step {
+        /// Turns of a prompt and a reply (the first one titled).
+        Turns(u64),
+        /// A compaction from surface position `.0` through the node `.1` from the end.
+        Compact(usize, usize),
+        /// A compaction from the node the last compaction put, through the node `.0` from the end.
+        FromLast(usize),
     }
 
-    /// Compact the surface from position `i` through the node `keep` from its end.
-    fn compact_at(b: &mut LogBuilder, i: usize, keep: usize, what: &str) -> u64 {
-        let n = b.surface.len();
-        let (s, e) = (b.surface[i], b.surface[n - 1 - keep]);
-        b.compact(s, e, what)
+    fn build(v4: bool, steps: &[Step]) -> LogBuilder {
+        let id = "session-0c0c0c0c-1111-4222-8333-444444444444";
+        let mut b = if v4 {
+            LogBuilder::v4(id, Some("/home/ana/proj"), 1)
+        } else {
+            LogBuilder::v0(id, Some("/home/ana/proj"), 1)
+        };
+        let (mut t, mut last) = (0, None);
+        for step in steps {
+            let n = b.surface.len();
+            let (i, keep) = match *step {
+                Step::Turns(k) => {
+                    for _ in 0..k {
+                        let p =
+                            b.prompt(&format!("prompt {t}"), &format!("dsh-session-mail:r-{t}"));
+                        if t == 0 {
+                            b.title("the title", json!({"kind":"fallback"}), &[p]);
+                        }
+                        b.reply(&format!("reply {t}"), DS.0, DS.1);
+                        b.end_turn();
+                        t += 1;
+                    }
+                    continue;
+                }
+                Step::Compact(i, keep) => (i, keep),
+                Step::FromLast(keep) => (
+                    b.surface.iter().position(|s| Some(*s) == last).unwrap(),
+                    keep,
+                ),
+            };
+            let (s, e) = (b.surface[i], b.surface[n - 1 - keep]);
+            last = Some(b.compact(s, e, &format!("compaction from position {i}")));
+        }
+        b
     }
 
     /// rc.8's `compactRegion(start, end)` takes any balanced span of the surface
@@ -1146,85 +1178,56 @@ mod tests {
     /// middle span leaves the nodes before it on the surface, which a read from the end must not
     /// drop. With no head compaction before it the window declines (the full fold answers);
     /// with one, the window reads back to that one; a head compaction after a middle one (its
-    /// chain passes the middle one by) is read as before. Every answer is the full fold's.
+    /// chain passes the middle one by) is read as before; a compaction from a middle one's node
+    /// is no head compaction either. Every answer is the full fold's.
     #[test]
     fn a_compaction_of_a_middle_span_leaves_the_nodes_before_it() {
-        let id = "session-0c0c0c0c-1111-4222-8333-444444444444";
+        use Step::*;
+        // (steps, the window answers: Some(yes / no), None: either)
+        let cases: [(&[Step], Option<bool>); 4] = [
+            (&[Turns(6), Compact(2, 2), Turns(2)], Some(false)),
+            (
+                &[Turns(5), Compact(0, 3), Turns(5), Compact(3, 2), Turns(2)],
+                Some(true),
+            ),
+            (
+                &[Turns(5), Compact(2, 3), Turns(3), Compact(0, 2), Turns(2)],
+                Some(true),
+            ),
+            (
+                &[
+                    Turns(5),
+                    Compact(0, 4),
+                    Turns(3),
+                    Compact(2, 3),
+                    Turns(3),
+                    FromLast(2),
+                    Turns(2),
+                ],
+                None,
+            ),
+        ];
         for v4 in [false, true] {
-            let new = || {
-                if v4 {
-                    LogBuilder::v4(id, Some("/home/ana/proj"), 1)
-                } else {
-                    LogBuilder::v0(id, Some("/home/ana/proj"), 1)
-                }
-            };
-            let from_end = |bytes: &[u8]| {
-                read(&mut Cursor::new(bytes), bytes.len() as u64, None)
+            for (k, (steps, answers)) in cases.iter().enumerate() {
+                let b = build(v4, steps);
+                let bytes = b.zstd();
+                let want = full(&bytes);
+                let seqs: Vec<u64> = want.surface.iter().map(|n| n.seq).collect();
+                assert_eq!(seqs, b.surface, "case {k}: the builder's surface");
+                let got = read(&mut Cursor::new(&bytes[..]), bytes.len() as u64, None)
                     .unwrap()
-                    .map(|(c, v, _)| v.unwrap_or(c))
-            };
-            // Only a middle span compacted: the first two nodes stay.
-            let mut b = new();
-            turns(&mut b, 0, 6);
-            let head = b.surface[..2].to_vec();
-            compact_at(&mut b, 2, 2, "a middle span");
-            turns(&mut b, 6, 2);
-            let bytes = b.zstd();
-            let want = full(&bytes);
-            let seqs: Vec<u64> = want.surface.iter().map(|n| n.seq).collect();
-            assert_eq!(
-                seqs[..2],
-                head[..],
-                "the full fold keeps the nodes before the span"
-            );
-            assert_eq!(seqs, b.surface);
-            let got = from_end(&bytes);
-            if let Some(got) = &got {
-                assert_eq!(
-                    answer(got),
-                    answer(&want),
-                    "v4 {v4}: the window and the full fold"
-                );
-            }
-            assert!(got.is_none(), "v4 {v4}: declines");
-            // A head compaction, later a middle one: read back to the head compaction.
-            let mut b = new();
-            turns(&mut b, 0, 5);
-            compact_at(&mut b, 0, 3, "the head");
-            turns(&mut b, 5, 5);
-            compact_at(&mut b, 3, 2, "a middle span");
-            turns(&mut b, 10, 2);
-            let bytes = b.zstd();
-            let want = full(&bytes);
-            let got = from_end(&bytes).expect("read back to the head compaction");
-            assert_eq!(answer(&got), answer(&want), "v4 {v4}");
-            assert_eq!(got.read_notes(), want.read_notes());
-            // A middle span, then a head compaction (from the first node, over the middle one's
-            // node): the head compaction ends the window.
-            let mut b = new();
-            turns(&mut b, 0, 5);
-            compact_at(&mut b, 2, 3, "a middle span");
-            turns(&mut b, 5, 3);
-            compact_at(&mut b, 0, 2, "the head");
-            turns(&mut b, 8, 2);
-            let bytes = b.zstd();
-            let got = from_end(&bytes).expect("the head compaction ends the window");
-            assert_eq!(answer(&got), answer(&full(&bytes)), "v4 {v4}");
-            // A compaction from a middle compaction's node: no head either.
-            let mut b = new();
-            turns(&mut b, 0, 5);
-            compact_at(&mut b, 0, 4, "the head");
-            turns(&mut b, 5, 3);
-            let m = compact_at(&mut b, 2, 3, "a middle span");
-            turns(&mut b, 8, 3);
-            let i = b.surface.iter().position(|s| *s == m).unwrap();
-            compact_at(&mut b, i, 2, "from the middle node");
-            turns(&mut b, 11, 2);
-            let bytes = b.zstd();
-            let want = full(&bytes);
-            assert_ne!(want.surface.iter().next().map(|n| n.seq), Some(m));
-            if let Some(got) = from_end(&bytes) {
-                assert_eq!(answer(&got), answer(&want), "v4 {v4}");
+                    .map(|(c, v, _)| v.unwrap_or(c));
+                if let Some(got) = &got {
+                    assert_eq!(
+                        answer(got),
+                        answer(&want),
+                        "case {k} (v4 {v4}): the window and the full fold"
+                    );
+                    assert_eq!(got.read_notes(), want.read_notes(), "case {k}");
+                }
+                if let Some(yes) = answers {
+                    assert_eq!(got.is_some(), *yes, "case {k} (v4 {v4}): read from the end");
+                }
             }
         }
     }
