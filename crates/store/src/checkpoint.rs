@@ -50,23 +50,12 @@ const SPOT: u64 = 64 * 1024;
 const VERSION: u32 = 3;
 const DIR: &str = "read-index";
 
-#[cfg(test)]
-thread_local! {
-    static TEST_MIN: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
-}
-
-/// Lower [`PERSIST_MIN`] for the calling thread (tests fold small logs).
-#[cfg(test)]
-pub(crate) fn set_persist_min(n: Option<u64>) {
-    TEST_MIN.with(|c| c.set(n));
-}
+/// [`PERSIST_MIN`]; tests lower it for their thread (they fold small logs).
+pub(crate) static PERSIST: crate::threshold::Threshold =
+    crate::threshold::Threshold::new(PERSIST_MIN);
 
 pub(crate) fn persist_min() -> u64 {
-    #[cfg(test)]
-    if let Some(n) = TEST_MIN.with(|c| c.get()) {
-        return n;
-    }
-    PERSIST_MIN
+    PERSIST.get()
 }
 
 fn disabled() -> bool {
@@ -466,7 +455,7 @@ mod tests {
     fn case(v4: bool, enc: Encoding) -> Case {
         let dir = tempfile::tempdir().unwrap();
         set_cache_dir(Some(dir.path().join("cache")));
-        set_persist_min(Some(0));
+        PERSIST.set(Some(0));
         let name = match (v4, enc) {
             (true, Encoding::Zstd) => "session.v4.jsonl.zstd",
             (true, Encoding::Plain) => "session.v4.jsonl",
@@ -549,7 +538,7 @@ mod tests {
             "most cases resumed from a checkpoint: {resumed}"
         );
         set_cache_dir(None);
-        set_persist_min(None);
+        PERSIST.set(None);
     }
 
     fn big_case() -> (Case, Vec<u8>) {
@@ -633,7 +622,7 @@ mod tests {
             folded_from_scratch(&c, &bytes);
         }
         set_cache_dir(None);
-        set_persist_min(None);
+        PERSIST.set(None);
     }
 
     /// A log replaced by another file, rewritten in place, or truncated under its checkpoint is
@@ -675,6 +664,6 @@ mod tests {
         assert_eq!(got.unwrap().state(), full_fold(cut, Encoding::Zstd).state());
         index::forget(&c.log.path);
         set_cache_dir(None);
-        set_persist_min(None);
+        PERSIST.set(None);
     }
 }

@@ -23,6 +23,7 @@ pub mod log;
 pub mod testgen;
 #[cfg(test)]
 mod tests;
+mod threshold;
 pub mod title;
 pub mod watch;
 pub mod window;

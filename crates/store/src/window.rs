@@ -58,29 +58,18 @@ use crate::events::{Envelope, Header, Role, SurfaceOp, TitleData};
 use crate::fold::Fold;
 use crate::frames::{next_complete_frame, scan_frame, FrameScan, Loc, Windowed};
 use crate::log::{continue_fold, decode_unit, Encoding, Scratch, WINDOW};
+use crate::threshold::Threshold;
 
 /// Logs smaller than this (file bytes) are folded whole: cheap, and exactly as before.
 pub const WINDOW_MIN: u64 = 2 * 1024 * 1024;
 /// Most decompressed bytes a window decodes before it gives up (then the full fold).
 pub const WINDOW_MAX: u64 = 32 * 1024 * 1024;
 
-#[cfg(test)]
-thread_local! {
-    static TEST_MIN: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
-}
-
-/// Lower [`WINDOW_MIN`] for the calling thread (tests read small logs from the end).
-#[cfg(test)]
-pub(crate) fn set_window_min(n: Option<u64>) {
-    TEST_MIN.with(|c| c.set(n));
-}
+/// [`WINDOW_MIN`]; tests lower it for their thread (they read small logs from the end).
+pub(crate) static MIN: Threshold = Threshold::new(WINDOW_MIN);
 
 pub(crate) fn window_min() -> u64 {
-    #[cfg(test)]
-    if let Some(n) = TEST_MIN.with(|c| c.get()) {
-        return n;
-    }
-    WINDOW_MIN
+    MIN.get()
 }
 
 /// `DSH_SESSION_MAIL_NO_WINDOW=1`: every read folds the whole log (the bench's baseline).
@@ -918,7 +907,7 @@ mod tests {
     fn only_reads_take_the_window_and_callers_that_need_requests_fold_the_log() {
         let dir = tempfile::tempdir().unwrap();
         crate::checkpoint::set_cache_dir(None);
-        set_window_min(Some(0));
+        MIN.set(Some(0));
         let mut r = Rng(99);
         let (path, bytes, log) =
             compacted_on_disk(dir.path(), &mut host_log(&mut r, false, 40, false));
@@ -945,7 +934,7 @@ mod tests {
         let files: Vec<_> = walk(dir.path());
         assert_eq!(files, vec![path.clone()], "nothing written next to the log");
         crate::index::forget(&path);
-        set_window_min(None);
+        MIN.set(None);
     }
 
     /// A home and a private cache folder for one test's reads: read checkpoints persisted and logs
@@ -959,8 +948,8 @@ mod tests {
         fn new() -> Persisting {
             let cache = tempfile::tempdir().unwrap();
             crate::checkpoint::set_cache_dir(Some(cache.path().to_path_buf()));
-            crate::checkpoint::set_persist_min(Some(0));
-            set_window_min(Some(0));
+            crate::checkpoint::PERSIST.set(Some(0));
+            MIN.set(Some(0));
             Persisting {
                 home: tempfile::tempdir().unwrap(),
                 _cache: cache,
@@ -971,8 +960,8 @@ mod tests {
     impl Drop for Persisting {
         fn drop(&mut self) {
             crate::checkpoint::set_cache_dir(None);
-            crate::checkpoint::set_persist_min(None);
-            set_window_min(None);
+            crate::checkpoint::PERSIST.set(None);
+            MIN.set(None);
         }
     }
 
