@@ -23,7 +23,7 @@ use crate::fold::{header_line, oversized_header, prompt_fallback_title, Notes};
 use crate::frames::{
     find_magic, next_complete_frame, scan_frame, FrameScan, Loc, Piece, Splitter, Windowed,
 };
-use crate::log::{budget_note, decode_stream, decode_unit, Encoding, Scratch, DECODE_BUDGET};
+use crate::log::{budget_note, decode_stream, decode_unit, Encoding, Scratch, BUDGET};
 
 /// The listing's view of one log.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -206,7 +206,7 @@ pub fn scan<R: Read + Seek>(
     base: Option<&Resume>,
     sc: &mut Scratch,
 ) -> io::Result<(Brief, Option<Resume>)> {
-    sc.reset_budget(DECODE_BUDGET);
+    sc.reset_budget(BUDGET.get());
     let out = match enc {
         Encoding::Plain => scan_plain(r, size, base, sc),
         Encoding::Zstd => {

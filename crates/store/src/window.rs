@@ -1079,6 +1079,43 @@ mod tests {
         crate::index::forget(&path);
     }
 
+    /// Past the decode budget (`log::DECODE_BUDGET`, 2 GiB: the bound on one read's work) the
+    /// full fold stops where the budget ran out and says so (`stopped reading at byte …; later
+    /// events are not shown`, one of the read's notes); the read from the end is bounded by its own
+    /// budgets (the frame walk decodes nothing; `WINDOW_MAX`, `CHAIN_MAX`) and answers what the log
+    /// holds now — the answer a full fold without the bound would give. That is the right one;
+    /// a read gets the stopped fold only where it resumes one (this process folded the whole log
+    /// for a caller that needs the requests, or a full fold's checkpoint), and its note says so.
+    #[test]
+    fn past_the_decode_budget_the_window_reads_what_the_log_holds_now() {
+        let p = Persisting::new();
+        let mut b = host_log(&mut Rng(99), false, 40, false);
+        let (_, bytes, _) = compacted_on_disk(p.home.path(), &mut b);
+        let want = full(&bytes);
+        let cost = crate::log::chunk_cost(b.text().as_bytes());
+        crate::log::BUDGET.set(Some(cost * 3 / 4));
+        let stopped = full(&bytes);
+        let got = view_from_end(&mut Cursor::new(&bytes[..]), bytes.len() as u64);
+        crate::log::BUDGET.set(None);
+        assert!(
+            stopped
+                .read_notes()
+                .items
+                .iter()
+                .any(|n| n.starts_with("stopped reading at byte")),
+            "{:?}",
+            stopped.read_notes()
+        );
+        assert_ne!(
+            answer(&stopped),
+            answer(&want),
+            "the stopped fold misses the newest events"
+        );
+        let got = got.expect("the window answers past the budget");
+        assert_eq!(answer(&got), answer(&want), "what the log holds now");
+        assert!(got.read_notes().is_empty());
+    }
+
     /// A window fold persisted by a build that did not check where its compaction starts (body
     /// version 2) may have dropped the nodes before a compaction of a middle span: it is not
     /// resumed. A full fold's checkpoint of version 2 still is (nothing of it changed).
