@@ -204,8 +204,9 @@ impl Units {
 }
 
 /// Most decompressed bytes one read's head check ([`Chain::at_head`]) decodes before it gives up
-/// (then the full fold). The 1 GiB bench log's ~1,700 compactions cost about a tenth of it.
-pub const CHAIN_MAX: u64 = 64 * 1024 * 1024;
+/// (then the full fold): an eighth of the full fold's budget (`log::DECODE_BUDGET`). The 1 GiB
+/// bench log's 1,522 compactions cost 27 MB of it (about 2 frames each).
+pub const CHAIN_MAX: u64 = 256 * 1024 * 1024;
 /// Most frames one lookup of a seq decodes (an interpolation search over ~150 k frames needs a
 /// handful).
 const PROBES: usize = 64;
