@@ -186,11 +186,21 @@ struct Units {
 impl Units {
     /// Frame `i` decoded; None: it is corrupt.
     fn raw<R: Read + Seek>(&mut self, r: &mut R, i: usize) -> io::Result<Option<Vec<u8>>> {
+        self.raw_with(r, i, None)
+    }
+
+    /// [`Units::raw`], decoded with `sc` (its own budget) when given; None also when that budget
+    /// runs out.
+    fn raw_with<R: Read + Seek>(
+        &mut self,
+        r: &mut R,
+        i: usize,
+        sc: Option<&mut Scratch>,
+    ) -> io::Result<Option<Vec<u8>>> {
         let (start, end) = self.units[i];
         let mut bytes = Vec::new();
-        let ok = decode_unit(r, start, end, &mut self.sc, &mut |c, _| {
-            bytes.extend_from_slice(c)
-        })?;
+        let sc = sc.unwrap_or(&mut self.sc);
+        let ok = decode_unit(r, start, end, sc, &mut |c, _| bytes.extend_from_slice(c))?;
         Ok(ok.is_ok().then_some(bytes))
     }
 
@@ -225,12 +235,14 @@ const PROBES: usize = 64;
 /// `compactRegion` of a middle span breaks it (its `start` is a node that was appended after
 /// others), and so does a chain the check cannot read within [`CHAIN_MAX`] (a corrupt frame, a
 /// line across frames, a seq it cannot find): every one of those is "no".
-#[derive(Default)]
 struct Chain {
     /// (first, last) seq of each frame looked at; None: no event line in it.
     spans: std::collections::HashMap<usize, Option<(u64, u64)>>,
     /// The bytes of the frame looked at last.
     last: Option<(usize, Vec<u8>)>,
+    /// The check's own decoder, its budget [`CHAIN_MAX`] (a frame that decodes to more stops it
+    /// there, not after).
+    sc: Scratch,
     spent: u64,
     /// Frames decoded, replaces walked (the manual timing reports them).
     decodes: usize,
@@ -270,16 +282,29 @@ fn span_of(bytes: &[u8]) -> Option<(u64, u64)> {
     Some((first, last.max(first)))
 }
 
+impl Default for Chain {
+    fn default() -> Chain {
+        let mut sc = Scratch::new();
+        sc.reset_budget(CHAIN_MAX);
+        Chain {
+            spans: Default::default(),
+            last: None,
+            sc,
+            spent: 0,
+            decodes: 0,
+            steps: 0,
+            known: Vec::new(),
+        }
+    }
+}
+
 impl Chain {
     /// Frame `i` decoded into `self.last`; false: it cannot be read (corrupt, the budget spent).
     fn decode<R: Read + Seek>(&mut self, log: &mut Units, r: &mut R, i: usize) -> io::Result<bool> {
         if self.last.as_ref().is_some_and(|(j, _)| *j == i) {
             return Ok(true);
         }
-        if self.spent > CHAIN_MAX {
-            return Ok(false);
-        }
-        let Some(bytes) = log.raw(r, i)? else {
+        let Some(bytes) = log.raw_with(r, i, Some(&mut self.sc))? else {
             return Ok(false);
         };
         self.spent += bytes.len() as u64;
