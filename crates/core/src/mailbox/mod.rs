@@ -134,6 +134,58 @@ pub struct Settlement {
 /// The most characters of the host's `code`, `message` and `route` a receipt keeps.
 pub const MAX_SETTLED_CHARS: usize = 512;
 
+/// The most bytes each of a receipt's texts (`code`, `message`, `route`) takes once JSON-encoded
+/// (quotes not counted). Characters alone do not bound a receipt: escaped, one character takes up to
+/// 6 bytes (a control character is `\u00XX`), so 3 × [`MAX_SETTLED_CHARS`] of them can outgrow
+/// [`MAX_RECEIPT_BYTES`], the bound the sender reads a receipt with, and a sender that cannot read
+/// the receipt cannot tell what the owner's host answered. [`settle`] cuts each text to this budget:
+/// 3 × (1024 + 2) bytes, plus the rest of a receipt (a request id of this plugin, a session id of at
+/// most 200 plain characters, the state, a pid: under 400 bytes), stays under 4096.
+pub const MAX_SETTLED_TEXT_BYTES: usize = 1024;
+
+/// The mark a text cut to fit a receipt ends with.
+pub const CUT_MARK: char = '…';
+
+/// `s` JSON-encoded, its length in bytes without the quotes (serde_json's escaping, as written).
+fn encoded_len(s: &str) -> usize {
+    serde_json::to_string(s).map_or(usize::MAX, |e| e.len() - 2)
+}
+
+/// `s` cut on a character boundary so that, JSON-encoded, it takes at most `budget` bytes, marked
+/// with [`CUT_MARK`] when cut.
+fn fit_encoded(s: String, budget: usize) -> String {
+    if encoded_len(&s) <= budget {
+        return s;
+    }
+    let room = budget.saturating_sub(CUT_MARK.len_utf8());
+    let mut used = 0;
+    let mut end = 0;
+    let mut buf = [0u8; 4];
+    for (i, c) in s.char_indices() {
+        let n = encoded_len(c.encode_utf8(&mut buf));
+        if used + n > room {
+            break;
+        }
+        used += n;
+        end = i + c.len_utf8();
+    }
+    let mut out = s[..end].to_string();
+    out.push(CUT_MARK);
+    out
+}
+
+impl Receipt {
+    /// This receipt with its texts cut to [`MAX_SETTLED_TEXT_BYTES`] encoded bytes each (what
+    /// [`settle`] writes: readable under [`MAX_RECEIPT_BYTES`]).
+    pub fn fitted(mut self) -> Receipt {
+        let fit = |s: Option<String>| s.map(|s| fit_encoded(s, MAX_SETTLED_TEXT_BYTES));
+        self.code = fit(self.code);
+        self.message = fit(self.message);
+        self.route = fit(self.route);
+        self
+    }
+}
+
 /// A settlement whose `state` is neither `delivered` nor `rejected`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnknownState(pub String);
@@ -146,7 +198,7 @@ impl std::fmt::Display for UnknownState {
 
 impl Settlement {
     /// The receipt [`settle`] writes for it (`pid`: the settling process's, set there); the host's texts
-    /// cut to [`MAX_SETTLED_CHARS`].
+    /// cut to [`MAX_SETTLED_CHARS`] (and by [`settle`] to [`MAX_SETTLED_TEXT_BYTES`] encoded).
     pub fn receipt(self) -> Result<Receipt, UnknownState> {
         let state = match self.state.as_str() {
             "delivered" => ReceiptState::Delivered,
@@ -666,13 +718,21 @@ pub fn drain_with(
 }
 
 /// Record what happened to a claimed envelope: the receipt first (atomically), then the claim goes.
+/// The receipt is [`Receipt::fitted`]: the sender reads it whole under [`MAX_RECEIPT_BYTES`].
 pub fn settle(home: &Path, pid: u32, r: &Receipt) -> Result<(), MailboxError> {
     let key = key_of(&r.request_id).ok_or(MailboxError::NotOurId)?;
     let d = shard(home, &r.session_id).ok_or(MailboxError::BadSession)?;
     fsafe::check_private_dir(&d).map_err(MailboxError::Refused)?;
-    let mut r = r.clone();
+    let mut r = r.clone().fitted();
     r.pid = pid;
     let bytes = serde_json::to_vec(&r).map_err(|e| MailboxError::Encode(e.to_string().into()))?;
+    if bytes.len() as u64 > MAX_RECEIPT_BYTES {
+        // Not reached with ids this plugin accepts (see [`MAX_SETTLED_TEXT_BYTES`]); a receipt the
+        // sender could not read is never written.
+        return Err(MailboxError::Encode(
+            format!("the receipt would be {} bytes", bytes.len()).into(),
+        ));
+    }
     write_atomic(&d, &d.join(format!("{key}.done")), &bytes)
         .map_err(|e| MailboxError::Io(e.into()))?;
     let _ = fs::remove_file(d.join(format!("{key}.claimed-{pid}")));

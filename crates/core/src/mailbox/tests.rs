@@ -714,3 +714,94 @@ fn a_pending_seq_is_a_whole_number_or_zero() {
         assert_eq!(at(bad), 0, "{bad}");
     }
 }
+
+/// Every receipt the owner writes is one its sender reads back whole: the host's texts, 512
+/// characters each that JSON escapes to 2, 4 or 6 bytes (3 × 512 of them is ~6 KB, over
+/// `MAX_RECEIPT_BYTES`), are cut by their encoded size on a character boundary and marked, and the
+/// sender's reader gives the owner's answer: rejected, with the start of the host's code and message.
+#[test]
+fn a_receipt_of_long_escaped_texts_is_read_back_by_its_sender() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let pid = std::process::id();
+    ensure_shard(h, S).unwrap();
+    let code = "\"".repeat(512); // 2 bytes each escaped
+    let message = "\u{1}é".repeat(256); // 6 and 2 bytes
+    let route = "😀".repeat(512); // 4 bytes each
+    let r = Settlement {
+        request_id: rid(1),
+        session_id: S.into(),
+        state: "rejected".into(),
+        code: Some(code.clone()),
+        message: Some(message.clone()),
+        route: Some(route.clone()),
+    }
+    .receipt()
+    .unwrap();
+    settle(h, pid, &r).unwrap();
+    let file = root(h)
+        .join(S)
+        .join(format!("{}.done", key_of(&rid(1)).unwrap()));
+    assert!(fs::metadata(&file).unwrap().len() <= MAX_RECEIPT_BYTES);
+    let got = receipt(h, S, &rid(1)).expect("the sender reads its receipt");
+    assert_eq!((got.state, got.pid), (ReceiptState::Rejected, pid));
+    // the code fits whole (1024 bytes escaped); the others are cut, marked, and start as sent
+    assert_eq!(got.code.as_deref(), Some(code.as_str()));
+    for (kept, sent) in [(&got.message, &message), (&got.route, &route)] {
+        let kept = kept.as_deref().unwrap();
+        let start = kept.strip_suffix(CUT_MARK).expect("marked as cut");
+        assert!(
+            sent.starts_with(start) && start.len() < sent.len(),
+            "{kept:?}"
+        );
+        assert!(encoded_len(kept) <= MAX_SETTLED_TEXT_BYTES);
+    }
+    assert!(!waiting(h, S, &rid(1)));
+}
+
+/// The worst receipt a settlement can make (the longest session id a shard takes, the largest pid,
+/// every text 512 control characters) is still under the sender's bound, and a text cut to the
+/// byte budget never splits a character.
+#[test]
+fn the_largest_receipt_fits_the_senders_bound() {
+    let session = "s".repeat(200);
+    assert!(addressable(&session));
+    let worst = Receipt {
+        request_id: rid(1),
+        session_id: session,
+        state: ReceiptState::Delivered,
+        code: Some("\u{1f}".repeat(MAX_SETTLED_CHARS)),
+        message: Some("\u{0}".repeat(MAX_SETTLED_CHARS)),
+        route: Some("\u{7}".repeat(MAX_SETTLED_CHARS)),
+        pid: u32::MAX,
+    }
+    .fitted();
+    let n = serde_json::to_vec(&worst).unwrap().len() as u64;
+    assert!(n <= MAX_RECEIPT_BYTES, "{n}");
+    // a budget that ends inside a character's escape or bytes cuts before it
+    assert_eq!(fit_encoded("ab\u{1}".into(), 7), "ab…");
+    assert_eq!(fit_encoded("😀😀".into(), 7), "😀…");
+    assert_eq!(fit_encoded("😀😀".into(), 6), "…");
+    assert_eq!(fit_encoded("😀😀".into(), 8), "😀😀");
+    assert_eq!(fit_encoded("abc".into(), 3), "abc");
+}
+
+/// A receipt over the sender's bound anyway (forged, or a newer writer's) is not read: the sender
+/// hears no answer (its send stays accepted, unanswered — never delivered or rejected on a guess),
+/// and the reader leaves the file where it is for the owner's housekeeping and the human.
+#[test]
+fn a_receipt_over_the_bound_is_not_read_and_not_removed() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    ensure_shard(h, S).unwrap();
+    let mut r = delivered(&rid(1));
+    r.message = Some("x".repeat(MAX_RECEIPT_BYTES as usize));
+    let file = root(h)
+        .join(S)
+        .join(format!("{}.done", key_of(&rid(1)).unwrap()));
+    let bytes = serde_json::to_vec(&r).unwrap();
+    write_atomic(&root(h).join(S), &file, &bytes).unwrap();
+    assert!(receipt(h, S, &rid(1)).is_none());
+    assert_eq!(fs::read(&file).unwrap(), bytes, "left as it was");
+    assert!(!waiting(h, S, &rid(1)), "settled: not waiting either");
+}
