@@ -2298,3 +2298,67 @@ async fn a_held_store_that_cannot_take_the_message_refuses_with_its_error() {
     );
     assert!(env.requests().is_empty(), "nothing reached the host");
 }
+
+/// A receipt over the bound the sender reads receipts with (forged: the owner's own `settle` never
+/// writes one, `mailbox::Receipt::fitted`) is no answer: the send is accepted unanswered — neither
+/// delivered nor rejected on the strength of a file it could not read — its ledger line stays
+/// `accepted`, and the file is left in the shard.
+#[tokio::test]
+async fn a_receipt_over_the_bound_leaves_the_send_accepted_unanswered() {
+    let env = Env::online(accept_all()).await;
+    let pid = env.headless_target();
+    let home = env.home.path().to_path_buf();
+    let owner = {
+        let home = home.clone();
+        std::thread::spawn(move || {
+            let me = mailbox::Drainer {
+                pid,
+                started_at: 77,
+                sessions: vec!["session-b".into()],
+            };
+            let cfg = crate::config::Config::default();
+            let checks = crate::mail::admit::Checks {
+                cfg: &cfg,
+                approved: &|_, _| false,
+            };
+            for _ in 0..100 {
+                if let Some(c) = mailbox::drain_with(&home, &me, &checks, 0).pop() {
+                    let forged = json!({
+                        "requestId": c.request_id, "sessionId": c.session_id, "state": "rejected",
+                        "code": "model-unavailable", "message": "x".repeat(5000), "pid": pid,
+                    });
+                    let key = c
+                        .request_id
+                        .strip_prefix(base::names::REQUEST_ID_PREFIX)
+                        .unwrap();
+                    let d = mailbox::shard(&home, "session-b").unwrap();
+                    let file = d.join(format!("{key}.done"));
+                    std::fs::write(&file, forged.to_string()).unwrap();
+                    std::fs::remove_file(d.join(format!("{key}.claimed-{pid}"))).unwrap();
+                    return Some(file);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            None
+        })
+    };
+    let r = with_peer(
+        env.sessions_send("session-b", "hi"),
+        headless_owner(pid, "session-b"),
+    );
+    let out = send(&r).await;
+    let file = owner.join().unwrap().expect("the owner drained it");
+    assert_eq!(
+        receipt(&out).route,
+        Route::Mailbox {
+            pid,
+            profile: Some("headless".into()),
+            answered: false,
+        },
+        "{out:?}"
+    );
+    assert!(file.exists(), "the forged receipt is left where it is");
+    let l = crate::ledger::read_ledger(&home, &crate::ledger::Filter::default()).unwrap();
+    let outcomes: Vec<String> = l.entries.iter().map(|e| e.outcome.as_string()).collect();
+    assert_eq!(outcomes, ["accepted"]);
+}
