@@ -230,6 +230,9 @@ pub enum HeldWhy {
     /// The owner has no web server to hand the message to, and its plugin drains no mailbox (an older
     /// version).
     NoRoute,
+    /// The owner is stopping (its presence record says so): it takes no more messages, and the session is
+    /// not resumed here before that process has exited.
+    Stopping,
     /// The owner's mailbox did not take the message (why; boxed: a `Refusal` stays small).
     MailboxRefused(Box<MailboxRefusal>),
     /// The host answered `session/writer-held`: no process on this home can route it there.

@@ -71,6 +71,11 @@ pub struct Record {
     /// The process's start time (clock ticks after boot, `/proc/self/stat` field 22), written by
     /// [`publish`]; a reader compares it with the live process's (`verify`). None without `/proc`.
     pub proc_start: Option<u64>,
+    /// The process is stopping (its stop signal came): it still holds `sessions` until it exits, and
+    /// takes no more messages (`baseUrl` null, `mailbox` false). Fresh for [`STALE_MS`] like any record:
+    /// a stopping process exits within rc.8's 5 s grace, and a forged one cannot block a session for good.
+    #[serde(default)]
+    pub stopping: bool,
 }
 
 impl Record {
@@ -320,6 +325,7 @@ mod tests {
             updated_at: 0,
             mailbox: false,
             proc_start: None,
+            stopping: false,
             sessions: ids
                 .iter()
                 .map(|(id, st)| PeerSession {
@@ -410,6 +416,42 @@ mod tests {
         fs::create_dir_all(home2.path().join("dsh-session-mail")).unwrap();
         std::os::unix::fs::symlink(&d, dir(home2.path())).unwrap();
         assert!(peers(home2.path(), 0, 10_000).is_empty());
+    }
+
+    /// A stopping process's last record is believed while fresh (it still holds its sessions, and says it
+    /// is stopping); like any record it counts no longer than STALE_MS, so a forged one blocks nothing
+    /// for good. A record of an older plugin (no `stopping`) reads as not stopping.
+    #[test]
+    fn a_stopping_record_counts_while_fresh_and_a_stale_one_is_ignored() {
+        let home = tempfile::tempdir().unwrap();
+        let other = other_live_pid();
+        let mut r = rec(other, &[("session-b", "idle")]);
+        (r.stopping, r.base_url) = (true, None);
+        publish(home.path(), &r, 10_000).unwrap();
+        let p = peers(home.path(), 0, 10_000 + STALE_MS);
+        let (got, _) = owner_of(&p, "session-b").unwrap();
+        assert!(got.stopping);
+        assert!(peers(home.path(), 0, 10_000 + STALE_MS + 1).is_empty());
+        // planted with its time in the future: no younger than any other record
+        let mut forged = r.clone();
+        forged.updated_at = 10_000 + 60_000;
+        fs::write(
+            record_path(home.path(), other),
+            serde_json::to_vec(&forged).unwrap(),
+        )
+        .unwrap();
+        assert!(peers(home.path(), 0, 10_000).is_empty());
+        // an older plugin's record has no `stopping`
+        let mut old = serde_json::to_value(rec(other, &[("session-b", "idle")])).unwrap();
+        old.as_object_mut().unwrap().remove("stopping");
+        old["updatedAt"] = 10_000.into();
+        fs::write(record_path(home.path(), other), old.to_string()).unwrap();
+        assert!(
+            !owner_of(&peers(home.path(), 0, 10_000), "session-b")
+                .unwrap()
+                .0
+                .stopping
+        );
     }
 
     #[test]

@@ -77,12 +77,17 @@ pub fn held_elsewhere(target: &str, owner: &Owner, why: &HeldWhy) -> String {
         }
         Owner::Unknown => String::new(),
     };
+    let what_to_do = match why {
+        HeldWhy::Stopping => "Send it again in a few seconds, once that process has exited (the session is then woken here).",
+        _ => "Send from a session in that process, open that process's profile with its web server, or close that session there and send again (it is then woken here).",
+    };
     let why = match why {
         HeldWhy::NoRoute => "that process has no web server this process could hand the message to, and its plugin does not drain a mailbox (an older version)".into(),
         HeldWhy::MailboxRefused(e) => {
             format!("its mailbox could not take the message ({})", mailbox_refusal(e))
         }
         HeldWhy::WriterHeld => "the host refused the message with session/writer-held, so no process on this home can route it there".into(),
+        HeldWhy::Stopping => "that process is stopping: it takes no more messages, and this process will not resume the session before that process has exited".into(),
     };
     refused(
         "held-elsewhere",
@@ -92,7 +97,7 @@ pub fn held_elsewhere(target: &str, owner: &Owner, why: &HeldWhy) -> String {
         ),
         &[
             "This process will not resume it: two writers would fork its history. Nothing was sent.".into(),
-            "Send from a session in that process, open that process's profile with its web server, or close that session there and send again (it is then woken here).".into(),
+            what_to_do.into(),
         ],
     )
 }
@@ -821,5 +826,20 @@ mod tests {
                 format!("{first}\n{LAST}")
             );
         }
+    }
+
+    /// A stopping owner: the same code and first hint, the reason and what to do true to it.
+    #[test]
+    fn held_elsewhere_by_a_stopping_process_says_to_send_again_once_it_has_exited() {
+        assert_eq!(
+            held_elsewhere(
+                "B",
+                &Owner::Process { pid: 4242, profile: Some("web".into()) },
+                &HeldWhy::Stopping
+            ),
+            "refused (held-elsewhere): \"B\" is live in another DSH process (pid 4242, profile web), and that process is stopping: it takes no more messages, and this process will not resume the session before that process has exited.\n\
+             This process will not resume it: two writers would fork its history. Nothing was sent.\n\
+             Send it again in a few seconds, once that process has exited (the session is then woken here)."
+        );
     }
 }

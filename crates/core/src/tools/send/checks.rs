@@ -253,7 +253,11 @@ fn owner_reachable(d: &mut Draft) -> Result<(), Refusal> {
                 pid: o.record.pid,
                 profile: o.record.profile.clone(),
             },
-            why: HeldWhy::NoRoute,
+            why: if o.record.stopping {
+                HeldWhy::Stopping
+            } else {
+                HeldWhy::NoRoute
+            },
             request_id: None,
         });
     }

@@ -21,9 +21,9 @@ pub struct Routed {
 }
 
 impl Routed {
-    /// The route to the process of `r`, if it offers one.
+    /// The route to the process of `r`, if it offers one (a stopping process offers none).
     pub fn of(r: &presence::Record) -> Option<Routed> {
-        (r.base_url.is_some() || r.mailbox).then(|| Routed {
+        (!r.stopping && (r.base_url.is_some() || r.mailbox)).then(|| Routed {
             pid: r.pid,
             profile: r.profile.clone(),
             base_url: r.base_url.clone(),

@@ -1506,6 +1506,47 @@ async fn a_session_live_in_a_process_without_mailbox_or_web_server_is_still_refu
     assert!(env.requests().is_empty());
 }
 
+/// A process that is stopping (its stop signal came) still holds its sessions until it exits: its last
+/// record says so (`stopping`, no web server, no mailbox), and a send is refused saying that, never resumed.
+#[tokio::test]
+async fn a_session_live_in_a_stopping_process_is_refused_as_stopping_and_not_resumed() {
+    let env = Env::online(accept_all()).await;
+    env.cold("session-b", json!({}));
+    for mut r in [
+        env.sessions_send("session-b", "hi"),
+        env.send_session_message("session-b", "hi"),
+    ] {
+        let tool = r.tool.clone();
+        let mut o = headless_owner(4244, "session-b");
+        (o.stopping, o.mailbox) = (true, false);
+        assert_eq!(
+            owner::Routed::of(&o),
+            None,
+            "a stopping process offers no route"
+        );
+        r.peers = Some(vec![o]);
+        assert_eq!(
+            held_elsewhere(&send(&r).await),
+            (
+                "session-b".into(),
+                process(4244, "headless"),
+                HeldWhy::Stopping,
+                None
+            ),
+            "{tool}"
+        );
+    }
+    // even one that still advertised a web server or a mailbox
+    let mut o = owner(4245, Some("http://127.0.0.1:1"), "session-b", "idle");
+    (o.stopping, o.mailbox) = (true, true);
+    assert_eq!(owner::Routed::of(&o), None);
+    assert!(!mailbox::root(env.home.path()).exists());
+    assert!(
+        env.requests().is_empty(),
+        "nothing may reach this process's host"
+    );
+}
+
 #[tokio::test]
 async fn writer_held_for_a_cold_target_is_a_readable_refusal_naming_no_route() {
     let env = Env::online(|_, _| rpc_error("session/writer-held", "held")).await;
