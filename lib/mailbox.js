@@ -120,6 +120,11 @@ function pendingOfOurs(ctx) {
  */
 const stopping = new WeakSet()
 
+/** Has the stop signal of this process come (lib/presence.js: its last record says `stopping`)? */
+export function isStopping(ctx) {
+  return stopping.has(ctx)
+}
+
 /**
  * Hand every pending message of ours back to durable storage before the host cancels it (issue 19), so
  * the clear that follows reads as the stop's, not the human's. rc.8's stop disposes each agent with a

@@ -16,6 +16,7 @@
 import { attempt } from './attempt.js'
 import { liveAgents } from './host.js'
 import { resolveDshHome } from './home.js'
+import { isStopping } from './mailbox.js'
 
 /** Republish at least this often (readers drop a record not refreshed for 5 s). */
 const REFRESH_MS = 1000
@@ -47,11 +48,26 @@ function presenceRecord(ctx, { hostVersion, baseUrl, startedAt, profile, mailbox
   }
 }
 
+/** `a`, with the sessions of `b` it does not list (in `b`'s order after `a`'s). */
+function union(a, b) {
+  const ids = new Set(a.map(s => s.id))
+  return [...a, ...b.filter(s => !ids.has(s.id))]
+}
+
 /**
  * Publish now, every `refreshMs`, and `debounceMs` after a status change or a session created or disposed,
  * while the plugin is mounted (timers unref'd: they never keep the process alive); withdraw the record when
  * the plugin is disposed or the process exits. `baseUrl` is a function (the web server's port is known
  * only once it listens).
+ *
+ * Once the stop signal came (lib/mailbox.js `isStopping`), the process still holds its sessions until it
+ * exits (rc.8 disposes the plugin, then force-exits within 5 s: apps/cli/src/process-shutdown.ts
+ * PROCESS_SHUTDOWN_TIMEOUT_MS), but takes no more messages: every record from then on says `stopping: true`,
+ * `baseUrl: null`, `mailbox: false` and lists every session it listed since (an agent disposed by the stop
+ * is still listed), so a sender refuses instead of taking the session for cold. The dispose after the signal
+ * writes that record one last time instead of withdrawing it; the 'exit' withdraws it, and a reader drops it
+ * 5 s after it was written like any record. A dispose without a signal (the plugin unmounted, the host goes
+ * on) withdraws as before.
  */
 export function startPresence(ctx, core, {
   hostVersion, baseUrl, startedAt = Date.now(), mailbox = false, dshHome = () => resolveDshHome(),
@@ -65,10 +81,31 @@ export function startPresence(ctx, core, {
   let again = false
   /** A refresh fell on a write in flight: refresh once it is done (keeps the record's age ≤ ~1 s). */
   let refreshAgain = false
-  /** The `sessions` of the record last written, as JSON. */
+  /** `[stopping, sessions]` of the record last written, as JSON. */
   let written = null
   /** The armed debounce timer, or null. */
   let soon = null
+  /** The sessions of the record last written. */
+  let lastSessions = []
+  /** The sessions listed since the stop signal came (the process holds them until it exits), or null. */
+  let held = null
+  const gather = () => {
+    const record = presenceRecord(ctx, { hostVersion, baseUrl: baseUrl(), startedAt, profile, mailbox })
+    if (!isStopping(ctx)) return record
+    held = union(record.sessions, held ?? lastSessions)
+    return { ...record, baseUrl: null, mailbox: false, stopping: true, sessions: held }
+  }
+  /** Write `record`; its sessions are then what this process last published. */
+  const write = async record => {
+    await core.publishPresence(JSON.stringify(record), dshHome())
+    lastSessions = record.sessions
+    written = JSON.stringify([record.stopping === true, record.sessions])
+  }
+  /** After the signal, the dispose's record: once, after any write in flight. */
+  const writeLast = async () => {
+    busy = true
+    try { await write(gather()) } catch {} finally { busy = false }
+  }
   const publish = async ({ ifChanged = false } = {}) => {
     if (stopped) return
     if (busy) {
@@ -78,18 +115,19 @@ export function startPresence(ctx, core, {
     }
     busy = true
     try {
-      const record = presenceRecord(ctx, { hostVersion, baseUrl: baseUrl(), startedAt, profile, mailbox })
-      const sessions = JSON.stringify(record.sessions)
-      if (ifChanged && sessions === written) return
-      await core.publishPresence(JSON.stringify(record), dshHome())
-      written = sessions
+      const record = gather()
+      if (ifChanged && JSON.stringify([record.stopping === true, record.sessions]) === written) return
+      await write(record)
     } catch {
       // a home we cannot write: peers simply do not see this process; try again next tick
     } finally {
       busy = false
-      // stopped while this write was in flight: it may have landed after the withdrawal
-      if (stopped) withdraw()
-      else if (refreshAgain) {
+      // stopped while this write was in flight: it may have landed after the withdrawal (or, after the
+      // signal, after the last record)
+      if (stopped) {
+        if (isStopping(ctx)) void writeLast()
+        else withdraw()
+      } else if (refreshAgain) {
         refreshAgain = again = false
         void publish()
       } else if (again) {
@@ -126,6 +164,11 @@ export function startPresence(ctx, core, {
     clearInterval(timer)
     if (soon !== null) clearTimeout(soon)
     for (const off of listeners) if (typeof off === 'function') attempt(off, null)
+    if (isStopping(ctx)) {
+      // the process still holds its sessions until it exits: say it is stopping (the 'exit' withdraws)
+      if (!busy) void writeLast()
+      return
+    }
     process.off('exit', withdraw)
     withdraw()
   }

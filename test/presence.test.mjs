@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { EventEmitter } from 'node:events'
 import { startPresence } from '../lib/presence.js'
+import { startHandBack } from '../lib/mailbox.js'
 import { followSessions } from '../lib/host.js'
 
 const core = createRequire(import.meta.url)('../binding.cjs')
@@ -38,9 +39,10 @@ function setup(t, agents, opts = {}) {
   const ctx = fakeCtx(agents)
   followSessions(ctx)
   const writes = { n: 0 }
-  const counting = { ...core, publishPresence: (...a) => { writes.n++; return core.publishPresence(...a) } }
+  const counting = { ...core, publishPresence: (...a) => { writes.n++; return (writes.last = core.publishPresence(...a)) } }
   const stop = startPresence(ctx, counting, { hostVersion: '0.1.0-rc.8', baseUrl: () => null, dshHome: () => home, refreshMs: HOUR, ...opts })
-  t.after(() => { stop(); rmSync(home, { recursive: true, force: true }) })
+  // a stop after the signal writes once more: the home goes once that write is done
+  t.after(async () => { stop(); await writes.last?.catch(() => {}); rmSync(home, { recursive: true, force: true }) })
   return { home, ctx, writes, stop, file: join(home, 'dsh-session-mail', 'presence', `${process.pid}.json`) }
 }
 
@@ -128,4 +130,56 @@ test('stop withdraws the record and unhooks the listeners', async t => {
   // lib/observe.js keeps its own session/event and agent/disposed listeners; presence's are gone
   assert.equal(ctx.bus.listenerCount('agent/status') + ctx.bus.listenerCount('agent/created'), 0)
   assert.equal(ctx.bus.listenerCount('session/event'), 1)
+})
+
+/** The stop signal as rc.8 delivers it: the host's own SIGTERM handler, and lib/mailbox.js's, prepended. */
+function signalled(t, ctx, home) {
+  const proc = new EventEmitter()
+  proc.on('SIGTERM', () => {})
+  const stopHandBack = startHandBack(ctx, core, { startedAt: 1, dshHome: () => home, proc })
+  t.after(stopHandBack)
+  return () => proc.emit('SIGTERM')
+}
+
+test('a dispose after the stop signal writes a last record saying stopping, with every session it held, instead of withdrawing; the exit withdraws it', async t => {
+  const agents = [agent('sess-a', 'running'), agent('sess-b')]
+  const exitBefore = process.listenerCount('exit')
+  const { file, home, ctx, stop, writes } = setup(t, agents, { baseUrl: () => 'http://127.0.0.1:9', mailbox: true })
+  const first = await until(file, r => r.sessions.length === 2, 'the first record')
+  assert.deepEqual([first.stopping, first.baseUrl, first.mailbox], [false, 'http://127.0.0.1:9', true])
+  const signal = signalled(t, ctx, home)
+  signal()
+  // the stop disposes sess-a before the plugin; no event reaches presence (refresh: an hour), so only the
+  // dispose can write what follows
+  agents.splice(0, 1)
+  await sleep(DEBOUNCE_MS * 6)
+  const n = writes.n
+  assert.equal(record(file).stopping, false, 'nothing was written since the signal')
+  stop()
+  const last = await until(file, r => r.stopping === true, 'the dispose wrote the stopping record')
+  assert.equal(writes.n, n + 1)
+  assert.equal(last.baseUrl, null)
+  assert.equal(last.mailbox, false)
+  assert.deepEqual(last.sessions.map(s => s.id).sort(), ['sess-a', 'sess-b'], 'sess-a is still held until the process exits')
+  assert.equal(process.listenerCount('exit'), exitBefore + 1, 'the exit still withdraws it')
+  assert.equal(ctx.bus.listenerCount('agent/status'), 0, 'the listeners are gone')
+})
+
+test('after the signal every record says stopping; a dispose without a signal (the plugin unmounted) withdraws', async t => {
+  const agents = [agent('sess-a', 'running')]
+  const { file, home, ctx } = setup(t, agents, { baseUrl: () => 'http://127.0.0.1:9', mailbox: true })
+  await until(file, r => r.sessions.length === 1, 'the first record')
+  signalled(t, ctx, home)()
+  agents.splice(0, 1)
+  ctx.emit('agent/disposed', { agent: { id: 'sess-a', session: { id: 'sess-a' } } })
+  const r = await until(file, r => r.stopping === true, 'the record after the signal says stopping')
+  assert.deepEqual([r.baseUrl, r.mailbox, r.sessions.map(s => s.id)], [null, false, ['sess-a']])
+  // the control: the same with no signal
+  const exitBefore = process.listenerCount('exit')
+  const other = setup(t, [agent('sess-c')])
+  signalled(t, other.ctx, other.home)
+  await until(other.file, r => r.sessions.length === 1, 'the other record')
+  other.stop()
+  assert.ok(!existsSync(other.file), 'withdrawn at once')
+  assert.equal(process.listenerCount('exit'), exitBefore)
 })
