@@ -120,9 +120,19 @@ function pendingOfOurs(ctx) {
  */
 const stopping = new WeakSet()
 
-/** Has the stop signal of this process come (lib/presence.js: its last record says `stopping`)? */
+/** Has the stop signal of this process come (lib/presence.js: its records then say `stopping`)? */
 export function isStopping(ctx) {
   return stopping.has(ctx)
+}
+
+/** What runs at the stop signal, after the hand-back, per context (lib/presence.js republishes). */
+const atStop = new WeakMap()
+
+/** Run `fn` at the stop signal of `ctx` (once its hand-back is done). Returns the unsubscriber. */
+export function onStopping(ctx, fn) {
+  if (!atStop.has(ctx)) atStop.set(ctx, new Set())
+  atStop.get(ctx).add(fn)
+  return () => atStop.get(ctx)?.delete(fn)
 }
 
 /**
@@ -158,6 +168,7 @@ export function startHandBack(ctx, core, { startedAt, dshHome = () => resolveDsh
     signaled = true
     stopping.add(ctx)
     handBack(pendingOfOurs(ctx), 'stop')
+    for (const fn of [...(atStop.get(ctx) ?? [])]) attempt(fn, undefined)
   }
   const offEvents = attempt(() => ctx.on('session/event', (session, event) => {
     if (!signaled || event?.type !== 'agent/inbox/spliced') return

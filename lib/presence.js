@@ -16,7 +16,7 @@
 import { attempt } from './attempt.js'
 import { liveAgents } from './host.js'
 import { resolveDshHome } from './home.js'
-import { isStopping } from './mailbox.js'
+import { isStopping, onStopping } from './mailbox.js'
 
 /** Republish at least this often (readers drop a record not refreshed for 5 s). */
 const REFRESH_MS = 1000
@@ -62,12 +62,12 @@ function union(a, b) {
  *
  * Once the stop signal came (lib/mailbox.js `isStopping`), the process still holds its sessions until it
  * exits (rc.8 disposes the plugin, then force-exits within 5 s: apps/cli/src/process-shutdown.ts
- * PROCESS_SHUTDOWN_TIMEOUT_MS), but takes no more messages: every record from then on says `stopping: true`,
- * `baseUrl: null`, `mailbox: false` and lists every session it listed since (an agent disposed by the stop
- * is still listed), so a sender refuses instead of taking the session for cold. The dispose after the signal
- * writes that record one last time instead of withdrawing it; the 'exit' withdraws it, and a reader drops it
- * 5 s after it was written like any record. A dispose without a signal (the plugin unmounted, the host goes
- * on) withdraws as before.
+ * PROCESS_SHUTDOWN_TIMEOUT_MS), but takes no more messages: it republishes at the signal (`onStopping`), and
+ * every record from then on says `stopping: true`, `baseUrl: null`, `mailbox: false` and lists every session
+ * it listed since (an agent disposed by the stop is still listed), so a sender refuses instead of taking the
+ * session for cold. The dispose after the signal writes that record one last time instead of withdrawing it;
+ * the 'exit' withdraws it, and a reader drops it 5 s after it was written like any record. A dispose without
+ * a signal (the plugin unmounted, the host goes on) withdraws as before.
  */
 export function startPresence(ctx, core, {
   hostVersion, baseUrl, startedAt = Date.now(), mailbox = false, dshHome = () => resolveDshHome(),
@@ -150,6 +150,7 @@ export function startPresence(ctx, core, {
     attempt(() => ctx.on('agent/created', changed), null),
     attempt(() => ctx.on('agent/disposed', changed), null),
     attempt(() => ctx.on('session/event', (_session, event) => { if (STATUS_EVENTS.has(attempt(() => event?.type, null))) changed() }), null),
+    attempt(() => onStopping(ctx, () => void publish()), null),
   ]
   const withdraw = () => {
     try { core.withdrawPresence?.(dshHome()) } catch {}

@@ -141,45 +141,48 @@ function signalled(t, ctx, home) {
   return () => proc.emit('SIGTERM')
 }
 
-test('a dispose after the stop signal writes a last record saying stopping, with every session it held, instead of withdrawing; the exit withdraws it', async t => {
+test('at the stop signal the record says stopping (no web server, no mailbox) and keeps listing what it held', async t => {
+  const agents = [agent('sess-a', 'running')]
+  const { file, home, ctx } = setup(t, agents, { baseUrl: () => 'http://127.0.0.1:9', mailbox: true })
+  const first = await until(file, r => r.sessions.length === 1, 'the first record')
+  assert.deepEqual([first.stopping, first.baseUrl, first.mailbox], [false, 'http://127.0.0.1:9', true])
+  signalled(t, ctx, home)()
+  const r = await until(file, r => r.stopping === true, 'the signal republished (refresh: an hour, no event)')
+  assert.deepEqual([r.baseUrl, r.mailbox, r.sessions.map(s => s.id)], [null, false, ['sess-a']])
+  // the stop disposes sess-a: still listed (the process holds it until it exits)
+  agents.splice(0, 1)
+  ctx.emit('agent/disposed', { agent: { id: 'sess-a', session: { id: 'sess-a' } } })
+  await sleep(DEBOUNCE_MS * 6)
+  assert.deepEqual(record(file).sessions.map(s => s.id), ['sess-a'])
+  assert.equal(record(file).stopping, true)
+})
+
+test('a dispose after the signal writes the stopping record once more, with every session it held, instead of withdrawing; the exit withdraws it', async t => {
   const agents = [agent('sess-a', 'running'), agent('sess-b')]
   const exitBefore = process.listenerCount('exit')
-  const { file, home, ctx, stop, writes } = setup(t, agents, { baseUrl: () => 'http://127.0.0.1:9', mailbox: true })
-  const first = await until(file, r => r.sessions.length === 2, 'the first record')
-  assert.deepEqual([first.stopping, first.baseUrl, first.mailbox], [false, 'http://127.0.0.1:9', true])
-  const signal = signalled(t, ctx, home)
-  signal()
-  // the stop disposes sess-a before the plugin; no event reaches presence (refresh: an hour), so only the
-  // dispose can write what follows
-  agents.splice(0, 1)
-  await sleep(DEBOUNCE_MS * 6)
+  const { file, home, ctx, stop, writes } = setup(t, agents)
+  await until(file, r => r.sessions.length === 2, 'the first record')
+  signalled(t, ctx, home)()
+  await until(file, r => r.stopping === true, 'the record at the signal')
+  await writes.last
+  // unannounced: sess-a disposed, sess-c live (so only the dispose's write can list sess-c)
+  agents.splice(0, 1, agent('sess-c'))
   const n = writes.n
-  assert.equal(record(file).stopping, false, 'nothing was written since the signal')
   stop()
-  const last = await until(file, r => r.stopping === true, 'the dispose wrote the stopping record')
+  const last = await until(file, r => r.sessions.length === 3, 'the dispose wrote the stopping record again')
   assert.equal(writes.n, n + 1)
-  assert.equal(last.baseUrl, null)
-  assert.equal(last.mailbox, false)
-  assert.deepEqual(last.sessions.map(s => s.id).sort(), ['sess-a', 'sess-b'], 'sess-a is still held until the process exits')
+  assert.deepEqual([last.stopping, last.baseUrl, last.mailbox], [true, null, false])
+  assert.deepEqual(last.sessions.map(s => s.id).sort(), ['sess-a', 'sess-b', 'sess-c'])
   assert.equal(process.listenerCount('exit'), exitBefore + 1, 'the exit still withdraws it')
   assert.equal(ctx.bus.listenerCount('agent/status'), 0, 'the listeners are gone')
 })
 
-test('after the signal every record says stopping; a dispose without a signal (the plugin unmounted) withdraws', async t => {
-  const agents = [agent('sess-a', 'running')]
-  const { file, home, ctx } = setup(t, agents, { baseUrl: () => 'http://127.0.0.1:9', mailbox: true })
-  await until(file, r => r.sessions.length === 1, 'the first record')
-  signalled(t, ctx, home)()
-  agents.splice(0, 1)
-  ctx.emit('agent/disposed', { agent: { id: 'sess-a', session: { id: 'sess-a' } } })
-  const r = await until(file, r => r.stopping === true, 'the record after the signal says stopping')
-  assert.deepEqual([r.baseUrl, r.mailbox, r.sessions.map(s => s.id)], [null, false, ['sess-a']])
-  // the control: the same with no signal
+test('a dispose without a signal (the plugin unmounted, the host goes on) withdraws at once', async t => {
   const exitBefore = process.listenerCount('exit')
-  const other = setup(t, [agent('sess-c')])
-  signalled(t, other.ctx, other.home)
-  await until(other.file, r => r.sessions.length === 1, 'the other record')
-  other.stop()
-  assert.ok(!existsSync(other.file), 'withdrawn at once')
+  const { file, home, ctx, stop } = setup(t, [agent('sess-c')])
+  signalled(t, ctx, home)
+  await until(file, r => r.sessions.length === 1, 'the record')
+  stop()
+  assert.ok(!existsSync(file), 'withdrawn')
   assert.equal(process.listenerCount('exit'), exitBefore)
 })
