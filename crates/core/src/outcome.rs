@@ -500,7 +500,7 @@ pub enum SendNote {
 pub enum Unrecorded {
     /// The attempt's `accepted` ledger line, which a re-delivery is checked against, was not written.
     NoLedgerLine,
-    /// Writing the record failed (`mailbox::queued::record`, or its deadline: `RecordError::Late`).
+    /// Writing the record failed (`mailbox::queued::record_with`; a trip past its deadline is `NoLedgerLine`).
     Record(crate::mailbox::queued::RecordError),
 }
 

@@ -245,8 +245,6 @@ pub enum RecordError {
     Io(store::error::IoError),
     /// No record of that request is claimed by this process.
     NotClaimed,
-    /// The write did not finish before the send's deadline.
-    Late,
 }
 
 impl std::fmt::Display for RecordError {
@@ -262,7 +260,6 @@ impl std::fmt::Display for RecordError {
             RecordError::Encode(why) => f.write_str(why),
             RecordError::Io(e) => f.write_str(&e.full()),
             RecordError::NotClaimed => f.write_str("no record claimed by this process"),
-            RecordError::Late => f.write_str("the write did not finish in time"),
         }
     }
 }

@@ -275,39 +275,26 @@ impl Queueing {
     }
 
     /// The receipt's note of the record: `recorded` is what the ledger line's trip did with it (`None`:
-    /// not written, the line is not in the ledger; `Err`: the trip did not finish in time).
+    /// the line is not in the ledger, so the record was not written; `Err`: the trip did not finish in
+    /// time — [`record::Attempt::close_then`] has then noted the line as not written too).
     fn note(
         self,
         p: &plan::Plan,
         result: &mut SendResult,
         recorded: Result<Option<Result<(), crate::mailbox::queued::RecordError>>, ()>,
     ) {
-        let no_line = result
-            .notes
-            .iter()
-            .any(|n| matches!(n, SendNote::LedgerNotWritten(_)));
-        if no_line {
-            if self.waits {
-                result
-                    .notes
-                    .push(SendNote::QueuedNotRecorded(Unrecorded::NoLedgerLine));
-            }
-            return;
-        }
         match recorded {
+            Ok(None) | Err(()) if self.waits => result
+                .notes
+                .push(SendNote::QueuedNotRecorded(Unrecorded::NoLedgerLine)),
             Ok(Some(Ok(()))) if self.waits => result.notes.push(SendNote::QueuedInMemory {
                 pid: p.routed.as_ref().map(|o| o.pid),
                 step: self.step,
             }),
-            Ok(Some(Ok(()))) | Ok(None) => {}
+            Ok(None) | Err(()) | Ok(Some(Ok(()))) => {}
             Ok(Some(Err(e))) => result
                 .notes
                 .push(SendNote::QueuedNotRecorded(Unrecorded::Record(e))),
-            Err(()) => result
-                .notes
-                .push(SendNote::QueuedNotRecorded(Unrecorded::Record(
-                    crate::mailbox::queued::RecordError::Late,
-                ))),
         }
     }
 }

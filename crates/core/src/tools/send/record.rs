@@ -143,5 +143,3 @@ async fn write(ctx: &Context, entry: ledger::Entry) -> Option<ledger::LedgerErro
         .await
         .unwrap_or(Some(ledger::LedgerError::Late))
 }
-
-impl Attempt {}
