@@ -23,16 +23,7 @@ where
     T: Send + 'static,
     F: FnOnce() -> T + Send + 'static,
 {
-    match tokio::runtime::Handle::try_current() {
-        Ok(h) => match tokio::time::timeout(deadline, h.spawn_blocking(f)).await {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(_)) => Err(Offload::Panicked),
-            Err(_) => Err(Offload::TimedOut(deadline)),
-        },
-        Err(_) => {
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|_| Offload::Panicked)
-        }
-    }
+    start(f).finish(deadline).await
 }
 
 /// Blocking work started now and awaited later ([`start`]): it runs on the blocking pool while the
