@@ -583,7 +583,8 @@ pub(crate) fn read<R: Read + Seek>(
         units,
         sc: Scratch::new(),
     };
-    let mut chain = Chain::default();
+    // made at the first head check (its decoder is a zstd context and a buffer; most reads need none)
+    let mut chain: Option<Chain> = None;
     // The header frame: its first line is the header (a header the fold cannot read is the full
     // fold's to report).
     let Some(frame0) = log.whole(r, 0)? else {
@@ -675,7 +676,13 @@ pub(crate) fn read<R: Read + Seek>(
                     return Ok(None);
                 };
                 let top = f.last_seq.map_or(0, |l| l.saturating_add(1));
-                if head_checked(&mut chain, &mut log, r, anchor, top)? {
+                if head_checked(
+                    chain.get_or_insert_with(Chain::default),
+                    &mut log,
+                    r,
+                    anchor,
+                    top,
+                )? {
                     window = Some(*f);
                     lowest = lowest.min(i);
                 } else if frames
