@@ -95,6 +95,15 @@ struct Decoded {
     checkpoint: bool,
 }
 
+/// Whether the decoded frames (oldest first) reach back to seq `s`: the first seq of the oldest one
+/// with an event is at or below it, so decoding further back cannot bring `s` in.
+fn holds(frames: &VecDeque<Decoded>, s: u64) -> bool {
+    frames
+        .iter()
+        .find_map(|d| d.first_seq)
+        .is_some_and(|f| f <= s)
+}
+
 /// The seq of the first event in `bytes` (a packed chunk row counts with its `seq0`).
 fn first_seq(bytes: &[u8]) -> Option<u64> {
     bytes
@@ -685,11 +694,7 @@ pub(crate) fn read<R: Read + Seek>(
                 )? {
                     window = Some(*f);
                     lowest = lowest.min(i);
-                } else if frames
-                    .iter()
-                    .find_map(|d| d.first_seq)
-                    .is_some_and(|f| f <= anchor)
-                {
+                } else if holds(&frames, anchor) {
                     // A node the window holds: no decoding further back puts it on the surface.
                     return Ok(None);
                 } else {
@@ -699,14 +704,7 @@ pub(crate) fn read<R: Read + Seek>(
                 }
             }
             // A seq the window holds but not on the surface: the full fold notes that replace.
-            Outcome::Seq(s)
-                if frames
-                    .iter()
-                    .find_map(|d| d.first_seq)
-                    .is_some_and(|f| f <= s) =>
-            {
-                return Ok(None)
-            }
+            Outcome::Seq(s) if holds(&frames, s) => return Ok(None),
             Outcome::Seq(s) => want_seq = Some(s),
             Outcome::Checkpoint => want_seq = None,
             Outcome::Fail => return Ok(None),
