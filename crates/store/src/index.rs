@@ -1215,11 +1215,11 @@ impl WatchSlot {
 }
 
 #[cfg(test)]
+static TEST_CAPS: SharedCache<PathBuf, usize> = SharedCache::new();
+
+#[cfg(test)]
 fn test_caps() -> std::sync::MutexGuard<'static, HashMap<PathBuf, usize>> {
-    static M: OnceLock<Mutex<HashMap<PathBuf, usize>>> = OnceLock::new();
-    M.get_or_init(|| Mutex::new(HashMap::new()))
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
+    TEST_CAPS.lock()
 }
 
 /// Tests: the watcher of `home` (made from now on) holds at most `cap` watches.
@@ -1298,7 +1298,7 @@ pub(crate) fn index_probe(home: &Path) -> Option<usize> {
 /// folds): the next listing is a fresh process's.
 #[cfg(test)]
 pub(crate) fn forget_home(home: &Path) {
-    list_memo().remove(home);
+    LIST_MEMO.lock().remove(home);
     BRIEFS.lock().retain(|p, _| !Path::new(p).starts_with(home));
     CACHE.lock().retain(|p, _| !p.starts_with(home));
     layout::forget_picks(home);
@@ -1322,26 +1322,14 @@ pub(crate) fn with_watch(home: &Path, f: impl FnOnce(&crate::watch::Watch)) {
 /// turns (the second one is then warm), listings of different homes do not wait for each other.
 type HomeSlot = Arc<Mutex<Option<HomeMemo>>>;
 
-fn list_memo() -> std::sync::MutexGuard<'static, HashMap<PathBuf, (HomeSlot, u64)>> {
-    static M: OnceLock<Mutex<HashMap<PathBuf, (HomeSlot, u64)>>> = OnceLock::new();
-    M.get_or_init(|| Mutex::new(HashMap::new()))
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-}
+/// Each listed home's slot and when it was last listed.
+static LIST_MEMO: SharedCache<PathBuf, (HomeSlot, u64)> = SharedCache::new();
 
 /// The slot of `home` (made, and the least recently listed home dropped, when it is new).
 fn home_slot(home: &Path) -> HomeSlot {
     let used = TICK.fetch_add(1, Ordering::Relaxed);
-    let mut m = list_memo();
-    if !m.contains_key(home) && m.len() >= LIST_HOMES {
-        if let Some(oldest) = m
-            .iter()
-            .min_by_key(|(_, (_, u))| *u)
-            .map(|(k, _)| k.clone())
-        {
-            m.remove(&oldest);
-        }
-    }
+    let mut m = LIST_MEMO.lock();
+    make_room(&mut m, LIST_HOMES, home, |(_, u)| *u);
     let e = m.entry(home.to_path_buf()).or_default();
     e.1 = used;
     e.0.clone()
@@ -1791,6 +1779,6 @@ pub fn scan(home: &Path, notes: &mut Vec<super::StoreNote>) -> Vec<Scanned> {
 #[cfg(test)]
 pub(crate) fn forget(path: &Path) {
     CACHE.lock().remove(path);
-    list_memo().retain(|home, _| !path.starts_with(home));
+    LIST_MEMO.lock().retain(|home, _| !path.starts_with(home));
     BRIEFS.lock().remove(path.as_os_str());
 }
