@@ -7,6 +7,8 @@
 // once, in its owner; instance 1 never resumes it. Without an owner in presence: a readable refusal.
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { startContractHost } from './contract-host/index.mjs'
 import { execAs, landingsOf, toolsOf } from './helpers/plugin-harness.mjs'
 import { startOwnerProcess } from './helpers/owner-process.mjs'
@@ -34,6 +36,24 @@ function promptsTo(host, id) {
   return host.requests.filter(r => r.path === '/api/session/prompt' && r.body?.payload?.args?.request?.sessionId === id)
 }
 
+/** The presence record `pid` has in `home` (crates/core/src/presence: `dsh-session-mail/presence/<pid>.json`), or null. */
+function presenceIn(home, pid) {
+  try {
+    return JSON.parse(readFileSync(join(home, 'dsh-session-mail', 'presence', `${pid}.json`), 'utf8'))
+  } catch {
+    return null
+  }
+}
+
+/** Resolves once `host` has answered a prompt for `id` with `session/writer-held`, or when `settled` says to stop. */
+async function writerHeldAnswered(host, id, settled) {
+  while (!settled()) {
+    if (promptsTo(host, id).some(r => r.result?.error?.code === 'session/writer-held')) return true
+    await sleep(5)
+  }
+  return false
+}
+
 test('the contract host answers session/writer-held for a session another instance holds; with no owner in presence the plugin refuses readably', async () => {
   const B = host2.createSession({ cwd: '/tmp/wh', live: true })
   const tools = toolsOf(CONFIG, host1, () => [])
@@ -55,14 +75,26 @@ test('writer-held, then the owner shows up in presence: re-sent there with the s
   const B = host2.createSession({ cwd: '/tmp/wh2', live: true })
   const A = ids[0]
   const tools = toolsOf(CONFIG, host1, () => ids)
-  // the owner's presence record appears 300 ms after the send started (its next refresh)
+  // The owner publishes presence before the send, listing nothing yet: a process on this home that runs no
+  // plugin is a foreign holder of B when it started within a clock tick of B's log write
+  // (crates/core/src/presence/foreign.rs `holder_among`), and the send would then be refused before it
+  // reached instance 1; with its record in the home it is a peer that says what it holds.
   const owner = await startOwnerProcess({ home: host1.dshHome, forwardTo: host2.port })
-  const late = sleep(300).then(() => owner.publish({ sessions: [B] }))
-  const t0 = Date.now()
-  const out = await tools.sessions_send.execute({ session_id: B, message: 'to the owner', mode: 'steer' }, execAs(A))
-  const ms = Date.now() - t0
-  await late
   try {
+    await owner.publish({ sessions: [] })
+    const record = presenceIn(host1.dshHome, owner.pid)
+    assert.equal(record?.pid, owner.pid, 'the owner\'s presence record is in the home before the send')
+    assert.deepEqual(record.sessions, [])
+    // B shows up in the owner's record only after instance 1 answered writer-held, and 300 ms later (the
+    // owner's next refresh): the plugin has to wait for it
+    let settled = false
+    const late = writerHeldAnswered(host1, B, () => settled)
+      .then(async held => { if (held) { await sleep(300); await owner.publish({ sessions: [B] }) } })
+    const t0 = Date.now()
+    const out = await tools.sessions_send.execute({ session_id: B, message: 'to the owner', mode: 'steer' }, execAs(A))
+    const ms = Date.now() - t0
+    settled = true
+    await late
     assert.match(out, new RegExp(`^accepted for ${B} \\| mode=steer \\| chars=12\\n`), out)
     assert.ok(!out.includes('woke a cold session'), out)
     assert.match(out, new RegExp(`note: routed: that session is live in another DSH process \\(pid ${owner.pid}, profile web\\); that process's own host took the message`), out)
