@@ -664,12 +664,18 @@ describe('faults', () => {
     assert.equal(insertSplices(host.events(sid), args.request.requestId).length, 1)
   })
 
-  test('delayMs delays every response', async () => {
+  test('delayMs delays every response: held back behind a timer of the same length started before the request', async () => {
+    // one event loop: the host's own wait of delayMs is armed after this timer of the same length, so it
+    // cannot end first; an undelayed answer comes back in a few ms, before the timer
     host.faults.delayMs = 150
-    const t = Date.now()
-    await call(envelope(promptArgs(sid)))
+    const order = []
+    const timer = new Promise(resolve => setTimeout(resolve, 150)).then(() => order.push('timer'))
+    const res = await call(envelope(promptArgs(sid)))
+    order.push('response')
     host.faults.delayMs = 0
-    assert.ok(Date.now() - t >= 140)
+    await timer
+    assert.equal(res.status, 200)
+    assert.deepEqual(order, ['timer', 'response'], 'the response waited out the delay')
   })
 
   test('down: connections are refused; back up on the same port', async () => {
