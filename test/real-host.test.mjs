@@ -186,7 +186,8 @@ describe('web host with the slow-tool bundle (manual install)', () => {
     m.steerToTurnEndMs = Date.now() - tSteer
     const result = events.find(e => e.type === 'tool/result' && e.data.message.source.callId === call.data.callId)
     assert.ok(result, 'tool/result of the 4 s call')
-    assert.ok(Date.now() - t0 >= 4000, 'the tool really took 4 s')
+    // the tool held A's turn open across both prompts and B's whole turn (event order below); it ran its full length
+    assert.equal(result.data.message.content[0].content[0].text, 'SLOW_DONE 4000', 'the tool ran its full 4 s')
     assert.ok(b.events.filter(e => e.type === 'turn/end').at(-1).time < result.time, "B's turn ended while A was in the tool")
     const steerTurn = call.data.turn
     const steer = userTexts(events).find(u => u.text === `STEER-${nonce}`)
@@ -199,7 +200,10 @@ describe('web host with the slow-tool bundle (manual install)', () => {
     assert.ok(spliced && spliced.seq < result.seq, 'steer queued for the next step while the tool was running')
     assert.ok(steer.seq > result.seq && steer.seq < end.seq, `steer user/message ${steer.seq} inside turn ${steerTurn} (tool/result ${result.seq}, turn/end ${end.seq})`)
     assert.equal(steer.turn, steerTurn)
-    // queue: the next turn
+    // queue: accepted while the tool ran (spliced as next-turn before the tool/result), delivered in the next turn
+    const queued = events.find(e => e.type === 'agent/inbox/spliced' && e.data.target === 'next-turn' &&
+      JSON.stringify(e.data.inserted ?? []).includes(`QUEUE-${nonce}`))
+    assert.ok(queued && queued.seq < result.seq, 'queue queued for the next turn while the tool was running')
     assert.ok(queue.seq > end.seq, 'queue lands after that turn/end')
     assert.equal(queue.turn, steerTurn + 1)
     assert.equal(turnOfSeq(events, queue.seq), steerTurn + 1)
