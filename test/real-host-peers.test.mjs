@@ -215,7 +215,9 @@ describe('dsh-session-mail in two rc.8 processes on one DSH_HOME', () => {
     try {
       await web4.prompt(D, `@@call sessions_send ${JSON.stringify({ session_id: B, message: text })}`)
       // the POST is in the owner's socket buffer (the kernel accepts for a stopped process) once bytes wait
-      // there and stop growing; the owner cannot have answered, so the sender's tool call is still waiting
+      // there and stop growing; the owner cannot have answered, so the sender's tool call is still waiting.
+      // Had the sender not routed it there while the owner's record was fresh (it drops a record 5 s old), it
+      // would have answered D without the owner (a refusal or a cold wake): D's tool call has no result meanwhile.
       const t0 = Date.now()
       let last = 0
       let stableSince = null
@@ -225,7 +227,10 @@ describe('dsh-session-mail in two rc.8 processes on one DSH_HOME', () => {
         else stableSince = null
         last = n
         if (stableSince !== null && Date.now() - stableSince >= 300) break
-        assert.ok(Date.now() - t0 < 4000, `the routed POST did not reach the owner's port within the presence lifetime (unread bytes ${n})`)
+        const answered = (await web4.history(D)).find(e => e.type === 'tool/result')
+        assert.equal(answered, undefined, `the sender answered before its POST reached the owner's port (unread bytes ${n}): ${JSON.stringify(answered?.data?.message?.content)}`)
+        // a hang guard, not a speed check: neither an answer nor the POST for this long means the send hangs
+        if (Date.now() - t0 > 30_000) throw new Error(`no answer and no POST at the owner's port after 30 s (unread bytes ${n})`)
         await sleep(10)
       }
       m.httpHandOffMs = Date.now() - t0
