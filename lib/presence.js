@@ -14,7 +14,7 @@
 // folded from (lib/observe.js). A listener only arms a timer: the record is gathered when it fires, once per
 // burst, written only if what it lists changed, and the write itself runs on the core's worker thread.
 import { attempt } from './attempt.js'
-import { liveAgents } from './host.js'
+import { liveAgents, serviceMemo } from './host.js'
 import { resolveDshHome } from './home.js'
 import { isStopping, onStopping } from './mailbox.js'
 
@@ -35,8 +35,8 @@ function profileOf(argv = process.argv) {
   return null
 }
 
-/** The record this process publishes now (the core adds pid and updatedAt). */
-function presenceRecord(ctx, { hostVersion, baseUrl, startedAt, profile, mailbox }) {
+/** The record this process publishes now (the core adds pid and updatedAt); `registry` reads the agent registry. */
+function presenceRecord(ctx, registry, { hostVersion, baseUrl, startedAt, profile, mailbox }) {
   return {
     v: 1,
     profile,
@@ -44,8 +44,13 @@ function presenceRecord(ctx, { hostVersion, baseUrl, startedAt, profile, mailbox
     baseUrl: baseUrl ?? null,
     startedAt,
     mailbox, // it drains the mailbox of its live sessions (lib/mailbox.js)
-    sessions: liveAgents(ctx, { files: false }).map(a => ({ id: a.id, status: a.status })), // status only (no file activity)
+    sessions: liveAgents(ctx, { files: false, registryOf: registry }).map(a => ({ id: a.id, status: a.status })), // status only (no file activity)
   }
+}
+
+/** What a republish compares: `[stopping, sessions]` of a record, as JSON. */
+function listedKey(record) {
+  return JSON.stringify([record.stopping === true, record.sessions])
 }
 
 /** `a`, with the sessions of `b` it does not list (in `b`'s order after `a`'s). */
@@ -75,6 +80,13 @@ export function startPresence(ctx, core, {
 }) {
   if (typeof core?.publishPresence !== 'function') return () => {}
   const profile = profileOf()
+  /** The context's listeners, unhooked by the stop (the registry memo's `internal/service` one among them). */
+  const listeners = []
+  const hooked = off => { if (typeof off === 'function') listeners.push(off); return off }
+  // The agent registry, looked up through cordis once and again only after cordis reports the `agents`
+  // service changed (lib/host.js serviceMemo): the refresh gathers the record every second. The web
+  // server's URL comes memoized the same way (`baseUrl`, index.js).
+  const registry = serviceMemo({ on: (name, fn) => hooked(ctx.on(name, fn)) }, 'agents', () => ctx.agents)
   let busy = false
   let stopped = false
   /** A change arrived while a write was in flight: look again once it is done. */
@@ -90,16 +102,16 @@ export function startPresence(ctx, core, {
   /** The sessions listed since the stop signal came (the process holds them until it exits), or null. */
   let held = null
   const gather = () => {
-    const record = presenceRecord(ctx, { hostVersion, baseUrl: baseUrl(), startedAt, profile, mailbox })
+    const record = presenceRecord(ctx, registry, { hostVersion, baseUrl: baseUrl(), startedAt, profile, mailbox })
     if (!isStopping(ctx)) return record
     held = union(record.sessions, held ?? lastSessions)
     return { ...record, baseUrl: null, mailbox: false, stopping: true, sessions: held }
   }
-  /** Write `record`; its sessions are then what this process last published. */
-  const write = async record => {
+  /** Write `record` (`key`: its listedKey); its sessions are then what this process last published. */
+  const write = async (record, key = listedKey(record)) => {
     await core.publishPresence(JSON.stringify(record), dshHome())
     lastSessions = record.sessions
-    written = JSON.stringify([record.stopping === true, record.sessions])
+    written = key
   }
   /** After the signal, the dispose's record: once, after any write in flight. */
   const writeLast = async () => {
@@ -116,8 +128,9 @@ export function startPresence(ctx, core, {
     busy = true
     try {
       const record = gather()
-      if (ifChanged && JSON.stringify([record.stopping === true, record.sessions]) === written) return
-      await write(record)
+      const key = listedKey(record)
+      if (ifChanged && key === written) return
+      await write(record, key)
     } catch {
       // a home we cannot write: peers simply do not see this process; try again next tick
     } finally {
@@ -145,13 +158,13 @@ export function startPresence(ctx, core, {
     }, debounceMs)
     soon.unref?.()
   }
-  const listeners = [
+  listeners.push(
     attempt(() => ctx.on('agent/status', changed), null),
     attempt(() => ctx.on('agent/created', changed), null),
     attempt(() => ctx.on('agent/disposed', changed), null),
     attempt(() => ctx.on('session/event', (_session, event) => { if (STATUS_EVENTS.has(attempt(() => event?.type, null))) changed() }), null),
     attempt(() => onStopping(ctx, () => void publish()), null),
-  ]
+  )
   const withdraw = () => {
     try { core.withdrawPresence?.(dshHome()) } catch {}
   }

@@ -21,12 +21,22 @@ const HOUR = 3_600_000
 /** lib/presence.js DEBOUNCE_MS: the negative checks wait several of it */
 const DEBOUNCE_MS = 50
 
-/** A host double with rc.8's event names (cordis `ctx.on` returns the listener's disposer). */
+/** The registry double over `agents` (rc.8 `AgentRegistry` `list` / `get`). */
+const registryOf = agents => ({ list: () => agents, get: id => agents.find(a => a.id === id) })
+
+/**
+ * A host double with rc.8's event names (cordis `ctx.on` returns the listener's disposer). `ctx.agents` is a
+ * service read through the context: `lookups` counts them; setting it replaces the service (cordis then
+ * emits `internal/service` 'agents', which a test does by hand).
+ */
 function fakeCtx(agents) {
   const bus = new EventEmitter()
+  let registry = registryOf(agents)
   return {
     bus,
-    agents: { list: () => agents, get: id => agents.find(a => a.id === id) },
+    lookups: 0,
+    get agents() { this.lookups++; return registry },
+    set agents(r) { registry = r },
     on(name, fn) { bus.on(name, fn); return () => bus.off(name, fn) },
     emit(name, ...args) { bus.emit(name, ...args) },
   }
@@ -115,6 +125,33 @@ test('awaiting-user, folded from session/event, is republished; a burst of event
   assert.equal(statusOf(record(file), 'sess-a'), 'running')
 })
 
+test('the agent registry is looked up through the context once, and again when cordis reports the agents service replaced', async t => {
+  const a = agent('sess-a', 'running')
+  const { file, ctx } = setup(t, [a])
+  await until(file, r => statusOf(r, 'sess-a') === 'running', 'the first record')
+  const first = ctx.lookups
+  assert.ok(first >= 1)
+  // republishes (each gathers the record) and another service changing: the registry kept
+  for (const status of ['idle', 'running', 'idle']) {
+    a.status = status
+    ctx.emit('agent/status', { agent: a, status })
+    await until(file, r => statusOf(r, 'sess-a') === status, `${status} was republished`)
+  }
+  ctx.emit('internal/service', 'webServer')
+  a.status = 'running'
+  ctx.emit('agent/status', { agent: a, status: 'running' })
+  await until(file, r => statusOf(r, 'sess-a') === 'running', 'running was republished')
+  assert.equal(ctx.lookups, first, 'no lookup per republish: the registry is kept')
+  // the registry replaced at runtime (a host that restarts its agents service): cordis says so, and the
+  // next record lists the new registry's sessions
+  ctx.agents = registryOf([agent('sess-b', 'running')])
+  ctx.emit('internal/service', 'agents')
+  ctx.emit('agent/created', { agent: { id: 'sess-b' } })
+  const r = await until(file, r => statusOf(r, 'sess-b') === 'running', 'the new registry is read')
+  assert.deepEqual(r.sessions.map(s => s.id), ['sess-b'])
+  assert.equal(ctx.lookups, first + 1, 'looked up once more')
+})
+
 test('stop withdraws the record and unhooks the listeners', async t => {
   const a = agent('sess-a', 'running')
   const { file, ctx, stop, writes } = setup(t, [a])
@@ -127,8 +164,9 @@ test('stop withdraws the record and unhooks the listeners', async t => {
   await sleep(DEBOUNCE_MS * 6)
   assert.equal(writes.n, n)
   assert.ok(!existsSync(file))
-  // lib/observe.js keeps its own session/event and agent/disposed listeners; presence's are gone
-  assert.equal(ctx.bus.listenerCount('agent/status') + ctx.bus.listenerCount('agent/created'), 0)
+  // lib/observe.js keeps its own session/event and agent/disposed listeners; presence's are gone (the
+  // registry memo's internal/service one too)
+  assert.equal(ctx.bus.listenerCount('agent/status') + ctx.bus.listenerCount('agent/created') + ctx.bus.listenerCount('internal/service'), 0)
   assert.equal(ctx.bus.listenerCount('session/event'), 1)
 })
 
