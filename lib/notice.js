@@ -12,7 +12,7 @@
 // the watched send's chain in the turn it opens.
 import { randomUUID } from 'node:crypto'
 import { attempt } from './attempt.js'
-import { userMessage } from './host.js'
+import { serviceMemo, userMessage } from './host.js'
 import { loadCore } from './native.js'
 
 export class IdleNotices {
@@ -22,6 +22,8 @@ export class IdleNotices {
    */
   constructor(ctx, { ttlMs = 30 * 60_000, maxWatches = 64, now = Date.now, sessions = null } = {}) {
     this.ctx = ctx
+    /** The agent registry, looked up through cordis once and again only after it reports `agents` changed (lib/host.js) */
+    this.agents = serviceMemo(ctx, 'agents', () => ctx.agents)
     /** lib/observe.js SessionEvents: which request ids landed in a turn that has ended */
     this.sessions = sessions
     this.ttlMs = ttlMs
@@ -62,7 +64,7 @@ export class IdleNotices {
    * @param {{ watcher: string, target: string, requestId: string|null }} req
    */
   watch({ watcher, target, requestId }) {
-    const agent = attempt(() => this.ctx.agents?.get?.(target), undefined)
+    const agent = attempt(() => this.agents()?.get?.(target), undefined)
     const key = `${watcher}\u0000${target}`
     const status = String(attempt(() => agent.status, 'idle'))
     const sinceSeq = attempt(() => (typeof agent.session?.seq === 'number' ? agent.session.seq - 1 : null), null)
@@ -92,7 +94,7 @@ export class IdleNotices {
     if (!w) return
     this.watches.delete(key)
     if (w.expires <= this.now()) return
-    const watcher = attempt(() => this.ctx.agents?.get?.(w.watcher), undefined)
+    const watcher = attempt(() => this.agents()?.get?.(w.watcher), undefined)
     if (!watcher || typeof watcher.followup !== 'function') return // the caller is gone: dropped
     // text and source from the core (render/notice.rs, mail/notice.rs `source`: the rpcId the loop guard knows)
     const since = typeof w.sinceSeq === 'number' && w.sinceSeq >= 0 ? w.sinceSeq : null

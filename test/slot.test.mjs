@@ -181,3 +181,30 @@ test('overlap notice (opt-in): once per (session, peer, path), only after a succ
   assert.match(second.additionalContexts[0].content[0].text, /src\/b\.rs/)
   assert.doesNotMatch(second.additionalContexts[0].content[0].text, /src\/a\.rs/)
 })
+
+test('idle notices look the agent registry up once, and again when cordis reports the agents service replaced', () => {
+  const listeners = []
+  const delivered = []
+  const peer = { id: 'peer', status: 'running', session: { seq: 3 } }
+  let registry = new Map([['peer', peer], ['me', { id: 'me', followup: m => delivered.push(['old', m]) }]])
+  let lookups = 0
+  const ctx = {
+    on: (name, fn) => listeners.push([name, fn]),
+    get agents() { lookups++; const r = registry; return { get: id => r.get(id) } },
+  }
+  const n = new IdleNotices(ctx, { ttlMs: 60_000 })
+  const emit = (name, ...args) => listeners.filter(([k]) => k === name).forEach(([, fn]) => fn(...args))
+  n.watch({ watcher: 'me', target: 'peer', requestId: 'dsh-session-mail:m1' })
+  emit('agent/status', { agent: peer, status: 'idle' })
+  assert.deepEqual(delivered.map(([r]) => r), ['old'])
+  assert.equal(lookups, 1, 'the watch and the notice share one lookup')
+  // the registry replaced at runtime: cordis says so (internal/service), and the next notice goes to the new one
+  registry = new Map([['peer', peer], ['me', { id: 'me', followup: m => delivered.push(['new', m]) }]])
+  emit('internal/service', 'agents')
+  n.watch({ watcher: 'me', target: 'peer', requestId: 'dsh-session-mail:m2' })
+  emit('agent/status', { agent: peer, status: 'running' })
+  emit('agent/status', { agent: peer, status: 'idle' })
+  assert.deepEqual(delivered.map(([r]) => r), ['old', 'new'])
+  assert.equal(delivered[1][1].source.rpcId, `${NOTICE_PREFIX}dsh-session-mail:m2`)
+  assert.equal(lookups, 2)
+})
