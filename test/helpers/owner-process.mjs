@@ -61,9 +61,13 @@ export async function startOwnerProcess({ home, forwardTo = null }) {
   return {
     pid: child.pid,
     baseUrl,
-    async publish({ sessions, mailbox = false, startedAt = 1, hostVersion = '0.1.7' }) {
+    async publish({ sessions, mailbox = false, startedAt = 1, hostVersion = '0.1.7', stopping = false }) {
       const done = next()
-      const record = { v: 1, profile: 'web', hostVersion, baseUrl, startedAt, mailbox, sessions: sessions.map(id => ({ id, status: 'idle' })) }
+      // `stopping`: the record a process publishes from its stop signal on (lib/presence.js): no web server, no mailbox.
+      const record = {
+        v: 1, profile: 'web', hostVersion, baseUrl: stopping ? null : baseUrl, startedAt, mailbox: mailbox && !stopping,
+        ...(stopping ? { stopping } : {}), sessions: sessions.map(id => ({ id, status: 'idle' })),
+      }
       child.stdin.write(JSON.stringify({ record }) + '\n')
       await done
     },

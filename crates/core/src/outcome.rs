@@ -387,6 +387,29 @@ impl Refusal {
         }
     }
 
+    /// `held-elsewhere` for `target`, which the process of presence record `r` holds and which offers no
+    /// route: it is stopping, or it has neither a web server nor a mailbox (`request_id`: the request
+    /// already minted, when a delivery was tried first — a `session/writer-held` answer).
+    pub fn unroutable(
+        target: &str,
+        r: &crate::presence::Record,
+        request_id: Option<String>,
+    ) -> Refusal {
+        Refusal::HeldElsewhere {
+            target: target.to_string(),
+            owner: Owner::Process {
+                pid: r.pid,
+                profile: r.profile.clone(),
+            },
+            why: if r.stopping {
+                HeldWhy::Stopping
+            } else {
+                HeldWhy::NoRoute
+            },
+            request_id,
+        }
+    }
+
     /// The request id minted before the refusal (delivery refusals only).
     pub fn request_id(&self) -> Option<&str> {
         match self {

@@ -17,7 +17,7 @@ use crate::delivery::Mode;
 use crate::mail::budget::{self, Admitted};
 use crate::mail::chain::{self, Hop};
 use crate::mail::{self, guard, stacking};
-use crate::outcome::{HeldWhy, Missing, Owner as HeldOwner, Refusal};
+use crate::outcome::{Missing, Refusal};
 use crate::presence;
 use crate::request::ToolRequest;
 
@@ -247,19 +247,7 @@ fn relay(d: &mut Draft) -> Result<(), Refusal> {
 /// Never resume a session another process holds: without a route to its owner, refuse.
 fn owner_reachable(d: &mut Draft) -> Result<(), Refusal> {
     if let (Some(o), None) = (&d.place.owner, &d.place.routed) {
-        return Err(Refusal::HeldElsewhere {
-            target: d.args.target.clone(),
-            owner: HeldOwner::Process {
-                pid: o.record.pid,
-                profile: o.record.profile.clone(),
-            },
-            why: if o.record.stopping {
-                HeldWhy::Stopping
-            } else {
-                HeldWhy::NoRoute
-            },
-            request_id: None,
-        });
+        return Err(Refusal::unroutable(&d.args.target, &o.record, None));
     }
     Ok(())
 }

@@ -127,18 +127,17 @@ pub fn find_target(home: &Path, id: &str, owned: bool) -> Option<store::SessionM
 /// (a little more than one refresh of the owner's publisher).
 const OWNER_WAIT_MS: u64 = 1_500;
 
-/// The routable owner of `target` per presence, polled for up to [`OWNER_WAIT_MS`]; with it, whether
-/// the target is running a turn there.
-pub async fn wait_for_owner(
-    req: &ToolRequest,
-    home: &Path,
-    target: &str,
-) -> Option<(Routed, bool)> {
+/// The owner of `target` per presence, polled for up to [`OWNER_WAIT_MS`]: the first record that lists
+/// it ends the wait, whether or not it offers a route (a stopping process offers none: [`Routed::of`]).
+pub async fn wait_for_owner(req: &ToolRequest, home: &Path, target: &str) -> Option<Owner> {
     let t0 = Instant::now();
     loop {
         let peers = req.peers_at(home);
         if let Some((r, s)) = presence::owner_of(&peers, target) {
-            return Routed::of(r).map(|x| (x, s.status == "running"));
+            return Some(Owner {
+                record: r.clone(),
+                status: s.status.clone(),
+            });
         }
         if req.peers.is_some() || t0.elapsed().as_millis() as u64 >= OWNER_WAIT_MS {
             return None;

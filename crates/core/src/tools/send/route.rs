@@ -8,6 +8,7 @@ use crate::mail;
 use crate::outcome::{
     DeliveryContext, HeldWhy, MailboxRefusal, Owner, Receipt, Refusal, Route, SendOutcome,
 };
+use crate::presence;
 use crate::request::ToolRequest;
 
 use super::mailbox::{hand_off, HandOff};
@@ -27,6 +28,9 @@ pub enum Answer {
     MailboxRefused(MailboxRefusal),
     /// The host answered `session/writer-held` and no process on this home publishes the session.
     HeldByUnknown,
+    /// The host answered `session/writer-held`, and the process that presence shows holding the
+    /// session offers no route (its record): it is stopping, or has neither web server nor mailbox.
+    Unroutable(Box<presence::Record>),
 }
 
 /// Deliver `p`; the plan is updated with what the delivery learnt (route, notes, woke/running).
@@ -49,11 +53,16 @@ pub async fn deliver(
     // 0.1.5+: another process holds the session's lock (`session/writer-held`, nothing delivered).
     // Its owner may have started publishing presence since the checks: wait one refresh for it and
     // hand the message to that process with the same request id.
-    let Some((routed, running)) = wait_for_owner(req, ctx.home(), &p.target).await else {
+    let Some(found) = wait_for_owner(req, ctx.home(), &p.target).await else {
         return Answer::HeldByUnknown;
     };
+    // A holder that is stopping (or offers neither route) is refused as the checks refuse it: the
+    // session is not resumed here before that process has exited.
+    let Some(routed) = Routed::of(&found.record) else {
+        return Answer::Unroutable(Box::new(found.record));
+    };
     p.woke = false;
-    p.running = running;
+    p.running = found.status == "running";
     let answer = match &routed.base_url {
         Some(base) => {
             p.base_url = base.clone();
@@ -117,6 +126,13 @@ pub fn outcome(answer: Answer, p: &Plan, cfg: &Config) -> SendOutcome {
                 why: HeldWhy::MailboxRefused(Box::new(why)),
                 request_id: Some(p.request_id.clone()),
             })
+        }
+        Answer::Unroutable(r) => {
+            return SendOutcome::Refused(Refusal::unroutable(
+                &p.target,
+                &r,
+                Some(p.request_id.clone()),
+            ))
         }
         Answer::HeldByUnknown => {
             return SendOutcome::Refused(Refusal::HeldElsewhere {

@@ -1547,6 +1547,68 @@ async fn a_session_live_in_a_stopping_process_is_refused_as_stopping_and_not_res
     );
 }
 
+/// This process's host answers `session/writer-held`; the holder's presence record shows up 300 ms later
+/// saying it is stopping (`stopping`, no web server, no mailbox). The send is refused as stopping — the
+/// text the checks give a stopping owner, with the request the host refused — never as a holder that
+/// "publishes no presence", and nothing is posted or sent again.
+#[tokio::test]
+async fn writer_held_then_a_stopping_holder_appears_it_is_refused_as_stopping() {
+    let env = Env::online(|_, _| rpc_error("session/writer-held", "held")).await;
+    let pid = env.headless_target();
+    let h = env.home.path().to_path_buf();
+    for (stopping, why) in [(true, HeldWhy::Stopping), (false, HeldWhy::NoRoute)] {
+        let _ = std::fs::remove_dir_all(presence::dir(&h));
+        let publisher = {
+            let h = h.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(300));
+                let mut rec = headless_owner(pid, "session-b");
+                (rec.stopping, rec.mailbox) = (stopping, false);
+                presence::publish(&h, &rec, base::clock::now_ms()).unwrap();
+            })
+        };
+        let mut r = env.sessions_send("session-b", "hi");
+        r.config.host_api = "v2".into();
+        r.host.secret = Some(SECRET_B64.into());
+        r.peers = None; // presence read from this home, as in a host
+        let out = send(&r).await;
+        publisher.join().unwrap();
+        let sent = env.requests().last().unwrap().json()["payload"]["args"]["request"]["requestId"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        assert_eq!(
+            held_elsewhere(&out),
+            (
+                "session-b".into(),
+                process(pid, "headless"),
+                why.clone(),
+                Some(sent.clone())
+            ),
+            "stopping: {stopping}"
+        );
+        // the words of the checks' refusal of such an owner, then the request the host refused
+        let checks = Refusal::unroutable(
+            "session-b",
+            &{
+                let mut rec = headless_owner(pid, "session-b");
+                rec.stopping = stopping;
+                rec
+            },
+            None,
+        )
+        .render();
+        assert_eq!(out.render(), format!("{checks}\nrequest: {sent}"));
+        assert!(!out.render().contains("publishes no presence"));
+    }
+    assert_eq!(
+        env.requests().len(),
+        2,
+        "one attempt per send, never resent"
+    );
+    assert!(!mailbox::root(&h).exists(), "nothing posted");
+}
+
 #[tokio::test]
 async fn writer_held_for_a_cold_target_is_a_readable_refusal_naming_no_route() {
     let env = Env::online(|_, _| rpc_error("session/writer-held", "held")).await;
