@@ -485,6 +485,23 @@ pub enum SendOutcome {
         why: Box<crate::delivery::Unsettled>,
         context: DeliveryContext,
     },
+    /// Posted to the owner's mailbox (the durable hand-off), and the receipt found for it cannot be read
+    /// as the owner's answer: that process may have delivered it or its host refused it. Not a claim that
+    /// it was delivered, nor that it waits: like [`SendOutcome::MayHaveLanded`] (`may_have_landed`, code
+    /// `unreachable`), the caller checks before sending again. Boxed: a `SendOutcome` stays small.
+    ReceiptUnreadable(Box<UnreadableReceipt>),
+}
+
+/// A send whose owner's receipt could not be read (`SendOutcome::ReceiptUnreadable`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnreadableReceipt {
+    pub target: String,
+    pub request_id: String,
+    /// The process whose mailbox took it (its presence record).
+    pub pid: u32,
+    pub profile: Option<String>,
+    /// Why the receipt there cannot be read.
+    pub why: crate::mailbox::ReceiptError,
 }
 
 /// A send kept for the human (`SendOutcome::Held`).
@@ -542,6 +559,7 @@ impl SendResult {
             SendOutcome::Held(h) => Some(&h.request_id),
             SendOutcome::Refused(r) => r.request_id(),
             SendOutcome::MayHaveLanded { context, .. } => Some(&context.request_id),
+            SendOutcome::ReceiptUnreadable(u) => Some(&u.request_id),
         }
     }
 
@@ -550,7 +568,9 @@ impl SendResult {
         match &self.outcome {
             SendOutcome::Accepted(_) | SendOutcome::Held(_) => None,
             SendOutcome::Refused(r) => Some(r.code()),
-            SendOutcome::MayHaveLanded { .. } => Some(RefusalCode::Unreachable),
+            SendOutcome::MayHaveLanded { .. } | SendOutcome::ReceiptUnreadable(_) => {
+                Some(RefusalCode::Unreachable)
+            }
         }
     }
 
@@ -559,7 +579,10 @@ impl SendResult {
     }
 
     pub fn may_have_landed(&self) -> bool {
-        matches!(self.outcome, SendOutcome::MayHaveLanded { .. })
+        matches!(
+            self.outcome,
+            SendOutcome::MayHaveLanded { .. } | SendOutcome::ReceiptUnreadable(_)
+        )
     }
 
     /// What the audit ledger records.
@@ -569,6 +592,10 @@ impl SendResult {
             SendOutcome::Accepted(_) => L::Accepted,
             SendOutcome::Held(_) => L::Held,
             SendOutcome::MayHaveLanded { .. } => L::MayHaveLanded,
+            // The mailbox took it: the hand-off's `accepted` line stands (it vouches for the envelope,
+            // which may still be delivered), and a second line would count the one message twice
+            // against the budget. `verify` tells from the log whether it landed.
+            SendOutcome::ReceiptUnreadable(_) => L::Accepted,
             // A delivery that reached no host decision (down, timeout, 5xx, carrier, bad URL) is
             // `unreachable`; a refused cookie or fence is a refusal with its code.
             SendOutcome::Refused(r) => match r.code() {
@@ -804,6 +831,16 @@ mod tests {
             },
             notes: vec![],
         });
+        results.push(SendResult {
+            outcome: SendOutcome::ReceiptUnreadable(Box::new(UnreadableReceipt {
+                target: "session-t".into(),
+                request_id: "dsh-session-mail:r".into(),
+                pid: 42,
+                profile: None,
+                why: crate::mailbox::ReceiptError::NotThisRequest,
+            })),
+            notes: vec![],
+        });
         for r in &results {
             let o = r.ledger_outcome();
             let wire = serde_json::to_string(&o).unwrap();
@@ -815,6 +852,15 @@ mod tests {
                     assert_eq!(wire, "\"may-have-landed\"");
                     assert_eq!(r.code(), Some(RefusalCode::Unreachable));
                     assert!(r.render().contains("MAY have landed"));
+                }
+                // the hand-off's `accepted` line stands: no second line for the one message
+                SendOutcome::ReceiptUnreadable(_) => {
+                    assert_eq!(wire, "\"accepted\"");
+                    assert_eq!(r.code(), Some(RefusalCode::Unreachable));
+                    assert!(r.may_have_landed() && !r.accepted());
+                    let text = r.render();
+                    assert!(text.starts_with("refused (unreachable): the message MAY have landed"));
+                    assert!(text.ends_with("\nrequest: dsh-session-mail:r"), "{text}");
                 }
                 SendOutcome::Refused(x) if x.code() == RefusalCode::Unreachable => {
                     assert_eq!(wire, "\"unreachable\"")

@@ -375,19 +375,75 @@ pub fn post(home: &Path, env: &Envelope) -> Result<(), PostError> {
     write_atomic(&d, &d.join(format!("{key}.msg")), &bytes).map_err(|e| PostError::Io(e.into()))
 }
 
-/// The owner's receipt for `request_id`, if written.
-pub fn receipt(home: &Path, session: &str, request_id: &str) -> Option<Receipt> {
-    let key = key_of(request_id)?;
-    let d = shard(home, session)?;
-    fsafe::check_private_dir(&d).ok()?;
-    let (bytes, _) = fsafe::read_capped(
-        &d.join(format!("{key}.done")),
-        Follow::No,
-        MAX_RECEIPT_BYTES,
-    )
-    .ok()?;
-    let r: Receipt = serde_json::from_slice(&bytes).ok()?;
-    (r.request_id == request_id && r.session_id == session).then_some(r)
+/// Why a receipt that is there could not be read as the owner's answer to the request it is named for
+/// (the words: `render::send`). Never read as "no receipt": the sender cannot tell what the owner's host
+/// did, and says so; the file is left where it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReceiptError {
+    /// The shard folder is not a private directory of this user (what it is).
+    Shard(fsafe::Refused),
+    /// The file is not one a receipt can be: a link, not a regular file, over [`MAX_RECEIPT_BYTES`], grown
+    /// while read.
+    File(fsafe::Refused),
+    /// Looking at or reading the file failed (the system's error).
+    Io(store::error::IoError),
+    /// Its bytes are not a receipt: not JSON (`json: false`), or JSON that is not a receipt this version
+    /// reads; where the reading stopped. (Never the file's own text: it may be anyone's.)
+    NotAReceipt {
+        json: bool,
+        line: usize,
+        column: usize,
+    },
+    /// A receipt for another request or another session than the one it is named for.
+    NotThisRequest,
+}
+
+/// The owner's receipt for `request_id`: `Ok(None)` when there is none (yet), `Err` when one is there
+/// but cannot be read as this request's receipt. Nothing is removed or rewritten either way.
+pub fn receipt(
+    home: &Path,
+    session: &str,
+    request_id: &str,
+) -> Result<Option<Receipt>, ReceiptError> {
+    let (Some(key), Some(d)) = (key_of(request_id), shard(home, session)) else {
+        return Ok(None);
+    };
+    let file = d.join(format!("{key}.done"));
+    match fs::symlink_metadata(&file) {
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+            ) =>
+        {
+            return Ok(None)
+        }
+        Err(e) => return Err(ReceiptError::Io(e.into())),
+        Ok(_) => {}
+    }
+    fsafe::check_private_dir(&d).map_err(ReceiptError::Shard)?;
+    let bytes = match fsafe::read_capped(&file, Follow::No, MAX_RECEIPT_BYTES) {
+        Ok((b, _)) => b,
+        // Swept between the look and the read: gone, as if never written.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(
+                match e.get_ref().and_then(|i| i.downcast_ref::<fsafe::Refused>()) {
+                    Some(r) => ReceiptError::File(r.clone()),
+                    None => ReceiptError::Io(e.into()),
+                },
+            )
+        }
+    };
+    let r: Receipt = serde_json::from_slice(&bytes).map_err(|e| ReceiptError::NotAReceipt {
+        json: !e.is_syntax() && !e.is_eof(),
+        line: e.line(),
+        column: e.column(),
+    })?;
+    if r.request_id != request_id || r.session_id != session {
+        return Err(ReceiptError::NotThisRequest);
+    }
+    Ok(Some(r))
 }
 
 /// Is `request_id` still waiting in its target's shard (posted or claimed, not settled)?

@@ -178,10 +178,10 @@ fn posted_claimed_settled_once_and_private() {
     assert!(waiting(h, S, &rid(1)), "claimed is still waiting");
 
     settle(h, pid, &delivered(&rid(1))).unwrap();
-    let r = receipt(h, S, &rid(1)).unwrap();
+    let r = receipt(h, S, &rid(1)).unwrap().unwrap();
     assert_eq!((r.state, r.pid), (ReceiptState::Delivered, pid));
     assert!(!waiting(h, S, &rid(1)));
-    assert!(receipt(h, S, &rid(2)).is_none());
+    assert_eq!(receipt(h, S, &rid(2)), Ok(None));
     // the unsettled claim of this process comes back on the next drain (the shim dedups by its memory
     // and the log); the settled one never does
     let again = drain(h, &me(pid), 0);
@@ -506,7 +506,9 @@ fn a_mailbox_envelope_is_delivered_only_framed_from_a_sender_its_ledger_line_vou
         (10, "unrecorded"),
     ] {
         assert_eq!(refused_code(h, n).as_deref(), Some(code), "envelope {n}");
-        let r = receipt(h, S, &rid(n)).unwrap_or_else(|| panic!("receipt of {n}"));
+        let r = receipt(h, S, &rid(n))
+            .unwrap()
+            .unwrap_or_else(|| panic!("receipt of {n}"));
         assert_eq!(r.state, ReceiptState::Rejected, "{n}");
         assert_eq!(r.code.as_deref(), Some(format!("mailbox/{code}").as_str()));
         assert!(!waiting(h, S, &rid(n)));
@@ -743,7 +745,9 @@ fn a_receipt_of_long_escaped_texts_is_read_back_by_its_sender() {
         .join(S)
         .join(format!("{}.done", key_of(&rid(1)).unwrap()));
     assert!(fs::metadata(&file).unwrap().len() <= MAX_RECEIPT_BYTES);
-    let got = receipt(h, S, &rid(1)).expect("the sender reads its receipt");
+    let got = receipt(h, S, &rid(1))
+        .unwrap()
+        .expect("the sender reads its receipt");
     assert_eq!((got.state, got.pid), (ReceiptState::Rejected, pid));
     // the code fits whole (1024 bytes escaped); the others are cut, marked, and start as sent
     assert_eq!(got.code.as_deref(), Some(code.as_str()));
@@ -786,22 +790,97 @@ fn the_largest_receipt_fits_the_senders_bound() {
     assert_eq!(fit_encoded("abc".into(), 3), "abc");
 }
 
-/// A receipt over the sender's bound anyway (forged, or a newer writer's) is not read: the sender
-/// hears no answer (its send stays accepted, unanswered — never delivered or rejected on a guess),
-/// and the reader leaves the file where it is for the owner's housekeeping and the human.
+/// A receipt that is there but cannot be read as this request's — over the sender's bound (forged, or a
+/// newer writer's), not JSON, JSON of another shape, another request's or session's, a link or a FIFO —
+/// is not "no receipt": `receipt` says why it cannot be read (the sender then says it may have landed,
+/// never that it waits, was delivered or was rejected), and the reader leaves the file where it is.
 #[test]
-fn a_receipt_over_the_bound_is_not_read_and_not_removed() {
+fn a_receipt_that_cannot_be_read_is_told_from_no_receipt_and_left_in_place() {
     let home = tempfile::tempdir().unwrap();
     let h = home.path();
     ensure_shard(h, S).unwrap();
-    let mut r = delivered(&rid(1));
-    r.message = Some("x".repeat(MAX_RECEIPT_BYTES as usize));
-    let file = root(h)
-        .join(S)
-        .join(format!("{}.done", key_of(&rid(1)).unwrap()));
-    let bytes = serde_json::to_vec(&r).unwrap();
-    write_atomic(&root(h).join(S), &file, &bytes).unwrap();
-    assert!(receipt(h, S, &rid(1)).is_none());
-    assert_eq!(fs::read(&file).unwrap(), bytes, "left as it was");
-    assert!(!waiting(h, S, &rid(1)), "settled: not waiting either");
+    let d = root(h).join(S);
+    let file = d.join(format!("{}.done", key_of(&rid(1)).unwrap()));
+    assert_eq!(receipt(h, S, &rid(1)), Ok(None), "none yet");
+    let mut big = delivered(&rid(1));
+    big.message = Some("x".repeat(MAX_RECEIPT_BYTES as usize));
+    let big = serde_json::to_vec(&big).unwrap();
+    let len = big.len() as u64;
+    let mut other = delivered(&rid(2));
+    let other_rid = serde_json::to_vec(&other).unwrap();
+    other = delivered(&rid(1));
+    other.session_id = "session-other".into();
+    let other_session = serde_json::to_vec(&other).unwrap();
+    let cases: Vec<(&str, Vec<u8>, ReceiptError)> = vec![
+        (
+            "over the bound",
+            big,
+            ReceiptError::File(fsafe::Refused::TooBig {
+                len,
+                cap: MAX_RECEIPT_BYTES,
+            }),
+        ),
+        (
+            "not JSON",
+            b"\x00garbled".to_vec(),
+            ReceiptError::NotAReceipt {
+                json: false,
+                line: 1,
+                column: 1,
+            },
+        ),
+        (
+            "cut short",
+            br#"{"requestId":"#.to_vec(),
+            ReceiptError::NotAReceipt {
+                json: false,
+                line: 1,
+                column: 13,
+            },
+        ),
+        (
+            "a state this version does not know",
+            format!(
+                r#"{{"requestId":"{}","sessionId":"{S}","state":"deferred"}}"#,
+                rid(1)
+            )
+            .into_bytes(),
+            ReceiptError::NotAReceipt {
+                json: true,
+                line: 1,
+                column: 111,
+            },
+        ),
+        ("another request's", other_rid, ReceiptError::NotThisRequest),
+        (
+            "another session's",
+            other_session,
+            ReceiptError::NotThisRequest,
+        ),
+    ];
+    for (what, bytes, want) in cases {
+        write_atomic(&d, &file, &bytes).unwrap();
+        assert_eq!(receipt(h, S, &rid(1)), Err(want), "{what}");
+        assert_eq!(fs::read(&file).unwrap(), bytes, "{what}: left as it was");
+        assert!(
+            !waiting(h, S, &rid(1)),
+            "{what}: settled: not waiting either"
+        );
+    }
+    // not a regular file
+    fs::remove_file(&file).unwrap();
+    std::os::unix::fs::symlink(d.join("elsewhere"), &file).unwrap();
+    assert_eq!(
+        receipt(h, S, &rid(1)),
+        Err(ReceiptError::File(fsafe::Refused::Link))
+    );
+    fs::remove_file(&file).unwrap();
+    let c = std::ffi::CString::new(file.to_str().unwrap()).unwrap();
+    // SAFETY: a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    assert!(matches!(
+        receipt(h, S, &rid(1)),
+        Err(ReceiptError::File(fsafe::Refused::NotRegular { .. }))
+    ));
+    assert!(fs::symlink_metadata(&file).is_ok(), "left in place");
 }

@@ -7,10 +7,10 @@ use crate::delivery::{Dialect, Failure, LookupError, Mode, Recovery, Then, Uncle
 use crate::mail::budget::{Allowance, Exceeded, Which};
 use crate::mail::guard::Forgery;
 use crate::mail::stacking::Stacked;
-use crate::mailbox::PostError;
+use crate::mailbox::{PostError, ReceiptError};
 use crate::outcome::{
     DeliveryContext, HeldWhy, MailboxRefusal, Owner, Receipt, Route, SendNote, SendOutcome,
-    SendResult, Unrecorded,
+    SendResult, UnreadableReceipt, Unrecorded,
 };
 use crate::tool::SendTool;
 use base::clock::{format_utc_secs, human_secs};
@@ -622,6 +622,47 @@ fn may_have_landed(u: &Unsettled, c: &DeliveryContext) -> String {
     )
 }
 
+/// `refused (unreachable): the message MAY have landed …`: handed to the owner's mailbox, and the receipt
+/// there cannot be read, so what the owner's host did is not known (never "waits" or "delivered").
+fn receipt_unreadable(u: &UnreadableReceipt) -> String {
+    refused(
+        "unreachable",
+        &format!(
+            "the message MAY have landed in {}: it was handed to the mailbox of the DSH process that holds that session (pid {}, profile {}), but the receipt found there for it cannot be read ({}).",
+            u.target,
+            u.pid,
+            u.profile.as_deref().unwrap_or("(unknown)"),
+            receipt_error(&u.why)
+        ),
+        &[
+            format!(
+                "It was not sent again: that process may have delivered it, or its host may have refused it, and that receipt cannot say which. Check with sessions_read {{\"session_id\":{}}}: a landed copy shows request={} in its source label. Send it again only if it is not there.",
+                quote(&u.target),
+                u.request_id
+            ),
+            format!("request: {}", u.request_id),
+        ],
+    )
+}
+
+/// Why a receipt cannot be read, inside the sentence of [`receipt_unreadable`] (never the file's text).
+fn receipt_error(e: &ReceiptError) -> String {
+    match e {
+        ReceiptError::Shard(r) => format!("its mailbox folder {r}"),
+        ReceiptError::File(r) => format!("it {r}"),
+        ReceiptError::Io(e) => format!("reading it failed: {e}"),
+        ReceiptError::NotAReceipt {
+            json: false,
+            line,
+            column,
+        } => format!("it is not valid JSON: line {line}, column {column}"),
+        ReceiptError::NotAReceipt { line, column, .. } => {
+            format!("it is JSON but not a receipt this version reads: line {line}, column {column}")
+        }
+        ReceiptError::NotThisRequest => "it is the receipt of another request or session".into(),
+    }
+}
+
 /// Why an attempt that went out got no clear answer (the system's words for a failed exchange).
 fn unclear(u: &Unclear) -> String {
     match u {
@@ -704,6 +745,7 @@ pub fn result(r: &SendResult) -> String {
         SendOutcome::Held(h) => held(h),
         SendOutcome::Refused(refusal) => refusal.render(),
         SendOutcome::MayHaveLanded { why, context } => may_have_landed(why, context),
+        SendOutcome::ReceiptUnreadable(u) => receipt_unreadable(u),
     };
     for n in &r.notes {
         out = with_note(out, &note(n));

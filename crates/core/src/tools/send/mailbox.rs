@@ -17,6 +17,9 @@ pub enum HandOff {
     /// Posted; the owner's answer (`Accepted` when no receipt came within the wait: the envelope waits
     /// for its owner) and whether that receipt came back (`answered`).
     Posted(Outcome, bool),
+    /// Posted, and a receipt for it is there that cannot be read as the owner's answer (why): that
+    /// process may have delivered it or its host refused it — the sender cannot tell which.
+    Unreadable(mailbox::ReceiptError),
     /// It could not be posted (why): the send is refused as `held-elsewhere`.
     NotPosted(MailboxRefusal),
 }
@@ -70,7 +73,8 @@ pub async fn hand_off(
         ambiguity: None,
     };
     match receipt {
-        Some(rc) if rc.state == mailbox::ReceiptState::Rejected => HandOff::Posted(
+        Err(why) => HandOff::Unreadable(why),
+        Ok(Some(rc)) if rc.state == mailbox::ReceiptState::Rejected => HandOff::Posted(
             Outcome::Rejected {
                 code: rc.code.unwrap_or_else(|| "rejected".into()),
                 message: rc.message.unwrap_or_default(),
@@ -78,22 +82,27 @@ pub async fn hand_off(
             },
             true,
         ),
-        Some(_) => HandOff::Posted(accepted, true),
-        None => HandOff::Posted(accepted, false),
+        Ok(Some(_)) => HandOff::Posted(accepted, true),
+        Ok(None) => HandOff::Posted(accepted, false),
     }
 }
 
 /// The owner drains every 250 ms (lib/mailbox.js): its receipt, polled for up to
-/// [`mailbox::RECEIPT_WAIT_MS`].
-async fn wait_for_receipt(ctx: &Context, p: &Plan) -> Option<mailbox::Receipt> {
+/// [`mailbox::RECEIPT_WAIT_MS`]. A receipt that is there but cannot be read does not end the wait (the
+/// owner's own may still replace it); at the end it is the answer: `Err`, never "no receipt". A trip
+/// past the file deadline reads as no receipt that time.
+async fn wait_for_receipt(
+    ctx: &Context,
+    p: &Plan,
+) -> Result<Option<mailbox::Receipt>, mailbox::ReceiptError> {
     let t0 = std::time::Instant::now();
     loop {
         let (home, target, rid) = (ctx.home.clone(), p.target.clone(), p.request_id.clone());
         let got = offload::run(ctx.deadline, move || mailbox::receipt(&home, &target, &rid))
             .await
-            .ok()
-            .flatten();
-        if got.is_some() || t0.elapsed().as_millis() as u64 >= mailbox::RECEIPT_WAIT_MS {
+            .unwrap_or(Ok(None));
+        if matches!(got, Ok(Some(_))) || t0.elapsed().as_millis() as u64 >= mailbox::RECEIPT_WAIT_MS
+        {
             return got;
         }
         tokio::time::sleep(std::time::Duration::from_millis(25)).await;

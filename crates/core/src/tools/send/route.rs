@@ -7,6 +7,7 @@ use crate::delivery::{self, http::Timeouts, Delivery, Failure, Outcome};
 use crate::mail;
 use crate::outcome::{
     DeliveryContext, HeldWhy, MailboxRefusal, Owner, Receipt, Refusal, Route, SendOutcome,
+    UnreadableReceipt,
 };
 use crate::presence;
 use crate::request::ToolRequest;
@@ -24,6 +25,13 @@ pub enum Answer {
     Delivered(Outcome),
     /// Posted to the owner's mailbox: the owner's answer, and whether its receipt came back in time.
     Posted(Outcome, bool),
+    /// Posted to the mailbox of the owner `pid`; a receipt is there that cannot be read as its answer
+    /// (why).
+    ReceiptUnreadable {
+        pid: u32,
+        profile: Option<String>,
+        why: crate::mailbox::ReceiptError,
+    },
     /// The owner's mailbox could not take the message (why).
     MailboxRefused(MailboxRefusal),
     /// The host answered `session/writer-held` and no process on this home publishes the session.
@@ -100,6 +108,11 @@ async fn via_mailbox(
 ) -> Answer {
     match hand_off(ctx, p, r, sender, attempt).await {
         HandOff::Posted(o, answered) => Answer::Posted(o, answered),
+        HandOff::Unreadable(why) => Answer::ReceiptUnreadable {
+            pid: r.pid,
+            profile: r.profile.clone(),
+            why,
+        },
         HandOff::NotPosted(why) => Answer::MailboxRefused(why),
     }
 }
@@ -126,6 +139,15 @@ pub fn outcome(answer: Answer, p: &Plan, cfg: &Config) -> SendOutcome {
                 why: HeldWhy::MailboxRefused(Box::new(why)),
                 request_id: Some(p.request_id.clone()),
             })
+        }
+        Answer::ReceiptUnreadable { pid, profile, why } => {
+            return SendOutcome::ReceiptUnreadable(Box::new(UnreadableReceipt {
+                target: p.target.clone(),
+                request_id: p.request_id.clone(),
+                pid,
+                profile,
+                why,
+            }));
         }
         Answer::Unroutable(r) => {
             return SendOutcome::Refused(Refusal::unroutable(

@@ -1283,6 +1283,142 @@ fn owner_drains(
     })
 }
 
+/// Play an owner that claims the envelope of `id` and leaves a `.done` of `bytes(request id)` for it —
+/// garbled, forged or a newer writer's: a receipt that is there but is not this request's answer.
+fn owner_leaves_receipt(
+    home: std::path::PathBuf,
+    pid: u32,
+    id: &'static str,
+    bytes: fn(&str) -> Vec<u8>,
+) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let me = mailbox::Drainer {
+            pid,
+            started_at: 77,
+            sessions: vec![id.into()],
+        };
+        let cfg = crate::config::Config::default();
+        let checks = crate::mail::admit::Checks {
+            cfg: &cfg,
+            approved: &|_, _| false,
+        };
+        for _ in 0..100 {
+            if let Some(c) = mailbox::drain_with(&home, &me, &checks, 0).pop() {
+                let key = c.request_id.strip_prefix("dsh-session-mail:").unwrap();
+                let b = bytes(&c.request_id);
+                std::fs::write(
+                    mailbox::root(&home).join(id).join(format!("{key}.done")),
+                    &b,
+                )
+                .unwrap();
+                return b;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        Vec::new()
+    })
+}
+
+/// A receipt that is there but cannot be read as this request's answer is not "no receipt": the send
+/// does not say the message waits (nor that it was delivered or refused) — it may have landed, check
+/// before sending again — and the file stays as it was. The hand-off's `accepted` line is the only one.
+#[tokio::test]
+async fn a_receipt_that_cannot_be_read_is_may_have_landed_not_waiting() {
+    let env = Env::online(accept_all()).await;
+    let pid = env.headless_target();
+    let h = env.home.path().to_path_buf();
+    type Case = (
+        &'static str,
+        fn(&str) -> Vec<u8>,
+        fn(&mailbox::ReceiptError) -> bool,
+    );
+    let cases: [Case; 3] = [
+        (
+            "not JSON",
+            |_| b"\x00 garbled".to_vec(),
+            |e| matches!(e, mailbox::ReceiptError::NotAReceipt { json: false, .. }),
+        ),
+        (
+            "over the bound",
+            |rid| {
+                serde_json::to_vec(
+                    &json!({"requestId": rid, "sessionId": "session-b", "state": "delivered",
+                    "message": "x".repeat(mailbox::MAX_RECEIPT_BYTES as usize)}),
+                )
+                .unwrap()
+            },
+            |e| matches!(e, mailbox::ReceiptError::File(Refused::TooBig { .. })),
+        ),
+        (
+            "another request's",
+            |_| {
+                serde_json::to_vec(
+                    &json!({"requestId": "dsh-session-mail:00000000-0000-4000-8000-000000000000",
+                    "sessionId": "session-b", "state": "delivered"}),
+                )
+                .unwrap()
+            },
+            |e| *e == mailbox::ReceiptError::NotThisRequest,
+        ),
+    ];
+    for (what, bytes, why) in cases {
+        let owner = owner_leaves_receipt(h.clone(), pid, "session-b", bytes);
+        let r = with_peer(
+            env.sessions_send("session-b", "hi"),
+            headless_owner(pid, "session-b"),
+        );
+        let out = send(&r).await;
+        let left = owner.join().unwrap();
+        let SendOutcome::ReceiptUnreadable(u) = &out.outcome else {
+            panic!("{what}: {out:?}");
+        };
+        assert!(why(&u.why), "{what}: {:?}", u.why);
+        assert_eq!(
+            (u.target.as_str(), u.pid, u.profile.as_deref()),
+            ("session-b", pid, Some("headless")),
+            "{what}"
+        );
+        assert!(
+            !out.accepted() && out.may_have_landed(),
+            "{what}: never accepted as delivered or waiting"
+        );
+        assert_eq!(out.code(), Some(RefusalCode::Unreachable), "{what}");
+        assert!(out.render().contains("MAY have landed"), "{what}");
+        assert!(!out.render().contains("waits in the mailbox"), "{what}");
+        let key = rid(&out)
+            .strip_prefix("dsh-session-mail:")
+            .unwrap()
+            .to_string();
+        let file = mailbox::root(&h)
+            .join("session-b")
+            .join(format!("{key}.done"));
+        assert_eq!(
+            std::fs::read(&file).unwrap(),
+            left,
+            "{what}: left as it was"
+        );
+        let lines = ledger::read_ledger(
+            &h,
+            &ledger::Filter {
+                request_id: Some(rid(&out)),
+                ..Default::default()
+            },
+        )
+        .unwrap()
+        .entries;
+        let outcomes: Vec<_> = lines.iter().map(|l| l.outcome.clone()).collect();
+        assert_eq!(
+            outcomes,
+            [LedgerOutcome::Accepted],
+            "{what}: the hand-off's line only"
+        );
+    }
+    assert!(
+        env.requests().is_empty(),
+        "this process's host was never asked"
+    );
+}
+
 #[tokio::test]
 async fn a_headless_owner_gets_the_message_through_its_mailbox_with_its_answer() {
     // This process's own host must not be touched: nothing resumes a session held elsewhere.
@@ -2403,11 +2539,12 @@ async fn a_held_store_that_cannot_take_the_message_refuses_with_its_error() {
 }
 
 /// A receipt over the bound the sender reads receipts with (forged: the owner's own `settle` never
-/// writes one, `mailbox::Receipt::fitted`) is no answer: the send is accepted unanswered — neither
-/// delivered nor rejected on the strength of a file it could not read — its ledger line stays
+/// writes one, `mailbox::Receipt::fitted`) is no answer it can read: neither delivered nor rejected on
+/// the strength of a file it could not read, nor "waiting" (on d1d4146 it said the message waits in the
+/// mailbox, although the envelope was settled) — it may have landed; its ledger line stays the hand-off's
 /// `accepted`, and the file is left in the shard.
 #[tokio::test]
-async fn a_receipt_over_the_bound_leaves_the_send_accepted_unanswered() {
+async fn a_receipt_over_the_bound_is_may_have_landed_and_left_in_place() {
     let env = Env::online(accept_all()).await;
     let pid = env.headless_target();
     let home = env.home.path().to_path_buf();
@@ -2451,15 +2588,17 @@ async fn a_receipt_over_the_bound_leaves_the_send_accepted_unanswered() {
     );
     let out = send(&r).await;
     let file = owner.join().unwrap().expect("the owner drained it");
-    assert_eq!(
-        receipt(&out).route,
-        Route::Mailbox {
-            pid,
-            profile: Some("headless".into()),
-            answered: false,
-        },
-        "{out:?}"
+    let SendOutcome::ReceiptUnreadable(u) = &out.outcome else {
+        panic!("{out:?}")
+    };
+    assert!(
+        matches!(
+            u.why,
+            mailbox::ReceiptError::File(Refused::TooBig { cap: 4096, .. })
+        ),
+        "{u:?}"
     );
+    assert!(out.may_have_landed() && !out.accepted());
     assert!(file.exists(), "the forged receipt is left where it is");
     let l = crate::ledger::read_ledger(&home, &crate::ledger::Filter::default()).unwrap();
     let outcomes: Vec<String> = l.entries.iter().map(|e| e.outcome.as_string()).collect();

@@ -457,6 +457,55 @@ async fn mailbox_route() {
     );
 }
 
+/// A receipt there that cannot be read (`mailbox::ReceiptError`): may have landed — never "waits in the
+/// mailbox", delivered or refused — and what to check before sending again. Each reason's words.
+#[tokio::test]
+async fn a_receipt_that_cannot_be_read() {
+    let env = Env::online(accept_all()).await;
+    let pid = env.headless_target();
+    let pid_s = pid.to_string();
+    let h = env.home.path().to_path_buf();
+    let text = |why: &str| {
+        format!("refused (unreachable): the message MAY have landed in session-b: it was handed to the mailbox of the DSH process that holds that session (pid <pid>, profile headless), but the receipt found there for it cannot be read ({why}).\n\
+            It was not sent again: that process may have delivered it, or its host may have refused it, and that receipt cannot say which. Check with sessions_read {{\"session_id\":\"session-b\"}}: a landed copy shows request=<rid> in its source label. Send it again only if it is not there.\n\
+            request: <rid>")
+    };
+    type Case = (fn(&str) -> Vec<u8>, &'static str);
+    let cases: [Case; 4] = [
+        (
+            |_| b"\x00 garbled".to_vec(),
+            "it is not valid JSON: line 1, column 1",
+        ),
+        (
+            |rid| {
+                format!(r#"{{"requestId":"{rid}","sessionId":"session-b","state":"deferred"}}"#)
+                    .into_bytes()
+            },
+            "it is JSON but not a receipt this version reads: line 1, column 111",
+        ),
+        (
+            |_| {
+                br#"{"requestId":"dsh-session-mail:00000000-0000-4000-8000-000000000000","sessionId":"session-b","state":"delivered"}"#.to_vec()
+            },
+            "it is the receipt of another request or session",
+        ),
+        (
+            |_| vec![b' '; 5000],
+            "it is 5000 bytes, over the 4.0 KiB cap",
+        ),
+    ];
+    for (bytes, why) in cases {
+        let owner = owner_leaves_receipt(h.clone(), pid, "session-b", bytes);
+        let r = with_peer(
+            env.sessions_send("session-b", "hi"),
+            headless_owner(pid, "session-b"),
+        );
+        let out = send(&r).await;
+        owner.join().unwrap();
+        pin_rid_and(&out, &[(&pid_s, "pid")], &text(why));
+    }
+}
+
 #[tokio::test]
 async fn undelivered() {
     let (_env, out) = may_have_landed_send().await;
