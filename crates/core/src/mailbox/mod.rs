@@ -446,6 +446,14 @@ pub fn receipt(
     Ok(Some(r))
 }
 
+/// Has `request_id` a receipt that reads as its own? Only such a receipt settles its envelope: one that
+/// cannot be read (forged, garbled, a newer writer's) settles nothing — the envelope is still waiting
+/// and is delivered (exactly once: a delivery that landed is in the log), and its owner's receipt then
+/// replaces that file.
+fn settled(home: &Path, session: &str, request_id: &str) -> bool {
+    matches!(receipt(home, session, request_id), Ok(Some(_)))
+}
+
 /// Is `request_id` still waiting in its target's shard (posted or claimed, not settled)?
 pub fn waiting(home: &Path, session: &str, request_id: &str) -> bool {
     let (Some(key), Some(d)) = (key_of(request_id), shard(home, session)) else {
@@ -454,7 +462,7 @@ pub fn waiting(home: &Path, session: &str, request_id: &str) -> bool {
     if fsafe::check_private_dir(&d).is_err() {
         return false;
     }
-    if d.join(format!("{key}.done")).exists() {
+    if settled(home, session, request_id) {
         return false;
     }
     let claimed = format!("{key}.claimed-");
@@ -620,7 +628,7 @@ pub const MAX_REFUSED: usize = 64;
 /// `crate::mail::admit::Checks`, rebuilds its text framed, from a sender its ledger line vouches for,
 /// after the checks a direct send passes); one it refuses is moved aside (`<uuid>.refused`) with a
 /// rejected receipt. Housekeeping on the way: old receipts and temp files go, an envelope already
-/// settled (its receipt exists) is removed, an invalid one is deleted, junk names and non-regular files
+/// settled (a receipt that reads as its own exists: [`settled`]) is removed, an invalid one is deleted, junk names and non-regular files
 /// are removed without being opened or counted.
 pub fn drain_with(
     home: &Path,
@@ -690,7 +698,11 @@ pub fn drain_with(
                 }
                 continue;
             }
-            if d.join(format!("{key}.done")).exists() {
+            if settled(
+                home,
+                session,
+                &format!("{}{key}", base::names::REQUEST_ID_PREFIX),
+            ) {
                 // Settled already (a crash between the receipt and the removal).
                 let _ = fs::remove_file(&path);
                 continue;

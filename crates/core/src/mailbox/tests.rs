@@ -884,3 +884,44 @@ fn a_receipt_that_cannot_be_read_is_told_from_no_receipt_and_left_in_place() {
     ));
     assert!(fs::symlink_metadata(&file).is_ok(), "left in place");
 }
+
+/// A `.done` beside a waiting envelope that cannot be read as its receipt (forged, garbled) settles
+/// nothing: the envelope still waits (`waiting`, so `verify` says so), the drain delivers it instead of
+/// removing it unread (on b362e44 any `.done` made the drain delete it: the message was lost), and the
+/// owner's own receipt then replaces the file. A readable receipt still settles it (the test above).
+#[test]
+fn an_unreadable_receipt_beside_an_envelope_settles_nothing() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let pid = std::process::id();
+    let d = ensure_shard(h, S).unwrap();
+    let file = d.join(format!("{}.done", key_of(&rid(1)).unwrap()));
+    post_v(h, &env(1, pid, 7)).unwrap();
+    fs::write(&file, b"\x00 forged").unwrap();
+    assert!(waiting(h, S, &rid(1)), "still waiting");
+    let got = drain(h, &me(pid), 0);
+    assert_eq!(
+        got.len(),
+        1,
+        "delivered, not removed unread: {:?}",
+        names(h)
+    );
+    assert_eq!(got[0].request_id, rid(1));
+    assert_eq!(
+        fs::read(&file).unwrap(),
+        b"\x00 forged",
+        "the drain leaves it"
+    );
+    settle(h, pid, &delivered(&rid(1))).unwrap();
+    let r = receipt(h, S, &rid(1))
+        .unwrap()
+        .expect("the owner's receipt");
+    assert_eq!((r.state, r.pid), (ReceiptState::Delivered, pid));
+    assert!(!waiting(h, S, &rid(1)));
+    // another request's receipt under this name settles nothing either
+    post_v(h, &env(2, pid, 7)).unwrap();
+    let other = d.join(format!("{}.done", key_of(&rid(2)).unwrap()));
+    fs::write(&other, serde_json::to_vec(&delivered(&rid(3))).unwrap()).unwrap();
+    assert!(waiting(h, S, &rid(2)));
+    assert_eq!(drain(h, &me(pid), 0).len(), 1);
+}
