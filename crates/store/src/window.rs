@@ -245,8 +245,8 @@ const PROBES: usize = 64;
 /// others), and so does a chain the check cannot read within [`CHAIN_MAX`] (a corrupt frame, a
 /// line across frames, a seq it cannot find): every one of those is "no".
 struct Chain {
-    /// (first, last) seq of each frame looked at; None: no event line in it.
-    spans: std::collections::HashMap<usize, Option<(u64, u64)>>,
+    /// What the check keeps of each frame it looked at.
+    spans: std::collections::HashMap<usize, Span>,
     /// The bytes of the frame looked at last.
     last: Option<(usize, Vec<u8>)>,
     /// The check's own decoder, its budget [`CHAIN_MAX`] (a frame that decodes to more stops it
@@ -276,6 +276,25 @@ struct SeqOnly {
     seq: Option<u64>,
     #[serde(default)]
     seq0: Option<u64>,
+}
+
+/// What the check keeps of a frame it decoded (not its bytes).
+#[derive(Clone, Copy)]
+struct Span {
+    /// (first, last) seq of its lines ([`span_of`]); None: no event line in it.
+    seqs: Option<(u64, u64)>,
+    /// It ends a line (its last byte is a newline, or it is empty): the next frame's first line
+    /// is a whole line.
+    ends_line: bool,
+}
+
+impl Span {
+    fn of(bytes: &[u8]) -> Span {
+        Span {
+            seqs: span_of(bytes),
+            ends_line: bytes.last().is_none_or(|c| *c == b'\n'),
+        }
+    }
 }
 
 /// The first and the last seq among the lines of a frame (a search aid only: the line that
@@ -326,20 +345,21 @@ impl Chain {
         self.last.as_ref().map_or(&[], |(_, b)| b)
     }
 
-    /// The seq span of frame `i`. Err(()) : it cannot be read (corrupt, the budget spent).
+    /// What the check keeps of frame `i` (decoded at its first look). Err(()) : it cannot be
+    /// read (corrupt, the budget spent).
     fn span<R: Read + Seek>(
         &mut self,
         log: &mut Units,
         r: &mut R,
         i: usize,
-    ) -> io::Result<Result<Option<(u64, u64)>, ()>> {
+    ) -> io::Result<Result<Span, ()>> {
         if let Some(s) = self.spans.get(&i) {
             return Ok(Ok(*s));
         }
         if !self.decode(log, r, i)? {
             return Ok(Err(()));
         }
-        let s = span_of(self.bytes());
+        let s = Span::of(self.bytes());
         self.spans.insert(i, s);
         Ok(Ok(s))
     }
@@ -377,7 +397,7 @@ impl Chain {
                 if k > hi {
                     break None;
                 }
-                match self.span(log, r, k)? {
+                match self.span(log, r, k)?.map(|sp| sp.seqs) {
                     Err(()) => return Ok(None),
                     Ok(Some(sp)) => break Some(sp),
                     Ok(None) => k += 1,
@@ -426,11 +446,11 @@ impl Chain {
         let (ty, op) = (e.ty.to_string(), e.surface_op);
         if idx == 0 {
             // The frame's first line: the header in frame 0, else a whole line only when the
-            // frame before ended one.
+            // frame before ended one (kept with its span: decoded once, if ever).
             let Some(prev) = k.checked_sub(1) else {
                 return Ok(None);
             };
-            if !self.decode(log, r, prev)? || self.bytes().last().is_some_and(|c| *c != b'\n') {
+            if !self.span(log, r, prev)?.is_ok_and(|sp| sp.ends_line) {
                 return Ok(None);
             }
         }
