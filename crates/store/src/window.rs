@@ -244,11 +244,15 @@ const PROBES: usize = 64;
 /// `compactRegion` of a middle span breaks it (its `start` is a node that was appended after
 /// others), and so does a chain the check cannot read within [`CHAIN_MAX`] (a corrupt frame, a
 /// line across frames, a seq it cannot find): every one of those is "no".
-struct Chain {
+struct Chain<'a> {
     /// What the check keeps of each frame it looked at.
     spans: std::collections::HashMap<usize, Span>,
-    /// The bytes of the frame looked at last.
+    /// The bytes of the frame looked at last (frame 0's are `frame0`).
     last: Option<(usize, Vec<u8>)>,
+    /// The header frame, as the read decoded it (not decoded again).
+    frame0: &'a [u8],
+    /// `frame0`'s cost is charged to the budget (once, as one decode of it would be).
+    frame0_charged: bool,
     /// The check's own decoder, its budget [`CHAIN_MAX`] (a frame that decodes to more stops it
     /// there, not after).
     sc: Scratch,
@@ -310,13 +314,16 @@ fn span_of(bytes: &[u8]) -> Option<(u64, u64)> {
     Some((first, last.max(first)))
 }
 
-impl Default for Chain {
-    fn default() -> Chain {
+impl<'a> Chain<'a> {
+    /// The check of one read; `frame0`: its header frame, decoded whole.
+    fn new(frame0: &'a [u8]) -> Chain<'a> {
         let mut sc = Scratch::new();
         sc.reset_budget(CHAIN_MAX);
         Chain {
             spans: Default::default(),
             last: None,
+            frame0,
+            frame0_charged: false,
             sc,
             spent: 0,
             decodes: 0,
@@ -324,12 +331,21 @@ impl Default for Chain {
             known: Vec::new(),
         }
     }
-}
 
-impl Chain {
     /// Frame `i` decoded into `self.last`; false: it cannot be read (corrupt, the budget spent).
     fn decode<R: Read + Seek>(&mut self, log: &mut Units, r: &mut R, i: usize) -> io::Result<bool> {
         if self.last.as_ref().is_some_and(|(j, _)| *j == i) {
+            return Ok(true);
+        }
+        if i == 0 {
+            // The read holds it: only its cost against the budget, the first time.
+            if !self.frame0_charged {
+                if !self.sc.spend(self.frame0) {
+                    return Ok(false);
+                }
+                self.frame0_charged = true;
+            }
+            self.last = Some((0, Vec::new()));
             return Ok(true);
         }
         let Some(bytes) = log.raw_with(r, i, Some(&mut self.sc))? else {
@@ -342,7 +358,11 @@ impl Chain {
     }
 
     fn bytes(&self) -> &[u8] {
-        self.last.as_ref().map_or(&[], |(_, b)| b)
+        match &self.last {
+            Some((0, _)) => self.frame0,
+            Some((_, b)) => b,
+            None => &[],
+        }
     }
 
     /// What the check keeps of frame `i` (decoded at its first look). Err(()) : it cannot be
@@ -541,7 +561,7 @@ thread_local! {
 }
 
 fn head_checked<R: Read + Seek>(
-    chain: &mut Chain,
+    chain: &mut Chain<'_>,
     log: &mut Units,
     r: &mut R,
     anchor: u64,
@@ -612,13 +632,13 @@ pub(crate) fn read<R: Read + Seek>(
         units,
         sc: Scratch::new(),
     };
-    // made at the first head check (its decoder is a zstd context and a buffer; most reads need none)
-    let mut chain: Option<Chain> = None;
     // The header frame: its first line is the header (a header the fold cannot read is the full
     // fold's to report).
     let Some(frame0) = log.whole(r, 0)? else {
         return Ok(None);
     };
+    // made at the first head check (its decoder is a zstd context and a buffer; most reads need none)
+    let mut chain: Option<Chain> = None;
     let head = match cached {
         Some(b) => Head {
             header: b.header.clone().expect("checked"),
@@ -706,7 +726,7 @@ pub(crate) fn read<R: Read + Seek>(
                 };
                 let top = f.last_seq.map_or(0, |l| l.saturating_add(1));
                 if head_checked(
-                    chain.get_or_insert_with(Chain::default),
+                    chain.get_or_insert_with(|| Chain::new(&frame0)),
                     &mut log,
                     r,
                     anchor,
