@@ -478,19 +478,27 @@ impl<'a> Chain<'a> {
     }
 
     /// Whether node `anchor` is the head of the surface (see [`Chain`]). `top`: above every seq of
-    /// the complete frames' events.
+    /// the complete frames' events; `low`: the window's lowest frame with an event line and its
+    /// first seq.
     fn at_head<R: Read + Seek>(
         &mut self,
         log: &mut Units,
         r: &mut R,
         anchor: u64,
         top: u64,
+        low: Option<(usize, u64)>,
     ) -> io::Result<bool> {
         if let Some((_, k)) = self.known.iter().find(|(a, _)| *a == anchor) {
             return Ok(*k);
         }
-        let last = log.units.len().saturating_sub(1);
-        let (mut s, mut bound) = (anchor, (last, top));
+        // The first lookup searches the frames below the window when the anchor is before its
+        // first seq (in the unknown prefix: every frame from `low` on holds later seqs), else
+        // every frame.
+        let bound = match low {
+            Some((k, f)) if anchor < f && k > 0 => (k - 1, f),
+            _ => (log.units.len().saturating_sub(1), top),
+        };
+        let (mut s, mut bound) = (anchor, bound);
         // The frames per seq of the last step: where the next event likely is.
         let mut guess = None;
         let k = loop {
@@ -566,12 +574,13 @@ fn head_checked<R: Read + Seek>(
     r: &mut R,
     anchor: u64,
     top: u64,
+    low: Option<(usize, u64)>,
 ) -> io::Result<bool> {
     #[cfg(test)]
     if SKIP_HEAD.with(|c| c.get()) {
         return Ok(true);
     }
-    let at = chain.at_head(log, r, anchor, top)?;
+    let at = chain.at_head(log, r, anchor, top, low)?;
     #[cfg(test)]
     LAST_CHAIN.with(|c| c.set((chain.steps, chain.decodes, chain.spent)));
     Ok(at)
@@ -725,12 +734,18 @@ pub(crate) fn read<R: Read + Seek>(
                     return Ok(None);
                 };
                 let top = f.last_seq.map_or(0, |l| l.saturating_add(1));
+                // `frames` holds frames `i..n` (frame `i` first)
+                let low = frames
+                    .iter()
+                    .enumerate()
+                    .find_map(|(p, d)| d.first_seq.map(|f| (i + p, f)));
                 if head_checked(
                     chain.get_or_insert_with(|| Chain::new(&frame0)),
                     &mut log,
                     r,
                     anchor,
                     top,
+                    low,
                 )? {
                     window = Some(*f);
                     lowest = lowest.min(i);
