@@ -256,12 +256,22 @@ struct Chain<'a> {
     /// The check's own decoder, its budget [`CHAIN_MAX`] (a frame that decodes to more stops it
     /// there, not after).
     sc: Scratch,
-    spent: u64,
-    /// Frames decoded, replaces walked (the manual timing reports them).
-    decodes: usize,
-    steps: usize,
+    /// What the check cost so far.
+    cost: Cost,
     /// Decided already: the anchor and the answer (a window tried again asks once more).
     known: Vec<(u64, bool)>,
+}
+
+/// What a read's head check cost: the manual timing (`window_on_a_real_log`) reports it; nothing
+/// decides by it (the budget is `Chain::sc`'s, a walk's first probe its own: [`Chain::at_head`]).
+#[derive(Clone, Copy, Default)]
+struct Cost {
+    /// Bytes decoded.
+    spent: u64,
+    /// Frames decoded.
+    decodes: usize,
+    /// Replaces walked back.
+    steps: usize,
 }
 
 /// A line of a frame that the full fold reads as an event (not the header, not over the line
@@ -325,9 +335,7 @@ impl<'a> Chain<'a> {
             frame0,
             frame0_charged: false,
             sc,
-            spent: 0,
-            decodes: 0,
-            steps: 0,
+            cost: Cost::default(),
             known: Vec::new(),
         }
     }
@@ -351,8 +359,8 @@ impl<'a> Chain<'a> {
         let Some(bytes) = log.raw_with(r, i, Some(&mut self.sc))? else {
             return Ok(false);
         };
-        self.spent += bytes.len() as u64;
-        self.decodes += 1;
+        self.cost.spent += bytes.len() as u64;
+        self.cost.decodes += 1;
         self.last = Some((i, bytes));
         Ok(true)
     }
@@ -499,8 +507,9 @@ impl<'a> Chain<'a> {
             _ => (log.units.len().saturating_sub(1), top),
         };
         let (mut s, mut bound) = (anchor, bound);
-        // The frames per seq of the last step: where the next event likely is.
-        let mut guess = None;
+        // From the second lookup of this walk on, the frames per seq of the step before say where
+        // the next event likely is (the first one interpolates over its range: no step before it).
+        let (mut guess, mut stepped) = (None, false);
         let k = loop {
             let Some((k, ty, op)) = self.event_at(log, r, s, bound, guess)? else {
                 break false;
@@ -511,7 +520,7 @@ impl<'a> Chain<'a> {
             match op.as_ref().and_then(SurfaceOp::parse) {
                 // A replace that started at the head: its node was the head.
                 Some(SurfaceOp::Replace { start, .. }) if start < s => {
-                    if self.steps > 0 {
+                    if stepped {
                         // as many frames back per seq as the step before took
                         let (pk, ps) = bound;
                         let back = (pk - k) as u128 * (s - start) as u128 / (ps - s).max(1) as u128;
@@ -519,7 +528,8 @@ impl<'a> Chain<'a> {
                     }
                     bound = (k, s);
                     s = start;
-                    self.steps += 1;
+                    stepped = true;
+                    self.cost.steps += 1;
                 }
                 Some(SurfaceOp::Append) => break self.first_node(log, r, s)?,
                 _ => break false,
@@ -565,7 +575,7 @@ thread_local! {
     /// The manual timing (`window_on_a_real_log`): skip the head check (its baseline), and what
     /// the last one cost (replaces walked, frames decoded, bytes decoded).
     static SKIP_HEAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-    static LAST_CHAIN: std::cell::Cell<(usize, usize, u64)> = const { std::cell::Cell::new((0, 0, 0)) };
+    static LAST_CHAIN: std::cell::Cell<Cost> = const { std::cell::Cell::new(Cost { spent: 0, decodes: 0, steps: 0 }) };
 }
 
 fn head_checked<R: Read + Seek>(
@@ -582,7 +592,7 @@ fn head_checked<R: Read + Seek>(
     }
     let at = chain.at_head(log, r, anchor, top, low)?;
     #[cfg(test)]
-    LAST_CHAIN.with(|c| c.set((chain.steps, chain.decodes, chain.spent)));
+    LAST_CHAIN.with(|c| c.set(chain.cost));
     Ok(at)
 }
 
@@ -1548,7 +1558,11 @@ fn window_on_a_real_log() {
             }
         }
         SKIP_HEAD.with(|c| c.set(false));
-        let (steps, decodes, spent) = LAST_CHAIN.with(|c| c.get());
+        let Cost {
+            steps,
+            decodes,
+            spent,
+        } = LAST_CHAIN.with(|c| c.get());
         let q = |v: &mut Vec<f64>, p: f64| {
             v.sort_by(f64::total_cmp);
             v[((p * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1]
