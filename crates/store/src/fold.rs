@@ -126,6 +126,9 @@ pub struct Fold {
     gap_noted: bool,
     /// Resume point: byte offset after the last committed frame (zstd) or line (plain).
     pub offset: u64,
+    /// This fold stopped at the decode budget (`log::DECODE_BUDGET`): it misses what the log holds
+    /// past that point, also once resumed over later appends. Not persisted (`FoldState`).
+    pub(crate) stopped: bool,
     pub(crate) splitter: Splitter,
     labels: Vec<Arc<str>>,
     surface_capped: bool,

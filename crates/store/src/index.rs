@@ -55,6 +55,15 @@ struct Entry {
     /// What readers see: `committed` plus the complete lines of a torn last frame, if any.
     view: Arc<Fold>,
     used: u64,
+    /// When `committed` stopped at the decode budget: what a read gets instead ([`read_beside`]).
+    beside: Option<Beside>,
+}
+
+/// A read's answer beside a full fold that stopped at the decode budget: the window fold of the
+/// log as it was at `ident` (committed, view), or None when the window declined for it.
+struct Beside {
+    ident: Ident,
+    fold: Option<(Arc<Fold>, Arc<Fold>)>,
 }
 
 /// A process-wide cache map, made at its first use.
@@ -169,6 +178,11 @@ fn regular_ident(path: &Path) -> Result<Ident, ReadError> {
 fn load_inner(log: &LogFile, window: bool) -> Result<(Arc<Fold>, u64), ReadError> {
     let ident = regular_ident(&log.path)?;
     let tick = TICK.fetch_add(1, Ordering::Relaxed);
+    if window {
+        if let Some(got) = read_beside(log, &ident, tick)? {
+            return Ok(got);
+        }
+    }
     let base = {
         let mut map = CACHE.lock();
         match map.get_mut(&log.path) {
@@ -242,9 +256,71 @@ fn load_inner(log: &LogFile, window: bool) -> Result<(Arc<Fold>, u64), ReadError
             committed,
             view: view.clone(),
             used: tick,
+            beside: None,
         },
     );
     Ok((view, read))
+}
+
+/// A read of a log whose cached full fold stopped at the decode budget (this process folded it
+/// whole for a caller that needs the requests, `load_log`): that fold misses what the log holds
+/// past the budget, and a read from the end, bounded by its own budgets, answers what it holds
+/// now — the answer the read gives when no full fold is cached. So the read takes the window:
+/// kept beside the full fold (which stays for the callers that need the requests: a 2 GiB fold
+/// is not redone for them), resumed over appends like any cached window fold, never persisted
+/// (the checkpoint stays the full fold's). None: no such fold is cached, or the window declines
+/// (a grown window fold met a note, no checkpoint ends its walk, …): the read takes the cached
+/// fold as before.
+fn read_beside(
+    log: &LogFile,
+    ident: &Ident,
+    tick: u64,
+) -> Result<Option<(Arc<Fold>, u64)>, ReadError> {
+    let grown = {
+        let mut map = CACHE.lock();
+        let Some(e) = map
+            .get_mut(&log.path)
+            .filter(|e| e.committed.stopped && !e.committed.is_window())
+        else {
+            return Ok(None);
+        };
+        match &e.beside {
+            Some(b) if b.ident == *ident => {
+                e.used = tick;
+                return Ok(b.fold.as_ref().map(|(_, v)| (v.clone(), 0)));
+            }
+            Some(b) if ident.grew_from(&b.ident) => b.fold.as_ref().map(|(c, _)| c.clone()),
+            _ => None,
+        }
+    };
+    let mut file = open_log(&log.path)?;
+    let resumed = match grown {
+        Some(c) if c.offset <= ident.size => {
+            let start = c.offset;
+            let (c, t) = continue_fold(&mut file, log.enc, ident.size, (*c).clone())?;
+            // A note in the appended part: its line numbers are the full fold's to give.
+            c.notes
+                .is_empty()
+                .then(|| (c, t, ident.size.saturating_sub(start)))
+        }
+        _ => None,
+    };
+    let got = resumed.or_else(|| try_window(log, ident, &mut file));
+    let read = got.as_ref().map_or(0, |(_, _, n)| *n);
+    let fold = got.map(|(c, t, _)| {
+        let c = Arc::new(c);
+        let v = t.map_or_else(|| c.clone(), Arc::new);
+        (c, v)
+    });
+    let mut map = CACHE.lock();
+    if let Some(e) = map.get_mut(&log.path).filter(|e| e.committed.stopped) {
+        e.used = tick;
+        e.beside = Some(Beside {
+            ident: ident.clone(),
+            fold: fold.clone(),
+        });
+    }
+    Ok(fold.map(|(_, v)| (v, read)))
 }
 
 // ---- briefs: what a listing needs (header, title), cached apart from the full folds ----

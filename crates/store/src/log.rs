@@ -277,6 +277,7 @@ pub fn continue_fold<R: Read + Seek>(
                         budget_note(pos, size),
                     );
                     fold.offset = size;
+                    fold.stopped = true;
                     return Ok((fold, None));
                 }
                 fold.feed(
@@ -317,6 +318,7 @@ pub fn continue_fold<R: Read + Seek>(
                                 budget_note(pos, size),
                             );
                             fold.offset = size;
+                            fold.stopped = true;
                             return Ok((fold, None));
                         }
                         pos = end;

@@ -1180,8 +1180,8 @@ mod tests {
     /// events are not shown`, one of the read's notes); the read from the end is bounded by its own
     /// budgets (the frame walk decodes nothing; `WINDOW_MAX`, `CHAIN_MAX`) and answers what the log
     /// holds now — the answer a full fold without the bound would give. That is the right one;
-    /// a read gets the stopped fold only where it resumes one (this process folded the whole log
-    /// for a caller that needs the requests, or a full fold's checkpoint), and its note says so.
+    /// a read gets the stopped fold only where it resumes a full fold's checkpoint of one, and its
+    /// note says so (a stopped fold in this process's cache: the next test).
     #[test]
     fn past_the_decode_budget_the_window_reads_what_the_log_holds_now() {
         let p = Persisting::new();
@@ -1210,6 +1210,66 @@ mod tests {
         let got = got.expect("the window answers past the budget");
         assert_eq!(answer(&got), answer(&want), "what the log holds now");
         assert!(got.read_notes().is_empty());
+    }
+
+    /// Within one process, a full fold that stopped at the decode budget (`load_log` folded the log
+    /// for a caller that needs the requests) does not shadow the read from the end: a later read
+    /// still answers what the log holds now (its window fold kept beside the full fold, resumed
+    /// over an append); `load_log` keeps its stopped fold (not folded again), and the checkpoint
+    /// stays the full fold's.
+    #[test]
+    fn a_stopped_full_fold_in_the_cache_does_not_shadow_the_read_from_the_end() {
+        use crate::index::{forget, load_log_counted, load_log_for_read_counted};
+        let p = Persisting::new();
+        let mut b = host_log(&mut Rng(99), false, 40, false);
+        let (path, bytes, log) = compacted_on_disk(p.home.path(), &mut b);
+        let want = full(&bytes);
+        let low = Some(crate::log::chunk_cost(b.text().as_bytes()) * 3 / 4);
+        crate::log::BUDGET.set(low);
+        forget(&path);
+        let (all, read) = load_log_counted(&log);
+        let all = all.unwrap();
+        assert!(all.stopped && !all.is_window() && read > 0);
+        assert_ne!(
+            answer(&all),
+            answer(&want),
+            "the stopped fold misses the newest events"
+        );
+        let (got, read) = load_log_for_read_counted(&log);
+        let got = got.unwrap();
+        assert!(got.is_window() && read > 0, "read from the end");
+        assert_eq!(answer(&got), answer(&want), "what the log holds now");
+        assert!(got.read_notes().is_empty(), "{:?}", got.read_notes());
+        // Warm, both: the read its window fold, `load_log` its stopped fold.
+        let (again, read) = load_log_for_read_counted(&log);
+        assert!(read == 0 && std::sync::Arc::ptr_eq(&again.unwrap(), &got));
+        let (kept, read) = load_log_counted(&log);
+        assert!(read == 0 && std::sync::Arc::ptr_eq(&kept.unwrap(), &all));
+        // Grown: the window fold is resumed over the append.
+        let mut more = b;
+        more.prompt("later", "dsh-session-mail:later");
+        more.reply("later reply", DS.0, DS.1);
+        more.end_turn();
+        let grown = more.zstd();
+        std::fs::write(&path, &grown).unwrap();
+        let (g, read) = load_log_for_read_counted(&log);
+        let g = g.unwrap();
+        assert!(
+            g.is_window() && read <= (grown.len() - bytes.len()) as u64,
+            "{read}"
+        );
+        crate::log::BUDGET.set(None);
+        assert_eq!(answer(&g), answer(&full(&grown)));
+        crate::log::BUDGET.set(low);
+        // The checkpoint is still the full fold's (a read beside it writes none).
+        forget(&path);
+        std::fs::write(&path, &bytes).unwrap();
+        let (ck, read) = load_log_counted(&log);
+        let ck = ck.unwrap();
+        assert!(read == 0 && !ck.is_window(), "{read}");
+        assert_eq!(answer(&ck), answer(&all), "the stopped fold, resumed");
+        crate::log::BUDGET.set(None);
+        forget(&path);
     }
 
     /// A window fold persisted by a build that did not check where its compaction starts (body
