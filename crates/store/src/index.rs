@@ -941,14 +941,14 @@ struct Arrival {
     epoch: u64,
 }
 
-/// The entry list of each project of `walk` (its notes left out), in order.
-fn entry_lists(walk: &[layout::ProjectWalk]) -> Vec<&Arc<Vec<PathBuf>>> {
+/// The projects of `walk` (its notes left out), in order: each one's folder and entry list.
+fn project_lists(walk: &[layout::ProjectWalk]) -> (Vec<&Path>, Vec<&Arc<Vec<PathBuf>>>) {
     walk.iter()
         .filter_map(|p| match p {
-            layout::ProjectWalk::Entries { entries, .. } => Some(entries),
+            layout::ProjectWalk::Entries { project, entries } => Some((project.as_path(), entries)),
             layout::ProjectWalk::Note(_) => None,
         })
-        .collect()
+        .unzip()
 }
 
 /// Mark covered (by the watcher of `epoch`) each memo of `arrived` that is still what its check saw
@@ -965,7 +965,7 @@ fn apply_arrivals(
     }
     // the project of an arrival: the one whose entries are the very list the asking listing
     // walked (a project whose entries changed since is re-checked the usual way)
-    let projects = entry_lists(walk);
+    let (_, projects) = project_lists(walk);
     let by_entries: HashMap<*const Vec<PathBuf>, usize> = projects
         .iter()
         .enumerate()
@@ -1231,7 +1231,7 @@ struct HomeMemo {
 
 /// The identity (dev, ino) of the sessions root and of each project folder a walk listed (links
 /// followed: a link retargeted is another folder).
-fn folder_ids(home: &Path, walk: &[layout::ProjectWalk]) -> Vec<(PathBuf, Option<(u64, u64)>)> {
+fn folder_ids(home: &Path, project_dirs: &[&Path]) -> Vec<(PathBuf, Option<(u64, u64)>)> {
     let id = |p: &Path| {
         (
             p.to_path_buf(),
@@ -1239,10 +1239,7 @@ fn folder_ids(home: &Path, walk: &[layout::ProjectWalk]) -> Vec<(PathBuf, Option
         )
     };
     std::iter::once(id(&home.join("sessions")))
-        .chain(walk.iter().filter_map(|p| match p {
-            layout::ProjectWalk::Entries { project, .. } => Some(id(project)),
-            layout::ProjectWalk::Note(_) => None,
-        }))
+        .chain(project_dirs.iter().map(|p| id(p)))
         .collect()
 }
 
@@ -1496,7 +1493,8 @@ pub fn list_cached(home: &Path, hot: &HashSet<String>) -> Arc<super::BriefListin
     // a project folder (by path) is another folder than last time (replaced, moved, a link retargeted), the
     // session folders under it are other ones too, watched or not. A new watcher then (nothing is
     // covered until it has watched each folder again; the 2 s rule meanwhile).
-    let folders = folder_ids(home, &walk);
+    let (project_dirs, projects) = project_lists(&walk);
+    let folders = folder_ids(home, &project_dirs);
     if let (WatchSlot::On(_), Some(o)) = (&watch, &old) {
         let was: HashMap<&Path, Option<(u64, u64)>> =
             o.folders.iter().map(|(p, id)| (p.as_path(), *id)).collect();
@@ -1530,33 +1528,21 @@ pub fn list_cached(home: &Path, hot: &HashSet<String>) -> Arc<super::BriefListin
         }
     };
     // 1. per project, the memos of its entries: by position when the entries are the same
-    let projects = entry_lists(&walk);
-    let project_dirs: Vec<&Path> = walk
+    let mut memos: Vec<Vec<Option<Memo>>> = project_dirs
         .iter()
-        .filter_map(|p| match p {
-            layout::ProjectWalk::Entries { project, .. } => Some(project.as_path()),
-            layout::ProjectWalk::Note(_) => None,
-        })
-        .collect();
-    let mut memos: Vec<Vec<Option<Memo>>> = walk
-        .iter()
-        .filter_map(|p| match p {
-            layout::ProjectWalk::Entries { project, entries } => {
-                Some(match old_projects.remove(project) {
-                    Some((was, m)) if Arc::ptr_eq(&was, entries) || was == *entries => m,
-                    Some((was, m)) => {
-                        let mut by_path: HashMap<PathBuf, Memo> = was
-                            .iter()
-                            .cloned()
-                            .zip(m)
-                            .filter_map(|(p, m)| Some((p, m?)))
-                            .collect();
-                        entries.iter().map(|e| by_path.remove(e)).collect()
-                    }
-                    None => vec![None; entries.len()],
-                })
+        .zip(&projects)
+        .map(|(project, &entries)| match old_projects.remove(*project) {
+            Some((was, m)) if Arc::ptr_eq(&was, entries) || was == *entries => m,
+            Some((was, m)) => {
+                let mut by_path: HashMap<PathBuf, Memo> = was
+                    .iter()
+                    .cloned()
+                    .zip(m)
+                    .filter_map(|(p, m)| Some((p, m?)))
+                    .collect();
+                entries.iter().map(|e| by_path.remove(e)).collect()
             }
-            layout::ProjectWalk::Note(_) => None,
+            None => vec![None; entries.len()],
         })
         .collect();
     // 1b. folders whose watch landed since the last call and checked out (the watcher's thread
