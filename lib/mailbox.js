@@ -5,7 +5,7 @@
 // session, and has the core write the receipt the sender waits for. The file work, the claim and the
 // hostile-input checks are the core's; this file only talks to the host.
 import { attempt } from './attempt.js'
-import { flushSession, pendingOf, service, userMessage } from './host.js'
+import { flushSession, pendingOf, service, serviceMemo, userMessage } from './host.js'
 import { resolveDshHome } from './home.js'
 
 const DRAIN_MS = 250
@@ -30,10 +30,11 @@ function errorCode(e) {
  * (`agent.steer` / `agent.followup`, what rc.8's route and 0.1.7's built-in peer sessions call), deduped
  * here: by this process's memory, the inbox's pending ids, and the log (`env.landed`, the core's lookup).
  * null: the session is not live here any more (the envelope goes back for its next holder).
+ * `registry()` is the agent registry (the mailbox's serviceMemo).
  */
-async function deliverEnvelope(ctx, env, delivered) {
+async function deliverEnvelope(ctx, registry, env, delivered) {
   if (env.landed || delivered.has(env.requestId)) return { state: 'delivered', route: 'already-delivered' }
-  const agent = attempt(() => ctx.agents?.get?.(env.sessionId), undefined)
+  const agent = attempt(() => registry()?.get?.(env.sessionId), undefined)
   if (agent === undefined || agent === null) return null
   if (pendingOf(agent).rpcIds.includes(env.requestId)) return { state: 'delivered', route: 'already-delivered' }
   const mode = env.mode === 'steer' ? 'steer' : 'queue'
@@ -151,6 +152,12 @@ export function onStopping(ctx, fn) {
  * - at the plugin's dispose: after a signal, what is still pending (a dispose that comes before the agents'),
  *   else as an unmount (the host goes on: a later cancel may be anyone's).
  * Synchronous and bounded (the core gives up after 300 ms per call). Returns the stop function.
+ * The registry is looked up through cordis here each time, not through a serviceMemo like the mailbox
+ * check's: these run only from the signal on (the check is halted then) — once at the signal, once per
+ * clear, once at the dispose —, so a memo would save nothing, and what they read decides which messages
+ * survive the stop. A direct lookup is what cordis answers at that moment; a memo is only as fresh as the
+ * last `internal/service` it heard (cordis 4.0.1 src/reflect.ts `set` replaces a service's value without
+ * one; `provide` and its disposal do emit it, through `notify`).
  */
 export function startHandBack(ctx, core, { startedAt, dshHome = () => resolveDshHome(), proc = process }) {
   if (typeof core?.queuedHandBack !== 'function') return () => {}
@@ -238,7 +245,15 @@ export function startMailbox(ctx, core, { startedAt, dshHome = () => resolveDshH
   // turn through the root fiber's dispose (apps/cli/src/profile-boot.ts `headlessIo.exit` →
   // process-shutdown.ts `shutdown` → `fiber.dispose()`), before the next tick would have removed them.
   const landed = new Set()
-  attempt(() => ctx.on('session/event', (session, event) => {
+  /** The context's listeners, unhooked by the stop (the registry memo's `internal/service` one among them). */
+  const listeners = []
+  const hooked = off => { if (typeof off === 'function') listeners.push(off); return off }
+  // The agent registry, looked up through cordis once and again only after cordis reports the `agents`
+  // service changed (lib/host.js serviceMemo): every check reads it, each lookup builds an Error and runs
+  // cordis' internal/get waterfall on the host's main thread. The registry itself is read fresh (its
+  // list and get), so a check sees the sessions live now.
+  const registry = serviceMemo({ on: (name, fn) => hooked(ctx.on(name, fn)) }, 'agents', () => ctx.agents)
+  hooked(attempt(() => ctx.on('session/event', (session, event) => {
     if (event?.type === 'user/message') {
       const m = event.data?.message && typeof event.data.message === 'object' ? event.data.message : event.data
       const id = attempt(() => m?.source?.rpcId, undefined)
@@ -251,7 +266,7 @@ export function startMailbox(ctx, core, { startedAt, dshHome = () => resolveDshH
     if (event?.type !== 'agent/inbox/spliced') return
     const d = event.data
     if (d?.outcome !== undefined || !(d?.removedCount > 0)) return
-    const agent = attempt(() => ctx.agents?.get?.(session?.id), undefined)
+    const agent = attempt(() => registry()?.get?.(session?.id), undefined)
     const list = attempt(() => (d.target === 'next-step' ? agent.inbox.nextStep : agent.inbox.nextTurn), [])
     for (const m of attempt(() => list.slice(d.start, d.start + d.removedCount), [])) {
       const id = attempt(() => m?.source?.rpcId, undefined)
@@ -260,7 +275,7 @@ export function startMailbox(ctx, core, { startedAt, dshHome = () => resolveDshH
         if (claimed.size > REMEMBER) claimed.delete(claimed.values().next().value)
       }
     }
-  }), undefined)
+  }), undefined))
   let ticks = 0
   let busy = false
   let stopped = false
@@ -271,7 +286,7 @@ export function startMailbox(ctx, core, { startedAt, dshHome = () => resolveDshH
     if (busy || halted()) return
     busy = true
     try {
-      const sessions = attempt(() => ctx.agents?.list?.() ?? [], []).map(a => String(attempt(() => a.id, ''))).filter(Boolean)
+      const sessions = attempt(() => registry()?.list?.() ?? [], []).map(a => String(attempt(() => a.id, ''))).filter(Boolean)
       const home = dshHome()
       ticks++
       if (typeof core.queuedWake === 'function' && ticks % WAKE_EVERY === 1) {
@@ -292,7 +307,7 @@ export function startMailbox(ctx, core, { startedAt, dshHome = () => resolveDshH
         }
         let out
         try {
-          out = await deliverEnvelope(ctx, env, delivered)
+          out = await deliverEnvelope(ctx, registry, env, delivered)
         } catch (e) {
           out = { state: 'rejected', code: 'internal', message: String(e?.message ?? e) }
         }
@@ -309,14 +324,14 @@ export function startMailbox(ctx, core, { startedAt, dshHome = () => resolveDshH
             // claimed by a turn here since the log was read: it is landing (a resume replayed it)
             out = claimed.has(r.requestId)
               ? { state: 'delivered', route: 'already-delivered' }
-              : await deliverEnvelope(ctx, { ...r, landed: false }, delivered)
+              : await deliverEnvelope(ctx, registry, { ...r, landed: false }, delivered)
           } catch {
             out = null
           }
           if (out === null) continue // not live here any more: the record stays for the next holder
           await core.queuedTake(r.sessionId, r.requestId, startedAt, out.route !== 'already-delivered', home)
         }
-        if (!halted()) for (const a of attempt(() => ctx.agents?.list?.() ?? [], [])) kickReplayed(a)
+        if (!halted()) for (const a of attempt(() => registry()?.list?.() ?? [], [])) kickReplayed(a)
       }
     } catch {
       // a home we cannot read or write: the envelopes stay and the next tick tries again
@@ -330,6 +345,7 @@ export function startMailbox(ctx, core, { startedAt, dshHome = () => resolveDshH
   return () => {
     stopped = true
     clearInterval(timer)
+    for (const off of listeners.splice(0)) attempt(off, undefined)
     try {
       if (typeof core.queuedSweepMine === 'function' && landed.size > 0) core.queuedSweepMine([...landed], startedAt, dshHome())
     } catch {

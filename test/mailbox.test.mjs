@@ -10,6 +10,7 @@ import { appendFileSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSy
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createHash, randomUUID } from 'node:crypto'
+import { EventEmitter } from 'node:events'
 import { startMailbox } from '../lib/mailbox.js'
 import { startOwnerProcess } from './helpers/owner-process.mjs'
 
@@ -184,4 +185,60 @@ test('only the holder drains: a session not live here is not touched, and an env
   assert.equal(b.calls.length, 0)
   assert.ok(existsSync(join(other.dir, `${other.uuid}.msg`)))
   assert.ok(existsSync(join(theirs.dir, `${theirs.uuid}.msg`)))
+})
+
+/**
+ * A host double whose `ctx.agents` is a cordis service read through the context: `lookups` counts the reads;
+ * setting it replaces the service (cordis then emits `internal/service` 'agents', which the test does by hand).
+ */
+function countingCtx(agents) {
+  const bus = new EventEmitter()
+  let registry = { list: () => agents, get: id => agents.find(a => a.id === id) }
+  return {
+    bus,
+    lookups: 0,
+    flushed: [],
+    get agents() { this.lookups++; return registry },
+    set agents(r) { registry = r },
+    sessions: { flush: async () => {} },
+    on(name, fn) { bus.on(name, fn); return () => bus.off(name, fn) },
+    emit(name, ...args) { bus.emit(name, ...args) },
+  }
+}
+
+test('the agent registry is looked up through the context once across mailbox checks, and again when cordis reports it replaced; the stop unhooks the memo', async (t) => {
+  const h = home(t)
+  const b = fakeAgent('session-b')
+  const ctx = countingCtx([b])
+  // the mailbox checks counted by the core's own calls (each check drains, then looks for lost messages)
+  const checks = { n: 0 }
+  const spy = { ...core, queuedRecover: (...a) => { checks.n++; return core.queuedRecover(...a) } }
+  const one = post(h, 'session-b', { text: 'one' })
+  const stop = startMailbox(ctx, spy, { startedAt: STARTED, dshHome: () => h })
+  let stopped = false
+  t.after(() => { if (!stopped) stop() })
+  assert.ok(await until(() => receipt(one.dir, one.uuid)), 'delivered into session-b')
+  assert.equal(receipt(one.dir, one.uuid).route, 'agent')
+  const seen = checks.n
+  assert.ok(await until(() => checks.n >= seen + 4), 'four more checks ran')
+  // another service changing does not drop the registry; a claim splice reads it too
+  ctx.emit('internal/service', 'webServer')
+  ctx.emit('session/event', { id: 'session-b' }, { type: 'agent/inbox/spliced', seq: 9, data: { target: 'next-turn', start: 0, removedCount: 1 } })
+  const later = checks.n
+  assert.ok(await until(() => checks.n >= later + 2))
+  assert.equal(ctx.lookups, 1, 'one cordis lookup for every check, delivery and splice so far')
+  // the registry replaced at runtime: cordis says so, and the next check drains the new registry's session
+  const c = fakeAgent('session-c')
+  ctx.agents = { list: () => [c], get: id => (id === 'session-c' ? c : undefined) }
+  ctx.emit('internal/service', 'agents')
+  const two = post(h, 'session-c', { text: 'two' })
+  assert.ok(await until(() => receipt(two.dir, two.uuid)), 'delivered into the new registry\'s session')
+  assert.deepEqual(c.calls.map(([how, m]) => [how, m.source.rpcId]), [['followup', two.requestId]])
+  assert.equal(b.calls.length, 1)
+  const after = checks.n
+  assert.ok(await until(() => checks.n >= after + 2))
+  assert.equal(ctx.lookups, 2, 'looked up once more, then kept')
+  stop()
+  stopped = true
+  assert.equal(ctx.bus.listenerCount('internal/service') + ctx.bus.listenerCount('session/event'), 0, 'the stop unhooks its listeners')
 })
