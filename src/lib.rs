@@ -116,12 +116,17 @@ pub fn run(
         .map_err(|why| error(ErrorCode::BadRequest, why.to_string()))?;
     let facts: Option<mail_core::mail::notice::NoticeFacts> =
         notice.map(|n| parse(&n, "idle notice facts")).transpose()?;
+    // A send's checks start on the blocking pool from here, inside napi's runtime (`tools::begin`):
+    // they run while napi hands the future below to its runtime.
+    let begun = parsed.map(|req| {
+        let live: Vec<String> = req.live.iter().map(|l| l.id.clone()).collect();
+        let begun =
+            napi::bindgen_prelude::within_runtime_if_available(|| mail_core::tools::begin(req));
+        (begun, live)
+    });
     promise(env, async move {
-        Ok(match parsed {
-            Ok(req) => {
-                let live: Vec<String> = req.live.iter().map(|l| l.id.clone()).collect();
-                tool_outcome(mail_core::tools::run_result(req).await, facts, &live)
-            }
+        Ok(match begun {
+            Ok((begun, live)) => tool_outcome(begun.result().await, facts, &live),
             Err(refusal) => tool_outcome(ToolResult::Refused(refusal), None, &[]),
         })
     })

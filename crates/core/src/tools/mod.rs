@@ -33,17 +33,47 @@ impl ToolResult {
 
 /// Run one tool call and return its result as data.
 pub async fn run_result(req: ToolRequest) -> ToolResult {
+    begin(req).result().await
+}
+
+/// A tool call begun ([`begin`]): a send's checks are on the blocking pool already.
+pub enum Begun {
+    Send(Box<send::Begun>),
+    Other(Box<ToolRequest>),
+}
+
+/// Begin one tool call. A send starts its checks on the blocking pool now (`send::begin`); called
+/// inside a tokio runtime's context (the binding enters napi's), else they run inline. Every other
+/// tool starts when [`Begun::result`] is awaited.
+pub fn begin(req: ToolRequest) -> Begun {
     match Tool::parse(&req.tool) {
-        Some(Tool::SessionsList) => list::run_result(&req)
-            .await
-            .map_or_else(ToolResult::Refused, ToolResult::List),
-        Some(Tool::SessionsRead) => read::run_result(&req)
-            .await
-            .map_or_else(ToolResult::Refused, ToolResult::Read),
         Some(Tool::SessionsSend | Tool::SendSessionMessage) => {
-            ToolResult::Send(send::run(&req, &send::Context::of(&req)).await)
+            let ctx = send::Context::of(&req);
+            Begun::Send(Box::new(send::begin(std::sync::Arc::new(req), ctx)))
         }
-        None => ToolResult::Refused(Refusal::UnknownTool { name: req.tool }),
+        _ => Begun::Other(Box::new(req)),
+    }
+}
+
+impl Begun {
+    /// The call's result as data.
+    pub async fn result(self) -> ToolResult {
+        let req = match self {
+            Begun::Send(s) => return ToolResult::Send(s.finish().await),
+            Begun::Other(req) => *req,
+        };
+        match Tool::parse(&req.tool) {
+            Some(Tool::SessionsList) => list::run_result(&req)
+                .await
+                .map_or_else(ToolResult::Refused, ToolResult::List),
+            Some(Tool::SessionsRead) => read::run_result(&req)
+                .await
+                .map_or_else(ToolResult::Refused, ToolResult::Read),
+            Some(Tool::SessionsSend | Tool::SendSessionMessage) => {
+                ToolResult::Send(send::run(&req, &send::Context::of(&req)).await)
+            }
+            None => ToolResult::Refused(Refusal::UnknownTool { name: req.tool }),
+        }
     }
 }
 

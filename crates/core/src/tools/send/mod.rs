@@ -28,6 +28,7 @@ pub mod route;
 mod tests;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -110,27 +111,73 @@ fn refused(refusal: Refusal) -> SendResult {
     }
 }
 
+/// What the first trip to the blocking pool found: the attempt whose ledger line records the call, and
+/// the checks' plan (`Err`: the arguments' refusal, else the first check's).
+type Checked = (record::Attempt, Result<Plan, Refusal>);
+
+/// The arguments and [`checks::CHECKS`] of one call, in that order (one trip to the blocking pool).
+fn check(req: &ToolRequest, ctx: &Context, title: plan::Title) -> Checked {
+    let tool = SendTool::from_name(&req.tool);
+    // The validator is pure: every refused call's ledger line records the typed values it read, never
+    // a second reading of the raw arguments.
+    match parse_args(tool, &req.args, &req.config) {
+        Ok(args) => {
+            let attempt = record::Attempt::new(req, tool, PartialSend::from(&args));
+            (attempt, plan::make(req, args, ctx, title))
+        }
+        Err(bad) => (
+            record::Attempt::new(req, tool, bad.partial),
+            Err(bad_arguments(tool, bad.problems)),
+        ),
+    }
+}
+
+/// A send whose checks run on the blocking pool already ([`begin`]); [`Begun::finish`] delivers and
+/// records it.
+pub struct Begun {
+    req: Arc<ToolRequest>,
+    ctx: Context,
+    checked: offload::Started<Checked>,
+}
+
+/// Start a send: its arguments and checks go to the blocking pool at once (the binding calls this
+/// from the napi entry, so the checks run while napi schedules the call's future: one hand-over
+/// less than starting them from that future). Without a tokio runtime they run inline.
+pub fn begin(req: Arc<ToolRequest>, ctx: Context) -> Begun {
+    // (the caller's title for the frame is looked up beside the checks)
+    let title = plan::Title::start(&req, &ctx);
+    let (r, c) = (Arc::clone(&req), ctx.clone());
+    let checked = offload::start(move || check(&r, &c, title));
+    Begun { req, ctx, checked }
+}
+
 /// Run a send tool: validate the arguments, run [`checks::CHECKS`] on the blocking pool, deliver
 /// ([`route::deliver`]), write the ledger line ([`record`]). The outcome as data.
 pub async fn run(req: &ToolRequest, ctx: &Context) -> SendResult {
-    let tool = SendTool::from_name(&req.tool);
-    // The validator is pure (no IO): run here, so every refused call's ledger line records the typed
-    // values it read, never a second reading of the raw arguments.
-    let args = match parse_args(tool, &req.args, &req.config) {
-        Ok(a) => a,
-        Err(bad) => {
-            let attempt = record::Attempt::new(req, tool, bad.partial);
-            let refusal = bad_arguments(tool, bad.problems);
-            return attempt.close(ctx, refused(refusal)).await;
+    begin(Arc::new(req.clone()), ctx.clone()).finish().await
+}
+
+impl Begun {
+    /// Wait for the checks (within the context's deadline: past it the call is `busy`), then deliver
+    /// and record. The outcome as data.
+    pub async fn finish(self) -> SendResult {
+        let Begun { req, ctx, checked } = self;
+        match checked.finish(ctx.deadline).await {
+            Ok((attempt, Ok(plan))) => deliver(&req, &ctx, attempt, plan).await,
+            Ok((attempt, Err(refusal))) => attempt.close(&ctx, refused(refusal)).await,
+            // Not recorded: the ledger may be what is stuck.
+            Err(what) => refused(Refusal::Busy { what }),
         }
-    };
-    let mut attempt = record::Attempt::new(req, tool, PartialSend::from(&args));
-    let mut plan = match plan::make_off(req, args, ctx).await {
-        Ok(Ok(p)) => p,
-        Ok(Err(refusal)) => return attempt.close(ctx, refused(refusal)).await,
-        // Not recorded: the ledger may be what is stuck.
-        Err(busy) => return refused(busy),
-    };
+    }
+}
+
+/// Deliver a send every check passed, then record it.
+async fn deliver(
+    req: &ToolRequest,
+    ctx: &Context,
+    mut attempt: record::Attempt,
+    mut plan: Plan,
+) -> SendResult {
     attempt.delivering(&plan);
     if let Some(unverified) = plan.hold.clone() {
         let outcome = hold_for_human(req, ctx, &plan, unverified).await;

@@ -7,7 +7,6 @@ use crate::mail::budget::{Allowance, Reservation};
 use crate::mail::chain::Hop;
 use crate::outcome::{Refusal, SendNote};
 use crate::request::ToolRequest;
-use base::offload;
 
 use super::checks::{Draft, CHECKS};
 use super::owner::Routed;
@@ -43,32 +42,25 @@ pub struct Plan {
     pub hold: Option<Option<crate::policy::Unverified>>,
 }
 
-/// Every check of [`CHECKS`] in order, then the plan. `Err` is the first refusal.
-pub fn make(req: &ToolRequest, args: SendArgs, ctx: &Context) -> Result<Plan, Refusal> {
+/// Every check of [`CHECKS`] in order, then the plan (`title`: the caller's, for the frame). `Err` is the
+/// first refusal.
+pub fn make(
+    req: &ToolRequest,
+    args: SendArgs,
+    ctx: &Context,
+    title: Title,
+) -> Result<Plan, Refusal> {
     let mut d = Draft::new(req, args, ctx);
     for check in CHECKS {
         check(&mut d)?;
     }
-    Ok(Plan::of(d))
-}
-
-/// [`make`] on the blocking pool within the context's deadline (the checks read the store, presence,
-/// the ledger and /proc). The outer `Err` is the `busy` refusal.
-pub async fn make_off(
-    req: &ToolRequest,
-    args: SendArgs,
-    ctx: &Context,
-) -> Result<Result<Plan, Refusal>, Refusal> {
-    let (req, ctx2) = (req.clone(), ctx.clone());
-    offload::run(ctx.deadline, move || make(&req, args, &ctx2))
-        .await
-        .map_err(|what| Refusal::Busy { what })
+    Ok(Plan::of(d, title))
 }
 
 impl Plan {
     /// The plan of a draft every check passed.
-    pub fn of(d: Draft<'_>) -> Plan {
-        let text = delivered_text(&d);
+    pub fn of(d: Draft<'_>, title: Title) -> Plan {
+        let text = delivered_text(&d, title);
         let cfg = d.cfg();
         let hop = d.hop.unwrap_or_else(|| Hop::fresh(&d.request_id));
         let (allowance, reservation) = match d.admitted {
@@ -121,18 +113,53 @@ impl Plan {
     }
 }
 
+/// The caller's title for a `sessions_send` frame when the shim gives none (it does not know it): the
+/// store folds it from the caller's own log (a live caller's log is flushed before each model request,
+/// so it is on disk mid-turn). [`Title::start`] looks it up on the blocking pool beside the checks
+/// (the caller's log, nothing of the target's); the frame waits for it only once every check passed.
+#[derive(Debug)]
+pub struct Title(Option<std::sync::mpsc::Receiver<Option<String>>>);
+
+impl Title {
+    /// Start the lookup when the send will frame its message with a stored title: `sessions_send`,
+    /// `frameMessages` on, no title from the shim, a caller. Without a tokio runtime the frame looks it
+    /// up itself.
+    pub fn start(req: &ToolRequest, ctx: &Context) -> Title {
+        let wanted = SendTool::from_name(&req.tool) == SendTool::SessionsSend
+            && req.config.frame_messages
+            && req.caller.as_ref().is_some_and(|c| c.title.is_none());
+        let sender = mail::sender_id(req.caller.as_ref()).filter(|_| wanted);
+        let (Some(sender), Ok(_)) = (sender, tokio::runtime::Handle::try_current()) else {
+            return Title(None);
+        };
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let (home, sender) = (ctx.home.clone(), sender.to_string());
+        drop(base::offload::start(move || {
+            let _ = tx.send(store::find_session(&home, &sender).and_then(|m| m.title));
+        }));
+        Title(Some(rx))
+    }
+
+    /// The stored title of `sender` (the started lookup's answer, else looked up now).
+    fn of(self, home: &std::path::Path, sender: &str) -> Option<String> {
+        match self.0.map(|rx| rx.recv()) {
+            Some(Ok(title)) => title,
+            // not started, or it did not answer (it panicked): look it up here
+            _ => store::find_session(home, sender).and_then(|m| m.title),
+        }
+    }
+}
+
 /// The text the target receives: `send_session_message` heads it with `From <sender> ：`;
 /// `sessions_send` frames it (`mail::frame`) unless `frameMessages` is off.
-fn delivered_text(d: &Draft<'_>) -> String {
+fn delivered_text(d: &Draft<'_>, title: Title) -> String {
     let (cfg, sender, message) = (d.cfg(), d.sender.as_str(), d.args.message.as_str());
     match d.tool {
         SendTool::SendSessionMessage => mail::with_from_header(sender, message),
         SendTool::SessionsSend if cfg.frame_messages => {
-            // The shim does not know the caller's title; the store folds it from the caller's own log
-            // (a live caller's log is flushed before each model request, so it is on disk mid-turn).
             let stored_title = match d.req.caller.as_ref().and_then(|c| c.title.clone()) {
                 Some(t) => Some(t),
-                None => store::find_session(d.ctx.home(), sender).and_then(|m| m.title),
+                None => title.of(d.ctx.home(), sender),
             };
             let hop = d.hop.as_ref().map_or(1, |h| h.hop);
             mail::frame(
