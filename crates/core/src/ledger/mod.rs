@@ -605,13 +605,78 @@ pub struct LedgerRead {
 /// Read the ledger (rotated files, then the live one) and keep the lines `filter` matches.
 /// A missing ledger is empty; an unreadable file is an error (`Err` names it).
 pub fn read_ledger(home: &Path, filter: &Filter) -> Result<LedgerRead, LedgerError> {
-    // Newest first, so that a `since` bound can stop before older rotated files.
-    let mut chunks: Vec<(PathBuf, Vec<Entry>, usize, bool)> = Vec::new();
+    let mut entries = Vec::new();
+    let scanned = scan(home, filter, |e| entries.push(e.clone()))?;
+    Ok(LedgerRead {
+        entries,
+        files: scanned.files,
+        unreadable: scanned.unreadable,
+        torn_tail: scanned.torn_tail,
+    })
+}
+
+/// What [`scan`] read: [`LedgerRead`] without the lines.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Scanned {
+    /// Files read, oldest first.
+    pub files: Vec<PathBuf>,
+    /// Lines that were not a ledger entry.
+    pub unreadable: usize,
+    /// The live file ends in a torn line.
+    pub torn_tail: bool,
+}
+
+/// [`read_ledger`]'s lines handed to `visit` one by one, oldest first, without copying them out of the
+/// per-process parse (a budget check looks at a few fields of each line of its sender).
+pub fn scan(
+    home: &Path,
+    filter: &Filter,
+    mut visit: impl FnMut(&Entry),
+) -> Result<Scanned, LedgerError> {
+    let files = read_files(home, filter.since_ms)?;
+    // `limit`: only the newest N matching lines.
+    let skip = match filter.limit {
+        Some(n) => files
+            .iter()
+            .map(|f| f.entries.iter().filter(|e| filter.matches(e)).count())
+            .sum::<usize>()
+            .saturating_sub(n),
+        None => 0,
+    };
+    let mut out = Scanned::default();
+    let mut seen = 0usize;
+    for f in files {
+        out.unreadable += f.unreadable;
+        out.torn_tail |= f.torn;
+        for e in f.entries.iter().filter(|e| filter.matches(e)) {
+            seen += 1;
+            if seen > skip {
+                visit(e);
+            }
+        }
+        out.files.push(f.path);
+    }
+    Ok(out)
+}
+
+/// One ledger file as read: all its lines (shared with the per-process parse), oldest first.
+struct FileRead {
+    path: PathBuf,
+    entries: std::sync::Arc<Vec<Entry>>,
+    unreadable: usize,
+    /// Ends in a torn line (reported for the live file only).
+    torn: bool,
+}
+
+/// The ledger's files, oldest first: the rotated ones, then the live one. Read newest first, so that a
+/// `since` bound stops before older rotated files.
+fn read_files(home: &Path, since_ms: Option<i64>) -> Result<Vec<FileRead>, LedgerError> {
+    let mut files: Vec<FileRead> = Vec::new();
     let candidates =
         std::iter::once(path(home)).chain((1..=KEEP_ROTATED).map(|n| rotated_path(home, n)));
     let d = dir(home);
     match fs::symlink_metadata(&d) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(LedgerRead::default()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(files),
         Err(e) => return Err(io_at(&d)(e)),
         Ok(_) => fsafe::check_private_dir(&d)
             .map(drop)
@@ -626,37 +691,30 @@ pub fn read_ledger(home: &Path, filter: &Filter) -> Result<LedgerRead, LedgerErr
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
             Err(e) => return Err(io_at(&p)(e)),
         };
-        // The live file through the per-process parse cache (only appended bytes are parsed); rotated
-        // files are read whole (a reply's loop guard and `verify` reach them, a budget rarely does).
-        let (entries, oldest, unreadable, torn) = if i == 0 {
-            parsed::read_live(&p, f, &meta, filter)
+        // Through the per-process parse caches: the live file's parses only appended bytes; a rotated
+        // file's is used while the file is provably unchanged (`parsed::read_rotated`), else it is read
+        // whole (a budget reaches the rotated file whenever the live one is younger than its window).
+        let (entries, unreadable, torn) = if i == 0 {
+            parsed::read_live(&p, f, &meta)
         } else {
-            read_file(f).map(|(all, unreadable, torn)| {
-                let oldest = all.iter().find_map(Entry::time_ms);
-                let kept = all.into_iter().filter(|e| filter.matches(e)).collect();
-                (kept, oldest, unreadable, torn)
-            })
+            parsed::read_rotated(&p, f, &meta)
         }
         .map_err(io_at(&p))?;
-        chunks.push((p, entries, unreadable, torn && i == 0));
-        if let (Some(since), Some(oldest)) = (filter.since_ms, oldest) {
+        let oldest = entries.iter().find_map(Entry::time_ms);
+        files.push(FileRead {
+            path: p,
+            entries,
+            unreadable,
+            torn: torn && i == 0,
+        });
+        if let (Some(since), Some(oldest)) = (since_ms, oldest) {
             if oldest < since {
                 break;
             }
         }
     }
-    let mut out = LedgerRead::default();
-    for (p, entries, unreadable, torn) in chunks.into_iter().rev() {
-        out.files.push(p);
-        out.unreadable += unreadable;
-        out.torn_tail |= torn;
-        out.entries.extend(entries);
-    }
-    if let Some(n) = filter.limit {
-        let drop = out.entries.len().saturating_sub(n);
-        out.entries.drain(..drop);
-    }
-    Ok(out)
+    files.reverse();
+    Ok(files)
 }
 
 /// Parse one file: (entries, unreadable lines, ends in a torn line).
@@ -675,7 +733,7 @@ struct Chunk {
 
 /// Parse from the reader's position to its end. Line by line, so parsing a file in two pieces split at a
 /// line end gives what parsing it whole gives (the parse cache relies on it).
-fn read_from(f: File) -> io::Result<Chunk> {
+fn read_from(f: impl Read) -> io::Result<Chunk> {
     let mut r = BufReader::new(f);
     let mut entries = Vec::new();
     let mut unreadable = 0;
@@ -766,7 +824,7 @@ mod parsed {
         tail: Vec<u8>,
         /// Length and modification time when last parsed.
         seen: (u64, Option<std::time::SystemTime>),
-        entries: Vec<Entry>,
+        entries: std::sync::Arc<Vec<Entry>>,
         unreadable: usize,
     }
 
@@ -801,19 +859,181 @@ mod parsed {
         bytes_at(f, 0, end.min(TAIL))
     }
 
-    /// (matching entries, oldest entry time, unreadable lines, torn tail) of the live file `f` at `p`.
-    #[allow(clippy::type_complexity)]
+    /// Largest rotated file whose parse is kept (rotation makes them ≤ [`ROTATE_BYTES`] plus a line;
+    /// a bigger one was not written by us and is read whole every time).
+    pub(super) const ROTATED_KEEP_BYTES: u64 = 2 * ROTATE_BYTES;
+    /// Rotated parses kept (the files of one home; more homes take turns).
+    const ROTATED_KEEP: usize = KEEP_ROTATED + 1;
+    /// A file changed within this span before it was read may change again without a new change time
+    /// (the kernel's timestamps are coarse: a clock tick, ≤ 10 ms): its parse is used again only after
+    /// its bytes are compared (their SHA-256).
+    const RACY: std::time::Duration = std::time::Duration::from_millis(100);
+    /// The same on a file system whose change times are whole seconds (a change time without
+    /// nanoseconds: FAT keeps 2 s).
+    pub(super) const RACY_COARSE: std::time::Duration = std::time::Duration::from_secs(3);
+
+    /// A rotated file's parse and what proves the file unchanged: the same device and inode, length,
+    /// modification and change time (any write, truncation or `utimes` sets the change time to the
+    /// current time, which no unprivileged writer can set back), the first and last bytes; when the
+    /// file had changed within [`RACY`] of being read, the SHA-256 of all its bytes too.
+    struct Rotated {
+        key: RotatedKey,
+        head: Vec<u8>,
+        tail: Vec<u8>,
+        /// `Some`: racy (see [`RACY`]); the digest of the bytes parsed.
+        digest: Option<[u8; 32]>,
+        entries: std::sync::Arc<Vec<Entry>>,
+        unreadable: usize,
+        torn: bool,
+    }
+
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    struct RotatedKey {
+        id: (u64, u64),
+        len: u64,
+        mtime: (i64, i64),
+        ctime: (i64, i64),
+    }
+
+    fn rotated_cache() -> &'static Mutex<Vec<(PathBuf, Rotated)>> {
+        static C: OnceLock<Mutex<Vec<(PathBuf, Rotated)>>> = OnceLock::new();
+        C.get_or_init(|| Mutex::new(Vec::new()))
+    }
+
+    #[cfg(unix)]
+    fn rotated_key(m: &Metadata) -> Option<RotatedKey> {
+        use std::os::unix::fs::MetadataExt;
+        Some(RotatedKey {
+            id: (m.dev(), m.ino()),
+            len: m.len(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+        })
+    }
+
+    #[cfg(not(unix))]
+    fn rotated_key(_m: &Metadata) -> Option<RotatedKey> {
+        None
+    }
+
+    fn digest(bytes: &[u8]) -> [u8; 32] {
+        Sha256::digest(bytes).into()
+    }
+
+    /// (every entry, unreadable lines, torn tail) of the rotated file `f` at `p`: the kept parse when
+    /// the file is provably the one parsed, else a parse of the whole file (kept when it is small
+    /// enough). The same answer as reading the file, either way.
+    pub(super) fn read_rotated(
+        p: &Path,
+        mut f: File,
+        meta: &Metadata,
+    ) -> io::Result<(std::sync::Arc<Vec<Entry>>, usize, bool)> {
+        let Some(key) = rotated_key(meta).filter(|k| k.len <= ROTATED_KEEP_BYTES) else {
+            let (all, unreadable, torn) = read_file(f)?;
+            return Ok((std::sync::Arc::new(all), unreadable, torn));
+        };
+        // When this read began (a change after it has a later change time than the file shows now).
+        let began = std::time::SystemTime::now();
+        let kept = {
+            let mut c = rotated_cache().lock().unwrap_or_else(|e| e.into_inner());
+            c.iter()
+                .position(|(q, _)| q == p)
+                .map(|i| c.swap_remove(i).1)
+        };
+        let mut bytes: Option<Vec<u8>> = None;
+        if let Some(r) = kept.filter(|r| r.key == key) {
+            let same = head_of(&mut f, key.len).is_ok_and(|h| h == r.head)
+                && tail_at(&mut f, key.len).is_ok_and(|t| t == r.tail)
+                && match r.digest {
+                    None => true,
+                    Some(d) => {
+                        let b = whole(&mut f, key.len)?;
+                        let same = digest(&b) == d;
+                        bytes = Some(b);
+                        same
+                    }
+                };
+            if same {
+                let out = (std::sync::Arc::clone(&r.entries), r.unreadable, r.torn);
+                // proved unchanged by its bytes at `began`: past the racy span, the times prove it now
+                let digest = r.digest.filter(|_| racy(meta, began));
+                keep(p, Rotated { digest, ..r });
+                return Ok(out);
+            }
+        }
+        let b = match bytes {
+            Some(b) => b,
+            None => whole(&mut f, key.len)?,
+        };
+        let chunk = read_from(&b[..])?;
+        let len = b.len() as u64;
+        let r = Rotated {
+            key: RotatedKey { len, ..key },
+            head: b[..len.min(TAIL) as usize].to_vec(),
+            tail: b[len.saturating_sub(TAIL) as usize..].to_vec(),
+            digest: racy(meta, began).then(|| digest(&b)),
+            entries: std::sync::Arc::new(chunk.entries),
+            unreadable: chunk.unreadable,
+            torn: chunk.torn,
+        };
+        let out = (std::sync::Arc::clone(&r.entries), r.unreadable, r.torn);
+        // (a file that changed length while it was read is not kept: it is not the one its times describe)
+        if len == key.len {
+            keep(p, r);
+        }
+        Ok(out)
+    }
+
+    /// The file's bytes from its start to its end (`len` when it was opened; at most [`READ_CAP`]).
+    fn whole(f: &mut File, len: u64) -> io::Result<Vec<u8>> {
+        let mut b = Vec::with_capacity(len as usize);
+        f.seek(SeekFrom::Start(0))?;
+        f.take(READ_CAP).read_to_end(&mut b)?;
+        Ok(b)
+    }
+
+    /// Did the file change (its change time) within [`RACY`] ([`RACY_COARSE`]) before `began`, or after
+    /// it?
+    fn racy(meta: &Metadata, began: std::time::SystemTime) -> bool {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            let ctime = std::time::UNIX_EPOCH
+                + std::time::Duration::new(
+                    meta.ctime().max(0) as u64,
+                    meta.ctime_nsec().clamp(0, 999_999_999) as u32,
+                );
+            let span = if meta.ctime_nsec() == 0 {
+                RACY_COARSE
+            } else {
+                RACY
+            };
+            began.duration_since(ctime).map_or(true, |d| d < span)
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = (meta, began);
+            true
+        }
+    }
+
+    fn keep(p: &Path, r: Rotated) {
+        let mut c = rotated_cache().lock().unwrap_or_else(|e| e.into_inner());
+        if c.len() >= ROTATED_KEEP {
+            c.remove(0);
+        }
+        c.push((p.to_path_buf(), r));
+    }
+
+    /// (every entry, unreadable lines, torn tail) of the live file `f` at `p`.
     pub(super) fn read_live(
         p: &Path,
         mut f: File,
         meta: &Metadata,
-        filter: &Filter,
-    ) -> io::Result<(Vec<Entry>, Option<i64>, usize, bool)> {
+    ) -> io::Result<(std::sync::Arc<Vec<Entry>>, usize, bool)> {
         let Some(id) = identity(meta) else {
             let (all, unreadable, torn) = read_file(f)?;
-            let oldest = all.iter().find_map(Entry::time_ms);
-            let kept = all.into_iter().filter(|e| filter.matches(e)).collect();
-            return Ok((kept, oldest, unreadable, torn));
+            return Ok((std::sync::Arc::new(all), unreadable, torn));
         };
         let len = meta.len();
         let mtime = meta.modified().ok();
@@ -835,26 +1055,28 @@ mod parsed {
                 head: Vec::new(),
                 tail: Vec::new(),
                 seen: (0, None),
-                entries: Vec::new(),
+                entries: Default::default(),
                 unreadable: 0,
             },
         };
         f.seek(SeekFrom::Start(state.used))?;
-        let chunk = read_from(f.try_clone()?)?;
-        state.entries.extend(chunk.entries);
+        let chunk = read_from(&mut f)?;
+        if !chunk.entries.is_empty() {
+            // (copied only when a reader still holds the previous parse)
+            std::sync::Arc::make_mut(&mut state.entries).extend(chunk.entries);
+        }
         state.unreadable += chunk.unreadable;
         state.used += chunk.used;
-        state.head = head_of(&mut f, state.used)?;
-        state.tail = tail_at(&mut f, state.used)?;
+        if chunk.used > 0 {
+            state.head = head_of(&mut f, state.used)?;
+            state.tail = tail_at(&mut f, state.used)?;
+        }
         state.seen = (len, mtime);
-        let oldest = state.entries.iter().find_map(Entry::time_ms);
-        let kept = state
-            .entries
-            .iter()
-            .filter(|e| filter.matches(e))
-            .cloned()
-            .collect();
-        let out = (kept, oldest, state.unreadable, chunk.torn);
+        let out = (
+            std::sync::Arc::clone(&state.entries),
+            state.unreadable,
+            chunk.torn,
+        );
         cache()
             .lock()
             .unwrap_or_else(|e| e.into_inner())

@@ -564,3 +564,95 @@ fn the_live_file_parse_cache_agrees_with_a_whole_parse_after_every_change() {
     );
     assert_eq!(got.entries[1].sender.as_deref(), Some("session-r"));
 }
+
+/// A rotated file's kept parse gives exactly what reading the file gives, after every change a writer
+/// can make to it: a rewrite in place of the same length with its modification time put back (soon
+/// after the parse, when only its bytes can tell, and later, when its change time tells), an append, a
+/// truncation, another file renamed over it.
+#[test]
+fn a_rotated_files_kept_parse_agrees_with_reading_the_file_after_every_change() {
+    use std::io::Write;
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    for i in 0..20 {
+        append(h, &e(i, "session-a", "session-b", "accepted")).unwrap();
+    }
+    // the next line rotates: ledger.1.jsonl holds the 20 lines
+    append_with_limit(h, &e(20, "session-a", "session-c", "accepted"), 1).unwrap();
+    let p1 = rotated_path(h, 1);
+    let whole = || {
+        let mut entries = Vec::new();
+        let mut unreadable = 0;
+        for p in [rotated_path(h, 1), path(h)] {
+            let (f, _) = fsafe::open_regular(&p, Follow::No, Some(READ_CAP)).unwrap();
+            let (mut es, u, _) = read_file(f).unwrap();
+            entries.append(&mut es);
+            unreadable += u;
+        }
+        (entries, unreadable)
+    };
+    let check = |what: &str| {
+        let got = read_ledger(h, &Filter::default()).unwrap();
+        let (entries, unreadable) = whole();
+        assert_eq!(got.entries, entries, "{what}: entries");
+        assert_eq!(got.unreadable, unreadable, "{what}: unreadable");
+        assert_eq!(got.files, vec![rotated_path(h, 1), path(h)], "{what}");
+        got.entries.len()
+    };
+    // rewrite `from` → `to` (same length) in place and put the modification time back
+    let rewrite = |from: &str, to: &str| {
+        let text = std::fs::read_to_string(&p1).unwrap();
+        let mtime = std::fs::metadata(&p1).unwrap().modified().unwrap();
+        let changed = text.replace(from, to);
+        assert_eq!(changed.len(), text.len());
+        let mut f = OpenOptions::new().write(true).open(&p1).unwrap();
+        f.write_all(changed.as_bytes()).unwrap();
+        f.set_modified(mtime).unwrap();
+    };
+    assert_eq!(check("rotated"), 21);
+    assert_eq!(check("read again: the kept parse"), 21);
+    rewrite("session-b", "session-x");
+    assert_eq!(check("rewritten right after the parse"), 21);
+    assert!(read_ledger(h, &Filter::default())
+        .unwrap()
+        .entries
+        .iter()
+        .all(|x| x.target.as_deref() != Some("session-b")));
+    // past the span in which a change may keep the change time: the times prove it unchanged, and a
+    // rewrite with the modification time put back still shows (the change time moved)
+    std::thread::sleep(parsed::RACY_COARSE + std::time::Duration::from_millis(100));
+    assert_eq!(check("read again later"), 21);
+    rewrite("session-x", "session-y");
+    assert_eq!(check("rewritten later, its mtime put back"), 21);
+    assert!(read_ledger(h, &Filter::default())
+        .unwrap()
+        .entries
+        .iter()
+        .any(|x| x.target.as_deref() == Some("session-y")));
+    // appended to, truncated, replaced
+    let line = serde_json::to_string(&e(30, "session-q", "session-b", "accepted")).unwrap();
+    OpenOptions::new()
+        .append(true)
+        .open(&p1)
+        .unwrap()
+        .write_all(format!("{line}\nnot json\n").as_bytes())
+        .unwrap();
+    assert_eq!(check("appended"), 22);
+    let text = std::fs::read_to_string(&p1).unwrap();
+    let cut = text
+        .lines()
+        .take(5)
+        .map(|l| format!("{l}\n"))
+        .collect::<String>();
+    OpenOptions::new()
+        .write(true)
+        .open(&p1)
+        .unwrap()
+        .set_len(cut.len() as u64)
+        .unwrap();
+    assert_eq!(check("truncated"), 6);
+    let other = dir(h).join("other.jsonl");
+    std::fs::write(&other, format!("{line}\n")).unwrap();
+    std::fs::rename(&other, &p1).unwrap();
+    assert_eq!(check("replaced by another file"), 2);
+}

@@ -301,12 +301,7 @@ impl std::fmt::Display for Unchecked {
 pub fn counted(entries: &[Entry]) -> Vec<&Entry> {
     let refused: std::collections::HashSet<&str> = entries
         .iter()
-        .filter(|e| {
-            matches!(
-                e.outcome.as_string().as_str(),
-                "refused:rejected" | "refused:held-elsewhere"
-            )
-        })
+        .filter(|e| cancels(e))
         .filter_map(|e| e.request_id.as_deref())
         .collect();
     entries
@@ -314,6 +309,15 @@ pub fn counted(entries: &[Entry]) -> Vec<&Entry> {
         .filter(|e| e.counts_as_sent())
         .filter(|e| e.request_id.as_deref().is_none_or(|r| !refused.contains(r)))
         .collect()
+}
+
+/// A line that takes its request id's earlier `accepted` hand-off out of the count ([`counted`]).
+fn cancels(e: &Entry) -> bool {
+    use crate::code::RefusalCode;
+    matches!(
+        e.outcome,
+        ledger::LedgerOutcome::Refused(RefusalCode::Rejected | RefusalCode::HeldElsewhere)
+    )
 }
 
 /// Check the budgets for one send from the ledger under `home` and reserve a slot for it.
@@ -341,28 +345,43 @@ pub fn check(
         since_ms: Some(now_ms.saturating_sub(limits.window_ms())),
         ..Filter::default()
     };
-    let entries = match ledger::read_ledger(home, &filter) {
-        Ok(r) => r.entries,
-        Err(why) => return Err(Refusal::Unchecked(Unchecked::Unreadable(why))),
-    };
+    // [`counted`] in one pass over the sender's lines, copying out only what the rule needs (a line's
+    // request id, whether it went to `target`, its time), not the lines.
+    let mut sent: Vec<(Option<String>, bool, Option<i64>)> = Vec::new();
+    let mut cancelled: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let scanned = ledger::scan(home, &filter, |e| {
+        if cancels(e) {
+            cancelled.extend(e.request_id.clone());
+        } else if e.counts_as_sent() {
+            let pair = e.target.as_deref() == Some(target);
+            sent.push((e.request_id.clone(), pair, e.time_ms()));
+        }
+    });
+    if let Err(why) = scanned {
+        return Err(Refusal::Unchecked(Unchecked::Unreadable(why)));
+    }
     // A send that cannot be written to the ledger would not count: the budget would not hold.
     if let Err(why) = ledger::check_writable(home) {
         return Err(Refusal::Unchecked(Unchecked::CannotRecord(why)));
     }
-    let counted = counted(&entries);
+    let counted: Vec<(bool, Option<i64>)> = sent
+        .into_iter()
+        .filter(|(rid, ..)| rid.as_ref().is_none_or(|r| !cancelled.contains(r)))
+        .map(|(_, pair, t)| (pair, t))
+        .collect();
     let mine: Vec<&Slot> = flight
         .iter()
         .filter(|s| s.home == home && s.sender == sender)
         .collect();
     let pair_times: Vec<i64> = counted
         .iter()
-        .filter(|e| e.target.as_deref() == Some(target))
-        .filter_map(|e| e.time_ms())
+        .filter(|(pair, _)| *pair)
+        .filter_map(|(_, t)| *t)
         .chain(mine.iter().filter(|s| s.target == target).map(|_| now_ms))
         .collect();
     let sender_times: Vec<i64> = counted
         .iter()
-        .filter_map(|e| e.time_ms())
+        .filter_map(|(_, t)| *t)
         .chain(mine.iter().map(|_| now_ms))
         .collect();
     let allowance =
