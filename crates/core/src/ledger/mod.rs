@@ -22,7 +22,7 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -662,7 +662,7 @@ pub fn scan(
 /// One ledger file as read: all its lines (shared with the per-process parse), oldest first.
 struct FileRead {
     path: PathBuf,
-    entries: std::sync::Arc<Vec<Entry>>,
+    entries: Arc<Vec<Entry>>,
     unreadable: usize,
     /// Ends in a torn line (reported for the live file only).
     torn: bool,
@@ -691,13 +691,14 @@ fn read_files(home: &Path, since_ms: Option<i64>) -> Result<Vec<FileRead>, Ledge
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
             Err(e) => return Err(io_at(&p)(e)),
         };
-        // Through the per-process parse caches: the live file's parses only appended bytes; a rotated
-        // file's is used while the file is provably unchanged (`parsed::read_rotated`), else it is read
-        // whole (a budget reaches the rotated file whenever the live one is younger than its window).
-        let (entries, unreadable, torn) = if i == 0 {
-            parsed::read_live(&p, f, &meta)
-        } else {
-            parsed::read_rotated(&p, f, &meta)
+        // Through the per-process parse caches: the live file's parses only appended bytes; the newest
+        // rotated file's is used while that file is provably unchanged (`parsed::read_rotated`: a budget
+        // reaches it whenever the live file is younger than its window). Older rotated files are read
+        // whole (a reply's loop guard and `verify` reach them; their parses are not kept in memory).
+        let (entries, unreadable, torn) = match i {
+            0 => parsed::read_live(&p, f, &meta),
+            1 => parsed::read_rotated(&p, f, &meta),
+            _ => read_file(f).map(|(all, unreadable, torn)| (Arc::new(all), unreadable, torn)),
         }
         .map_err(io_at(&p))?;
         let oldest = entries.iter().find_map(Entry::time_ms);
@@ -824,7 +825,7 @@ mod parsed {
         tail: Vec<u8>,
         /// Length and modification time when last parsed.
         seen: (u64, Option<std::time::SystemTime>),
-        entries: std::sync::Arc<Vec<Entry>>,
+        entries: Arc<Vec<Entry>>,
         unreadable: usize,
     }
 
@@ -862,8 +863,9 @@ mod parsed {
     /// Largest rotated file whose parse is kept (rotation makes them ≤ [`ROTATE_BYTES`] plus a line;
     /// a bigger one was not written by us and is read whole every time).
     pub(super) const ROTATED_KEEP_BYTES: u64 = 2 * ROTATE_BYTES;
-    /// Rotated parses kept (the files of one home; more homes take turns).
-    const ROTATED_KEEP: usize = KEEP_ROTATED + 1;
+    /// Rotated parses kept: the newest rotated file's (`ledger.1.jsonl`) of one home (more homes take
+    /// turns), ~1.6 bytes of memory per byte of the file.
+    const ROTATED_KEEP: usize = 1;
     /// A file changed within this span before it was read may change again without a new change time
     /// (the kernel's timestamps are coarse: a clock tick, ≤ 10 ms): its parse is used again only after
     /// its bytes are compared (their SHA-256).
@@ -882,7 +884,7 @@ mod parsed {
         tail: Vec<u8>,
         /// `Some`: racy (see [`RACY`]); the digest of the bytes parsed.
         digest: Option<[u8; 32]>,
-        entries: std::sync::Arc<Vec<Entry>>,
+        entries: Arc<Vec<Entry>>,
         unreadable: usize,
         torn: bool,
     }
@@ -927,10 +929,10 @@ mod parsed {
         p: &Path,
         mut f: File,
         meta: &Metadata,
-    ) -> io::Result<(std::sync::Arc<Vec<Entry>>, usize, bool)> {
+    ) -> io::Result<(Arc<Vec<Entry>>, usize, bool)> {
         let Some(key) = rotated_key(meta).filter(|k| k.len <= ROTATED_KEEP_BYTES) else {
             let (all, unreadable, torn) = read_file(f)?;
-            return Ok((std::sync::Arc::new(all), unreadable, torn));
+            return Ok((Arc::new(all), unreadable, torn));
         };
         // When this read began (a change after it has a later change time than the file shows now).
         let began = std::time::SystemTime::now();
@@ -954,7 +956,7 @@ mod parsed {
                     }
                 };
             if same {
-                let out = (std::sync::Arc::clone(&r.entries), r.unreadable, r.torn);
+                let out = (Arc::clone(&r.entries), r.unreadable, r.torn);
                 // proved unchanged by its bytes at `began`: past the racy span, the times prove it now
                 let digest = r.digest.filter(|_| racy(meta, began));
                 keep(p, Rotated { digest, ..r });
@@ -972,11 +974,11 @@ mod parsed {
             head: b[..len.min(TAIL) as usize].to_vec(),
             tail: b[len.saturating_sub(TAIL) as usize..].to_vec(),
             digest: racy(meta, began).then(|| digest(&b)),
-            entries: std::sync::Arc::new(chunk.entries),
+            entries: Arc::new(chunk.entries),
             unreadable: chunk.unreadable,
             torn: chunk.torn,
         };
-        let out = (std::sync::Arc::clone(&r.entries), r.unreadable, r.torn);
+        let out = (Arc::clone(&r.entries), r.unreadable, r.torn);
         // (a file that changed length while it was read is not kept: it is not the one its times describe)
         if len == key.len {
             keep(p, r);
@@ -1030,10 +1032,10 @@ mod parsed {
         p: &Path,
         mut f: File,
         meta: &Metadata,
-    ) -> io::Result<(std::sync::Arc<Vec<Entry>>, usize, bool)> {
+    ) -> io::Result<(Arc<Vec<Entry>>, usize, bool)> {
         let Some(id) = identity(meta) else {
             let (all, unreadable, torn) = read_file(f)?;
-            return Ok((std::sync::Arc::new(all), unreadable, torn));
+            return Ok((Arc::new(all), unreadable, torn));
         };
         let len = meta.len();
         let mtime = meta.modified().ok();
@@ -1063,7 +1065,7 @@ mod parsed {
         let chunk = read_from(&mut f)?;
         if !chunk.entries.is_empty() {
             // (copied only when a reader still holds the previous parse)
-            std::sync::Arc::make_mut(&mut state.entries).extend(chunk.entries);
+            Arc::make_mut(&mut state.entries).extend(chunk.entries);
         }
         state.unreadable += chunk.unreadable;
         state.used += chunk.used;
@@ -1072,11 +1074,7 @@ mod parsed {
             state.tail = tail_at(&mut f, state.used)?;
         }
         state.seen = (len, mtime);
-        let out = (
-            std::sync::Arc::clone(&state.entries),
-            state.unreadable,
-            chunk.torn,
-        );
+        let out = (Arc::clone(&state.entries), state.unreadable, chunk.torn);
         cache()
             .lock()
             .unwrap_or_else(|e| e.into_inner())
