@@ -4,7 +4,11 @@
 //! The fold may be a window fold (`store::window`: read from the end, its prefix removed by a
 //! compaction checkpoint; `Fold::is_window`): the same answer for `sessions_read`, but its requests
 //! are only those of the frames it decoded, so only a read resumes it (`index::load_log` ignores it
-//! and folds the log, then leaves a full fold's checkpoint in its place).
+//! and folds the log, then leaves a full fold's checkpoint in its place). A full fold that
+//! stopped at the decode budget (`log::DECODE_BUDGET`) is marked as one (`FoldState::stopped`):
+//! `load_log` resumes it, stopped, with its note; a read does not show it but takes the window
+//! beside it (`index::read_beside`), as when this process had folded it, and writes no checkpoint
+//! over it.
 //!
 //! What it is: one file per log, `<cache>/read-index/<sha256(log path)>.ckpt`, the committed
 //! [`FoldState`] (surface nodes, title, requests, notes, the byte offset after the last complete
@@ -45,9 +49,12 @@ const SPOT: u64 = 64 * 1024;
 /// 2: the fold's notes carry where their lines are, and a resolved window fold is persisted
 /// (marked; only `sessions_read` resumes it). 3: a window fold's compaction was checked to start
 /// at the head of the surface (`window::Chain`) — a version 2 window fold may have dropped the
-/// nodes before a compaction of a middle span, so of version 2 only a full fold is used. A file of
-/// another version is not used.
-const VERSION: u32 = 3;
+/// nodes before a compaction of a middle span, so of version 2 only a full fold is used. 4: a full
+/// fold that stopped at the decode budget says so (`FoldState::stopped`: a read takes the window
+/// beside it) — a full fold of an older version may have stopped without saying so, so of versions
+/// 2 and 3 none is used, of version 3 a window fold is (a window fold never stops: one that meets
+/// the budget is folded whole). A file of another version is not used.
+pub(crate) const VERSION: u32 = 4;
 const DIR: &str = "read-index";
 
 /// [`PERSIST_MIN`]; tests lower it for their thread (they fold small logs).
@@ -169,7 +176,7 @@ pub(crate) fn load<R: Read + Seek>(
         serde_json::from_slice(body).ok()
     })?;
     let offset = b.fold.offset();
-    let fresh = b.v == VERSION || (b.v == 2 && !b.fold.is_window());
+    let fresh = b.v == VERSION || (b.v == 3 && b.fold.is_window());
     if !fresh
         || b.path != log.to_string_lossy()
         || (b.dev, b.ino) != (dev, ino)

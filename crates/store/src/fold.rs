@@ -127,7 +127,7 @@ pub struct Fold {
     /// Resume point: byte offset after the last committed frame (zstd) or line (plain).
     pub offset: u64,
     /// This fold stopped at the decode budget (`log::DECODE_BUDGET`): it misses what the log holds
-    /// past that point, also once resumed over later appends. Not persisted (`FoldState`).
+    /// past that point, also once resumed over later appends (persisted: `FoldState::stopped`).
     pub(crate) stopped: bool,
     pub(crate) splitter: Splitter,
     labels: Vec<Arc<str>>,
@@ -547,6 +547,11 @@ pub(crate) struct FoldState {
     /// and inbox lists are those of the decoded frames only); None: a full fold.
     #[serde(default)]
     window: Option<u64>,
+    /// `Fold::stopped`: a full fold that stopped at the decode budget (a read takes the window
+    /// beside it, `index::read_beside`). Absent in bodies before version 4 (a full fold of those is
+    /// not resumed: whether it stopped is not known).
+    #[serde(default)]
+    stopped: bool,
     /// `Fold::read` (see `ReadNotes`).
     #[serde(default)]
     read_items: Vec<((u64, u64), String)>,
@@ -620,6 +625,7 @@ impl Fold {
             offset: self.offset,
             surface_capped: self.surface_capped,
             window: self.window.as_ref().map(|w| w.first),
+            stopped: self.stopped,
             read_items: self.read.items.iter().cloned().collect(),
             read_older: self.read.older,
             read_older_last: self.read.older_last,
@@ -628,11 +634,13 @@ impl Fold {
     }
 
     /// The fold a [`FoldState`] describes. None when the state is not one a fold can be in (an
-    /// unknown role or class, more nodes than [`MAX_SURFACE`]).
+    /// unknown role or class, more nodes than [`MAX_SURFACE`], a window fold that stopped: one
+    /// that meets the budget is folded whole instead).
     pub(crate) fn from_state(s: FoldState) -> Option<Fold> {
         if s.nodes.len() > MAX_SURFACE
             || s.notes.items.len() > Notes::MAX
             || s.read_items.len() > Notes::MAX
+            || (s.stopped && s.window.is_some())
         {
             return None;
         }
@@ -654,6 +662,7 @@ impl Fold {
             gap_noted: s.gap_noted,
             offset: s.offset,
             surface_capped: s.surface_capped,
+            stopped: s.stopped,
             read: ReadNotes {
                 items: s.read_items.into(),
                 older: s.read_older,

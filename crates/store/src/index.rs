@@ -183,6 +183,9 @@ fn load_inner(log: &LogFile, window: bool) -> Result<(Arc<Fold>, u64), ReadError
             return Ok(got);
         }
     }
+    // A read's window fold beside a stopped full fold (`read_beside`), kept when that fold is
+    // resumed here.
+    let mut kept = None;
     let base = {
         let mut map = CACHE.lock();
         match map.get_mut(&log.path) {
@@ -197,6 +200,7 @@ fn load_inner(log: &LogFile, window: bool) -> Result<(Arc<Fold>, u64), ReadError
             Some(e) if ident.grew_from(&e.ident) && e.committed.offset <= ident.size => {
                 let e = map.remove(&log.path).expect("present");
                 drop(e.view);
+                kept = e.beside;
                 Some(Arc::try_unwrap(e.committed).unwrap_or_else(|shared| (*shared).clone()))
             }
             _ => None,
@@ -212,6 +216,17 @@ fn load_inner(log: &LogFile, window: bool) -> Result<(Arc<Fold>, u64), ReadError
         None => match checkpoint::load(&log.path, ident.key, ident.size, &mut file)
             .filter(|b| window || !b.is_window())
         {
+            // A full fold that stopped at the budget (another process folded the log): the read
+            // takes the window beside it, as beside one this process folded.
+            Some(b) if window && b.stopped && !b.is_window() => {
+                match beside_checkpoint(log, &ident, b, tick)? {
+                    Stopped::Read(view, read) => return Ok((view, read)),
+                    Stopped::Declined(b, beside) => {
+                        kept = beside;
+                        *b
+                    }
+                }
+            }
             Some(b) => b,
             None => {
                 if window {
@@ -249,6 +264,11 @@ fn load_inner(log: &LogFile, window: bool) -> Result<(Arc<Fold>, u64), ReadError
     };
     let mut map = CACHE.lock();
     make_room(&mut map, CACHE_CAP, &log.path, |e| e.used);
+    // Still a stopped full fold: the read's window fold beside it stays (`read_beside` checks it
+    // against the file as it is).
+    let beside = kept
+        .or_else(|| map.get_mut(&log.path).and_then(|e| e.beside.take()))
+        .filter(|_| committed.stopped && !committed.is_window());
     map.insert(
         log.path.clone(),
         Entry {
@@ -256,10 +276,76 @@ fn load_inner(log: &LogFile, window: bool) -> Result<(Arc<Fold>, u64), ReadError
             committed,
             view: view.clone(),
             used: tick,
-            beside: None,
+            beside,
         },
     );
     Ok((view, read))
+}
+
+/// A read that finds no cached fold but the checkpoint of a full fold that stopped at the decode
+/// budget (`b`, of the log as it was at `b.offset`; another process folded it, `load_log`): cached
+/// as this process's `load_log` would have left it, then the read takes the window beside it
+/// ([`read_beside`]) — what a read gets beside a stopped fold this process folded. The checkpoint
+/// stays the full fold's.
+fn beside_checkpoint(
+    log: &LogFile,
+    ident: &Ident,
+    b: Fold,
+    tick: u64,
+) -> Result<Stopped, ReadError> {
+    // The log as the checkpoint saw it: the file now when that is its size (the checkpoint's
+    // digests checked it), else an earlier size of it (`load_log` then resumes over the append).
+    let at = if b.offset == ident.size {
+        ident.clone()
+    } else {
+        Ident {
+            key: ident.key,
+            size: b.offset,
+            mtime: None,
+        }
+    };
+    let b = Arc::new(b);
+    {
+        let mut map = CACHE.lock();
+        if !map.contains_key(&log.path) {
+            make_room(&mut map, CACHE_CAP, &log.path, |e| e.used);
+            map.insert(
+                log.path.clone(),
+                Entry {
+                    ident: at,
+                    committed: b.clone(),
+                    view: b.clone(),
+                    used: tick,
+                    beside: None,
+                },
+            );
+        }
+    }
+    if let Some((view, read)) = read_beside(log, ident, tick)? {
+        return Ok(Stopped::Read(view, read));
+    }
+    let beside = {
+        let mut map = CACHE.lock();
+        let ours = map
+            .get(&log.path)
+            .is_some_and(|e| Arc::ptr_eq(&e.committed, &b));
+        if ours {
+            map.remove(&log.path).and_then(|e| e.beside)
+        } else {
+            None
+        }
+    };
+    let b = Arc::try_unwrap(b).unwrap_or_else(|shared| (*shared).clone());
+    Ok(Stopped::Declined(Box::new(b), beside))
+}
+
+/// What [`beside_checkpoint`] got.
+enum Stopped {
+    /// The read's window fold (view, file bytes read).
+    Read(Arc<Fold>, u64),
+    /// The window declines: the stopped fold back (the read takes it, resumed over what was
+    /// appended, as a read beside a cached stopped fold does), with what the read noted beside it.
+    Declined(Box<Fold>, Option<Beside>),
 }
 
 /// A read of a log whose cached full fold stopped at the decode budget (this process folded it
@@ -268,7 +354,8 @@ fn load_inner(log: &LogFile, window: bool) -> Result<(Arc<Fold>, u64), ReadError
 /// now — the answer the read gives when no full fold is cached. So the read takes the window:
 /// kept beside the full fold (which stays for the callers that need the requests: a 2 GiB fold
 /// is not redone for them), resumed over appends like any cached window fold, never persisted
-/// (the checkpoint stays the full fold's). None: no such fold is cached, or the window declines
+/// (the checkpoint stays the full fold's). A fresh process that finds such a fold's checkpoint
+/// caches it first ([`beside_checkpoint`]). None: no such fold is cached, or the window declines
 /// (a grown window fold met a note, no checkpoint ends its walk, …): the read takes the cached
 /// fold as before.
 fn read_beside(

@@ -1180,8 +1180,8 @@ mod tests {
     /// events are not shown`, one of the read's notes); the read from the end is bounded by its own
     /// budgets (the frame walk decodes nothing; `WINDOW_MAX`, `CHAIN_MAX`) and answers what the log
     /// holds now — the answer a full fold without the bound would give. That is the right one;
-    /// a read gets the stopped fold only where it resumes a full fold's checkpoint of one, and its
-    /// note says so (a stopped fold in this process's cache: the next test).
+    /// a read gets the stopped fold only where the window declines, and its note says so (a
+    /// stopped fold in this process's cache, or in a checkpoint: the next tests).
     #[test]
     fn past_the_decode_budget_the_window_reads_what_the_log_holds_now() {
         let p = Persisting::new();
@@ -1272,33 +1272,286 @@ mod tests {
         forget(&path);
     }
 
+    /// A log past the decode budget, folded whole by `load_log` (stopped, with its note), its full
+    /// fold's checkpoint left (marked stopped).
+    struct StoppedLog {
+        path: std::path::PathBuf,
+        bytes: Vec<u8>,
+        log: crate::layout::LogFile,
+        b: LogBuilder,
+        /// The stopped fold.
+        all: std::sync::Arc<Fold>,
+        /// The lowered budget (still set for the calling thread).
+        low: Option<u64>,
+    }
+
+    fn stopped_on_disk(p: &Persisting) -> StoppedLog {
+        let mut b = host_log(&mut Rng(99), false, 40, false);
+        let (path, bytes, log) = compacted_on_disk(p.home.path(), &mut b);
+        let low = Some(crate::log::chunk_cost(b.text().as_bytes()) * 3 / 4);
+        crate::log::BUDGET.set(low);
+        crate::index::forget(&path);
+        let all = crate::index::load_log(&log).unwrap();
+        assert!(all.stopped && !all.is_window());
+        assert!(crate::checkpoint::path_of(&path).unwrap().exists());
+        StoppedLog {
+            path,
+            bytes,
+            log,
+            b,
+            all,
+            low,
+        }
+    }
+
+    fn says_stopped(f: &Fold) -> bool {
+        f.read_notes()
+            .items
+            .iter()
+            .any(|n| n.starts_with("stopped reading at byte"))
+    }
+
+    /// A fresh process (nothing cached) that finds the checkpoint of a full fold that stopped at
+    /// the decode budget treats it as the fold this process would have folded: the read takes the
+    /// window beside it (what the log holds now) and writes nothing over the checkpoint; `load_log`
+    /// resumes the stopped fold with its note (not folded again); grown, both resume over the
+    /// append. (Before the checkpoint said a fold stopped, the read resumed and showed it.)
+    #[test]
+    fn a_stopped_full_folds_checkpoint_does_not_shadow_the_read_in_a_fresh_process() {
+        use crate::index::{forget, load_log_counted, load_log_for_read_counted};
+        let p = Persisting::new();
+        let StoppedLog {
+            path,
+            bytes,
+            log,
+            b,
+            all,
+            low,
+        } = stopped_on_disk(&p);
+        crate::log::BUDGET.set(None);
+        let want = full(&bytes);
+        crate::log::BUDGET.set(low);
+        assert_ne!(answer(&all), answer(&want));
+        let ck = crate::checkpoint::path_of(&path).unwrap();
+        let saved = std::fs::read(&ck).unwrap();
+        // A fresh process reads first: the window, the checkpoint untouched.
+        forget(&path);
+        let (got, read) = load_log_for_read_counted(&log);
+        let got = got.unwrap();
+        assert!(got.is_window() && read > 0, "read from the end ({read})");
+        assert_eq!(answer(&got), answer(&want), "what the log holds now");
+        assert!(got.read_notes().is_empty(), "{:?}", got.read_notes());
+        assert_eq!(std::fs::read(&ck).unwrap(), saved, "no checkpoint over it");
+        let (again, read) = load_log_for_read_counted(&log);
+        assert!(read == 0 && std::sync::Arc::ptr_eq(&again.unwrap(), &got));
+        // Then `load_log` in that process: the stopped fold of the checkpoint, not folded again.
+        let (kept, read) = load_log_counted(&log);
+        let kept = kept.unwrap();
+        assert!(read == 0 && kept.stopped && says_stopped(&kept), "{read}");
+        assert_eq!(answer(&kept), answer(&all));
+        assert_eq!(kept.requests, all.requests);
+        let (after, _) = load_log_for_read_counted(&log);
+        assert!(std::sync::Arc::ptr_eq(&after.unwrap(), &got));
+        // A fresh process whose window declines (here: the log below its floor): the read takes
+        // the stopped fold, as beside a cached one; `load_log` the same fold.
+        MIN.set(Some(u64::MAX));
+        forget(&path);
+        let (s, read) = load_log_for_read_counted(&log);
+        let s = s.unwrap();
+        assert!(read == 0 && s.stopped && says_stopped(&s), "{read}");
+        assert_eq!(answer(&s), answer(&all));
+        let (k, read) = load_log_counted(&log);
+        assert!(read == 0 && std::sync::Arc::ptr_eq(&k.unwrap(), &s));
+        MIN.set(Some(0));
+        // A fresh process calls `load_log` first: resumed, stopped; a read after it, the window.
+        forget(&path);
+        let (k, read) = load_log_counted(&log);
+        let k = k.unwrap();
+        assert!(read == 0 && k.stopped && says_stopped(&k), "{read}");
+        let (w, _) = load_log_for_read_counted(&log);
+        assert_eq!(answer(&w.unwrap()), answer(&want));
+        assert_eq!(std::fs::read(&ck).unwrap(), saved);
+        // Grown, a fresh process: the read takes the window of the grown log; `load_log` resumes
+        // the stopped fold over the append (and leaves its checkpoint, still stopped).
+        let mut more = b;
+        more.prompt("later", "dsh-session-mail:later");
+        more.reply("later reply", DS.0, DS.1);
+        more.end_turn();
+        let grown = more.zstd();
+        std::fs::write(&path, &grown).unwrap();
+        forget(&path);
+        let (g, read) = load_log_for_read_counted(&log);
+        let g = g.unwrap();
+        assert!(g.is_window() && read > 0);
+        assert_eq!(std::fs::read(&ck).unwrap(), saved, "no checkpoint over it");
+        let (k, read) = load_log_counted(&log);
+        let k = k.unwrap();
+        assert_eq!(
+            read,
+            (grown.len() - bytes.len()) as u64,
+            "resumed at the stop"
+        );
+        assert!(k.stopped && says_stopped(&k));
+        crate::log::BUDGET.set(None);
+        assert_eq!(answer(&g), answer(&full(&grown)));
+        forget(&path);
+        let (k, read) = load_log_counted(&log);
+        assert!(
+            read == 0 && k.unwrap().stopped,
+            "the grown stopped fold's checkpoint"
+        );
+        forget(&path);
+    }
+
+    /// The stopped bit is part of the signed body: edited under the old tag, or signed under
+    /// another key, the checkpoint is not used (the read takes the window, `load_log` folds the
+    /// log). Signed as ours but wrong — what a bug of ours could leave — it still changes no
+    /// answer beyond what the full fold or the window gives: "not stopped" on a stopped fold ⇒ the
+    /// read shows that full fold with its note (the answer before this bit existed); "stopped" on
+    /// a fold that did not stop ⇒ the read takes the window (the full fold's answer), `load_log`
+    /// the fold; "stopped" on a window fold ⇒ not used.
+    #[test]
+    fn a_forged_stopped_bit_changes_no_answer() {
+        use crate::index::{forget, load_log_counted, load_log_for_read_counted};
+        let p = Persisting::new();
+        let StoppedLog {
+            path,
+            bytes,
+            log,
+            all,
+            low,
+            ..
+        } = stopped_on_disk(&p);
+        crate::log::BUDGET.set(None);
+        let want = full(&bytes);
+        crate::log::BUDGET.set(low);
+        let ck = crate::checkpoint::path_of(&path).unwrap();
+        let orig = std::fs::read(&ck).unwrap();
+        let body = String::from_utf8_lossy(&orig[32..]).into_owned();
+        assert_eq!(
+            body.matches("\"stopped\":true").count(),
+            1,
+            "marked stopped"
+        );
+        let unstopped = body.replacen("\"stopped\":true", "\"stopped\":false", 1);
+        // 1. edited under the old tag; 2. signed under another key: neither is used.
+        let mut edited = orig[..32].to_vec();
+        edited.extend_from_slice(unstopped.as_bytes());
+        let mut theirs = base::seal::mac(&[9u8; 32], &[b"", unstopped.as_bytes()]).to_vec();
+        theirs.extend_from_slice(unstopped.as_bytes());
+        for forged in [&edited, &theirs] {
+            std::fs::write(&ck, forged).unwrap();
+            forget(&path);
+            let (got, read) = load_log_for_read_counted(&log);
+            let got = got.unwrap();
+            assert!(got.is_window() && read > 0);
+            assert_eq!(answer(&got), answer(&want));
+            std::fs::write(&ck, forged).unwrap();
+            forget(&path);
+            let (k, read) = load_log_counted(&log);
+            assert_eq!(read, bytes.len() as u64, "folded from the start");
+            let k = k.unwrap();
+            assert!(k.stopped && says_stopped(&k));
+            assert_eq!(answer(&k), answer(&all));
+        }
+        // 3. signed as ours, "not stopped" on a stopped fold: the full fold, its note shown.
+        std::fs::write(&ck, &orig).unwrap();
+        crate::checkpoint::reseal(&path, |_| unstopped.clone());
+        forget(&path);
+        let (got, read) = load_log_for_read_counted(&log);
+        let got = got.unwrap();
+        assert!(read == 0 && !got.is_window() && says_stopped(&got));
+        assert_eq!(answer(&got), answer(&all));
+        // 4. signed as ours, "stopped" on a full fold that did not stop: the read takes the
+        // window, `load_log` the fold; both the full fold's answers.
+        crate::log::BUDGET.set(None);
+        forget(&path);
+        let _ = std::fs::remove_file(&ck);
+        let (f, _) = load_log_counted(&log);
+        assert!(!f.unwrap().stopped);
+        let stop = |b: &str| {
+            assert_eq!(b.matches("\"stopped\":false").count(), 1);
+            b.replacen("\"stopped\":false", "\"stopped\":true", 1)
+        };
+        crate::checkpoint::reseal(&path, stop);
+        forget(&path);
+        let (got, _) = load_log_for_read_counted(&log);
+        let got = got.unwrap();
+        assert!(got.is_window());
+        assert_eq!(answer(&got), answer(&want));
+        let (k, read) = load_log_counted(&log);
+        let k = k.unwrap();
+        assert_eq!(read, 0);
+        assert_eq!((answer(&k), &k.requests), (answer(&want), &want.requests));
+        // 5. signed as ours, "stopped" on a window fold: not used (the log is read again).
+        forget(&path);
+        let _ = std::fs::remove_file(&ck);
+        let (w, _) = load_log_for_read_counted(&log);
+        assert!(w.unwrap().is_window());
+        crate::checkpoint::reseal(&path, stop);
+        forget(&path);
+        let (got, read) = load_log_for_read_counted(&log);
+        assert!(read > 0, "not resumed");
+        assert_eq!(answer(&got.unwrap()), answer(&want));
+        forget(&path);
+    }
+
     /// A window fold persisted by a build that did not check where its compaction starts (body
     /// version 2) may have dropped the nodes before a compaction of a middle span: it is not
-    /// resumed. A full fold's checkpoint of version 2 still is (nothing of it changed).
+    /// resumed. A full fold of version 2 or 3 may have stopped at the decode budget without saying
+    /// so (`FoldState::stopped` is of version 4): not resumed either (folded again, and a version 4
+    /// checkpoint left). A window fold of version 3 is (it never stops; nothing else changed).
     #[test]
-    fn a_window_checkpoint_of_version_2_is_not_resumed() {
+    fn a_checkpoint_of_an_older_version_is_resumed_only_as_a_checked_window_fold() {
         let p = Persisting::new();
         let dir = &p.home;
         let mut b = host_log(&mut Rng(99), false, 40, false);
         let (path, bytes, log) = compacted_on_disk(dir.path(), &mut b);
         let want = full(&bytes);
+        let now = format!("{{\"v\":{},", crate::checkpoint::VERSION);
+        let older = |v: u32| {
+            let now = now.clone();
+            move |body: &str| {
+                assert!(body.starts_with(&now));
+                body.replacen(&now, &format!("{{\"v\":{v},"), 1).replacen(
+                    ",\"stopped\":false",
+                    "",
+                    1,
+                )
+            }
+        };
         let (got, _) = crate::index::load_log_for_read_counted(&log);
         assert!(got.unwrap().is_window());
-        let v2 = |body: &str| body.replacen("{\"v\":3,", "{\"v\":2,", 1);
-        crate::checkpoint::reseal(&path, v2);
+        // A window fold of version 2: not resumed; of version 3: resumed.
+        crate::checkpoint::reseal(&path, older(2));
         crate::index::forget(&path);
         let (again, read) = crate::index::load_log_for_read_counted(&log);
         assert!(read > 0, "a version 2 window fold is not resumed");
         assert_eq!(answer(&again.unwrap()), answer(&want));
-        // A full fold's checkpoint of version 2: resumed.
+        crate::checkpoint::reseal(&path, older(3));
         crate::index::forget(&path);
-        assert!(!crate::index::load_log(&log).unwrap().is_window());
-        crate::checkpoint::reseal(&path, v2);
-        crate::index::forget(&path);
-        let (all, read) = crate::index::load_log_for_read_counted(&log);
-        assert_eq!(read, 0, "resumed");
-        assert!(!all.as_ref().unwrap().is_window());
-        assert_eq!(answer(&all.unwrap()), answer(&want));
+        let (again, read) = crate::index::load_log_for_read_counted(&log);
+        let again = again.unwrap();
+        assert!(
+            read == 0 && again.is_window(),
+            "a version 3 window fold is resumed"
+        );
+        assert_eq!(answer(&again), answer(&want));
+        // A full fold's checkpoint of version 2 or 3: folded again (by a read: the window).
+        for v in [2, 3] {
+            crate::index::forget(&path);
+            assert!(!crate::index::load_log(&log).unwrap().is_window());
+            crate::checkpoint::reseal(&path, older(v));
+            crate::index::forget(&path);
+            let (all, read) = crate::index::load_log_counted(&log);
+            assert_eq!(read, bytes.len() as u64, "version {v}: folded again");
+            assert_eq!(answer(&all.unwrap()), answer(&want));
+            crate::checkpoint::reseal(&path, older(v));
+            crate::index::forget(&path);
+            let (got, read) = crate::index::load_log_for_read_counted(&log);
+            assert!(read > 0 && got.as_ref().unwrap().is_window(), "version {v}");
+            assert_eq!(answer(&got.unwrap()), answer(&want));
+        }
         crate::index::forget(&path);
     }
 
