@@ -146,9 +146,13 @@ describe('dsh-session-mail: a send to a session live in a headless rc.8 process 
     // not landed yet: verify exits non-zero and says where it waits
     const v1 = spawnSync(process.execPath, [join(REPO_ROOT, 'bin', 'dsh-session-mail.mjs'), 'verify', r1], { env: { ...box.env }, encoding: 'utf8' }).stdout
     assert.match(v1, new RegExp(`^waiting: ${esc(r1)} is in the mailbox of ${esc(H)}`), v1)
-    // H is cold now (its owner is dead): a queue send wakes it in the web process, which then drains the orphan
+    // H is cold now (its owner is dead): a queue send wakes it in the web process, which then drains the orphan.
+    // The accepted send also left a queued record naming the dead owner (tools/send/mod.rs Queueing::of), which
+    // web1's wake pass (lib/mailbox.js queuedWake, about once a second) may adopt first: then H is already live in
+    // web1 by r1's re-delivery, and the wake send is delivered into it there. Either way each lands once, in one
+    // history (the regex takes both headers: with and without '(woke a cold session)').
     const w = await callTool(web1, A, 'sessions_send', { session_id: H, message: 'HEADLESS-WAKE five' })
-    assert.match(w.text, new RegExp(`^accepted for ${esc(H)} \\| mode=queue \\| chars=\\d+ \\(woke a cold session\\)`), w.text)
+    assert.match(w.text, new RegExp(`^accepted for ${esc(H)} \\| mode=queue \\| chars=\\d+`), w.text)
     const r2 = requestIdOf(w.text)
     const t0 = Date.now()
     let events
