@@ -45,6 +45,8 @@ pub mod admit;
 use base::fsafe::{self, Follow};
 
 pub mod queued;
+mod unsettled;
+pub use unsettled::MAX_UNSETTLED;
 
 /// Largest envelope posted or read (a message is capped at `maxSendChars` characters plus its frame;
 /// a larger one is refused at the sender, never posted to be deleted unread).
@@ -659,6 +661,13 @@ pub fn drain_with(
             if matches!(kind, Name::Other) {
                 continue;
             }
+            if let Name::Claimed(k, p) = kind {
+                // Settled here once already, its receipt not written ([`unsettled`]): passed over
+                // unopened, not taken again every drain.
+                if p == me.pid && unsettled::holds(&d, k, p) {
+                    continue;
+                }
+            }
             let Ok(meta) = fs::symlink_metadata(&path) else {
                 continue;
             };
@@ -741,6 +750,8 @@ pub fn drain_with(
                 continue;
             }
             // Delivered already by a previous holder: settled without a second delivery.
+            #[cfg(test)]
+            tests::LOG_LOOKUPS.with(|n| n.set(n.get() + 1));
             let landed = store::find_request(home, session, &env.request_id).is_some();
             let verdict = if landed {
                 admit::Verdict::Deliver(String::new())
@@ -787,6 +798,11 @@ pub fn drain_with(
 
 /// Record what happened to a claimed envelope: the receipt first (atomically), then the claim goes.
 /// The receipt is [`Receipt::fitted`]: the sender reads it whole under [`MAX_RECEIPT_BYTES`].
+///
+/// A receipt that cannot be written (its name taken by a folder: hostile input, left as it is; or the
+/// write failed) leaves the claim, and this process remembers it ([`unsettled`]): its drain does not take
+/// that claim again. The sender, meanwhile, finds no receipt it can read there and says the message may
+/// have landed.
 pub fn settle(home: &Path, pid: u32, r: &Receipt) -> Result<(), MailboxError> {
     let key = key_of(&r.request_id).ok_or(MailboxError::NotOurId)?;
     let d = shard(home, &r.session_id).ok_or(MailboxError::BadSession)?;
@@ -801,8 +817,10 @@ pub fn settle(home: &Path, pid: u32, r: &Receipt) -> Result<(), MailboxError> {
             format!("the receipt would be {} bytes", bytes.len()).into(),
         ));
     }
-    write_atomic(&d, &d.join(format!("{key}.done")), &bytes)
-        .map_err(|e| MailboxError::Io(e.into()))?;
+    if let Err(e) = write_atomic(&d, &d.join(format!("{key}.done")), &bytes) {
+        unsettled::remember(&d, key, pid);
+        return Err(MailboxError::Io(e.into()));
+    }
     let _ = fs::remove_file(d.join(format!("{key}.claimed-{pid}")));
     Ok(())
 }

@@ -2,6 +2,11 @@ use super::*;
 use serde_json::json;
 use std::os::unix::fs::PermissionsExt;
 
+thread_local! {
+    /// Log lookups (`store::find_request`) the drain made on this thread (each test runs on its own).
+    pub(super) static LOG_LOOKUPS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 const S: &str = "session-t";
 
 /// Drain as the binding does, under the default limits and with no approval of the human's.
@@ -924,4 +929,86 @@ fn an_unreadable_receipt_beside_an_envelope_settles_nothing() {
     fs::write(&other, serde_json::to_vec(&delivered(&rid(3))).unwrap()).unwrap();
     assert!(waiting(h, S, &rid(2)));
     assert_eq!(drain(h, &me(pid), 0).len(), 1);
+}
+
+/// A `.done` beside an envelope that is not a regular file and that a `rename` cannot replace — a folder,
+/// planted — makes the owner's receipt unwritable: before, the claim stayed and every drain took it again
+/// (read it, looked its request id up in the log, handed it to the shim, failed to settle it), every
+/// 250 ms for the life of the process. Now the settle remembers it (`unsettled`): one claim and one log
+/// lookup over all passes. The folder is left as it is and never entered; the claim stays (the message
+/// is not lost; its sender reads "may have landed"); the shard's other mail still flows; the 10-minute
+/// sweep leaves the folder too. A FIFO or a link there is simply replaced by the receipt (a `rename`
+/// replaces the name, never opening or following it): no loop to begin with.
+#[test]
+fn a_receipt_that_cannot_be_written_is_not_claimed_again_every_drain() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let pid = std::process::id();
+    let d = ensure_shard(h, S).unwrap();
+    let key1 = key_of(&rid(1)).unwrap().to_string();
+    let done = d.join(format!("{key1}.done"));
+    post_v(h, &env(1, pid, 7)).unwrap();
+    fs::create_dir(&done).unwrap();
+    fs::write(done.join("inside"), b"planted").unwrap();
+    LOG_LOOKUPS.with(|n| n.set(0));
+    let mut claims = 0;
+    for _ in 0..8 {
+        for c in drain(h, &me(pid), 0) {
+            claims += 1;
+            assert_eq!(c.request_id, rid(1));
+            assert!(
+                settle(h, pid, &delivered(&c.request_id)).is_err(),
+                "a folder cannot be replaced"
+            );
+        }
+    }
+    assert_eq!(claims, 1, "claimed once over 8 drains");
+    assert_eq!(LOG_LOOKUPS.with(|n| n.get()), 1, "the log looked at once");
+    assert_eq!(fs::read(done.join("inside")).unwrap(), b"planted", "left");
+    assert!(names(h).contains(&format!("{key1}.claimed-{pid}")), "kept");
+    assert!(matches!(
+        receipt(h, S, &rid(1)),
+        Err(ReceiptError::File(fsafe::Refused::NotRegular { .. }))
+    ));
+    // another process (or this one's next incarnation) is not bound by this memory
+    assert!(!unsettled::holds(&d, &key1, pid + 1));
+
+    // the shard's other mail is drained and settled as ever
+    post_v(h, &env(2, pid, 7)).unwrap();
+    let got = drain(h, &me(pid), 0);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].request_id, rid(2));
+    settle(h, pid, &delivered(&rid(2))).unwrap();
+    assert!(receipt(h, S, &rid(2)).unwrap().is_some());
+
+    // the receipt sweep: a folder past the receipts' age is left, never entered or emptied
+    fs::File::open(&done)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(3600))
+        .unwrap();
+    assert!(drain(h, &me(pid), 0).is_empty());
+    assert_eq!(fs::read(done.join("inside")).unwrap(), b"planted");
+    assert_eq!(LOG_LOOKUPS.with(|n| n.get()), 2, "one more: envelope 2's");
+
+    // a FIFO or a link under the receipt's name: replaced by the receipt, claimed once
+    let outside = tempfile::tempdir().unwrap();
+    fs::write(outside.path().join("x"), b"theirs").unwrap();
+    for n in [3u8, 4] {
+        let k = key_of(&rid(n)).unwrap().to_string();
+        let f = d.join(format!("{k}.done"));
+        post_v(h, &env(n, pid, 7)).unwrap();
+        if n == 3 {
+            let c = std::ffi::CString::new(f.to_str().unwrap()).unwrap();
+            // SAFETY: a valid C string.
+            assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        } else {
+            std::os::unix::fs::symlink(outside.path().join("x"), &f).unwrap();
+        }
+        let got = drain(h, &me(pid), 0);
+        assert_eq!(got.len(), 1, "{n}");
+        settle(h, pid, &delivered(&rid(n))).unwrap();
+        assert!(receipt(h, S, &rid(n)).unwrap().is_some(), "{n}");
+        assert!(drain(h, &me(pid), 0).is_empty(), "{n}");
+    }
+    assert_eq!(fs::read(outside.path().join("x")).unwrap(), b"theirs");
 }
