@@ -88,23 +88,93 @@ pub async fn hand_off(
 }
 
 /// The owner drains every 250 ms (lib/mailbox.js): its receipt, polled for up to
-/// [`mailbox::RECEIPT_WAIT_MS`]. A receipt that is there but cannot be read does not end the wait (the
-/// owner's own may still replace it); at the end it is the answer: `Err`, never "no receipt". A trip
-/// past the file deadline reads as no receipt that time.
+/// [`mailbox::RECEIPT_WAIT_MS`] ([`wait_with`]).
 async fn wait_for_receipt(
     ctx: &Context,
     p: &Plan,
 ) -> Result<Option<mailbox::Receipt>, mailbox::ReceiptError> {
-    let t0 = std::time::Instant::now();
-    loop {
+    wait_with(|| {
         let (home, target, rid) = (ctx.home.clone(), p.target.clone(), p.request_id.clone());
-        let got = offload::run(ctx.deadline, move || mailbox::receipt(&home, &target, &rid))
-            .await
-            .unwrap_or(Ok(None));
-        if matches!(got, Ok(Some(_))) || t0.elapsed().as_millis() as u64 >= mailbox::RECEIPT_WAIT_MS
-        {
-            return got;
+        offload::run(ctx.deadline, move || mailbox::receipt(&home, &target, &rid))
+    })
+    .await
+}
+
+/// One look for the receipt: what it found, or why the trip gave nothing (past the file deadline).
+type Look = Result<Result<Option<mailbox::Receipt>, mailbox::ReceiptError>, offload::Offload>;
+
+/// Poll `look` every 25 ms until a readable receipt comes or [`mailbox::RECEIPT_WAIT_MS`] have passed.
+/// A receipt that is there but cannot be read does not end the wait (the owner's own may still replace
+/// it); the answer at the end is the strongest thing seen: a readable receipt, else an unreadable one
+/// (`Err`, whatever the later looks found: a look past the file deadline, or the file gone, does not
+/// make it "no receipt"), else none. A look past the file deadline finds nothing that time.
+async fn wait_with<F, L>(mut look: F) -> Result<Option<mailbox::Receipt>, mailbox::ReceiptError>
+where
+    F: FnMut() -> L,
+    L: std::future::Future<Output = Look>,
+{
+    let t0 = std::time::Instant::now();
+    let mut unreadable = None;
+    loop {
+        match look().await {
+            Ok(Ok(Some(r))) => return Ok(Some(r)),
+            Ok(Err(why)) => unreadable = Some(why),
+            Ok(Ok(None)) | Err(_) => {}
+        }
+        if t0.elapsed().as_millis() as u64 >= mailbox::RECEIPT_WAIT_MS {
+            return unreadable.map_or(Ok(None), Err);
         }
         tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mailbox::ReceiptError;
+    use std::time::Duration;
+
+    /// The wait's answer when its looks find, in turn, `first` for the first 3 looks, then `rest` till
+    /// the end of the wait.
+    async fn answer(first: Look, rest: Look) -> Result<Option<mailbox::Receipt>, ReceiptError> {
+        let mut n = 0;
+        wait_with(|| {
+            n += 1;
+            let got = if n <= 3 { first.clone() } else { rest.clone() };
+            std::future::ready(got)
+        })
+        .await
+    }
+
+    /// The last look of the wait came back past the file deadline (a slow home): on d88262b it counted as
+    /// "no receipt" though every look before had found an unreadable one, and the send said the message
+    /// waits in the mailbox. The strongest thing seen is the answer: unreadable beats none. (The waits
+    /// run side by side: 2 s in all.)
+    #[tokio::test]
+    async fn an_unreadable_receipt_seen_once_is_the_answer_whatever_the_later_looks_find() {
+        let late = || Err(offload::Offload::TimedOut(Duration::from_secs(15)));
+        let unreadable = || Ok(Err(ReceiptError::NotThisRequest));
+        let r = mailbox::Receipt {
+            request_id: "dsh-session-mail:00000000-0000-4000-8000-000000000001".into(),
+            session_id: "session-b".into(),
+            state: mailbox::ReceiptState::Delivered,
+            code: None,
+            message: None,
+            route: None,
+            pid: 7,
+        };
+        let (past_deadline, panicked, gone, replaced, nothing) = tokio::join!(
+            answer(unreadable(), late()),
+            answer(unreadable(), Err(offload::Offload::Panicked)),
+            answer(unreadable(), Ok(Ok(None))),
+            answer(unreadable(), Ok(Ok(Some(r.clone())))),
+            answer(late(), late()),
+        );
+        let no = Err(ReceiptError::NotThisRequest);
+        assert_eq!(past_deadline, no, "past the file deadline at the end");
+        assert_eq!(panicked, no);
+        assert_eq!(gone, no, "the file gone since");
+        assert_eq!(replaced, Ok(Some(r)), "the owner's own receipt replaced it");
+        assert_eq!(nothing, Ok(None), "nothing seen");
     }
 }
