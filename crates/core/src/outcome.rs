@@ -490,6 +490,30 @@ pub enum SendOutcome {
     /// it was delivered, nor that it waits: like [`SendOutcome::MayHaveLanded`] (`may_have_landed`, code
     /// `unreachable`), the caller checks before sending again. Boxed: a `SendOutcome` stays small.
     ReceiptUnreadable(Box<UnreadableReceipt>),
+    /// Routed over HTTP to the web server of the process holding the target, which went away — the
+    /// connection was not made (nothing was sent), or none that settled it (it may have landed) — and
+    /// that process's presence record then said it is stopping. Code `unreachable`, as the failure it
+    /// carries; `may_have_landed` as that failure says. Boxed: a `SendOutcome` stays small.
+    OwnerStopping(Box<StoppingOwner>),
+}
+
+/// A send whose owner stopped under it (`SendOutcome::OwnerStopping`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoppingOwner {
+    /// How the delivery to its web server failed: `Failure::HostDown` or `Failure::ConnectTimeout`
+    /// (nothing was sent), or `Failure::MayHaveLanded` (it went out; no clear answer).
+    pub failure: Failure,
+    pub context: DeliveryContext,
+    /// The owner (its presence record, which says `stopping`).
+    pub pid: u32,
+    pub profile: Option<String>,
+}
+
+impl StoppingOwner {
+    /// The message went out before the owner's web server went away.
+    pub fn may_have_landed(&self) -> bool {
+        matches!(self.failure, Failure::MayHaveLanded(_))
+    }
 }
 
 /// A send whose owner's receipt could not be read (`SendOutcome::ReceiptUnreadable`).
@@ -560,6 +584,7 @@ impl SendResult {
             SendOutcome::Refused(r) => r.request_id(),
             SendOutcome::MayHaveLanded { context, .. } => Some(&context.request_id),
             SendOutcome::ReceiptUnreadable(u) => Some(&u.request_id),
+            SendOutcome::OwnerStopping(o) => Some(&o.context.request_id),
         }
     }
 
@@ -568,9 +593,9 @@ impl SendResult {
         match &self.outcome {
             SendOutcome::Accepted(_) | SendOutcome::Held(_) => None,
             SendOutcome::Refused(r) => Some(r.code()),
-            SendOutcome::MayHaveLanded { .. } | SendOutcome::ReceiptUnreadable(_) => {
-                Some(RefusalCode::Unreachable)
-            }
+            SendOutcome::MayHaveLanded { .. }
+            | SendOutcome::ReceiptUnreadable(_)
+            | SendOutcome::OwnerStopping(_) => Some(RefusalCode::Unreachable),
         }
     }
 
@@ -579,10 +604,11 @@ impl SendResult {
     }
 
     pub fn may_have_landed(&self) -> bool {
-        matches!(
-            self.outcome,
-            SendOutcome::MayHaveLanded { .. } | SendOutcome::ReceiptUnreadable(_)
-        )
+        match &self.outcome {
+            SendOutcome::MayHaveLanded { .. } | SendOutcome::ReceiptUnreadable(_) => true,
+            SendOutcome::OwnerStopping(o) => o.may_have_landed(),
+            _ => false,
+        }
     }
 
     /// What the audit ledger records.
@@ -596,6 +622,9 @@ impl SendResult {
             // which may still be delivered), and a second line would count the one message twice
             // against the budget. `verify` tells from the log whether it landed.
             SendOutcome::ReceiptUnreadable(_) => L::Accepted,
+            // What the failure alone would record: the owner's stop changes the words, not the fate.
+            SendOutcome::OwnerStopping(o) if o.may_have_landed() => L::MayHaveLanded,
+            SendOutcome::OwnerStopping(_) => L::Unreachable,
             // A delivery that reached no host decision (down, timeout, 5xx, carrier, bad URL) is
             // `unreachable`; a refused cookie or fence is a refusal with its code.
             SendOutcome::Refused(r) => match r.code() {
@@ -841,6 +870,24 @@ mod tests {
             })),
             notes: vec![],
         });
+        let unsettled = crate::delivery::Unsettled {
+            first: crate::delivery::Unclear::Net(NetError::Request(cause("reset"))),
+            then: crate::delivery::Then::ResendStatus(404),
+        };
+        for failure in [
+            Failure::HostDown(NetError::Connect(cause("refused"))),
+            Failure::MayHaveLanded(Box::new(unsettled)),
+        ] {
+            results.push(SendResult {
+                outcome: SendOutcome::OwnerStopping(Box::new(StoppingOwner {
+                    failure,
+                    context: ctx(),
+                    pid: 42,
+                    profile: Some("web".into()),
+                })),
+                notes: vec![],
+            });
+        }
         for r in &results {
             let o = r.ledger_outcome();
             let wire = serde_json::to_string(&o).unwrap();
@@ -860,6 +907,23 @@ mod tests {
                     assert!(r.may_have_landed() && !r.accepted());
                     let text = r.render();
                     assert!(text.starts_with("refused (unreachable): the message MAY have landed"));
+                    assert!(text.ends_with("\nrequest: dsh-session-mail:r"), "{text}");
+                }
+                // the fate of the failure it carries; the owner's stop is in the words
+                SendOutcome::OwnerStopping(o) => {
+                    let landed = o.may_have_landed();
+                    let want = if landed {
+                        "may-have-landed"
+                    } else {
+                        "unreachable"
+                    };
+                    assert_eq!(wire, format!("\"{want}\""));
+                    assert_eq!(r.code(), Some(RefusalCode::Unreachable));
+                    assert!(r.may_have_landed() == landed && !r.accepted());
+                    let text = r.render();
+                    assert!(text.starts_with("refused (unreachable): "), "{text}");
+                    assert_eq!(text.contains("MAY have landed"), landed, "{text}");
+                    assert!(text.contains("is stopping"), "{text}");
                     assert!(text.ends_with("\nrequest: dsh-session-mail:r"), "{text}");
                 }
                 SendOutcome::Refused(x) if x.code() == RefusalCode::Unreachable => {

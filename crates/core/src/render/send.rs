@@ -10,7 +10,7 @@ use crate::mail::stacking::Stacked;
 use crate::mailbox::{PostError, ReceiptError};
 use crate::outcome::{
     DeliveryContext, HeldWhy, MailboxRefusal, Owner, Receipt, Route, SendNote, SendOutcome,
-    SendResult, UnreadableReceipt, Unrecorded,
+    SendResult, StoppingOwner, UnreadableReceipt, Unrecorded,
 };
 use crate::tool::SendTool;
 use base::clock::{format_utc_secs, human_secs};
@@ -645,6 +645,52 @@ fn receipt_unreadable(u: &UnreadableReceipt) -> String {
     )
 }
 
+/// `refused (unreachable): …` for a send routed to the web server of a process that is stopping
+/// (`SendOutcome::OwnerStopping`): what the failure says — nothing sent, or it MAY have landed — then
+/// that process is stopping, and to send again only once it has exited.
+fn owner_stopping(o: &StoppingOwner) -> String {
+    let c = &o.context;
+    let owner = format!(
+        "pid {}, profile {}",
+        o.pid,
+        o.profile.as_deref().unwrap_or("(unknown)")
+    );
+    let request = format!("request: {}", c.request_id);
+    match &o.failure {
+        Failure::MayHaveLanded(u) => refused(
+            "unreachable",
+            &format!(
+                "the message MAY have landed in {}: {}. The DSH process that holds it ({owner}) is stopping: its web server at {} went away while the message was on its way.",
+                c.target,
+                unsettled(u),
+                c.base_url
+            ),
+            &[
+                format!(
+                    "It was not sent again blindly, and that process takes no more messages. Once it has exited (in a few seconds), check with sessions_read {{\"session_id\":{}}}: a landed copy shows request={} in its source label. Send it again only if it is not there (the session is then woken here).",
+                    quote(&c.target),
+                    c.request_id
+                ),
+                request,
+            ],
+        ),
+        f => refused(
+            "unreachable",
+            &format!(
+                "the DSH process that holds {} ({owner}) is stopping: its web server at {} took no connection ({}).",
+                quote(&c.target),
+                c.base_url,
+                brief(f)
+            ),
+            &[
+                "Nothing was sent, and that process takes no more messages; this process will not resume the session before that process has exited.".into(),
+                "Send it again in a few seconds, once that process has exited (the session is then woken here).".into(),
+                request,
+            ],
+        ),
+    }
+}
+
 /// Why a receipt cannot be read, inside the sentence of [`receipt_unreadable`] (never the file's text).
 fn receipt_error(e: &ReceiptError) -> String {
     match e {
@@ -746,6 +792,7 @@ pub fn result(r: &SendResult) -> String {
         SendOutcome::Refused(refusal) => refusal.render(),
         SendOutcome::MayHaveLanded { why, context } => may_have_landed(why, context),
         SendOutcome::ReceiptUnreadable(u) => receipt_unreadable(u),
+        SendOutcome::OwnerStopping(o) => owner_stopping(o),
     };
     for n in &r.notes {
         out = with_note(out, &note(n));

@@ -7,7 +7,7 @@ use crate::delivery::{self, http::Timeouts, Delivery, Failure, Outcome};
 use crate::mail;
 use crate::outcome::{
     DeliveryContext, HeldWhy, MailboxRefusal, Owner, Receipt, Refusal, Route, SendOutcome,
-    UnreadableReceipt,
+    StoppingOwner, UnreadableReceipt,
 };
 use crate::presence;
 use crate::request::ToolRequest;
@@ -39,6 +39,13 @@ pub enum Answer {
     /// The host answered `session/writer-held`, and the process that presence shows holding the
     /// session offers no route (its record): it is stopping, or has neither web server nor mailbox.
     Unroutable(Box<presence::Record>),
+    /// Sent to the web server of the owner `pid`, which went away (`failure`: no connection, or none
+    /// that settled it), and that process's presence record then said it is stopping.
+    OwnerStopping {
+        failure: Failure,
+        pid: u32,
+        profile: Option<String>,
+    },
 }
 
 /// Deliver `p`; the plan is updated with what the delivery learnt (route, notes, woke/running).
@@ -55,7 +62,10 @@ pub async fn deliver(
         return via_mailbox(ctx, p, &r, sender, attempt).await;
     }
     let first = delivery::deliver(&http(req, ctx, p)).await;
-    if !(p.routed.is_none() && p.woke && is_writer_held(&first)) {
+    if let Some(r) = &p.routed {
+        return unless_stopping(req, ctx, r, first).await;
+    }
+    if !(p.woke && is_writer_held(&first)) {
         return Answer::Delivered(first);
     }
     // 0.1.5+: another process holds the session's lock (`session/writer-held`, nothing delivered).
@@ -74,12 +84,47 @@ pub async fn deliver(
     let answer = match &routed.base_url {
         Some(base) => {
             p.base_url = base.clone();
-            Answer::Delivered(delivery::deliver(&http(req, ctx, p)).await)
+            let o = delivery::deliver(&http(req, ctx, p)).await;
+            unless_stopping(req, ctx, &routed, o).await
         }
         None => via_mailbox(ctx, p, &routed, sender, attempt).await,
     };
     p.routed = Some(routed);
     answer
+}
+
+/// The answer of a delivery to the web server of the owner `r`. When that server went away — the
+/// connection was not made (nothing was sent), or none settled the request (it may have landed) — the
+/// owner's presence is read again, and a record of that process (the same incarnation) that now says
+/// `stopping` makes the answer say so: a stopping process says so from its stop signal on, before its
+/// host closes the web server (lib/mailbox.js `onStopping`, docs/delivery.md "Presence").
+async fn unless_stopping(req: &ToolRequest, ctx: &Context, r: &Routed, o: Outcome) -> Answer {
+    let failure = match o {
+        Outcome::Failed(
+            f @ (Failure::HostDown(_) | Failure::ConnectTimeout | Failure::MayHaveLanded(_)),
+        ) => f,
+        o => return Answer::Delivered(o),
+    };
+    let peers = match &req.peers {
+        Some(given) => given.clone(),
+        None => {
+            let home = ctx.home.clone();
+            base::offload::run(ctx.deadline, move || presence::current(&home))
+                .await
+                .unwrap_or_default()
+        }
+    };
+    if !peers
+        .iter()
+        .any(|x| x.pid == r.pid && x.started_at == r.started_at && x.stopping)
+    {
+        return Answer::Delivered(Outcome::Failed(failure));
+    }
+    Answer::OwnerStopping {
+        failure,
+        pid: r.pid,
+        profile: r.profile.clone(),
+    }
 }
 
 /// The HTTP delivery of `p` through `p.base_url`.
@@ -155,6 +200,18 @@ pub fn outcome(answer: Answer, p: &Plan, cfg: &Config) -> SendOutcome {
                 &r,
                 Some(p.request_id.clone()),
             ))
+        }
+        Answer::OwnerStopping {
+            failure,
+            pid,
+            profile,
+        } => {
+            return SendOutcome::OwnerStopping(Box::new(StoppingOwner {
+                failure,
+                context: context(),
+                pid,
+                profile,
+            }))
         }
         Answer::HeldByUnknown => {
             return SendOutcome::Refused(Refusal::HeldElsewhere {

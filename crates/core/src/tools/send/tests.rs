@@ -2606,3 +2606,133 @@ async fn a_receipt_over_the_bound_is_may_have_landed_and_left_in_place() {
     let outcomes: Vec<String> = l.entries.iter().map(|e| e.outcome.as_string()).collect();
     assert_eq!(outcomes, ["accepted"]);
 }
+
+/// session-b's owner for [`sent_as_the_owner_stops`]: `pid` (started at 77) with a web server at `base`,
+/// or — `stopping` — the record it publishes from its stop signal on (no web server, no mailbox).
+fn web_owner(pid: u32, base: &str, stopping: bool) -> presence::Record {
+    let mut r = owner(pid, Some(base), "session-b", "idle");
+    r.started_at = 77;
+    if stopping {
+        (r.stopping, r.base_url) = (true, None);
+    }
+    r
+}
+
+/// A send routed over HTTP to session-b's owner — this test's parent process (trusted as a DSH host),
+/// its record read from this home — whose web server goes away because the owner is stopping (`stops`;
+/// else it just goes away). `mid_post`: the server takes the POST, the owner's stopping record is
+/// published, and the POST and the history lookup after it are reset (it may have landed); otherwise
+/// nothing listens at its address, and the stopping record is published while the checks wait for
+/// session-b's log (written just after it). -> (the env, the result, the owner's pid)
+async fn sent_as_the_owner_stops(mid_post: bool, stops: bool) -> (Env, SendResult, u32) {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path().to_path_buf();
+    let pid = std::os::unix::process::parent_id();
+    crate::presence::verify::testing::trust(pid);
+    let mut env = if mid_post {
+        let h = h.clone();
+        let base = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let b = base.clone();
+        let env = Env::online(move |_, r: &Recorded| {
+            if r.path == "/api/session.prompt" && stops {
+                let rec = web_owner(pid, &b.lock().unwrap(), true);
+                presence::publish(&h, &rec, base::clock::now_ms()).unwrap();
+            }
+            Act::Reset
+        })
+        .await;
+        *base.lock().unwrap() = env.base.clone();
+        env
+    } else {
+        Env::offline()
+    };
+    env.home = home;
+    env.cold("session-me", json!({}));
+    presence::publish(&h, &web_owner(pid, &env.base, false), base::clock::now_ms()).unwrap();
+    let writer = (!mid_post).then(|| {
+        let h = h.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            if stops {
+                let rec = web_owner(pid, "", true);
+                presence::publish(&h, &rec, base::clock::now_ms()).unwrap();
+            }
+            let dir = h.join("sessions").join("-w").join("session-b");
+            std::fs::create_dir_all(&dir).unwrap();
+            let l = json!({"type":"session","version":0,"id":"session-b","createdAt":1,"cwd":"/w"});
+            std::fs::write(dir.join("session.jsonl"), format!("{l}\n")).unwrap();
+        })
+    });
+    if mid_post {
+        env.cold("session-b", json!({}));
+    }
+    let mut r = env.sessions_send("session-b", "hi");
+    r.peers = None; // presence read from this home, as in a host
+    let out = send(&r).await;
+    if let Some(w) = writer {
+        w.join().unwrap();
+    }
+    (env, out, pid)
+}
+
+/// A send routed over HTTP to the process holding the target, whose web server goes away because that
+/// process is stopping: before, the ordinary `unreachable` refusal ("try again once DSH is running"; or
+/// may have landed); now, when the owner's presence then says `stopping`, `SendOutcome::OwnerStopping`
+/// with the failure as it was — nothing sent (no connection), or may have landed (the POST went out) —
+/// the same code and ledger fate, and the words say the owner is stopping. A server that goes away
+/// without a stopping record is refused as before.
+#[tokio::test]
+async fn an_owner_that_stops_under_a_routed_send_is_named_as_stopping() {
+    for mid_post in [false, true] {
+        let (env, out, pid) = sent_as_the_owner_stops(mid_post, true).await;
+        let SendOutcome::OwnerStopping(o) = &out.outcome else {
+            panic!("mid_post {mid_post}: {out:?}");
+        };
+        assert_eq!((o.pid, o.profile.as_deref()), (pid, Some("web")));
+        assert_eq!(
+            (o.context.target.as_str(), o.context.base_url.as_str()),
+            ("session-b", env.base.as_str())
+        );
+        match &o.failure {
+            crate::delivery::Failure::HostDown(_) => assert!(!mid_post),
+            crate::delivery::Failure::MayHaveLanded(_) => assert!(mid_post),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(out.may_have_landed(), mid_post);
+        assert!(!out.accepted());
+        assert_eq!(code(&out), Some(RefusalCode::Unreachable));
+        let fate = if mid_post {
+            LedgerOutcome::MayHaveLanded
+        } else {
+            LedgerOutcome::Unreachable
+        };
+        assert_eq!(out.ledger_outcome(), fate);
+        let last = ledger::read_ledger(env.home.path(), &ledger::Filter::default())
+            .unwrap()
+            .entries
+            .pop()
+            .unwrap();
+        assert_eq!(
+            (last.outcome, last.request_id.as_deref()),
+            (fate, Some(rid(&out).as_str()))
+        );
+        assert_eq!(
+            env.requests().len(),
+            if mid_post { 2 } else { 0 },
+            "the POST and its lookup; no resend"
+        );
+        // without a stopping record: the ordinary refusal
+        let (_env, out, _) = sent_as_the_owner_stops(mid_post, false).await;
+        if mid_post {
+            assert!(matches!(out.outcome, SendOutcome::MayHaveLanded { .. }));
+        } else {
+            assert!(matches!(
+                refusal(&out),
+                Refusal::Undelivered {
+                    failure: crate::delivery::Failure::HostDown(_),
+                    ..
+                }
+            ));
+        }
+    }
+}

@@ -744,3 +744,54 @@ async fn a_host_that_is_down() {
             request: <rid>",
     );
 }
+
+/// A send routed to an owner whose web server went away because it is stopping
+/// (`SendOutcome::OwnerStopping`): nothing sent (no connection) or it MAY have landed (the POST went
+/// out), then that the owner is stopping and to send again only once it has exited.
+#[tokio::test]
+async fn an_owner_that_stops_under_a_routed_send() {
+    let (env, out, pid) = sent_as_the_owner_stops(false, true).await;
+    let pid_s = pid.to_string();
+    pin_rid_and(
+        &out,
+        &[(&pid_s, "pid"), (&env.base, "url")],
+        "refused (unreachable): the DSH process that holds \"session-b\" (pid <pid>, profile web) is stopping: its web server at <url> took no connection (the host could not be reached: Connection refused (os error 111)).\n\
+         Nothing was sent, and that process takes no more messages; this process will not resume the session before that process has exited.\n\
+         Send it again in a few seconds, once that process has exited (the session is then woken here).\n\
+         request: <rid>",
+    );
+    let (env, out, pid) = sent_as_the_owner_stops(true, true).await;
+    let pid_s = pid.to_string();
+    let got = out.render();
+    // the system's words for the reset (they differ by platform) are the plain may-have-landed's
+    let SendOutcome::OwnerStopping(o) = &out.outcome else {
+        panic!("{out:?}")
+    };
+    let crate::delivery::Failure::MayHaveLanded(u) = &o.failure else {
+        panic!("{o:?}")
+    };
+    let plain = SendResult {
+        outcome: SendOutcome::MayHaveLanded {
+            why: u.clone(),
+            context: o.context.clone(),
+        },
+        notes: vec![],
+    }
+    .render();
+    let why = plain
+        .lines()
+        .next()
+        .unwrap()
+        .strip_prefix("refused (unreachable): the message MAY have landed in session-b: ")
+        .unwrap()
+        .strip_suffix('.')
+        .unwrap()
+        .to_string();
+    pin(
+        &got,
+        &[(&rid(&out), "rid"), (&why, "why"), (&pid_s, "pid"), (&env.base, "url")],
+        "refused (unreachable): the message MAY have landed in session-b: <why>. The DSH process that holds it (pid <pid>, profile web) is stopping: its web server at <url> went away while the message was on its way.\n\
+         It was not sent again blindly, and that process takes no more messages. Once it has exited (in a few seconds), check with sessions_read {\"session_id\":\"session-b\"}: a landed copy shows request=<rid> in its source label. Send it again only if it is not there (the session is then woken here).\n\
+         request: <rid>",
+    );
+}
