@@ -281,18 +281,36 @@ fn encode(h: &Queued) -> Result<Vec<u8>, RecordError> {
 /// not a record — no reader of the mailbox can see it, and it has no name until [`record_with`]
 /// gives it one, after the send's ledger line —, so a message refused or never sent leaves nothing:
 /// the slot is dropped and the system frees it (so does a crash).
+///
+/// The shard's records are counted then too, for the [`MAX_RECORDS`] bound (a listing of the folder is the
+/// other costly part; records another send adds while this one is in flight are not in that count, as
+/// they would not be either had they come just after it).
 #[derive(Debug)]
-pub struct Slot(fsafe::Unnamed);
+pub struct Slot {
+    file: fsafe::Unnamed,
+    /// The records the shard held when the slot was made.
+    records: usize,
+}
 
 impl Slot {
-    /// A slot in the shard of `session`, when that shard exists already and is private: making one
-    /// creates no folder and no name. `None` otherwise, or where the system makes no unnamed files
-    /// ([`record_with`] then writes as [`record`] does).
+    /// A slot in the shard of `session`, when that shard exists already, is private and can be listed:
+    /// making one creates no folder and no name. `None` otherwise, or where the system makes no unnamed
+    /// files ([`record_with`] then writes as [`record`] does).
     pub fn open(home: &Path, session: &str) -> Option<Slot> {
         let d = shard(home, session)?;
         fsafe::check_private_dir(&d).ok()?;
-        fsafe::Unnamed::create_in(&d).map(Slot)
+        let records = record_count(&d).ok()?;
+        fsafe::Unnamed::create_in(&d).map(|file| Slot { file, records })
     }
+}
+
+/// How many records the shard `d` holds (a listing of at most `4 × MAX_RECORDS` entries).
+fn record_count(d: &Path) -> io::Result<usize> {
+    Ok(fs::read_dir(d)?
+        .flatten()
+        .take(MAX_RECORDS * 4)
+        .filter(|e| e.file_name().to_string_lossy().contains(".held-"))
+        .count())
 }
 
 /// The sender's record of an accepted message (never replaces one already there).
@@ -309,12 +327,12 @@ pub fn record_with(home: &Path, h: &Queued, slot: Option<Slot>) -> Result<(), Re
         MailboxError::BadSession => RecordError::BadSession,
         e => RecordError::Shard(e),
     })?;
-    let n = fs::read_dir(&d)
-        .map_err(|e| RecordError::Io(e.into()))?
-        .flatten()
-        .take(MAX_RECORDS * 4)
-        .filter(|e| e.file_name().to_string_lossy().contains(".held-"))
-        .count();
+    // a slot made in this shard counted its records while the message was in flight
+    let slot = slot.filter(|s| s.file.dir() == d.as_path());
+    let n = match &slot {
+        Some(s) => s.records,
+        None => record_count(&d).map_err(|e| RecordError::Io(e.into()))?,
+    };
     if n >= MAX_RECORDS {
         return Err(RecordError::Full {
             session: h.session_id.clone(),
@@ -323,7 +341,7 @@ pub fn record_with(home: &Path, h: &Queued, slot: Option<Slot>) -> Result<(), Re
     }
     let dest = d.join(record_name(key, h.holder_pid));
     let bytes = encode(h)?;
-    if let Some(Slot(file)) = slot.filter(|s| s.0.dir() == d.as_path()) {
+    if let Some(Slot { file, .. }) = slot {
         match file.link(&dest, &bytes) {
             // never replaces one already there (the holder's hand-back), as `write_file` below
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(()),

@@ -623,3 +623,49 @@ fn take_after_this_processs_hand_back_keeps_the_hand_back() {
         (7, 1, None)
     );
 }
+
+#[test]
+fn a_shard_of_max_records_takes_no_more_with_a_slot_or_without() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    record(h, &held(1, DEAD, None)).unwrap();
+    let d = shard(h, S).unwrap();
+    // a slot made while the shard holds one record counts it, and names its record
+    let slot = Slot::open(h, S).expect("a slot in the private shard");
+    assert_eq!(slot.records, 1);
+    record_with(h, &held(2, DEAD, None), Some(slot)).unwrap();
+    assert!(d.join(record_name(&key(2), DEAD)).exists());
+    // the shard filled up to the bound (planted names; only the names are counted)
+    for i in 2..MAX_RECORDS {
+        fs::write(d.join(format!("{i:032x}.held-{DEAD}")), b"{}").unwrap();
+    }
+    let full = |r: Result<(), RecordError>| matches!(r, Err(RecordError::Full { records, .. }) if records == MAX_RECORDS);
+    assert!(
+        full(record(h, &held(3, DEAD, None))),
+        "the listing without a slot"
+    );
+    let slot = Slot::open(h, S).expect("a slot in the full shard");
+    assert!(
+        full(record_with(h, &held(3, DEAD, None), Some(slot))),
+        "the slot's count"
+    );
+    assert!(
+        !d.join(record_name(&key(3), DEAD)).exists(),
+        "nothing named for the refused record"
+    );
+    // a slot of another shard is not this one's count: the shard is listed
+    let other = "session-u";
+    record(
+        h,
+        &Queued {
+            session_id: other.into(),
+            ..held(4, DEAD, None)
+        },
+    )
+    .unwrap();
+    let slot = Slot::open(h, other).unwrap();
+    assert!(
+        full(record_with(h, &held(3, DEAD, None), Some(slot))),
+        "listed, not the other shard's count"
+    );
+}
