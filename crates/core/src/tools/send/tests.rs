@@ -1249,37 +1249,21 @@ fn owner_drains(
     state: mailbox::ReceiptState,
 ) -> std::thread::JoinHandle<Vec<mailbox::Claimed>> {
     std::thread::spawn(move || {
-        let me = mailbox::Drainer {
-            pid,
-            started_at: 77,
-            sessions: vec![id.into()],
-        };
-        let cfg = crate::config::Config::default();
-        let checks = crate::mail::admit::Checks {
-            cfg: &cfg,
-            approved: &|_, _| false,
-        };
-        for _ in 0..100 {
-            let got = mailbox::drain_with(&home, &me, &checks, 0);
-            if !got.is_empty() {
-                for c in &got {
-                    let r = mailbox::Receipt {
-                        request_id: c.request_id.clone(),
-                        session_id: c.session_id.clone(),
-                        state,
-                        code: (state == mailbox::ReceiptState::Rejected)
-                            .then(|| "model-unavailable".into()),
-                        message: Some("no adapter".into()),
-                        route: Some("agent".into()),
-                        pid: 0,
-                    };
-                    mailbox::settle(&home, pid, &r).unwrap();
-                }
-                return got;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
+        let got = drain_until_claimed(&home, pid, id);
+        for c in &got {
+            let r = mailbox::Receipt {
+                request_id: c.request_id.clone(),
+                session_id: c.session_id.clone(),
+                state,
+                code: (state == mailbox::ReceiptState::Rejected)
+                    .then(|| "model-unavailable".into()),
+                message: Some("no adapter".into()),
+                route: Some("agent".into()),
+                pid: 0,
+            };
+            mailbox::settle(&home, pid, &r).unwrap();
         }
-        Vec::new()
+        got
     })
 }
 
@@ -1292,31 +1276,41 @@ fn owner_leaves_receipt(
     bytes: fn(&str) -> Vec<u8>,
 ) -> std::thread::JoinHandle<Vec<u8>> {
     std::thread::spawn(move || {
-        let me = mailbox::Drainer {
-            pid,
-            started_at: 77,
-            sessions: vec![id.into()],
+        let Some(c) = drain_until_claimed(&home, pid, id).pop() else {
+            return Vec::new();
         };
-        let cfg = crate::config::Config::default();
-        let checks = crate::mail::admit::Checks {
-            cfg: &cfg,
-            approved: &|_, _| false,
-        };
-        for _ in 0..100 {
-            if let Some(c) = mailbox::drain_with(&home, &me, &checks, 0).pop() {
-                let key = c.request_id.strip_prefix("dsh-session-mail:").unwrap();
-                let b = bytes(&c.request_id);
-                std::fs::write(
-                    mailbox::root(&home).join(id).join(format!("{key}.done")),
-                    &b,
-                )
-                .unwrap();
-                return b;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        Vec::new()
+        let key = c.request_id.strip_prefix("dsh-session-mail:").unwrap();
+        let b = bytes(&c.request_id);
+        std::fs::write(
+            mailbox::root(&home).join(id).join(format!("{key}.done")),
+            &b,
+        )
+        .unwrap();
+        b
     })
+}
+
+/// Drain the mailbox of session `id` as the owner `pid` until it claims something (≤ 100 looks, 20 ms
+/// apart): what it claimed, or nothing.
+fn drain_until_claimed(home: &std::path::Path, pid: u32, id: &str) -> Vec<mailbox::Claimed> {
+    let me = mailbox::Drainer {
+        pid,
+        started_at: 77,
+        sessions: vec![id.into()],
+    };
+    let cfg = crate::config::Config::default();
+    let checks = crate::mail::admit::Checks {
+        cfg: &cfg,
+        approved: &|_, _| false,
+    };
+    for _ in 0..100 {
+        let got = mailbox::drain_with(home, &me, &checks, 0);
+        if !got.is_empty() {
+            return got;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    Vec::new()
 }
 
 /// A receipt that is there but cannot be read as this request's answer is not "no receipt": the send
