@@ -13,9 +13,9 @@ import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
-import { startContractHost } from './contract-host/index.mjs'
 import { execAs, landingsOf, toolsOf } from './helpers/plugin-harness.mjs'
 import { startOwnerProcess } from './helpers/owner-process.mjs'
+import { startTwoHosts, promptsTo } from './helpers/two-hosts.mjs'
 
 const CONFIG = {
   hostApi: 'v2', connectTimeoutMs: 500, requestTimeoutMs: 1500,
@@ -25,19 +25,11 @@ const sleep = ms => new Promise(r => setTimeout(r, ms))
 
 let host1, host2
 
-before(async () => {
-  host1 = await startContractHost({})
-  host2 = await startContractHost({ dshHome: host1.dshHome, secret: host1.secret })
-  process.env.DSH_HOME = host1.dshHome
-})
+before(async () => { ({ host1, host2 } = await startTwoHosts()) })
 after(async () => {
   await host1?.close()
   await host2?.close()
 })
-
-function promptsTo(host, id) {
-  return host.requests.filter(r => r.path === '/api/session/prompt' && r.body?.payload?.args?.request?.sessionId === id)
-}
 
 test('writer-held, then the holder shows up in presence as stopping: refused as stopping, with the request the host refused; nothing posted, re-sent or resumed', async () => {
   const B = host2.createSession({ cwd: '/tmp/whs', live: true })

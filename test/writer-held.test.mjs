@@ -9,9 +9,9 @@ import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { startContractHost } from './contract-host/index.mjs'
 import { execAs, landingsOf, toolsOf } from './helpers/plugin-harness.mjs'
 import { startOwnerProcess } from './helpers/owner-process.mjs'
+import { startTwoHosts, promptsTo } from './helpers/two-hosts.mjs'
 
 const CONFIG = {
   hostApi: 'v2', connectTimeoutMs: 500, requestTimeoutMs: 1500,
@@ -22,19 +22,11 @@ const sleep = ms => new Promise(r => setTimeout(r, ms))
 let host1, host2
 const ids = []
 
-before(async () => {
-  host1 = await startContractHost({})
-  host2 = await startContractHost({ dshHome: host1.dshHome, secret: host1.secret })
-  process.env.DSH_HOME = host1.dshHome
-})
+before(async () => { ({ host1, host2 } = await startTwoHosts()) })
 after(async () => {
   await host1?.close()
   await host2?.close()
 })
-
-function promptsTo(host, id) {
-  return host.requests.filter(r => r.path === '/api/session/prompt' && r.body?.payload?.args?.request?.sessionId === id)
-}
 
 /** The presence record `pid` has in `home` (crates/core/src/presence: `dsh-session-mail/presence/<pid>.json`), or null. */
 function presenceIn(home, pid) {
