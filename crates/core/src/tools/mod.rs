@@ -39,7 +39,9 @@ pub async fn run_result(req: ToolRequest) -> ToolResult {
 /// A tool call begun ([`begin`]): a send's checks are on the blocking pool already.
 pub enum Begun {
     Send(Box<send::Begun>),
-    Other(Box<ToolRequest>),
+    List(Box<ToolRequest>),
+    Read(Box<ToolRequest>),
+    Unknown(String),
 }
 
 /// Begin one tool call. A send starts its checks on the blocking pool now (`send::begin`); called
@@ -51,28 +53,24 @@ pub fn begin(req: ToolRequest) -> Begun {
             let ctx = send::Context::of(&req);
             Begun::Send(Box::new(send::begin(std::sync::Arc::new(req), ctx)))
         }
-        _ => Begun::Other(Box::new(req)),
+        Some(Tool::SessionsList) => Begun::List(Box::new(req)),
+        Some(Tool::SessionsRead) => Begun::Read(Box::new(req)),
+        None => Begun::Unknown(req.tool),
     }
 }
 
 impl Begun {
     /// The call's result as data.
     pub async fn result(self) -> ToolResult {
-        let req = match self {
-            Begun::Send(s) => return ToolResult::Send(s.finish().await),
-            Begun::Other(req) => *req,
-        };
-        match Tool::parse(&req.tool) {
-            Some(Tool::SessionsList) => list::run_result(&req)
+        match self {
+            Begun::Send(s) => ToolResult::Send(s.finish().await),
+            Begun::List(req) => list::run_result(&req)
                 .await
                 .map_or_else(ToolResult::Refused, ToolResult::List),
-            Some(Tool::SessionsRead) => read::run_result(&req)
+            Begun::Read(req) => read::run_result(&req)
                 .await
                 .map_or_else(ToolResult::Refused, ToolResult::Read),
-            Some(Tool::SessionsSend | Tool::SendSessionMessage) => {
-                ToolResult::Send(send::run(&req, &send::Context::of(&req)).await)
-            }
-            None => ToolResult::Refused(Refusal::UnknownTool { name: req.tool }),
+            Begun::Unknown(name) => ToolResult::Refused(Refusal::UnknownTool { name }),
         }
     }
 }
