@@ -8,7 +8,10 @@
 //
 // Two processes on one home, B idle in process 2. Process 2 gets SIGTERM and, as soon as its record says
 // stopping, SIGSTOP: frozen inside its stop, it holds B (a real stopping window that does not end before the
-// send is made). A → B: refused (held-elsewhere) as stopping, nothing reaches B. Then SIGCONT: process 2 exits,
+// send is made). Process 2 also runs the slow-tool fixture with a 3 s dispose (DSH_FIXTURE_SLOW_DISPOSE_MS): a
+// neighbour slow to stop keeps it in its stop long enough to be seen there. Without it rc.8's stop took a few
+// ms and a loaded CI machine (2 cores, two hosts, this loop) once descheduled the loop across the whole window:
+// the record went from `stopping: false` straight to withdrawn (CI run of 9c8efd5). A → B: refused (held-elsewhere) as stopping, nothing reaches B. Then SIGCONT: process 2 exits,
 // and A → B wakes B here once; B's log is one history.
 //
 //   eval "$(bash test/real-host/install-host.sh)" && $DSH_NODE --test --test-concurrency=1 test/real-host-stopping.test.mjs
@@ -18,7 +21,7 @@ import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import {
   makeSandbox, installPlugin, bootWeb, callTool, readSessionLog, findSessionLog, esc, sleep,
-  idleSession, assertOneHistory, userTexts, printMetrics,
+  idleSession, assertOneHistory, userTexts, printMetrics, packAndInstall, SLOW_PLUGIN,
 } from './real-host/harness.mjs'
 
 const m = {}
@@ -27,8 +30,9 @@ after(() => printMetrics('session-mail-stopping', m))
 test('a send to a session whose holder is stopping is refused as stopping, and wakes it here once that process has exited', async () => {
   const box = await makeSandbox()
   try {
-    installPlugin(box)
-    const [web1, web2] = await Promise.all([bootWeb(box), bootWeb(box)])
+    const pdir = installPlugin(box)
+    packAndInstall(pdir, SLOW_PLUGIN, { mode: 'manual' })
+    const [web1, web2] = await Promise.all([bootWeb(box), bootWeb(box, { env: { DSH_FIXTURE_SLOW_DISPOSE_MS: '3000' } })])
     const A = await idleSession(web1, box.ws, 'hello from A')
     const B = await idleSession(web2, box.mkdir('ws-b'), 'hello from B')
     const exited = new Promise(r => web2.child.once('exit', r))

@@ -384,10 +384,10 @@ export function bootWeb(box, opts = {}) {
   return boot
 }
 
-async function bootWebNow(box, { profile = 'web', args = [], readyTimeoutMs = 60_000, cwd = box.ws } = {}) {
+async function bootWebNow(box, { profile = 'web', args = [], readyTimeoutMs = 60_000, cwd = box.ws, env = {} } = {}) {
   const t0 = Date.now()
   const child = track(spawn(box.host.dsh, ['--profile', profile, '--no-open', '--port', '0', ...args], {
-    cwd, env: box.env, stdio: ['ignore', 'pipe', 'pipe'],
+    cwd, env: { ...box.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'],
   }))
   let err = ''
   let out = ''
