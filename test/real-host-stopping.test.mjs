@@ -11,8 +11,9 @@
 // send is made). Process 2 also runs the slow-tool fixture with a 3 s dispose (DSH_FIXTURE_SLOW_DISPOSE_MS): a
 // neighbour slow to stop keeps it in its stop long enough to be seen there. Without it rc.8's stop took a few
 // ms and a loaded CI machine (2 cores, two hosts, this loop) once descheduled the loop across the whole window:
-// the record went from `stopping: false` straight to withdrawn (CI run of 9c8efd5). A → B: refused (held-elsewhere) as stopping, nothing reaches B. Then SIGCONT: process 2 exits,
-// and A → B wakes B here once; B's log is one history.
+// the record went from `stopping: false` straight to withdrawn (CI run of 9c8efd5). A → B: refused
+// (held-elsewhere) as stopping, nothing reaches B. Then SIGCONT: process 2 exits, and A → B wakes B here once;
+// B's log is one history.
 //
 //   eval "$(bash test/real-host/install-host.sh)" && $DSH_NODE --test --test-concurrency=1 test/real-host-stopping.test.mjs
 import { test, after } from 'node:test'

@@ -4,7 +4,7 @@
 //   installHost()                          -> host { dir, node, dsh, binDir, path }
 //   makeSandbox({ t?, host?, keep? })       -> box  { dir, home, ws, env, llm, host, profileDir(p), cleanup() }
 //   packAndInstall(profileDir, pkgDir, { mode: 'manual'|'pnpm'|'script', script?, env?, host?, verify? })
-//   bootWeb(box, { profile?, args?, readyTimeoutMs? }) -> web { base, rpc, rpcRaw, createSession, prompt,  (one boot at a time per box)
+//   bootWeb(box, { profile?, args?, readyTimeoutMs?, cwd?, env? }) -> web { base, rpc, rpcRaw, createSession, prompt,  (one boot at a time per box)
 //                                                          history, waitFor, stop, stderr, stdout, child, readyMs }
 //   createSession(web, cwd) / prompt(web, id, text, mode) / waitFor(web, id, predicate, opts)  (also methods)
 //   callTool(web, id, tool, args, opts) -> { text, isError, call, result, events, reply, ms }
