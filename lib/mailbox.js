@@ -301,18 +301,25 @@ export function startMailbox(ctx, core, { startedAt, dshHome = () => resolveDshH
       if (sessions.length === 0) return
       const envelopes = await core.mailboxDrain(sessions, startedAt, home, configJson)
       for (const env of envelopes) {
-        if (halted()) {
-          await core.mailboxRelease(env.sessionId, env.requestId, home)
-          continue
-        }
-        let out
+        // Each envelope on its own: a release or receipt that fails (a full disk, a folder made
+        // unwritable) leaves that claim for the next tick (`delivered` keeps it from landing twice) and
+        // never holds back the envelopes drained after it.
         try {
-          out = await deliverEnvelope(ctx, registry, env, delivered)
-        } catch (e) {
-          out = { state: 'rejected', code: 'internal', message: String(e?.message ?? e) }
+          if (halted()) {
+            await core.mailboxRelease(env.sessionId, env.requestId, home)
+            continue
+          }
+          let out
+          try {
+            out = await deliverEnvelope(ctx, registry, env, delivered)
+          } catch (e) {
+            out = { state: 'rejected', code: 'internal', message: String(e?.message ?? e) }
+          }
+          if (out === null) await core.mailboxRelease(env.sessionId, env.requestId, home)
+          else await core.mailboxSettle({ requestId: env.requestId, sessionId: env.sessionId, ...out }, home)
+        } catch {
+          // the claim stays; the next tick drains it again
         }
-        if (out === null) await core.mailboxRelease(env.sessionId, env.requestId, home)
-        else await core.mailboxSettle({ requestId: env.requestId, sessionId: env.sessionId, ...out }, home)
       }
       // Messages whose holder stopped or died before they landed (verified by the core against the
       // ledger and the log): delivered again, once, with their own request id and text.

@@ -187,6 +187,37 @@ test('only the holder drains: a session not live here is not touched, and an env
   assert.ok(existsSync(join(theirs.dir, `${theirs.uuid}.msg`)))
 })
 
+test('a receipt that cannot be written holds back neither the envelopes drained after it nor itself for long: each lands once, the failed one settles on a later check', async (t) => {
+  const h = home(t)
+  const b = fakeAgent('session-b')
+  const c = fakeAgent('session-c')
+  const ctx = fakeCtx([b, c])
+  // the core's own drain and receipt, the first receipt failing as a full disk would fail it
+  const drains = { n: 0 }
+  let failures = 0
+  const spy = {
+    ...core,
+    mailboxDrain: (...a) => { drains.n++; return core.mailboxDrain(...a) },
+    mailboxSettle: async (...a) => { if (failures++ === 0) throw new Error('ENOSPC: no space left on device'); return core.mailboxSettle(...a) },
+  }
+  const atCall = []
+  for (const agent of [b, c]) {
+    const followup = agent.followup
+    agent.followup = m => { atCall.push([agent.id, drains.n]); followup(m) }
+  }
+  const one = post(h, 'session-b', { text: 'one' })
+  const two = post(h, 'session-c', { text: 'two' })
+  const stop = startMailbox(ctx, spy, { startedAt: STARTED, dshHome: () => h })
+  t.after(stop)
+  assert.ok(await until(() => receipt(one.dir, one.uuid) && receipt(two.dir, two.uuid)), 'both settled')
+  // both were delivered by the first drain's loop: the failed receipt did not end it
+  assert.deepEqual(atCall, [['session-b', 1], ['session-c', 1]])
+  assert.equal(failures >= 3, true, 'the failed receipt was written on a later check')
+  assert.deepEqual([receipt(one.dir, one.uuid).state, receipt(two.dir, two.uuid).state], ['delivered', 'delivered'])
+  await sleep(600)
+  assert.deepEqual([b.calls.length, c.calls.length], [1, 1], 'nothing landed twice')
+})
+
 /**
  * A host double whose `ctx.agents` is a cordis service read through the context: `lookups` counts the reads;
  * setting it replaces the service (cordis then emits `internal/service` 'agents', which the test does by hand).
