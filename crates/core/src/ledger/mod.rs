@@ -556,6 +556,11 @@ pub struct Filter {
 
 impl Filter {
     pub fn matches(&self, e: &Entry) -> bool {
+        self.matches_at(e, || e.time_ms())
+    }
+
+    /// [`Filter::matches`] with the line's time given (`time` is asked only when a time bound is set).
+    fn matches_at(&self, e: &Entry, time: impl FnOnce() -> Option<i64>) -> bool {
         let eq = |want: &Option<String>, got: &Option<String>| {
             want.as_ref()
                 .is_none_or(|w| got.as_deref() == Some(w.as_str()))
@@ -580,7 +585,7 @@ impl Filter {
             return false;
         }
         if self.since_ms.is_some() || self.until_ms.is_some() {
-            let Some(t) = e.time_ms() else { return false };
+            let Some(t) = time() else { return false };
             if self.since_ms.is_some_and(|s| t < s) || self.until_ms.is_some_and(|u| t >= u) {
                 return false;
             }
@@ -633,12 +638,24 @@ pub fn scan(
     filter: &Filter,
     mut visit: impl FnMut(&Entry),
 ) -> Result<Scanned, LedgerError> {
+    scan_timed(home, filter, |e, _| visit(e))
+}
+
+/// [`scan`], each line handed over with its time (ms since the epoch; `None` when unreadable), parsed once
+/// when the line was read: the per-process parse keeps it, so a budget check does not parse the times of
+/// its sender's lines again on every send.
+pub fn scan_timed(
+    home: &Path,
+    filter: &Filter,
+    mut visit: impl FnMut(&Entry, Option<i64>),
+) -> Result<Scanned, LedgerError> {
     let files = read_files(home, filter.since_ms)?;
+    let keep = |l: &&Line| filter.matches_at(&l.entry, || l.time_ms);
     // `limit`: only the newest N matching lines.
     let skip = match filter.limit {
         Some(n) => files
             .iter()
-            .map(|f| f.entries.iter().filter(|e| filter.matches(e)).count())
+            .map(|f| f.lines.iter().filter(keep).count())
             .sum::<usize>()
             .saturating_sub(n),
         None => 0,
@@ -648,10 +665,10 @@ pub fn scan(
     for f in files {
         out.unreadable += f.unreadable;
         out.torn_tail |= f.torn;
-        for e in f.entries.iter().filter(|e| filter.matches(e)) {
+        for l in f.lines.iter().filter(keep) {
             seen += 1;
             if seen > skip {
-                visit(e);
+                visit(&l.entry, l.time_ms);
             }
         }
         out.files.push(f.path);
@@ -659,10 +676,24 @@ pub fn scan(
     Ok(out)
 }
 
+/// One parsed ledger line and its time ([`Entry::time_ms`], parsed once with the line).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Line {
+    entry: Entry,
+    time_ms: Option<i64>,
+}
+
+impl Line {
+    fn of(entry: Entry) -> Line {
+        let time_ms = entry.time_ms();
+        Line { entry, time_ms }
+    }
+}
+
 /// One ledger file as read: all its lines (shared with the per-process parse), oldest first.
 struct FileRead {
     path: PathBuf,
-    entries: Arc<Vec<Entry>>,
+    lines: Arc<Vec<Line>>,
     unreadable: usize,
     /// Ends in a torn line (reported for the live file only).
     torn: bool,
@@ -695,16 +726,16 @@ fn read_files(home: &Path, since_ms: Option<i64>) -> Result<Vec<FileRead>, Ledge
         // rotated file's is used while that file is provably unchanged (`parsed::read_rotated`: a budget
         // reaches it whenever the live file is younger than its window). Older rotated files are read
         // whole (a reply's loop guard and `verify` reach them; their parses are not kept in memory).
-        let (entries, unreadable, torn) = match i {
+        let (lines, unreadable, torn) = match i {
             0 => parsed::read_live(&p, f, &meta),
             1 => parsed::read_rotated(&p, f, &meta),
-            _ => read_file(f).map(|(all, unreadable, torn)| (Arc::new(all), unreadable, torn)),
+            _ => read_lines(f).map(|(all, unreadable, torn)| (Arc::new(all), unreadable, torn)),
         }
         .map_err(io_at(&p))?;
-        let oldest = entries.iter().find_map(Entry::time_ms);
+        let oldest = lines.iter().find_map(|l| l.time_ms);
         files.push(FileRead {
             path: p,
-            entries,
+            lines,
             unreadable,
             torn: torn && i == 0,
         });
@@ -719,13 +750,19 @@ fn read_files(home: &Path, since_ms: Option<i64>) -> Result<Vec<FileRead>, Ledge
 }
 
 /// Parse one file: (entries, unreadable lines, ends in a torn line).
+#[cfg(test)]
 fn read_file(f: File) -> io::Result<(Vec<Entry>, usize, bool)> {
-    read_from(f).map(|r| (r.entries, r.unreadable, r.torn))
+    read_lines(f).map(|(lines, u, t)| (lines.into_iter().map(|l| l.entry).collect(), u, t))
+}
+
+/// Parse one file: (lines, unreadable lines, ends in a torn line).
+fn read_lines(f: File) -> io::Result<(Vec<Line>, usize, bool)> {
+    read_from(f).map(|r| (r.lines, r.unreadable, r.torn))
 }
 
 /// What [`read_from`] parsed.
 struct Chunk {
-    entries: Vec<Entry>,
+    lines: Vec<Line>,
     unreadable: usize,
     torn: bool,
     /// Bytes up to the end of the last complete line (a torn tail is not counted: it is read again).
@@ -736,7 +773,7 @@ struct Chunk {
 /// line end gives what parsing it whole gives (the parse cache relies on it).
 fn read_from(f: impl Read) -> io::Result<Chunk> {
     let mut r = BufReader::new(f);
-    let mut entries = Vec::new();
+    let mut lines = Vec::new();
     let mut unreadable = 0;
     let mut torn = false;
     let mut used = 0u64;
@@ -788,14 +825,14 @@ fn read_from(f: impl Read) -> io::Result<Chunk> {
             continue;
         }
         match serde_json::from_str::<Entry>(text) {
-            Ok(e) if complete => entries.push(e),
+            Ok(e) if complete => lines.push(Line::of(e)),
             // A last line without its newline is a write in progress or a torn one: never trusted.
             Ok(_) | Err(_) if !complete => torn = true,
             _ => unreadable += 1,
         }
     }
     Ok(Chunk {
-        entries,
+        lines,
         unreadable,
         torn,
         used,
@@ -825,7 +862,7 @@ mod parsed {
         tail: Vec<u8>,
         /// Length and modification time when last parsed.
         seen: (u64, Option<std::time::SystemTime>),
-        entries: Arc<Vec<Entry>>,
+        lines: Arc<Vec<Line>>,
         unreadable: usize,
     }
 
@@ -884,7 +921,7 @@ mod parsed {
         tail: Vec<u8>,
         /// `Some`: racy (see [`RACY`]); the digest of the bytes parsed.
         digest: Option<[u8; 32]>,
-        entries: Arc<Vec<Entry>>,
+        lines: Arc<Vec<Line>>,
         unreadable: usize,
         torn: bool,
     }
@@ -929,9 +966,9 @@ mod parsed {
         p: &Path,
         mut f: File,
         meta: &Metadata,
-    ) -> io::Result<(Arc<Vec<Entry>>, usize, bool)> {
+    ) -> io::Result<(Arc<Vec<Line>>, usize, bool)> {
         let Some(key) = rotated_key(meta).filter(|k| k.len <= ROTATED_KEEP_BYTES) else {
-            let (all, unreadable, torn) = read_file(f)?;
+            let (all, unreadable, torn) = read_lines(f)?;
             return Ok((Arc::new(all), unreadable, torn));
         };
         // When this read began (a change after it has a later change time than the file shows now).
@@ -956,7 +993,7 @@ mod parsed {
                     }
                 };
             if same {
-                let out = (Arc::clone(&r.entries), r.unreadable, r.torn);
+                let out = (Arc::clone(&r.lines), r.unreadable, r.torn);
                 // proved unchanged by its bytes at `began`: past the racy span, the times prove it now
                 let digest = r.digest.filter(|_| racy(meta, began));
                 keep(p, Rotated { digest, ..r });
@@ -974,11 +1011,11 @@ mod parsed {
             head: b[..len.min(TAIL) as usize].to_vec(),
             tail: b[len.saturating_sub(TAIL) as usize..].to_vec(),
             digest: racy(meta, began).then(|| digest(&b)),
-            entries: Arc::new(chunk.entries),
+            lines: Arc::new(chunk.lines),
             unreadable: chunk.unreadable,
             torn: chunk.torn,
         };
-        let out = (Arc::clone(&r.entries), r.unreadable, r.torn);
+        let out = (Arc::clone(&r.lines), r.unreadable, r.torn);
         // (a file that changed length while it was read is not kept: it is not the one its times describe)
         if len == key.len {
             keep(p, r);
@@ -1032,9 +1069,9 @@ mod parsed {
         p: &Path,
         mut f: File,
         meta: &Metadata,
-    ) -> io::Result<(Arc<Vec<Entry>>, usize, bool)> {
+    ) -> io::Result<(Arc<Vec<Line>>, usize, bool)> {
         let Some(id) = identity(meta) else {
-            let (all, unreadable, torn) = read_file(f)?;
+            let (all, unreadable, torn) = read_lines(f)?;
             return Ok((Arc::new(all), unreadable, torn));
         };
         let len = meta.len();
@@ -1057,15 +1094,15 @@ mod parsed {
                 head: Vec::new(),
                 tail: Vec::new(),
                 seen: (0, None),
-                entries: Default::default(),
+                lines: Default::default(),
                 unreadable: 0,
             },
         };
         f.seek(SeekFrom::Start(state.used))?;
         let chunk = read_from(&mut f)?;
-        if !chunk.entries.is_empty() {
+        if !chunk.lines.is_empty() {
             // (copied only when a reader still holds the previous parse)
-            Arc::make_mut(&mut state.entries).extend(chunk.entries);
+            Arc::make_mut(&mut state.lines).extend(chunk.lines);
         }
         state.unreadable += chunk.unreadable;
         state.used += chunk.used;
@@ -1074,7 +1111,7 @@ mod parsed {
             state.tail = tail_at(&mut f, state.used)?;
         }
         state.seen = (len, mtime);
-        let out = (Arc::clone(&state.entries), state.unreadable, chunk.torn);
+        let out = (Arc::clone(&state.lines), state.unreadable, chunk.torn);
         cache()
             .lock()
             .unwrap_or_else(|e| e.into_inner())

@@ -656,3 +656,50 @@ fn a_rotated_files_kept_parse_agrees_with_reading_the_file_after_every_change() 
     std::fs::rename(&other, &p1).unwrap();
     assert_eq!(check("replaced by another file"), 2);
 }
+
+/// `scan_timed` hands each line over with the time parsed when the line was read: the same as parsing the
+/// line's own `time` (readable or not), through the live file's kept parse, across appends, and the time
+/// bound filters on it as `Filter::matches` does.
+#[test]
+fn a_scanned_line_carries_its_own_time_parsed_once() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let mut odd = e(5, "session-a", "session-b", "accepted");
+    odd.time = "yesterday".into();
+    for x in [
+        e(0, "session-a", "session-b", "accepted"),
+        odd,
+        e(9, "session-a", "session-c", "accepted"),
+    ] {
+        append(h, &x).unwrap();
+    }
+    let collect = |filter: &Filter| {
+        let mut got = Vec::new();
+        scan_timed(h, filter, |e, t| got.push((e.time.clone(), t, e.time_ms()))).unwrap();
+        got
+    };
+    for round in 0..2 {
+        let all = collect(&Filter::default());
+        assert_eq!(all.len(), 3 + round, "round {round}");
+        assert!(
+            all.iter().all(|(_, t, own)| t == own),
+            "round {round}: {all:?}"
+        );
+        assert_eq!(all[1].1, None, "an unreadable time is none");
+        // since: the unreadable line is out, as `Filter::matches` has it
+        let since = Filter {
+            since_ms: Some(NOW + 1),
+            ..Filter::default()
+        };
+        let kept: Vec<_> = collect(&since).into_iter().map(|(_, t, _)| t).collect();
+        let mut want = vec![Some(NOW + 9)];
+        if round == 1 {
+            want.push(Some(NOW + 20));
+        }
+        assert_eq!(kept, want, "round {round}");
+        let entries = read_ledger(h, &since).unwrap().entries;
+        assert!(entries.iter().all(|x| since.matches(x)) && entries.len() == want.len());
+        // an append in between: the kept parse takes the new line with its time
+        append(h, &e(20, "session-a", "session-b", "accepted")).unwrap();
+    }
+}

@@ -346,15 +346,16 @@ pub fn check(
         ..Filter::default()
     };
     // [`counted`] in one pass over the sender's lines, copying out only what the rule needs (a line's
-    // request id, whether it went to `target`, its time), not the lines.
+    // request id, whether it went to `target`, its time — parsed once per process, with the line), not
+    // the lines.
     let mut sent: Vec<(Option<String>, bool, Option<i64>)> = Vec::new();
     let mut cancelled: std::collections::HashSet<String> = std::collections::HashSet::new();
-    let scanned = ledger::scan(home, &filter, |e| {
+    let scanned = ledger::scan_timed(home, &filter, |e, time_ms| {
         if cancels(e) {
             cancelled.extend(e.request_id.clone());
         } else if e.counts_as_sent() {
             let pair = e.target.as_deref() == Some(target);
-            sent.push((e.request_id.clone(), pair, e.time_ms()));
+            sent.push((e.request_id.clone(), pair, time_ms));
         }
     });
     if let Err(why) = scanned {
