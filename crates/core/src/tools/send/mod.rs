@@ -144,10 +144,13 @@ pub struct Begun {
 /// from the napi entry, so the checks run while napi schedules the call's future: one hand-over
 /// less than starting them from that future). Without a tokio runtime they run inline.
 pub fn begin(req: Arc<ToolRequest>, ctx: Context) -> Begun {
-    // (the caller's title for the frame is looked up beside the checks)
-    let title = plan::Title::start(&req, &ctx);
+    // (the caller's title for the frame is looked up beside the checks, handed over after them)
+    let (title, lookup) = plan::Title::prepare(&req, &ctx);
     let (r, c) = (Arc::clone(&req), ctx.clone());
     let checked = offload::start(move || check(&r, &c, title));
+    if let Some(l) = lookup {
+        l.start();
+    }
     Begun { req, ctx, checked }
 }
 

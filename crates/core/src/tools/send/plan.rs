@@ -115,29 +115,32 @@ impl Plan {
 
 /// The caller's title for a `sessions_send` frame when the shim gives none (it does not know it): the
 /// store folds it from the caller's own log (a live caller's log is flushed before each model request,
-/// so it is on disk mid-turn). [`Title::start`] looks it up on the blocking pool beside the checks
+/// so it is on disk mid-turn). [`Title::prepare`]'s lookup runs on the blocking pool beside the checks
 /// (the caller's log, nothing of the target's); the frame waits for it only once every check passed.
 #[derive(Debug)]
 pub struct Title(Option<std::sync::mpsc::Receiver<Option<String>>>);
 
 impl Title {
-    /// Start the lookup when the send will frame its message with a stored title: `sessions_send`,
-    /// `frameMessages` on, no title from the shim, a caller. Without a tokio runtime the frame looks it
-    /// up itself.
-    pub fn start(req: &ToolRequest, ctx: &Context) -> Title {
+    /// The title the checks will wait on, and the lookup to start (after the checks went to the blocking
+    /// pool: handing a job over costs the caller's thread ~20–40 µs, and the checks are the longer path);
+    /// `None`: nothing to look up. Looked up when the send will frame its message with a stored title:
+    /// `sessions_send`, `frameMessages` on, no title from the shim, a caller. Without a tokio runtime the
+    /// frame looks it up itself.
+    pub fn prepare(req: &ToolRequest, ctx: &Context) -> (Title, Option<TitleLookup>) {
         let wanted = SendTool::from_name(&req.tool) == SendTool::SessionsSend
             && req.config.frame_messages
             && req.caller.as_ref().is_some_and(|c| c.title.is_none());
         let sender = mail::sender_id(req.caller.as_ref()).filter(|_| wanted);
         let (Some(sender), Ok(_)) = (sender, tokio::runtime::Handle::try_current()) else {
-            return Title(None);
+            return (Title(None), None);
         };
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        let (home, sender) = (ctx.home.clone(), sender.to_string());
-        drop(base::offload::start(move || {
-            let _ = tx.send(store::find_session(&home, &sender).and_then(|m| m.title));
-        }));
-        Title(Some(rx))
+        let lookup = TitleLookup {
+            home: ctx.home.clone(),
+            sender: sender.to_string(),
+            tx,
+        };
+        (Title(Some(rx)), Some(lookup))
     }
 
     /// The stored title of `sender` (the started lookup's answer, else looked up now).
@@ -147,6 +150,25 @@ impl Title {
             // not started, or it did not answer (it panicked): look it up here
             _ => store::find_session(home, sender).and_then(|m| m.title),
         }
+    }
+}
+
+/// The caller's title lookup [`Title::prepare`] made, not started yet.
+#[derive(Debug)]
+pub struct TitleLookup {
+    home: std::path::PathBuf,
+    sender: String,
+    tx: std::sync::mpsc::SyncSender<Option<String>>,
+}
+
+impl TitleLookup {
+    /// Look the title up on the blocking pool (a lookup never started answers nothing: the frame then
+    /// looks it up itself).
+    pub fn start(self) {
+        let TitleLookup { home, sender, tx } = self;
+        drop(base::offload::start(move || {
+            let _ = tx.send(store::find_session(&home, &sender).and_then(|m| m.title));
+        }));
     }
 }
 
