@@ -13,86 +13,119 @@
 
 const REDACTED: &str = "[redacted]";
 
-fn is_token_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '=' | '+' | '/' | '%')
+/// The token characters (all ASCII: a token is a byte range on char boundaries, and every
+/// non-ASCII char is copied through as it is).
+const fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'=' | b'+' | b'/' | b'%')
 }
 
-fn secret_like_part(p: &str) -> bool {
-    let b64 = p
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '+' | '/'))
-        .count();
-    b64 >= 24
-        && p.chars().any(|c| c.is_ascii_uppercase())
-        && p.chars().any(|c| c.is_ascii_lowercase())
-        && p.chars().any(|c| c.is_ascii_digit())
+const TOKEN: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        t[b] = is_token_byte(b as u8);
+        b += 1;
+    }
+    t
+};
+
+/// A part of a token (split on `.`, `=`, `%`) that looks like a secret: 24 or more base64url
+/// characters mixing upper case, lower case and digits.
+fn secret_like_part(p: &[u8]) -> bool {
+    let (mut b64, mut upper, mut lower, mut digit) = (0usize, false, false, false);
+    for &c in p {
+        if c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'+' | b'/') {
+            b64 += 1;
+        }
+        upper |= c.is_ascii_uppercase();
+        lower |= c.is_ascii_lowercase();
+        digit |= c.is_ascii_digit();
+    }
+    b64 >= 24 && upper && lower && digit
 }
 
-fn token_is_secret(t: &str) -> bool {
-    let lower = t.to_ascii_lowercase();
-    if lower.contains("dsh-auth-") {
+fn contains_ignore_ascii_case(hay: &[u8], needle: &[u8]) -> bool {
+    hay.len() >= needle.len() && hay.windows(needle.len()).any(|w| w.eq_ignore_ascii_case(needle))
+}
+
+fn token_is_secret(t: &[u8]) -> bool {
+    // Each rule needs at least 9 bytes (`dsh-auth-`; a secret part needs 24, a `v1.` token 20).
+    if t.len() < 9 {
+        return false;
+    }
+    if contains_ignore_ascii_case(t, b"dsh-auth-") {
         return true;
     }
-    let parts: Vec<&str> = t.split(['.', '=', '%']).collect();
-    if parts.iter().any(|p| secret_like_part(p)) {
+    if t.split(|&c| matches!(c, b'.' | b'=' | b'%')).any(secret_like_part) {
         return true;
     }
-    // v1.<payload>.<sig>
-    if let Some(i) = lower.find("v1.") {
-        let rest: Vec<&str> = t[i + 3..].split('.').collect();
-        if rest.len() >= 2 && rest[0].len() >= 8 && rest[1].len() >= 8 {
-            return true;
+    // v1.<payload>.<sig>: after the first `v1.`, two `.`-separated pieces of 8 or more.
+    if let Some(i) = t.windows(3).position(|w| w.eq_ignore_ascii_case(b"v1.")) {
+        let mut rest = t[i + 3..].split(|&c| c == b'.');
+        if let (Some(payload), Some(sig)) = (rest.next(), rest.next()) {
+            if payload.len() >= 8 && sig.len() >= 8 {
+                return true;
+            }
         }
     }
     false
 }
 
 /// Keys whose value is a secret whatever it looks like.
-const KEYS: [&str; 4] = ["cookie", "authorization", "secret", "x-dsh-auth"];
+const KEYS: [&[u8]; 4] = [b"cookie", b"authorization", b"secret", b"x-dsh-auth"];
+
+/// The token is a key: one of [`KEYS`] (any case), or ends with `-<key>` (which covers `set-<key>`).
+fn is_key(t: &[u8]) -> bool {
+    KEYS.iter().any(|k| {
+        t.eq_ignore_ascii_case(k)
+            || (t.len() > k.len()
+                && t[t.len() - k.len() - 1] == b'-'
+                && t[t.len() - k.len()..].eq_ignore_ascii_case(k))
+    })
+}
 
 /// Scrub `text` (see the module comment). Text without anything secret-shaped is returned as is.
 pub fn scrub(text: &str) -> String {
-    let chars: Vec<(usize, char)> = text.char_indices().collect();
+    let b = text.as_bytes();
     let mut out = String::with_capacity(text.len());
+    // `text[copied..]` is not in `out` yet: text is copied in runs, up to each redaction.
+    let mut copied = 0;
     let mut i = 0;
     let mut redact_next = false;
-    while i < chars.len() {
-        let (start, c) = chars[i];
-        if !is_token_char(c) {
-            out.push(c);
+    while i < b.len() {
+        if !TOKEN[b[i] as usize] {
             i += 1;
             continue;
         }
-        let mut j = i;
-        while j < chars.len() && is_token_char(chars[j].1) {
-            j += 1;
+        let start = i;
+        while i < b.len() && TOKEN[b[i] as usize] {
+            i += 1;
         }
-        let end = chars.get(j).map_or(text.len(), |(b, _)| *b);
-        let tok = &text[start..end];
-        let lower = tok.to_ascii_lowercase();
-        let key = KEYS.iter().any(|k| {
-            lower == *k || lower.ends_with(&format!("-{k}")) || lower == format!("set-{k}")
-        });
-        if redact_next && !key {
-            out.push_str(REDACTED);
+        let tok = &b[start..i];
+        let key = is_key(tok);
+        let redact = if redact_next && !key {
             redact_next = false;
-        } else if token_is_secret(tok) {
-            out.push_str(REDACTED);
+            true
         } else {
-            out.push_str(tok);
+            token_is_secret(tok)
+        };
+        if redact {
+            out.push_str(&text[copied..start]);
+            out.push_str(REDACTED);
+            copied = i;
         }
         if key {
             // Redact the value that follows `key:` / `key=` / `"key":"`.
-            let mut k = j;
-            while k < chars.len() && matches!(chars[k].1, '"' | '\'' | ' ' | '\t') {
+            let mut k = i;
+            while k < b.len() && matches!(b[k], b'"' | b'\'' | b' ' | b'\t') {
                 k += 1;
             }
-            if k < chars.len() && matches!(chars[k].1, ':' | '=') {
+            if k < b.len() && matches!(b[k], b':' | b'=') {
                 redact_next = true;
             }
         }
-        i = j;
     }
+    out.push_str(&text[copied..]);
     out
 }
 
