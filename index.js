@@ -79,6 +79,9 @@ function targetOf(tool, args) {
  * core refuses them by name ("max_messages must be an integer …; got the string \"NaN\"").
  */
 function keepNonFinite(v, seen = new Set()) {
+  // Arguments without a non-finite number (every well-formed call) are passed as they are: JSON.stringify
+  // reads them exactly as it would read the copy (own enumerable keys, "__proto__" among them).
+  if (seen.size === 0 && !hasNonFinite(v, seen)) return v
   if (typeof v === 'number' && !Number.isFinite(v)) return String(v)
   if (v === null || typeof v !== 'object' || seen.has(v)) return v // a cycle: JSON.stringify reports it
   seen.add(v)
@@ -88,6 +91,17 @@ function keepNonFinite(v, seen = new Set()) {
     : Object.fromEntries(Object.entries(v).map(([k, x]) => [k, keepNonFinite(x, seen)]))
   seen.delete(v)
   return out
+}
+
+/** Does `v` hold a NaN or an Infinity anywhere (`seen`: the path walked; left empty)? */
+function hasNonFinite(v, seen) {
+  if (typeof v === 'number') return !Number.isFinite(v)
+  if (v === null || typeof v !== 'object' || seen.has(v)) return false
+  seen.add(v)
+  let found = false
+  for (const x of Array.isArray(v) ? v : Object.values(v)) if ((found = hasNonFinite(x, seen))) break
+  seen.delete(v)
+  return found
 }
 
 /** Have this process's own rc.8 host adopt (resume) a stored session, without a message. */

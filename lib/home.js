@@ -7,6 +7,9 @@
 import { resolve } from 'node:path'
 import { loadCore } from './native.js'
 
+/** The last answer without an explicit path, and what it depended on. */
+let implicit = null
+
 /**
  * DSH_HOME as the host resolves it: `explicit` → `$DSH_HOME` → `~/.dsh`, absolute.
  * @param {string | null | undefined} [explicit] - e.g. a `--home` option; blank means not given
@@ -17,5 +20,11 @@ export function resolveDshHome(explicit) {
   if (typeof core?.resolveDshHome !== 'function') {
     throw new Error(`DSH_HOME cannot be resolved: the dsh-session-mail native addon did not load (${String(error?.message ?? error).split('\n')[0]})`)
   }
-  return resolve(core.resolveDshHome(typeof explicit === 'string' ? explicit : null))
+  if (typeof explicit === 'string') return resolve(core.resolveDshHome(explicit))
+  // Without an explicit path the answer depends on what the core reads (crates/base/src/home.rs: DSH_HOME,
+  // HOME, USERPROFILE) and on the cwd a relative one resolves against: kept while those four are unchanged
+  // (the shim asks on every tool call; the call into the core and path.resolve cost ~25 µs of the host's thread).
+  const key = `${process.env.DSH_HOME}\0${process.env.HOME}\0${process.env.USERPROFILE}\0${process.cwd()}`
+  if (implicit?.key !== key) implicit = { key, home: resolve(core.resolveDshHome(null)) }
+  return implicit.home
 }

@@ -51,3 +51,24 @@ test('no other JS module resolves DSH_HOME by itself (homedir() or $DSH_HOME rea
     .map(f => relative(ROOT, f))
   assert.deepEqual(offenders, [])
 })
+
+test('the answer without an explicit path is kept only while what it depends on is unchanged: DSH_HOME, HOME and the cwd', (t) => {
+  const cwd = process.cwd()
+  const savedHome = process.env.HOME
+  t.after(() => { process.chdir(cwd); process.env.HOME = savedHome })
+  withEnv('rel/home', () => {
+    assert.equal(resolveDshHome(), resolve(cwd, 'rel/home'))
+    process.chdir('/tmp')
+    assert.equal(resolveDshHome(), '/tmp/rel/home', 'a relative DSH_HOME follows the cwd')
+    process.env.DSH_HOME = '/srv/a'
+    assert.equal(resolveDshHome(), '/srv/a')
+    process.env.DSH_HOME = '/srv/b'
+    assert.equal(resolveDshHome(), '/srv/b')
+  })
+  withEnv(undefined, () => {
+    process.env.HOME = '/home/someone-else'
+    assert.equal(resolveDshHome(), '/home/someone-else/.dsh', 'the OS home is read again')
+    process.env.HOME = savedHome
+    assert.equal(resolveDshHome(), join(homedir(), '.dsh'))
+  })
+})
