@@ -127,6 +127,20 @@ export async function flushSession(ctx, session, timeoutMs) {
   }
 }
 
+/** cordis' key for a traceable proxy's target (cordis 4.0.1 src/utils.ts `symbols.original`, `createTraceable`). */
+const ORIGINAL = Symbol.for('cordis.original')
+
+/**
+ * The service object behind cordis' traceable proxy, for reads only (a registry lookup): through the proxy
+ * each method read makes a shadow context and a method proxy, and each call runs with a shadowed `this`
+ * (~50-70 µs of the host's main thread for one `get` here). Calls with effects (steer, followup) keep going
+ * through the proxy, so cordis attributes them to this plugin. Without the key (another cordis), the proxy.
+ */
+function readable(service) {
+  const raw = attempt(() => service?.[ORIGINAL], undefined)
+  return raw !== null && typeof raw === 'object' ? raw : service
+}
+
 /**
  * The agents live in this process (rc.8 `AgentRegistry.list()`, packages/core/agent/src/index.ts).
  * awaiting-user and file activity come from the events the sessions published (followSessions; O(1) per
@@ -144,12 +158,11 @@ export function liveAgents(ctx, { activity = true, files = activity, only = null
   const registry = typeof registryOf === 'function' ? attempt(registryOf, undefined) : attempt(() => ctx.agents, undefined)
   const all = () => attempt(() => registry?.list?.(), []) ?? []
   let agents
-  // (the registry's `get` is read once: each read through cordis' proxy makes a shadow context and a method
-  // proxy, ~20-45 µs of the host's thread)
-  const get = typeof only === 'string' ? attempt(() => registry?.get, undefined) : undefined
+  // (the registry's own `get`, read once: see `readable`)
+  const get = typeof only === 'string' ? attempt(() => readable(registry)?.get, undefined) : undefined
   if (typeof only !== 'string') agents = all()
   else if (typeof get === 'function') {
-    const one = attempt(() => get.call(registry, only), undefined)
+    const one = attempt(() => get.call(readable(registry), only), undefined)
     agents = one !== undefined && one !== null && attempt(() => String(one.id), null) === only ? [one] : []
   } else agents = all().filter(a => attempt(() => String(a.id), null) === only)
   const sessions = followed.get(ctx) ?? null

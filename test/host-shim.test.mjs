@@ -43,6 +43,26 @@ test('a send reads its target alone: registry.get, never list(), and no other ag
   assert.deepEqual(liveAgents(ctx, { files: false }).map(l => l.id), ['a', 'b', 'c'])
 })
 
+test('a send\'s registry lookup reads the service behind cordis\' traceable proxy (cordis 4.0.1 src/utils.ts symbols.original), never a method through it', () => {
+  const counts = {}
+  const agents = { a: agent('a', 'idle', counts), b: agent('b', 'running', counts) }
+  const raw = counted({ get(id) { return this === raw ? agents[id] : undefined }, list: () => Object.values(agents) }, counts, 'raw')
+  // cordis' proxy: the original behind Symbol.for('cordis.original'); every other read counted (each builds a shadow context there)
+  const traced = new Proxy({}, {
+    get(_t, prop) {
+      if (prop === Symbol.for('cordis.original')) return raw
+      counts[`traced.${String(prop)}`] = (counts[`traced.${String(prop)}`] ?? 0) + 1
+      return Reflect.get(raw, prop)
+    },
+  })
+  assert.deepEqual(liveAgents({ agents: traced }, { files: false, only: 'b' }).map(l => [l.id, l.status]), [['b', 'running']])
+  assert.deepEqual(Object.keys(counts).filter(k => k.startsWith('traced.')), [], 'nothing read through the proxy')
+  assert.equal(counts['raw.get'], 1, 'the registry\'s own get, called on the registry')
+  // a proxy without the key (another cordis): through the proxy, as before
+  const plain = new Proxy({}, { get: (_t, prop) => Reflect.get({ get: id => agents[id] }, prop) })
+  assert.deepEqual(liveAgents({ agents: plain }, { files: false, only: 'a' }).map(l => l.id), ['a'])
+})
+
 test('secretReader: a host without a records API is looked up once per TTL; one with records is read every time', async () => {
   let now = 1_000
   const counts = {}
