@@ -45,7 +45,10 @@ fn secret_like_part(p: &[u8]) -> bool {
 }
 
 fn contains_ignore_ascii_case(hay: &[u8], needle: &[u8]) -> bool {
-    hay.len() >= needle.len() && hay.windows(needle.len()).any(|w| w.eq_ignore_ascii_case(needle))
+    hay.len() >= needle.len()
+        && hay
+            .windows(needle.len())
+            .any(|w| w.eq_ignore_ascii_case(needle))
 }
 
 fn token_is_secret(t: &[u8]) -> bool {
@@ -56,7 +59,9 @@ fn token_is_secret(t: &[u8]) -> bool {
     if contains_ignore_ascii_case(t, b"dsh-auth-") {
         return true;
     }
-    if t.split(|&c| matches!(c, b'.' | b'=' | b'%')).any(secret_like_part) {
+    if t.split(|&c| matches!(c, b'.' | b'=' | b'%'))
+        .any(secret_like_part)
+    {
         return true;
     }
     // v1.<payload>.<sig>: after the first `v1.`, two `.`-separated pieces of 8 or more.
@@ -357,13 +362,36 @@ mod tests {
         #[test]
         fn scrub_equals_the_previous_implementation_at_the_edges() {
             for s in [
-                "", "v1.", "V1.", "v1.abcdefgh", "v1.abcdefgh.", "v1.abcdefgh.abcdefg",
-                "v1.abcdefgh.abcdefgh", "xv1.abcdefgh.abcdefgh", "v1.v1.abcdefgh.abcdefgh",
-                "v1.abcdefg.v1.abcdefgh.abcdefgh", "dsh-auth", "dsh-auth-", "DsH-AuTh-x",
-                "cookie", "cookie:", "cookie :", "cookie \"'\t =x", "cookie cookie: x y",
-                "cookie: cookie x", "Set-Cookie=1", "set-cookie", "-cookie: x", "cookie\n: x",
-                "cookie: é", "cookie：x", "aB3aaaaaaaaaaaaaaaaaaaaa", "aB3aaaaaaaaaaaaaaaaaaaa",
-                "aB3aaaaaaaaaaa.aaaaaaaaaa", "aB3aaaaaaaaaaaaa+/aaaaaaaaa", "é😀：",
+                "",
+                "v1.",
+                "V1.",
+                "v1.abcdefgh",
+                "v1.abcdefgh.",
+                "v1.abcdefgh.abcdefg",
+                "v1.abcdefgh.abcdefgh",
+                "xv1.abcdefgh.abcdefgh",
+                "v1.v1.abcdefgh.abcdefgh",
+                "v1.abcdefg.v1.abcdefgh.abcdefgh",
+                "dsh-auth",
+                "dsh-auth-",
+                "DsH-AuTh-x",
+                "cookie",
+                "cookie:",
+                "cookie :",
+                "cookie \"'\t =x",
+                "cookie cookie: x y",
+                "cookie: cookie x",
+                "Set-Cookie=1",
+                "set-cookie",
+                "-cookie: x",
+                "cookie\n: x",
+                "cookie: é",
+                "cookie：x",
+                "aB3aaaaaaaaaaaaaaaaaaaaa",
+                "aB3aaaaaaaaaaaaaaaaaaaa",
+                "aB3aaaaaaaaaaa.aaaaaaaaaa",
+                "aB3aaaaaaaaaaaaa+/aaaaaaaaa",
+                "é😀：",
             ] {
                 assert_eq!(scrub(s), scrub_reference(s), "{s:?}");
             }

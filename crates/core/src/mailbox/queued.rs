@@ -297,10 +297,22 @@ impl Slot {
     /// making one creates no folder and no name. `None` otherwise, or where the system makes no unnamed
     /// files ([`record_with`] then writes as [`record`] does).
     pub fn open(home: &Path, session: &str) -> Option<Slot> {
+        Slot::open_for(home, session, None)
+    }
+
+    /// [`Slot::open`], with the record the sender expects to write (`expected`) written into it at once
+    /// (`fsafe::Unnamed::prewrite`): [`record_with`] of that same record then only names the file, and
+    /// of another one (the answer changed a field) writes that one instead. A record that cannot be
+    /// encoded or written now is written at [`record_with`], as without it.
+    pub fn open_for(home: &Path, session: &str, expected: Option<&Queued>) -> Option<Slot> {
         let d = shard(home, session)?;
         fsafe::check_private_dir(&d).ok()?;
         let records = record_count(&d).ok()?;
-        fsafe::Unnamed::create_in(&d).map(|file| Slot { file, records })
+        let mut file = fsafe::Unnamed::create_in(&d)?;
+        if let Some(bytes) = expected.and_then(|q| encode(q).ok()) {
+            let _ = file.prewrite(&bytes);
+        }
+        Some(Slot { file, records })
     }
 }
 

@@ -669,3 +669,52 @@ fn a_shard_of_max_records_takes_no_more_with_a_slot_or_without() {
         "listed, not the other shard's count"
     );
 }
+
+/// A slot made with the record its sender expects holds it before it has a name; the record written
+/// through it is the one `record_with` was given, byte for byte as `record` writes it — the expected one
+/// (only named), or another (its mode changed by the answer: replaced, nothing of the expected left).
+#[test]
+fn a_slot_prewritten_with_the_expected_record_names_exactly_the_record_written() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    record(h, &held(1, DEAD, None)).unwrap();
+    let d = shard(h, S).unwrap();
+    let names = || fs::read_dir(&d).unwrap().count();
+    // the bytes `record` itself writes, in a second home
+    let plain = tempfile::tempdir().unwrap();
+    let bytes_of = |q: &Queued| {
+        record(plain.path(), q).unwrap();
+        let p = shard(plain.path(), S)
+            .unwrap()
+            .join(record_name(key_of(&q.request_id).unwrap(), q.holder_pid));
+        let b = fs::read(&p).unwrap();
+        fs::remove_file(&p).unwrap();
+        b
+    };
+    let expected = held(2, DEAD, None);
+    let slot = Slot::open_for(h, S, Some(&expected)).expect("a slot");
+    assert_eq!(names(), 1, "prewritten, still unnamed");
+    record_with(h, &expected, Some(slot)).unwrap();
+    assert_eq!(
+        fs::read(d.join(record_name(&key(2), DEAD))).unwrap(),
+        bytes_of(&expected)
+    );
+    // the answer changed the mode (and the text is longer): the written record is the changed one
+    let planned = Queued {
+        mode: "steer".into(),
+        ..held(3, DEAD, None)
+    };
+    let answered = Queued {
+        mode: "queue".into(),
+        text: format!("{} and more", planned.text),
+        ..planned.clone()
+    };
+    let slot = Slot::open_for(h, S, Some(&planned)).unwrap();
+    record_with(h, &answered, Some(slot)).unwrap();
+    let got = fs::read(d.join(record_name(&key(3), DEAD))).unwrap();
+    assert_eq!(got, bytes_of(&answered));
+    assert_eq!(
+        read_queued(&d.join(record_name(&key(3), DEAD))).unwrap(),
+        answered
+    );
+}

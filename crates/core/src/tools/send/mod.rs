@@ -194,10 +194,15 @@ async fn deliver(
     }
     // The queued record's file is made while the message is in flight (its inode is the costly part
     // of the write); it stays unnamed, invisible to every reader, until the ledger line's trip names it
-    // after the line (`Queueing`). A message refused or not sent drops it, and nothing is left.
-    let slot = holder(req, &plan).map(|_| {
+    // after the line (`Queueing`). A message refused or not sent drops it, and nothing is left. The
+    // record an acceptance in the planned mode leaves is written into it then too; an answer that
+    // changes it (another mode) has the trip write the changed one.
+    let slot = holder(req, &plan).map(|(pid, started_at)| {
         let (home, target) = (ctx.home.clone(), plan.target.clone());
-        offload::start(move || crate::mailbox::queued::Slot::open(&home, &target))
+        let expected = Queueing::record(&plan, ctx, plan.mode, (pid, started_at));
+        offload::start(move || {
+            crate::mailbox::queued::Slot::open_for(&home, &target, Some(&expected))
+        })
     });
     let answer = route::deliver(req, ctx, &mut plan, &mut attempt).await;
     let outcome = route::outcome(answer, &plan, &req.config);
@@ -307,21 +312,31 @@ impl Queueing {
             }
         );
         Some(Queueing {
-            rec: crate::mailbox::queued::Queued {
-                v: 1,
-                request_id: p.request_id.clone(),
-                session_id: p.target.clone(),
-                mode: r.mode.as_str().to_string(),
-                text: p.text.clone(),
-                holder_pid: pid,
-                holder_started_at: started_at,
-                at_ms: ctx.now_ms,
-                handed_back: None,
-                redeliveries: 0,
-            },
+            rec: Queueing::record(p, ctx, r.mode, (pid, started_at)),
             waits: (r.mode == Mode::Queue || r.running) && !in_mailbox,
             step: r.mode == Mode::Steer,
         })
+    }
+
+    /// The record of `p` accepted in `mode`, waiting in the inbox of `holder` (pid, presence `startedAt`).
+    fn record(
+        p: &plan::Plan,
+        ctx: &Context,
+        mode: Mode,
+        (pid, started_at): (u32, i64),
+    ) -> crate::mailbox::queued::Queued {
+        crate::mailbox::queued::Queued {
+            v: 1,
+            request_id: p.request_id.clone(),
+            session_id: p.target.clone(),
+            mode: mode.as_str().to_string(),
+            text: p.text.clone(),
+            holder_pid: pid,
+            holder_started_at: started_at,
+            at_ms: ctx.now_ms,
+            handed_back: None,
+            redeliveries: 0,
+        }
     }
 
     /// The receipt's note of the record: `recorded` is what the ledger line's trip did with it (`None`:
