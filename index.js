@@ -79,9 +79,11 @@ function targetOf(tool, args) {
  * core refuses them by name ("max_messages must be an integer …; got the string \"NaN\"").
  */
 function keepNonFinite(v, seen = new Set()) {
-  // Arguments without a non-finite number (every well-formed call) are passed as they are: JSON.stringify
-  // reads them exactly as it would read the copy (own enumerable keys, "__proto__" among them).
-  if (seen.size === 0 && !hasNonFinite(v, seen)) return v
+  // Arguments as JSON.parse makes them (plain objects and arrays of data properties) without a non-finite
+  // number are passed as they are: JSON.stringify reads them exactly as it would read the copy (own
+  // enumerable keys, "__proto__" among them). Anything else (a getter, a prototype's toJSON, a boxed
+  // number) is copied, as before.
+  if (seen.size === 0 && plainFinite(v, seen)) return v
   if (typeof v === 'number' && !Number.isFinite(v)) return String(v)
   if (v === null || typeof v !== 'object' || seen.has(v)) return v // a cycle: JSON.stringify reports it
   seen.add(v)
@@ -93,15 +95,25 @@ function keepNonFinite(v, seen = new Set()) {
   return out
 }
 
-/** Does `v` hold a NaN or an Infinity anywhere (`seen`: the path walked; left empty)? */
-function hasNonFinite(v, seen) {
-  if (typeof v === 'number') return !Number.isFinite(v)
-  if (v === null || typeof v !== 'object' || seen.has(v)) return false
+/**
+ * Is `v` JSON-plain and finite: primitives other than NaN/±Infinity, and plain objects (prototype
+ * Object.prototype or null) and arrays (Array.prototype, no own toJSON) whose own properties are all data
+ * properties holding such values (`seen`: the path walked, left empty; a cycle is not plain)?
+ */
+function plainFinite(v, seen) {
+  if (typeof v === 'number') return Number.isFinite(v)
+  if (v === null || typeof v !== 'object') return true
+  if (seen.has(v)) return false
+  const proto = Object.getPrototypeOf(v)
+  const array = Array.isArray(v)
+  if (array ? proto !== Array.prototype || Object.hasOwn(v, 'toJSON') : proto !== Object.prototype && proto !== null) return false
   seen.add(v)
-  let found = false
-  for (const x of Array.isArray(v) ? v : Object.values(v)) if ((found = hasNonFinite(x, seen))) break
+  let plain = true
+  for (const d of Object.values(Object.getOwnPropertyDescriptors(v))) {
+    if (!('value' in d) || !plainFinite(d.value, seen)) { plain = false; break }
+  }
   seen.delete(v)
-  return found
+  return plain
 }
 
 /** Have this process's own rc.8 host adopt (resume) a stored session, without a message. */

@@ -24,7 +24,8 @@ export function resolveDshHome(explicit) {
   // Without an explicit path the answer depends on what the core reads (crates/base/src/home.rs: DSH_HOME,
   // HOME, USERPROFILE) and on the cwd a relative one resolves against: kept while those four are unchanged
   // (the shim asks on every tool call; the call into the core and path.resolve cost ~25 µs of the host's thread).
-  const key = `${process.env.DSH_HOME}\0${process.env.HOME}\0${process.env.USERPROFILE}\0${process.cwd()}`
+  const env = process.env
+  const key = JSON.stringify([env.DSH_HOME ?? null, env.HOME ?? null, env.USERPROFILE ?? null, process.cwd()])
   if (implicit?.key !== key) implicit = { key, home: resolve(core.resolveDshHome(null)) }
   return implicit.home
 }

@@ -133,8 +133,9 @@ const ORIGINAL = Symbol.for('cordis.original')
 /**
  * The service object behind cordis' traceable proxy, for reads only (a registry lookup): through the proxy
  * each method read makes a shadow context and a method proxy, and each call runs with a shadowed `this`
- * (~50-70 µs of the host's main thread for one `get` here). Calls with effects (steer, followup) keep going
- * through the proxy, so cordis attributes them to this plugin. Without the key (another cordis), the proxy.
+ * (~50-70 µs of the host's main thread for one `get` here; rc.8's `AgentRegistry.get(id)` reads only its own
+ * map). The other registry reads (lib/mailbox.js, lib/notice.js) keep going through the proxy. Without the key
+ * (another cordis) or when the original is no object, the proxy.
  */
 function readable(service) {
   const raw = attempt(() => service?.[ORIGINAL], undefined)

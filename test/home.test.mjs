@@ -2,8 +2,8 @@
 // Host rule: rc.8 `@deepseek-ai/dsh-home-paths` lib/index.js `resolveDshHome` (packages/util/home-paths/src/index.ts).
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { readFileSync } from 'node:fs'
-import { homedir } from 'node:os'
+import { mkdtempSync, readFileSync, realpathSync, rmSync } from 'node:fs'
+import { homedir, tmpdir } from 'node:os'
 import { join, relative, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { resolveDshHome } from '../lib/home.js'
@@ -55,11 +55,14 @@ test('no other JS module resolves DSH_HOME by itself (homedir() or $DSH_HOME rea
 test('the answer without an explicit path is kept only while what it depends on is unchanged: DSH_HOME, HOME and the cwd', (t) => {
   const cwd = process.cwd()
   const savedHome = process.env.HOME
-  t.after(() => { process.chdir(cwd); process.env.HOME = savedHome })
+  const restoreHome = () => { if (savedHome === undefined) delete process.env.HOME; else process.env.HOME = savedHome }
+  // (the real path: macOS's /tmp is a link, and process.cwd() answers the target)
+  const elsewhere = realpathSync(mkdtempSync(join(tmpdir(), 'home-cwd-')))
+  t.after(() => { process.chdir(cwd); restoreHome(); rmSync(elsewhere, { recursive: true, force: true }) })
   withEnv('rel/home', () => {
     assert.equal(resolveDshHome(), resolve(cwd, 'rel/home'))
-    process.chdir('/tmp')
-    assert.equal(resolveDshHome(), '/tmp/rel/home', 'a relative DSH_HOME follows the cwd')
+    process.chdir(elsewhere)
+    assert.equal(resolveDshHome(), join(elsewhere, 'rel/home'), 'a relative DSH_HOME follows the cwd')
     process.env.DSH_HOME = '/srv/a'
     assert.equal(resolveDshHome(), '/srv/a')
     process.env.DSH_HOME = '/srv/b'
@@ -68,7 +71,7 @@ test('the answer without an explicit path is kept only while what it depends on 
   withEnv(undefined, () => {
     process.env.HOME = '/home/someone-else'
     assert.equal(resolveDshHome(), '/home/someone-else/.dsh', 'the OS home is read again')
-    process.env.HOME = savedHome
+    restoreHome()
     assert.equal(resolveDshHome(), join(homedir(), '.dsh'))
   })
 })

@@ -447,8 +447,8 @@ pub fn create_private(p: &Path) -> io::Result<File> {
 }
 
 /// A private (0600) file with no name yet: its inode is made by [`Unnamed::create_in`] (Linux
-/// `O_TMPFILE`, in a folder that is not a link), its bytes written and its name given only by
-/// [`Unnamed::link`]. Until then no reader of the folder can see it, and it leaves nothing behind:
+/// `O_TMPFILE`, in a folder that is not a link), its bytes written by [`Unnamed::link`] (or before it,
+/// by [`Unnamed::prewrite`]) and its name given only by [`Unnamed::link`]. Until then no reader of the folder can see it, and it leaves nothing behind:
 /// dropped unnamed, or with the process, the system frees it. Making an inode is the expensive part
 /// of a small private write (~0.3–0.6 ms of system CPU on some ext4 volumes, against ~10–30 µs for
 /// the write and the link), so a caller can make it while it waits on something else.

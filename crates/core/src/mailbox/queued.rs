@@ -331,7 +331,8 @@ pub fn record(home: &Path, h: &Queued) -> Result<(), RecordError> {
 }
 
 /// [`record`], written into `slot` when it was made in the record's shard (the same checks, the same
-/// name, the same bytes; only the file's inode was made earlier); a slot that cannot take the name
+/// name, the same bytes; only the file's inode was made earlier, and maybe the expected record written into
+/// it, `Slot::open_for`: other bytes are replaced); a slot that cannot take the name
 /// (another folder, a link that fails) is dropped and the record is written as [`record`] writes it.
 pub fn record_with(home: &Path, h: &Queued, slot: Option<Slot>) -> Result<(), RecordError> {
     let key = key_of(&h.request_id).ok_or(RecordError::NotARequest)?;

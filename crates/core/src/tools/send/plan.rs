@@ -143,12 +143,23 @@ impl Title {
         (Title(Some(rx)), Some(lookup))
     }
 
-    /// The stored title of `sender` (the started lookup's answer, else looked up now).
-    fn of(self, home: &std::path::Path, sender: &str) -> Option<String> {
-        match self.0.map(|rx| rx.recv()) {
+    /// The stored title of `sender` (the started lookup's answer, else looked up now). A lookup that
+    /// does not answer within `deadline` (a stuck file) frames without a title: the checks' thread is
+    /// never held longer than their own deadline.
+    fn of(
+        self,
+        home: &std::path::Path,
+        sender: &str,
+        deadline: std::time::Duration,
+    ) -> Option<String> {
+        use std::sync::mpsc::RecvTimeoutError;
+        match self.0.map(|rx| rx.recv_timeout(deadline)) {
             Some(Ok(title)) => title,
+            Some(Err(RecvTimeoutError::Timeout)) => None,
             // not started, or it did not answer (it panicked): look it up here
-            _ => store::find_session(home, sender).and_then(|m| m.title),
+            None | Some(Err(RecvTimeoutError::Disconnected)) => {
+                store::find_session(home, sender).and_then(|m| m.title)
+            }
         }
     }
 }
@@ -181,7 +192,7 @@ fn delivered_text(d: &Draft<'_>, title: Title) -> String {
         SendTool::SessionsSend if cfg.frame_messages => {
             let stored_title = match d.req.caller.as_ref().and_then(|c| c.title.clone()) {
                 Some(t) => Some(t),
-                None => title.of(d.ctx.home(), sender),
+                None => title.of(d.ctx.home(), sender, d.ctx.deadline),
             };
             let hop = d.hop.as_ref().map_or(1, |h| h.hop);
             mail::frame(
