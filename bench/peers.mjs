@@ -20,7 +20,7 @@
 // the host rows with a headless Chromium connected to the host's web UI, our client half loaded and a session's
 // Agent mail tab open, polling its route, for the whole measurement).
 import { spawn } from 'node:child_process'
-import { cpSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs'
+import { cpSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, utimesSync, writeFileSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import zlib from 'node:zlib'
@@ -64,9 +64,13 @@ function child(job, env = {}) {
 }
 
 // ---------------------------------------------------------------- scale: 20,000 sessions
+// The logs and their folders are dated when their session was (createdAt, 2023), as a home's old sessions are: a
+// log changed in the last minute is re-checked on every listing (crates/store/src/index.rs LIST_RECENT, a session
+// that is probably running), so a home written just now would measure 20,000 running sessions. (`.complete-2`: homes
+// written before the logs were dated are written again.)
 function ensureScaleHome(n = SCALE_N) {
   const home = join(benchDir(), `scale-${n}`)
-  const stamp = join(home, '.complete')
+  const stamp = join(home, '.complete-2')
   if (existsSync(stamp)) return home
   rmSync(home, { recursive: true, force: true })
   log(`writing ${n} small session logs to ${home}…`)
@@ -82,7 +86,13 @@ function ensureScaleHome(n = SCALE_N) {
       { type: 'turn/end', seq: 2, time: 3, data: { turn: 1 } },
     ]
     writeFileSync(join(dir, 'session.jsonl.zstd'), zlib.zstdCompressSync(Buffer.from(lines.map(l => JSON.stringify(l)).join('\n') + '\n')))
+    const at = lines[0].createdAt / 1000
+    utimesSync(join(dir, 'session.jsonl.zstd'), at, at)
+    utimesSync(dir, at, at)
   }
+  // a project folder changed when its newest session was made
+  const newest = (1_700_000_000_000 + (n - 1) * 1000) / 1000
+  for (const p of readdirSync(join(home, 'sessions'))) utimesSync(join(home, 'sessions', p), newest, newest)
   writeFileSync(stamp, '')
   return home
 }
