@@ -2,7 +2,8 @@
 // `npm run bench:send`: the send-overhead row of issue 8 alone, with enough samples to see through the
 // noise of a shared box. A real rc.8 host (harness sandbox, fake LLM) runs `sessions_send` INSIDE the
 // host (bench/peers-plugin: the plugin's own execute with the host's ctx) and, alternating with it, a raw
-// `fetch` of the same envelope to the same route from the same process. Target: median send ≤ 1.1× the
+// `fetch` of the same envelope to the same route from the same process (the text the send delivered: its frame
+// around the body when the configuration frames). Target: median send ≤ 1.1× the
 // median raw fetch. Each series is printed as p50 / p99 / max (send, fetch, the per-pair ratio send ÷ the
 // fetch next to it, the send's main-thread CPU), not its median alone.
 //
@@ -88,15 +89,27 @@ try {
       let sent = NaN; let fetched = NaN
       const doSend = async () => {
         await sleep(PAUSE)
-        const s = await job({ op: 'tool', tool: 'sessions_send', args: { session_id: S, message: `bench ${name} ${i}` }, caller: A, config: cfg })
+        // (the warm-up send's body is its own: no fetch posts it)
+        const body = i < 0 ? `bench ${name} warm-up ${crypto.randomUUID()}` : `bench ${name} ${i}`
+        const s = await job({ op: 'tool', tool: 'sessions_send', args: { session_id: S, message: body }, caller: A, config: cfg })
         if (!s.text.startsWith('accepted')) throw new Error(`send: ${s.text.slice(0, 300)}`)
+        if (i < 0 && r.around === undefined) {
+          // the warm-up send: what this configuration delivers around the body (the frame, with the caller's id and
+          // title; nothing with the frame off), so every fetch posts the text the send delivers, not the bare body
+          const d = await job({ op: 'delivered', id: S, marker: body })
+          if (d.error) throw new Error(d.error)
+          const at = d.text.lastIndexOf(body)
+          r.around = [d.text.slice(0, at), d.text.slice(at + body.length)]
+          log(`${name}: the send delivers ${r.around[0].length} chars + the body + ${r.around[1].length} chars; the fetches post the same`)
+        }
         sent = s.ms
         if (i >= 0) { r.sendMs.push(s.ms); r.mainCpu.push(s.mainCpuMs) }
       }
       const doFetch = async () => {
         await sleep(PAUSE)
         const rpcId = `dsh-session-mail:${crypto.randomUUID()}`
-        const f = await job({ op: 'fetch', body: { type: 'client-request', rpcId, method: 'session.prompt', payload: { sessionId: S, mode: 'queue', content: [{ type: 'text', text: `bench ${name} ${i}` }] } } })
+        const [pre, post] = r.around ?? ['', '']
+        const f = await job({ op: 'fetch', body: { type: 'client-request', rpcId, method: 'session.prompt', payload: { sessionId: S, mode: 'queue', content: [{ type: 'text', text: `${pre}bench ${name} ${i}${post}` }] } } })
         if (f.status !== 200) throw new Error(`fetch: HTTP ${f.status} ${f.text}`)
         fetched = f.ms
         if (i >= 0) { r.fetchMs.push(f.ms); r.fetchMainCpu.push(f.mainCpuMs) }

@@ -96,6 +96,19 @@ export function apply(ctx) {
       const copy = Object.freeze([...(events ?? [])]); const t2 = performance.now()
       return { events: copy.length, firstMs: t1 - t0, copyMs: t2 - t1 }
     }
+    if (job.op === 'delivered') {
+      // the text a send delivered into session `id` (its body contains `marker`): from the session's inbox while
+      // it waits there, else from the log's user messages once a turn took it (up to 3 s)
+      const textOf = m => (Array.isArray(m?.content) ? m.content : []).filter(c => c?.type === 'text').map(c => c.text).join('')
+      for (const t0 = Date.now(); Date.now() - t0 < 3000; await new Promise(r => setTimeout(r, 20))) {
+        const agent = ctx.agents?.get?.(job.id)
+        const waiting = [...(agent?.inbox?.nextTurn ?? []), ...(agent?.inbox?.nextStep ?? [])]
+        const logged = (agent?.session?.events ?? []).filter(e => e?.type === 'user/message').map(e => e.data?.message ?? e.data)
+        const hit = [...waiting, ...logged].map(textOf).find(t => t.includes(job.marker))
+        if (hit !== undefined) return { text: hit }
+      }
+      return { error: `no delivered text with ${job.marker}` }
+    }
     if (job.op === 'idle') {
       const c = cpuMeter()
       await new Promise(resolve => setTimeout(resolve, job.ms))
