@@ -144,13 +144,20 @@ pub fn same_path(a: &Path, b: &Path) -> bool {
         }
 }
 
-/// The first foreign host that started before the log was written, and how many others did. A start time
-/// is whole clock ticks after boot, rounded down: never later than the real start, so a process that
-/// started before the write is never missed (one that started within a tick after it may be named).
+/// How much later than a log's write time a process may have started and still be taken for its writer.
+/// A start time is whole clock ticks after boot, rounded down (never later than the real start), but a
+/// file's modification time comes from the kernel's coarse clock (`current_time()`), which runs up to one
+/// timer tick behind (1–10 ms by `CONFIG_HZ`): a write a few ms after a start can carry a time before
+/// it. Erring this way names a process that started within this span after the write, which at worst
+/// refuses a send as `held-elsewhere`; erring the other way would resume a session that process holds.
+pub const START_SLACK_MS: i64 = 20;
+
+/// The first foreign host that started before the log was written (within [`START_SLACK_MS`]), and how
+/// many others did: a process that started before the write is never missed.
 pub fn holder_among(hosts: &[Host], log_written_ms: i64) -> Option<Holder> {
     let mut could: Vec<&Host> = hosts
         .iter()
-        .filter(|h| h.started_ms <= log_written_ms)
+        .filter(|h| h.started_ms <= log_written_ms.saturating_add(START_SLACK_MS))
         .collect();
     // the newest such process is the likeliest writer of the newest write
     could.sort_by(|a, b| b.started_ms.cmp(&a.started_ms).then(a.pid.cmp(&b.pid)));
@@ -367,9 +374,11 @@ mod tests {
         let got = holder_among(&[h(7, 1_000), h(8, 4_000), h(9, 50_000)], 5_000).unwrap();
         assert_eq!((got.host.pid, got.others), (8, 1));
         assert_eq!(got.describe(), "pid 8, profile plain");
-        // the same millisecond counts as before (start times are rounded down)
+        // the same millisecond counts as before (start times are rounded down), and so does a start up to
+        // START_SLACK_MS after the write's time (the file's time is the coarse clock's, up to a tick behind)
         assert!(holder_among(&[h(7, 5_000)], 5_000).is_some());
-        assert!(holder_among(&[h(7, 5_001)], 5_000).is_none());
+        assert!(holder_among(&[h(7, 5_000 + START_SLACK_MS)], 5_000).is_some());
+        assert!(holder_among(&[h(7, 5_001 + START_SLACK_MS)], 5_000).is_none());
         assert_eq!(holder_among(&[], 5_000), None);
     }
 
