@@ -35,6 +35,10 @@ test('writer-held, then the holder shows up in presence as stopping: refused as 
   const B = host2.createSession({ cwd: '/tmp/whs', live: true })
   const A = host1.createSession({ cwd: '/tmp/whs', live: true })
   const tools = toolsOf(CONFIG, host1, () => [A])
+  // the stand-in holder starts well after B's log was written: a DSH-like process that started within
+  // START_SLACK_MS of the log's time counts as its possible writer (crates/core/src/presence/foreign.rs), and
+  // the send would be refused by that evidence before it tries (not the writer-held path this test is about)
+  await sleep(50)
   const owner = await startOwnerProcess({ home: host1.dshHome, forwardTo: host2.port })
   try {
     // the holder's stopping record appears 300 ms after the send started (after the checks, before the wait ends)

@@ -147,10 +147,11 @@ pub fn same_path(a: &Path, b: &Path) -> bool {
 /// How much later than a log's write time a process may have started and still be taken for its writer.
 /// A start time is whole clock ticks after boot, rounded down (never later than the real start), but a
 /// file's modification time comes from the kernel's coarse clock (`current_time()`), which runs up to one
-/// timer tick behind (1–10 ms by `CONFIG_HZ`): a write a few ms after a start can carry a time before
-/// it. Erring this way names a process that started within this span after the write, which at worst
-/// refuses a send as `held-elsewhere`; erring the other way would resume a session that process holds.
-pub const START_SLACK_MS: i64 = 20;
+/// timer tick behind (1–10 ms by `CONFIG_HZ`, 100–1000): a write a few ms after a start can carry a time
+/// before it. Erring this way names a process that started within one tick after the write, which at
+/// worst refuses a send as `held-elsewhere`; erring the other way would resume a session that process
+/// holds.
+pub const START_SLACK_MS: i64 = 10;
 
 /// The first foreign host that started before the log was written (within [`START_SLACK_MS`]), and how
 /// many others did: a process that started before the write is never missed.
