@@ -5,7 +5,8 @@
 //! `Cookie` header, a proxy's 418, a rejected `error.message`). Redacted, each replaced by
 //! `[redacted]`:
 //! - a `dsh-auth-…` cookie (name and value) wherever it appears;
-//! - the value after a `cookie`/`set-cookie`/`authorization`/`secret` key (`: `, `=`, or a JSON key);
+//! - the value after a `cookie`/`authorization`/`secret`/`x-dsh-auth` key, or any `…-<key>` such as
+//!   `set-cookie` or `client-secret` (`: `, `=`, or a JSON key), case-insensitively;
 //! - a `v1.<payload>.<signature>` token (the cookie value's shape);
 //! - any run of base64url of 24 or more characters mixing upper case, lower case and digits (a
 //!   secret, a signature, a payload): session ids, request ids, UUIDs and hex digests do not mix
