@@ -160,10 +160,11 @@ export function liveAgents(ctx, { activity = true, files = activity, only = null
   const all = () => attempt(() => registry?.list?.(), []) ?? []
   let agents
   // (the registry's own `get`, read once: see `readable`)
-  const get = typeof only === 'string' ? attempt(() => readable(registry)?.get, undefined) : undefined
+  const own = typeof only === 'string' ? readable(registry) : undefined
+  const get = attempt(() => own?.get, undefined)
   if (typeof only !== 'string') agents = all()
   else if (typeof get === 'function') {
-    const one = attempt(() => get.call(readable(registry), only), undefined)
+    const one = attempt(() => get.call(own, only), undefined)
     agents = one !== undefined && one !== null && attempt(() => String(one.id), null) === only ? [one] : []
   } else agents = all().filter(a => attempt(() => String(a.id), null) === only)
   const sessions = followed.get(ctx) ?? null

@@ -448,7 +448,8 @@ pub fn create_private(p: &Path) -> io::Result<File> {
 
 /// A private (0600) file with no name yet: its inode is made by [`Unnamed::create_in`] (Linux
 /// `O_TMPFILE`, in a folder that is not a link), its bytes written by [`Unnamed::link`] (or before it,
-/// by [`Unnamed::prewrite`]) and its name given only by [`Unnamed::link`]. Until then no reader of the folder can see it, and it leaves nothing behind:
+/// by [`Unnamed::prewrite`]) and its name given only by [`Unnamed::link`]. Until then no reader of the
+/// folder can see it, and it leaves nothing behind:
 /// dropped unnamed, or with the process, the system frees it. Making an inode is the expensive part
 /// of a small private write (~0.3–0.6 ms of system CPU on some ext4 volumes, against ~10–30 µs for
 /// the write and the link), so a caller can make it while it waits on something else.
@@ -499,7 +500,6 @@ impl Unnamed {
     /// [`write_private`] without `replace`). `dest` must be in [`Unnamed::dir`]. Any other failure
     /// leaves no name (the caller may write through [`write_private`] instead).
     pub fn link(mut self, dest: &Path, bytes: &[u8]) -> io::Result<()> {
-        use std::io::{Seek, Write};
         if dest.parent() != Some(self.dir.as_path()) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -507,12 +507,7 @@ impl Unnamed {
             ));
         }
         if self.prewritten.as_deref() != Some(bytes) {
-            if self.touched {
-                // other bytes (or a part) are there: the file holds exactly `bytes` before it is named
-                self.file.set_len(0)?;
-                self.file.rewind()?;
-            }
-            self.file.write_all(bytes)?;
+            self.write_afresh(bytes)?;
         }
         link_fd(&self.file, dest)
     }
@@ -523,16 +518,22 @@ impl Unnamed {
     /// bytes it empties the file and writes those. A failed write is an error and changes nothing the
     /// link relies on.
     pub fn prewrite(&mut self, bytes: &[u8]) -> io::Result<()> {
-        use std::io::{Seek, Write};
         self.prewritten = None;
+        self.write_afresh(bytes)?;
+        self.prewritten = Some(bytes.to_vec());
+        Ok(())
+    }
+
+    /// Make the file hold exactly `bytes`: emptied first when anything was written before (other bytes,
+    /// or part of a failed write).
+    fn write_afresh(&mut self, bytes: &[u8]) -> io::Result<()> {
+        use std::io::{Seek, Write};
         if self.touched {
             self.file.set_len(0)?;
             self.file.rewind()?;
         }
         self.touched = true;
-        self.file.write_all(bytes)?;
-        self.prewritten = Some(bytes.to_vec());
-        Ok(())
+        self.file.write_all(bytes)
     }
 }
 
