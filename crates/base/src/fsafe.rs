@@ -198,16 +198,23 @@ pub fn mode_of(m: &Metadata) -> u32 {
 /// user. Err names the problem.
 pub fn check_private_dir(d: &Path) -> Result<Metadata, Refused> {
     let m = fs::symlink_metadata(d).map_err(|e| Refused::Unreadable(e.to_string()))?;
+    check_private_meta(&m)?;
+    Ok(m)
+}
+
+/// [`check_private_dir`] of metadata in hand (read without following a link): one `stat` less for a
+/// caller that has it already.
+pub fn check_private_meta(m: &Metadata) -> Result<(), Refused> {
     if m.file_type().is_symlink() {
         return Err(Refused::Link);
     }
     if !m.is_dir() {
-        return Err(Refused::NotDir { kind: kind_of(&m) });
+        return Err(Refused::NotDir { kind: kind_of(m) });
     }
-    if let Some(uid) = foreign_owner(&m) {
+    if let Some(uid) = foreign_owner(m) {
         return Err(Refused::ForeignOwner { uid });
     }
-    Ok(m)
+    Ok(())
 }
 
 /// Is `p` inside `root` once both are resolved (links followed)? Used for directories a walk
@@ -224,17 +231,21 @@ pub fn resolves_inside(p: &Path, root: &Path) -> bool {
 #[cfg(unix)]
 pub fn ensure_private_dir(d: &Path) -> io::Result<()> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    match fs::symlink_metadata(d) {
+    // (one `stat` when the folder is there: the common case of every ledger line and record)
+    let m = match fs::symlink_metadata(d) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             fs::DirBuilder::new()
                 .recursive(true)
                 .mode(0o700)
                 .create(d)?;
+            check_private_dir(d).map_err(io::Error::other)?
         }
         Err(e) => return Err(e),
-        Ok(_) => {}
-    }
-    let m = check_private_dir(d).map_err(io::Error::other)?;
+        Ok(m) => {
+            check_private_meta(&m).map_err(io::Error::other)?;
+            m
+        }
+    };
     if mode_of(&m) & 0o077 != 0 {
         fs::set_permissions(d, fs::Permissions::from_mode(0o700))?;
     }

@@ -370,10 +370,9 @@ pub fn append_with_limit(home: &Path, entry: &Entry, rotate_bytes: u64) -> Resul
             why: e.into(),
         })?;
     }
-    let mut f = open_append(&p).map_err(io_at(&p))?;
+    let (mut f, len) = open_append(&p, true).map_err(io_at(&p))?;
     // A torn last line (an earlier short write, a crash) would swallow this one: start afresh.
-    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-    if len > 0 && !ends_with_newline(&p, len) {
+    if len > 0 && !ends_with_newline(&f, &p, len) {
         line.insert(0, '\n');
     }
     let n = f.write(line.as_bytes()).map_err(io_at(&p))?;
@@ -404,7 +403,7 @@ pub fn check_writable(home: &Path) -> Result<(), LedgerError> {
                 Err(LedgerError::FolderNotWritable { path: d })
             }
         }
-        _ => open_append(&p).map(drop).map_err(io_at(&p)),
+        _ => open_append(&p, false).map(drop).map_err(io_at(&p)),
     }
 }
 
@@ -425,11 +424,21 @@ fn is_dir_writable(d: &Path) -> bool {
         .unwrap_or(true)
 }
 
-fn ends_with_newline(p: &Path, len: u64) -> bool {
+/// Does the ledger end in a newline? Read through `f` (opened for appending, and for reading when it
+/// could be: one `pread`), else through a second descriptor; unreadable counts as yes.
+fn ends_with_newline(f: &File, p: &Path, len: u64) -> bool {
+    let mut b = [0u8; 1];
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileExt;
+        if f.read_exact_at(&mut b, len - 1).is_ok() {
+            return b[0] == b'\n';
+        }
+    }
+    let _ = f;
     let Ok((mut f, _)) = fsafe::open_regular(p, Follow::No, None) else {
         return true;
     };
-    let mut b = [0u8; 1];
     f.seek(SeekFrom::Start(len - 1)).is_ok() && f.read_exact(&mut b).is_ok() && b[0] == b'\n'
 }
 
@@ -468,23 +477,31 @@ fn tighten(p: &Path) {
 fn tighten(_p: &Path) {}
 
 /// Open for appending without following a link and without blocking; only a regular file owned by
-/// this user is accepted (tightened to 0600 through the descriptor when looser).
+/// this user is accepted (tightened to 0600 through the descriptor when looser). `read`: for reading
+/// too when the file allows it (the torn-tail check reads its last byte through it). With its length.
 #[cfg(unix)]
-fn open_append(p: &Path) -> io::Result<File> {
+fn open_append(p: &Path, read: bool) -> io::Result<(File, u64)> {
     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    let f = OpenOptions::new()
-        .append(true)
-        .create(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(p)
-        .map_err(|e| {
-            if e.raw_os_error() == Some(libc::ELOOP) {
-                io::Error::other("is a symbolic link (not followed)")
-            } else {
-                e
-            }
-        })?;
+    let open = |read: bool| {
+        OpenOptions::new()
+            .append(true)
+            .read(read)
+            .create(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(p)
+    };
+    let f = match open(read) {
+        Err(e) if read && e.raw_os_error() == Some(libc::EACCES) => open(false),
+        r => r,
+    }
+    .map_err(|e| {
+        if e.raw_os_error() == Some(libc::ELOOP) {
+            io::Error::other("is a symbolic link (not followed)")
+        } else {
+            e
+        }
+    })?;
     let m = f.metadata()?;
     if !m.is_file() {
         return Err(io::Error::other("not a regular file"));
@@ -497,12 +514,18 @@ fn open_append(p: &Path) -> io::Result<File> {
     if fsafe::mode_of(&m) & 0o077 != 0 {
         f.set_permissions(fs::Permissions::from_mode(0o600))?;
     }
-    Ok(f)
+    Ok((f, m.len()))
 }
 
 #[cfg(not(unix))]
-fn open_append(p: &Path) -> io::Result<File> {
-    OpenOptions::new().append(true).create(true).open(p)
+fn open_append(p: &Path, read: bool) -> io::Result<(File, u64)> {
+    let f = OpenOptions::new()
+        .append(true)
+        .read(read)
+        .create(true)
+        .open(p)?;
+    let len = f.metadata()?.len();
+    Ok((f, len))
 }
 
 /// Why the ledger cannot be used as it is (a link, not a regular file, foreign-owned), for `doctor`;
@@ -706,22 +729,31 @@ fn read_files(home: &Path, since_ms: Option<i64>) -> Result<Vec<FileRead>, Ledge
     let candidates =
         std::iter::once(path(home)).chain((1..=KEEP_ROTATED).map(|n| rotated_path(home, n)));
     let d = dir(home);
-    match fs::symlink_metadata(&d) {
+    let began = std::time::SystemTime::now();
+    let folder = match fs::symlink_metadata(&d) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(files),
         Err(e) => return Err(io_at(&d)(e)),
-        Ok(_) => fsafe::check_private_dir(&d)
-            .map(drop)
-            .map_err(|why| LedgerError::Refused {
+        Ok(m) => {
+            fsafe::check_private_meta(&m).map_err(|why| LedgerError::Refused {
                 path: d.clone(),
                 why,
-            })?,
-    }
+            })?;
+            m
+        }
+    };
+    // The rotated files were all absent when the folder last changed as it is now: not looked for again.
+    let none_rotated = parsed::none_rotated(&d, &folder);
+    let mut all_absent = true;
     for (i, p) in candidates.enumerate() {
+        if i > 0 && none_rotated {
+            break;
+        }
         let (f, meta) = match fsafe::open_regular(&p, Follow::No, Some(READ_CAP)) {
             Ok(x) => x,
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
             Err(e) => return Err(io_at(&p)(e)),
         };
+        all_absent &= i == 0;
         // Through the per-process parse caches: the live file's parses only appended bytes; the newest
         // rotated file's is used while that file is provably unchanged (`parsed::read_rotated`: a budget
         // reaches it whenever the live file is younger than its window). Older rotated files are read
@@ -741,9 +773,13 @@ fn read_files(home: &Path, since_ms: Option<i64>) -> Result<Vec<FileRead>, Ledge
         });
         if let (Some(since), Some(oldest)) = (since_ms, oldest) {
             if oldest < since {
+                all_absent = false;
                 break;
             }
         }
+    }
+    if all_absent && !none_rotated {
+        parsed::saw_none_rotated(&d, &folder, began);
     }
     files.reverse();
     Ok(files)
@@ -884,9 +920,60 @@ mod parsed {
 
     fn bytes_at(f: &mut File, start: u64, end: u64) -> io::Result<Vec<u8>> {
         let mut b = vec![0u8; end.saturating_sub(start) as usize];
-        f.seek(SeekFrom::Start(start))?;
-        f.read_exact(&mut b)?;
+        #[cfg(unix)]
+        {
+            // (one `pread`, no `lseek` before it)
+            use std::os::unix::fs::FileExt;
+            f.read_exact_at(&mut b, start)?;
+        }
+        #[cfg(not(unix))]
+        {
+            f.seek(SeekFrom::Start(start))?;
+            f.read_exact(&mut b)?;
+        }
         Ok(b)
+    }
+
+    /// The ledger folder whose rotated files were all absent, as (folder, its identity and change time)
+    /// when that was seen: a rotation (a rename into the folder) or any file made or removed in it
+    /// changes the folder's change time, which no process can set back.
+    fn absent() -> &'static Mutex<Option<(PathBuf, FolderKey)>> {
+        static A: OnceLock<Mutex<Option<(PathBuf, FolderKey)>>> = OnceLock::new();
+        A.get_or_init(|| Mutex::new(None))
+    }
+
+    type FolderKey = (Option<(u64, u64)>, i64, i64);
+
+    #[cfg(unix)]
+    fn folder_key(m: &Metadata) -> FolderKey {
+        use std::os::unix::fs::MetadataExt;
+        (identity(m), m.ctime(), m.ctime_nsec())
+    }
+
+    #[cfg(not(unix))]
+    fn folder_key(_m: &Metadata) -> FolderKey {
+        (None, 0, 0)
+    }
+
+    /// Were the rotated files of `folder` all absent when it was last as `meta` says?
+    pub(super) fn none_rotated(folder: &Path, meta: &Metadata) -> bool {
+        let key = folder_key(meta);
+        key.0.is_some()
+            && absent()
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .as_ref()
+                .is_some_and(|(p, k)| p == folder && *k == key)
+    }
+
+    /// `folder` (as `meta`, read before `began`) has no rotated file: kept unless the folder changed
+    /// within [`RACY`] of `began` (a change in the same clock tick would keep its change time).
+    pub(super) fn saw_none_rotated(folder: &Path, meta: &Metadata, began: std::time::SystemTime) {
+        if folder_key(meta).0.is_none() || racy(meta, began) {
+            return;
+        }
+        *absent().lock().unwrap_or_else(|e| e.into_inner()) =
+            Some((folder.to_path_buf(), folder_key(meta)));
     }
 
     fn tail_at(f: &mut File, end: u64) -> io::Result<Vec<u8>> {
@@ -1105,9 +1192,13 @@ mod parsed {
             Arc::make_mut(&mut state.lines).extend(chunk.lines);
         }
         state.unreadable += chunk.unreadable;
+        let had = state.used;
         state.used += chunk.used;
         if chunk.used > 0 {
-            state.head = head_of(&mut f, state.used)?;
+            // (a head complete already was compared with the file above: it is the same bytes)
+            if had < TAIL {
+                state.head = head_of(&mut f, state.used)?;
+            }
             state.tail = tail_at(&mut f, state.used)?;
         }
         state.seen = (len, mtime);

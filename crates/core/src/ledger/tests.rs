@@ -703,3 +703,51 @@ fn a_scanned_line_carries_its_own_time_parsed_once() {
         append(h, &e(20, "session-a", "session-b", "accepted")).unwrap();
     }
 }
+
+#[test]
+fn rotated_files_found_absent_are_looked_for_again_once_the_folder_changes() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let all = |h: &Path| {
+        read_ledger(h, &Filter::default())
+            .unwrap()
+            .entries
+            .iter()
+            .map(|e| e.request_id.clone().unwrap())
+            .collect::<Vec<_>>()
+    };
+    append(h, &e(0, "a", "b", "accepted")).unwrap();
+    // the folder last changed past the racy span: the read finds no rotated file and keeps that
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    assert_eq!(all(h), ["dsh-session-mail:0"]);
+    assert_eq!(all(h), ["dsh-session-mail:0"]);
+    // a rotated file renamed into the folder right after (as rotation makes it) is read at once
+    let made = dir(h).join("made.tmp");
+    std::fs::write(
+        &made,
+        serde_json::to_string(&e(-2, "a", "b", "accepted")).unwrap() + "\n",
+    )
+    .unwrap();
+    std::fs::rename(&made, rotated_path(h, 1)).unwrap();
+    assert_eq!(all(h), ["dsh-session-mail:-2", "dsh-session-mail:0"]);
+    // and one planted in place, older still, after the folder was quiet again
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    assert_eq!(all(h).len(), 2);
+    std::fs::write(
+        rotated_path(h, 2),
+        serde_json::to_string(&e(-3, "a", "b", "accepted")).unwrap() + "\n",
+    )
+    .unwrap();
+    assert_eq!(
+        all(h),
+        [
+            "dsh-session-mail:-3",
+            "dsh-session-mail:-2",
+            "dsh-session-mail:0"
+        ]
+    );
+    // the same folder with every rotated file gone again: only the live file
+    std::fs::remove_file(rotated_path(h, 1)).unwrap();
+    std::fs::remove_file(rotated_path(h, 2)).unwrap();
+    assert_eq!(all(h), ["dsh-session-mail:0"]);
+}
