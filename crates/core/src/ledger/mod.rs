@@ -535,10 +535,12 @@ pub fn health(home: &Path) -> Option<String> {
     match fs::symlink_metadata(&d) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return None,
         Err(e) => return Some(format!("{}: {e}", d.display())),
-        Ok(_) => {}
-    }
-    if let Err(why) = fsafe::check_private_dir(&d) {
-        return Some(format!("{}: {why}", d.display()));
+        Ok(m) => {
+            // (the metadata in hand: one `stat`, as `read_files` does)
+            if let Err(why) = fsafe::check_private_meta(&m) {
+                return Some(format!("{}: {why}", d.display()));
+            }
+        }
     }
     for p in std::iter::once(path(home)).chain((1..=KEEP_ROTATED).map(|n| rotated_path(home, n))) {
         match fsafe::open_regular(&p, Follow::No, Some(READ_CAP)) {
