@@ -357,6 +357,16 @@ mod tests {
             assert_eq!(f.settled, state.settled());
             assert_eq!(serde_json::to_value(&f).unwrap()["state"], state.as_str());
         }
+        // where the facts overlap, the state follows the text's order: a held message with a stale
+        // in-memory record is held (the old state_of said queued beside a text that said held)
+        let mut both = human(HeldState::Held);
+        both.in_memory = Some(QueuedState::Queued {
+            pid: 4242,
+            redeliveries: 0,
+        });
+        let f = request_fate(&both, RID, home);
+        assert_eq!(f.state, S::Held);
+        assert!(f.text.starts_with("held: "), "{}", f.text);
         // what the log says outranks a ledger line: a refused line of an id that landed is landed
         let mut landed = v(Fate::Landed { seq: 8, turn: None }, None, None);
         landed.ledger = Some(LedgerOutcome::Refused(RefusalCode::AuthFailed));
