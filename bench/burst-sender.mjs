@@ -5,6 +5,7 @@
 // at a time (or one every `everyMs`), and prints `BURST_RESULT <json>`: each call's wall time and accepted or not.
 import { createInterface } from 'node:readline'
 import { randomUUID } from 'node:crypto'
+import http from 'node:http'
 import { core, toolRequest } from '../lib/cli/core.js'
 
 const job = JSON.parse(process.argv[2])
@@ -21,15 +22,27 @@ async function one(i) {
     return { ms: performance.now() - t0, ok: v.text.startsWith('accepted'), text: v.text.startsWith('accepted') ? undefined : v.text.slice(0, 400) }
   }
   const [pre, post] = job.wrap?.[caller] ?? job.wrap?.['*'] ?? ['', '']
-  const res = await fetch(`${job.base}/api/session.prompt`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ type: 'client-request', rpcId: `dsh-session-mail:${randomUUID()}`, method: 'session.prompt', payload: { sessionId: job.target, mode: 'queue', content: [{ type: 'text', text: `${pre}${body(i)}${post}` }] } }),
-  })
-  const text = await res.text()
+  const payload = JSON.stringify({ type: 'client-request', rpcId: `dsh-session-mail:${randomUUID()}`, method: 'session.prompt', payload: { sessionId: job.target, mode: 'queue', content: [{ type: 'text', text: `${pre}${body(i)}${post}` }] } })
+  const { status, text } = await httpPost(payload)
   let ok = false
-  try { ok = res.status === 200 && JSON.parse(text)?.result?.ok === true } catch {}
-  return { ms: performance.now() - t0, ok, text: ok ? undefined : `HTTP ${res.status} ${text.slice(0, 300)}` }
+  try { ok = status === 200 && JSON.parse(text)?.result?.ok === true } catch {}
+  return { ms: performance.now() - t0, ok, text: ok ? undefined : `HTTP ${status} ${text.slice(0, 300)}` }
+}
+
+// The raw client: node:http over a keep-alive agent (lighter on this process's CPU than fetch/undici, so the
+// baseline's own senders take as little CPU from the host as a client can).
+const agent = new http.Agent({ keepAlive: true, maxSockets: 64 })
+function httpPost(payload) {
+  return new Promise((resolve, reject) => {
+    const req = http.request(`${job.base}/api/session.prompt`, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) } }, res => {
+      let text = ''
+      res.setEncoding('utf8')
+      res.on('data', d => { text += d })
+      res.on('end', () => resolve({ status: res.statusCode, text }))
+    })
+    req.on('error', reject)
+    req.end(payload)
+  })
 }
 
 async function run() {
@@ -66,5 +79,6 @@ rl.once('line', async () => {
   const calls = await run()
   const c = process.cpuUsage(c0)
   // this process's CPU over the series, all threads (the core's worker threads among them), user and system
+  agent.destroy()
   process.stdout.write(`BURST_RESULT ${JSON.stringify({ wallMs: performance.now() - t0, cpuMs: (c.user + c.system) / 1000, sysMs: c.system / 1000, calls })}\n`)
 })
