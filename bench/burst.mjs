@@ -73,7 +73,7 @@ function prober(base) {
       const now = performance.now()
       const xs = samples.filter(s => s.at >= t0 && s.at <= t1).map(s => s.ms)
       for (const s of out) if (s.at >= t0 && s.at <= t1) xs.push(now - s.at)
-      return { max: Math.max(...xs), p50: q(xs, 0.5), n: xs.length }
+      return { max: Math.max(...xs), p50: q(xs, 0.5), p99: q(xs, 0.99), n: xs.length }
     },
     close() { this.stop(); agent.destroy() },
   }
@@ -198,7 +198,7 @@ try {
     const refused = calls.filter(c => !c.ok)
     if (refused.length > 0) throw new Error(`${mode}: ${refused.length} of ${calls.length} not accepted, e.g. ${refused[0].text}`)
     const p = probe.worst(t0, t1)
-    return { mono: [mono0, mono1], cpuMain: c0 && c1 ? c1.main - c0.main : NaN, cpuOther: c0 && c1 ? (c1.all - c0.all) - (c1.main - c0.main) : NaN, senderCpu: res.reduce((a, r) => a + r.cpuMs, 0), senderSys: res.reduce((a, r) => a + r.sysMs, 0), stall: p.max, probeP50: p.p50, probes: p.n, eld: inHost, burstMs: tEnd - t0 - 300, callP50: q(calls.map(c => c.ms), 0.5), callP99: q(calls.map(c => c.ms), 0.99), callMax: Math.max(...calls.map(c => c.ms)) }
+    return { mono: [mono0, mono1], cpuMain: c0 && c1 ? c1.main - c0.main : NaN, cpuOther: c0 && c1 ? (c1.all - c0.all) - (c1.main - c0.main) : NaN, senderCpu: res.reduce((a, r) => a + r.cpuMs, 0), senderSys: res.reduce((a, r) => a + r.sysMs, 0), stall: p.max, probeP50: p.p50, probeP99: p.p99, probes: p.n, eld: inHost, burstMs: tEnd - t0 - 300, callP50: q(calls.map(c => c.ms), 0.5), callP99: q(calls.map(c => c.ms), 0.99), callMax: Math.max(...calls.map(c => c.ms)) }
   }
 
   // the text a send delivers around its body (the From header): the raw POSTs carry the same
@@ -256,7 +256,7 @@ try {
   if (STEADY_SECS > 0) {
     for (const k of ['plugin', 'raw']) {
       const r = out.steady[k]
-      console.log(`steady ${k === 'raw' ? 'raw session.prompt' : 'sends'}, one every 100 ms for ${STEADY_SECS} s: stall ${f1(r.stall)} ms (probe p50 ${f1(r.probeP50)}), in-host delay max ${f1(r.eld?.max)} / p99 ${f1(r.eld?.p99)} ms, call p50 / p99 / max ${f1(r.callP50)} / ${f1(r.callP99)} / ${f1(r.callMax)} ms${k === 'plugin' ? ` — target ≤ 20 ms: ${r.stall <= 20 ? 'PASS' : 'MISS'}` : ''}`)
+      console.log(`steady ${k === 'raw' ? 'raw session.prompt' : 'sends'}, one every 100 ms for ${STEADY_SECS} s: stall ${f1(r.stall)} ms (probe p50 / p99 ${f1(r.probeP50)} / ${f1(r.probeP99)}), in-host delay max ${f1(r.eld?.max)} / p99 ${f1(r.eld?.p99)} ms, call p50 / p99 / max ${f1(r.callP50)} / ${f1(r.callP99)} / ${f1(r.callMax)} ms${k === 'plugin' ? ` — target ≤ 20 ms: ${r.stall <= 20 ? 'PASS' : 'MISS'}` : ''}`)
     }
   }
   results = out
