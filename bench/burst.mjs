@@ -176,6 +176,8 @@ try {
     return id
   }
 
+  /** The turns a burst's target ran after its warm-up turn (each costs the host a system prompt and a model request). */
+  const turnsOf = id => { try { return H.turnEndCount(H.readSessionLog(H.findSessionLog(box.home, id))) - 1 } catch { return NaN } }
   const probe = prober(web.base)
   probe.start()
   /** One measured window: senders spawned and ready, probe from 300 ms before go to SETTLE_MS after the last answer. */
@@ -225,8 +227,9 @@ try {
       const T = await freshTarget(`${kind}-${i}`)
       await sleep(500)
       const r = await measure(kind === 'raw' ? 'raw' : 'send', T, { count: COUNT, inflight: INFLIGHT, wrap, tag: `${kind}${i}` })
+      r.turns = turnsOf(T)
       out.burst[kind].push(r)
-      log(`round ${i} ${kind}: stall ${f1(r.stall)} ms (probe p50 ${f1(r.probeP50)}), in-host max delay ${f1(r.eld?.max)} ms, host CPU main ${f1(r.cpuMain)} / other threads ${f1(r.cpuOther)} ms, senders' CPU ${f1(r.senderCpu)} ms (system ${f1(r.senderSys)}), burst ${f1(r.burstMs)} ms, call p50 ${f1(r.callP50)} ms`)
+      log(`round ${i} ${kind}: stall ${f1(r.stall)} ms (probe p50 ${f1(r.probeP50)}), in-host max delay ${f1(r.eld?.max)} ms, host CPU main ${f1(r.cpuMain)} / other threads ${f1(r.cpuOther)} ms, senders' CPU ${f1(r.senderCpu)} ms (system ${f1(r.senderSys)}), burst ${f1(r.burstMs)} ms, turns ${r.turns}, call p50 ${f1(r.callP50)} ms`)
     }
   }
   if (STEADY_SECS > 0) {
@@ -243,11 +246,11 @@ try {
   const stalls = k => out.burst[k].map(r => r.stall)
   const elds = k => out.burst[k].map(r => r.eld?.max ?? NaN)
   console.log(`\nthe host's event-loop stall while sends arrive from other processes (rc.8 dsh web, ${ROUNDS} bursts of each kind, ${COUNT} calls from ${SENDERS} processes, ${INFLIGHT} in flight; load ${load0[0].toFixed(1)} → ${load1[0].toFixed(1)})`)
-  console.log('| burst | stall (GET / every 20 ms) p50 / p99 / max ms | in-host event-loop delay max, p50 / p99 / max ms | host CPU, main thread / other threads, p50 ms | senders\' CPU p50 ms (system) | burst wall p50 ms | call p50 / p99 / max ms (last burst) |')
-  console.log('|---|---|---|---|---|---|---|')
+  console.log('| burst | stall (GET / every 20 ms) p50 / p99 / max ms | in-host event-loop delay max, p50 / p99 / max ms | host CPU, main thread / other threads, p50 ms | senders\' CPU p50 ms (system) | burst wall p50 ms | turns run by the window\'s end, p50 | call p50 / p99 / max ms (last burst) |')
+  console.log('|---|---|---|---|---|---|---|---|')
   for (const k of ['raw', 'plugin']) {
     const last = out.burst[k].at(-1)
-    console.log(`| ${k === 'raw' ? 'raw session.prompt' : 'sends (core, other processes)'} | ${ppm(stalls(k))} | ${ppm(elds(k))} | ${f1(q(out.burst[k].map(r => r.cpuMain), 0.5))} / ${f1(q(out.burst[k].map(r => r.cpuOther), 0.5))} | ${f1(q(out.burst[k].map(r => r.senderCpu), 0.5))} (${f1(q(out.burst[k].map(r => r.senderSys), 0.5))}) | ${f1(q(out.burst[k].map(r => r.burstMs), 0.5))} | ${f1(last.callP50)} / ${f1(last.callP99)} / ${f1(last.callMax)} |`)
+    console.log(`| ${k === 'raw' ? 'raw session.prompt' : 'sends (core, other processes)'} | ${ppm(stalls(k))} | ${ppm(elds(k))} | ${f1(q(out.burst[k].map(r => r.cpuMain), 0.5))} / ${f1(q(out.burst[k].map(r => r.cpuOther), 0.5))} | ${f1(q(out.burst[k].map(r => r.senderCpu), 0.5))} (${f1(q(out.burst[k].map(r => r.senderSys), 0.5))}) | ${f1(q(out.burst[k].map(r => r.burstMs), 0.5))} | ${q(out.burst[k].map(r => r.turns), 0.5)} | ${f1(last.callP50)} / ${f1(last.callP99)} / ${f1(last.callMax)} |`)
   }
   const rMax = Math.max(...stalls('plugin')) / Math.max(...stalls('raw'))
   const rP50 = q(stalls('plugin'), 0.5) / q(stalls('raw'), 0.5)
