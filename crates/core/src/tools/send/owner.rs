@@ -18,6 +18,9 @@ pub struct Routed {
     pub base_url: Option<String>,
     /// The owner's presence `startedAt` (the envelope is addressed to this incarnation).
     pub started_at: i64,
+    /// The owner's host version, as its verified record says: the route's dialect without asking that host
+    /// (`host.describe` costs its main thread ~1.2 ms, and a process that sends once would ask every time).
+    pub host_version: Option<String>,
 }
 
 impl Routed {
@@ -28,6 +31,7 @@ impl Routed {
             profile: r.profile.clone(),
             base_url: r.base_url.clone(),
             started_at: r.started_at,
+            host_version: r.host_version.clone(),
         })
     }
 

@@ -134,7 +134,12 @@ fn http<'a>(req: &'a ToolRequest, ctx: &'a Context, p: &'a Plan) -> Delivery<'a>
         base_url: &p.base_url,
         dsh_home: ctx.home(),
         host_secret: req.host.secret.as_deref(),
-        host_version: req.host.version.as_deref(),
+        // a route to another process speaks that host's dialect: its record's version, else as before
+        host_version: p
+            .routed
+            .as_ref()
+            .and_then(|r| r.host_version.as_deref())
+            .or(req.host.version.as_deref()),
         host_api: &cfg.host_api,
         timeouts: Timeouts::from_ms(cfg.connect_timeout_ms.into(), cfg.request_timeout_ms.into()),
         session_id: &p.target,

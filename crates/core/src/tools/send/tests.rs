@@ -2730,3 +2730,42 @@ async fn an_owner_that_stops_under_a_routed_send_is_named_as_stopping() {
         }
     }
 }
+
+/// A send routed to the web server of another process on the home speaks that host's dialect as its verified
+/// record says (`hostVersion`): the owner's host is asked nothing but the prompt (rc.8 `host.describe` costs its
+/// main thread ~1.2 ms, and `dsh-session-mail send` from a shell is a new process every time). A record without a
+/// version is probed as before.
+#[tokio::test]
+async fn a_send_routed_to_another_process_takes_the_dialect_from_its_record_and_asks_that_host_only_the_prompt(
+) {
+    let env = Env::online(accept_all()).await;
+    env.cold("session-b", json!({}));
+    env.cold("session-c", json!({}));
+    let auto = |mut r: ToolRequest| {
+        r.config.host_api = "auto".into();
+        r
+    };
+    let paths = |e: &Env| {
+        e.requests()
+            .iter()
+            .map(|q| q.path.clone())
+            .collect::<Vec<_>>()
+    };
+    let owner_b = Env::online(accept_all()).await;
+    let mut rec = owner(4242, Some(&owner_b.base), "session-b", "running");
+    rec.host_version = Some("0.1.0-rc.8".into());
+    receipt(&send(&with_peer(auto(env.sessions_send("session-b", "hi")), rec)).await);
+    assert_eq!(paths(&owner_b), ["/api/session.prompt"]);
+    // a record without a version: the host is asked which dialect it speaks, then the prompt
+    let owner_c = Env::online(accept_all()).await;
+    let rec = owner(4243, Some(&owner_c.base), "session-c", "running");
+    receipt(&send(&with_peer(auto(env.sessions_send("session-c", "hi")), rec)).await);
+    assert_eq!(
+        paths(&owner_c),
+        ["/api/host.describe", "/api/session.prompt"]
+    );
+    assert!(
+        env.requests().is_empty(),
+        "this process's own host is not asked"
+    );
+}
