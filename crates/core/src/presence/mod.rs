@@ -188,11 +188,13 @@ fn open_no_follow(p: &Path) -> io::Result<File> {
 
 /// Read one record file with every bound applied; None when it is not a usable record. Also the
 /// identity of what was read (see [`Identity`]), when it may be kept.
-fn read_record(p: &Path, pid: u32) -> (Option<Record>, Option<Identity>) {
-    let began = std::time::SystemTime::now();
-    let Ok(meta) = fs::symlink_metadata(p) else {
-        return (None, None);
-    };
+/// `meta`: the path's `lstat`, taken before `began`.
+fn read_record(
+    p: &Path,
+    pid: u32,
+    meta: &fs::Metadata,
+    began: std::time::SystemTime,
+) -> (Option<Record>, Option<Identity>) {
     if !meta.file_type().is_file() || meta.len() > MAX_RECORD_BYTES {
         return (None, None);
     }
@@ -303,16 +305,17 @@ const MAX_PARSED: usize = 4 * MAX_RECORDS * 4;
 
 /// [`read_record`], reusing the record parsed from a file of the same [`Identity`].
 fn record_at(p: &Path, pid: u32) -> Option<std::sync::Arc<Record>> {
-    let now = fs::symlink_metadata(p).ok().and_then(|m| Identity::of(&m));
-    {
+    let began = std::time::SystemTime::now();
+    let meta = fs::symlink_metadata(p).ok()?;
+    if let Some(now) = Identity::of(&meta) {
         let cache = RECORDS.lock().unwrap_or_else(|e| e.into_inner());
-        if let (Some(now), Some((id, r))) = (&now, cache.as_ref().and_then(|c| c.get(p))) {
-            if id == now {
+        if let Some((id, r)) = cache.as_ref().and_then(|c| c.get(p)) {
+            if *id == now {
                 return r.clone();
             }
         }
     }
-    let (r, id) = read_record(p, pid);
+    let (r, id) = read_record(p, pid, &meta, began);
     let r = r.map(std::sync::Arc::new);
     let mut cache = RECORDS.lock().unwrap_or_else(|e| e.into_inner());
     let cache = cache.get_or_insert_with(Default::default);

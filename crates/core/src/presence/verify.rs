@@ -12,8 +12,11 @@
 //! - it is the same incarnation: the record's `procStart` (written by [`super::publish`] from
 //!   `/proc/self/stat`) equals the process's start time (`/proc/<pid>/stat` field 22): a reused pid fails;
 //! - its web URL, when it has one, is `http://` on a loopback address and the pid holds a socket listening
-//!   there (`/proc/<pid>/net/tcp{,6}` LISTEN inode ↔ a `socket:[inode]` link in `/proc/<pid>/fd`): a send
-//!   routed by the record (and the cookie minted for it) goes only to the owner's own port.
+//!   there (a LISTEN inode of that port ↔ a `socket:[inode]` link in `/proc/<pid>/fd`; the listeners from
+//!   netlink `sock_diag`, else `/proc/<pid>/net/tcp{,6}`): a send routed by the record (and the cookie minted
+//!   for it) goes only to the owner's own port.
+//!
+//! A passing check is reused while everything it saw still holds ([`verify_cached_in`], [`still`]).
 //!
 //! Everything read is bounded. Where `/proc` is not there (macOS, Windows), [`verify`] cannot see a
 //! process and says so ([`Unverified::NoProc`]): the reader then keeps the file checks (regular file,
