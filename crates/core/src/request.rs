@@ -40,6 +40,19 @@ impl ToolRequest {
             None => crate::presence::current(home),
         }
     }
+
+    /// The process that holds `session` live (another than this one) and its status there: from the given
+    /// presence, or from DSH_HOME checking only the records that list it (`presence::owner`).
+    pub fn owner_at(
+        &self,
+        home: &std::path::Path,
+        session: &str,
+    ) -> Option<(crate::presence::Record, crate::presence::PeerSession)> {
+        match &self.peers {
+            Some(p) => crate::presence::owner_of(p, session).map(|(r, s)| (r.clone(), s.clone())),
+            None => crate::presence::owner(home, session),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, Default, PartialEq)]

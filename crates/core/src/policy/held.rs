@@ -364,8 +364,7 @@ pub fn decide(
 }
 
 fn post(home: &Path, d: &Path, stem: &str, env: &Envelope, now_ms: i64) -> Result<(), HeldError> {
-    let peers = crate::presence::current(home);
-    let (pid, started_at) = match crate::presence::owner_of(&peers, &env.session_id) {
+    let (pid, started_at) = match crate::presence::owner(home, &env.session_id) {
         Some((r, _)) => (r.pid, r.started_at),
         None => (std::process::id(), 0),
     };

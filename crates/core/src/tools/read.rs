@@ -369,8 +369,7 @@ pub fn read_result(home: &Path, req: &ToolRequest, a: &ReadArgs) -> Result<ReadR
     }
     // Live in another host process: read its file, never touching the session (no resume, no lock).
     if let Lookup::Found(s) = &lookup {
-        let peers = req.peers_at(home);
-        if let Some((r, ps)) = crate::presence::owner_of(&peers, &a.session_id) {
+        if let Some((r, ps)) = req.owner_at(home, &a.session_id) {
             let head = s.fold.header.clone().unwrap_or_default();
             let src = Source::File {
                 path: &s.log.path,

@@ -309,7 +309,8 @@ fn messageable(d: &mut Draft) -> Result<(), Refusal> {
 /// from /proc (Linux, same user, bounded), looked at only when this send would wake the session.
 fn not_held_by_foreign(d: &mut Draft) -> Result<(), Refusal> {
     if let (Some(log), None) = (&d.target.cold_log, &d.place.owner) {
-        let known: Vec<u32> = d.place.peers.iter().map(|r| r.pid).collect();
+        // every believed record's process says what it holds (none lists the target: it is cold)
+        let known: Vec<u32> = d.req.peers_at(d.ctx.home()).iter().map(|r| r.pid).collect();
         if let Some(holder) = presence::foreign::holder_of(d.ctx.home(), log, &known) {
             return Err(Refusal::MayBeHeldElsewhere {
                 target: d.args.target.clone(),
