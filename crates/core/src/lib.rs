@@ -13,6 +13,7 @@
 pub mod cli;
 pub mod code;
 pub mod config;
+pub mod crossing;
 pub mod delivery;
 pub mod doctor;
 pub mod error;

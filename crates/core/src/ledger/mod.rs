@@ -188,6 +188,12 @@ pub struct Entry {
     /// accepted, or whose text was changed, delivers nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text_sha256: Option<String>,
+    /// The linked machine the message came from (`MachineId`; absent: this home).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_machine: Option<String>,
+    /// The linked machine the message went to (`MachineId`; absent: this home).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to_machine: Option<String>,
 }
 
 impl Entry {
@@ -216,6 +222,8 @@ impl Entry {
             chain: None,
             hop: None,
             text_sha256: None,
+            from_machine: None,
+            to_machine: None,
         }
     }
 

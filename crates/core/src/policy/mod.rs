@@ -74,6 +74,11 @@ pub struct Policy {
     /// Sessions not named take `accept`.
     pub sessions: BTreeMap<String, Inbound>,
     pub updated_at: i64,
+    /// Mail arriving from a linked machine (`MachineId` → rule; docs/architecture.md "Inbound decision":
+    /// after a sender rule, before the target session's). Absent from a document that names none, so a
+    /// document sealed before this field existed verifies as it was.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub machines: BTreeMap<String, Inbound>,
 }
 
 impl Policy {
@@ -340,11 +345,36 @@ pub fn decide(home: &Path, target: &str) -> Decision {
     }
 }
 
+/// What a send to `target` arriving from linked machine `machine` (`None`: from this home) must do
+/// now, in the agreed order: stop-all, the machine's rule, the target session's rule, accept.
+/// (The sender rule, which goes between stop-all and the machine rule, is issue 32's.)
+pub fn decide_from(
+    home: &Path,
+    target: &str,
+    machine: Option<&crate::machine::MachineId>,
+) -> Decision {
+    let Some(m) = machine else {
+        return decide(home, target);
+    };
+    let rule = match read(home) {
+        Reading::Verified(p) if !p.stop_all => p.machines.get(m.as_str()).copied(),
+        _ => None,
+    };
+    match rule {
+        Some(Inbound::Accept) => Decision::Accept,
+        Some(Inbound::Hold) => Decision::Hold { unverified: None },
+        Some(Inbound::Refuse) => Decision::Refuse,
+        None => decide(home, target),
+    }
+}
+
 /// A change the human asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
     Session(String, Inbound),
     StopAll(bool),
+    /// The inbound rule of a linked machine (`accept` removes it: the session's rule then decides).
+    Machine(crate::machine::MachineId, Inbound),
 }
 
 /// Apply the human's change and write the re-sealed document. The base is the verified document, or the
@@ -372,6 +402,16 @@ pub fn apply(home: &Path, change: &Change, now_ms: i64) -> Result<Policy, Policy
             }
         }
         Change::StopAll(on) => p.stop_all = *on,
+        Change::Machine(m, mode) => {
+            if *mode == Inbound::Accept {
+                p.machines.remove(m.as_str());
+            } else {
+                if !p.machines.contains_key(m.as_str()) && p.machines.len() >= MAX_SESSIONS {
+                    return Err(PolicyError::Full);
+                }
+                p.machines.insert(m.as_str().to_string(), *mode);
+            }
+        }
     }
     p.v = 1;
     p.seq = p.seq.max(seen(home)) + 1;

@@ -229,6 +229,10 @@ pub fn render(r: &Refusal) -> String {
             &format!("the human stopped all agent mail on this host (\"stop all agent mail\" is on in the web UI). Nothing was sent to {}.", quote_short(target, 60)),
             &["Do not retry: every send is refused until the human switches it off. Tell the user if the message matters.".to_string()],
         ),
+        Refusal::MachineBudget(b) => crate::render::remote::machine_budget(b, base::clock::now_ms()),
+        Refusal::ForeignSender { sender, why } => crate::render::remote::foreign_sender(sender, *why),
+        Refusal::Unlinked { target, machine } => crate::render::remote::unlinked(target, machine),
+        Refusal::Remote(r) => crate::render::remote::remote_refusal(r),
         Refusal::RefusedByHuman { target } => refused(
             "refused-by-human",
             &format!("the human set {} to refuse agent mail. Nothing was sent.", quote_short(target, 60)),

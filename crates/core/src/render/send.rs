@@ -793,6 +793,7 @@ pub fn result(r: &SendResult) -> String {
         SendOutcome::MayHaveLanded { why, context } => may_have_landed(why, context),
         SendOutcome::ReceiptUnreadable(u) => receipt_unreadable(u),
         SendOutcome::OwnerStopping(o) => owner_stopping(o),
+        SendOutcome::Remote(r) => crate::render::remote::receipt(r),
     };
     for n in &r.notes {
         out = with_note(out, &note(n));

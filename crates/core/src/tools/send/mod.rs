@@ -132,6 +132,22 @@ fn check(req: &ToolRequest, ctx: &Context, title: plan::Title) -> Checked {
     }
 }
 
+/// The arguments and [`checks::REMOTE_CHECKS`] of a send to a session of a linked machine (blocking:
+/// run it on the blocking pool). The attempt records the call; `remote` delivers and closes it.
+pub fn check_remote(req: &ToolRequest, ctx: &Context) -> (record::Attempt, Result<Plan, Refusal>) {
+    let tool = SendTool::from_name(&req.tool);
+    match parse_args(tool, &req.args, &req.config) {
+        Ok(args) => {
+            let attempt = record::Attempt::new(req, tool, PartialSend::from(&args));
+            (attempt, plan::make_remote(req, args, ctx))
+        }
+        Err(bad) => (
+            record::Attempt::new(req, tool, bad.partial),
+            Err(bad_arguments(tool, bad.problems)),
+        ),
+    }
+}
+
 /// A send whose checks run on the blocking pool already ([`begin`]); [`Begun::finish`] delivers and
 /// records it.
 pub struct Begun {
