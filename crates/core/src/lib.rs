@@ -26,6 +26,7 @@ pub mod mailview;
 pub mod outcome;
 pub mod policy;
 pub mod presence;
+pub mod remote;
 pub mod render;
 pub mod repo;
 pub mod request;
