@@ -11,7 +11,9 @@
 //! 1. a sender is named, it is not the target, and the header or frame (if any) names that same sender;
 //! 2. the message passes what a direct send passes: not blank, ≤ `maxSendChars`, no forged header
 //!    ([`guard`]);
-//! 3. the sender is a session of this home (its log is in the store);
+//! 3. the sender is a session of this home (its log is in the store), or a sender id that arrived from a
+//!    linked machine (`crate::crossing::foreign` records which) whose ledger line below says it came from
+//!    that machine (`fromMachine`: the receiving home wrote it when `remote::serve` ran the send);
 //! 4. the **sender's ledger line** vouches for it: the same request id, this target, this sender, mode and
 //!    tool, the SHA-256 of this very message, outcome `accepted` / `may-have-landed` (or `held` with the
 //!    human's sealed approval: the [`Approved`] check the caller passes in, `crate::policy::held`). The
@@ -351,8 +353,14 @@ fn verify(
         return Err(Why::TooLong { chars, max });
     }
     guard::check_body(body).map_err(Why::Forged)?;
-    let Some(meta) = store::find_session(home, sender) else {
-        return Err(Why::UnknownSender(sender.to_string()));
+    // A session of this home, or a sender that arrived from a linked machine (`crossing::foreign`: the
+    // machine its id first came from), whose line below must then say it came from that machine.
+    let (title, from_machine) = match store::find_session(home, sender) {
+        Some(meta) => (meta.title, None),
+        None => match crate::crossing::foreign::machine_of(home, sender) {
+            Some(m) => (None, Some(m)),
+            None => return Err(Why::UnknownSender(sender.to_string())),
+        },
     };
     let Some(line) = vouching_line(home, env, sender, parsed.tool, body, approved)? else {
         return if age_ms < LEDGER_GRACE_MS {
@@ -361,6 +369,11 @@ fn verify(
             Err(Why::Unrecorded)
         };
     };
+    if let Some(m) = &from_machine {
+        if line.from_machine.as_deref() != Some(m.as_str()) {
+            return Err(Why::UnknownSender(sender.to_string()));
+        }
+    }
     let hop = line.hop.unwrap_or(1);
     if parsed.relay.is_some_and(|(h, _)| h != hop) {
         return Err(Why::Altered("its relay hop is not its ledger line's"));
@@ -377,7 +390,7 @@ fn verify(
             let relay_max = parsed.relay.map(|(_, m)| m).unwrap_or(max);
             mail::frame(
                 sender,
-                meta.title.as_deref(),
+                title.as_deref(),
                 &env.mode,
                 (relay_max > 0).then_some((hop, relay_max)),
                 body,
@@ -389,6 +402,66 @@ fn verify(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Mail from a linked machine to a session whose owner drains a mailbox: the sender is not a session
+    /// of this home, but its id is recorded as that machine's and its line says it came from there.
+    #[test]
+    fn a_sender_from_a_linked_machine_is_vouched_for_by_a_line_that_names_that_machine() {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path();
+        let (sender, target) = (
+            "session-aaaaaaaa-0000-4000-8000-000000000001",
+            "session-bbbbbbbb-0000-4000-8000-000000000002",
+        );
+        let m = crate::machine::MachineId::parse(&"a".repeat(64)).unwrap();
+        let env = Envelope {
+            v: 1,
+            request_id: "dsh-session-mail:00000000-0000-4000-8000-000000000001".into(),
+            session_id: target.into(),
+            mode: "queue".into(),
+            text: mail::with_from_header(sender, "hi"),
+            sender: Some(sender.into()),
+            owner_pid: 1,
+            owner_started_at: 1,
+            posted_at: 1,
+        };
+        let cfg = Config::default();
+        let never: Approved<'_> = &|_, _| false;
+        let line = |from: Option<&str>| {
+            let mut e = Entry::new(
+                base::clock::now_ms(),
+                Some(sender),
+                Some(target),
+                "send_session_message",
+                Some("queue"),
+                Some(&env.request_id),
+                LedgerOutcome::Accepted,
+                Some("hi"),
+            );
+            e.from_machine = from.map(str::to_string);
+            e
+        };
+        // unknown here: refused, whatever the ledger says
+        ledger::append(h, &line(Some(m.as_str()))).unwrap();
+        assert!(matches!(
+            verify(h, &env, &cfg, never, 0),
+            Err(Why::UnknownSender(_))
+        ));
+        // recorded as machine a's: the line from machine a vouches, and the From header is rebuilt
+        crate::crossing::foreign::claim(h, sender, &m, |_| false).unwrap();
+        assert_eq!(
+            verify(h, &env, &cfg, never, 0),
+            Ok(Some(mail::with_from_header(sender, "hi")))
+        );
+        // a line that does not say it came from machine a vouches for nothing
+        let h2 = tempfile::tempdir().unwrap();
+        crate::crossing::foreign::claim(h2.path(), sender, &m, |_| false).unwrap();
+        ledger::append(h2.path(), &line(None)).unwrap();
+        assert!(matches!(
+            verify(h2.path(), &env, &cfg, never, 0),
+            Err(Why::UnknownSender(_))
+        ));
+    }
 
     #[test]
     fn parse_takes_apart_what_a_send_builds() {

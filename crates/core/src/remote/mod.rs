@@ -1053,6 +1053,16 @@ pub async fn drain(
             continue;
         }
         match call(machines, &p.to, Request::Send(p.req.clone()), deadline).await {
+            // another delivery of it is in flight there (a drain of another process, the first attempt
+            // still running): not an answer about the message; ask again on a later drain
+            Ok(Response::Send(SendAnswer {
+                landing: Landing::Refused(w),
+                ..
+            })) if w.code == RefusalCode::Busy => {
+                p.attempts = p.attempts.saturating_add(1);
+                let _ = settle(p).await;
+                out.waiting += 1;
+            }
             Ok(Response::Send(answer)) => {
                 p.state = outbox::State::Delivered {
                     answer,

@@ -80,7 +80,7 @@ pub fn receipt(r: &RemoteReceipt) -> String {
                 "that machine could not be reached"
             };
             format!(
-                "{}\nNot delivered yet: {said} ({why}). The message is kept in this host's outbox and is delivered once when machine {} answers, with the same request id, so it never lands twice. If that machine does not answer before {} (UTC), it expires undelivered. verify says where it is. Do not send it again.",
+                "{}\nNot delivered yet: {said} ({why}). The message is kept in this host's outbox and is delivered once when machine {} answers, with the same request id, so it never lands twice. If that machine does not answer before {}, it expires undelivered. verify says where it is. Do not send it again.",
                 head("waiting in the outbox"),
                 r.machine.name,
                 format_utc_secs(*expires_at_ms)
@@ -137,7 +137,7 @@ pub fn remote_refusal(r: &RemoteRefusal) -> String {
     let mut more = vec!["Nothing was delivered there.".to_string()];
     if let Some(t) = w.retry_at_ms {
         more.push(format!(
-            "One more send is possible there from {} (UTC).",
+            "One more send is possible there from {}.",
             format_utc_secs(t)
         ));
     }
@@ -175,7 +175,7 @@ pub fn machine_budget(b: &MachineBudget, now_ms: i64) -> String {
             b.limit
         ),
         &[format!(
-            "One more send is possible in {} (at {} UTC).",
+            "One more send is possible in {} (at {}).",
             human_secs(wait),
             format_utc_secs(b.next_at_ms)
         )],
@@ -211,4 +211,101 @@ pub fn unlinked(target: &str, machine: &str) -> String {
 /// The text of a call error in a listing note.
 pub fn call_error(e: &CallError) -> String {
     e.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine::{Machine, MachineId};
+
+    fn m() -> Machine {
+        Machine {
+            id: MachineId::parse(&"e".repeat(64)).unwrap(),
+            name: "laptop".into(),
+        }
+    }
+
+    fn receipt_with(fate: RemoteFate, tool: SendTool) -> RemoteReceipt {
+        RemoteReceipt {
+            machine: m(),
+            tool,
+            target: "session-b".into(),
+            mode: Mode::Steer,
+            chars: 5,
+            request_id: "dsh-session-mail:r".into(),
+            hop: 2,
+            fate,
+        }
+    }
+
+    #[test]
+    fn receipts_across_machines() {
+        assert_eq!(
+            receipt(&receipt_with(
+                RemoteFate::Accepted { woke: false, waiting: true, repeated: true },
+                SendTool::SessionsSend
+            )),
+            "accepted for session-b on machine laptop | mode=steer | chars=5\nThat machine took it: the message waits in the mailbox of the DSH process there that holds the session, and lands once. Its reply will not return through this call; read it later with sessions_read.\nnote: that machine had this request id already and answered from its record; nothing was delivered twice.\nnote: relay hop 2 in this agent-to-agent chain across machines.\nrequest: dsh-session-mail:r"
+        );
+        assert_eq!(
+            receipt(&receipt_with(RemoteFate::Held, SendTool::SendSessionMessage)),
+            "held for the human for session-b on machine laptop | mode=steer | chars=5\nNothing was delivered yet: the human of machine laptop reviews agent mail before it lands there. It lands only if they approve it; a rejected message never lands. Do not send it again.\nnote: relay hop 2 in this agent-to-agent chain across machines.\nrequest: dsh-session-mail:r"
+        );
+        assert_eq!(
+            receipt(&receipt_with(
+                RemoteFate::Outbox { expires_at_ms: 1_761_741_296_789, why: CallError::Timeout },
+                SendTool::SendSessionMessage
+            )),
+            "waiting in the outbox for session-b on machine laptop | mode=steer | chars=5\nNot delivered yet: no answer came back in time, so it may have arrived already (no answer before the deadline). The message is kept in this host's outbox and is delivered once when machine laptop answers, with the same request id, so it never lands twice. If that machine does not answer before 2025-10-29T12:34:56Z, it expires undelivered. verify says where it is. Do not send it again.\nnote: relay hop 2 in this agent-to-agent chain across machines.\nrequest: dsh-session-mail:r"
+        );
+    }
+
+    #[test]
+    fn refusals_across_machines() {
+        let mut w = WireRefusal::code(RefusalCode::RelayLimit);
+        w.hop = Some(5);
+        w.max = Some(4);
+        let r = RemoteRefusal {
+            machine: m(),
+            target: "session-b".into(),
+            request_id: "dsh-session-mail:r".into(),
+            refusal: w,
+        };
+        assert_eq!(
+            remote_refusal(&r),
+            "refused (relay-limit): machine laptop refused the message to \"session-b\": this agent-to-agent chain would reach hop 5 there, past its maxRelayHops of 4; it goes no further until a human writes in it.\nNothing was delivered there.\nWrap up and report to your human.\nrequest: dsh-session-mail:r"
+        );
+        let mut w = WireRefusal::code(RefusalCode::ForeignSender);
+        w.foreign = Some(ForeignWhy::OtherMachine);
+        assert_eq!(
+            remote_refusal(&RemoteRefusal { refusal: w, ..r.clone() }),
+            "refused (foreign-sender): machine laptop refused the message to \"session-b\": it does not take your session id as a sender: that host first received it from another machine, and an id belongs to the machine it came from.\nNothing was delivered there.\nDo not retry or route it through another session. Tell the user if the message matters.\nrequest: dsh-session-mail:r"
+        );
+        let mut w = WireRefusal::code(RefusalCode::Budget);
+        w.machine_budget = true;
+        w.retry_at_ms = Some(1_761_741_296_789);
+        assert_eq!(
+            remote_refusal(&RemoteRefusal { refusal: w, ..r }),
+            "refused (budget): machine laptop refused the message to \"session-b\": mail from this machine used its budget there (budgetPerMachine).\nNothing was delivered there.\nOne more send is possible there from 2025-10-29T12:34:56Z.\nTell the user if the message matters.\nrequest: dsh-session-mail:r"
+        );
+        assert_eq!(
+            unlinked("session-b", &"e".repeat(64)),
+            "refused (unlinked): \"session-b\" is a session of machine eeeeeeeeeeee, which is not linked to this host now. Nothing was sent.\nOnly the human links machines (dsh-session-mail link). Tell the user if the message matters."
+        );
+        assert_eq!(
+            foreign_sender("session-c", ForeignWhy::Local),
+            "refused (foreign-sender): sender \"session-c\" is not taken from that machine: it names a session of that host, so it cannot be a sender from another machine. Nothing was sent."
+        );
+        let b = MachineBudget {
+            machine: m().id,
+            sent: 30,
+            limit: 30,
+            window_secs: 600,
+            next_at_ms: 1_761_741_296_789,
+        };
+        assert_eq!(
+            machine_budget(&b, 1_761_741_296_789 - 90_000),
+            "refused (budget): mail from machine eeeeeeeeeeee used its budget on this host: 30 sends in the last 10 min (budgetPerMachine 30). Nothing was sent.\nOne more send is possible in 90 s (at 2025-10-29T12:34:56Z)."
+        );
+    }
 }
