@@ -669,20 +669,26 @@ async fn place_of(
     linked: &[Machine],
     id: &str,
 ) -> Place {
-    let home = home_of(req);
-    let (h, r, i) = (home.clone(), req.clone(), id.to_string());
-    let (local, came_from, listed_by) = tools::blocking(move || {
-        (
-            is_local(&r, &h, &i),
-            foreign::machine_of(&h, &i),
-            crossing::seen::machine_of(&h, &i),
-        )
-    })
-    .await
-    .unwrap_or((true, None, None));
-    if local {
+    // live in this process: no file is read for it
+    if req.live.iter().any(|l| l.id == id) {
         return Place::Here;
     }
+    let home = home_of(req);
+    let (h, r, i) = (home.clone(), req.clone(), id.to_string());
+    let found = tools::blocking(move || {
+        if is_local(&r, &h, &i) {
+            return None;
+        }
+        Some((
+            foreign::machine_of(&h, &i),
+            crossing::seen::machine_of(&h, &i),
+        ))
+    })
+    .await
+    .unwrap_or(None);
+    let Some((came_from, listed_by)) = found else {
+        return Place::Here;
+    };
     // a sender id that came from a machine: a reply goes back there (linked or not)
     if let Some(mid) = came_from {
         return match linked.iter().find(|m| m.id == mid) {
