@@ -256,6 +256,13 @@ export interface ConfigDefaults {
    * loop guard, `mail::chain`; 0: off).
    */
   maxRelayHops: number
+  /**
+   * Sends all sessions of one linked machine may make into this home within the budget window, on
+   * top of the per-pair and per-sender budgets (0: no machine budget).
+   */
+  budgetPerMachine: number
+  /** How long a message for an unreachable linked machine waits in the outbox before it expires. */
+  outboxTtlMs: number
 }
 
 /**
@@ -401,6 +408,10 @@ export interface LedgerEntry {
    * accepted, or whose text was changed, delivers nothing.
    */
   textSha256: string | null
+  /** The linked machine the message came from (`MachineId`; absent: this home). */
+  fromMachine: string | null
+  /** The linked machine the message went to (`MachineId`; absent: this home). */
+  toMachine: string | null
 }
 
 /** `sessions_list` as data, or its refusal (`ok: false`, `code`, `text`). */
@@ -593,6 +604,13 @@ export declare const enum RefusalCode {
   Stopped = 'stopped',
   /** The human set the target to refuse agent mail (`crate::policy`). */
   RefusedByHuman = 'refused-by-human',
+  /**
+   * A sender id arriving from a linked machine that this home does not take (one of its own
+   * sessions, or first seen from another machine: `crossing::foreign`).
+   */
+  ForeignSender = 'foreign-sender',
+  /** The target's machine is not linked (never, or no longer). */
+  Unlinked = 'unlinked',
 }
 
 /**

@@ -828,3 +828,52 @@ async fn a_receipt_text_pins_the_machine_and_never_says_landed_for_the_outbox() 
         format!("refused (stopped): machine b-box refused the message to \"{B}\": its human stopped all agent mail there.\nNothing was delivered there.\nDo not retry or route it through another session. Tell the user if the message matters.\nrequest: {rid}")
     );
 }
+
+#[tokio::test]
+async fn a_parcel_whose_machine_is_unlinked_before_it_answers_is_never_delivered() {
+    let mut net = Net::new(2).await;
+    net.homes[1].cold(B, "Builder");
+    list_from_0(&net).await;
+    net.down.lock().unwrap().insert(net.homes[1].id.clone());
+    let rid = remote(&a_to_b(&net, "x").await).request_id.clone();
+    net.down.lock().unwrap().clear();
+    net.unlink(0, 1);
+    let d = drain(
+        net.homes[0].path(),
+        &net.at(0),
+        base::clock::now_ms(),
+        Duration::from_secs(5),
+    )
+    .await;
+    assert_eq!((d.unlinked, d.delivered), (1, 0));
+    let v = verify(net.homes[0].path(), &net.at(0), &rid).await.unwrap();
+    assert_eq!(
+        (v.state, v.machine_name.as_deref()),
+        (wire::FateState::Refused, None)
+    );
+    assert!(net.homes[1].delivered().is_empty());
+    // and a new send to that session is not made: its machine is not linked (its id is not one of ours)
+    let r = a_to_b(&net, "y").await;
+    assert_eq!(r.code(), Some(RefusalCode::NotFound));
+    assert_eq!(net.sends_arrived(1), 0);
+}
+
+#[tokio::test]
+async fn a_frame_that_does_not_decode_runs_nothing() {
+    let net = Net::new(2).await;
+    net.homes[1].cold(B, "Builder");
+    let (here, from) = (net.homes[1].here(), net.machine(1, 0));
+    for bad in [
+        &b"{\"v\":1,\"body\":{\"op\":\"send\"}}"[..],
+        b"\x00\x01",
+        b"{\"v\":9,\"body\":{}}",
+    ] {
+        let out = serve_bytes(&here, &from, bad).await;
+        match wire::decode_response(&out).unwrap() {
+            Response::Refused(w) => assert_eq!(w.code, RefusalCode::BadArgument),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(net.homes[1].delivered().is_empty());
+    assert!(net.homes[1].lines().is_empty());
+}
