@@ -219,3 +219,317 @@ pub struct Landing {
 pub struct SendManyResult {
     pub landings: Vec<Landing>,
 }
+
+// ---- the work behind the routes ----
+
+/// Why a route's payload was not taken (the route answers `{ok:false, error:{code, message}}`).
+#[derive(Debug)]
+pub enum RouteError {
+    /// The payload is not what the route takes (the message says what is).
+    BadRequest(&'static str),
+    /// The policy could not be changed.
+    Policy(crate::policy::PolicyError),
+}
+
+impl std::fmt::Display for RouteError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RouteError::BadRequest(what) => f.write_str(what),
+            RouteError::Policy(e) => e.fmt(f),
+        }
+    }
+}
+
+impl RouteError {
+    /// The route's error code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            RouteError::BadRequest(_) => "bad-request",
+            RouteError::Policy(_) => "policy",
+        }
+    }
+}
+
+/// `rules.set`: put or remove one standing rule (re-sealing the document), and the rules now in force.
+pub fn rules_set(home: &Path, change: &RuleChange, now_ms: i64) -> Result<RulesView, RouteError> {
+    use crate::policy::Change;
+    let c = match (&change.sender, &change.machine) {
+        (Some(s), None) => Change::Sender(s.clone(), change.inbound),
+        (None, Some(m)) => Change::Machine(m.clone(), change.inbound),
+        _ => {
+            return Err(RouteError::BadRequest(
+                "a rule is {sender: <session id>, inbound} or {machine: <machine id>, inbound}, inbound accept|hold|refuse or null",
+            ))
+        }
+    };
+    crate::policy::apply(home, &c, now_ms).map_err(RouteError::Policy)?;
+    Ok(rules_view(home))
+}
+
+/// `held.counts`: the messages waiting for the human, per session of the home. Looking expires what is
+/// past its time (`crate::policy::held::pending`).
+pub fn held_counts(home: &Path, now_ms: i64) -> HeldCounts {
+    let (sessions, truncated) = crate::policy::held::sessions(home);
+    let mut out = Vec::new();
+    for s in sessions {
+        let p = crate::policy::held::pending(home, &s, now_ms);
+        if p.is_empty() {
+            continue;
+        }
+        out.push(HeldCount {
+            held: u32::try_from(p.len()).unwrap_or(u32::MAX),
+            next_expires_at: p.iter().map(|i| i.expires_at).min(),
+            session_id: s,
+        });
+    }
+    HeldCounts {
+        total: out.iter().map(|c| c.held).sum(),
+        sessions: out,
+        truncated,
+    }
+}
+
+/// `held.decideMany`: the human's one decision on every held message the filter matches, oldest first,
+/// each taken once (`crate::policy::held::decide`: an exclusive sealed decision; one that expired or was
+/// decided meanwhile is reported as it is, not decided again).
+pub fn decide_many(
+    home: &Path,
+    req: &DecideMany,
+    now_ms: i64,
+) -> Result<DecideManyResult, RouteError> {
+    use crate::policy::held::{self, HeldError, MAX_DECIDE_MANY};
+    let f = &req.filter;
+    let named = f.sender.is_some() || f.session.is_some();
+    if f.all == named {
+        return Err(RouteError::BadRequest(
+            "a filter is {all: true}, or {sender} and/or {session}",
+        ));
+    }
+    let sessions = match &f.session {
+        Some(s) => vec![s.clone()],
+        None => held::sessions(home).0,
+    };
+    let approve = req.decision == HeldDecision::Approve;
+    let mut items = Vec::new();
+    let mut truncated = false;
+    for s in sessions {
+        for item in held::pending(home, &s, now_ms) {
+            if f.sender
+                .as_ref()
+                .is_some_and(|x| item.envelope.sender.as_ref() != Some(x))
+            {
+                continue;
+            }
+            if items.len() >= MAX_DECIDE_MANY {
+                truncated = true;
+                break;
+            }
+            let rid = item.envelope.request_id.clone();
+            let sender = item.envelope.sender.clone();
+            let (state, posted, error) = match held::decide(home, &s, &rid, approve, now_ms) {
+                Ok(i) => (i.state, i.posted, None),
+                Err(HeldError::Decided { state, .. }) if state == HeldState::Expired => {
+                    (state, false, None)
+                }
+                Err(HeldError::Decided { state, .. }) => (
+                    state,
+                    false,
+                    Some(format!("{rid} was {} already", state.as_str())),
+                ),
+                // (an approval whose hand-off failed is approved all the same: recovered later)
+                Err(e) => (
+                    held::state_of(home, &rid, Some(&s)).map_or(HeldState::Held, |i| i.state),
+                    false,
+                    Some(e.to_string()),
+                ),
+            };
+            items.push(DecidedItem {
+                session_id: s.clone(),
+                request_id: rid,
+                sender,
+                state,
+                posted,
+                error,
+            });
+        }
+    }
+    Ok(DecideManyResult { items, truncated })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mailbox::{self, Envelope};
+    use crate::policy::held;
+
+    const B: &str = "session-bbbbbbbb-0000-0000-0000-000000000000";
+    const C: &str = "session-cccccccc-0000-0000-0000-000000000000";
+    fn rid(n: u8) -> String {
+        format!("dsh-session-mail:00000000-0000-4000-8000-0000000000{n:02}")
+    }
+    fn env(n: u8, sender: &str, target: &str) -> Envelope {
+        Envelope {
+            v: 1,
+            request_id: rid(n),
+            session_id: target.into(),
+            mode: "queue".into(),
+            text: format!("From {sender} ：\nmessage {n}"),
+            sender: Some(sender.into()),
+            posted_at: n as i64,
+            ..Envelope::default()
+        }
+    }
+
+    #[test]
+    fn bulk_decisions_take_each_message_once() {
+        let h = tempfile::tempdir().unwrap();
+        let home = h.path();
+        for n in 1..=3 {
+            held::hold(home, &env(n, "session-a", B), 10_000).unwrap();
+        }
+        held::hold(home, &env(4, "session-x", B), 10_000).unwrap();
+        held::hold(home, &env(5, "session-a", C), 10_000).unwrap();
+        let counts = held_counts(home, 100);
+        assert_eq!(counts.total, 5);
+        assert_eq!(
+            counts
+                .sessions
+                .iter()
+                .map(|c| (c.session_id.as_str(), c.held))
+                .collect::<Vec<_>>(),
+            vec![(B, 4), (C, 1)]
+        );
+        assert_eq!(counts.sessions[0].next_expires_at, Some(10_000));
+
+        let bad = DecideMany {
+            filter: HeldFilter::default(),
+            decision: HeldDecision::Approve,
+        };
+        assert!(
+            matches!(decide_many(home, &bad, 100), Err(RouteError::BadRequest(_))),
+            "an empty filter decides nothing"
+        );
+
+        // all from session-a held for B: approved and handed on, once
+        let from_a_to_b = DecideMany {
+            filter: HeldFilter {
+                sender: Some("session-a".into()),
+                session: Some(B.into()),
+                all: false,
+            },
+            decision: HeldDecision::Approve,
+        };
+        let r = decide_many(home, &from_a_to_b, 100).unwrap();
+        assert_eq!(
+            r.items
+                .iter()
+                .map(|i| (i.request_id.clone(), i.state, i.posted))
+                .collect::<Vec<_>>(),
+            (1..=3)
+                .map(|n| (rid(n), HeldState::Approved, true))
+                .collect::<Vec<_>>()
+        );
+        for n in 1..=3 {
+            assert!(mailbox::find_waiting(home, &rid(n), Some(B)).is_some());
+        }
+        assert!(
+            decide_many(home, &from_a_to_b, 101)
+                .unwrap()
+                .items
+                .is_empty(),
+            "taken once"
+        );
+
+        // everything left, from two deciders at once: each message decided exactly once
+        let all = DecideMany {
+            filter: HeldFilter {
+                all: true,
+                ..HeldFilter::default()
+            },
+            decision: HeldDecision::Reject,
+        };
+        let (p, q) = (home.to_path_buf(), home.to_path_buf());
+        let (a1, a2) = (all.clone(), all.clone());
+        let t1 = std::thread::spawn(move || decide_many(&p, &a1, 102).unwrap());
+        let t2 = std::thread::spawn(move || decide_many(&q, &a2, 102).unwrap());
+        let mut ok: Vec<String> = [t1.join().unwrap(), t2.join().unwrap()]
+            .into_iter()
+            .flat_map(|r| r.items)
+            .filter(|i| i.error.is_none())
+            .map(|i| i.request_id)
+            .collect();
+        ok.sort();
+        assert_eq!(ok, vec![rid(4), rid(5)]);
+        assert_eq!(held_counts(home, 103).total, 0);
+        assert!(
+            mailbox::find_waiting(home, &rid(4), Some(B)).is_none(),
+            "rejected: never handed on"
+        );
+    }
+
+    #[test]
+    fn a_bulk_approval_past_the_time_expires_instead() {
+        let h = tempfile::tempdir().unwrap();
+        let home = h.path();
+        held::hold(home, &env(1, "session-a", B), 1_000).unwrap();
+        held::hold(home, &env(2, "session-a", B), 5_000).unwrap();
+        let all = DecideMany {
+            filter: HeldFilter {
+                all: true,
+                ..HeldFilter::default()
+            },
+            decision: HeldDecision::Approve,
+        };
+        // at 1000 the first one's time is up: looking expires it, and only the second is approved
+        let r = decide_many(home, &all, 1_000).unwrap();
+        assert_eq!(
+            r.items
+                .iter()
+                .map(|i| (i.request_id.clone(), i.state))
+                .collect::<Vec<_>>(),
+            vec![(rid(2), HeldState::Approved)]
+        );
+        assert_eq!(
+            held::state_of(home, &rid(1), Some(B)).unwrap().state,
+            HeldState::Expired
+        );
+        assert!(mailbox::find_waiting(home, &rid(1), Some(B)).is_none());
+    }
+
+    #[test]
+    fn rules_set_takes_one_rule_and_lists_them() {
+        let h = tempfile::tempdir().unwrap();
+        let home = h.path();
+        let set = |json: serde_json::Value| {
+            let c: RuleChange = serde_json::from_value(json).unwrap();
+            rules_set(home, &c, 1)
+        };
+        let v = set(serde_json::json!({"sender": "session-a", "inbound": "accept"})).unwrap();
+        assert_eq!(v.senders.get("session-a"), Some(&Inbound::Accept));
+        let m = "ab".repeat(32);
+        let v = set(serde_json::json!({"machine": m, "inbound": "refuse"})).unwrap();
+        assert_eq!(v.machines.len(), 1);
+        assert_eq!(
+            serde_json::to_value(&v).unwrap()["order"],
+            serde_json::json!(["stop-all", "sender", "machine", "session", "default"])
+        );
+        let v = set(serde_json::json!({"sender": "session-a", "inbound": null})).unwrap();
+        assert!(v.senders.is_empty(), "null removes");
+        assert!(matches!(
+            set(serde_json::json!({"inbound": "hold"})),
+            Err(RouteError::BadRequest(_))
+        ));
+        assert!(matches!(
+            set(serde_json::json!({"sender": "session-a", "machine": m, "inbound": "hold"})),
+            Err(RouteError::BadRequest(_))
+        ));
+        assert!(serde_json::from_value::<RuleChange>(
+            serde_json::json!({"machine": "nope", "inbound": "hold"})
+        )
+        .is_err());
+        assert!(serde_json::from_value::<RuleChange>(
+            serde_json::json!({"sender": "s", "inbound": "always"})
+        )
+        .is_err());
+    }
+}

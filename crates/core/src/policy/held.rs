@@ -515,6 +515,100 @@ fn post(home: &Path, d: &Path, stem: &str, env: &Envelope, now_ms: i64) -> Resul
     Ok(())
 }
 
+/// The session folders under `awaiting-human/` (names that can be session ids), at most
+/// [`MAX_SESSION_FOLDERS`]; `true` when there were more.
+pub fn sessions(home: &Path) -> (Vec<String>, bool) {
+    let Ok(rd) = fs::read_dir(root(home)) else {
+        return (Vec::new(), false);
+    };
+    let mut out = Vec::new();
+    for e in rd.flatten() {
+        let n = e.file_name().to_string_lossy().into_owned();
+        if !mailbox::addressable(&n) {
+            continue;
+        }
+        if out.len() >= MAX_SESSION_FOLDERS {
+            return (out, true);
+        }
+        out.push(n);
+    }
+    out.sort();
+    (out, false)
+}
+
+/// The messages of `session` still waiting for the human at `now_ms`, oldest first. Cheap: a message
+/// with a decision file is skipped when that decision verifies (a few hundred bytes), so only the
+/// envelopes still waiting are read; one past its time is expired here ([`expire`]) and left out.
+pub fn pending(home: &Path, session: &str, now_ms: i64) -> Vec<HeldItem> {
+    pending_and_expired(home, session, now_ms).0
+}
+
+/// [`pending`], and how many it expired.
+fn pending_and_expired(home: &Path, session: &str, now_ms: i64) -> (Vec<HeldItem>, usize) {
+    let none = (Vec::new(), 0);
+    let Some(d) = folder(home, session) else {
+        return none;
+    };
+    if fsafe::check_private_dir(&d).is_err() {
+        return none;
+    }
+    let Ok(Some(key)) = read_key(home) else {
+        return none;
+    };
+    let Ok(rd) = fs::read_dir(&d) else {
+        return none;
+    };
+    let mut held = Vec::new();
+    let mut decided = std::collections::HashSet::new();
+    for e in rd.flatten().take(MAX_HELD * 4) {
+        let n = e.file_name().to_string_lossy().into_owned();
+        if let Some(stem) = n.strip_suffix(".held") {
+            held.push(stem.to_string());
+        } else if let Some(stem) = n.strip_suffix(".decision") {
+            decided.insert(stem.to_string());
+        }
+    }
+    let mut out = Vec::new();
+    let mut expired = 0;
+    for stem in held {
+        if uuid::Uuid::parse_str(&stem).is_err() || out.len() >= MAX_HELD {
+            continue;
+        }
+        if decided.contains(&stem) {
+            let rid = format!("{}{stem}", crate::mail::REQUEST_ID_PREFIX);
+            let ok: Option<Decided> =
+                open_sealed(key.bytes(), "decision", &d.join(format!("{stem}.decision")));
+            if ok.is_some_and(|x| x.request_id == rid && x.session_id == session) {
+                continue;
+            }
+        }
+        let Some(item) = read_item(home, key.bytes(), &d, &stem, session) else {
+            continue;
+        };
+        if item.state != HeldState::Held {
+            continue;
+        }
+        if item.state_at(now_ms) == HeldState::Expired {
+            if expire(home, session, &item, now_ms).is_some_and(|i| i.state == HeldState::Expired) {
+                expired += 1;
+            }
+            continue;
+        }
+        out.push(item);
+    }
+    out.sort_by_key(|i| (i.envelope.posted_at, i.envelope.request_id.clone()));
+    (out, expired)
+}
+
+/// Expire every held message of the home past its time (the mailbox tick's sweep): how many.
+pub fn sweep(home: &Path, now_ms: i64) -> usize {
+    let (sessions, _) = sessions(home);
+    sessions
+        .iter()
+        .map(|s| pending_and_expired(home, s, now_ms).1)
+        .sum()
+}
+
 /// Hand on the approvals whose hand-off did not happen (a process died between decision and post).
 /// Returns how many were handed on.
 pub fn recover(home: &Path, now_ms: i64) -> usize {
@@ -659,5 +753,151 @@ mod tests {
         assert_eq!(recover(h.path(), 11), 1);
         assert!(mailbox_has(h.path(), 1));
         assert_eq!(recover(h.path(), 12), 0);
+    }
+
+    #[test]
+    fn held_mail_expires_at_its_time_exactly_and_is_never_delivered_after() {
+        let h = tempfile::tempdir().unwrap();
+        let home = h.path();
+        crate::ledger::append(home, &{
+            let mut l = crate::ledger::Entry::new(
+                1,
+                Some("session-a"),
+                Some(B),
+                "send_session_message",
+                Some("queue"),
+                Some(&rid(1)),
+                crate::ledger::LedgerOutcome::Held,
+                Some("message 1"),
+            );
+            l.hop = Some(1);
+            l
+        })
+        .unwrap();
+        hold(home, &env(1), 1_000).unwrap();
+        // one ms before: still waiting, 1 ms left
+        let p = pending(home, B, 999);
+        assert_eq!(p.len(), 1);
+        assert_eq!(p[0].expires_at, 1_000);
+        assert_eq!(p[0].state_at(999), HeldState::Held);
+        assert_eq!(list(home, B, 999)[0].state, HeldState::Held);
+        // at the boundary: expired by the first look, sealed
+        assert!(pending(home, B, 1_000).is_empty());
+        let l = list(home, B, 1_000);
+        assert_eq!(
+            (l[0].state, l[0].decided_at),
+            (HeldState::Expired, Some(1_000))
+        );
+        // the ledger says so: the held line's request, outcome expired
+        let lines = crate::ledger::read_ledger(
+            home,
+            &crate::ledger::Filter {
+                request_id: Some(rid(1)),
+                ..Default::default()
+            },
+        )
+        .unwrap()
+        .entries;
+        assert_eq!(
+            lines
+                .iter()
+                .map(|l| l.outcome.as_string())
+                .collect::<Vec<_>>(),
+            vec!["held", "expired"]
+        );
+        assert_eq!(lines[1].hop, Some(1));
+        // an approval after expiry is refused, and nothing is handed on, ever
+        let e = decide(home, B, &rid(1), true, 1_001).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                HeldError::Decided {
+                    state: HeldState::Expired,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert_eq!(recover(home, 1_002), 0);
+        assert!(!mailbox_has(home, 1));
+        // a later sweep finds nothing more to expire, and writes no second line
+        assert_eq!(sweep(home, 5_000), 0);
+        assert_eq!(
+            crate::ledger::read_ledger(
+                home,
+                &crate::ledger::Filter {
+                    request_id: Some(rid(1)),
+                    ..Default::default()
+                }
+            )
+            .unwrap()
+            .entries
+            .len(),
+            2
+        );
+    }
+
+    #[test]
+    fn an_approval_at_the_expiry_instant_is_refused_and_one_before_it_lands() {
+        let h = tempfile::tempdir().unwrap();
+        let home = h.path();
+        hold(home, &env(1), 1_000).unwrap();
+        hold(home, &env(2), 1_000).unwrap();
+        assert_eq!(
+            decide(home, B, &rid(2), true, 999).unwrap().state,
+            HeldState::Approved
+        );
+        assert!(matches!(
+            decide(home, B, &rid(1), true, 1_000),
+            Err(HeldError::Decided {
+                state: HeldState::Expired,
+                ..
+            })
+        ));
+        assert!(mailbox_has(home, 2));
+        assert!(!mailbox_has(home, 1));
+        // an approved message never expires
+        assert_eq!(sweep(home, 10_000), 0);
+        assert_eq!(
+            state_of(home, &rid(2), Some(B)).unwrap().state,
+            HeldState::Approved
+        );
+    }
+
+    #[test]
+    fn the_sweep_expires_every_session_and_verify_says_expired_before_it() {
+        let h = tempfile::tempdir().unwrap();
+        let home = h.path();
+        hold(home, &env(1), 1_000).unwrap();
+        let mut other = env(2);
+        other.session_id = "session-cccccccc-0000-0000-0000-000000000000".into();
+        hold(home, &other, 2_000).unwrap();
+        // before any sweep, past its time: state_of (what verify reads) already says expired
+        assert_eq!(
+            state_of(home, &rid(1), None).unwrap().state,
+            HeldState::Expired
+        );
+        assert_eq!(sweep(home, 1_500), 1);
+        assert_eq!(sweep(home, 2_500), 1);
+        assert_eq!(sweep(home, 3_000), 0);
+    }
+
+    #[test]
+    fn a_message_held_before_expiry_existed_still_verifies_and_expires_after_the_policys_ttl() {
+        let h = tempfile::tempdir().unwrap();
+        let home = h.path();
+        // as an older version sealed it: the envelope alone
+        let k = key_or_make(home).unwrap();
+        let d = ensure(home, B).unwrap();
+        let e = env(1);
+        let bytes = sealed_bytes(k.bytes(), "held", &e).unwrap();
+        let r1 = rid(1);
+        fs::write(d.join(format!("{}.held", key_of(&r1).unwrap())), bytes).unwrap();
+        let l = list_as_is(home, B);
+        assert_eq!(l.len(), 1, "the old seal verifies");
+        assert_eq!(
+            l[0].expires_at,
+            1 + super::super::DEFAULT_HELD_TTL_MS as i64
+        );
     }
 }
