@@ -356,6 +356,179 @@ pub fn decide_many(
     Ok(DecideManyResult { items, truncated })
 }
 
+/// What the route knows of this process for `human.sendMany` (the shim gathers it: lib/client-host.js).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PromptHost {
+    /// This host's web server (`http://127.0.0.1:<port>`).
+    pub base_url: Option<String>,
+    /// The browser-session secret (v2 hosts), base64url.
+    pub host_secret: Option<String>,
+    pub host_version: Option<String>,
+    /// `auto`, `rc8` or `v2` (the plugin's `hostApi`).
+    pub host_api: Option<String>,
+    /// The sessions live in this process.
+    pub live: Vec<String>,
+}
+
+/// Where one session's prompt goes: this host, or the host of the process that holds it live.
+fn prompt_route(
+    home: &Path,
+    host: &PromptHost,
+    peers: &[crate::presence::Record],
+    session: &str,
+) -> Result<String, (&'static str, String)> {
+    let here = || {
+        host.base_url
+            .clone()
+            .filter(|u| !u.trim().is_empty())
+            .ok_or((
+                "no-web-server",
+                "this process has no web server".to_string(),
+            ))
+    };
+    if host.live.iter().any(|l| l == session) {
+        return here();
+    }
+    if let Some((r, _)) = crate::presence::owner_of(peers, session) {
+        // never written into from here: its own process's prompt route takes it (invariant 4)
+        return match &r.base_url {
+            Some(u) if !r.stopping => Ok(u.clone()),
+            _ => Err((
+                "held-elsewhere",
+                format!(
+                    "live in {} , which offers no prompt route now",
+                    r.describe()
+                ),
+            )),
+        };
+    }
+    let Some(meta) = store::find_session(home, session) else {
+        return Err(("not-found", format!("no session {session} on this home")));
+    };
+    if meta.is_subagent() {
+        return Err((
+            "not-messageable",
+            "a subagent session takes no prompt".to_string(),
+        ));
+    }
+    let known: Vec<u32> = peers.iter().map(|r| r.pid).collect();
+    if let Some(holder) = crate::presence::foreign::holder_of(home, &meta.log_path, &known) {
+        return Err((
+            "held-elsewhere",
+            format!(
+                "it may be held by another DSH process ({})",
+                holder.describe()
+            ),
+        ));
+    }
+    here()
+}
+
+/// `human.sendMany`: the human's message to each distinct session, as the human's own prompt through
+/// the host's prompt route (`delivery::deliver`: rc.8 `/api/session.prompt`, 0.1.2+ `session/prompt`,
+/// the same route the human's browser posts to) — the text exactly as typed, a fresh plain UUID as its
+/// request id (so no view takes it for agent mail), no ledger line (it is not agent mail). A session live
+/// in another process is prompted through that process's host; one that may be held by a DSH process
+/// without this plugin, or by a process with no web server, is refused, never resumed here.
+pub async fn send_many(
+    home: &Path,
+    req: &SendMany,
+    host: &PromptHost,
+) -> Result<SendManyResult, RouteError> {
+    let mut ids: Vec<&str> = Vec::new();
+    for s in &req.session_ids {
+        if !ids.contains(&s.as_str()) {
+            ids.push(s);
+        }
+    }
+    if ids.is_empty() || ids.len() > MAX_SEND_MANY {
+        return Err(RouteError::BadRequest("sessionIds: 1 to 64 session ids"));
+    }
+    if crate::mail::guard::is_blank(&req.text) {
+        return Err(RouteError::BadRequest("text: the message is empty"));
+    }
+    if req.text.chars().count() > MAX_SEND_MANY_CHARS {
+        return Err(RouteError::BadRequest("text: at most 100000 characters"));
+    }
+    let mode = match req.mode {
+        PromptMode::Queue => crate::delivery::Mode::Queue,
+        PromptMode::Steer => crate::delivery::Mode::Steer,
+    };
+    let routes = {
+        let (home, host) = (home.to_path_buf(), host.clone());
+        let ids: Vec<String> = ids.iter().map(|s| s.to_string()).collect();
+        base::offload::run(base::offload::FILE_DEADLINE, move || {
+            let peers = crate::presence::current(&home);
+            ids.iter()
+                .map(|s| {
+                    if crate::mailbox::addressable(s) {
+                        prompt_route(&home, &host, &peers, s)
+                    } else {
+                        Err(("not-a-session", format!("{s:?} is not a session id")))
+                    }
+                })
+                .collect::<Vec<_>>()
+        })
+        .await
+        .map_err(|_| RouteError::BadRequest("busy: the home could not be read in time"))?
+    };
+    let cfg = crate::config::Config::default();
+    let mut landings = Vec::new();
+    for (session, route) in ids.iter().zip(routes) {
+        let base_url = match route {
+            Ok(u) => u,
+            Err((code, message)) => {
+                landings.push(Landing {
+                    session_id: session.to_string(),
+                    request_id: None,
+                    state: LandingState::Refused,
+                    code: Some(code.to_string()),
+                    message: Some(message),
+                });
+                continue;
+            }
+        };
+        let request_id = uuid::Uuid::new_v4().to_string();
+        let d = crate::delivery::Delivery {
+            base_url: &base_url,
+            dsh_home: home,
+            host_secret: host.host_secret.as_deref(),
+            host_version: host.host_version.as_deref(),
+            host_api: host.host_api.as_deref().unwrap_or(&cfg.host_api),
+            timeouts: crate::delivery::http::Timeouts::from_ms(2_000, 15_000),
+            session_id: session,
+            mode,
+            text: &req.text,
+            request_id: &request_id,
+        };
+        use crate::delivery::{Failure, Outcome};
+        let (state, code, message) = match crate::delivery::deliver(&d).await {
+            Outcome::Accepted { .. } => (LandingState::Accepted, None, None),
+            Outcome::Rejected { code, message, .. } => {
+                (LandingState::Refused, Some(code), Some(message))
+            }
+            Outcome::Failed(f) => (
+                if matches!(f, Failure::MayHaveLanded(_)) {
+                    LandingState::MayHaveLanded
+                } else {
+                    LandingState::Refused
+                },
+                Some("unreachable".to_string()),
+                Some(crate::render::send::brief(&f)),
+            ),
+        };
+        landings.push(Landing {
+            session_id: session.to_string(),
+            request_id: Some(request_id),
+            state,
+            code,
+            message,
+        });
+    }
+    Ok(SendManyResult { landings })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
