@@ -386,7 +386,7 @@ pub async fn mailbox_drain(
             match mail_core::policy::decision_of(&reading, &env.session_id, sender, None) {
                 Decision::Accept => HumanSays::Deliver,
                 Decision::Hold { .. } => HumanSays::Hold,
-                Decision::Refuse => HumanSays::Refused,
+                Decision::Refuse(_) => HumanSays::Refused,
                 Decision::Stopped => HumanSays::Stopped,
             }
         };

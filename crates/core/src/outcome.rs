@@ -348,8 +348,12 @@ pub enum Refusal {
     Busy { what: base::offload::Offload },
     /// `stopped`: the human's home-wide "stop all agent mail" switch is on (`crate::policy`).
     Stopped { target: String },
-    /// `refused-by-human`: the human set the target to refuse agent mail (`crate::policy`).
-    RefusedByHuman { target: String },
+    /// `refused-by-human`: the human refuses this message (`crate::policy`): `by` the target's inbound
+    /// (`Session`), a standing rule for the sender (`Sender`) or for its machine (`Machine`).
+    RefusedByHuman {
+        target: String,
+        by: crate::policy::By,
+    },
 }
 
 impl Refusal {
@@ -754,6 +758,11 @@ mod tests {
             },
             Refusal::RefusedByHuman {
                 target: "session-t".into(),
+                by: crate::policy::By::Session,
+            },
+            Refusal::RefusedByHuman {
+                target: "session-t".into(),
+                by: crate::policy::By::Sender,
             },
             Refusal::HeldElsewhere {
                 target: "session-t".into(),

@@ -236,8 +236,9 @@ pub enum Decision {
     Hold {
         unverified: Option<Unverified>,
     },
-    /// The human refuses agent mail for this session.
-    Refuse,
+    /// The human refuses it: the target session's inbound, or a standing rule for the sender or its machine
+    /// (which one: `By::Session`, `By::Sender`, `By::Machine`).
+    Refuse(By),
     /// The home-wide switch is on.
     Stopped,
 }
@@ -446,11 +447,11 @@ pub fn decision_of(
         }
         Reading::Verified(p) => p,
     };
-    match p.rule(target, sender, sender_machine).0 {
-        None => Decision::Stopped,
-        Some(Inbound::Accept) => Decision::Accept,
-        Some(Inbound::Hold) => Decision::Hold { unverified: None },
-        Some(Inbound::Refuse) => Decision::Refuse,
+    match p.rule(target, sender, sender_machine) {
+        (None, _) => Decision::Stopped,
+        (Some(Inbound::Accept), _) => Decision::Accept,
+        (Some(Inbound::Hold), _) => Decision::Hold { unverified: None },
+        (Some(Inbound::Refuse), by) => Decision::Refuse(by),
     }
 }
 
@@ -596,7 +597,7 @@ mod tests {
         );
         assert_eq!(decide(h.path(), "session-other", A, None), Decision::Accept);
         apply(h.path(), &Change::Session(B.into(), Inbound::Refuse), 2).unwrap();
-        assert_eq!(decide(h.path(), B, A, None), Decision::Refuse);
+        assert_eq!(decide(h.path(), B, A, None), Decision::Refuse(By::Session));
         apply(h.path(), &Change::StopAll(true), 3).unwrap();
         assert_eq!(
             decide(h.path(), "session-other", A, None),
@@ -804,8 +805,11 @@ mod tests {
             3,
         )
         .unwrap();
-        assert_eq!(decide(h.path(), c, B, None), Decision::Refuse);
-        assert_eq!(decide(h.path(), "session-other", B, None), Decision::Refuse);
+        assert_eq!(decide(h.path(), c, B, None), Decision::Refuse(By::Sender));
+        assert_eq!(
+            decide(h.path(), "session-other", B, None),
+            Decision::Refuse(By::Sender)
+        );
         // removing the rule (null) gives B back to the session's inbound
         apply(h.path(), &Change::Sender(B.into(), None), 4).unwrap();
         assert_eq!(
@@ -816,7 +820,7 @@ mod tests {
         apply(h.path(), &Change::Machine(m(7), Some(Inbound::Refuse)), 5).unwrap();
         assert_eq!(
             decide(h.path(), "session-other", B, Some(&m(7))),
-            Decision::Refuse
+            Decision::Refuse(By::Machine)
         );
         assert_eq!(decide(h.path(), "session-other", B, None), Decision::Accept);
         assert_eq!(
@@ -856,7 +860,7 @@ mod tests {
             3,
         )
         .unwrap();
-        assert_eq!(decide(h.path(), c, A, None), Decision::Refuse);
+        assert_eq!(decide(h.path(), c, A, None), Decision::Refuse(By::Sender));
         // replayed: the older document that allowed A
         fs::write(doc_path(h.path()), &with_allow).unwrap();
         assert!(matches!(
