@@ -4,7 +4,7 @@
 import Schema from '@deepseek-ai/schemastery'
 import { defineTool } from '@deepseek-ai/dsh-tools'
 import { resolveDshHome } from './lib/home.js'
-import { loadCore } from './lib/native.js'
+import { internalFailure, loadCore } from './lib/native.js'
 import { toolSpecs } from './lib/tools.js'
 import { baseUrlOf, browserSessionSecret, callerOf, detectHostVersion, followSessions, liveAgents, liveReadFacts, secretReader, serviceMemo } from './lib/host.js'
 import { IdleNotices } from './lib/notice.js'
@@ -190,12 +190,8 @@ async function runTool(ctx, config, tool, args, exec, hostVersion, notices = nul
     if (outcome.notice === 'set') notices.watch({ ...watch, requestId: outcome.requestId })
     return outcome.text
   } catch (e) {
-    const msg = String(e?.message ?? e)
-    // A request the core cannot take (E_BAD_REQUEST) fails the same way every time: no retry advice.
-    const again = /E_BAD_REQUEST/.test(msg)
-      ? 'retrying the same call will fail the same way; tell the user'
-      : 'it is safe to try again'
-    return `refused (internal): ${tool} failed inside the plugin: ${msg}. Nothing was delivered by this call; ${again}.`
+    // A request the core cannot take (err.code E_BAD_REQUEST) fails the same way every time: no retry advice.
+    return internalFailure(tool, e)
   }
 }
 
@@ -234,7 +230,15 @@ export function apply(ctx, config) {
       const stopHandBack = startHandBack(ctx, core, { startedAt })
       const stopPresence = startPresence(ctx, core, { hostVersion, baseUrl: host.baseUrl, startedAt, mailbox: canDrain(core) })
       // the routes of the web client half (lib/client.js): the human's mail view and inbound policy
-      const stopRoutes = startClientRoutes(ctx, core)
+      const routeSecret = secretReader(ctx)
+      const promptHost = async () => ({
+        baseUrl: host.baseUrl(),
+        hostSecret: (await routeSecret()) ?? null,
+        hostVersion,
+        hostApi: config.hostApi,
+        live: liveAgents(ctx, { activity: false, files: false }).map(a => a.id),
+      })
+      const stopRoutes = startClientRoutes(ctx, core, { promptHost })
       return () => { stopRoutes(); stopHandBack(); stopMailbox(); stopPresence() }
     })
   }

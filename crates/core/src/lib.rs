@@ -8,7 +8,8 @@
 //! read-only session logs). Its modules, bottom to top (each uses only those before it):
 //! `config`, `error`, `code`, `tool`, `repo`, `machine`; `ledger`, `presence`, `request`, `mailbox`;
 //! `mail`, `policy`, `crossing`; `delivery`, `fate`; `outcome`; `tools`, `doctor`; `render` (the
-//! printers); `cli`, `remote` (a linked machine's requests served, and the tools across machines).
+//! printers); `cli`, `human`, `remote` (a linked machine's requests served, and the tools across
+//! machines).
 
 pub mod cli;
 pub mod code;
@@ -18,6 +19,7 @@ pub mod delivery;
 pub mod doctor;
 pub mod error;
 pub mod fate;
+pub mod human;
 pub mod ledger;
 pub mod machine;
 pub mod mail;

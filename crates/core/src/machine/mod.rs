@@ -164,6 +164,21 @@ mod tests {
     }
 
     #[test]
+    fn only_64_lower_case_hex_characters_are_a_machine_id() {
+        let ok = "0123456789abcdef".repeat(4);
+        assert_eq!(
+            MachineId::parse(&ok).map(|m| m.to_string()),
+            Some(ok.clone())
+        );
+        assert!(MachineId::parse(&ok.to_uppercase()).is_none());
+        assert!(MachineId::parse(&ok[1..]).is_none());
+        assert!(MachineId::parse(&format!("{}g", &ok[1..])).is_none());
+        assert!(serde_json::from_str::<MachineId>("\"../x\"").is_err());
+        let m: MachineId = serde_json::from_str(&format!("\"{ok}\"")).unwrap();
+        assert_eq!(serde_json::to_string(&m).unwrap(), format!("\"{ok}\""));
+    }
+
+    #[test]
     fn machine_names_follow_the_agreed_shape() {
         assert!(is_name("laptop"));
         assert!(is_name("box-2"));

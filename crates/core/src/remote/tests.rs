@@ -464,7 +464,7 @@ async fn the_receivers_human_holds_or_refuses_and_its_machine_rule_applies() {
     // the rule for home 0's machine refuses, over the session's hold
     policy::apply(
         h1,
-        &Change::Machine(net.homes[0].id.clone(), Inbound::Refuse),
+        &Change::Machine(net.homes[0].id.clone(), Some(Inbound::Refuse)),
         2,
     )
     .unwrap();

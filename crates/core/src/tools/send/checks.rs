@@ -31,9 +31,9 @@ pub type Check = fn(&mut Draft<'_>) -> Result<(), Refusal>;
 pub const CHECKS: &[Check] = &[
     // `no-caller`: the sender is the runtime's id, never an argument.
     caller,
-    // `stopped` / `refused-by-human`: the human's inbound policy (`crate::policy`, set only through the
-    // web client's route), before anything of the target is read; a target on hold passes every check
-    // below and is then kept for the human instead of delivered.
+    // `stopped` / `refused-by-human`: the human's inbound policy and standing rules (`crate::policy::decide`,
+    // its one order; set only through the web client's routes), before anything of the target is read; a
+    // message on hold passes every check below and is then kept for the human instead of delivered.
     human_policy,
     // (never refuses) where the target lives: this process's registry, else presence.
     locate,
@@ -155,15 +155,18 @@ fn caller(d: &mut Draft) -> Result<(), Refusal> {
 }
 
 fn human_policy(d: &mut Draft) -> Result<(), Refusal> {
+    // A local send: the sender is a session of this home (no sender machine); mail that arrived from a
+    // linked machine (`remote::serve`) names that machine, so its standing rule applies.
     let machine = d.req.incoming.as_ref().map(|i| &i.machine);
-    d.hold = match crate::policy::decide_from(d.ctx.home(), &d.args.target, machine) {
+    d.hold = match crate::policy::decide(d.ctx.home(), &d.args.target, &d.sender, machine) {
         crate::policy::Decision::Stopped => {
             return Err(Refusal::Stopped {
                 target: d.args.target.clone(),
             })
         }
-        crate::policy::Decision::Refuse => {
+        crate::policy::Decision::Refuse(by) => {
             return Err(Refusal::RefusedByHuman {
+                by,
                 target: d.args.target.clone(),
             })
         }
