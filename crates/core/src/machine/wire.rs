@@ -17,9 +17,10 @@ use crate::code::RefusalCode;
 pub const VERSION: u32 = 1;
 /// Largest request frame (a send: `maxSendChars` characters, up to 4 bytes each, plus its fields).
 pub const MAX_REQUEST_BYTES: usize = 256 * 1024;
-/// Largest response frame (a read window of 100 messages, each cut to the far side's
-/// `maxMessageChars`, or a listing of 200 rows).
-pub const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
+/// Largest response frame (a read window of up to 100 messages, each cut to the far side's
+/// `maxMessageChars`, trimmed by the server to fit; or a listing of 200 rows). Under the transport's own
+/// frame bound (`crates/link`: 4 MiB) with room for its envelope.
+pub const MAX_RESPONSE_BYTES: usize = 3 * 1024 * 1024;
 /// Longest id, label, cwd, title or note field (characters).
 pub const MAX_FIELD: usize = 4096;
 /// Longest message body in either direction (characters).
@@ -409,9 +410,46 @@ fn capped_opt(s: &Option<String>, which: &'static str) -> Result<(), WireError> 
     s.as_deref().map_or(Ok(()), |s| capped(s, MAX_FIELD, which))
 }
 
+/// A frame as a JSON value (for a transport that carries `serde_json::Value`: `crates/link`).
+pub fn encode_value<T: Serialize>(body: &T) -> Value {
+    serde_json::to_value(FrameOut { v: VERSION, body }).unwrap_or(Value::Null)
+}
+
+fn from_value<T: for<'de> Deserialize<'de>>(v: Value, max: usize) -> Result<T, WireError> {
+    // the transport bounded the frame already; the bound here is this side's own
+    let len = serde_json::to_vec(&v).map_or(usize::MAX, |b| b.len());
+    if len > max {
+        return Err(WireError::TooLarge { len, max });
+    }
+    let version = v.get("v").and_then(Value::as_u64).unwrap_or(0);
+    if version != u64::from(VERSION) {
+        return Err(WireError::Version(
+            u32::try_from(version).unwrap_or(u32::MAX),
+        ));
+    }
+    match serde_json::from_value::<FrameIn<T>>(v) {
+        Ok(FrameIn { body: Some(b), .. }) => Ok(b),
+        Ok(FrameIn { body: None, .. }) => Err(WireError::Shape("no body".into())),
+        Err(e) => Err(WireError::Shape(e.to_string())),
+    }
+}
+
+/// [`decode_request`] of a frame carried as a JSON value.
+pub fn request_from_value(v: Value) -> Result<Request, WireError> {
+    check_request(from_value(v, MAX_REQUEST_BYTES)?)
+}
+
+/// [`decode_response`] of a frame carried as a JSON value.
+pub fn response_from_value(v: Value) -> Result<Response, WireError> {
+    check_response(from_value(v, MAX_RESPONSE_BYTES)?)
+}
+
 /// A request from bytes, bounded ([`MAX_REQUEST_BYTES`], every field).
 pub fn decode_request(bytes: &[u8]) -> Result<Request, WireError> {
-    let r: Request = decode(bytes, MAX_REQUEST_BYTES)?;
+    check_request(decode(bytes, MAX_REQUEST_BYTES)?)
+}
+
+fn check_request(r: Request) -> Result<Request, WireError> {
     match &r {
         Request::Send(s) => {
             capped(&s.request_id, 128, "requestId")?;
@@ -431,7 +469,10 @@ pub fn decode_request(bytes: &[u8]) -> Result<Request, WireError> {
 
 /// A response from bytes, bounded ([`MAX_RESPONSE_BYTES`], every field and list).
 pub fn decode_response(bytes: &[u8]) -> Result<Response, WireError> {
-    let r: Response = decode(bytes, MAX_RESPONSE_BYTES)?;
+    check_response(decode(bytes, MAX_RESPONSE_BYTES)?)
+}
+
+fn check_response(r: Response) -> Result<Response, WireError> {
     match &r {
         Response::List(l) => {
             if l.rows.len() > MAX_ROWS {
@@ -541,6 +582,23 @@ mod tests {
             decode_request(&encode(&Request::Send(s))),
             Err(WireError::Field("sender"))
         );
+    }
+
+    #[test]
+    fn a_frame_carried_as_a_json_value_decodes_as_its_bytes_do() {
+        let v = encode_value(&send());
+        assert_eq!(request_from_value(v).unwrap(), send());
+        assert_eq!(
+            request_from_value(serde_json::json!({"v": 3, "body": {"op": "list", "args": {}}})),
+            Err(WireError::Version(3))
+        );
+        let big = serde_json::json!({"v": 1, "body": {"op": "list", "args": {"q": "x".repeat(MAX_REQUEST_BYTES)}}});
+        assert!(matches!(
+            request_from_value(big),
+            Err(WireError::TooLarge { .. })
+        ));
+        let r = Response::Refused(WireRefusal::code(RefusalCode::Busy));
+        assert_eq!(response_from_value(encode_value(&r)).unwrap(), r);
     }
 
     #[test]

@@ -84,6 +84,15 @@ pub async fn serve_bytes(here: &ToolRequest, from: &Machine, bytes: &[u8]) -> Ve
     wire::encode(&resp)
 }
 
+/// [`serve`] of a frame carried as a JSON value (the transport's `Handler` in `crates/link`).
+pub async fn serve_value(here: &ToolRequest, from: &Machine, frame: Value) -> Value {
+    let resp = match wire::request_from_value(frame) {
+        Ok(req) => serve(here, from, req).await,
+        Err(_) => Response::Refused(WireRefusal::code(RefusalCode::BadArgument)),
+    };
+    wire::encode_value(&resp)
+}
+
 fn as_local(here: &ToolRequest, tool: Tool, args: Value) -> ToolRequest {
     let mut r = here.clone();
     r.tool = tool.name().to_string();
@@ -137,7 +146,7 @@ async fn serve_read(here: &ToolRequest, args: Value) -> Response {
         Ok(res) => {
             let w = &res.window;
             let h = &w.head;
-            Response::Read(ReadAnswer {
+            let answer = Response::Read(ReadAnswer {
                 head: WireHead {
                     id: h.id.clone(),
                     live: h.live,
@@ -172,10 +181,32 @@ async fn serve_read(here: &ToolRequest, args: Value) -> Response {
                 hidden_injected: w.hidden.injected as u64,
                 hidden_system: w.hidden.system as u64,
                 notes: w.notes.iter().take(16).cloned().collect(),
-            })
+            });
+            fit_read(answer)
         }
         Err(refusal) => Response::Refused(wire_refusal(&refusal)),
     }
+}
+
+/// Keep a read answer under [`wire::MAX_RESPONSE_BYTES`]: the oldest messages of the window leave it
+/// first and are counted as omitted (the caller's text then says `(N earlier messages omitted)`), as a
+/// smaller `max_messages` would have left them out.
+fn fit_read(answer: Response) -> Response {
+    let Response::Read(mut a) = answer else {
+        return answer;
+    };
+    let room = wire::MAX_RESPONSE_BYTES - 64 * 1024;
+    let size = |m: &WireMessage| serde_json::to_vec(m).map_or(usize::MAX, |b| b.len() + 1);
+    let mut total: usize = serde_json::to_vec(&a.head).map_or(0, |b| b.len())
+        + a.notes.iter().map(|n| n.len() + 3).sum::<usize>()
+        + a.messages.iter().map(size).sum::<usize>();
+    // messages are newest first: the last is the oldest
+    while total > room {
+        let Some(m) = a.messages.pop() else { break };
+        total = total.saturating_sub(size(&m));
+        a.omitted += 1;
+    }
+    Response::Read(a)
 }
 
 /// Does `id` name a session of this home (live in this process, listed by another, or in the store)?

@@ -877,3 +877,61 @@ async fn a_frame_that_does_not_decode_runs_nothing() {
     assert!(net.homes[1].delivered().is_empty());
     assert!(net.homes[1].lines().is_empty());
 }
+
+#[test]
+fn a_read_answer_over_the_frame_bound_leaves_its_oldest_messages_out_as_omitted() {
+    let msg = |seq: u64| WireMessage {
+        role: "user".into(),
+        seq,
+        label: "user".into(),
+        request: None,
+        injected: false,
+        replaced: false,
+        error: false,
+        body: "x".repeat(60_000),
+    };
+    let a = ReadAnswer {
+        head: WireHead {
+            id: B.into(),
+            live: false,
+            subagent: false,
+            parent: None,
+            cwd: None,
+            title: None,
+            readable: 100,
+            captured_through: Some(100),
+            since: None,
+        },
+        // newest first
+        messages: (1..=100).rev().map(msg).collect(),
+        omitted: 0,
+        hidden_injected: 0,
+        hidden_system: 0,
+        notes: vec![],
+    };
+    let Response::Read(fit) = fit_read(Response::Read(a)) else {
+        panic!()
+    };
+    assert!(fit.messages.len() < 100 && !fit.messages.is_empty());
+    assert_eq!(fit.omitted as usize + fit.messages.len(), 100);
+    assert_eq!(fit.messages[0].seq, 100, "the newest stay");
+    let bytes = wire::encode(&Response::Read(fit));
+    assert!(bytes.len() <= wire::MAX_RESPONSE_BYTES);
+    assert!(wire::decode_response(&bytes).is_ok());
+}
+
+#[tokio::test]
+async fn a_frame_carried_as_a_json_value_is_served_as_its_bytes_are() {
+    let net = Net::new(2).await;
+    net.homes[1].cold(B, "Builder");
+    let (here, from) = (net.homes[1].here(), net.machine(1, 0));
+    let req = wire::encode_value(&Request::List { args: json!({}) });
+    match wire::response_from_value(serve_value(&here, &from, req).await).unwrap() {
+        Response::List(l) => assert_eq!(l.rows[0].id, B),
+        other => panic!("{other:?}"),
+    }
+    match wire::response_from_value(serve_value(&here, &from, json!({"v": 1})).await).unwrap() {
+        Response::Refused(w) => assert_eq!(w.code, RefusalCode::BadArgument),
+        other => panic!("{other:?}"),
+    }
+}
