@@ -935,3 +935,32 @@ async fn a_frame_carried_as_a_json_value_is_served_as_its_bytes_are() {
         other => panic!("{other:?}"),
     }
 }
+
+#[tokio::test]
+async fn the_receivers_standing_rules_name_a_foreign_sender_and_its_machine() {
+    let net = Net::new(3).await;
+    net.homes[1].cold(B, "Builder");
+    let h1 = net.homes[1].path();
+    // "always refuse from A" on home 1, A being a session of home 0
+    policy::apply(h1, &Change::Sender(A.into(), Some(Inbound::Refuse)), 1).unwrap();
+    let r = a_to_b(&net, "one").await;
+    assert_eq!(remote_refusal(&r).refusal.code, RefusalCode::RefusedByHuman);
+    // home 2's machine on hold: its sender C is held there, while A is still refused by its own rule
+    policy::apply(
+        h1,
+        &Change::Machine(net.homes[2].id.clone(), Some(Inbound::Hold)),
+        2,
+    )
+    .unwrap();
+    let req = net.homes[2].call(C, "send_session_message", send_msg(B, "two"));
+    let r = run_result(req, &net.at(2)).await;
+    assert_eq!(remote(&r).fate, RemoteFate::Held);
+    assert!(net.homes[1].delivered().is_empty());
+    // the rule removed: A's mail lands
+    policy::apply(h1, &Change::Sender(A.into(), None), 3).unwrap();
+    assert!(matches!(
+        remote(&a_to_b(&net, "three").await).fate,
+        RemoteFate::Accepted { .. }
+    ));
+    assert_eq!(net.homes[1].delivered().len(), 1);
+}
