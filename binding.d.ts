@@ -300,7 +300,7 @@ export interface DefaultSender {
 /**
  * A message's fate: the one enum of docs/architecture.md "Fates", typed end to end — `verify --json`'s
  * `state` and its exit code (lib/cli/args.js `exitForFate`), the mail view's rows, the held cards.
- * Every value is printed from a [`Reading`], which also makes the line of text beside it.
+ * Every value is printed from a `fate::Reading`, which also makes the line of text beside it.
  */
 export declare const enum FateState {
   /** In the target's log as a user message. */

@@ -267,38 +267,9 @@ pub struct SendAnswer {
     pub repeated: bool,
 }
 
-/// What a message's fate is, as one enum end to end (docs/architecture.md "Fates").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum FateState {
-    Landed,
-    Queued,
-    Waiting,
-    Held,
-    Approved,
-    Rejected,
-    Expired,
-    Refused,
-    Canceled,
-    Unknown,
-}
-
-impl FateState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FateState::Landed => "landed",
-            FateState::Queued => "queued",
-            FateState::Waiting => "waiting",
-            FateState::Held => "held",
-            FateState::Approved => "approved",
-            FateState::Rejected => "rejected",
-            FateState::Expired => "expired",
-            FateState::Refused => "refused",
-            FateState::Canceled => "canceled",
-            FateState::Unknown => "unknown",
-        }
-    }
-}
+/// What a message's fate is: the one enum end to end (docs/architecture.md "Fates"), the same type as
+/// `verify --json`'s `state`.
+pub use crate::code::FateState;
 
 /// The answer to a verify.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -466,30 +466,11 @@ fn verify_here(home: &Path, from: &MachineId, request_id: &str) -> VerifyAnswer 
             }
             Landing::Accepted { .. } | Landing::MayHaveLanded => {
                 let f = fate::verify(home, request_id, Some(&a.target));
-                v.state = wire_fate(fate::state_of(&f));
+                v.state = fate::state_of(&f);
             }
         },
     }
     v
-}
-
-/// This home's fate of a message as the wire says it (the wire's enum is versioned with the protocol;
-/// `lost` — re-delivery pending — is still `queued` there, `removed` is `canceled`).
-fn wire_fate(f: fate::FateState) -> wire::FateState {
-    use fate::FateState as F;
-    use wire::FateState as S;
-    match f {
-        F::Landed => S::Landed,
-        F::Queued | F::Lost => S::Queued,
-        F::Waiting => S::Waiting,
-        F::Held => S::Held,
-        F::Approved => S::Approved,
-        F::Rejected => S::Rejected,
-        F::Expired => S::Expired,
-        F::Refused => S::Refused,
-        F::Canceled | F::Removed => S::Canceled,
-        F::Unknown => S::Unknown,
-    }
 }
 
 // ---------------------------------------------------------------- the calling side
