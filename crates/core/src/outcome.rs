@@ -721,6 +721,24 @@ impl SendResult {
     }
 }
 
+/// What became of a message sent to a linked machine, as this side can tell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteVerification {
+    pub request_id: String,
+    /// The machine (by its name here; an unlinked one by its id).
+    pub machine: crate::machine::MachineId,
+    pub machine_name: Option<String>,
+    pub target: Option<String>,
+    pub state: crate::code::FateState,
+    /// `waiting` in the outbox: when it expires.
+    pub expires_at_ms: Option<i64>,
+    /// The far side's answer to this verify (`None`: not asked, or no answer: `asked` says why).
+    pub there: Option<crate::machine::wire::VerifyAnswer>,
+    pub asked: Option<crate::machine::CallError>,
+    /// Still in this home's outbox (not delivered yet), expired or unlinked there.
+    pub in_outbox: bool,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

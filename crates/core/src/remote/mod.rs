@@ -1120,23 +1120,7 @@ pub async fn drain(
 
 // ---------------------------------------------------------------- verify
 
-/// What became of a message sent to a linked machine, as this side can tell.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RemoteVerification {
-    pub request_id: String,
-    /// The machine (by its name here; an unlinked one by its id).
-    pub machine: MachineId,
-    pub machine_name: Option<String>,
-    pub target: Option<String>,
-    pub state: wire::FateState,
-    /// `waiting` in the outbox: when it expires.
-    pub expires_at_ms: Option<i64>,
-    /// The far side's answer to this verify (`None`: not asked, or no answer: `asked` says why).
-    pub there: Option<VerifyAnswer>,
-    pub asked: Option<CallError>,
-    /// Still in this home's outbox (not delivered yet), expired or unlinked there.
-    pub in_outbox: bool,
-}
+pub use crate::outcome::RemoteVerification;
 
 /// `verify` of a request sent to a linked machine (`None`: not one — the local `fate::verify` answers).
 /// The outbox says what it holds; a delivered message is asked of its machine (its answer then, else

@@ -208,6 +208,46 @@ pub fn unlinked(target: &str, machine: &str) -> String {
     )
 }
 
+/// The `verify` line of a message sent to a linked machine (`remote::verify`): its state first, then
+/// where it is and what that machine said.
+pub fn verification(v: &crate::outcome::RemoteVerification) -> String {
+    use crate::code::FateState as S;
+    let name = v
+        .machine_name
+        .clone()
+        .unwrap_or_else(|| format!("{} (not linked now)", v.machine.short()));
+    let target = v.target.as_deref().unwrap_or("(unknown session)");
+    let rid = &v.request_id;
+    let at = |t: Option<i64>| t.map_or_else(|| "(unknown)".to_string(), format_utc_secs);
+    if v.in_outbox {
+        return match v.state {
+            S::Waiting => format!(
+                "waiting: {rid} for {target} is in this host's outbox for machine {name}, not delivered yet: that machine has not answered. It is delivered once when it does, or expires at {}.",
+                at(v.expires_at_ms)
+            ),
+            S::Expired => format!(
+                "expired: {rid} for {target} waited in this host's outbox for machine {name} until {} and was never delivered.",
+                at(v.expires_at_ms)
+            ),
+            state => format!(
+                "{}: {rid} for {target} was for machine {name}, which was unlinked before it answered; it was never delivered.",
+                state.as_str()
+            ),
+        };
+    }
+    let mut s = format!("{} on machine {name}: {rid} for {target}", v.state.as_str());
+    if let Some(code) = v.there.as_ref().and_then(|t| t.code) {
+        s.push_str(&format!(" (refused there: {code})"));
+    }
+    match &v.asked {
+        None => s.push_str(", as that machine says now."),
+        Some(e) => s.push_str(&format!(
+            ", as that machine answered when it took it; it cannot be asked now ({e})."
+        )),
+    }
+    s
+}
+
 /// The text of a call error in a listing note.
 pub fn call_error(e: &CallError) -> String {
     e.to_string()
@@ -257,6 +297,54 @@ mod tests {
                 SendTool::SendSessionMessage
             )),
             "waiting in the outbox for session-b on machine laptop | mode=steer | chars=5\nNot delivered yet: no answer came back in time, so it may have arrived already (no answer before the deadline). The message is kept in this host's outbox and is delivered once when machine laptop answers, with the same request id, so it never lands twice. If that machine does not answer before 2025-10-29T12:34:56Z, it expires undelivered. verify says where it is. Do not send it again.\nnote: relay hop 2 in this agent-to-agent chain across machines.\nrequest: dsh-session-mail:r"
+        );
+    }
+
+    #[test]
+    fn verify_lines_across_machines() {
+        use crate::code::FateState as S;
+        let v = crate::outcome::RemoteVerification {
+            request_id: "dsh-session-mail:r".into(),
+            machine: m().id,
+            machine_name: Some("laptop".into()),
+            target: Some("session-b".into()),
+            state: S::Waiting,
+            expires_at_ms: Some(1_761_741_296_789),
+            there: None,
+            asked: None,
+            in_outbox: true,
+        };
+        assert_eq!(
+            verification(&v),
+            "waiting: dsh-session-mail:r for session-b is in this host's outbox for machine laptop, not delivered yet: that machine has not answered. It is delivered once when it does, or expires at 2025-10-29T12:34:56Z."
+        );
+        let expired = crate::outcome::RemoteVerification {
+            state: S::Expired,
+            ..v.clone()
+        };
+        assert_eq!(
+            verification(&expired),
+            "expired: dsh-session-mail:r for session-b waited in this host's outbox for machine laptop until 2025-10-29T12:34:56Z and was never delivered."
+        );
+        let landed = crate::outcome::RemoteVerification {
+            state: S::Landed,
+            in_outbox: false,
+            ..v.clone()
+        };
+        assert_eq!(
+            verification(&landed),
+            "landed on machine laptop: dsh-session-mail:r for session-b, as that machine says now."
+        );
+        let queued = crate::outcome::RemoteVerification {
+            state: S::Queued,
+            in_outbox: false,
+            machine_name: None,
+            asked: Some(CallError::Unlinked),
+            ..v
+        };
+        assert_eq!(
+            verification(&queued),
+            "queued on machine eeeeeeeeeeee (not linked now): dsh-session-mail:r for session-b, as that machine answered when it took it; it cannot be asked now (not a linked machine)."
         );
     }
 
