@@ -964,3 +964,45 @@ async fn the_receivers_standing_rules_name_a_foreign_sender_and_its_machine() {
     ));
     assert_eq!(net.homes[1].delivered().len(), 1);
 }
+
+#[tokio::test]
+async fn a_ping_pong_across_two_machines_is_one_chain_stopped_at_max_relay_hops() {
+    let net = Net::new(2).await;
+    net.homes[0].cold(A, "Planner");
+    net.homes[1].cold(B, "Builder");
+    // hop 1: A (home 0) to B (home 1), opened by A's human
+    let first = a_to_b(&net, "ping 1").await;
+    let mut rid = remote(&first).request_id.clone();
+    let mut chain = None;
+    // each next hop is sent by the session the last one landed in, in the turn that message opened
+    for hop in 2..=5u32 {
+        let (from, me, to, body) = if hop % 2 == 0 {
+            (1, B, A, format!("pong {hop}"))
+        } else {
+            (0, A, B, format!("ping {hop}"))
+        };
+        let mut req = net.homes[from].call(me, "send_session_message", send_msg(to, &body));
+        req.caller.as_mut().unwrap().turn = Some(vec![crate::request::TurnMessage {
+            kind: Some("user".into()),
+            rpc_id: Some(rid.clone()),
+            text: Some(format!("From {to} ：\nx")),
+            ..Default::default()
+        }]);
+        let r = run_result(req, &net.at(from)).await;
+        if hop <= 4 {
+            let rc = remote(&r);
+            assert_eq!(rc.hop, hop);
+            rid = rc.request_id.clone();
+            let line = net.homes[from].lines().into_iter().last().unwrap();
+            assert_eq!(line.hop, Some(hop));
+            chain.get_or_insert(line.chain.clone());
+            assert_eq!(Some(line.chain), chain, "one chain across both machines");
+        } else {
+            // past maxRelayHops (4): refused by the sender's own loop guard, nothing crosses
+            assert_eq!(r.code(), Some(RefusalCode::RelayLimit));
+        }
+    }
+    assert_eq!(net.homes[1].delivered().len(), 2);
+    assert_eq!(net.homes[0].delivered().len(), 2);
+    assert_eq!(net.sends_arrived(1), 2);
+}
