@@ -10,11 +10,15 @@
 //! [`Machines::accept_invite`] or [`Machines::unlink`]. See docs/machines.md.
 
 pub mod b64;
+pub mod holder;
 pub mod identity;
+pub mod lease;
+mod machines;
 pub mod node;
 pub mod store;
 pub mod wire;
 
+pub use machines::{Machines, Status};
 pub use node::{CallError, Handler, Node, NodeConfig};
 pub use store::{Link, Relay};
 

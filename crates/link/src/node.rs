@@ -91,7 +91,8 @@ impl NodeConfig {
 
 /// Why a call to a linked machine did not get its answer. Never a false success: only [`Node::call`]'s
 /// `Ok` is an answer from the machine.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", content = "detail", rename_all = "kebab-case")]
 pub enum CallError {
     /// This home has no such link (or the human unlinked it).
     NotLinked,
@@ -295,9 +296,12 @@ impl Node {
             .max_idle_timeout(IdleTimeout::try_from(Duration::from_secs(60)).ok())
             .keep_alive_interval(Duration::from_secs(15))
             .build();
-        let want = cfg
-            .bind
-            .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], doc.port.unwrap_or(0))));
+        // the port the home bound before, so peers find a new holder where they found the old one
+        let want = match cfg.bind {
+            Some(b) if b.port() != 0 => b,
+            Some(b) => SocketAddr::new(b.ip(), doc.port.unwrap_or(0)),
+            None => SocketAddr::from(([0, 0, 0, 0], doc.port.unwrap_or(0))),
+        };
         let build = |addr: SocketAddr| -> Result<iroh::endpoint::Builder, String> {
             Endpoint::builder(iroh::endpoint::presets::Minimal)
                 .secret_key(sk.clone())
@@ -324,7 +328,7 @@ impl Node {
             Err(e) => return Err(format!("binding the endpoint: {e}")),
         };
         let port = ep.bound_sockets().first().map(|s| s.port());
-        if port.is_some() && port != doc.port && cfg.bind.map(|b| b.port() == 0).unwrap_or(true) {
+        if port.is_some() && port != doc.port && cfg.bind.is_none_or(|b| b.port() == 0) {
             let _ = store::update(home, &sk, ms_now(), |d| {
                 d.port = port;
                 Ok(())

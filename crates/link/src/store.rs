@@ -306,9 +306,6 @@ impl Flock {
         }
         Ok(Some(Flock(f)))
     }
-    pub(crate) fn file(&self) -> &fs::File {
-        &self.0
-    }
 }
 
 /// Change the document under the home's lock: `f` sees what is in force (a document that does not verify
