@@ -138,6 +138,7 @@ async fn a_flood_of_connections_is_bounded_and_the_endpoint_serves_after_it() {
         }
         rogues.push(r);
     }
+    assert_eq!(held.len(), 4, "only max_conns connections were let in");
     assert!(a.serving() <= 4, "served {}", a.serving());
     // unlinked endpoints flooding: refused, nothing served for them
     for _ in 0..8 {
