@@ -10,6 +10,7 @@ import { baseUrlOf, browserSessionSecret, callerOf, detectHostVersion, followSes
 import { IdleNotices } from './lib/notice.js'
 import { installOverlapNotice } from './lib/overlap.js'
 import { startPresence } from './lib/presence.js'
+import { startMachines } from './lib/machines.js'
 import { canDrain, startHandBack, startMailbox } from './lib/mailbox.js'
 import { startClientRoutes } from './lib/client-host.js'
 
@@ -233,7 +234,9 @@ export function apply(ctx, config) {
       const stopPresence = startPresence(ctx, core, { hostVersion, baseUrl: host.baseUrl, startedAt, mailbox: canDrain(core) })
       // the routes of the web client half (lib/client.js): the human's mail view and inbound policy
       const stopRoutes = startClientRoutes(ctx, core)
-      return () => { stopRoutes(); stopHandBack(); stopMailbox(); stopPresence() }
+      // the home's machine lease: this process may hold the endpoint to linked machines (docs/machines.md)
+      const stopMachines = startMachines(core)
+      return () => { stopMachines(); stopRoutes(); stopHandBack(); stopMailbox(); stopPresence() }
     })
   }
   // turn evidence, awaiting-user and file activity: folded from `session/event` as it happens (lib/observe.js)

@@ -633,3 +633,149 @@ pub async fn queued_wake(
     let now = base::clock::now_ms();
     blocking(move || queued::wake_candidate(&home, &me, now)).await
 }
+
+// ---- machines (issue 31): the human's linking, through crates/link ----
+
+/// One `Machines` handle per home in this process (the plugin's and the command line's).
+fn machines_of(home: &std::path::Path) -> std::sync::Arc<link::Machines> {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex, OnceLock};
+    static ALL: OnceLock<Mutex<HashMap<std::path::PathBuf, Arc<link::Machines>>>> = OnceLock::new();
+    let mut m = ALL
+        .get_or_init(|| Mutex::new(HashMap::new()))
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    m.entry(home.to_path_buf())
+        .or_insert_with(|| {
+            link::Machines::new(home, link::NodeConfig::from_env(), machines_handler(home))
+        })
+        .clone()
+}
+
+/// What runs a request arriving from a linked machine.
+fn machines_handler(_home: &std::path::Path) -> link::Handler {
+    link::node::refusing_handler()
+}
+
+/// `{ok: true, ...fields}` or `{ok: false, error}` as JSON: the human's commands get their refusals as data.
+fn machines_json(r: std::result::Result<serde_json::Value, String>) -> String {
+    match r {
+        Ok(serde_json::Value::Object(mut o)) => {
+            o.insert("ok".into(), true.into());
+            serde_json::Value::Object(o).to_string()
+        }
+        Ok(v) => serde_json::json!({"ok": true, "value": v}).to_string(),
+        Err(e) => serde_json::json!({"ok": false, "error": e}).to_string(),
+    }
+}
+
+/// `link`: a one-time invite (`relay`: `none` or the human's iroh-relay URL; `ttlMinutes` 1-1440, default
+/// 10). JSON `{ok, invite, expiresAt}` or `{ok: false, error}`.
+#[napi]
+pub async fn machines_invite(
+    dsh_home: Option<String>,
+    relay: Option<String>,
+    ttl_minutes: Option<u32>,
+) -> napi::Result<String> {
+    let home = home_of(dsh_home.as_deref());
+    let r = async {
+        let relay = link::Relay::parse(relay.as_deref().unwrap_or("none"))?;
+        let ttl = ttl_minutes.unwrap_or(10).clamp(1, 1440);
+        let m = machines_of(&home);
+        let inv = m
+            .invite(relay, std::time::Duration::from_secs(u64::from(ttl) * 60))
+            .await?;
+        let exp = link::node::Invite::decode(&inv).map(|i| i.exp).unwrap_or(0);
+        Ok::<_, String>(serde_json::json!({"invite": inv, "expiresAt": exp}))
+    }
+    .await;
+    Ok(machines_json(r))
+}
+
+/// Wait until `invite` is used (`true`) or expires, or `limitMs` passes (`false`).
+#[napi]
+pub async fn machines_wait_invite(
+    dsh_home: Option<String>,
+    invite: String,
+    limit_ms: u32,
+) -> napi::Result<bool> {
+    let home = home_of(dsh_home.as_deref());
+    machines_of(&home)
+        .wait_invite(
+            &invite,
+            std::time::Duration::from_millis(u64::from(limit_ms)),
+        )
+        .await
+        .map_err(internal)
+}
+
+/// `link <invite> --name <name>`: JSON `{ok, link}` or `{ok: false, error}`.
+#[napi]
+pub async fn machines_link(
+    dsh_home: Option<String>,
+    invite: String,
+    name: String,
+) -> napi::Result<String> {
+    let home = home_of(dsh_home.as_deref());
+    let r = machines_of(&home).accept_invite(&invite, &name).await;
+    Ok(machines_json(r.map(|l| serde_json::json!({"link": l}))))
+}
+
+/// `links`: JSON `{ok, id, holderPid, thisProcessHolds, unverified, links: [{id, name, relay, addrs,
+/// linkedAt, online, lastSeen, rttMs, error}]}` (`probe`: ask each machine for a round trip).
+#[napi]
+pub async fn machines_list(dsh_home: Option<String>, probe: bool) -> napi::Result<String> {
+    let home = home_of(dsh_home.as_deref());
+    let v = machines_of(&home).list(probe).await;
+    Ok(machines_json(Ok(v)))
+}
+
+/// `unlink <name>`: JSON `{ok, link, told}` or `{ok: false, error}`.
+#[napi]
+pub async fn machines_unlink(dsh_home: Option<String>, name: String) -> napi::Result<String> {
+    let home = home_of(dsh_home.as_deref());
+    let r = machines_of(&home).unlink(&name).await;
+    Ok(machines_json(r.map(
+        |(l, told)| serde_json::json!({"link": l, "told": told}),
+    )))
+}
+
+/// `machines rename <name> <new>`: JSON `{ok, link}` or `{ok: false, error}`.
+#[napi]
+pub async fn machines_rename(
+    dsh_home: Option<String>,
+    name: String,
+    new_name: String,
+) -> napi::Result<String> {
+    let home = home_of(dsh_home.as_deref());
+    let r = machines_of(&home).rename(&name, &new_name);
+    Ok(machines_json(r.map(|l| serde_json::json!({"link": l}))))
+}
+
+/// `doctor`'s machine rows: JSON `[{name, status, detail}]`.
+#[napi]
+pub async fn machines_doctor(dsh_home: Option<String>) -> napi::Result<String> {
+    let home = home_of(dsh_home.as_deref());
+    Ok(serde_json::Value::from(machines_of(&home).doctor().await).to_string())
+}
+
+/// The plugin's start: keep the home's lease (take it when the home has links and no live holder, take
+/// over when the holder goes). Resolves to whether this process holds the endpoint now.
+#[napi]
+pub async fn machines_start(dsh_home: Option<String>) -> napi::Result<bool> {
+    let home = home_of(dsh_home.as_deref());
+    let m = machines_of(&home);
+    m.watch();
+    if m.has_links() && link::lease::holder(&home).is_none() {
+        let _ = m.try_hold().await;
+    }
+    Ok(m.node().await.is_some())
+}
+
+/// Give up the endpoint and the lease (the plugin's dispose, the end of a command): closed and awaited.
+#[napi]
+pub async fn machines_stop(dsh_home: Option<String>) -> napi::Result<()> {
+    let home = home_of(dsh_home.as_deref());
+    machines_of(&home).stop().await;
+    Ok(())
+}

@@ -293,8 +293,8 @@ impl Node {
         let tc = QuicTransportConfig::builder()
             .max_concurrent_bidi_streams(VarInt::from_u32(cfg.max_streams))
             .max_concurrent_uni_streams(VarInt::from_u32(0))
-            .max_idle_timeout(IdleTimeout::try_from(Duration::from_secs(60)).ok())
-            .keep_alive_interval(Duration::from_secs(15))
+            .max_idle_timeout(IdleTimeout::try_from(Duration::from_secs(20)).ok())
+            .keep_alive_interval(Duration::from_secs(5))
             .build();
         // the port the home bound before, so peers find a new holder where they found the old one
         let want = match cfg.bind {
@@ -785,7 +785,20 @@ impl Node {
             })
             .await;
             match r {
-                Err(_) => return Err(CallError::Timeout),
+                Err(_) => {
+                    // a connection that does not answer (its peer killed without a close) is not used
+                    // again: the next call dials afresh
+                    if let Some(c) = self
+                        .inner
+                        .conns
+                        .lock()
+                        .ok()
+                        .and_then(|mut m| m.remove(machine))
+                    {
+                        c.close(VarInt::from_u32(close::BYE), b"no answer");
+                    }
+                    return Err(CallError::Timeout);
+                }
                 Ok(Ok(resp)) => {
                     self.note_seen(machine, Some(t0.elapsed()));
                     return match resp {
