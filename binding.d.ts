@@ -24,14 +24,26 @@ export declare function coreVersion(): string
 /** The newest top-level session of `cwd`'s project. */
 export declare function defaultSender(dshHome: string | undefined | null, cwd: string): DefaultSender
 
+/** `held.counts`: `human::HeldCounts` (the route answer, JSON). */
+export declare function heldCounts(dshHome?: string | undefined | null): Promise<string>
+
 /** The human's decision on one held message. Resolves to `{"ok":true,"state":…}` or `{"ok":false,"error":…}`. */
 export declare function heldDecide(dshHome: string | undefined | null, sessionId: string, requestId: string, approve: boolean): Promise<string>
+
+/** `held.decideMany`: `human::DecideMany` as JSON → `human::DecideManyResult` (the route answer, JSON). */
+export declare function heldDecideMany(dshHome: string | undefined | null, request: string): Promise<string>
 
 /** Hand on approved messages whose hand-off did not happen (a process died in between). How many. */
 export declare function heldRecover(dshHome?: string | undefined | null): Promise<number>
 
 /** The doctor's file check as JSON (`{ledger, credentials}`, each `null` or the problem). */
 export declare function homeFilesJson(dshHome?: string | undefined | null): Promise<string>
+
+/**
+ * `human.sendMany`: `human::SendMany` as JSON, `host` = `human::PromptHost` as JSON (this process's web
+ * server, secret, version, live sessions) → `human::SendManyResult` (the route answer, JSON).
+ */
+export declare function humanSendMany(dshHome: string | undefined | null, request: string, host: string): Promise<string>
 
 /**
  * The notice for the send `requestId` to `target`, whose turn has ended; `sinceSeq`: the seq before
@@ -177,6 +189,12 @@ export declare function readSession(request: string): Promise<ReadWindow>
 /** DSH_HOME as the host resolves it: `explicit` → `$DSH_HOME` → `~/.dsh`. */
 export declare function resolveDshHome(explicit?: string | undefined | null): string
 
+/** `rules.list`: `human::RulesView` (the route answer, JSON). */
+export declare function rulesList(dshHome?: string | undefined | null): Promise<string>
+
+/** `rules.set` (issue 32): `human::RuleChange` as JSON → `human::RulesView` (the route answer, JSON). */
+export declare function rulesSet(dshHome: string | undefined | null, change: string): Promise<string>
+
 /**
  * Run one tool call: its text and its typed outcome (index.js, the command line, the doctor).
  * `request` is the JSON of `request::ToolRequest`. `notice`: for a send with `notify_when_idle`, the JSON
@@ -292,6 +310,13 @@ export interface ConfigDefaults {
    * loop guard, `mail::chain`; 0: off).
    */
   maxRelayHops: number
+  /**
+   * Sends all sessions of one linked machine may make into this home within the budget window, on
+   * top of the per-pair and per-sender budgets (0: no machine budget).
+   */
+  budgetPerMachine: number
+  /** How long a message for an unreachable linked machine waits in the outbox before it expires. */
+  outboxTtlMs: number
 }
 
 /**
@@ -308,10 +333,32 @@ export interface DefaultSender {
   error: string | null
 }
 
-/** The state of a request, as the binding hands it to JS. */
+/**
+ * A message's fate: the one enum of docs/architecture.md "Fates", typed end to end — `verify --json`'s
+ * `state` and its exit code (lib/cli/args.js `exitForFate`), the mail view's rows, the held cards.
+ * Every value is printed from a [`Reading`], which also makes the line of text beside it.
+ */
 export declare const enum FateState {
+  /** In the target's log as a user message. */
   Landed = 'landed',
+  /** In the target's inbox (its log, or the memory of the process holding it), not landed yet. */
   Queued = 'queued',
+  /** In the mailbox of a session live in a process without a web server, not drained yet. */
+  Waiting = 'waiting',
+  /** Kept for the human's decision (the target's inbound policy is `hold`, or it does not verify). */
+  Held = 'held',
+  /** Approved by the human and handed to the target's mailbox; not landed yet. */
+  Approved = 'approved',
+  /** Rejected by the human: not delivered, and never will be. */
+  Rejected = 'rejected',
+  /** Held past its time and rejected as expired: not delivered, and never will be. */
+  Expired = 'expired',
+  /**
+   * Refused when it was sent (the ledger's `refused:<code>`) or by the drain of the target's mailbox:
+   * not delivered, and never will be.
+   */
+  Refused = 'refused',
+  /** Inserted, then removed with its whole inbox before it landed (not delivered again). */
   Canceled = 'canceled',
   /** Its holder stopped or crashed before it landed; re-delivered when the session is live again. */
   Lost = 'lost',
@@ -320,6 +367,7 @@ export declare const enum FateState {
    * never delivered again.
    */
   Removed = 'removed',
+  /** Not found: in no log, mailbox, held store or ledger line this home has. */
   Unknown = 'unknown',
 }
 
@@ -418,7 +466,7 @@ export interface LedgerEntry {
   mode: string | null
   /** `dsh-session-mail:<uuid>`, `null` for a refusal decided before an id was minted. */
   requestId: string | null
-  /** `accepted`, `refused:<code>`, `unreachable`, `may-have-landed` or `held`. */
+  /** `accepted`, `refused:<code>`, `unreachable`, `may-have-landed`, `held` or `expired`. */
   outcome: string
   /** Characters of the message as written, `null` when the message was not a string. */
   bodyChars: number | null
@@ -437,6 +485,10 @@ export interface LedgerEntry {
    * accepted, or whose text was changed, delivers nothing.
    */
   textSha256: string | null
+  /** The linked machine the message came from (`MachineId`; absent: this home). */
+  fromMachine: string | null
+  /** The linked machine the message went to (`MachineId`; absent: this home). */
+  toMachine: string | null
 }
 
 /** `sessions_list` as data, or its refusal (`ok: false`, `code`, `text`). */
@@ -629,6 +681,13 @@ export declare const enum RefusalCode {
   Stopped = 'stopped',
   /** The human set the target to refuse agent mail (`crate::policy`). */
   RefusedByHuman = 'refused-by-human',
+  /**
+   * A sender id arriving from a linked machine that this home does not take (one of its own
+   * sessions, or first seen from another machine: `crossing::foreign`).
+   */
+  ForeignSender = 'foreign-sender',
+  /** The target's machine is not linked (never, or no longer). */
+  Unlinked = 'unlinked',
 }
 
 /**
@@ -637,8 +696,10 @@ export declare const enum RefusalCode {
  */
 export interface RequestFate {
   requestId: string
-  /** `landed`, `queued`, `canceled` or `unknown`. */
+  /** Its fate (every value is documented in `dsh-session-mail verify --help` and docs/output-contract.md). */
   state: FateState
+  /** It will not change any more: landed, or never delivered ([`FateState::settled`]). */
+  settled: boolean
   sessionId: string | null
   seq: number | null
   turn: number | null

@@ -4,7 +4,7 @@
 import Schema from '@deepseek-ai/schemastery'
 import { defineTool } from '@deepseek-ai/dsh-tools'
 import { resolveDshHome } from './lib/home.js'
-import { loadCore } from './lib/native.js'
+import { internalFailure, loadCore } from './lib/native.js'
 import { toolSpecs } from './lib/tools.js'
 import { baseUrlOf, browserSessionSecret, callerOf, detectHostVersion, followSessions, liveAgents, liveReadFacts, secretReader, serviceMemo } from './lib/host.js'
 import { IdleNotices } from './lib/notice.js'
@@ -55,6 +55,8 @@ export const Config = Schema.object({
   urgentReserve: coreDefault(Schema.natural(), 'urgentReserve').description('Extra urgent/steer sends per pair beyond budgetPerPair, so a correction can still interrupt.'),
   maxStackedPerSender: coreDefault(Schema.natural(), 'maxStackedPerSender').description('Queued messages from one sender that may wait unclaimed in a target inbox (0: no limit).'),
   maxRelayHops: coreDefault(Schema.natural(), 'maxRelayHops').description('Agent-to-agent deliveries one conversation chain may make until a human writes in it (0: no loop guard).'),
+  budgetPerMachine: coreDefault(Schema.natural(), 'budgetPerMachine').description('Sends all sessions of one linked machine may make into this home per window (0: no machine budget).'),
+  outboxTtlMs: coreDefault(Schema.natural().min(1), 'outboxTtlMs').description('How long a message for an unreachable linked machine waits in the outbox before it expires.'),
   sendTools: Schema.union(['both', 'sessions_send', 'send_session_message']).default('both').description('Register both send tools, or only one (each schema is paid on every model request).'),
   idleNoticeMinutes: Schema.natural().min(1).default(30).description('A pending notify_when_idle notice expires after this many minutes.'),
   overlapNotice: Schema.boolean().default(false).description('After a write/edit, tell the session when a live peer of its repository changed the same file recently (injected into that turn; off: shown in sessions_list only).'),
@@ -189,12 +191,8 @@ async function runTool(ctx, config, tool, args, exec, hostVersion, notices = nul
     if (outcome.notice === 'set') notices.watch({ ...watch, requestId: outcome.requestId })
     return outcome.text
   } catch (e) {
-    const msg = String(e?.message ?? e)
-    // A request the core cannot take (E_BAD_REQUEST) fails the same way every time: no retry advice.
-    const again = /E_BAD_REQUEST/.test(msg)
-      ? 'retrying the same call will fail the same way; tell the user'
-      : 'it is safe to try again'
-    return `refused (internal): ${tool} failed inside the plugin: ${msg}. Nothing was delivered by this call; ${again}.`
+    // A request the core cannot take (err.code E_BAD_REQUEST) fails the same way every time: no retry advice.
+    return internalFailure(tool, e)
   }
 }
 
@@ -233,9 +231,19 @@ export function apply(ctx, config) {
       const stopHandBack = startHandBack(ctx, core, { startedAt })
       const stopPresence = startPresence(ctx, core, { hostVersion, baseUrl: host.baseUrl, startedAt, mailbox: canDrain(core) })
       // the routes of the web client half (lib/client.js): the human's mail view and inbound policy
-      const stopRoutes = startClientRoutes(ctx, core)
-      // the home's machine lease: this process may hold the endpoint to linked machines (docs/machines.md)
-      const stopMachines = startMachines(core)
+      const routeSecret = secretReader(ctx)
+      const promptHost = async () => ({
+        baseUrl: host.baseUrl(),
+        hostSecret: (await routeSecret()) ?? null,
+        hostVersion,
+        hostApi: config.hostApi,
+        live: liveAgents(ctx, { activity: false, files: false }).map(a => a.id),
+      })
+      const stopRoutes = startClientRoutes(ctx, core, { promptHost })
+      // the home's machine lease: this process may hold the endpoint to linked machines (docs/machines.md);
+      // what arrives from them runs through this process's own tools, with its host facts (`here`)
+      const here = async () => JSON.stringify(buildRequest(ctx, config, 'sessions_list', {}, null, hostVersion, (await routeSecret()) ?? null, null, host))
+      const stopMachines = startMachines(core, { here })
       return () => { stopMachines(); stopRoutes(); stopHandBack(); stopMailbox(); stopPresence() }
     })
   }

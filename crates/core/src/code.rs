@@ -32,6 +32,11 @@ pub enum RefusalCode {
     Stopped,
     /// The human set the target to refuse agent mail (`crate::policy`).
     RefusedByHuman,
+    /// A sender id arriving from a linked machine that this home does not take (one of its own
+    /// sessions, or first seen from another machine: `crossing::foreign`).
+    ForeignSender,
+    /// The target's machine is not linked (never, or no longer).
+    Unlinked,
 }
 
 impl RefusalCode {
@@ -60,6 +65,8 @@ impl RefusalCode {
         RefusalCode::Busy,
         RefusalCode::Stopped,
         RefusalCode::RefusedByHuman,
+        RefusalCode::ForeignSender,
+        RefusalCode::Unlinked,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -87,6 +94,8 @@ impl RefusalCode {
             RefusalCode::Busy => "busy",
             RefusalCode::Stopped => "stopped",
             RefusalCode::RefusedByHuman => "refused-by-human",
+            RefusalCode::ForeignSender => "foreign-sender",
+            RefusalCode::Unlinked => "unlinked",
         }
     }
 

@@ -30,6 +30,21 @@ pub struct ToolRequest {
     /// (tests set them directly).
     #[serde(skip)]
     pub peers: Option<Vec<crate::presence::Record>>,
+    /// Set only by `remote::serve` (never from JSON): this send arrived from a linked machine, and runs
+    /// this home's own send path with the sender's request id, chain and hop.
+    #[serde(skip)]
+    pub incoming: Option<Incoming>,
+}
+
+/// A send that arrived from a linked machine (`remote::serve`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Incoming {
+    pub machine: crate::machine::MachineId,
+    /// The sender's request id, kept: the far side's retries and `verify` name it.
+    pub request_id: String,
+    /// The chain and hop the sender counted.
+    pub chain: Option<String>,
+    pub hop: u32,
 }
 
 impl ToolRequest {

@@ -53,15 +53,20 @@ static WRITE_LOCK: Mutex<()> = Mutex::new(());
 #[serde(into = "String", from = "String")]
 pub enum LedgerOutcome {
     Accepted,
-    /// Refused with this code (`refused:<code>`). A `refused:<code>` this version does not know is
-    /// [`LedgerOutcome::Other`], kept as written.
+    /// Refused with this code (`refused:<code>`).
     Refused(RefusalCode),
+    /// Refused with a code this version does not know (`refused:<code>`, the code kept as written): a
+    /// refusal all the same, so no reader has to look at the string again.
+    RefusedUnknown(String),
     /// No decision of the host (down, timeout, 5xx, carrier status, bad address).
     Unreachable,
     /// Went out without a clear answer; counts as sent.
     MayHaveLanded,
     /// Kept for the human's decision (the target's inbound policy, `crate::policy`); not sent.
     Held,
+    /// A held message nobody decided on before its `expiresAt` (`crate::policy::held::expire`): written
+    /// when it expired, never delivered.
+    Expired,
     /// A string this version does not know.
     Other(String),
 }
@@ -78,11 +83,21 @@ impl LedgerOutcome {
         match self {
             LedgerOutcome::Accepted => "accepted".into(),
             LedgerOutcome::Refused(code) => format!("refused:{code}"),
+            LedgerOutcome::RefusedUnknown(code) => format!("refused:{code}"),
             LedgerOutcome::Unreachable => "unreachable".into(),
             LedgerOutcome::MayHaveLanded => "may-have-landed".into(),
             LedgerOutcome::Held => "held".into(),
+            LedgerOutcome::Expired => "expired".into(),
             LedgerOutcome::Other(s) => s.clone(),
         }
+    }
+
+    /// Refused when sent, with a code this version knows or not.
+    pub fn is_refused(&self) -> bool {
+        matches!(
+            self,
+            LedgerOutcome::Refused(_) | LedgerOutcome::RefusedUnknown(_)
+        )
     }
 
     /// Counts against the send budget (it went out, or may have).
@@ -96,12 +111,13 @@ impl From<String> for LedgerOutcome {
         match s.as_str() {
             "accepted" => LedgerOutcome::Accepted,
             "held" => LedgerOutcome::Held,
+            "expired" => LedgerOutcome::Expired,
             "unreachable" => LedgerOutcome::Unreachable,
             "may-have-landed" => LedgerOutcome::MayHaveLanded,
             _ => match s.strip_prefix("refused:") {
                 Some(code) => match RefusalCode::parse(code) {
                     Some(code) => LedgerOutcome::Refused(code),
-                    None => LedgerOutcome::Other(s),
+                    None => LedgerOutcome::RefusedUnknown(code.to_string()),
                 },
                 _ => LedgerOutcome::Other(s),
             },
@@ -169,7 +185,7 @@ pub struct Entry {
     pub mode: Option<String>,
     /// `dsh-session-mail:<uuid>`, `null` for a refusal decided before an id was minted.
     pub request_id: Option<String>,
-    /// `accepted`, `refused:<code>`, `unreachable`, `may-have-landed` or `held`.
+    /// `accepted`, `refused:<code>`, `unreachable`, `may-have-landed`, `held` or `expired`.
     #[cfg_attr(feature = "napi", napi(ts_type = "string"))]
     pub outcome: LedgerOutcome,
     /// Characters of the message as written, `null` when the message was not a string.
@@ -188,6 +204,12 @@ pub struct Entry {
     /// accepted, or whose text was changed, delivers nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text_sha256: Option<String>,
+    /// The linked machine the message came from (`MachineId`; absent: this home).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_machine: Option<String>,
+    /// The linked machine the message went to (`MachineId`; absent: this home).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to_machine: Option<String>,
 }
 
 impl Entry {
@@ -216,6 +238,8 @@ impl Entry {
             chain: None,
             hop: None,
             text_sha256: None,
+            from_machine: None,
+            to_machine: None,
         }
     }
 
