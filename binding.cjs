@@ -848,6 +848,7 @@ module.exports.humanSendMany = nativeBinding.humanSendMany
 module.exports.idleNoticeMessage = nativeBinding.idleNoticeMessage
 module.exports.listSessions = nativeBinding.listSessions
 module.exports.machinesDoctor = nativeBinding.machinesDoctor
+module.exports.machinesHere = nativeBinding.machinesHere
 module.exports.machinesInvite = nativeBinding.machinesInvite
 module.exports.machinesLink = nativeBinding.machinesLink
 module.exports.machinesList = nativeBinding.machinesList

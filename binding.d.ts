@@ -58,6 +58,12 @@ export declare function listSessions(request: string): Promise<Listing>
 export declare function machinesDoctor(dshHome?: string | undefined | null): Promise<string>
 
 /**
+ * This process's host facts for what linked machines ask of it (the shim pushes them every few
+ * seconds while the plugin is mounted): `request` is a ToolRequest's JSON (tool, args and caller ignored).
+ */
+export declare function machinesHere(dshHome: string | undefined | null, request: string): void
+
+/**
  * `link`: a one-time invite (`relay`: `none` or the human's iroh-relay URL; `ttlMinutes` 1-1440, default
  * 10). JSON `{ok, invite, expiresAt}` or `{ok: false, error}`.
  */

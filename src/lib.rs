@@ -118,6 +118,19 @@ pub fn run(
         notice.map(|n| parse(&n, "idle notice facts")).transpose()?;
     // A send's checks start on the blocking pool from here, inside napi's runtime (`tools::begin`):
     // they run while napi hands the future below to its runtime.
+    // a home with linked machines: the tools reach them (core's remote::run_result over crates/link)
+    let parsed = match parsed {
+        Ok(req) if has_links(&home_of(req.host.dsh_home.as_deref())) => {
+            let home = home_of(req.host.dsh_home.as_deref());
+            let live: Vec<String> = req.live.iter().map(|l| l.id.clone()).collect();
+            return promise(env, async move {
+                let lm = LinkMachines::of(&home);
+                let r = mail_core::remote::run_result(req, &lm).await;
+                Ok(tool_outcome(r, facts, &live))
+            });
+        }
+        other => other,
+    };
     let begun = parsed.map(|req| {
         let live: Vec<String> = req.live.iter().map(|l| l.id.clone()).collect();
         let begun =
@@ -799,9 +812,134 @@ fn machines_of(home: &std::path::Path) -> std::sync::Arc<link::Machines> {
         .clone()
 }
 
-/// What runs a request arriving from a linked machine.
-fn machines_handler(_home: &std::path::Path) -> link::Handler {
-    link::node::refusing_handler()
+/// What this process knows of itself for a linked machine's request (its host facts as a ToolRequest,
+/// pushed by the shim: `machinesHere`), per home.
+static HERE: std::sync::Mutex<Vec<(std::path::PathBuf, String)>> =
+    std::sync::Mutex::new(Vec::new());
+
+fn here_of(home: &std::path::Path) -> Option<mail_core::request::ToolRequest> {
+    let json = HERE
+        .lock()
+        .ok()?
+        .iter()
+        .find(|(h, _)| h == home)
+        .map(|(_, j)| j.clone())
+        .unwrap_or_else(|| {
+            // a process without a host (the command line holding the endpoint): the store only
+            serde_json::json!({"tool": "sessions_list", "args": {}, "caller": null, "config": {},
+                "host": {"dshHome": home.to_string_lossy(), "baseUrl": null, "version": null,
+                "secret": null, "profile": null}, "live": []})
+            .to_string()
+        });
+    mail_core::tools::parse_request(&json).ok()?.ok()
+}
+
+/// The linked machine `id` as the core names it, if this home has it linked.
+fn linked_machine(home: &std::path::Path, id: &str) -> Option<mail_core::machine::Machine> {
+    LinkMachines::read_linked(home)
+        .into_iter()
+        .find(|m| m.id.as_str() == id)
+}
+
+/// What runs a request arriving from a linked machine: the core's own tools (`remote::serve`), with this
+/// process's host facts. The id is the one the connection's handshake proved (crates/link).
+fn machines_handler(home: &std::path::Path) -> link::Handler {
+    let home = home.to_path_buf();
+    std::sync::Arc::new(move |from: link::MachineId, body: serde_json::Value| {
+        let home = home.clone();
+        Box::pin(async move {
+            let refused = |code: &str, message: &str| link::wire::WireError {
+                code: code.into(),
+                message: message.into(),
+            };
+            let Some(machine) = linked_machine(&home, from.as_str()) else {
+                return Err(refused("unlinked", "not a linked machine"));
+            };
+            let Some(here) = here_of(&home) else {
+                return Err(refused("unavailable", "this process cannot serve now"));
+            };
+            Ok(mail_core::remote::serve_value(&here, &machine, body).await)
+        })
+    })
+}
+
+/// The core's `Machines` (the seam it reaches linked machines through) over crates/link.
+struct LinkMachines {
+    home: std::path::PathBuf,
+    m: std::sync::Arc<link::Machines>,
+}
+
+impl LinkMachines {
+    fn of(home: &std::path::Path) -> LinkMachines {
+        LinkMachines {
+            home: home.to_path_buf(),
+            m: machines_of(home),
+        }
+    }
+    fn read_linked(home: &std::path::Path) -> Vec<mail_core::machine::Machine> {
+        let Ok(Some(sk)) = link::identity::read(home) else {
+            return Vec::new();
+        };
+        link::store::links(home, &sk)
+            .into_iter()
+            .filter_map(|l| {
+                Some(mail_core::machine::Machine {
+                    id: mail_core::machine::MachineId::parse(l.id.as_str())?,
+                    name: l.name,
+                })
+            })
+            .collect()
+    }
+}
+
+impl mail_core::machine::Machines for LinkMachines {
+    fn linked(&self) -> Vec<mail_core::machine::Machine> {
+        LinkMachines::read_linked(&self.home)
+    }
+
+    fn call(
+        &self,
+        to: &mail_core::machine::MachineId,
+        req: mail_core::machine::wire::Request,
+        deadline: std::time::Duration,
+    ) -> mail_core::machine::Call<'_> {
+        use mail_core::machine::CallError as E;
+        let to = to.clone();
+        Box::pin(async move {
+            let id = link::MachineId::parse(to.as_str()).ok_or(E::Unlinked)?;
+            let frame = mail_core::machine::wire::encode_value(&req);
+            match tokio::time::timeout(deadline, self.m.call(&id, frame)).await {
+                Err(_) => Err(E::Timeout),
+                Ok(Ok(v)) => mail_core::machine::wire::response_from_value(v)
+                    .map_err(|e| E::Protocol(e.to_string())),
+                Ok(Err(e)) => Err(match e {
+                    link::CallError::NotLinked | link::CallError::UnlinkedByPeer => E::Unlinked,
+                    link::CallError::Unreachable(w) | link::CallError::NoHolder(w) => {
+                        E::Unreachable(w)
+                    }
+                    link::CallError::Timeout => E::Timeout,
+                    other => E::Protocol(other.to_string()),
+                }),
+            }
+        })
+    }
+}
+
+/// Whether the home has a linked machine (one `stat` when it has none: the send path's common case).
+fn has_links(home: &std::path::Path) -> bool {
+    std::fs::symlink_metadata(link::store::doc_path(home)).is_ok()
+        && !LinkMachines::read_linked(home).is_empty()
+}
+
+/// This process's host facts for what linked machines ask of it (the shim pushes them every few
+/// seconds while the plugin is mounted): `request` is a ToolRequest's JSON (tool, args and caller ignored).
+#[napi]
+pub fn machines_here(dsh_home: Option<String>, request: String) {
+    let home = home_of(dsh_home.as_deref());
+    if let Ok(mut h) = HERE.lock() {
+        h.retain(|(p, _)| p != &home);
+        h.push((home, request));
+    }
 }
 
 /// `{ok: true, ...fields}` or `{ok: false, error}` as JSON: the human's commands get their refusals as data.
@@ -915,6 +1053,35 @@ pub async fn machines_start(dsh_home: Option<String>) -> napi::Result<bool> {
     m.watch();
     if m.has_links() && link::lease::holder(&home).is_none() {
         let _ = m.try_hold().await;
+    }
+    // the outbox: delivered (once: the far side dedups by request id) or expired by whichever process
+    // holds the endpoint, every 2 s
+    static TICKING: std::sync::Mutex<Vec<std::path::PathBuf>> = std::sync::Mutex::new(Vec::new());
+    let first = TICKING
+        .lock()
+        .map(|mut t| {
+            let new = !t.contains(&home);
+            if new {
+                t.push(home.clone());
+            }
+            new
+        })
+        .unwrap_or(false);
+    if first {
+        let weak = std::sync::Arc::downgrade(&m);
+        let h = home.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+                let Some(m) = weak.upgrade() else { break };
+                if m.node().await.is_none() {
+                    continue;
+                }
+                let lm = LinkMachines { home: h.clone(), m };
+                let now = base::clock::now_ms();
+                mail_core::remote::drain(&h, &lm, now, std::time::Duration::from_secs(10)).await;
+            }
+        });
     }
     Ok(m.node().await.is_some())
 }
