@@ -38,6 +38,18 @@ function answer(json) {
   return bad(String(r?.error?.code ?? 'internal'), String(r?.error?.message ?? 'no answer'))
 }
 
+const MACHINE_NAME = /^[a-z0-9][a-z0-9-]{0,31}$/
+
+/** A machines export's answer (`{ok: true, …}` or `{ok: false, error}`) as a route answer. */
+function machines(json) {
+  const r = parse(json)
+  if (r?.ok === true) {
+    const { ok: _, ...value } = r
+    return ok(value)
+  }
+  return bad('machines', String(r?.error ?? 'no answer'))
+}
+
 /**
  * The route handler: `(endpoint, payload) → {ok, value} | {ok:false, error}`. Bad input is a readable error,
  * never a throw (a throw would be the host's 500).
@@ -107,6 +119,30 @@ function routeHandler(core, { home = () => resolveDshHome(), promptHost = () => 
           if (p.mode !== 'queue' && p.mode !== 'steer') return bad('bad-request', 'mode must be queue or steer')
           const host = await promptHost()
           return answer(await core.humanSendMany(home(), JSON.stringify({ sessionIds: ids, text: p.text, mode: p.mode }), JSON.stringify(host ?? {})))
+        }
+        // issue 31: the human's linked machines (docs/machines.md); only these routes and the command line
+        // link, rename or unlink — no tool does
+        case 'machines.list':
+          return machines(await core.machinesList(home(), p.probe === true))
+        case 'machines.invite': {
+          const relay = p.relay === undefined ? 'none' : p.relay
+          if (typeof relay !== 'string' || (relay !== 'none' && !/^https?:\/\/\S{1,500}$/.test(relay))) return bad('bad-request', 'relay is none or the URL of your iroh-relay')
+          const ttl = p.ttlMinutes === undefined ? 10 : p.ttlMinutes
+          if (!Number.isInteger(ttl) || ttl < 1 || ttl > 1440) return bad('bad-request', 'ttlMinutes: 1 to 1440')
+          return machines(await core.machinesInvite(home(), relay, ttl))
+        }
+        case 'machines.link': {
+          if (typeof p.invite !== 'string' || !/^dshm1[A-Za-z0-9_-]{1,8192}$/.test(p.invite.trim())) return bad('bad-request', 'invite: the string dsh-session-mail link printed on the other machine')
+          if (typeof p.name !== 'string' || !MACHINE_NAME.test(p.name)) return bad('bad-request', 'name: [a-z0-9][a-z0-9-]{0,31}')
+          return machines(await core.machinesLink(home(), p.invite.trim(), p.name))
+        }
+        case 'machines.rename': {
+          if (typeof p.name !== 'string' || !MACHINE_NAME.test(p.name) || typeof p.newName !== 'string' || !MACHINE_NAME.test(p.newName)) return bad('bad-request', 'name and newName: [a-z0-9][a-z0-9-]{0,31}')
+          return machines(await core.machinesRename(home(), p.name, p.newName))
+        }
+        case 'machines.unlink': {
+          if (typeof p.name !== 'string' || !MACHINE_NAME.test(p.name)) return bad('bad-request', 'name: a linked machine\'s name')
+          return machines(await core.machinesUnlink(home(), p.name))
         }
         default:
           return bad('not-found', `no endpoint ${JSON.stringify(endpoint)}`)
