@@ -201,7 +201,7 @@ test('rules.set / rules.list / policy.set heldTtlMs / held.counts / held.decideM
     }
     r = await handle('policy.set', { heldTtlMs: 2 * 60 * 60 * 1000 })
     assert.equal(r.value.heldTtlMs, 2 * 60 * 60 * 1000)
-    assert.equal((await handle('policy.set', { heldTtlMs: 5 })).error.code, 'policy', 'under one minute is refused by the core')
+    assert.equal((await handle('policy.set', { heldTtlMs: 5 })).error.code, 'policy', 'under one second is refused by the core')
     assert.equal((await handle('rules.list', {})).value.heldTtlMs, 2 * 60 * 60 * 1000)
     assert.deepEqual((await handle('held.counts', {})).value, { sessions: [], total: 0, truncated: false })
     assert.deepEqual((await handle('held.decideMany', { filter: { all: true }, decision: 'reject' })).value, { items: [], truncated: false })
