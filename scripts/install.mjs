@@ -33,6 +33,7 @@ import { dshPlugin, findDsh } from './lib/dsh.mjs'
 import { InstallError, usageError } from './lib/errors.mjs'
 import { atomicWriteFile, kindFollowing, kindOf, readTree, renameSync, rmSync, takeLock, writeTree } from './lib/fsutil.mjs'
 import { appendBundle, checkOwnedPlaces, ManifestShapeError, parseManifest, removeBundle, removeDependency, setDependency, textOf } from './lib/manifest.mjs'
+import { ensureClientBuilt } from './build-client.mjs'
 import { loadPackage as packPackage, packageNameFromTarball, validPackageName } from './lib/package.mjs'
 
 const SELF_DIR = fileURLToPath(new URL('..', import.meta.url))
@@ -184,7 +185,12 @@ function refusePlanOutside(profile, plan) {
 // the package
 
 function loadPackage(packageArg) {
-  if (packageArg === undefined) return packPackage(SELF_DIR, { kind: 'dir', buildHint: BUILD_HINT, exitCodeForBadPackage: 1 })
+  if (packageArg === undefined) {
+    // a clone: its web client is built from client/ when the source is newer (npm pack runs here with
+    // --ignore-scripts, so `prepack` does not); a package from npm ships lib/client.js and no client/
+    ensureClientBuilt()
+    return packPackage(SELF_DIR, { kind: 'dir', buildHint: BUILD_HINT, exitCodeForBadPackage: 1 })
+  }
   const path = resolve(packageArg)
   const kind = kindFollowing(path)
   if (kind === 'dir') return packPackage(path, { kind, buildHint: BUILD_HINT, exitCodeForBadPackage: 2 })

@@ -1,4 +1,4 @@
-// The web client half (lib/client.js) outside a browser: the bundle registers one factory the way rc.8's
+// The web client half (client/, built by scripts/build-client.mjs into lib/client.js) outside a browser: the bundle registers one factory the way rc.8's
 // module system expects (packages/client/modules/src/index.ts `injectBootManifest`: `window.__ModuleLoader__
 // .load({id, factory})`), its apply uses only guarded extension points, and its pure parts tell our mail
 // from a human's on both host generations. The browser suite (test/real-host-browser.test.mjs) runs it
@@ -10,6 +10,7 @@ import { join } from 'node:path'
 import vm from 'node:vm'
 import { REPO_ROOT } from './real-host/harness.mjs'
 import { startClientRoutes } from '../lib/client-host.js'
+import { buildClient } from '../scripts/build-client.mjs'
 
 /** The handler startClientRoutes mounts on the host's Connection service (rpc.handle(channel, handler, options)). */
 function mounted(core) {
@@ -23,7 +24,8 @@ const routeHandler = (core, { home } = {}) => {
   return mounted(core)[0].handler
 }
 
-const SOURCE = readFileSync(join(REPO_ROOT, 'lib', 'client.js'), 'utf8')
+// the bundle as the source builds it now (what `npm run build:client` writes to lib/client.js)
+const SOURCE = await buildClient()
 const PKG = JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8'))
 
 const React = {
