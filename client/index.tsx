@@ -17,6 +17,9 @@
 //   is handed to the built-in renderer with the same props (registered under its locale namespace).
 // - the per-session mail tab: a `conversation.view` entry (packages/client/ui-trajectory/src/client/index.ts).
 // - the `@` trigger: an `inputTriggers` source (packages/client/ui-reference/src/client/index.ts).
+// - the home-wide Agent mail page (page.tsx): its entry a `sidebar.footer.action` (packages/client/ui-sidebar/
+//   src/client/contract/slots.ts), the page a `shell.overlay` entry (packages/client/ui-layout/src/client/
+//   index.ts) shown while open; the held counts as badges on the sidebar's session rows (counts.ts).
 // - data: the plugin's host route `/dsh-session-mail/<endpoint>` (lib/client-host.js), a Connection RPC
 //   channel behind the host's own request policy (packages/client/connection/src/rpc-host.ts).
 import { React, h } from './react'
@@ -28,6 +31,9 @@ import { makeAgentCard, type NodeProps } from './card'
 import { makeMailView } from './view'
 import { makeTriggerSource } from './trigger'
 import { STYLE } from './style'
+import { createHeldCounts, decorateSessionList, sessionIdOfRow } from './counts'
+import { countsOf, listPayload, machinesOf, mailRow, pageOf, rulesOf, threadOf, timeLeft } from './model'
+import { createPageStore, makeEntry, makePage } from './page'
 
 export const name = 'dsh-session-mail-client'
 export const inject = ['slots', 'sessions', 'locale', 'inputTriggers']
@@ -87,6 +93,25 @@ export function apply(ctx: HostContext): void {
       inject: (sessionId: string) => ({ sessionId }),
     }, View))
   })
+  const counts = createHeldCounts()
+  const page = createPageStore()
+  guarded('page entry', () => {
+    const slots = ctx.slots!
+    const Entry = makeEntry(page, counts, t)
+    slots.inject('sidebar.footer.action', () => slots.register({
+      name: 'sidebar.footer.action', id: 'dsh-session-mail', order: 10, label: () => t('page.entry'),
+    }, Entry))
+  })
+  guarded('page', () => {
+    const slots = ctx.slots!
+    const Page = makePage(ctx, page, counts, t)
+    slots.inject('shell.overlay', () => slots.register({
+      name: 'shell.overlay', id: 'dsh-session-mail-page', order: 50, label: () => t('page.title'),
+    }, Page))
+  })
+  guarded('session list badges', () => {
+    ctx.effect!(() => decorateSessionList(ctx, counts, t), 'dsh-session-mail: held counts in the session list')
+  })
   guarded('trigger', () => {
     const triggers = ctx.inputTriggers || (typeof ctx.get === 'function' ? ctx.get('inputTriggers') : undefined)
     if (!triggers || typeof triggers.registerSource !== 'function') return
@@ -96,4 +121,7 @@ export function apply(ctx: HostContext): void {
 }
 
 /** For the unit tests (test/client.test.mjs): the pure parts. */
-export const internals = { isAgentMail, senderFromText, bodyOf, textOf, sessionMention, en, zh }
+export const internals = {
+  isAgentMail, senderFromText, bodyOf, textOf, sessionMention, en, zh,
+  mailRow, pageOf, threadOf, countsOf, rulesOf, timeLeft, listPayload, machinesOf, sessionIdOfRow, createPageStore,
+}

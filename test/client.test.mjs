@@ -117,6 +117,14 @@ test('apply shadows the user/steering renderers at priority -1, adds the mail ta
   assert.deepEqual({ ...view.options.inject('s-b') }, { sessionId: 's-b' })
   assert.equal(sources.length, 1)
   assert.equal(sources[0].trigger, '@')
+  // the home-wide page: its entry beside Settings at the sidebar foot, the page in the frame-wide overlay
+  // (rc.8 ui-sidebar contract/slots.ts 'sidebar.footer.action'; ui-layout 'shell.overlay')
+  const entry = regs.find(r => r.options.name === 'sidebar.footer.action')
+  assert.equal(entry.options.id, 'dsh-session-mail')
+  assert.equal(entry.options.label(), 'Agent mail')
+  const overlay = regs.find(r => r.options.name === 'shell.overlay')
+  assert.equal(overlay.options.id, 'dsh-session-mail-page')
+  assert.ok(effects.includes('dsh-session-mail: held counts in the session list'))
 
   // a human message goes to the built-in renderer (the registration it shadows), with the same props
   const Builtin = () => null
@@ -164,4 +172,70 @@ test('the routes refuse bad input readably and never throw', async () => {
   assert.deepEqual(calls.at(-1), ['policyApply', '/h', '{"stopAll":true}'])
   const boom = routeHandler({ mailView: async () => { throw new Error('disk') } })
   assert.deepEqual(await boom('view', { sessionId: 's-b' }), { ok: false, error: { code: 'internal', message: 'disk' } })
+})
+
+test('the page reads the routes\' rows as typed values: unknown fates, wrong types and bare machine ids are normalised, never believed', () => {
+  const { mailRow, pageOf, threadOf, countsOf, rulesOf, machinesOf } = load().exports.internals
+  const names = { ['a'.repeat(64)]: 'laptop' }
+  const r = mailRow({ requestId: 'dsh-session-mail:1', time: 5, sender: 's-a', senderTitle: 'A', senderMachine: 'a'.repeat(64), target: 's-b', fate: 'landed', text: 'hi', hop: 2 }, names)
+  assert.deepEqual({ ...r.senderMachine }, { id: 'a'.repeat(64), name: 'laptop' }, 'a bare machine id is named from the links list')
+  assert.equal(r.targetMachine, null, 'absent machine: this home')
+  assert.equal(r.fate, 'landed')
+  assert.equal(mailRow({ requestId: 'x', fate: 'delivered!' }).fate, 'unknown', 'a fate outside the enum reads unknown')
+  assert.equal(mailRow({ requestId: 'x', hop: '2', time: 'now' }).hop, null)
+  assert.equal(mailRow({ requestId: 7 }), null)
+  const page = pageOf({ rows: [{ requestId: 'b', time: 2 }, null, { requestId: 'a', time: 1 }], next: 't1.4' })
+  assert.deepEqual([...page.rows.map(x => x.requestId)], ['b', 'a'])
+  assert.equal(page.next, 't1.4')
+  const th = threadOf({ root: { requestId: 'q' }, rows: [{ requestId: 'answer', time: 20 }, { requestId: 'q', time: 10 }], truncated: false })
+  assert.deepEqual([...th.rows.map(x => x.requestId)], ['q', 'answer'], 'a thread reads oldest first')
+  const c = countsOf({ sessions: [{ sessionId: 's-b', held: 2, nextExpiresAt: 900 }, { sessionId: 's-c', held: 1, nextExpiresAt: 500 }, { sessionId: 's-d', held: -3 }, { held: 4 }], total: 3 })
+  assert.deepEqual({ ...c.bySession }, { 's-b': 2, 's-c': 1 })
+  assert.equal(c.total, 3)
+  assert.equal(c.nextExpiresAt, 500)
+  const rules = rulesOf({ order: ['stop-all', 'sender', 'machine', 'session', 'default'], stopAll: false, senders: { 's-a': 'accept', 's-x': 'maybe' }, machines: {}, heldTtlMs: 86400000 })
+  assert.deepEqual({ ...rules.senders }, { 's-a': 'accept' }, 'an inbound outside accept|hold|refuse is dropped')
+  assert.deepEqual([...rulesOf({}).order], ['stop-all', 'sender', 'machine', 'session', 'default'], 'the one order when a route leaves it out')
+  assert.deepEqual([...machinesOf({ machines: [{ id: 'm1', name: 'desk', inbound: 'hold' }, { name: 'no id' }] }).map(m => m.name)], ['desk'])
+})
+
+test('the page asks mail.list with the index\'s filter shape, and a held card counts down to expiry', () => {
+  const { listPayload, timeLeft } = load().exports.internals
+  const none = { session: '', fate: '', held: false, since: '', query: '' }
+  assert.deepEqual(JSON.parse(JSON.stringify(listPayload(none, 1000, null, 50))), { filter: {}, limit: 50 })
+  const all = { session: 's-b', fate: 'held', held: true, since: '1h', query: '  migration ' }
+  assert.deepEqual(JSON.parse(JSON.stringify(listPayload(all, 7_200_000, 't5.1', 50))),
+    { filter: { session: 's-b', fates: ['held'], held: true, since: 3_600_000 }, limit: 50, query: 'migration', before: 't5.1' })
+  assert.deepEqual({ ...timeLeft(1000 + 23 * 3_600_000 + 5 * 60_000, 1000) }, { expired: false, h: 23, m: 5 })
+  assert.deepEqual({ ...timeLeft(1000 + 30_000, 1000) }, { expired: false, h: 0, m: 1 }, 'less than a minute left shows a minute, not zero')
+  assert.equal(timeLeft(1000, 1000).expired, true)
+  assert.equal(timeLeft(null, 1000), null)
+})
+
+test('a session row is told by its own node prop, else by a title exactly one session has; never guessed', () => {
+  const { sessionIdOfRow } = load().exports.internals
+  const snap = { ids: ['s-a', 's-b', 's-c'], byId: { 's-a': { id: 's-a', displayTitle: 'Planner' }, 's-b': { id: 's-b', displayTitle: 'Twin' }, 's-c': { id: 's-c', displayTitle: 'Twin' } } }
+  const row = { '__reactFiber$abc': { memoizedProps: { className: 'x' }, return: { memoizedProps: { node: { id: 's-c' } }, return: null } } }
+  assert.equal(sessionIdOfRow(row, snap, 'Twin'), 's-c', 'the fiber\'s node prop names the row')
+  assert.equal(sessionIdOfRow({}, snap, 'Planner'), 's-a', 'a unique title')
+  assert.equal(sessionIdOfRow({}, snap, 'Twin'), null, 'two sessions share the title: no badge rather than a wrong one')
+  assert.equal(sessionIdOfRow({ '__reactFiber$x': { memoizedProps: { node: { id: 's-gone' } } } }, snap, null), null)
+})
+
+test('the page store opens and closes the page and names the thread shown', () => {
+  const { createPageStore } = load().exports.internals
+  const p = createPageStore()
+  let n = 0
+  const off = p.subscribe(() => { n++ })
+  assert.equal(p.isOpen(), false)
+  p.open('dsh-session-mail:1')
+  assert.equal(p.isOpen(), true)
+  assert.equal(p.thread(), 'dsh-session-mail:1')
+  p.open()
+  assert.equal(p.thread(), 'dsh-session-mail:1', 'opening again keeps the thread')
+  p.close()
+  off()
+  p.open(null)
+  assert.equal(n, 3)
+  assert.equal(p.thread(), null)
 })
