@@ -26,6 +26,7 @@ export const PAGE_STYLE = [
   '.dsm-muted{color:var(--dsm-muted,#6b6b80);}',
   '.dsm-note{border-radius:8px;padding:6px 10px;margin:8px 20px;background:rgba(6,118,71,.08);color:#067647;}',
   '.dsm-page .dsm-alert{margin:8px 20px;}',
+  '.dsm-page-main .dsm-note,.dsm-page-main .dsm-alert{margin:8px 0;}',
   '.dsm-filters{display:flex;flex-wrap:wrap;gap:10px;align-items:center;margin-bottom:10px;}',
   '.dsm-search{flex:1;min-width:220px;font:inherit;padding:6px 10px;border:1px solid var(--dsm-line,rgba(127,127,127,.4));border-radius:8px;background:transparent;color:inherit;}',
   '.dsm-page select,.dsm-page textarea,.dsm-page input:not([type]){font:inherit;padding:3px 6px;border:1px solid var(--dsm-line,rgba(127,127,127,.4));border-radius:6px;background:transparent;color:inherit;}',
