@@ -59,6 +59,14 @@ describe('the home-wide Agent mail page in headless Chromium against rc.8 dsh we
   let box, web, browser, page, shots
   const S = {}
   const sent = {}
+  const routes = {}
+
+  /** Skip (saying why) when this checkout's host half lacks a route the test needs — an older plugin half. */
+  function needs(t, ...names) {
+    const absent = names.filter(n => routes[n] === false)
+    if (absent.length > 0) { t.skip(`no ${absent.join(', ')} route in this checkout`); return false }
+    return true
+  }
 
   async function send(from, to, message, key) {
     const r = await callTool(web, S[from], 'send_session_message', { toSessionId: S[to], message })
@@ -129,6 +137,11 @@ describe('the home-wide Agent mail page in headless Chromium against rc.8 dsh we
     browser = await launchBrowser()
     page = await browser.page(web.base + '/')
     await dismissNotice()
+    for (const [name, payload] of [['mail.list', { filter: {}, limit: 1 }], ['held.counts', {}], ['rules.set', {}], ['held.decideMany', {}], ['human.sendMany', {}]]) {
+      const r = await route(name, payload)
+      routes[name] = !(r && r.ok === false && r.error?.code === 'not-found')
+    }
+    console.log(`# routes: ${JSON.stringify(routes)}`)
   })
 
   after(async () => {
@@ -136,7 +149,8 @@ describe('the home-wide Agent mail page in headless Chromium against rc.8 dsh we
     await box?.cleanup()
   })
 
-  test('the page opens from the sidebar\'s foot and lists every message newest first, each with its text, sender, target and fate', async () => {
+  test('the page opens from the sidebar\'s foot and lists every message newest first, each with its text, sender, target and fate', async t => {
+    if (!needs(t, 'mail.list')) return
     await openPage()
     const rows = page.locator('[data-dsh-session-mail-message]')
     await until('six messages listed', async () => (await rows.count()) >= 6, { timeout: 30_000 })
@@ -151,7 +165,8 @@ describe('the home-wide Agent mail page in headless Chromium against rc.8 dsh we
     await page.screenshot({ path: join(shots, 'page.png') })
   })
 
-  test('a search finds a message by a word of its body, and only it', async () => {
+  test('a search finds a message by a word of its body, and only it', async t => {
+    if (!needs(t, 'mail.list')) return
     await openPage()
     const box_ = page.locator('[data-dsh-session-mail-search]')
     await box_.fill('certificate')
@@ -166,7 +181,8 @@ describe('the home-wide Agent mail page in headless Chromium against rc.8 dsh we
     await until('the list back', async () => (await rows.count()) >= 6)
   })
 
-  test('a message opens in its thread: the question, the answer and the follow-up, in order, both sides\' texts', async () => {
+  test('a message opens in its thread: the question, the answer and the follow-up, in order, both sides\' texts', async t => {
+    if (!needs(t, 'mail.list')) return
     await openPage()
     // keyboard: focus the row's Thread button and press Enter
     const btn = page.locator(`[data-dsh-session-mail-thread-open="${sent.q.rid}"]`)
@@ -187,7 +203,8 @@ describe('the home-wide Agent mail page in headless Chromium against rc.8 dsh we
     await page.getByText('hello from the human in B').first().waitFor({ timeout: 20_000 })
   })
 
-  test('held mail: C holds, the count shows on C in the session list and on the entry; "always allow from Planner A" lets A through while B\'s next is held', async () => {
+  test('held mail: C holds, the count shows on C in the session list and on the entry; "always allow from Planner A" lets A through while B\'s next is held', async t => {
+    if (!needs(t, 'held.counts', 'rules.set')) return
     const r0 = await route('policy.set', { sessionId: S.C, inbound: 'hold' })
     assert.equal(r0.ok, true, JSON.stringify(r0))
     const a1 = await send('A', 'C', 'Please review the migration plan (held A1).')
@@ -224,7 +241,8 @@ describe('the home-wide Agent mail page in headless Chromium against rc.8 dsh we
     await page.screenshot({ path: join(shots, 'page-rules.png') })
   })
 
-  test('bulk: "Reject all" from B decides B\'s held messages once each; none lands', async () => {
+  test('bulk: "Reject all" from B decides B\'s held messages once each; none lands', async t => {
+    if (!needs(t, 'held.counts', 'held.decideMany')) return
     await openPage()
     const heldB = await page.locator(`[data-dsh-session-mail-held][data-sender="${S.B}"]`).evaluateAll(els => els.map(e => e.getAttribute('data-dsh-session-mail-held')))
     assert.equal(heldB.length, 2, 'B1 and B2')
@@ -235,7 +253,8 @@ describe('the home-wide Agent mail page in headless Chromium against rc.8 dsh we
     for (const rid of heldB) assert.equal(landed(box.home, S.C, rid), 0)
   })
 
-  test('the human writes to three sessions at once: it lands once in each, as the human\'s own message', async () => {
+  test('the human writes to three sessions at once: it lands once in each, as the human\'s own message', async t => {
+    if (!needs(t, 'human.sendMany')) return
     await openPage()
     await page.locator('[data-dsh-session-mail-compose-open]').click()
     for (const k of ['B', 'D', 'E']) await page.locator(`[data-dsh-session-mail-compose-to="${S[k]}"]`).check()
