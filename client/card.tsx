@@ -11,7 +11,7 @@ import { CARD_ATTR } from './style'
 
 export interface NodeProps { node: { kind?: string; data?: { source?: any; content?: unknown } } }
 
-export function makeAgentCard(ctx: HostContext, store: FactStore, t: T) {
+export function makeAgentCard(ctx: HostContext, store: FactStore, t: T, openThread?: (requestId: string) => void) {
   return function AgentMailCard(props: NodeProps) {
     const data = props.node && props.node.data ? props.node.data : {}
     const requestId: string = data.source.rpcId
@@ -37,6 +37,8 @@ export function makeAgentCard(ctx: HostContext, store: FactStore, t: T) {
           {sender ? <code className="dsm-id" title={sender}>{shortId(sender)}</code> : null}
           <span className="dsm-chip" data-mode={mode}>{t(mode === 'steer' ? 'card.steer' : 'card.queue')}</span>
           {typeof hop === 'number' ? <span className="dsm-chip" data-hop={hop}>{t('card.hop', { hop })}</span> : null}
+          {openThread ? <button type="button" className="dsm-peer dsm-card-thread" data-dsh-session-mail-card-thread={requestId}
+            onClick={e => { e.preventDefault(); openThread(requestId) }}>{t('card.thread')}</button> : null}
         </div>
         <div className="dsm-body">{body}</div>
         {body !== text ? <details className="dsm-exact"><summary>{t('card.exact')}</summary><pre>{text}</pre></details> : null}

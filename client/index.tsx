@@ -63,7 +63,9 @@ export function apply(ctx: HostContext): void {
     return typeof s === 'string' && s !== key ? s : format(en[key] || key, params)
   }
   const store = createCardFacts()
-  const Card = makeAgentCard(ctx, store, t)
+  const counts = createHeldCounts()
+  const page = createPageStore()
+  const Card = makeAgentCard(ctx, store, t, requestId => { page.open(requestId) })
   for (const key of ['user', 'steering']) {
     guarded('card ' + key, () => {
       const slots = ctx.slots!
@@ -93,8 +95,6 @@ export function apply(ctx: HostContext): void {
       inject: (sessionId: string) => ({ sessionId }),
     }, View))
   })
-  const counts = createHeldCounts()
-  const page = createPageStore()
   guarded('page entry', () => {
     const slots = ctx.slots!
     const Entry = makeEntry(page, counts, t)

@@ -7,6 +7,7 @@ export const PAGE_STYLE = [
   '.dsm-entry{display:flex;align-items:center;gap:8px;width:100%;box-sizing:border-box;font:inherit;font-size:14px;color:var(--dsw-alias-label-primary,inherit);background:none;border:0;border-radius:8px;padding:6px 10px;cursor:pointer;text-align:left;}',
   '.dsm-entry:hover{background:var(--dsw-alias-interactive-bg-hover,rgba(127,127,127,.12));}',
   '.dsm-entry:focus-visible,.dsm-close:focus-visible,.dsm-page select:focus-visible,.dsm-page input:focus-visible,.dsm-page textarea:focus-visible{outline:2px solid var(--dsm-accent-strong,#5b4bd6);outline-offset:1px;}',
+  '.dsm-card-thread{font-weight:400;margin-left:auto;}',
   '.dsm-entry-rail{justify-content:center;padding:6px;}',
   '.dsm-entry-icon{font-size:16px;line-height:1;}',
   '.dsm-entry-label{flex:1;}',

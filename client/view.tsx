@@ -5,7 +5,7 @@ import { React, useCallback, useEffect, useState } from './react'
 import { call, type Result } from './rpc'
 import { openSession, sessionRow, titleOf, type HostContext } from './host'
 import { useSessionList } from './hooks'
-import type { T } from './i18n'
+import type { Key, T } from './i18n'
 import type { Fate, HeldMessage, Policy } from './types'
 
 export const POLL_MS = 2000
@@ -23,7 +23,7 @@ interface ViewRow {
   fateText?: string
   machine?: { id: string; name: string } | null
 }
-interface ViewValue { rows: ViewRow[]; held?: HeldMessage[]; policy: Policy; truncated?: boolean }
+interface ViewValue { rows: ViewRow[]; held?: HeldMessage[]; policy: Policy; rules?: unknown; truncated?: boolean }
 type ViewState = (Result<ViewValue> & { actionError?: { message?: string } }) | null
 
 /** Poll `fn` every `ms` while mounted and the page is visible (a hidden page asks nothing). */
@@ -101,6 +101,19 @@ export function makeMailView(ctx: HostContext, t: T) {
                 onClick={() => { act('held.decide', { sessionId, requestId: x.requestId, decision: 'approve' }) }}>{t('held.approve')}</button>
               <button type="button" className="dsm-btn" disabled={busy} data-dsh-session-mail-reject={x.requestId}
                 onClick={() => { act('held.decide', { sessionId, requestId: x.requestId, decision: 'reject' }) }}>{t('held.reject')}</button>
+              {x.sender && v.rules ? (['accept', 'hold', 'refuse'] as const).map(inb => {
+                const who = titleOf(sessionRow(ctx, x.sender), x.senderTitle || x.sender)
+                return (
+                  <button key={inb} type="button" className="dsm-btn dsm-rule" disabled={busy} data-dsh-session-mail-always={inb}
+                    title={t(('page.always.' + inb + '.hint') as Key, { sender: who })}
+                    onClick={() => {
+                      // the standing rule, then this message as the rule says (hold: it stays held)
+                      act('rules.set', { sender: x.sender, inbound: inb }).then(() => {
+                        if (inb !== 'hold') return act('held.decide', { sessionId, requestId: x.requestId, decision: inb === 'accept' ? 'approve' : 'reject' })
+                      })
+                    }}>{t(('page.always.' + inb) as Key, { sender: who })}</button>
+                )
+              }) : null}
             </div>
           ))}
         <h3>{t('view.mail')}</h3>
