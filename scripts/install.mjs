@@ -33,13 +33,17 @@ import { dshPlugin, findDsh } from './lib/dsh.mjs'
 import { InstallError, usageError } from './lib/errors.mjs'
 import { atomicWriteFile, kindFollowing, kindOf, readTree, renameSync, rmSync, takeLock, writeTree } from './lib/fsutil.mjs'
 import { appendBundle, checkOwnedPlaces, ManifestShapeError, parseManifest, removeBundle, removeDependency, setDependency, textOf } from './lib/manifest.mjs'
-import { ensureClientBuilt } from './build-client.mjs'
 import { loadPackage as packPackage, packageNameFromTarball, validPackageName } from './lib/package.mjs'
 
 const SELF_DIR = fileURLToPath(new URL('..', import.meta.url))
 const BUILD_HINT = 'build it first: npm run build'
 const RECORD = 'install.json'
 const SELF_NAME = JSON.parse(readFileSync(join(SELF_DIR, 'package.json'), 'utf8')).name
+// A clone builds its web client from client/ (scripts/build-client.mjs, esbuild from `npm ci`); a package
+// from npm ships lib/client.js and neither the source nor the build script.
+const { ensureClientBuilt } = existsSync(join(SELF_DIR, 'client', 'index.tsx'))
+  ? await import('./build-client.mjs')
+  : { ensureClientBuilt: () => 'no-source' }
 
 const USAGE = `usage: node scripts/install.mjs --profile DIR [--uninstall] [--dry-run] [--package PATH_OR_TGZ]
                                  [--via auto|dsh|copy]
