@@ -24,14 +24,26 @@ export declare function coreVersion(): string
 /** The newest top-level session of `cwd`'s project. */
 export declare function defaultSender(dshHome: string | undefined | null, cwd: string): DefaultSender
 
+/** `held.counts`: `human::HeldCounts` (the route answer, JSON). */
+export declare function heldCounts(dshHome?: string | undefined | null): Promise<string>
+
 /** The human's decision on one held message. Resolves to `{"ok":true,"state":…}` or `{"ok":false,"error":…}`. */
 export declare function heldDecide(dshHome: string | undefined | null, sessionId: string, requestId: string, approve: boolean): Promise<string>
+
+/** `held.decideMany`: `human::DecideMany` as JSON → `human::DecideManyResult` (the route answer, JSON). */
+export declare function heldDecideMany(dshHome: string | undefined | null, request: string): Promise<string>
 
 /** Hand on approved messages whose hand-off did not happen (a process died in between). How many. */
 export declare function heldRecover(dshHome?: string | undefined | null): Promise<number>
 
 /** The doctor's file check as JSON (`{ledger, credentials}`, each `null` or the problem). */
 export declare function homeFilesJson(dshHome?: string | undefined | null): Promise<string>
+
+/**
+ * `human.sendMany`: `human::SendMany` as JSON, `host` = `human::PromptHost` as JSON (this process's web
+ * server, secret, version, live sessions) → `human::SendManyResult` (the route answer, JSON).
+ */
+export declare function humanSendMany(dshHome: string | undefined | null, request: string, host: string): Promise<string>
 
 /**
  * The notice for the send `requestId` to `target`, whose turn has ended; `sinceSeq`: the seq before
@@ -140,6 +152,12 @@ export declare function readSession(request: string): Promise<ReadWindow>
 
 /** DSH_HOME as the host resolves it: `explicit` → `$DSH_HOME` → `~/.dsh`. */
 export declare function resolveDshHome(explicit?: string | undefined | null): string
+
+/** `rules.list`: `human::RulesView` (the route answer, JSON). */
+export declare function rulesList(dshHome?: string | undefined | null): Promise<string>
+
+/** `rules.set` (issue 32): `human::RuleChange` as JSON → `human::RulesView` (the route answer, JSON). */
+export declare function rulesSet(dshHome: string | undefined | null, change: string): Promise<string>
 
 /**
  * Run one tool call: its text and its typed outcome (index.js, the command line, the doctor).
@@ -382,7 +400,7 @@ export interface LedgerEntry {
   mode: string | null
   /** `dsh-session-mail:<uuid>`, `null` for a refusal decided before an id was minted. */
   requestId: string | null
-  /** `accepted`, `refused:<code>`, `unreachable`, `may-have-landed` or `held`. */
+  /** `accepted`, `refused:<code>`, `unreachable`, `may-have-landed`, `held` or `expired`. */
   outcome: string
   /** Characters of the message as written, `null` when the message was not a string. */
   bodyChars: number | null

@@ -232,7 +232,15 @@ export function apply(ctx, config) {
       const stopHandBack = startHandBack(ctx, core, { startedAt })
       const stopPresence = startPresence(ctx, core, { hostVersion, baseUrl: host.baseUrl, startedAt, mailbox: canDrain(core) })
       // the routes of the web client half (lib/client.js): the human's mail view and inbound policy
-      const stopRoutes = startClientRoutes(ctx, core)
+      const routeSecret = secretReader(ctx)
+      const promptHost = async () => ({
+        baseUrl: host.baseUrl(),
+        hostSecret: (await routeSecret()) ?? null,
+        hostVersion,
+        hostApi: config.hostApi,
+        live: liveAgents(ctx, { activity: false, files: false }).map(a => a.id),
+      })
+      const stopRoutes = startClientRoutes(ctx, core, { promptHost })
       return () => { stopRoutes(); stopHandBack(); stopMailbox(); stopPresence() }
     })
   }

@@ -6,7 +6,7 @@
 //!
 //! Below this crate: `base` (safe file IO, names, paths, clock, text helpers) and `store` (the
 //! read-only session logs). Its modules, bottom to top (each uses only those before it):
-//! `config`, `error`, `code`, `tool`, `repo`; `ledger`, `presence`, `request`, `mailbox`; `mail`;
+//! `config`, `error`, `code`, `tool`, `repo`, `machine`; `ledger`, `presence`, `request`, `mailbox`; `mail`;
 //! `delivery`, `fate`; `outcome`; `tools`, `doctor`; `render` (the printers); `cli`.
 
 pub mod cli;
@@ -16,7 +16,9 @@ pub mod delivery;
 pub mod doctor;
 pub mod error;
 pub mod fate;
+pub mod human;
 pub mod ledger;
+pub mod machine;
 pub mod mail;
 pub mod mailbox;
 pub mod mailview;

@@ -62,6 +62,9 @@ pub enum LedgerOutcome {
     MayHaveLanded,
     /// Kept for the human's decision (the target's inbound policy, `crate::policy`); not sent.
     Held,
+    /// A held message nobody decided on before its `expiresAt` (`crate::policy::held::expire`): written
+    /// when it expired, never delivered.
+    Expired,
     /// A string this version does not know.
     Other(String),
 }
@@ -81,6 +84,7 @@ impl LedgerOutcome {
             LedgerOutcome::Unreachable => "unreachable".into(),
             LedgerOutcome::MayHaveLanded => "may-have-landed".into(),
             LedgerOutcome::Held => "held".into(),
+            LedgerOutcome::Expired => "expired".into(),
             LedgerOutcome::Other(s) => s.clone(),
         }
     }
@@ -96,6 +100,7 @@ impl From<String> for LedgerOutcome {
         match s.as_str() {
             "accepted" => LedgerOutcome::Accepted,
             "held" => LedgerOutcome::Held,
+            "expired" => LedgerOutcome::Expired,
             "unreachable" => LedgerOutcome::Unreachable,
             "may-have-landed" => LedgerOutcome::MayHaveLanded,
             _ => match s.strip_prefix("refused:") {
@@ -169,7 +174,7 @@ pub struct Entry {
     pub mode: Option<String>,
     /// `dsh-session-mail:<uuid>`, `null` for a refusal decided before an id was minted.
     pub request_id: Option<String>,
-    /// `accepted`, `refused:<code>`, `unreachable`, `may-have-landed` or `held`.
+    /// `accepted`, `refused:<code>`, `unreachable`, `may-have-landed`, `held` or `expired`.
     #[cfg_attr(feature = "napi", napi(ts_type = "string"))]
     pub outcome: LedgerOutcome,
     /// Characters of the message as written, `null` when the message was not a string.

@@ -41,6 +41,26 @@ pub const LEDGER_GRACE_MS: u64 = 30_000;
 /// answers (`crate::policy::held::state_of`); this check only asks.
 pub type Approved<'a> = &'a dyn Fn(&str, &str) -> bool;
 
+/// What the human's inbound policy says of an envelope now (the policy layer answers:
+/// `crate::policy::decide` with the envelope's sender and target; this check only asks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HumanSays {
+    Deliver,
+    /// Keep it for the human (`crate::policy::held`).
+    Hold,
+    /// The home-wide switch is on.
+    Stopped,
+    /// The human refuses it (a sender, machine or session rule).
+    Refused,
+}
+
+/// The human's policy as the drain asks it, and where a held envelope goes (both handed in by the
+/// binding: `crate::policy::decide`, `crate::policy::held::hold`).
+pub struct Human<'a> {
+    pub says: &'a dyn Fn(&Envelope) -> HumanSays,
+    pub hold: &'a dyn Fn(&Envelope) -> Result<(), String>,
+}
+
 /// Why an envelope is not delivered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Why {
@@ -71,6 +91,12 @@ pub enum Why {
         max: u32,
     },
     Budget(budget::Exceeded),
+    /// The human's "stop all agent mail" switch is on.
+    Stopped,
+    /// The human's policy refuses it (a sender, machine or session rule).
+    RefusedByHuman,
+    /// The policy holds it and the held store did not take it.
+    NotHeld(String),
 }
 
 impl Reason for Why {
@@ -85,6 +111,9 @@ impl Reason for Why {
             Why::Unrecorded | Why::NotVouched(_) | Why::LedgerUnreadable(_) => "unrecorded",
             Why::RelayLimit { .. } => "relay-limit",
             Why::Budget(_) => "budget",
+            Why::Stopped => "stopped",
+            Why::RefusedByHuman => "refused-by-human",
+            Why::NotHeld(_) => "not-held",
         }
     }
 }
@@ -132,6 +161,12 @@ impl std::fmt::Display for Why {
                 f,
                 "its sender had used its send budget ({} sends in {} s, limit {})",
                 e.sent, e.window_secs, e.limit
+            ),
+            Why::Stopped => f.write_str("the human stopped all agent mail"),
+            Why::RefusedByHuman => f.write_str("the human's inbound policy refuses it"),
+            Why::NotHeld(e) => write!(
+                f,
+                "the human's inbound policy holds it and the held store did not take it ({e})"
             ),
         }
     }
@@ -306,6 +341,10 @@ fn within_budget(home: &Path, l: &Entry, sender: &str, cfg: &Config) -> Result<(
 pub struct Checks<'a> {
     pub cfg: &'a Config,
     pub approved: Approved<'a>,
+    /// The human's policy, asked last of an envelope that passed every other check (`None`: not asked —
+    /// tests of the other checks). A message the human approved passes its hold and refuse rules (that
+    /// decision was about this very message), not the stop-all switch.
+    pub human: Option<Human<'a>>,
 }
 
 impl Admit for Checks<'_> {
@@ -315,9 +354,25 @@ impl Admit for Checks<'_> {
     /// orphaned, not in the target's log), `age_ms` after its file was written.
     fn check(&self, home: &Path, env: &Envelope, age_ms: u64) -> Verdict<Why> {
         match verify(home, env, self.cfg, self.approved, age_ms) {
-            Ok(Some(text)) => Verdict::Deliver(text),
+            Ok(Some(text)) => match self.human.as_ref().map(|h| (h.says)(env)) {
+                None | Some(HumanSays::Deliver) => Verdict::Deliver(text),
+                Some(HumanSays::Stopped) => Verdict::Refuse(Why::Stopped),
+                Some(_) if (self.approved)(&env.session_id, &env.request_id) => {
+                    Verdict::Deliver(text)
+                }
+                Some(HumanSays::Refused) => Verdict::Refuse(Why::RefusedByHuman),
+                Some(HumanSays::Hold) => Verdict::Divert,
+            },
             Ok(None) => Verdict::Wait,
             Err(why) => Verdict::Refuse(why),
+        }
+    }
+
+    /// A message the human's policy holds at the drain (it changed after the send): kept for the human.
+    fn divert(&self, _home: &Path, env: &Envelope) -> Result<(), Why> {
+        match &self.human {
+            Some(h) => (h.hold)(env).map_err(Why::NotHeld),
+            None => Err(Why::NotHeld("no held store".into())),
         }
     }
 }

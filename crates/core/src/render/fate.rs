@@ -21,6 +21,9 @@ pub fn describe(v: &Verification, request_id: &str, home: &Path) -> String {
             HeldState::Rejected => format!(
                 "rejected: the human of {s} rejected {request_id}; it was not delivered and never will be"
             ),
+            HeldState::Expired => format!(
+                "expired: {request_id} was held for the human of {s} and nobody decided before its time ran out; it was rejected as expired, not delivered, and never will be"
+            ),
         };
     }
     if let (Fate::Unknown, Some((s, why))) = (&v.fate, &v.mailbox_refused) {

@@ -754,7 +754,7 @@ fn unsettled(u: &Unsettled) -> String {
 }
 
 /// A failure in a few words, inside another sentence (a resend that failed).
-fn brief(f: &Failure) -> String {
+pub fn brief(f: &Failure) -> String {
     match f {
         Failure::BadBaseUrl(w) => w.to_string(),
         Failure::NoSecret(w) => format!("no usable browser-session secret: {w}"),

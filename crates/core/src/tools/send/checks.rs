@@ -31,9 +31,9 @@ pub type Check = fn(&mut Draft<'_>) -> Result<(), Refusal>;
 pub const CHECKS: &[Check] = &[
     // `no-caller`: the sender is the runtime's id, never an argument.
     caller,
-    // `stopped` / `refused-by-human`: the human's inbound policy (`crate::policy`, set only through the
-    // web client's route), before anything of the target is read; a target on hold passes every check
-    // below and is then kept for the human instead of delivered.
+    // `stopped` / `refused-by-human`: the human's inbound policy and standing rules (`crate::policy::decide`,
+    // its one order; set only through the web client's routes), before anything of the target is read; a
+    // message on hold passes every check below and is then kept for the human instead of delivered.
     human_policy,
     // (never refuses) where the target lives: this process's registry, else presence.
     locate,
@@ -135,7 +135,8 @@ fn caller(d: &mut Draft) -> Result<(), Refusal> {
 }
 
 fn human_policy(d: &mut Draft) -> Result<(), Refusal> {
-    d.hold = match crate::policy::decide(d.ctx.home(), &d.args.target) {
+    // A local send: the sender is a session of this home (no sender machine).
+    d.hold = match crate::policy::decide(d.ctx.home(), &d.args.target, &d.sender, None) {
         crate::policy::Decision::Stopped => {
             return Err(Refusal::Stopped {
                 target: d.args.target.clone(),

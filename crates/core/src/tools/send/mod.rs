@@ -257,7 +257,13 @@ async fn hold_for_human(
         posted_at: ctx.now_ms,
     };
     let home = ctx.home().to_path_buf();
-    match base::offload::run(ctx.deadline, move || crate::policy::held::hold(&home, &env)).await {
+    let now = ctx.now_ms;
+    let hold = move || {
+        // it waits for the human until the hold time + the policy's heldTtlMs (sealed with it)
+        let ttl = i64::try_from(crate::policy::held_ttl_ms(&home)).unwrap_or(i64::MAX);
+        crate::policy::held::hold(&home, &env, now.saturating_add(ttl))
+    };
+    match base::offload::run(ctx.deadline, hold).await {
         Ok(Ok(())) => SendOutcome::Held(crate::outcome::HeldReceipt {
             target: p.target.clone(),
             mode: p.mode,

@@ -1302,6 +1302,7 @@ fn drain_until_claimed(home: &std::path::Path, pid: u32, id: &str) -> Vec<mailbo
     let checks = crate::mail::admit::Checks {
         cfg: &cfg,
         approved: &|_, _| false,
+        human: None,
     };
     for _ in 0..100 {
         let got = mailbox::drain_with(home, &me, &checks, 0);
@@ -2556,6 +2557,7 @@ async fn a_receipt_over_the_bound_is_may_have_landed_and_left_in_place() {
             let checks = crate::mail::admit::Checks {
                 cfg: &cfg,
                 approved: &|_, _| false,
+                human: None,
             };
             for _ in 0..100 {
                 if let Some(c) = mailbox::drain_with(&home, &me, &checks, 0).pop() {
