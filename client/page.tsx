@@ -407,6 +407,11 @@ export function makePage(ctx: HostContext, page: PageStore, counts: CountStore, 
     )
   }
 
+  /** Held mail waits this long, then is rejected as expired (policy.set {heldTtlMs}: 1 min … 30 days). */
+  const TTL_CHOICES = [3_600_000, 4 * 3_600_000, 24 * 3_600_000, 3 * 86_400_000, 7 * 86_400_000]
+  const ttlText = (ms: number) => (ms % 86_400_000 === 0 && ms >= 2 * 86_400_000 ? t('rules.ttlDays', { d: ms / 86_400_000 })
+    : ms % 3_600_000 === 0 ? t('rules.ttlHours', { h: ms / 3_600_000 }) : t('rules.ttlMinutes', { m: Math.round(ms / 60_000) }))
+
   type Act = <V>(endpoint: string, payload: object, done?: (r: Result<V>) => string | null) => Promise<Result<V>>
 
   function RulesSection({ rules, machines, sessions, busy, act }: { rules: Rules | null; machines: MachineLink[] | null; sessions: SessionRow[]; busy: boolean; act: Act }) {
@@ -427,7 +432,16 @@ export function makePage(ctx: HostContext, page: PageStore, counts: CountStore, 
             onChange={e => { act('policy.set', { stopAll: e.target.checked }) }} />
           <span>{t('policy.stopAll')}</span>
         </label>
-        {rules.heldTtlMs !== null ? <p className="dsm-muted">{t('rules.ttl', { h: Math.round(rules.heldTtlMs / 3600_000 * 10) / 10 })}</p> : null}
+        {rules.heldTtlMs !== null ? (
+          <label className="dsm-ttl">{t('rules.ttlLabel')}{' '}
+            <select value={String(rules.heldTtlMs)} disabled={busy} data-dsh-session-mail-ttl=""
+              onChange={e => { act('policy.set', { heldTtlMs: Number(e.target.value) }, () => t('rules.ttlSaved')) }}>
+              {Array.from(new Set([...TTL_CHOICES, rules.heldTtlMs])).sort((a, b) => a - b).map(ms => (
+                <option key={ms} value={String(ms)}>{ttlText(ms)}</option>
+              ))}
+            </select>
+          </label>
+        ) : null}
         <h3>{t('rules.senders')}</h3>
         {Object.keys(rules.senders).length === 0 ? <p className="dsm-muted">{t('rules.none')}</p> : (
           <ul className="dsm-rules">
