@@ -19,6 +19,7 @@ pub mod fate;
 pub mod ledger;
 pub mod mail;
 pub mod mailbox;
+pub mod mailindex;
 pub mod mailview;
 pub mod outcome;
 pub mod policy;

@@ -23,7 +23,7 @@ use rusqlite::{params, Connection, OpenFlags, OptionalExtension, Transaction};
 mod query;
 mod schema;
 
-pub use query::{Cursor, ListQuery, Page, Thread};
+pub use query::{fts_query, Cursor, ListQuery, Page, Thread, MAX_LIMIT, THREAD_SPAN_MS};
 
 /// The folder under the plugin's folder.
 pub const DIR: &str = "index";
@@ -443,20 +443,34 @@ impl Index {
         Ok(())
     }
 
-    /// The request ids of rows whose fate is one of `fates`, newest first, at most `limit` (the core
+    /// The request ids of the newest rows whose fate is one of `fates`, at most `limit` (the core
     /// re-checks mail that can still move).
     pub fn ids_with_fate(&self, fates: &[&str], limit: usize) -> Result<Vec<String>, IndexError> {
-        let mut out = Vec::new();
-        let mut q = self.conn.prepare_cached(
-            "SELECT request_id FROM mail WHERE fate = ?1 ORDER BY time DESC LIMIT ?2",
-        )?;
-        for f in fates {
-            let ids = q.query_map(params![f, limit as i64], |r| r.get::<_, String>(0))?;
-            for id in ids {
-                out.push(id?);
-            }
-        }
-        Ok(out)
+        let marks: Vec<String> = (1..=fates.len()).map(|i| format!("?{i}")).collect();
+        let mut q = self.conn.prepare_cached(&format!(
+            "SELECT request_id FROM mail WHERE fate IN ({}) ORDER BY time DESC LIMIT {}",
+            marks.join(", "),
+            limit
+        ))?;
+        let ids = q.query_map(rusqlite::params_from_iter(fates), |r| r.get::<_, String>(0))?;
+        Ok(ids.collect::<Result<_, _>>()?)
+    }
+
+    /// Move this database aside (a row that does not verify was read from it) and open a new, empty
+    /// one in its place: [`Opened::Replaced`] with `why`.
+    pub fn discard(self, why: Aside) -> Result<(Index, Opened), IndexError> {
+        let Index { conn, path, .. } = self;
+        drop(conn);
+        move_aside(&path)?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let (ix, o) = Index::open_in(dir)?;
+        Ok((
+            ix,
+            match o {
+                Opened::Created => Opened::Replaced(why),
+                o => o,
+            },
+        ))
     }
 
     /// The database file (for the caller's messages and for tests).
