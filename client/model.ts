@@ -69,10 +69,10 @@ export function pageOf(v: any, names?: Record<string, string>): Page {
   return { rows, next }
 }
 
-/** A thread, oldest first (the route's order; sorted again by time so a reply never shows above its question). */
+/** A thread (crates/core/src/mailindex `MailThread {requestId, found, chain, rows, truncated}`), oldest first (the route's order; sorted again by time so a reply never shows above its question). */
 export function threadOf(v: any, names?: Record<string, string>): { rows: MailRow[]; root: string | null; truncated: boolean } {
   const rows = pageOf(v, names).rows.slice().sort((a, b) => a.time - b.time)
-  return { rows, root: typeof v?.root?.requestId === 'string' ? v.root.requestId : null, truncated: v?.truncated === true }
+  return { rows, root: typeof v?.requestId === 'string' ? v.requestId : null, truncated: v?.truncated === true }
 }
 
 export interface HeldCounts { bySession: Record<string, number>; total: number; nextExpiresAt: number | null }
@@ -138,11 +138,11 @@ export function timeLeft(expiresAt: number | null, now: number): { expired: bool
 export interface Filters { session: string; fate: string; held: boolean; since: string; query: string }
 export const SINCE: Record<string, number> = { '1h': 3600_000, '24h': 86_400_000, '7d': 7 * 86_400_000 }
 
-/** The `mail.list` payload for the page's filters (crates/index query.rs `ListQuery`; an empty field filters nothing). */
+/** The `mail.list` payload for the page's filters (crates/core/src/mailindex `MailListArgs`; an empty field filters nothing). */
 export function listPayload(f: Filters, now: number, before: string | null, limit: number) {
   const filter: Record<string, unknown> = {}
   if (f.session) filter.session = f.session
-  if (f.fate) filter.fates = [f.fate]
+  if (f.fate) filter.fate = [f.fate]
   if (f.held) filter.held = true
   if (f.since && SINCE[f.since]) filter.since = now - SINCE[f.since]
   const p: Record<string, unknown> = { filter, limit }

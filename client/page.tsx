@@ -125,7 +125,7 @@ export function makePage(ctx: HostContext, page: PageStore, counts: CountStore, 
     const [held, setHeld] = useState<HeldCard[]>([])
     const [rules, setRules] = useState<Rules | null>(null)
     const [machines, setMachines] = useState<MachineLink[] | null>(null)
-    const [thread, setThread] = useState<{ id: string; rows: MailRow[]; truncated: boolean } | { id: string; missing: true } | null>(null)
+    const [thread, setThread] = useState<{ id: string; rows: MailRow[]; truncated: boolean } | { id: string; missing: true; why: string } | null>(null)
     const [notice, setNotice] = useState<{ text: string; error?: boolean } | null>(null)
     const [busy, setBusy] = useState(false)
     const [compose, setCompose] = useState(false)
@@ -191,8 +191,8 @@ export function makePage(ctx: HostContext, page: PageStore, counts: CountStore, 
       let live = true
       call('mail.thread', { requestId: threadId }).then(r => {
         if (!live) return
-        if (r.ok) { const th = threadOf(r.value, names.current); setThread({ id: threadId, rows: th.rows, truncated: th.truncated }) }
-        else setThread({ id: threadId, missing: true })
+        if (r.ok && (r.value as any)?.found !== false) { const th = threadOf(r.value, names.current); setThread({ id: threadId, rows: th.rows, truncated: th.truncated }) }
+        else setThread({ id: threadId, missing: true, why: r.ok ? t('page.threadNotFound') : missing(r) ? t('page.noIndex') : (r.error.message || r.error.code) })
       })
       return () => { live = false }
     }, [threadId])
@@ -377,7 +377,7 @@ export function makePage(ctx: HostContext, page: PageStore, counts: CountStore, 
     )
   }
 
-  function ThreadPanel({ thread, onClose }: { thread: { id: string; rows: MailRow[]; truncated: boolean } | { id: string; missing: true }; onClose: () => void }) {
+  function ThreadPanel({ thread, onClose }: { thread: { id: string; rows: MailRow[]; truncated: boolean } | { id: string; missing: true; why: string }; onClose: () => void }) {
     const first = 'rows' in thread && thread.rows.length > 0 ? thread.rows[0].sender : null
     return (
       <aside className="dsm-thread" aria-labelledby="dsm-thread-h" data-dsh-session-mail-thread={thread.id}>
@@ -385,7 +385,7 @@ export function makePage(ctx: HostContext, page: PageStore, counts: CountStore, 
           <h2 id="dsm-thread-h">{t('page.threadTitle')}</h2>
           <button type="button" className="dsm-close" aria-label={t('page.threadClose')} title={t('page.threadClose')} onClick={onClose}>×</button>
         </div>
-        {'missing' in thread ? <p className="dsm-note">{t('page.noIndex')}</p> : (
+        {'missing' in thread ? <p className="dsm-note" data-dsh-session-mail-thread-missing="">{thread.why}</p> : (
           <ol className="dsm-thread-list">
             {thread.rows.map((r, i) => (
               <li key={r.requestId} className={'dsm-bubble' + (r.sender === first ? ' dsm-a' : ' dsm-b') + (r.requestId === thread.id ? ' dsm-root' : '')}

@@ -3,8 +3,8 @@
 // of a sibling route not built yet, may leave out.
 
 /** One fate enum, typed end to end (verify --json `state`, mail rows, cards, the index). */
-export type Fate = 'landed' | 'queued' | 'waiting' | 'held' | 'approved' | 'rejected' | 'expired' | 'refused' | 'canceled' | 'unknown'
-export const FATES: Fate[] = ['landed', 'queued', 'waiting', 'held', 'approved', 'rejected', 'expired', 'refused', 'canceled', 'unknown']
+export type Fate = 'landed' | 'queued' | 'waiting' | 'held' | 'approved' | 'rejected' | 'expired' | 'refused' | 'canceled' | 'lost' | 'removed' | 'unknown'
+export const FATES: Fate[] = ['landed', 'queued', 'waiting', 'held', 'approved', 'rejected', 'expired', 'refused', 'canceled', 'lost', 'removed', 'unknown']
 
 export type Inbound = 'accept' | 'hold' | 'refuse'
 export interface Machine { id: string; name: string }

@@ -187,7 +187,7 @@ test('the page reads the routes\' rows as typed values: unknown fates, wrong typ
   const page = pageOf({ rows: [{ requestId: 'b', time: 2 }, null, { requestId: 'a', time: 1 }], next: 't1.4' })
   assert.deepEqual([...page.rows.map(x => x.requestId)], ['b', 'a'])
   assert.equal(page.next, 't1.4')
-  const th = threadOf({ root: { requestId: 'q' }, rows: [{ requestId: 'answer', time: 20 }, { requestId: 'q', time: 10 }], truncated: false })
+  const th = threadOf({ requestId: 'q', found: true, rows: [{ requestId: 'answer', time: 20 }, { requestId: 'q', time: 10 }], truncated: false })
   assert.deepEqual([...th.rows.map(x => x.requestId)], ['q', 'answer'], 'a thread reads oldest first')
   const c = countsOf({ sessions: [{ sessionId: 's-b', held: 2, nextExpiresAt: 900 }, { sessionId: 's-c', held: 1, nextExpiresAt: 500 }, { sessionId: 's-d', held: -3 }, { held: 4 }], total: 3 })
   assert.deepEqual({ ...c.bySession }, { 's-b': 2, 's-c': 1 })
@@ -205,7 +205,7 @@ test('the page asks mail.list with the index\'s filter shape, and a held card co
   assert.deepEqual(JSON.parse(JSON.stringify(listPayload(none, 1000, null, 50))), { filter: {}, limit: 50 })
   const all = { session: 's-b', fate: 'held', held: true, since: '1h', query: '  migration ' }
   assert.deepEqual(JSON.parse(JSON.stringify(listPayload(all, 7_200_000, 't5.1', 50))),
-    { filter: { session: 's-b', fates: ['held'], held: true, since: 3_600_000 }, limit: 50, query: 'migration', before: 't5.1' })
+    { filter: { session: 's-b', fate: ['held'], held: true, since: 3_600_000 }, limit: 50, query: 'migration', before: 't5.1' })
   assert.deepEqual({ ...timeLeft(1000 + 23 * 3_600_000 + 5 * 60_000, 1000) }, { expired: false, h: 23, m: 5 })
   assert.deepEqual({ ...timeLeft(1000 + 30_000, 1000) }, { expired: false, h: 0, m: 1 }, 'less than a minute left shows a minute, not zero')
   assert.equal(timeLeft(1000, 1000).expired, true)
@@ -282,5 +282,80 @@ test('rules.set / rules.list / policy.set heldTtlMs / held.counts / held.decideM
     }
   } finally {
     rmSync(dir, { recursive: true, force: true })
+  }
+})
+
+test('mail.list and mail.thread check every field before the core sees it, and pass a clean copy', async () => {
+  const calls = []
+  const core = {
+    mailList: async (...a) => { calls.push(['mailList', ...a]); return '{"rows":[],"next":null,"index":{"rows":0,"rebuilt":null,"error":null}}' },
+    mailThread: async (...a) => { calls.push(['mailThread', ...a]); return '{"found":false}' },
+  }
+  const handle = routeHandler(core, { home: () => '/h' })
+  for (const bad of [
+    { filter: [] }, { filter: { session: '../x' } }, { filter: { fate: ['sent'] } }, { filter: { held: 'yes' } },
+    { filter: { since: -1 } }, { filter: { until: 1.5 } }, { query: 7 }, { query: 'x'.repeat(513) },
+    { before: 'drop table' }, { limit: 0 }, { limit: 'all' },
+  ]) assert.equal((await handle('mail.list', bad)).error.code, 'bad-request', JSON.stringify(bad))
+  assert.equal((await handle('mail.thread', { requestId: 'nope' })).error.code, 'bad-request')
+  assert.equal(calls.length, 0, 'nothing reached the core')
+  const page = await handle('mail.list', { filter: { session: 's-b', fate: 'held', since: 5, extra: 1 }, query: 'migration', before: 't1.2', limit: 900, other: true })
+  assert.deepEqual(page.value, { rows: [], next: null, index: { rows: 0, rebuilt: null, error: null } })
+  assert.deepEqual(calls[0], ['mailList', '/h', JSON.stringify({ filter: { session: 's-b', fate: ['held'], since: 5 }, query: 'migration', before: 't1.2', limit: 200 })])
+  await handle('mail.list', {})
+  assert.deepEqual(calls[1], ['mailList', '/h', '{"filter":{}}'])
+  const rid = 'dsh-session-mail:01234567-89ab-4def-8123-456789abcdef'
+  assert.deepEqual(await handle('mail.thread', { requestId: rid }), { ok: true, value: { found: false } })
+  assert.deepEqual(calls[2], ['mailThread', '/h', rid])
+})
+
+test('the page\'s routes over the real core: every message with its text, a word finds it, its thread in order', async () => {
+  const { createRequire } = await import('node:module')
+  const { mkdtempSync, mkdirSync, writeFileSync, rmSync } = await import('node:fs')
+  const os = await import('node:os')
+  const core = createRequire(import.meta.url)('../binding.cjs')
+  const home = mkdtempSync(join(os.tmpdir(), 'dsh-mail-page-'))
+  try {
+    const sid = c => `session-0000000${c}-0000-4000-8000-00000000000${c}`
+    const rid = n => `dsh-session-mail:00000000-0000-4000-8000-00000000000${n}`
+    const T = Date.UTC(2026, 10, 1)
+    // the ledger as the senders' cores write it, and each delivery landed in its target's rc.8 V0 log
+    const lines = [[1, 'a', 'b', rid(1), 1], [2, 'b', 'a', rid(1), 2], [3, 'a', 'c', rid(3), 1]].map(([n, f, t, chain, hop]) =>
+      JSON.stringify({ time: new Date(T + n * 1000).toISOString(), sender: sid(f), target: sid(t), tool: 'sessions_send', mode: 'queue', requestId: rid(n), outcome: 'accepted', bodyChars: 1, bodySha256: '0', chain, hop }))
+    mkdirSync(join(home, 'dsh-session-mail'), { recursive: true, mode: 0o700 })
+    writeFileSync(join(home, 'dsh-session-mail', 'ledger.jsonl'), lines.join('\n') + '\n', { mode: 0o600 })
+    const bodies = { 1: 'what about the migration?', 2: 'the schema is migrated', 3: 'unrelated: deploy at noon' }
+    const into = { a: [2], b: [1], c: [3] }
+    for (const [s, ns] of Object.entries(into)) {
+      let seq = 0
+      const ev = (type, data, surface) => JSON.stringify({ type, seq: seq++, time: T + seq, data, ...(surface ? { surfaceOp: 'append' } : {}) })
+      const rows = [JSON.stringify({ type: 'session', version: 0, id: sid(s), createdAt: T - 1000, cwd: '/w', delegationDepth: 0, agentPreset: 'standard' })]
+      ns.forEach((n, i) => {
+        const from = n === 2 ? 'b' : 'a'
+        const msg = { content: [{ type: 'text', text: `From ${sid(from)} \uFF1A\n${bodies[n]}` }], source: { kind: 'user', rpcId: rid(n) }, role: 'user', id: `m-${n}` }
+        rows.push(ev('agent/inbox/spliced', { target: 'next-turn', start: 0, inserted: [msg] }), ev('turn/start', { turn: i + 1 }),
+          ev('agent/inbox/spliced', { target: 'next-turn', start: 0, removedCount: 1, inserted: [] }), ev('step/start', { turn: i + 1, step: 1 }),
+          ev('user/message', msg, true), ev('session/title', { title: `Planner ${s.toUpperCase()}`, messageSeqs: [seq - 1], source: { kind: 'fallback' } }))
+      })
+      mkdirSync(join(home, 'sessions', '--w--', sid(s)), { recursive: true })
+      writeFileSync(join(home, 'sessions', '--w--', sid(s), 'session.jsonl'), rows.join('\n') + '\n')
+    }
+    const handle = routeHandler(core, { home: () => home })
+    const all = (await handle('mail.list', { limit: 2 })).value
+    assert.equal(all.index.rebuilt, 'missing', 'the first call builds the index')
+    assert.deepEqual(all.rows.map(r => [r.requestId, r.text, r.fate, r.senderTitle]), [[rid(3), bodies[3], 'landed', 'Planner A'], [rid(2), bodies[2], 'landed', 'Planner B']])
+    const rest = (await handle('mail.list', { limit: 2, before: all.next })).value
+    assert.deepEqual(rest.rows.map(r => r.requestId), [rid(1)])
+    assert.equal(rest.next, null)
+    const found = (await handle('mail.list', { query: 'migration' })).value
+    assert.deepEqual(found.rows.map(r => r.requestId), [rid(1)], 'a word in its body')
+    assert.deepEqual((await handle('mail.list', { filter: { session: sid('c') } })).value.rows.map(r => r.requestId), [rid(3)])
+    const t = (await handle('mail.thread', { requestId: rid(2) })).value
+    assert.equal(t.found, true)
+    assert.equal(t.chain, rid(1))
+    assert.deepEqual(t.rows.map(r => r.text), [bodies[1], bodies[2]], 'both sides, in order')
+    assert.deepEqual(t.sessions.map(s => [s.id, s.title]), [[sid('a'), 'Planner A'], [sid('b'), 'Planner B']])
+  } finally {
+    rmSync(home, { recursive: true, force: true })
   }
 })
