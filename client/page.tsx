@@ -10,6 +10,7 @@
 import { React, useCallback, useEffect, useRef, useState } from './react'
 import { call, missing, type Result } from './rpc'
 import { openSession, sessionRow, titleOf, type HostContext, type SessionRow } from './host'
+import { bodyOf } from './mail'
 import { useSessionList } from './hooks'
 import { useVisiblePoll } from './view'
 import type { CountStore } from './counts'
@@ -71,7 +72,7 @@ export function makeEntry(page: PageStore, counts: CountStore, t: T) {
     return (
       <button type="button" className={'dsm-entry' + (wide ? '' : ' dsm-entry-rail')} data-dsh-session-mail-entry=""
         aria-label={label} title={label} aria-haspopup="dialog" aria-expanded={page.isOpen()}
-        onClick={() => { if (page.isOpen()) page.close(); else page.open() }}>
+        onClick={() => { if (page.isOpen()) page.close(); else page.open(null) }}>
         <span aria-hidden="true" className="dsm-entry-icon">✉</span>
         {wide ? <span className="dsm-entry-label">{t('page.entry')}</span> : null}
         {n > 0 ? <span className="dsm-badge" data-dsh-session-mail-entry-count={n}>{n}</span> : null}
@@ -140,7 +141,12 @@ export function makePage(ctx: HostContext, page: PageStore, counts: CountStore, 
       if (first) first.focus()
       return () => { const el = returnFocus.current as HTMLElement | null; if (el && typeof el.focus === 'function' && el.isConnected) el.focus() }
     }, [])
-    const onKeyDown = (e: React.KeyboardEvent) => { if (e.key === 'Escape') { e.stopPropagation(); page.close() } }
+    // Escape closes the dialog wherever focus is (a button that disabled itself while sending leaves focus on body)
+    useEffect(() => {
+      const onKey = (e: KeyboardEvent) => { if (e.key === 'Escape' && !e.defaultPrevented) { e.stopPropagation(); page.close() } }
+      document.addEventListener('keydown', onKey)
+      return () => { document.removeEventListener('keydown', onKey) }
+    }, [])
 
     // the search box asks 250 ms after the last key
     useEffect(() => {
@@ -248,7 +254,7 @@ export function makePage(ctx: HostContext, page: PageStore, counts: CountStore, 
     }
 
     return (
-      <div className="dsm-page-backdrop" data-dsh-session-mail-page="" onKeyDown={onKeyDown}>
+      <div className="dsm-page-backdrop" data-dsh-session-mail-page="">
         <div className="dsm-page" role="dialog" aria-modal="true" aria-labelledby="dsm-page-title" ref={dialog}>
           <header className="dsm-page-head">
             <h1 id="dsm-page-title">{t('page.title')}</h1>
@@ -287,11 +293,12 @@ export function makePage(ctx: HostContext, page: PageStore, counts: CountStore, 
                           <SessionButton id={c.target} />
                           <span className="dsm-chip">{c.mode}</span>
                           {left ? <span className={'dsm-left' + (left.expired ? ' dsm-expired' : left.h < 1 ? ' dsm-soon' : '')} data-dsh-session-mail-expires={c.expiresAt}>
-                            {left.expired ? t('page.expired') : t('page.expiresIn', { h: left.h, m: left.m })}
+                            {left.expired ? t('page.expired') : left.h === 0 ? t('page.expiresInMin', { m: left.m }) : left.m === 0 ? t('page.expiresInH', { h: left.h }) : t('page.expiresIn', { h: left.h, m: left.m })}
                           </span> : null}
                           {c.senderRule ? <span className="dsm-chip">{t(('rules.inbound.' + c.senderRule) as Key)}</span> : null}
                         </div>
-                        <pre className="dsm-text">{c.text}</pre>
+                        <pre className="dsm-text">{bodyOf(c.text)}</pre>
+                        {bodyOf(c.text) !== c.text ? <details className="dsm-exact"><summary>{t('card.exact')}</summary><pre>{c.text}</pre></details> : null}
                         <div className="dsm-actions">
                           <button type="button" className="dsm-btn dsm-primary" disabled={busy} data-dsh-session-mail-approve={c.requestId} onClick={() => { decide(c, 'approve') }}>{t('held.approve')}</button>
                           <button type="button" className="dsm-btn" disabled={busy} data-dsh-session-mail-reject={c.requestId} onClick={() => { decide(c, 'reject') }}>{t('held.reject')}</button>

@@ -64,6 +64,8 @@ export const PAGE_STYLE = [
   '.dsm-compose{border:1px solid var(--dsm-line,rgba(127,127,127,.25));border-radius:10px;padding:10px 14px;margin:10px 20px;}',
   '.dsm-targets{display:flex;flex-wrap:wrap;gap:12px;border:0;padding:0;margin:6px 0;}',
   '.dsm-targets legend{font-weight:600;padding:0;margin-bottom:4px;}',
+  '.dsm-landings{margin-top:8px;}',
+  '.dsm-landings li{display:flex;gap:6px;align-items:center;padding:2px 0;}',
   '.dsm-landing-accepted,.dsm-fate-landed{color:#067647;}',
   '.dsm-landing-refused{color:#b42318;}',
   '.dsm-fate-expired{color:#b42318;}',
