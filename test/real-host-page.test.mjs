@@ -278,6 +278,27 @@ describe('the home-wide Agent mail page in headless Chromium against rc.8 dsh we
     assert.equal(userTexts(readSessionLog(fileA)).filter(u => JSON.stringify(u).includes('/v2/items pages by cursor')).length, 0, 'not to A')
   })
 
+  test('held mail expires: with a 1-minute hold the card counts down, then the message is rejected as expired — the list and D\'s verify say so', async t => {
+    if (!needs(t, 'held.counts')) return
+    const r0 = await route('policy.set', { heldTtlMs: 60_000 }) // the shortest the policy takes (1 min … 30 days)
+    assert.equal(r0.ok, true, JSON.stringify(r0))
+    const d1 = await send('D', 'C', 'Held until it expires (D1).')
+    assert.match(d1, /held for the human/i, d1)
+    const rid = requestIdOf(d1)
+    await openPage()
+    const card = page.locator(`[data-dsh-session-mail-held="${rid}"]`)
+    await card.waitFor({ timeout: 20_000 })
+    assert.match(await card.innerText(), /expires in 1 min\b/)
+    const expiresAt = Number(await card.locator('[data-dsh-session-mail-expires]').getAttribute('data-dsh-session-mail-expires'))
+    await sleep(Math.max(0, expiresAt - Date.now()) + 500)
+    await until('the card gone', async () => (await card.count()) === 0, { timeout: 30_000 })
+    const row = page.locator(`[data-dsh-session-mail-message="${rid}"]`)
+    await until('the row expired', async () => (await row.getAttribute('data-fate').catch(() => null)) === 'expired', { timeout: 30_000 })
+    assert.match(cli(box, 'verify', rid).out, /expired/i)
+    assert.equal(landed(box.home, S.C, rid), 0, 'an expired message never lands')
+    await route('policy.set', { heldTtlMs: 24 * 3_600_000 })
+  })
+
   test('the page is keyboard operable: its entry opens it with Enter, Escape closes it and focus returns to the entry', async () => {
     await closePage()
     const entry = page.locator('[data-dsh-session-mail-entry]')
