@@ -312,6 +312,28 @@ describe('the home-wide Agent mail page in headless Chromium against rc.8 dsh we
     assert.equal(focused, true)
   })
 
+  test('zh: a browser asking for Chinese gets the page in Chinese (rc.8 packages/client/locale: navigator language when settings name none)', async () => {
+    const zh = await launchBrowser({ locale: 'zh-CN' })
+    try {
+      const p = await zh.page(web.base + '/')
+      await p.getByRole('button', { name: /继续|Continue/ }).first().click({ timeout: 8000 }).catch(() => {})
+      const entry = p.locator('[data-dsh-session-mail-entry]')
+      await entry.waitFor({ timeout: 30_000 })
+      assert.match(await entry.innerText(), /Agent 邮件/)
+      await entry.click()
+      const dialog = p.locator('[data-dsh-session-mail-page] [role="dialog"]')
+      await dialog.waitFor()
+      await until('the list in Chinese', async () => /消息（最新在前）/.test(await dialog.innerText()) && (await p.locator('[data-dsh-session-mail-message]').count()) > 0)
+      const text = await dialog.innerText()
+      assert.match(text, /长期规则/)
+      assert.match(text, /已送达|已拒绝|已过期/, 'fates in Chinese')
+      await p.screenshot({ path: join(shots, 'page-zh.png') })
+      assert.deepEqual(zh.errors.filter(e => /dsh-session-mail|dsm-/.test(e)), [])
+    } finally {
+      await zh.close()
+    }
+  })
+
   test('the page loaded our bundle without a console or page error', () => {
     const ours = browser.errors.filter(e => /dsh-session-mail|dsm-/.test(e))
     assert.deepEqual(ours, [])
