@@ -23,7 +23,9 @@ use rusqlite::{params, Connection, OpenFlags, OptionalExtension, Transaction};
 mod query;
 mod schema;
 
-pub use query::{fts_query, Cursor, ListQuery, Page, Thread, MAX_LIMIT, THREAD_SPAN_MS};
+pub use query::{
+    fts_query, Cursor, ListQuery, Page, Thread, MAX_LIMIT, SEARCH_WINDOW, THREAD_SPAN_MS,
+};
 
 /// The folder under the plugin's folder.
 pub const DIR: &str = "index";
@@ -367,7 +369,10 @@ impl Index {
         let mut xor = [0u8; 32];
         let mut n = 0u64;
         let scan = (|| -> rusqlite::Result<()> {
-            let mut q = self.conn.prepare("SELECT mac FROM mail")?;
+            // (the covering index `mail_mac`: the check reads 32 bytes a row, not the rows)
+            let mut q = self
+                .conn
+                .prepare("SELECT mac FROM mail INDEXED BY mail_mac")?;
             let mut rows = q.query([])?;
             while let Some(r) = rows.next()? {
                 let m = r.get_ref(0)?.as_blob()?;
@@ -443,17 +448,35 @@ impl Index {
         Ok(())
     }
 
-    /// The request ids of the newest rows whose fate is one of `fates`, at most `limit` (the core
-    /// re-checks mail that can still move).
-    pub fn ids_with_fate(&self, fates: &[&str], limit: usize) -> Result<Vec<String>, IndexError> {
+    /// Rows whose fate is one of `fates`, newest first, after `before` ((time, row id) of the last one a
+    /// previous call returned), at most `limit`: (request id, time, row id). The core looks at mail that
+    /// can still move again.
+    pub fn open_rows(
+        &self,
+        fates: &[&str],
+        before: Option<(i64, i64)>,
+        limit: usize,
+    ) -> Result<Vec<(String, i64, i64)>, IndexError> {
         let marks: Vec<String> = (1..=fates.len()).map(|i| format!("?{i}")).collect();
+        let n = fates.len();
+        let (t, i) = before.unwrap_or((i64::MAX, i64::MAX));
         let mut q = self.conn.prepare_cached(&format!(
-            "SELECT request_id FROM mail WHERE fate IN ({}) ORDER BY time DESC LIMIT {}",
+            "SELECT request_id, time, id FROM mail WHERE fate IN ({}) AND (time < ?{a} OR (time = ?{a} AND id < ?{b}))
+             ORDER BY time DESC, id DESC LIMIT {limit}",
             marks.join(", "),
-            limit
+            a = n + 1,
+            b = n + 2,
         ))?;
-        let ids = q.query_map(rusqlite::params_from_iter(fates), |r| r.get::<_, String>(0))?;
-        Ok(ids.collect::<Result<_, _>>()?)
+        let mut args: Vec<rusqlite::types::Value> = fates
+            .iter()
+            .map(|f| rusqlite::types::Value::Text(f.to_string()))
+            .collect();
+        args.push(t.into());
+        args.push(i.into());
+        let rows = q.query_map(rusqlite::params_from_iter(args), |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
     }
 
     /// Move this database aside (a row that does not verify was read from it) and open a new, empty

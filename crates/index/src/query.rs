@@ -11,6 +11,8 @@ use crate::{Index, IndexError, Row};
 
 /// Most rows one page or thread returns.
 pub const MAX_LIMIT: usize = 200;
+/// A search ranks the newest this many matches of its words (bm25), filters applied after.
+pub const SEARCH_WINDOW: usize = 2000;
 /// A thread's replies between the same two sessions are looked for this long before the chain's
 /// first message and after its last.
 pub const THREAD_SPAN_MS: i64 = 60 * 60 * 1000;
@@ -216,7 +218,7 @@ impl Index {
     }
 
     /// Mail whose text or titles hold the words of `text`, best first (bm25; a title counts more than
-    /// the body), filtered as [`Index::list`]. A blank query lists; one with no word finds nothing.
+    /// the body) among the newest [`SEARCH_WINDOW`] matches, filtered as [`Index::list`]. A blank query lists; one with no word finds nothing.
     pub fn search(&self, text: &str, q: &ListQuery) -> Result<Page, IndexError> {
         if text.trim().is_empty() {
             return self.list(q);
@@ -229,16 +231,20 @@ impl Index {
             Some(Cursor::Skip(n)) => n,
             _ => 0,
         };
-        let mut args = vec![Value::Text(fts)];
+        // FTS5 walks its matches newest first (row ids grow with the ledger) and stops after
+        // SEARCH_WINDOW of them; those are ranked by bm25. A word in every row costs a window, not the table.
+        let mut args = vec![Value::Text(fts), Value::Integer(SEARCH_WINDOW as i64)];
         let mut sql = format!(
-            "SELECT {COLS} FROM mail_fts f JOIN mail m ON m.id = f.rowid WHERE mail_fts MATCH ?1"
+            "SELECT {COLS} FROM (SELECT rowid AS id, bm25(mail_fts, 1.0, 2.0, 2.0) AS rank FROM mail_fts
+                WHERE mail_fts MATCH ?1 ORDER BY rowid DESC LIMIT ?2) f
+             JOIN mail m ON m.id = f.id WHERE 1"
         );
         filters(q, &mut sql, &mut args);
         args.push(Value::Integer(limit as i64 + 1));
         let l = args.len();
         args.push(Value::Integer(skip as i64));
         sql.push_str(&format!(
-            " ORDER BY bm25(mail_fts, 1.0, 2.0, 2.0), m.time DESC LIMIT ?{l} OFFSET ?{}",
+            " ORDER BY f.rank, m.time DESC LIMIT ?{l} OFFSET ?{}",
             args.len()
         ));
         let mut st = self.conn.prepare_cached(&sql)?;

@@ -54,6 +54,7 @@ fn make(conn: &Connection) -> rusqlite::Result<()> {
         CREATE INDEX mail_target ON mail(target, time);
         CREATE INDEX mail_chain ON mail(chain);
         CREATE INDEX mail_fate ON mail(fate, time);
+        CREATE INDEX mail_mac ON mail(mac);
         CREATE VIRTUAL TABLE mail_fts USING fts5(
             text, sender_title, target_title,
             content='mail', content_rowid='id', tokenize='unicode61 remove_diacritics 2');

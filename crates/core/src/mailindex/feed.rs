@@ -5,9 +5,11 @@
 //!
 //! [`fold`] is the whole derivation: the rows the index must hold for a home as it is now. [`sync`]
 //! brings an index there: a rebuild (`Index::replace_all` of [`fold`]) when it is new, replaced, of
-//! another derivation, or its watermark no longer matches the ledger (truncated, replaced, deleted);
-//! else incrementally — the ledger's lines since the watermark's time (less a slack), and the newest
-//! rows whose fate can still move (queued, waiting, held, approved, lost, unknown) looked at again.
+//! another derivation, or its watermark no longer matches the ledger (truncated, replaced, deleted: the
+//! watermark is the ledger file's device, inode and first line, and how many bytes of it were read);
+//! else incrementally — the ledger's bytes appended since the watermark (through a rotation: the rest of
+//! the file read last, then the newer ones), and the newest rows whose fate can still move (queued,
+//! waiting, held, approved, lost, unknown) looked at again.
 //! Every write is an idempotent upsert, so several processes feeding one index agree.
 //!
 //! Off the host's thread: the routes run it on the blocking pool before they read, and a send hands it
@@ -28,22 +30,49 @@ use crate::mailview::{self, Titles};
 
 /// The derivation's version: an index built by another is rebuilt.
 pub const DERIVE_VERSION: u32 = 1;
-/// An incremental pass reads the ledger's lines from this long before the newest it indexed (lines are
-/// appended after their outcome: a slow send's line can be older than a quick one's written before it).
-pub const SLACK_MS: i64 = 120_000;
 /// Fates that can still change.
 pub const OPEN_FATES: [&str; 6] = ["queued", "waiting", "held", "approved", "lost", "unknown"];
-/// Rows of each open fate looked at again per pass (the newest).
+/// Open rows looked at again on every pass: the newest ones.
+pub const RECHECK_NEWEST: usize = 8;
+/// Open rows looked at again per pass after those, in turn (fewer when the budget runs out first).
 pub const RECHECK: usize = 64;
+/// How long a pass spends looking at open rows again (past it the rest waits for the next pass; at
+/// least one is looked at — a row whose target's log this process has not read yet costs a fold of it).
+pub const RECHECK_BUDGET: std::time::Duration = std::time::Duration::from_millis(6);
+/// Open rows are looked at again at most this often per home and process (the page polls every 2 s; a
+/// thread opened right after a list, or a burst of sends, looks once).
+pub const RECHECK_EVERY: std::time::Duration = std::time::Duration::from_millis(1000);
+
+/// When each home's open rows were last looked at again by this process.
+static RECHECKED: Mutex<Vec<(PathBuf, std::time::Instant)>> = Mutex::new(Vec::new());
+
+fn recheck_due(home: &Path) -> bool {
+    let mut r = RECHECKED.lock().unwrap_or_else(|p| p.into_inner());
+    let now = std::time::Instant::now();
+    match r.iter_mut().find(|(h, _)| h == home) {
+        Some((_, at)) if now.duration_since(*at) < RECHECK_EVERY => false,
+        Some((_, at)) => {
+            *at = now;
+            true
+        }
+        None => {
+            r.push((home.to_path_buf(), now));
+            true
+        }
+    }
+}
+
+/// Where the next pass goes on looking at open rows, per home: (time, row id) of the last one looked at.
+static CURSORS: Mutex<Vec<(PathBuf, Option<(i64, i64)>)>> = Mutex::new(Vec::new());
 
 /// The watermark: what the index was built from.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 struct Source {
     v: u32,
-    /// The newest ledger time indexed (ms).
-    upto: i64,
-    /// The live ledger file then.
+    /// The live ledger file when it was last read.
     ledger: Option<FileId>,
+    /// Bytes of it read (up to the end of its last complete line then).
+    offset: u64,
 }
 
 /// A ledger file as the watermark knows it: device, inode, length, and a hash of its first line (a file
@@ -80,26 +109,44 @@ fn identity(p: &Path) -> Option<FileId> {
     })
 }
 
-/// Why the index must be rebuilt rather than brought up to date (None: incremental).
-fn stale(home: &Path, src: Option<&Source>) -> Option<&'static str> {
+/// What an incremental pass reads: the ledger files from where the watermark ended, oldest first (the file
+/// it ended in from its offset, and each file rotated after it whole), and the live file's identity; or
+/// why the index must be rebuilt instead.
+fn to_read(
+    home: &Path,
+    src: Option<&Source>,
+) -> Result<(Vec<(PathBuf, u64)>, Option<FileId>), &'static str> {
     let Some(src) = src else {
-        return Some("no watermark");
+        return Err("no watermark");
     };
     if src.v != DERIVE_VERSION {
-        return Some("another derivation");
+        return Err("another derivation");
     }
+    let live = identity(&ledger::path(home));
     let Some(was) = src.ledger.as_ref() else {
-        return None;
+        // no ledger when it was last read: all of the one there is now
+        return Ok((live.iter().map(|_| (ledger::path(home), 0)).collect(), live));
     };
     let same = |now: &FileId| (now.dev, now.ino, &now.head) == (was.dev, was.ino, &was.head);
-    match identity(&ledger::path(home)) {
-        Some(now) if same(&now) => (now.len < was.len).then_some("the ledger was truncated"),
-        _ => match identity(&ledger::rotated_path(home, 1)) {
-            // rotated since: the file indexed is ledger.1 now, whole
-            Some(now) if same(&now) && now.len >= was.len => None,
-            _ => Some("the ledger was replaced"),
-        },
+    // the file read last is the live one, or one rotated since (ledger.N, then N-1 … 1 and the live one)
+    let files: Vec<PathBuf> = std::iter::once(ledger::path(home))
+        .chain((1..=3).map(|n| ledger::rotated_path(home, n)))
+        .collect();
+    for (n, p) in files.iter().enumerate() {
+        let Some(now) = (if n == 0 { live.clone() } else { identity(p) }) else {
+            continue;
+        };
+        if !same(&now) {
+            continue;
+        }
+        if now.len < src.offset {
+            return Err("the ledger was truncated");
+        }
+        let mut read = vec![(p.clone(), src.offset)];
+        read.extend(files[..n].iter().rev().map(|p| (p.clone(), 0)));
+        return Ok((read, live));
     }
+    Err("the ledger was replaced")
 }
 
 /// One request id's lines, folded.
@@ -287,20 +334,38 @@ pub enum Synced {
     Rebuilt(String),
 }
 
-fn newest(rows: &[Row]) -> i64 {
-    rows.iter().map(|r| r.time).max().unwrap_or(0)
-}
-
 fn rebuild(home: &Path, ix: &mut Index, why: &str) -> Result<Synced, IndexError> {
+    // the live file's identity first: lines appended while the fold reads are read again next time
+    // (an upsert of the same row changes nothing)
     let ledger_now = identity(&ledger::path(home));
     let rows = fold(home).map_err(|e| IndexError::Io(std::io::Error::other(e.to_string())))?;
     let src = Source {
         v: DERIVE_VERSION,
-        upto: newest(&rows),
+        offset: ledger_now
+            .as_ref()
+            .map_or(0, |l| complete_len(&ledger::path(home), l.len)),
         ledger: ledger_now,
     };
     ix.replace_all(&rows, &serde_json::to_string(&src).unwrap_or_default())?;
+    ix.checkpoint()?;
     Ok(Synced::Rebuilt(why.to_string()))
+}
+
+/// The length of `path`'s first `len` bytes up to the end of their last complete line.
+fn complete_len(path: &Path, len: u64) -> u64 {
+    let Ok((mut f, _)) = base::fsafe::open_regular(path, base::fsafe::Follow::No, None) else {
+        return 0;
+    };
+    let back = len.min(ledger::LINE_CAP as u64 + 1);
+    let mut buf = vec![0u8; back as usize];
+    use std::io::{Read, Seek, SeekFrom};
+    if f.seek(SeekFrom::Start(len - back)).is_err() || f.read_exact(&mut buf).is_err() {
+        return 0;
+    }
+    match memchr::memrchr(b'\n', &buf) {
+        Some(i) => len - back + i as u64 + 1,
+        None => 0,
+    }
 }
 
 /// Bring `ix` up to date with `home`'s ledger and logs (see the module's doc). `opened`: how the file
@@ -313,30 +378,30 @@ pub fn sync(home: &Path, ix: &mut Index, opened: Option<&Opened>) -> Result<Sync
     }
     let state = ix.state()?;
     let src: Option<Source> = serde_json::from_str(&state.source).ok();
-    if let Some(why) = stale(home, src.as_ref()) {
-        return rebuild(
-            home,
-            ix,
-            if state.source.is_empty() {
-                "missing"
-            } else {
-                why
-            },
-        );
-    }
-    let src = src.unwrap_or_default();
-    let ledger_now = identity(&ledger::path(home));
+    let (files, live) = match to_read(home, src.as_ref()) {
+        Ok(r) => r,
+        Err(why) => {
+            return rebuild(
+                home,
+                ix,
+                if state.source.is_empty() {
+                    "missing"
+                } else {
+                    why
+                },
+            );
+        }
+    };
     let mut titles = new_titles(home);
-    // the ledger's new lines (and the ones around the watermark, again: idempotent)
-    let read = ledger::read_ledger(
-        home,
-        &Filter {
-            since_ms: Some(src.upto.saturating_sub(SLACK_MS)),
-            ..Filter::default()
-        },
-    )
-    .map_err(|e| IndexError::Io(std::io::Error::other(e.to_string())))?;
-    let grouped = group(&read.entries);
+    // the ledger's lines appended since the watermark
+    let mut entries = Vec::new();
+    let mut offset = 0;
+    for (p, from) in &files {
+        let (mut got, end) = ledger::read_tail(p, *from).map_err(IndexError::Io)?;
+        entries.append(&mut got);
+        offset = end;
+    }
+    let grouped = group(&entries);
     let mut seen: HashSet<String> = grouped.iter().map(|(r, _, _)| r.clone()).collect();
     let mut rows = derive(home, &mut titles, &grouped);
     // A request seen again through a later line alone (a second line past the slack): keep what the
@@ -354,34 +419,66 @@ pub fn sync(home: &Path, ix: &mut Index, opened: Option<&Opened>) -> Result<Sync
             r.target_title = r.target_title.take().or(old.target_title);
         }
     }
-    let upto = newest(&rows).max(src.upto);
-    // mail that can still move: the newest rows of each open fate, looked at again
-    let open: Vec<(String, i64, Entry)> = ix
-        .ids_with_fate(&OPEN_FATES, RECHECK)?
-        .into_iter()
-        .filter(|rid| seen.insert(rid.clone()))
-        .filter_map(|rid| ix.get(&rid).ok().flatten())
-        .map(|r| {
-            let mut e = Entry::new(
-                r.time,
-                r.sender.as_deref(),
-                r.target.as_deref(),
-                &r.tool,
-                r.mode.as_deref(),
-                Some(&r.request_id),
-                LedgerOutcome::Accepted,
-                None,
-            );
-            e.hop = r.hop;
-            e.chain = r.chain.clone();
-            (r.request_id.clone(), r.time, e)
-        })
-        .collect();
-    rows.extend(derive(home, &mut titles, &open));
+    // mail that can still move, looked at again: the newest few on every pass, then the others in turn
+    // from where the last pass stopped, while the pass's budget lasts
+    let started = std::time::Instant::now();
+    let as_entry = |r: index::Row| {
+        let mut e = Entry::new(
+            r.time,
+            r.sender.as_deref(),
+            r.target.as_deref(),
+            &r.tool,
+            r.mode.as_deref(),
+            Some(&r.request_id),
+            LedgerOutcome::Accepted,
+            None,
+        );
+        e.hop = r.hop;
+        e.chain = r.chain.clone();
+        (r.request_id.clone(), r.time, e)
+    };
+    let mut looked = 0usize;
+    let mut recheck = |ids: Vec<(String, i64, i64)>,
+                       rows: &mut Vec<Row>|
+     -> Result<Option<(i64, i64)>, IndexError> {
+        for (rid, time, id) in ids {
+            if looked > 0 && started.elapsed() > RECHECK_BUDGET {
+                // the next pass goes on with this one
+                return Ok(Some((time, id.saturating_add(1))));
+            }
+            if seen.insert(rid.clone()) {
+                if let Some(r) = ix.get(&rid)? {
+                    looked += 1;
+                    rows.extend(derive(home, &mut titles, &[as_entry(r)]));
+                }
+            }
+        }
+        Ok(None)
+    };
+    if recheck_due(home) {
+        recheck(ix.open_rows(&OPEN_FATES, None, RECHECK_NEWEST)?, &mut rows)?;
+        let cursor = {
+            let c = CURSORS.lock().unwrap_or_else(|p| p.into_inner());
+            c.iter().find(|(h, _)| h == home).and_then(|(_, c)| *c)
+        };
+        let batch = ix.open_rows(&OPEN_FATES, cursor, RECHECK)?;
+        let full = batch.len() == RECHECK;
+        let tail = batch.last().map(|(_, t, i)| (*t, *i));
+        let stopped = recheck(batch, &mut rows)?;
+        // where the next pass goes on: where this one's budget ran out, else after this batch, else
+        // (all of them seen) from the newest again
+        let next = stopped.or(if full { tail } else { None });
+        let mut c = CURSORS.lock().unwrap_or_else(|p| p.into_inner());
+        match c.iter_mut().find(|(h, _)| h == home) {
+            Some((_, x)) => *x = next,
+            None => c.push((home.to_path_buf(), next)),
+        }
+    }
     let src = Source {
         v: DERIVE_VERSION,
-        upto,
-        ledger: ledger_now,
+        // the live file read to its last complete line (no file: nothing read)
+        offset: if files.is_empty() { 0 } else { offset },
+        ledger: live,
     };
     let n = ix.upsert(
         &rows,
@@ -489,6 +586,10 @@ fn discard(
 pub fn forget(home: &Path) {
     let mut open = OPEN.lock().unwrap_or_else(|p| p.into_inner());
     open.retain(|(h, _)| h != home);
+    RECHECKED
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .retain(|(h, _)| h != home);
 }
 
 static RUNNING: AtomicBool = AtomicBool::new(false);

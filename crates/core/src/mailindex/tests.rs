@@ -81,6 +81,8 @@ struct World {
     logs: Vec<LogBuilder>,
     expected: BTreeMap<String, Row>,
     chains: Vec<(String, u32)>,
+    /// Rotate the ledger past this many bytes (the default: 8 MiB).
+    rotate_at: u64,
 }
 
 type Row = index::Row;
@@ -107,6 +109,7 @@ impl World {
             logs,
             expected: BTreeMap::new(),
             chains: Vec::new(),
+            rotate_at: ledger::ROTATE_BYTES,
         }
     }
 
@@ -155,7 +158,7 @@ impl World {
             e.chain = Some(chain.clone());
             e.hop = Some(hop);
         }
-        ledger::append(&home, &e).unwrap();
+        ledger::append_with_limit(&home, &e, self.rotate_at).unwrap();
         let (fate, shown) = match m.kind {
             Kind::Landed => {
                 self.logs[m.to].prompt(&text, &id);
@@ -540,6 +543,8 @@ fn a_queued_message_lands_and_its_row_moves_with_it() {
     let text = crate::mail::with_from_header("session-a", "later");
     w.logs[1].prompt(&text, &id);
     w.write_logs();
+    // a process looks at open rows again at most once a second (RECHECK_EVERY): the page's next poll
+    std::thread::sleep(feed::RECHECK_EVERY);
     let p = list(w.home.path(), &MailListArgs::default());
     assert_eq!(
         (p.rows[0].fate.as_str(), p.rows[0].text.as_deref()),
@@ -614,6 +619,34 @@ fn a_replaced_or_truncated_ledger_makes_the_index_stale() {
     w.expected.retain(|k, _| k == &rid(7));
     let (got, st) = w.indexed();
     assert_eq!(st.rebuilt.as_deref(), Some("the ledger was truncated"));
+    assert_eq!(got, w.expected);
+}
+
+#[test]
+fn a_rotation_between_two_passes_is_read_through_not_rebuilt() {
+    let mut w = World::new();
+    let m = |n: usize| Msg {
+        from: n % 4,
+        to: (n + 1) % 4,
+        kind: Kind::Landed,
+        framed: false,
+        reply_to: None,
+        words: vec!["rotate"],
+    };
+    for n in 0..2 {
+        w.add(n, &m(n));
+    }
+    w.write_logs();
+    assert_eq!(w.indexed().0, w.expected);
+    // lines of ~400 bytes into files rotated past 1,000: the file read last is ledger.2 by now
+    w.rotate_at = 1000;
+    for n in 2..6 {
+        w.add(n, &m(n));
+    }
+    w.write_logs();
+    assert!(ledger::rotated_path(w.home.path(), 2).exists());
+    let (got, st) = w.indexed();
+    assert_eq!(st.rebuilt, None, "read through the rotation");
     assert_eq!(got, w.expected);
 }
 
