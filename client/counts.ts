@@ -1,13 +1,16 @@
 // "Waiting for you" (issue 32 #5): the held counts of the home (`held.counts`), shared by the page's entry,
-// the page and the session list's badges. Asked every POLL_MS while something shows them and the page is
-// visible; nothing is asked while the document is hidden or nobody is subscribed, and a page coming back
-// into view asks at once.
+// the page and the session list's badges. rc.8 has no channel a plugin can push its own frames on, so the
+// counts are asked when something can have changed them, as far as this page can see it: when the page comes
+// into view (`visibilitychange`), when a session's turn ends (its `running` flag falls in the runtime's session
+// list: agents send during turns), after the human's own decisions (`refresh()`), and — since a send in another
+// process of the home shows no frame here — every COUNTS_POLL_MS while something shows them and the document is
+// visible. Nothing is asked while the document is hidden or nobody is subscribed.
 import { call, missing } from './rpc'
 import { countsOf, type HeldCounts } from './model'
 import { sessionRow, titleOf, type HostContext, type SessionSnapshot } from './host'
 import type { T } from './i18n'
 
-export const COUNTS_POLL_MS = 4000
+export const COUNTS_POLL_MS = 10_000
 const EMPTY: HeldCounts = { bySession: {}, total: 0, nextExpiresAt: null }
 
 export interface CountStore {
@@ -18,7 +21,7 @@ export interface CountStore {
   refresh(): Promise<void>
 }
 
-export function createHeldCounts(): CountStore {
+export function createHeldCounts(ctx?: HostContext): CountStore {
   let value = EMPTY
   let routeThere = true
   const listeners = new Set<() => void>()
@@ -47,6 +50,24 @@ export function createHeldCounts(): CountStore {
   function onVisibility() {
     if (hidden()) { clearTimeout(timer); timer = undefined } else if (listeners.size > 0) refresh().then(schedule)
   }
+  // a turn that ended may have sent: ask when any session's running flag falls
+  let running = new Set<string>()
+  let offList: (() => void) | undefined
+  function runningNow(): Set<string> {
+    const now = new Set<string>()
+    try {
+      const snap = ctx!.sessions!.list.getSnapshot()
+      for (const id of snap.ids) if (snap.byId[id]?.running) now.add(id)
+    } catch { /* no list */ }
+    return now
+  }
+  function onList() {
+    const now = runningNow()
+    let ended = false
+    running.forEach(id => { if (!now.has(id)) ended = true })
+    running = now
+    if (ended && listeners.size > 0 && !hidden()) refresh().then(schedule)
+  }
   return {
     get: () => value,
     available: () => routeThere,
@@ -54,6 +75,7 @@ export function createHeldCounts(): CountStore {
       listeners.add(fn)
       if (listeners.size === 1) {
         if (typeof document !== 'undefined') document.addEventListener('visibilitychange', onVisibility)
+        if (ctx && ctx.sessions) { running = runningNow(); try { offList = ctx.sessions.list.subscribe(onList) } catch { offList = undefined } }
         if (!hidden()) refresh().then(schedule)
       }
       return () => {
@@ -62,6 +84,7 @@ export function createHeldCounts(): CountStore {
           clearTimeout(timer)
           timer = undefined
           if (typeof document !== 'undefined') document.removeEventListener('visibilitychange', onVisibility)
+          if (offList) { offList(); offList = undefined }
         }
       }
     },

@@ -63,7 +63,7 @@ export function apply(ctx: HostContext): void {
     return typeof s === 'string' && s !== key ? s : format(en[key] || key, params)
   }
   const store = createCardFacts()
-  const counts = createHeldCounts()
+  const counts = createHeldCounts(ctx)
   const page = createPageStore()
   const Card = makeAgentCard(ctx, store, t, requestId => { page.open(requestId) })
   for (const key of ['user', 'steering']) {
@@ -123,5 +123,5 @@ export function apply(ctx: HostContext): void {
 /** For the unit tests (test/client.test.mjs): the pure parts. */
 export const internals = {
   isAgentMail, senderFromText, bodyOf, textOf, sessionMention, en, zh,
-  mailRow, pageOf, threadOf, countsOf, rulesOf, timeLeft, listPayload, machinesOf, sessionIdOfRow, createPageStore,
+  mailRow, pageOf, threadOf, countsOf, rulesOf, timeLeft, listPayload, machinesOf, sessionIdOfRow, createPageStore, createHeldCounts,
 }

@@ -95,6 +95,6 @@ export const STYLE = [
   '.dsm-held{border:1px dashed var(--dsm-accent,#7c6cf0);border-radius:8px;padding:8px;margin:6px 0;}',
   '.dsm-held pre{white-space:pre-wrap;margin:6px 0;font-size:12px;max-height:160px;overflow:auto;}',
   '.dsm-btn{font:inherit;border:1px solid var(--dsm-line,rgba(127,127,127,.5));border-radius:6px;padding:2px 10px;margin-right:6px;background:transparent;cursor:pointer;color:inherit;}',
-  '.dsm-fate-landed{color:#067647;}.dsm-fate-held,.dsm-fate-waiting,.dsm-fate-queued,.dsm-fate-approved{color:#b54708;}.dsm-fate-rejected,.dsm-fate-refused{color:#b42318;}',
+  '.dsm-fate-landed{color:#067647;}.dsm-fate-held,.dsm-fate-waiting,.dsm-fate-queued,.dsm-fate-approved,.dsm-fate-lost{color:#b54708;}.dsm-fate-rejected,.dsm-fate-expired,.dsm-fate-refused,.dsm-fate-removed{color:#b42318;}',
   PAGE_STYLE,
 ].join('\n')

@@ -395,7 +395,7 @@ pub async fn mailbox_drain(
             match mail_core::policy::decision_of(&reading, &env.session_id, sender, None) {
                 Decision::Accept => HumanSays::Deliver,
                 Decision::Hold { .. } => HumanSays::Hold,
-                Decision::Refuse => HumanSays::Refused,
+                Decision::Refuse(_) => HumanSays::Refused,
                 Decision::Stopped => HumanSays::Stopped,
             }
         };
@@ -596,64 +596,54 @@ fn payload<T: serde::de::DeserializeOwned>(
     })
 }
 
+/// One of issue 32's routes on the blocking pool: the payload `json` parsed as its core DTO `T` (else the
+/// route's bad-request answer), `work` over DSH_HOME and the clock, the route answer as JSON.
+async fn home_route<T, R>(
+    dsh_home: Option<String>,
+    json: String,
+    work: fn(&std::path::Path, &T, i64) -> std::result::Result<R, mail_core::human::RouteError>,
+) -> napi::Result<String>
+where
+    T: serde::de::DeserializeOwned + Send + 'static,
+    R: serde::Serialize + Send + 'static,
+{
+    let home = home_of(dsh_home.as_deref());
+    let v = blocking(move || match payload::<T>(&json) {
+        Ok(p) => answer(work(&home, &p, base::clock::now_ms())),
+        Err(bad) => bad,
+    })
+    .await?;
+    to_json(&v)
+}
+
 /// `rules.set` (issue 32): `human::RuleChange` as JSON → `human::RulesView` (the route answer, JSON).
 #[napi]
 pub async fn rules_set(dsh_home: Option<String>, change: String) -> napi::Result<String> {
-    let home = home_of(dsh_home.as_deref());
-    let v = blocking(
-        move || match payload::<mail_core::human::RuleChange>(&change) {
-            Ok(c) => answer(mail_core::human::rules_set(
-                &home,
-                &c,
-                base::clock::now_ms(),
-            )),
-            Err(bad) => bad,
-        },
-    )
-    .await?;
-    to_json(&v)
+    home_route(dsh_home, change, mail_core::human::rules_set).await
 }
 
 /// `rules.list`: `human::RulesView` (the route answer, JSON).
 #[napi]
 pub async fn rules_list(dsh_home: Option<String>) -> napi::Result<String> {
-    let home = home_of(dsh_home.as_deref());
-    let v =
-        blocking(move || answer::<_>(std::result::Result::Ok(mail_core::human::rules_view(&home))))
-            .await?;
-    to_json(&v)
+    home_route(dsh_home, "{}".into(), |home, _: &serde_json::Value, _| {
+        Ok(mail_core::human::rules_view(home))
+    })
+    .await
 }
 
 /// `held.decideMany`: `human::DecideMany` as JSON → `human::DecideManyResult` (the route answer, JSON).
 #[napi]
 pub async fn held_decide_many(dsh_home: Option<String>, request: String) -> napi::Result<String> {
-    let home = home_of(dsh_home.as_deref());
-    let v = blocking(
-        move || match payload::<mail_core::human::DecideMany>(&request) {
-            Ok(r) => answer(mail_core::human::decide_many(
-                &home,
-                &r,
-                base::clock::now_ms(),
-            )),
-            Err(bad) => bad,
-        },
-    )
-    .await?;
-    to_json(&v)
+    home_route(dsh_home, request, mail_core::human::decide_many).await
 }
 
 /// `held.counts`: `human::HeldCounts` (the route answer, JSON).
 #[napi]
 pub async fn held_counts(dsh_home: Option<String>) -> napi::Result<String> {
-    let home = home_of(dsh_home.as_deref());
-    let v = blocking(move || {
-        answer(Ok(mail_core::human::held_counts(
-            &home,
-            base::clock::now_ms(),
-        )))
+    home_route(dsh_home, "{}".into(), |home, _: &serde_json::Value, now| {
+        Ok(mail_core::human::held_counts(home, now))
     })
-    .await?;
-    to_json(&v)
+    .await
 }
 
 /// `human.sendMany`: `human::SendMany` as JSON, `host` = `human::PromptHost` as JSON (this process's web

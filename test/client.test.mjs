@@ -36,10 +36,10 @@ const React = {
 }
 
 /** Run the bundle as the page would; returns the registrations and the factory's exports. */
-function load({ withLoader = true } = {}) {
+function load({ withLoader = true, fetch } = {}) {
   const registered = []
   const window = withLoader ? { __ModuleLoader__: { load: r => registered.push(r) } } : {}
-  vm.runInNewContext(SOURCE, { window, console, setTimeout, clearTimeout, Promise, JSON, Map, Set, Symbol, Object, Array, String, Math, Date })
+  vm.runInNewContext(SOURCE, { window, console, setTimeout, clearTimeout, Promise, JSON, Map, Set, Symbol, Object, Array, String, Math, Date, ...(fetch ? { fetch } : {}) })
   if (!withLoader) return { registered }
   const required = []
   const exports = registered[0].factory(spec => {
@@ -91,6 +91,19 @@ test('the sender named by either frame is read for display; a typed body names n
   assert.equal(sessionMention('session-x', 'Planner'), '@Planner (session session-x)')
   assert.equal(sessionMention('session-x', 'session-x'), '@session session-x')
   assert.deepEqual(Object.keys(zh).sort(), Object.keys(en).sort(), 'en and zh have the same keys')
+})
+
+test('every fate a mail row can carry has its label in both locales (binding FateState, crates/core/src/fate.rs)', async () => {
+  const { createRequire } = await import('node:module')
+  const core = createRequire(import.meta.url)('../binding.cjs')
+  const states = Object.values(core.FateState)
+  assert.ok(states.includes('expired') && states.includes('lost'), states.join())
+  // the dictionaries of the bundle the source builds to (esbuild prints its own quotes: read them as values)
+  const { en, zh } = load().exports.internals
+  for (const state of states) {
+    assert.ok(typeof en[`fate.${state}`] === 'string' && en[`fate.${state}`] !== '', `${state}: en label`)
+    assert.ok(typeof zh[`fate.${state}`] === 'string' && zh[`fate.${state}`] !== '', `${state}: zh label`)
+  }
 })
 
 test('apply shadows the user/steering renderers at priority -1, adds the mail tab and the @ source', () => {
@@ -222,6 +235,41 @@ test('a session row is told by its own node prop, else by a title exactly one se
   assert.equal(sessionIdOfRow({ '__reactFiber$x': { memoizedProps: { node: { id: 's-gone' } } } }, snap, null), null)
 })
 
+test('held counts are asked when shown, when a session\'s turn ends, and never with nobody subscribed', async () => {
+  const asked = []
+  const fetch = async (url, init) => {
+    asked.push(url)
+    const total = asked.length
+    return { ok: true, json: async () => ({ type: 'server-response', result: { ok: true, value: { sessions: [{ sessionId: 's-c', held: total, nextExpiresAt: null }], total, truncated: false } } }) }
+  }
+  const { createHeldCounts } = load({ fetch }).exports.internals
+  let rows = { 's-a': { id: 's-a', running: true }, 's-c': { id: 's-c' } }
+  const subs = new Set()
+  const ctx = { sessions: { list: { getSnapshot: () => ({ ids: Object.keys(rows), byId: rows }), subscribe: fn => { subs.add(fn); return () => subs.delete(fn) } } } }
+  const counts = createHeldCounts(ctx)
+  const tick = () => new Promise(r => setTimeout(r, 20))
+  await tick()
+  assert.equal(asked.length, 0, 'nobody shows the counts: nothing is asked')
+  const off = counts.subscribe(() => {})
+  await tick()
+  assert.deepEqual(asked, ['/dsh-session-mail/held.counts'], 'asked once when first shown')
+  assert.equal(counts.get().bySession['s-c'], 1)
+  rows = { 's-a': { id: 's-a', running: true }, 's-c': { id: 's-c', running: true } }
+  subs.forEach(fn => fn())
+  await tick()
+  assert.equal(asked.length, 1, 'a turn starting changes nothing')
+  rows = { 's-a': { id: 's-a' }, 's-c': { id: 's-c', running: true } }
+  subs.forEach(fn => fn())
+  await tick()
+  assert.equal(asked.length, 2, 'A\'s turn ended (it may have sent): asked again')
+  assert.equal(counts.get().total, 2)
+  off()
+  assert.equal(subs.size, 0, 'the last subscriber gone: the session list is left alone')
+  rows = { 's-a': { id: 's-a' }, 's-c': { id: 's-c' } }
+  await tick()
+  assert.equal(asked.length, 2)
+})
+
 test('the page store opens and closes the page and names the thread shown', () => {
   const { createPageStore } = load().exports.internals
   const p = createPageStore()
@@ -266,7 +314,7 @@ test('rules.set / rules.list / policy.set heldTtlMs / held.counts / held.decideM
     }
     r = await handle('policy.set', { heldTtlMs: 2 * 60 * 60 * 1000 })
     assert.equal(r.value.heldTtlMs, 2 * 60 * 60 * 1000)
-    assert.equal((await handle('policy.set', { heldTtlMs: 5 })).error.code, 'policy', 'under one minute is refused by the core')
+    assert.equal((await handle('policy.set', { heldTtlMs: 5 })).error.code, 'policy', 'under one second is refused by the core')
     assert.equal((await handle('rules.list', {})).value.heldTtlMs, 2 * 60 * 60 * 1000)
     assert.deepEqual((await handle('held.counts', {})).value, { sessions: [], total: 0, truncated: false })
     assert.deepEqual((await handle('held.decideMany', { filter: { all: true }, decision: 'reject' })).value, { items: [], truncated: false })

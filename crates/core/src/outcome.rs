@@ -348,8 +348,12 @@ pub enum Refusal {
     Busy { what: base::offload::Offload },
     /// `stopped`: the human's home-wide "stop all agent mail" switch is on (`crate::policy`).
     Stopped { target: String },
-    /// `refused-by-human`: the human set the target to refuse agent mail (`crate::policy`).
-    RefusedByHuman { target: String },
+    /// `refused-by-human`: the human refuses this message (`crate::policy`): `by` the target's inbound
+    /// (`Session`), a standing rule for the sender (`Sender`) or for its machine (`Machine`).
+    RefusedByHuman {
+        target: String,
+        by: crate::policy::By,
+    },
 }
 
 impl Refusal {
@@ -754,6 +758,11 @@ mod tests {
             },
             Refusal::RefusedByHuman {
                 target: "session-t".into(),
+                by: crate::policy::By::Session,
+            },
+            Refusal::RefusedByHuman {
+                target: "session-t".into(),
+                by: crate::policy::By::Sender,
             },
             Refusal::HeldElsewhere {
                 target: "session-t".into(),
@@ -942,16 +951,18 @@ mod tests {
                 "refused:stacked",
                 LedgerOutcome::Refused(RefusalCode::Stacked),
             ),
-            ("refused:", LedgerOutcome::Other("refused:".into())),
+            // a refusal whose code this version does not know is a refusal still (mailview's row)
+            ("refused:", LedgerOutcome::RefusedUnknown(String::new())),
             (
                 "refused:held-by-mars",
-                LedgerOutcome::Other("refused:held-by-mars".into()),
+                LedgerOutcome::RefusedUnknown("held-by-mars".into()),
             ),
             ("queued?", LedgerOutcome::Other("queued?".into())),
         ] {
             let got: LedgerOutcome = serde_json::from_str(&format!("\"{old}\"")).unwrap();
             assert_eq!(got, want);
             assert_eq!(got.as_string(), old);
+            assert_eq!(got.is_refused(), old.starts_with("refused:"), "{old}");
         }
     }
 

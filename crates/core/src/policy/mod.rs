@@ -45,8 +45,9 @@ pub const MAX_POLICY_BYTES: u64 = 256 * 1024;
 pub const MAX_SESSIONS: usize = 4096;
 /// How long held mail waits for the human when the document does not say (24 h).
 pub const DEFAULT_HELD_TTL_MS: u64 = 24 * 60 * 60 * 1000;
-/// The shortest `heldTtlMs` the human may set (one minute).
-pub const MIN_HELD_TTL_MS: u64 = 60 * 1000;
+/// The shortest `heldTtlMs` the human may set (one second: the UI offers hours and days; a test or a
+/// script may want seconds).
+pub const MIN_HELD_TTL_MS: u64 = 1000;
 /// The longest `heldTtlMs` the human may set (30 days).
 pub const MAX_HELD_TTL_MS: u64 = 30 * 24 * 60 * 60 * 1000;
 
@@ -236,8 +237,9 @@ pub enum Decision {
     Hold {
         unverified: Option<Unverified>,
     },
-    /// The human refuses agent mail for this session.
-    Refuse,
+    /// The human refuses it: the target session's inbound, or a standing rule for the sender or its machine
+    /// (which one: `By::Session`, `By::Sender`, `By::Machine`).
+    Refuse(By),
     /// The home-wide switch is on.
     Stopped,
 }
@@ -312,7 +314,7 @@ impl std::fmt::Display for PolicyError {
             PolicyError::Full => write!(f, "the policy names {MAX_SESSIONS} of those already"),
             PolicyError::HeldTtl(ms) => write!(
                 f,
-                "heldTtlMs {ms} is outside {MIN_HELD_TTL_MS}..={MAX_HELD_TTL_MS} (one minute to 30 days)"
+                "heldTtlMs {ms} is outside {MIN_HELD_TTL_MS}..={MAX_HELD_TTL_MS} (one second to 30 days)"
             ),
             PolicyError::Encode(e) => e.fmt(f),
             PolicyError::Write(e) => write!(f, "policy file: {e}"),
@@ -446,11 +448,11 @@ pub fn decision_of(
         }
         Reading::Verified(p) => p,
     };
-    match p.rule(target, sender, sender_machine).0 {
-        None => Decision::Stopped,
-        Some(Inbound::Accept) => Decision::Accept,
-        Some(Inbound::Hold) => Decision::Hold { unverified: None },
-        Some(Inbound::Refuse) => Decision::Refuse,
+    match p.rule(target, sender, sender_machine) {
+        (None, _) => Decision::Stopped,
+        (Some(Inbound::Accept), _) => Decision::Accept,
+        (Some(Inbound::Hold), _) => Decision::Hold { unverified: None },
+        (Some(Inbound::Refuse), by) => Decision::Refuse(by),
     }
 }
 
@@ -596,7 +598,7 @@ mod tests {
         );
         assert_eq!(decide(h.path(), "session-other", A, None), Decision::Accept);
         apply(h.path(), &Change::Session(B.into(), Inbound::Refuse), 2).unwrap();
-        assert_eq!(decide(h.path(), B, A, None), Decision::Refuse);
+        assert_eq!(decide(h.path(), B, A, None), Decision::Refuse(By::Session));
         apply(h.path(), &Change::StopAll(true), 3).unwrap();
         assert_eq!(
             decide(h.path(), "session-other", A, None),
@@ -804,8 +806,11 @@ mod tests {
             3,
         )
         .unwrap();
-        assert_eq!(decide(h.path(), c, B, None), Decision::Refuse);
-        assert_eq!(decide(h.path(), "session-other", B, None), Decision::Refuse);
+        assert_eq!(decide(h.path(), c, B, None), Decision::Refuse(By::Sender));
+        assert_eq!(
+            decide(h.path(), "session-other", B, None),
+            Decision::Refuse(By::Sender)
+        );
         // removing the rule (null) gives B back to the session's inbound
         apply(h.path(), &Change::Sender(B.into(), None), 4).unwrap();
         assert_eq!(
@@ -816,7 +821,7 @@ mod tests {
         apply(h.path(), &Change::Machine(m(7), Some(Inbound::Refuse)), 5).unwrap();
         assert_eq!(
             decide(h.path(), "session-other", B, Some(&m(7))),
-            Decision::Refuse
+            Decision::Refuse(By::Machine)
         );
         assert_eq!(decide(h.path(), "session-other", B, None), Decision::Accept);
         assert_eq!(
@@ -856,7 +861,7 @@ mod tests {
             3,
         )
         .unwrap();
-        assert_eq!(decide(h.path(), c, A, None), Decision::Refuse);
+        assert_eq!(decide(h.path(), c, A, None), Decision::Refuse(By::Sender));
         // replayed: the older document that allowed A
         fs::write(doc_path(h.path()), &with_allow).unwrap();
         assert!(matches!(
@@ -913,8 +918,8 @@ mod tests {
         apply(h.path(), &Change::HeldTtl(2 * 60 * 60 * 1000), 2).unwrap();
         assert_eq!(held_ttl_ms(h.path()), 2 * 60 * 60 * 1000);
         assert!(matches!(
-            apply(h.path(), &Change::HeldTtl(1000), 3),
-            Err(PolicyError::HeldTtl(1000))
+            apply(h.path(), &Change::HeldTtl(999), 3),
+            Err(PolicyError::HeldTtl(999))
         ));
         assert!(matches!(
             apply(h.path(), &Change::HeldTtl(MAX_HELD_TTL_MS + 1), 3),

@@ -142,8 +142,9 @@ fn human_policy(d: &mut Draft) -> Result<(), Refusal> {
                 target: d.args.target.clone(),
             })
         }
-        crate::policy::Decision::Refuse => {
+        crate::policy::Decision::Refuse(by) => {
             return Err(Refusal::RefusedByHuman {
+                by,
                 target: d.args.target.clone(),
             })
         }

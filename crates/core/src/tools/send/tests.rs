@@ -2511,6 +2511,79 @@ async fn the_humans_policy_holds_refuses_and_stops_before_anything_is_sent() {
     assert_eq!(code(&send(&req("session-cold")).await), None);
 }
 
+/// Issue 32 #3 through the send path: the human's "always allow from A" lets A's next message through
+/// a held session while B's is held; "always refuse from B" refuses B's message to any target; removing
+/// the rule gives B back to the session's hold. Nothing held or refused reaches the host.
+#[tokio::test]
+async fn a_standing_sender_rule_lets_a_through_a_held_session_while_b_is_held() {
+    use crate::policy::{apply, held, Change, Inbound};
+    let env = Env::online(accept_all()).await;
+    env.cold("session-held", json!({}));
+    env.cold("session-other", json!({}));
+    let h = env.home.path();
+    let from = |who: &str, to: &str| {
+        let mut r = env.sessions_send(to, "the API changed");
+        let c = r.caller.as_mut().unwrap();
+        c.session_id = Some(who.into());
+        c.agent_id = Some(who.into());
+        r
+    };
+    apply(h, &Change::Session("session-held".into(), Inbound::Hold), 1).unwrap();
+    apply(
+        h,
+        &Change::Sender("session-aaa".into(), Some(Inbound::Accept)),
+        2,
+    )
+    .unwrap();
+    let a = send(&from("session-aaa", "session-held")).await;
+    assert!(
+        matches!(a.outcome, SendOutcome::Accepted(_)),
+        "A's message goes through: {a:?}"
+    );
+    assert_eq!(env.requests().len(), 1, "delivered to the host");
+    let b = send(&from("session-bbb", "session-held")).await;
+    assert!(
+        matches!(&b.outcome, SendOutcome::Held(_)),
+        "B's is held: {b:?}"
+    );
+    assert_eq!(
+        held::state_of(h, &rid(&b), Some("session-held"))
+            .unwrap()
+            .state,
+        held::HeldState::Held
+    );
+    assert_eq!(env.requests().len(), 1, "nothing more reached the host");
+    apply(
+        h,
+        &Change::Sender("session-bbb".into(), Some(Inbound::Refuse)),
+        3,
+    )
+    .unwrap();
+    for to in ["session-held", "session-other"] {
+        let r = send(&from("session-bbb", to)).await;
+        assert!(
+            matches!(
+                refusal(&r),
+                Refusal::RefusedByHuman {
+                    by: crate::policy::By::Sender,
+                    ..
+                }
+            ),
+            "{to}: {r:?}"
+        );
+    }
+    assert_eq!(env.requests().len(), 1);
+    apply(h, &Change::Sender("session-bbb".into(), None), 4).unwrap();
+    assert!(matches!(
+        send(&from("session-bbb", "session-held")).await.outcome,
+        SendOutcome::Held(_)
+    ));
+    assert!(matches!(
+        send(&from("session-bbb", "session-other")).await.outcome,
+        SendOutcome::Accepted(_)
+    ));
+}
+
 /// A message the human's policy holds, and the held store cannot take it (its folder is a file): the
 /// send is refused as `internal` with the held store's error, and nothing reaches the host.
 #[tokio::test]
