@@ -151,15 +151,22 @@ export function listPayload(f: Filters, now: number, before: string | null, limi
   return p
 }
 
-export interface MachineLink { id: string; name: string; relay: string | null; linkedAt: number | null; inbound: Inbound | null }
+export interface MachineLink {
+  id: string; name: string; relay: string | null; linkedAt: number | null; inbound: Inbound | null
+  online: boolean | null; rttMs: number | null; error: string | null
+}
 
+/** The links as `machines.list` gives them (the link crate's `links`: `{links: [{id, name, relay, addrs, linkedAt, online, lastSeen, rttMs, error}]}`). */
 export function machinesOf(v: any): MachineLink[] {
-  const list: any[] = Array.isArray(v) ? v : Array.isArray(v?.machines) ? v.machines : []
+  const list: any[] = Array.isArray(v) ? v : Array.isArray(v?.links) ? v.links : Array.isArray(v?.machines) ? v.machines : []
   return list.filter(m => m && typeof m.id === 'string').map(m => ({
     id: m.id,
     name: typeof m.name === 'string' ? m.name : m.id.slice(0, 8),
     relay: str(m.relay),
     linkedAt: num(m.linkedAt),
     inbound: INBOUND.indexOf(m.inbound) >= 0 ? m.inbound : null,
+    online: typeof m.online === 'boolean' ? m.online : null,
+    rttMs: num(m.rttMs),
+    error: str(m.error),
   }))
 }

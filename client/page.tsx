@@ -502,8 +502,10 @@ export function makePage(ctx: HostContext, page: PageStore, counts: CountStore, 
                 <li key={m.id} data-dsh-session-mail-machine={m.id}>
                   <input value={renames[m.id] ?? m.name} aria-label={t('machines.name')} size={16} onChange={e => { setRenames(r => ({ ...r, [m.id]: e.target.value })) }} />
                   <button type="button" className="dsm-btn" disabled={busy || !renames[m.id] || renames[m.id] === m.name}
-                    onClick={() => { after(act('machines.rename', { id: m.id, name: renames[m.id] }, () => t('machines.renamed'))) }}>{t('machines.rename')}</button>
+                    onClick={() => { after(act('machines.rename', { name: m.name, newName: renames[m.id] }, () => t('machines.renamed'))) }}>{t('machines.rename')}</button>
                   <code className="dsm-id" title={m.id}>{m.id.slice(0, 12)}…</code>
+                  {m.online !== null ? <span className={'dsm-chip ' + (m.online ? 'dsm-fate-landed' : 'dsm-fate-rejected')} title={m.error || undefined}>
+                    {m.online ? t('machines.online', { ms: m.rttMs ?? '?' }) : t('machines.offline')}</span> : null}
                   <label>{t('machines.inbound')}{' '}
                     <select value={inbound} disabled={busy} onChange={e => { act('rules.set', { machine: m.id, inbound: e.target.value === '' ? null : e.target.value }) }}>
                       <option value="">{t('machines.inboundDefault')}</option>
@@ -511,7 +513,7 @@ export function makePage(ctx: HostContext, page: PageStore, counts: CountStore, 
                     </select>
                   </label>
                   <button type="button" className="dsm-btn dsm-danger" disabled={busy}
-                    onClick={() => { if (typeof window === 'undefined' || window.confirm(t('machines.unlinkConfirm', { name: m.name }))) after(act('machines.unlink', { id: m.id }, () => t('machines.unlinked'))) }}>{t('machines.unlink')}</button>
+                    onClick={() => { if (typeof window === 'undefined' || window.confirm(t('machines.unlinkConfirm', { name: m.name }))) after(act('machines.unlink', { name: m.name }, () => t('machines.unlinked'))) }}>{t('machines.unlink')}</button>
                 </li>
               )
             })}

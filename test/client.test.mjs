@@ -210,6 +210,9 @@ test('the page reads the routes\' rows as typed values: unknown fates, wrong typ
   assert.deepEqual({ ...rules.senders }, { 's-a': 'accept' }, 'an inbound outside accept|hold|refuse is dropped')
   assert.deepEqual([...rulesOf({}).order], ['stop-all', 'sender', 'machine', 'session', 'default'], 'the one order when a route leaves it out')
   assert.deepEqual([...machinesOf({ machines: [{ id: 'm1', name: 'desk', inbound: 'hold' }, { name: 'no id' }] }).map(m => m.name)], ['desk'])
+  // the link crate's `links` answer (machinesList): {links: [{id, name, relay, addrs, linkedAt, online, lastSeen, rttMs, error}]}
+  const [laptop] = machinesOf({ ok: true, links: [{ id: 'b'.repeat(64), name: 'laptop', relay: 'none', addrs: [], linkedAt: 5, online: true, rttMs: 3, error: null }] })
+  assert.deepEqual({ name: laptop.name, online: laptop.online, rttMs: laptop.rttMs, relay: laptop.relay }, { name: 'laptop', online: true, rttMs: 3, relay: 'none' })
 })
 
 test('the page asks mail.list with the index\'s filter shape, and a held card counts down to expiry', () => {
