@@ -285,10 +285,32 @@ export interface DefaultSender {
   error: string | null
 }
 
-/** The state of a request, as the binding hands it to JS. */
+/**
+ * A message's fate: the one enum of docs/architecture.md "Fates", typed end to end — `verify --json`'s
+ * `state` and its exit code (lib/cli/args.js `exitForFate`), the mail view's rows, the held cards.
+ * Every value is printed from a [`Reading`], which also makes the line of text beside it.
+ */
 export declare const enum FateState {
+  /** In the target's log as a user message. */
   Landed = 'landed',
+  /** In the target's inbox (its log, or the memory of the process holding it), not landed yet. */
   Queued = 'queued',
+  /** In the mailbox of a session live in a process without a web server, not drained yet. */
+  Waiting = 'waiting',
+  /** Kept for the human's decision (the target's inbound policy is `hold`, or it does not verify). */
+  Held = 'held',
+  /** Approved by the human and handed to the target's mailbox; not landed yet. */
+  Approved = 'approved',
+  /** Rejected by the human: not delivered, and never will be. */
+  Rejected = 'rejected',
+  /** Held past its time and rejected as expired: not delivered, and never will be. */
+  Expired = 'expired',
+  /**
+   * Refused when it was sent (the ledger's `refused:<code>`) or by the drain of the target's mailbox:
+   * not delivered, and never will be.
+   */
+  Refused = 'refused',
+  /** Inserted, then removed with its whole inbox before it landed (not delivered again). */
   Canceled = 'canceled',
   /** Its holder stopped or crashed before it landed; re-delivered when the session is live again. */
   Lost = 'lost',
@@ -297,6 +319,7 @@ export declare const enum FateState {
    * never delivered again.
    */
   Removed = 'removed',
+  /** Not found: in no log, mailbox, held store or ledger line this home has. */
   Unknown = 'unknown',
 }
 
@@ -614,8 +637,10 @@ export declare const enum RefusalCode {
  */
 export interface RequestFate {
   requestId: string
-  /** `landed`, `queued`, `canceled` or `unknown`. */
+  /** Its fate (every value is documented in `dsh-session-mail verify --help` and docs/output-contract.md). */
   state: FateState
+  /** It will not change any more: landed, or never delivered ([`FateState::settled`]). */
+  settled: boolean
   sessionId: string | null
   seq: number | null
   turn: number | null

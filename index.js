@@ -4,7 +4,7 @@
 import Schema from '@deepseek-ai/schemastery'
 import { defineTool } from '@deepseek-ai/dsh-tools'
 import { resolveDshHome } from './lib/home.js'
-import { loadCore } from './lib/native.js'
+import { internalFailure, loadCore } from './lib/native.js'
 import { toolSpecs } from './lib/tools.js'
 import { baseUrlOf, browserSessionSecret, callerOf, detectHostVersion, followSessions, liveAgents, liveReadFacts, secretReader, serviceMemo } from './lib/host.js'
 import { IdleNotices } from './lib/notice.js'
@@ -188,12 +188,8 @@ async function runTool(ctx, config, tool, args, exec, hostVersion, notices = nul
     if (outcome.notice === 'set') notices.watch({ ...watch, requestId: outcome.requestId })
     return outcome.text
   } catch (e) {
-    const msg = String(e?.message ?? e)
-    // A request the core cannot take (E_BAD_REQUEST) fails the same way every time: no retry advice.
-    const again = /E_BAD_REQUEST/.test(msg)
-      ? 'retrying the same call will fail the same way; tell the user'
-      : 'it is safe to try again'
-    return `refused (internal): ${tool} failed inside the plugin: ${msg}. Nothing was delivered by this call; ${again}.`
+    // A request the core cannot take (err.code E_BAD_REQUEST) fails the same way every time: no retry advice.
+    return internalFailure(tool, e)
   }
 }
 

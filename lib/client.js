@@ -85,8 +85,11 @@
         'fate.held': 'held',
         'fate.approved': 'approved',
         'fate.rejected': 'rejected',
+        'fate.expired': 'expired',
         'fate.refused': 'refused',
         'fate.canceled': 'canceled',
+        'fate.lost': 'lost with its process, re-delivery pending',
+        'fate.removed': 'removed from the queue',
         'fate.unknown': 'unknown',
         'trigger.section': 'Mail a session (puts its id in the message)',
         'trigger.running': 'running',
@@ -135,8 +138,11 @@
         'fate.held': '已扣下',
         'fate.approved': '已放行',
         'fate.rejected': '已拒绝',
+        'fate.expired': '已过期',
         'fate.refused': '被拒收',
         'fate.canceled': '已取消',
+        'fate.lost': '随进程丢失，待重投',
+        'fate.removed': '已移出队列',
         'fate.unknown': '未知',
         'trigger.section': '给会话发消息（把它的 id 放进消息）',
         'trigger.running': '运行中',
@@ -222,7 +228,7 @@
         '.dsm-held{border:1px dashed var(--dsm-accent,#7c6cf0);border-radius:8px;padding:8px;margin:6px 0;}',
         '.dsm-held pre{white-space:pre-wrap;margin:6px 0;font-size:12px;max-height:160px;overflow:auto;}',
         '.dsm-btn{font:inherit;border:1px solid var(--dsm-line,rgba(127,127,127,.5));border-radius:6px;padding:2px 10px;margin-right:6px;background:transparent;cursor:pointer;color:inherit;}',
-        '.dsm-fate-landed{color:#067647;}.dsm-fate-held,.dsm-fate-waiting,.dsm-fate-queued,.dsm-fate-approved{color:#b54708;}.dsm-fate-rejected,.dsm-fate-refused{color:#b42318;}',
+        '.dsm-fate-landed{color:#067647;}.dsm-fate-held,.dsm-fate-waiting,.dsm-fate-queued,.dsm-fate-approved,.dsm-fate-lost{color:#b54708;}.dsm-fate-rejected,.dsm-fate-expired,.dsm-fate-refused,.dsm-fate-removed{color:#b42318;}',
       ].join('\n')
 
       function injectStyle() {

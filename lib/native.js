@@ -16,3 +16,17 @@ export function loadCore() {
   }
   return cached
 }
+
+/**
+ * The readable refusal of a call that failed inside the plugin (a thrown error, never a tool outcome).
+ * Whether trying again can help is keyed on the error's typed `code` (crates/core/src/error.rs: the core
+ * throws `E_BAD_REQUEST` for a request it cannot take, the same way every time), never on its words.
+ * @param {string} tool
+ * @param {unknown} e
+ */
+export function internalFailure(tool, e) {
+  const again = e?.code === 'E_BAD_REQUEST'
+    ? 'retrying the same call will fail the same way; tell the user'
+    : 'it is safe to try again'
+  return `refused (internal): ${tool} failed inside the plugin: ${String(e?.message ?? e)}. Nothing was delivered by this call; ${again}.`
+}

@@ -16,7 +16,7 @@ import { fileURLToPath } from 'node:url'
 import { startContractHost } from './contract-host/index.mjs'
 import { projectKey as contractProjectKey, writeCredentials } from './contract-host/store.mjs'
 import { encodeBase64Url } from './contract-host/auth.mjs'
-import { EXIT, exitFor } from '../lib/cli/args.js'
+import { EXIT, exitFor, exitForFate } from '../lib/cli/args.js'
 import {
   installHost, makeSandbox, packAndInstall, bootWeb, initProfile, setRowDisabled, waitForLog, userTexts,
   PROFILE_TEMPLATES, REPO_ROOT,
@@ -103,6 +103,28 @@ describe('usage', () => {
     const gone = await cli(['read', 'session-nope', '--json', '--home', home])
     assert.equal(gone.code, exitFor({ code: 'not-found' }))
     assert.equal(gone.json.code, 'not-found')
+  })
+
+  test('one exit code per fate: exitForFate over every FateState the binding exports, expired included', async () => {
+    const states = Object.values(core.FateState)
+    // the one enum of docs/architecture.md "Fates", plus lost and removed (crates/core/src/fate.rs)
+    assert.deepEqual([...states].sort(), ['approved', 'canceled', 'expired', 'held', 'landed', 'lost', 'queued',
+      'refused', 'rejected', 'removed', 'unknown', 'waiting'])
+    const want = {
+      landed: EXIT.OK,
+      queued: EXIT.PENDING, waiting: EXIT.PENDING, held: EXIT.PENDING, approved: EXIT.PENDING, lost: EXIT.PENDING,
+      rejected: EXIT.UNDELIVERED, expired: EXIT.UNDELIVERED, refused: EXIT.UNDELIVERED, canceled: EXIT.UNDELIVERED,
+      removed: EXIT.UNDELIVERED,
+      unknown: EXIT.FAILED,
+    }
+    for (const state of states) assert.equal(exitForFate({ state }), want[state], state)
+    // a state this version does not know fails as unknown does, never as landed
+    assert.equal(exitForFate({ state: 'teleported' }), EXIT.FAILED)
+    assert.equal(exitForFate({ state: 'toString' }), EXIT.FAILED)
+    assert.equal(new Set(Object.values(EXIT)).size, Object.values(EXIT).length, 'exit codes are distinct')
+    // the help names every state and its exit code
+    const help = (await cli(['verify', '--help'])).stdout
+    for (const state of states) assert.match(help, new RegExp(`^  ${state} +.* exit ${want[state]}$`, 'm'), state)
   })
 
   test('--help per command; ledger on an empty home', async () => {
@@ -305,6 +327,84 @@ describe('contract host (DSH 0.1.2+)', () => {
     assert.match(sc.detail, new RegExp(`a message to scratch session ${S} landed at seq \\d+ \\(turn 2\\)`))
     const landed = host.events(S).find(e => e.type === 'user/message')
     assert.match(landed.data.content[0].text, /^From dsh-session-mail-doctor ：\ndsh-session-mail doctor self-check at /)
+  })
+
+  /** verify REQUEST_ID in both forms: the --json state and the text are one fate, with one exit code. */
+  async function verifyBoth(rid) {
+    const [j, t] = await Promise.all([cli(['verify', rid, '--json'], { env: env() }), cli(['verify', rid], { env: env() })])
+    assert.equal(t.stdout.trim(), j.json.text, 'the text line is the --json text')
+    assert.equal(j.code, exitForFate(j.json), `${j.json.state}: ${j.json.text}`)
+    assert.equal(t.code, j.code, 'text and --json exit alike')
+    return j
+  }
+
+  test('verify --json of mail held for the human: held, then approved or rejected, each its own state and exit code', async () => {
+    await core.policyApply(host.dshHome, JSON.stringify({ sessionId: B, inbound: 'hold' }))
+    try {
+      const rids = []
+      for (const m of ['held one', 'held two']) {
+        const s = await cli(['send', '--to', B, '--message', m, '--from', A, '--json'], { cwd: projA, env: env() })
+        assert.match(s.json.text, new RegExp(`^held for the human: ${B} \\| mode=queue`), s.stdout)
+        rids.push(s.json.requestId)
+      }
+      for (const rid of rids) {
+        const v = await verifyBoth(rid)
+        assert.deepEqual([v.json.state, v.json.settled, v.code], ['held', false, EXIT.PENDING])
+        assert.equal(v.json.text, `held: ${rid} is held for the human of ${B}; it lands only if they approve it`)
+      }
+      // the issue's case: a rejected message answered state "unknown" (exit 1) beside a text that said rejected
+      await core.heldDecide(host.dshHome, B, rids[0], false)
+      let v = await verifyBoth(rids[0])
+      assert.deepEqual([v.json.state, v.json.settled, v.code], ['rejected', true, EXIT.UNDELIVERED])
+      assert.match(v.json.text, new RegExp(`^rejected: the human of ${B} rejected ${rids[0]};`))
+      // --wait stops at a settled fate at once
+      const t0 = Date.now()
+      const waited = await cli(['verify', rids[0], '--wait', '30s', '--json'], { env: env() })
+      assert.equal(waited.json.state, 'rejected')
+      assert.ok(Date.now() - t0 < 20_000, 'a rejected message is not waited for')
+      await core.heldDecide(host.dshHome, B, rids[1], true)
+      v = await verifyBoth(rids[1])
+      assert.deepEqual([v.json.state, v.json.settled, v.code], ['approved', false, EXIT.PENDING])
+      assert.match(v.json.text, new RegExp(`^approved: the human of ${B} approved ${rids[1]};`))
+    } finally {
+      await core.policyApply(host.dshHome, JSON.stringify({ sessionId: B, inbound: 'accept' }))
+    }
+  })
+
+  test('verify --json of a message canceled with its inbox: canceled, exit 6', async () => {
+    host.setRunning(B, true)
+    const s = await cli(['send', '--to', B, '--message', 'to be canceled', '--from', A, '--json'], { cwd: projA, env: env() })
+    assert.equal(s.code, 0, s.stdout)
+    let v = await verifyBoth(s.json.requestId)
+    assert.deepEqual([v.json.state, v.code], ['queued', EXIT.PENDING])
+    host.abortTurn(B, { keepInbox: false }) // the inbox is cleared durably, outcome canceled
+    host.completeTurn(B)
+    v = await verifyBoth(s.json.requestId)
+    assert.deepEqual([v.json.state, v.json.settled, v.code, v.json.target], ['canceled', true, EXIT.UNDELIVERED, 'next-turn'])
+    assert.match(v.json.text, new RegExp(`^canceled: inserted into ${B}'s inbox \\(next-turn\\) at seq ${v.json.seq}, then removed`))
+    host.setRunning(B, false)
+  })
+
+  test('verify --json of a send the host refused after its request id was minted: refused (the ledger\'s line), exit 6', async () => {
+    writeCredentials(host.dshHome, encodeBase64Url(Buffer.alloc(32, 7))) // another secret than the host loaded
+    let r
+    try {
+      r = await cli(['send', '--to', B, '--message', 'with a stale secret', '--from', A, '--json'], { cwd: projA, env: env() })
+    } finally {
+      writeCredentials(host.dshHome, host.secret)
+    }
+    assert.equal(r.code, EXIT.REFUSED, r.stdout)
+    assert.equal(r.json.code, 'auth-failed')
+    const led = await cli(['ledger', '--json'], { env: env() })
+    const line = led.json.entries.at(-1)
+    assert.equal(line.outcome, 'refused:auth-failed')
+    const rid = line.requestId
+    assert.match(rid, /^dsh-session-mail:[0-9a-f-]{36}$/)
+    for (const args of [[], ['--session', B]]) {
+      const [j, t] = await Promise.all([cli(['verify', rid, ...args, '--json'], { env: env() }), cli(['verify', rid, ...args], { env: env() })])
+      assert.deepEqual([j.json.state, j.json.settled, j.code, t.code], ['refused', true, EXIT.UNDELIVERED, EXIT.UNDELIVERED], args.join(' '))
+      assert.equal(t.stdout.trim(), `refused (auth-failed): ${rid} was refused when it was sent (the audit ledger's line); it was not delivered and never will be`)
+    }
   })
 })
 

@@ -91,6 +91,17 @@ test('the sender named by either frame is read for display; a typed body names n
   assert.deepEqual(Object.keys(zh).sort(), Object.keys(en).sort(), 'en and zh have the same keys')
 })
 
+test('every fate a mail row can carry has its label in both locales (binding FateState, crates/core/src/fate.rs)', async () => {
+  const { createRequire } = await import('node:module')
+  const core = createRequire(import.meta.url)('../binding.cjs')
+  const states = Object.values(core.FateState)
+  assert.ok(states.includes('expired') && states.includes('lost'), states.join())
+  for (const state of states) {
+    const labels = SOURCE.match(new RegExp(`'fate\\.${state}': '[^']+'`, 'g')) ?? []
+    assert.equal(labels.length, 2, `${state}: ${labels.join(' | ')}`)
+  }
+})
+
 test('apply shadows the user/steering renderers at priority -1, adds the mail tab and the @ source', () => {
   const { exports } = load()
   const regs = []

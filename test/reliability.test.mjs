@@ -24,6 +24,7 @@ import { readFileSync, statSync, writeFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { startContractHost } from './contract-host/index.mjs'
+import { internalFailure, loadCore } from '../lib/native.js'
 import {
   closedPort, execAs, landingsOf, promptRequests, requestIdsIn, sessionsIn, timed, toolsOf,
 } from './helpers/plugin-harness.mjs'
@@ -617,6 +618,21 @@ test('bad input: values JSON cannot carry (BigInt, a cycle) are still a refusal,
     assert.match(out, /^refused \(internal\): \w+ failed inside the plugin: .*Nothing was delivered by this call/s, out)
   }
   assert.equal(host.requests.length, before)
+})
+
+test('a failure inside the plugin: the retry advice is keyed on the error\'s typed code, never on its words', async () => {
+  const { core } = loadCore()
+  // a request the core cannot take: err.code E_BAD_REQUEST, and the message does not name the code (the words
+  // the shim once searched for it were never there)
+  let thrown
+  try { await core.run('{"tool": 5}') } catch (e) { thrown = e }
+  assert.equal(thrown?.code, 'E_BAD_REQUEST')
+  assert.doesNotMatch(thrown.message, /E_BAD_REQUEST/)
+  assert.match(internalFailure('sessions_list', thrown),
+    /^refused \(internal\): sessions_list failed inside the plugin: .*Nothing was delivered by this call; retrying the same call will fail the same way; tell the user\.$/s)
+  // an error that only mentions the code in its words is not one
+  assert.match(internalFailure('sessions_send', new Error('upstream said E_BAD_REQUEST')), /; it is safe to try again\.$/)
+  assert.match(internalFailure('sessions_send', 'a string'), /^refused \(internal\): sessions_send failed inside the plugin: a string\. .*safe to try again\.$/)
 })
 
 // ---- 4. secret hygiene --------------------------------------------------------------------------

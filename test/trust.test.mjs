@@ -265,6 +265,8 @@ test('#2 a planted mailbox envelope is never delivered as it is: the human\'s sh
   // the sender's verify says what happened
   const v = await core.verifyRequest(host.dshHome, forged.requestId, null)
   assert.match(v.text, /^refused: the process holding .* refused .* From header on line 2/, v.text)
+  // the same fate as data (issue 30 #3): refused, settled — it was 'unknown' beside this text
+  assert.deepEqual([v.state, v.settled], ['refused', true])
 })
 
 test('#7 4,000 junk names do not starve a drain, and 256 FIFOs named as envelopes neither fill the cap nor block', async (t) => {
@@ -319,6 +321,11 @@ test('#9 a send to a headless owner that does not answer within 2 s says it wait
     assert.match(out, /outcome: waiting in that process's mailbox.*No answer came back within 2 s/, out)
     assert.doesNotMatch(out, /host starts that turn now|steered into the next step|started a new turn|queued in that session's inbox/, out)
     assert.match(out, new RegExp(`note: routed: that session is live in another DSH process without a web server \\(pid ${owner.pid}, profile web\\); this process did not resume it\\.`), out)
+    // verify's fate as data is the one its text says (issue 30 #3): waiting, not settled
+    const rid = /^request: (dsh-session-mail:[0-9a-f-]{36})$/m.exec(out)[1]
+    const v = await core.verifyRequest(host.dshHome, rid, null)
+    assert.deepEqual([v.state, v.settled], ['waiting', false], v.text)
+    assert.match(v.text, new RegExp(`^waiting: ${rid} is in the mailbox of ${b}`))
   }
   assert.equal(envelopes().filter(n => n.startsWith(b)).length, 2, 'both wait in its mailbox')
 })

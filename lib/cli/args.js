@@ -10,8 +10,37 @@ export const EXIT = Object.freeze({
   USAGE: 2, // bad usage: unknown option, missing or malformed value
   REFUSED: 3, // the core refused (send: not-found, self-send, forged-header, auth-failed, …; read: not-found)
   UNREACHABLE: 4, // the host is down, or the message MAY have landed
-  PENDING: 5, // verify: queued (or canceled) but not landed
+  PENDING: 5, // verify: not landed yet, and it may still land (queued, waiting, held, approved, lost)
+  UNDELIVERED: 6, // verify: not delivered, and it never will be (rejected, expired, refused, canceled, removed)
 })
+
+/**
+ * verify: the exit code of each fate (binding.d.ts `FateState`, crates/core/src/fate.rs — the one enum of
+ * docs/architecture.md "Fates"). Every state the binding exports has one (test/cli.test.mjs checks each).
+ */
+const FATE_EXIT = Object.freeze({
+  landed: EXIT.OK,
+  queued: EXIT.PENDING,
+  waiting: EXIT.PENDING,
+  held: EXIT.PENDING,
+  approved: EXIT.PENDING,
+  lost: EXIT.PENDING,
+  rejected: EXIT.UNDELIVERED,
+  expired: EXIT.UNDELIVERED,
+  refused: EXIT.UNDELIVERED,
+  canceled: EXIT.UNDELIVERED,
+  removed: EXIT.UNDELIVERED,
+  unknown: EXIT.FAILED,
+})
+
+/**
+ * The exit code of a request's fate, keyed on its typed `state` (a state this version does not know is
+ * FAILED, as unknown is).
+ * @param {{ state: string }} fate
+ */
+export function exitForFate(fate) {
+  return Object.hasOwn(FATE_EXIT, fate.state) ? FATE_EXIT[fate.state] : EXIT.FAILED
+}
 
 /**
  * The one exit code of a tool outcome, keyed on its typed refusal code (binding.d.ts `RefusalCode`; the

@@ -11,13 +11,13 @@ const HELP = `usage: dsh-session-mail <command> [options]   (dsh-session-mail <c
   list      the sessions of this host (as the sessions_list tool shows them)
   read ID   a window of one session's messages (as sessions_read shows it)
   send      deliver a message into a session, signed "From <sender> ："
-  verify    where a sent message is: landed, queued, or unknown
+  verify    where a sent message is: landed, queued, held, rejected, … (verify --help)
   ledger    the audit ledger of every send attempt (never the bodies)
   doctor    check the install, the host and one real delivery
 
 Common options: --home DIR (DSH_HOME; default $DSH_HOME, else ~/.dsh), --json (for scripts).
 Exit codes: 0 ok, 1 failed / unknown, 2 bad usage, 3 refused, 4 host unreachable or may have
-landed, 5 queued but not landed (verify).
+landed, 5 not landed yet (verify), 6 never delivered (verify).
 `
 
 const COMMANDS = { list, read, send, verify, ledger, doctor }

@@ -1,23 +1,34 @@
 // `verify` (where did a request id go?) and `ledger` (the audit ledger of every send attempt).
-import { EXIT, UsageError, durationOption, parse } from './args.js'
+import { EXIT, UsageError, durationOption, exitForFate, parse } from './args.js'
 import { core } from './core.js'
 import { resolveDshHome } from '../home.js'
 
 const VERIFY_HELP = `usage: dsh-session-mail verify REQUEST_ID [--session ID] [--wait DURATION] [--json] [--home DIR]
 
-Where a message went, from the session logs and the mailbox: landed (seq, turn), queued in the
-inbox (held in that process's memory), lost with its process (re-delivered once the session is live
-again), removed from the queue by the human, canceled, or unknown. REQUEST_ID is the
-"request: dsh-session-mail:…" line of a send receipt.
+Where a message went, from the session logs, the mailbox, the held store and the audit ledger.
+REQUEST_ID is the "request: dsh-session-mail:…" line of a send receipt. The text line and --json's
+state say the same fate:
+
+  landed     in the target's log as a user message (seq, turn)                           exit 0
+  queued     in the target's inbox (its log, or the memory of the process holding it)    exit 5
+  waiting    in the mailbox of a session live in a process without a web server          exit 5
+  held       kept for the human's decision (the target's inbound policy is hold)         exit 5
+  approved   approved by the human, handed to the target's mailbox, not landed yet       exit 5
+  lost       its holder stopped before it landed; re-delivered once the session is live  exit 5
+  rejected   rejected by the human: never delivered                                      exit 6
+  expired    held past its time and rejected as expired: never delivered                 exit 6
+  refused    refused when sent, or by the target's mailbox drain: never delivered        exit 6
+  canceled   removed with its whole inbox before it landed: not delivered again          exit 6
+  removed    removed from the queue by the human: not delivered again                    exit 6
+  unknown    in no log, mailbox, held store or ledger line of this home                  exit 1
 
   --session ID       look only in this session's log (default: every session's log)
-  --wait DURATION    poll until it has landed or DURATION passed (e.g. 30s, 2m)
-  --json             {requestId, state: landed|queued|canceled|lost|removed|unknown, sessionId, seq, turn,
-                     target, searched, sessionMissing, text}
+  --wait DURATION    poll until it has settled (landed or never delivered) or DURATION passed (e.g. 30s, 2m)
+  --json             {requestId, state, settled, sessionId, seq, turn, target, searched, sessionMissing, text}
   --home DIR         DSH_HOME (default: $DSH_HOME, else ~/.dsh)
 
 The logs lag a live session by ~200 ms.
-Exit: 0 landed, 5 queued, lost, removed or canceled (not landed), 1 unknown, 2 bad usage.
+Exit: 0 landed, 5 not landed yet (may still land), 6 never delivered, 1 unknown, 2 bad usage.
 `
 
 const LEDGER_HELP = `usage: dsh-session-mail ledger [--since DURATION] [--session ID] [--limit N] [--json] [--home DIR]
@@ -51,14 +62,12 @@ export async function verify(argv, out) {
   let v
   for (;;) {
     v = await c.verifyRequest(home, requestId, values.session ?? null)
-    if (v.state === 'landed' || v.state === 'canceled' || v.state === 'removed' || Date.now() >= deadline) break
+    if (v.settled || Date.now() >= deadline) break
     await sleep(250)
   }
   if (values.json) out.stdout(JSON.stringify(v, null, 2))
   else out.stdout(v.text)
-  if (v.state === 'landed') return EXIT.OK
-  if (v.state === 'queued' || v.state === 'canceled' || v.state === 'lost' || v.state === 'removed') return EXIT.PENDING
-  return EXIT.FAILED
+  return exitForFate(v)
 }
 
 export async function ledger(argv, out) {

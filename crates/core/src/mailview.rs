@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::fate::{self, Fate};
+use crate::fate::{self, Fate, FateState};
 use crate::ledger::{self, Entry, Filter};
 use crate::policy::{self, held, Reading};
 use store::{self, Lookup};
@@ -33,9 +33,9 @@ pub struct Row {
     pub chain: Option<String>,
     /// The ledger's outcome as written (`accepted`, `refused:<code>`, `held`, …).
     pub outcome: String,
-    /// `landed`, `queued`, `waiting`, `held`, `approved`, `rejected`, `refused`, `canceled`, `unknown`.
-    pub fate: &'static str,
-    /// The one line `verify` prints.
+    /// Its fate, the same value `verify --json` answers (`fate::read` of the same facts).
+    pub fate: FateState,
+    /// The one line `verify` prints, from the same reading.
     pub fate_text: String,
 }
 
@@ -49,7 +49,7 @@ pub struct Held {
     pub mode: String,
     pub text: String,
     pub posted_at: i64,
-    pub state: &'static str,
+    pub state: held::HeldState,
 }
 
 /// The session's inbound policy as the view shows it.
@@ -134,56 +134,52 @@ pub(crate) fn row_fate(
     titles: &mut Titles,
     e: &Entry,
     request_id: &str,
-) -> (&'static str, String) {
-    let outcome = e.outcome.as_string();
-    if outcome.starts_with("refused:") {
-        return ("refused", outcome);
-    }
+) -> (FateState, String) {
     let target = e.target.as_deref();
+    // A send refused when it was sent has no other trace: its ledger line is its fate.
+    let refused = e.outcome.is_refused();
     let trace = target
+        .filter(|_| !refused)
         .and_then(|t| titles.session(t))
         .and_then(|s| s.fold.requests.get(request_id))
         .cloned();
     let fate = trace.as_ref().map(fate::fate_of).unwrap_or(Fate::Unknown);
     // the same Verification `fate::verify` makes, with the target's log loaded once per view
-    let unknown = fate == Fate::Unknown;
+    let look = fate == Fate::Unknown && !refused;
     let v = fate::Verification {
         fate: fate.clone(),
         session_id: target.map(str::to_string),
         searched: 1,
         session_missing: target.is_some_and(|t| titles.session(t).is_none()),
-        waiting: if unknown {
+        waiting: if look {
             crate::mailbox::find_waiting(home, request_id, target)
         } else {
             None
         },
-        awaiting_human: if unknown {
+        awaiting_human: if look {
             held::state_of(home, request_id, target).map(|h| (h.state, h.envelope.session_id))
         } else {
             None
         },
-        mailbox_refused: target.filter(|_| unknown).and_then(|t| {
+        mailbox_refused: target.filter(|_| look).and_then(|t| {
             crate::mailbox::admit::refused(home, t, request_id).map(|r| (r.session_id, r.why))
         }),
         trace,
         // a message not landed may wait in a process's memory, or be lost with it (mailbox::queued)
         in_memory: match (&fate, target) {
             (Fate::Landed { .. }, _) | (_, None) => None,
+            _ if refused => None,
             (_, Some(t)) => {
                 crate::mailbox::queued::lookup(home, t, request_id, base::clock::now_ms())
             }
         },
+        ledger: Some(e.outcome.clone()),
     };
-    let text = crate::render::fate::describe(&v, request_id, home);
-    let name = match (&fate, &v.awaiting_human, &v.waiting) {
-        (Fate::Landed { .. }, _, _) => "landed",
-        (Fate::Queued { .. }, _, _) => "queued",
-        (Fate::Canceled { .. }, _, _) => "canceled",
-        (Fate::Unknown, Some((state, _)), _) => state.as_str(),
-        (Fate::Unknown, None, Some(_)) => "waiting",
-        (Fate::Unknown, None, None) => "unknown",
-    };
-    (name, text)
+    let reading = fate::read(&v);
+    (
+        reading.state(),
+        crate::render::fate::line(&reading, &v, request_id, home),
+    )
 }
 
 /// The view of `session`: the newest `limit` (≤ [`MAX_ROWS`]) ledger lines it sent or received.
@@ -246,7 +242,7 @@ pub fn view(home: &Path, session: &str, limit: usize) -> View {
             mode: i.envelope.mode,
             text: i.envelope.text,
             posted_at: i.envelope.posted_at,
-            state: i.state.as_str(),
+            state: i.state,
         })
         .collect();
     View {
@@ -390,7 +386,7 @@ mod tests {
         )
         .unwrap();
         let v = view(home, "session-b", 10);
-        type Seen<'a> = (&'a str, &'a str, Option<&'a str>, &'a str, Option<u32>);
+        type Seen<'a> = (&'a str, &'a str, Option<&'a str>, FateState, Option<u32>);
         let got: Vec<Seen> = v
             .rows
             .iter()
@@ -407,14 +403,23 @@ mod tests {
         assert_eq!(
             got,
             vec![
-                (r2, "in", Some("session-a"), "held", Some(2)),
-                ("", "out", Some("session-c"), "refused", None),
-                (r1, "in", Some("session-a"), "unknown", Some(1)),
+                (r2, "in", Some("session-a"), FateState::Held, Some(2)),
+                ("", "out", Some("session-c"), FateState::Refused, None),
+                (r1, "in", Some("session-a"), FateState::Unknown, Some(1)),
             ],
             "another session's mail is not listed"
         );
+        assert_eq!(
+            v.rows[1].fate_text,
+            "refused (stopped): the send was refused when it was sent (the audit ledger's line); it was not delivered and never will be"
+        );
+        let json = serde_json::to_value(&v).unwrap();
+        assert_eq!(
+            (&json["rows"][0]["fate"], &json["held"][0]["state"]),
+            (&serde_json::json!("held"), &serde_json::json!("held"))
+        );
         assert_eq!(v.held.len(), 1);
-        assert_eq!(v.held[0].state, "held");
+        assert_eq!(v.held[0].state, held::HeldState::Held);
         assert_eq!(v.policy.inbound, "hold");
         assert_eq!(view(home, "session-a", 10).policy.inbound, "accept");
         assert!(!v.truncated);
@@ -425,5 +430,52 @@ mod tests {
             (Some("session-a"), Some(2), Some("queue"))
         );
         assert_eq!(card(home, "dsh-session-mail:nope").sender, None);
+    }
+
+    /// The row's fate is decided on the ledger outcome's type, never on its string form (issue 30 #4):
+    /// a refusal with a code this version does not know is `refused` too, and an outcome that merely
+    /// reads like one (`refused?`) or is none (`unreachable`) is not.
+    #[test]
+    fn a_row_is_refused_by_the_outcome_type_not_its_string() {
+        let h = tempfile::tempdir().unwrap();
+        let home = h.path();
+        let rid = |n: u8| format!("dsh-session-mail:00000000-0000-4000-8000-00000000000{n}");
+        let lines = [
+            (rid(1), LedgerOutcome::RefusedUnknown("held-by-mars".into())),
+            (
+                rid(2),
+                LedgerOutcome::Refused(crate::outcome::RefusalCode::AuthFailed),
+            ),
+            (rid(3), LedgerOutcome::Other("refused?".into())),
+            (rid(4), LedgerOutcome::Unreachable),
+        ];
+        for (r, o) in &lines {
+            ledger::append(
+                home,
+                &line("session-a", "session-b", Some(r), o.clone(), None),
+            )
+            .unwrap();
+        }
+        let v = view(home, "session-a", 10);
+        let got: Vec<(&str, FateState)> = v
+            .rows
+            .iter()
+            .map(|r| (r.request_id.as_str(), r.fate))
+            .collect();
+        let (r1, r2, r3, r4) = (rid(1), rid(2), rid(3), rid(4));
+        assert_eq!(
+            got,
+            vec![
+                (r4.as_str(), FateState::Unknown),
+                (r3.as_str(), FateState::Unknown),
+                (r2.as_str(), FateState::Refused),
+                (r1.as_str(), FateState::Refused),
+            ]
+        );
+        assert_eq!(
+            v.rows[3].fate_text,
+            format!("refused (held-by-mars): {r1} was refused when it was sent (the audit ledger's line); it was not delivered and never will be")
+        );
+        assert!(v.rows[2].fate_text.starts_with("refused (auth-failed): "));
     }
 }

@@ -227,6 +227,8 @@ pub struct Index {
     conn: Connection,
     key: Key,
     path: PathBuf,
+    /// (device, inode) of the file when it was opened.
+    file: Option<(u64, u64)>,
 }
 
 impl fmt::Debug for Index {
@@ -325,6 +327,7 @@ impl Index {
             conn,
             key,
             path: path.to_path_buf(),
+            file: file_id(path),
         })
     }
 
@@ -496,6 +499,12 @@ impl Index {
         ))
     }
 
+    /// The file at its path is still the one this connection opened (not moved aside or replaced by
+    /// another connection or process since).
+    pub fn is_current(&self) -> bool {
+        self.file.is_some() && file_id(&self.path) == self.file
+    }
+
     /// The database file (for the caller's messages and for tests).
     pub fn path(&self) -> &Path {
         &self.path
@@ -645,6 +654,20 @@ fn trim(tx: &Transaction, st: &mut State) -> Result<(), IndexError> {
         st.rows -= 1;
     }
     Ok(())
+}
+
+fn file_id(p: &Path) -> Option<(u64, u64)> {
+    let m = std::fs::symlink_metadata(p).ok()?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        Some((m.dev(), m.ino()))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = m;
+        Some((0, 0))
+    }
 }
 
 fn not_a_private_file(m: &std::fs::Metadata) -> Option<String> {

@@ -305,7 +305,9 @@ pub async fn post_json(
 fn classify(e: reqwest::Error, after: fn(Cause) -> NetError) -> NetError {
     let cause = Cause::root(&e);
     if e.is_connect() {
-        if e.is_timeout() || cause.text.contains("timed out") {
+        // typed, never the error's words: reqwest's own timeout, an `io::Error` of kind TimedOut anywhere in
+        // the chain (hyper-util's connect timeout, the system's ETIMEDOUT), or the root cause's kind
+        if e.is_timeout() || cause.kind == Some(std::io::ErrorKind::TimedOut) {
             return NetError::ConnectTimeout;
         }
         return NetError::Connect(cause);

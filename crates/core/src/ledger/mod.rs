@@ -53,9 +53,11 @@ static WRITE_LOCK: Mutex<()> = Mutex::new(());
 #[serde(into = "String", from = "String")]
 pub enum LedgerOutcome {
     Accepted,
-    /// Refused with this code (`refused:<code>`). A `refused:<code>` this version does not know is
-    /// [`LedgerOutcome::Other`], kept as written.
+    /// Refused with this code (`refused:<code>`).
     Refused(RefusalCode),
+    /// Refused with a code this version does not know (`refused:<code>`, the code kept as written): a
+    /// refusal all the same, so no reader has to look at the string again.
+    RefusedUnknown(String),
     /// No decision of the host (down, timeout, 5xx, carrier status, bad address).
     Unreachable,
     /// Went out without a clear answer; counts as sent.
@@ -78,11 +80,20 @@ impl LedgerOutcome {
         match self {
             LedgerOutcome::Accepted => "accepted".into(),
             LedgerOutcome::Refused(code) => format!("refused:{code}"),
+            LedgerOutcome::RefusedUnknown(code) => format!("refused:{code}"),
             LedgerOutcome::Unreachable => "unreachable".into(),
             LedgerOutcome::MayHaveLanded => "may-have-landed".into(),
             LedgerOutcome::Held => "held".into(),
             LedgerOutcome::Other(s) => s.clone(),
         }
+    }
+
+    /// Refused when sent, with a code this version knows or not.
+    pub fn is_refused(&self) -> bool {
+        matches!(
+            self,
+            LedgerOutcome::Refused(_) | LedgerOutcome::RefusedUnknown(_)
+        )
     }
 
     /// Counts against the send budget (it went out, or may have).
@@ -101,7 +112,7 @@ impl From<String> for LedgerOutcome {
             _ => match s.strip_prefix("refused:") {
                 Some(code) => match RefusalCode::parse(code) {
                     Some(code) => LedgerOutcome::Refused(code),
-                    None => LedgerOutcome::Other(s),
+                    None => LedgerOutcome::RefusedUnknown(code.to_string()),
                 },
                 _ => LedgerOutcome::Other(s),
             },

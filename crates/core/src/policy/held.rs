@@ -39,6 +39,10 @@ pub enum HeldState {
     Held,
     Approved,
     Rejected,
+    /// Held past its time (docs/architecture.md: the policy's `heldTtlMs`, the envelope's `expiresAt`):
+    /// rejected as expired, never delivered. Nothing produces it yet; the expiry of held mail (issue
+    /// 31) does, and `verify`, the mail rows and the held cards show it as the fate `expired`.
+    Expired,
 }
 
 impl HeldState {
@@ -47,6 +51,7 @@ impl HeldState {
             HeldState::Held => "held",
             HeldState::Approved => "approved",
             HeldState::Rejected => "rejected",
+            HeldState::Expired => "expired",
         }
     }
 }

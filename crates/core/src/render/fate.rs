@@ -3,15 +3,29 @@
 
 use std::path::Path;
 
-use crate::fate::{Fate, FateState, RequestFate, Verification};
+use crate::fate::{Fate, NotFound, Reading, RemovedBy, RequestFate, Verification};
 
-/// `landed in <session> at seq N (turn T)`, `queued in …`, `canceled: …` or `unknown: …`.
+/// `landed in <session> at seq N (turn T)`, `queued in …`, `held: …`, `canceled: …`, `unknown: …`:
+/// the line of [`crate::fate::read`]'s reading.
 pub fn describe(v: &Verification, request_id: &str, home: &Path) -> String {
+    line(&crate::fate::read(v), v, request_id, home)
+}
+
+/// The line of one reading (its first word is the fate's, but nothing reads it back: the state is
+/// [`Reading::state`]).
+pub fn line(r: &Reading, v: &Verification, request_id: &str, home: &Path) -> String {
+    use crate::policy::held::HeldState;
     let session = v.session_id.as_deref().unwrap_or("(no session)");
-    // Kept for the human's decision by the target's inbound policy (crate::policy::held).
-    if let (Fate::Unknown, Some((state, s))) = (&v.fate, &v.awaiting_human) {
-        use crate::policy::held::HeldState;
-        return match state {
+    let lands_when = |target: &str| {
+        if target == "next-step" {
+            "next step starts"
+        } else {
+            "current turn ends"
+        }
+    };
+    match r {
+        // Kept for the human's decision by the target's inbound policy (crate::policy::held).
+        Reading::Human { state, session: s } => match state {
             HeldState::Held => format!(
                 "held: {request_id} is held for the human of {s}; it lands only if they approve it"
             ),
@@ -21,116 +35,95 @@ pub fn describe(v: &Verification, request_id: &str, home: &Path) -> String {
             HeldState::Rejected => format!(
                 "rejected: the human of {s} rejected {request_id}; it was not delivered and never will be"
             ),
-        };
-    }
-    if let (Fate::Unknown, Some((s, why))) = (&v.fate, &v.mailbox_refused) {
+            HeldState::Expired => format!(
+                "expired: {request_id} was held for the human of {s} past its time and rejected as expired; it was not delivered and never will be"
+            ),
+        },
         // The drain of the target's mailbox refused the envelope (crate::mailbox::admit).
-        return format!(
+        Reading::RefusedByMailbox { session: s, why } => format!(
             "refused: the process holding {s} refused {request_id} from its mailbox and did not deliver it: {why}"
-        );
-    }
-    if let (Fate::Unknown, Some(s)) = (&v.fate, &v.waiting) {
+        ),
+        Reading::RefusedWhenSent { code } => {
+            let what = if request_id.is_empty() {
+                "the send"
+            } else {
+                request_id
+            };
+            format!(
+                "refused ({code}): {what} was refused when it was sent (the audit ledger's line); it was not delivered and never will be"
+            )
+        }
         // Handed to the mailbox of a session live in a process without a web server, not drained yet.
-        return format!(
+        Reading::Waiting { session: s } => format!(
             "waiting: {request_id} is in the mailbox of {s}, not delivered yet; the process holding {s} delivers it on its next drain (or, if that process ended, the next one to hold it)"
-        );
-    }
-    use crate::mailbox::queued::{QueuedState, RemovedWhy};
-    let redelivered = match &v.in_memory {
-        Some(QueuedState::Queued { redeliveries, .. } | QueuedState::Lost { redeliveries, .. }) => {
-            *redeliveries
+        ),
+        Reading::Removed(RemovedBy::Human { seq }) => format!(
+            "removed from the queue by the human: {request_id} was deleted from {session}'s inbox at seq {seq} (a single-row delete, as the queue dock does); a human's decision is final, so it is not delivered again"
+        ),
+        Reading::Removed(RemovedBy::Unattributed { seq, holder_pid }) => format!(
+            "removed: {request_id} was canceled with the whole inbox of {session} at seq {seq}, and its holder (pid {holder_pid}) did not hand it back at a stop first: the human's cancel, closing the session, or a stop this plugin did not see cannot be told apart there, so it is treated as removed by the human and not delivered again"
+        ),
+        Reading::Lost {
+            pid,
+            handed_back,
+            inserted,
+        } => {
+            let how = if *handed_back {
+                "stopped and handed it back before its host canceled it"
+            } else {
+                "is gone (it stopped or crashed)"
+            };
+            let seen = match inserted {
+                Some(seq) => format!("inserted into its inbox at seq {seq}, not landed"),
+                None => "not in its log".into(),
+            };
+            format!(
+                "lost with its process, re-delivery pending: {request_id} was waiting in the memory of DSH process pid {pid}, which {how} ({session}: {seen}); it is delivered once, with the same request id, when {session} is live again in a process with dsh-session-mail (or woken by one where allowResume permits)"
+            )
         }
-        _ => 0,
-    };
-    let again = v.trace.as_ref().is_some_and(|t| t.insertions > 1) || redelivered > 0;
-    if !matches!(v.fate, Fate::Landed { .. }) {
-        match &v.in_memory {
-            Some(QueuedState::Removed(r)) => {
-                return match r.why {
-                    RemovedWhy::Human => format!(
-                        "removed from the queue by the human: {request_id} was deleted from {session}'s inbox at seq {} (a single-row delete, as the queue dock does); a human's decision is final, so it is not delivered again",
-                        r.seq
-                    ),
-                    RemovedWhy::Unattributed => format!(
-                        "removed: {request_id} was canceled with the whole inbox of {session} at seq {}, and its holder (pid {}) did not hand it back at a stop first: the human's cancel, closing the session, or a stop this plugin did not see cannot be told apart there, so it is treated as removed by the human and not delivered again",
-                        r.seq, r.holder_pid
-                    ),
-                };
-            }
-            Some(QueuedState::Lost {
-                pid, handed_back, ..
-            }) => {
-                let how = if *handed_back {
-                    "stopped and handed it back before its host canceled it"
-                } else {
-                    "is gone (it stopped or crashed)"
-                };
-                let seen = match &v.fate {
-                    Fate::Queued { seq, .. } | Fate::Canceled { seq, .. } => {
-                        format!("inserted into its inbox at seq {seq}, not landed")
-                    }
-                    _ => "not in its log".into(),
-                };
-                return format!(
-                    "lost with its process, re-delivery pending: {request_id} was waiting in the memory of DSH process pid {pid}, which {how} ({session}: {seen}); it is delivered once, with the same request id, when {session} is live again in a process with dsh-session-mail (or woken by one where allowResume permits)"
-                );
-            }
-            _ => {}
-        }
-    }
-    match &v.fate {
-        Fate::Landed { seq, turn } => format!(
+        Reading::Landed { seq, turn, again } => format!(
             "landed in {session} at seq {seq}{}{}",
             turn.map_or(String::new(), |t| format!(" (turn {t})")),
-            if again {
+            if *again {
                 " (re-delivered after the process that first held it stopped)"
             } else {
                 ""
             }
         ),
-        Fate::Queued { seq, target } if matches!(v.in_memory, Some(QueuedState::Queued { .. })) => {
-            let pid = match &v.in_memory {
-                Some(QueuedState::Queued { pid, .. }) => *pid,
-                _ => 0,
-            };
-            format!(
-                "queued in {session} at seq {seq} (inbox {target}), waiting in the memory of DSH process pid {pid}; not landed yet: it lands when that session's {}",
-                if target == "next-step" { "next step starts" } else { "current turn ends" }
-            )
-        }
-        Fate::Queued { seq, target } => format!(
-            "queued in {session} at seq {seq} (inbox {target}); not landed yet: it lands when that session's {}",
-            if target == "next-step" { "next step starts" } else { "current turn ends" }
+        Reading::Queued {
+            seq,
+            target,
+            pid: Some(pid),
+        } => format!(
+            "queued in {session} at seq {seq} (inbox {target}), waiting in the memory of DSH process pid {pid}; not landed yet: it lands when that session's {}",
+            lands_when(target)
         ),
-        Fate::Canceled { seq, target }
-            if v.trace.as_ref().and_then(|t| t.cancel).is_some_and(|c| !c.whole) =>
-        {
-            format!(
-                "removed from the queue by the human: inserted into {session}'s inbox ({target}) at seq {seq}, then deleted from it alone (a single-row delete, as the queue dock does) before it landed; a human's decision is final, so it is not delivered again"
-            )
-        }
-        Fate::Canceled { seq, target } => format!(
+        Reading::Queued {
+            seq,
+            target,
+            pid: None,
+        } => format!(
+            "queued in {session} at seq {seq} (inbox {target}); not landed yet: it lands when that session's {}",
+            lands_when(target)
+        ),
+        Reading::RemovedRow { seq, target } => format!(
+            "removed from the queue by the human: inserted into {session}'s inbox ({target}) at seq {seq}, then deleted from it alone (a single-row delete, as the queue dock does) before it landed; a human's decision is final, so it is not delivered again"
+        ),
+        Reading::Canceled { seq, target } => format!(
             "canceled: inserted into {session}'s inbox ({target}) at seq {seq}, then removed with its whole inbox before it landed"
         ),
-        Fate::Unknown if matches!(v.in_memory, Some(QueuedState::Queued { .. })) => {
-            let pid = match &v.in_memory {
-                Some(QueuedState::Queued { pid, .. }) => *pid,
-                _ => 0,
-            };
-            format!(
-                "queued for {session}, waiting in the memory of DSH process pid {pid}; not in its log yet (the host writes it behind) and not landed yet"
-            )
-        }
-        Fate::Unknown if v.session_missing => format!(
+        Reading::QueuedUnlogged { pid } => format!(
+            "queued for {session}, waiting in the memory of DSH process pid {pid}; not in its log yet (the host writes it behind) and not landed yet"
+        ),
+        Reading::Unknown(NotFound::SessionMissing) => format!(
             "unknown: session {session} is not in {}/sessions (or its log cannot be read)",
             home.display()
         ),
-        Fate::Unknown if v.session_id.is_some() => {
+        Reading::Unknown(NotFound::NotInLog) => {
             format!("unknown: {request_id} is not in the log of {session}")
         }
-        Fate::Unknown => format!(
-            "unknown: {request_id} is in none of the {} session logs under {}/sessions",
-            v.searched,
+        Reading::Unknown(NotFound::NoneOf { searched }) => format!(
+            "unknown: {request_id} is in none of the {searched} session logs under {}/sessions",
             home.display()
         ),
     }
@@ -150,23 +143,26 @@ pub fn request_fate(v: &Verification, request_id: &str, home: &Path) -> RequestF
         }
         Fate::Unknown => (None, None, None),
     };
-    let state: FateState = crate::fate::state_of(v);
+    let reading = crate::fate::read(v);
+    let state = reading.state();
     RequestFate {
         request_id: request_id.to_string(),
         state,
+        settled: state.settled(),
         session_id: v.session_id.clone(),
         seq: seq.map(js_int),
         turn: turn.map(js_int),
         target,
         searched: u32::try_from(v.searched).unwrap_or(u32::MAX),
         session_missing: v.session_missing,
-        text: describe(v, request_id, home),
+        text: line(&reading, v, request_id, home),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fate::FateState;
     use crate::mailbox::queued::{QueuedState, Removed, RemovedWhy};
     use store::{Cancel, RequestTrace};
 
@@ -287,5 +283,135 @@ mod tests {
             }),
         );
         pin(&landed, FateState::Landed, "landed in session-b at seq 31 (re-delivered after the process that first held it stopped)");
+    }
+
+    /// One pin per fate the held store, the mailbox and the ledger decide (issue 30 #3): the state and
+    /// the text come from the one reading, so `verify --json` never says `unknown` beside a text that
+    /// says `rejected`.
+    #[test]
+    fn the_state_and_the_text_of_every_fate_come_from_one_reading() {
+        use crate::fate::FateState as S;
+        use crate::ledger::LedgerOutcome;
+        use crate::outcome::RefusalCode;
+        use crate::policy::held::HeldState;
+        let home = Path::new("/home");
+        let unknown = |f: &dyn Fn(&mut Verification)| {
+            let mut x = v(Fate::Unknown, None, None);
+            f(&mut x);
+            x
+        };
+        let human = |state| unknown(&|x| x.awaiting_human = Some((state, "session-b".into())));
+        let cases: Vec<(Verification, S, String)> = vec![
+            (human(HeldState::Held), S::Held, format!("held: {RID} is held for the human of session-b; it lands only if they approve it")),
+            (human(HeldState::Approved), S::Approved, format!("approved: the human of session-b approved {RID}; it is handed to that session's mailbox and lands once the process holding it drains it")),
+            (human(HeldState::Rejected), S::Rejected, format!("rejected: the human of session-b rejected {RID}; it was not delivered and never will be")),
+            (human(HeldState::Expired), S::Expired, format!("expired: {RID} was held for the human of session-b past its time and rejected as expired; it was not delivered and never will be")),
+            (
+                unknown(&|x| x.mailbox_refused = Some(("session-b".into(), "its From header is forged".into()))),
+                S::Refused,
+                format!("refused: the process holding session-b refused {RID} from its mailbox and did not deliver it: its From header is forged"),
+            ),
+            (
+                unknown(&|x| x.ledger = Some(LedgerOutcome::Refused(RefusalCode::AuthFailed))),
+                S::Refused,
+                format!("refused (auth-failed): {RID} was refused when it was sent (the audit ledger's line); it was not delivered and never will be"),
+            ),
+            (
+                unknown(&|x| x.waiting = Some("session-b".into())),
+                S::Waiting,
+                format!("waiting: {RID} is in the mailbox of session-b, not delivered yet; the process holding session-b delivers it on its next drain (or, if that process ended, the next one to hold it)"),
+            ),
+            (
+                v(Fate::Canceled { seq: 7, target: "next-step".into() }, None, None),
+                S::Canceled,
+                "canceled: inserted into session-b's inbox (next-step) at seq 7, then removed with its whole inbox before it landed".into(),
+            ),
+            (
+                v(queued(5), None, None),
+                S::Queued,
+                "queued in session-b at seq 5 (inbox next-turn); not landed yet: it lands when that session's current turn ends".into(),
+            ),
+            (
+                v(Fate::Landed { seq: 8, turn: None }, None, None),
+                S::Landed,
+                "landed in session-b at seq 8".into(),
+            ),
+            (unknown(&|_| {}), S::Unknown, format!("unknown: {RID} is not in the log of session-b")),
+            (
+                unknown(&|x| x.session_missing = true),
+                S::Unknown,
+                "unknown: session session-b is not in /home/sessions (or its log cannot be read)".into(),
+            ),
+            (
+                unknown(&|x| {
+                    x.session_id = None;
+                    x.searched = 3;
+                }),
+                S::Unknown,
+                format!("unknown: {RID} is in none of the 3 session logs under /home/sessions"),
+            ),
+        ];
+        for (x, state, text) in &cases {
+            let f = request_fate(x, RID, home);
+            assert_eq!((f.state, f.text.as_str()), (*state, text.as_str()), "{x:?}");
+            assert_eq!(f.settled, state.settled());
+            assert_eq!(serde_json::to_value(&f).unwrap()["state"], state.as_str());
+        }
+        // where the facts overlap, the state follows the text's order: a held message with a stale
+        // in-memory record is held (the old state_of said queued beside a text that said held)
+        let mut both = human(HeldState::Held);
+        both.in_memory = Some(QueuedState::Queued {
+            pid: 4242,
+            redeliveries: 0,
+        });
+        let f = request_fate(&both, RID, home);
+        assert_eq!(f.state, S::Held);
+        assert!(f.text.starts_with("held: "), "{}", f.text);
+        // what the log says outranks a ledger line: a refused line of an id that landed is landed
+        let mut landed = v(Fate::Landed { seq: 8, turn: None }, None, None);
+        landed.ledger = Some(LedgerOutcome::Refused(RefusalCode::AuthFailed));
+        assert_eq!(request_fate(&landed, RID, home).state, S::Landed);
+        // and a ledger line that is not a refusal decides nothing
+        for o in [
+            LedgerOutcome::Accepted,
+            LedgerOutcome::Unreachable,
+            LedgerOutcome::Other("refused?".into()),
+        ] {
+            let x = unknown(&|x| x.ledger = Some(o.clone()));
+            assert_eq!(request_fate(&x, RID, home).state, S::Unknown, "{o:?}");
+        }
+    }
+
+    /// Every fate has one JSON name (the binding's string enum, kebab-case), and the names are the
+    /// architecture's list plus `lost` and `removed`; settled ones are landed or never delivered.
+    #[test]
+    fn every_fate_has_one_json_name_and_a_settledness() {
+        use crate::fate::FateState;
+        let names: Vec<String> = FateState::ALL
+            .iter()
+            .map(|s| {
+                let json = serde_json::to_value(s).unwrap();
+                assert_eq!(json, s.as_str());
+                let back: FateState = serde_json::from_value(json).unwrap();
+                assert_eq!(back, *s);
+                s.as_str().to_string()
+            })
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "landed", "queued", "waiting", "held", "approved", "rejected", "expired",
+                "refused", "canceled", "lost", "removed", "unknown"
+            ]
+        );
+        let settled: Vec<&str> = FateState::ALL
+            .iter()
+            .filter(|s| s.settled())
+            .map(|s| s.as_str())
+            .collect();
+        assert_eq!(
+            settled,
+            ["landed", "rejected", "expired", "refused", "canceled", "removed"]
+        );
     }
 }
