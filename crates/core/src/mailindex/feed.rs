@@ -25,13 +25,25 @@ use index::{Aside, Index, IndexError, Opened, Row};
 use serde::{Deserialize, Serialize};
 
 use super::IndexStatus;
+use crate::fate::FateState;
 use crate::ledger::{self, Entry, Filter, LedgerOutcome};
 use crate::mailview::{self, Titles};
 
 /// The derivation's version: an index built by another is rebuilt.
 pub const DERIVE_VERSION: u32 = 1;
 /// Fates that can still change.
-pub const OPEN_FATES: [&str; 6] = ["queued", "waiting", "held", "approved", "lost", "unknown"];
+pub const OPEN_FATES: [FateState; 6] = [
+    FateState::Queued,
+    FateState::Waiting,
+    FateState::Held,
+    FateState::Approved,
+    FateState::Lost,
+    FateState::Unknown,
+];
+
+fn open_fates() -> Vec<&'static str> {
+    OPEN_FATES.iter().map(|f| f.as_str()).collect()
+}
 /// Open rows looked at again on every pass: the newest ones.
 pub const RECHECK_NEWEST: usize = 8;
 /// Open rows looked at again per pass after those, in turn (fewer when the budget runs out first).
@@ -248,10 +260,7 @@ fn derive(home: &Path, titles: &mut Titles, grouped: &[(String, i64, Entry)]) ->
         .iter()
         .map(|(rid, time, e)| {
             let (fate, _) = mailview::row_fate(home, titles, e, rid);
-            let fate = serde_json::to_value(fate)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_else(|| "unknown".into());
+            let fate = fate.as_str().to_string();
             Row {
                 request_id: rid.clone(),
                 time: *time,
@@ -370,7 +379,12 @@ fn complete_len(path: &Path, len: u64) -> u64 {
 
 /// Bring `ix` up to date with `home`'s ledger and logs (see the module's doc). `opened`: how the file
 /// was found when this process opened it (a new or replaced one is rebuilt).
-pub fn sync(home: &Path, ix: &mut Index, opened: Option<&Opened>) -> Result<Synced, IndexError> {
+pub fn sync(
+    home: &Path,
+    ix: &mut Index,
+    opened: Option<&Opened>,
+    look: bool,
+) -> Result<Synced, IndexError> {
     match opened {
         Some(Opened::Created) => return rebuild(home, ix, "missing"),
         Some(Opened::Replaced(a)) => return rebuild(home, ix, &a.to_string()),
@@ -455,13 +469,16 @@ pub fn sync(home: &Path, ix: &mut Index, opened: Option<&Opened>) -> Result<Sync
         }
         Ok(None)
     };
-    if recheck_due(home) {
-        recheck(ix.open_rows(&OPEN_FATES, None, RECHECK_NEWEST)?, &mut rows)?;
+    if look {
+        recheck(
+            ix.open_rows(&open_fates(), None, RECHECK_NEWEST)?,
+            &mut rows,
+        )?;
         let cursor = {
             let c = CURSORS.lock().unwrap_or_else(|p| p.into_inner());
             c.iter().find(|(h, _)| h == home).and_then(|(_, c)| *c)
         };
-        let batch = ix.open_rows(&OPEN_FATES, cursor, RECHECK)?;
+        let batch = ix.open_rows(&open_fates(), cursor, RECHECK)?;
         let full = batch.len() == RECHECK;
         let tail = batch.last().map(|(_, t, i)| (*t, *i));
         let stopped = recheck(batch, &mut rows)?;
@@ -487,8 +504,11 @@ pub fn sync(home: &Path, ix: &mut Index, opened: Option<&Opened>) -> Result<Sync
     Ok(Synced::Incremental(n))
 }
 
-/// This process's open indexes (one per home; a connection is used by one thread at a time).
+/// This process's open indexes (one per home; a connection is used by one thread at a time): the
+/// routes' (`OPEN`), and the background passes' (`BACKGROUND`: a pass that looks at open mail again, or
+/// rebuilds, never holds a route's connection).
 static OPEN: Mutex<Vec<(PathBuf, Index)>> = Mutex::new(Vec::new());
+static BACKGROUND: Mutex<Vec<(PathBuf, Index)>> = Mutex::new(Vec::new());
 
 fn status(ix: &Index, rebuilt: Option<String>, error: Option<String>) -> IndexStatus {
     IndexStatus {
@@ -499,12 +519,33 @@ fn status(ix: &Index, rebuilt: Option<String>, error: Option<String>) -> IndexSt
 }
 
 /// Open `home`'s index (kept open for the process), bring it up to date, and run `f` on it. A row that
-/// does not verify moves the file aside and the index is rebuilt and asked again, once.
+/// does not verify moves the file aside and the index is rebuilt and asked again, once. The routes'
+/// path: the ledger's new lines are indexed before `f` reads; open mail is looked at again on the
+/// blocking pool after it (at most once a second), so a read never waits for the logs' folds — the
+/// fates it moves show on the next read. Without a runtime (tests, the command line) that look is made
+/// before `f`.
 pub fn with_index<T>(
     home: &Path,
     f: impl Fn(&Index) -> Result<T, IndexError>,
 ) -> (Option<T>, IndexStatus) {
-    let mut open = OPEN.lock().unwrap_or_else(|p| p.into_inner());
+    let due = recheck_due(home);
+    let runtime = tokio::runtime::Handle::try_current().is_ok();
+    let r = with_index_in(&OPEN, home, due && !runtime, f);
+    if due && runtime {
+        schedule(home, true);
+    }
+    r
+}
+
+fn with_index_in<T>(
+    map: &Mutex<Vec<(PathBuf, Index)>>,
+    home: &Path,
+    look: bool,
+    f: impl Fn(&Index) -> Result<T, IndexError>,
+) -> (Option<T>, IndexStatus) {
+    let mut open = map.lock().unwrap_or_else(|p| p.into_inner());
+    // a connection to a file moved aside or replaced since (by another connection or process) is dropped
+    open.retain(|(h, ix)| h != home || ix.is_current());
     let mut opened = None;
     let pos = match open.iter().position(|(h, _)| h == home) {
         Some(i) => i,
@@ -529,7 +570,7 @@ pub fn with_index<T>(
     let mut error = None;
     for attempt in 0..2 {
         let ix = &mut open[pos].1;
-        match sync(home, ix, opened.as_ref()) {
+        match sync(home, ix, opened.as_ref(), look) {
             Ok(Synced::Rebuilt(why)) => rebuilt = Some(why),
             Ok(Synced::Incremental(_)) => {}
             Err(IndexError::Forged(w)) if attempt == 0 => {
@@ -584,8 +625,10 @@ fn discard(
 /// Forget this process's open index of `home` (tests: the next call opens the file afresh, as a new
 /// process would).
 pub fn forget(home: &Path) {
-    let mut open = OPEN.lock().unwrap_or_else(|p| p.into_inner());
-    open.retain(|(h, _)| h != home);
+    for map in [&OPEN, &BACKGROUND] {
+        let mut open = map.lock().unwrap_or_else(|p| p.into_inner());
+        open.retain(|(h, _)| h != home);
+    }
     RECHECKED
         .lock()
         .unwrap_or_else(|p| p.into_inner())
@@ -593,19 +636,28 @@ pub fn forget(home: &Path) {
 }
 
 static RUNNING: AtomicBool = AtomicBool::new(false);
-static PENDING: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+/// Homes waiting for a background pass, and whether it looks at open mail again.
+static PENDING: Mutex<Vec<(PathBuf, bool)>> = Mutex::new(Vec::new());
 
 /// Mail moved in `home` (a send was recorded): bring its index up to date on the blocking pool, after
 /// the caller's result. Returns at once; one pass runs at a time, and nudges meanwhile make one more.
 /// Without a tokio runtime (the command line) it does nothing: the page's next read catches up.
 pub fn nudge(home: &Path) {
+    if tokio::runtime::Handle::try_current().is_ok() {
+        schedule(home, recheck_due(home));
+    }
+}
+
+/// A background pass for `home` (looking at open mail again when `look`), on the blocking pool.
+fn schedule(home: &Path, look: bool) {
     let Ok(rt) = tokio::runtime::Handle::try_current() else {
         return;
     };
     {
         let mut p = PENDING.lock().unwrap_or_else(|p| p.into_inner());
-        if !p.iter().any(|h| h == home) {
-            p.push(home.to_path_buf());
+        match p.iter_mut().find(|(h, _)| h == home) {
+            Some((_, l)) => *l |= look,
+            None => p.push((home.to_path_buf(), look)),
         }
     }
     if RUNNING.swap(true, Ordering::AcqRel) {
@@ -613,8 +665,8 @@ pub fn nudge(home: &Path) {
     }
     rt.spawn_blocking(|| loop {
         let homes = std::mem::take(&mut *PENDING.lock().unwrap_or_else(|p| p.into_inner()));
-        for h in &homes {
-            let _ = with_index(h, |_| Ok(()));
+        for (h, look) in &homes {
+            let _ = with_index_in(&BACKGROUND, h, *look, |_| Ok(()));
         }
         RUNNING.store(false, Ordering::Release);
         let more = !PENDING.lock().unwrap_or_else(|p| p.into_inner()).is_empty();

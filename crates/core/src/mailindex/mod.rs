@@ -15,6 +15,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::fate::FateState;
+
 /// Rows a page returns when the payload names no limit.
 pub const DEFAULT_LIMIT: u32 = 50;
 /// Most rows a page returns.
@@ -36,9 +38,8 @@ pub struct MachineRef {
 pub struct MailFilter {
     /// Mail from or to this session.
     pub session: Option<String>,
-    /// Only mail in one of these fates (`landed`, `queued`, `waiting`, `held`, `approved`, `rejected`,
-    /// `expired`, `refused`, `canceled`, `lost`, `removed`, `unknown`); empty: any.
-    pub fate: Vec<String>,
+    /// Only mail in one of these fates; empty: any.
+    pub fate: Vec<FateState>,
     /// `true`: only mail held for the human; `false`: none of it.
     pub held: Option<bool>,
     /// Only mail sent at or after this time (ms since the epoch).
@@ -88,8 +89,8 @@ pub struct MailItem {
     pub hop: Option<u32>,
     /// The chain it belongs to (its first request id).
     pub chain: Option<String>,
-    /// Its fate, as `verify` reads it (the names of [`MailFilter::fate`]).
-    pub fate: String,
+    /// Its fate, as `verify` reads it (the one enum, `fate::FateState`).
+    pub fate: FateState,
     /// The message as the sender wrote it (the From header or frame taken off): from the target's log
     /// once landed, else from the held envelope, the queued record or the mailbox envelope; `null` when
     /// none of them holds it (refused, or a log that no longer shows it).
@@ -155,6 +156,15 @@ fn machine(id: Option<String>) -> Option<MachineRef> {
     })
 }
 
+/// A stored fate name as the enum (the index keeps its text; a name this version does not know reads
+/// `unknown`).
+fn fate_of(name: &str) -> FateState {
+    FateState::ALL
+        .into_iter()
+        .find(|f| f.as_str() == name)
+        .unwrap_or(FateState::Unknown)
+}
+
 impl From<index::Row> for MailItem {
     fn from(r: index::Row) -> MailItem {
         MailItem {
@@ -170,7 +180,7 @@ impl From<index::Row> for MailItem {
             mode: r.mode,
             hop: r.hop,
             chain: r.chain,
-            fate: r.fate,
+            fate: fate_of(&r.fate),
             text: r.text,
         }
     }
@@ -181,7 +191,12 @@ pub fn list(home: &Path, args: &MailListArgs) -> MailPage {
     let limit = args.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT) as usize;
     let q = index::ListQuery {
         session: args.filter.session.clone(),
-        fates: args.filter.fate.clone(),
+        fates: args
+            .filter
+            .fate
+            .iter()
+            .map(|f| f.as_str().to_string())
+            .collect(),
         held: args.filter.held,
         since: args.filter.since,
         until: args.filter.until,

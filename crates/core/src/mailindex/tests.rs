@@ -3,6 +3,7 @@
 
 use super::feed::{self, Synced};
 use super::*;
+use crate::fate::FateState;
 use crate::ledger::{self, Entry, LedgerOutcome};
 use crate::mailbox::Envelope;
 use crate::policy::{self, held};
@@ -278,7 +279,7 @@ fn to_row(r: MailItem) -> Row {
         mode: r.mode,
         hop: r.hop,
         chain: r.chain,
-        fate: r.fate,
+        fate: r.fate.as_str().to_string(),
         text: r.text,
     }
 }
@@ -547,13 +548,13 @@ fn a_queued_message_lands_and_its_row_moves_with_it() {
     std::thread::sleep(feed::RECHECK_EVERY);
     let p = list(w.home.path(), &MailListArgs::default());
     assert_eq!(
-        (p.rows[0].fate.as_str(), p.rows[0].text.as_deref()),
-        ("landed", Some("later"))
+        (p.rows[0].fate, p.rows[0].text.as_deref()),
+        (FateState::Landed, Some("later"))
     );
     // a later pass with nothing new changes nothing
     let mut ix = index::Index::open(w.home.path()).unwrap().0;
     assert_eq!(
-        feed::sync(w.home.path(), &mut ix, None).unwrap(),
+        feed::sync(w.home.path(), &mut ix, None, true).unwrap(),
         Synced::Incremental(0)
     );
 }
