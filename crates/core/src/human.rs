@@ -705,4 +705,46 @@ mod tests {
         )
         .is_err());
     }
+
+    /// The cost of `held.counts` (run by hand: `cargo test --release -p dsh-session-mail-core
+    /// held_counts_cost -- --ignored --nocapture`): 100 sessions with 10 messages waiting and 10 decided
+    /// each, against the same call on a home with nothing held (the ratio). Prints p50/p99/max; asserts
+    /// nothing about time.
+    #[test]
+    #[ignore]
+    fn held_counts_cost() {
+        let h = tempfile::tempdir().unwrap();
+        let home = h.path();
+        let empty = tempfile::tempdir().unwrap();
+        let mut n = 0u32;
+        for s in 0..100u32 {
+            let session = format!("session-{s:08}-0000-0000-0000-000000000000");
+            for k in 0..20u32 {
+                n += 1;
+                let mut e = env(0, "session-a", &session);
+                e.request_id = format!("dsh-session-mail:00000000-0000-4000-8000-{n:012}");
+                held::hold(home, &e, i64::MAX).unwrap();
+                if k >= 10 {
+                    held::decide(home, &session, &e.request_id, false, 1).unwrap();
+                }
+            }
+        }
+        let time = |home: &Path| {
+            let mut t: Vec<f64> = (0..60)
+                .map(|_| {
+                    let t0 = std::time::Instant::now();
+                    let c = held_counts(home, 2);
+                    std::hint::black_box(c);
+                    t0.elapsed().as_secs_f64() * 1000.0
+                })
+                .collect();
+            t.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            (t[t.len() / 2], t[t.len() * 99 / 100], t[t.len() - 1])
+        };
+        assert_eq!(held_counts(home, 2).total, 1000);
+        let (p50, p99, max) = time(home);
+        let (b50, b99, bmax) = time(empty.path());
+        println!("held.counts 100 sessions x (10 waiting + 10 decided): p50 {p50:.2} ms, p99 {p99:.2} ms, max {max:.2} ms");
+        println!("held.counts, nothing held (baseline): p50 {b50:.3} ms, p99 {b99:.3} ms, max {bmax:.3} ms; ratio of p50 {:.0}x", p50 / b50.max(1e-6));
+    }
 }
