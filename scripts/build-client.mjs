@@ -17,9 +17,9 @@ import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..')
-export const SOURCE_DIR = join(ROOT, 'client')
-export const ENTRY = join(SOURCE_DIR, 'index.tsx')
-export const OUTFILE = join(ROOT, 'lib', 'client.js')
+const SOURCE_DIR = join(ROOT, 'client')
+const ENTRY = join(SOURCE_DIR, 'index.tsx')
+const OUTFILE = join(ROOT, 'lib', 'client.js')
 const ID = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).name
 
 const BANNER = `// ${ID}: the web client half, built from client/ by scripts/build-client.mjs (esbuild) — do not edit.
@@ -81,13 +81,13 @@ export function ensureClientBuilt() {
 }
 
 /** Is lib/client.js older than any file of client/ (or missing)? */
-export function clientStale() {
+function clientStale() {
   if (!existsSync(OUTFILE)) return true
   const built = statSync(OUTFILE).mtimeMs
   return readdirSync(SOURCE_DIR, { recursive: true }).some(f => statSync(join(SOURCE_DIR, String(f))).mtimeMs > built)
 }
 
-export async function writeClient() {
+async function writeClient() {
   const text = await buildClient()
   const tmp = OUTFILE + '.tmp-' + process.pid
   writeFileSync(tmp, text)

@@ -41,9 +41,8 @@ const RECORD = 'install.json'
 const SELF_NAME = JSON.parse(readFileSync(join(SELF_DIR, 'package.json'), 'utf8')).name
 // A clone builds its web client from client/ (scripts/build-client.mjs, esbuild from `npm ci`); a package
 // from npm ships lib/client.js and neither the source nor the build script.
-const { ensureClientBuilt } = existsSync(join(SELF_DIR, 'client', 'index.tsx'))
-  ? await import('./build-client.mjs')
-  : { ensureClientBuilt: () => 'no-source' }
+let ensureClientBuilt = () => 'no-source'
+if (existsSync(join(SELF_DIR, 'client', 'index.tsx'))) ({ ensureClientBuilt } = await import('./build-client.mjs'))
 
 const USAGE = `usage: node scripts/install.mjs --profile DIR [--uninstall] [--dry-run] [--package PATH_OR_TGZ]
                                  [--via auto|dsh|copy]

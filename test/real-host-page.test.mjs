@@ -13,47 +13,23 @@
 // - the routes sit behind the host's fence (packages/client/connection/src/rpc-host.ts).
 import { describe, test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
-import { execFileSync } from 'node:child_process'
 import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import {
   makeSandbox, packAndInstall, bootWeb, initProfile, callTool, readSessionLog, findSessionLog, userTexts,
-  isIdle, turnEndCount, REPO_ROOT, sleep,
+  isIdle, turnEndCount, REPO_ROOT, sleep, until, boxCli, requestIdOf, requestIdIn, landedCount,
 } from './real-host/harness.mjs'
 import { launchBrowser, chromiumVersion } from './real-host/browser.mjs'
 
 const TITLES = { A: 'Planner A', B: 'Builder B', C: 'Critic C', D: 'Docs D', E: 'Ops E' }
 
-function requestIdOf(text) {
-  const id = /request: (dsh-session-mail:[0-9a-f-]{36})/.exec(text)?.[1]
-  assert.ok(id, `a request id in:\n${text}`)
-  return id
-}
-
-/** User messages of a session's log (the file: what the host wrote) that carry `rpcId`. */
+/** Deliveries of `rpcId` in a session's log (the file: what the host wrote). */
 function landed(home, id, rpcId) {
   const file = findSessionLog(home, id)
-  if (!file) return 0
-  return userTexts(readSessionLog(file)).filter(u => u.source?.rpcId === rpcId).length
+  return file ? landedCount(readSessionLog(file), rpcId) : 0
 }
 
-async function until(what, fn, { timeout = 20_000, interval = 150 } = {}) {
-  const t0 = Date.now()
-  for (;;) {
-    const v = await fn()
-    if (v) return v
-    if (Date.now() - t0 > timeout) throw new Error(`timed out after ${timeout} ms waiting for ${what}`)
-    await sleep(interval)
-  }
-}
-
-function cli(box, ...args) {
-  try {
-    return { code: 0, out: execFileSync(box.host.node, [join(REPO_ROOT, 'bin', 'dsh-session-mail.mjs'), ...args, '--home', box.home], { encoding: 'utf8', env: box.env }) }
-  } catch (e) {
-    return { code: e.status, out: String(e.stdout ?? '') + String(e.stderr ?? '') }
-  }
-}
+const cli = boxCli
 
 describe('the home-wide Agent mail page in headless Chromium against rc.8 dsh web, five sessions', () => {
   let box, web, browser, page, shots
@@ -70,7 +46,7 @@ describe('the home-wide Agent mail page in headless Chromium against rc.8 dsh we
 
   async function send(from, to, message, key) {
     const r = await callTool(web, S[from], 'send_session_message', { toSessionId: S[to], message })
-    if (key) sent[key] = { text: r.text, rid: /request: (dsh-session-mail:[0-9a-f-]{36})/.exec(r.text)?.[1] }
+    if (key) sent[key] = { text: r.text, rid: requestIdIn(r.text) }
     return r.text
   }
 
