@@ -74,8 +74,11 @@ fn recheck_due(home: &Path) -> bool {
     }
 }
 
-/// Where the next pass goes on looking at open rows, per home: (time, row id) of the last one looked at.
-static CURSORS: Mutex<Vec<(PathBuf, Option<(i64, i64)>)>> = Mutex::new(Vec::new());
+/// (time, row id) of the last open row a pass looked at: the next pass goes on after it.
+type Cursor = Option<(i64, i64)>;
+
+/// Where the next pass goes on looking at open rows, per home.
+static CURSORS: Mutex<Vec<(PathBuf, Cursor)>> = Mutex::new(Vec::new());
 
 /// The watermark: what the index was built from.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -124,10 +127,10 @@ fn identity(p: &Path) -> Option<FileId> {
 /// What an incremental pass reads: the ledger files from where the watermark ended, oldest first (the file
 /// it ended in from its offset, and each file rotated after it whole), and the live file's identity; or
 /// why the index must be rebuilt instead.
-fn to_read(
-    home: &Path,
-    src: Option<&Source>,
-) -> Result<(Vec<(PathBuf, u64)>, Option<FileId>), &'static str> {
+/// The ledger files to read (each from a byte offset), oldest first, and the live file's identity.
+type ToRead = (Vec<(PathBuf, u64)>, Option<FileId>);
+
+fn to_read(home: &Path, src: Option<&Source>) -> Result<ToRead, &'static str> {
     let Some(src) = src else {
         return Err("no watermark");
     };
