@@ -266,19 +266,19 @@ pub fn rules_set(home: &Path, change: &RuleChange, now_ms: i64) -> Result<RulesV
     Ok(rules_view(home))
 }
 
-/// `held.counts`: the messages waiting for the human, per session of the home. Looking expires what is
-/// past its time (`crate::policy::held::pending`).
+/// `held.counts`: the messages waiting for the human, per session of the home (`crate::policy::held::waiting`:
+/// each file's seal checked once while it is the same file). Looking expires what is past its time.
 pub fn held_counts(home: &Path, now_ms: i64) -> HeldCounts {
     let (sessions, truncated) = crate::policy::held::sessions(home);
     let mut out = Vec::new();
     for s in sessions {
-        let p = crate::policy::held::pending(home, &s, now_ms);
-        if p.is_empty() {
+        let (n, next) = crate::policy::held::waiting(home, &s, now_ms);
+        if n == 0 {
             continue;
         }
         out.push(HeldCount {
-            held: u32::try_from(p.len()).unwrap_or(u32::MAX),
-            next_expires_at: p.iter().map(|i| i.expires_at).min(),
+            held: u32::try_from(n).unwrap_or(u32::MAX),
+            next_expires_at: next,
             session_id: s,
         });
     }
