@@ -117,6 +117,19 @@ export declare function mailboxSettle(settlement: MailboxSettlement, dshHome?: s
 export declare function mailCard(dshHome: string | undefined | null, requestId: string): Promise<string>
 
 /**
+ * The home-wide Agent mail page (issue 32): one page of the mail index, `mailindex::MailPage` as JSON.
+ * `args` is the JSON of `mailindex::MailListArgs` (`{filter, query?, before?, limit}`). The index is
+ * brought up to date (or rebuilt from the ledger and the logs) on the blocking pool first.
+ */
+export declare function mailList(dshHome: string | undefined | null, args: string): Promise<string>
+
+/**
+ * The thread of one message (`mailindex::MailThread` as JSON): its chain and the mail between the same
+ * two sessions around it, oldest first.
+ */
+export declare function mailThread(dshHome: string | undefined | null, requestId: string): Promise<string>
+
+/**
  * The mail view of one session (`mailview::View` as JSON): its agent mail newest first, the held messages,
  * and its inbound policy.
  */

@@ -570,4 +570,10 @@ if (!argv.includes('--no-peers')) {
   const r = spawnSync(process.execPath, [join(HERE, 'peers.mjs'), ...argv], { stdio: 'inherit' })
   if (r.status !== 0) process.exitCode = r.status ?? 1
 }
+// The human's mail index (issue 32: 100,000 messages, the page's routes): bench/index.mjs.
+if (!argv.includes('--no-index')) {
+  log('mail index rows (bench/index.mjs)…')
+  const r = spawnSync(process.execPath, [join(HERE, 'index.mjs'), ...argv.filter(a => a === '--quick')], { stdio: 'inherit' })
+  if (r.status !== 0) process.exitCode = r.status ?? 1
+}
 process.exit(crashed ? 1 : 0)

@@ -50,6 +50,51 @@ function machines(json) {
   return bad('machines', String(r?.error ?? 'no answer'))
 }
 
+const FATES = ['landed', 'queued', 'waiting', 'held', 'approved', 'rejected', 'expired', 'refused', 'canceled', 'lost', 'removed', 'unknown']
+const isTime = v => Number.isSafeInteger(v) && v >= 0
+
+/**
+ * `mail.list`'s payload checked and copied field by field (crates/core/src/mailindex `MailListArgs`), or
+ * the problem as a sentence.
+ */
+function mailListArgs(p) {
+  const f = p.filter ?? {}
+  if (f === null || typeof f !== 'object' || Array.isArray(f)) return 'filter must be an object'
+  const filter = {}
+  if (f.session != null) {
+    if (typeof f.session !== 'string' || !SESSION_ID.test(f.session)) return 'filter.session must be a session id'
+    filter.session = f.session
+  }
+  if (f.fate != null) {
+    const fates = Array.isArray(f.fate) ? f.fate : [f.fate]
+    if (fates.length > FATES.length || !fates.every(x => FATES.includes(x))) return `filter.fate must be one or more of ${FATES.join(', ')}`
+    filter.fate = fates
+  }
+  if (f.held != null) {
+    if (typeof f.held !== 'boolean') return 'filter.held must be a boolean'
+    filter.held = f.held
+  }
+  for (const k of ['since', 'until']) {
+    if (f[k] == null) continue
+    if (!isTime(f[k])) return `filter.${k} must be a time in ms since the epoch`
+    filter[k] = f[k]
+  }
+  const args = { filter }
+  if (p.query != null) {
+    if (typeof p.query !== 'string' || p.query.length > 512) return 'query must be a string of at most 512 characters'
+    args.query = p.query
+  }
+  if (p.before != null) {
+    if (typeof p.before !== 'string' || !/^[ts][0-9.-]{1,48}$/.test(p.before)) return 'before must be the next of a previous page'
+    args.before = p.before
+  }
+  if (p.limit != null) {
+    if (!Number.isInteger(p.limit) || p.limit < 1) return 'limit must be a positive integer'
+    args.limit = Math.min(p.limit, 200)
+  }
+  return args
+}
+
 /**
  * The route handler: `(endpoint, payload) → {ok, value} | {ok:false, error}`. Bad input is a readable error,
  * never a throw (a throw would be the host's 500).
@@ -143,6 +188,16 @@ function routeHandler(core, { home = () => resolveDshHome(), promptHost = () => 
         case 'machines.unlink': {
           if (typeof p.name !== 'string' || !MACHINE_NAME.test(p.name)) return bad('bad-request', 'name: a linked machine\'s name')
           return machines(await core.machinesUnlink(home(), p.name))
+        }
+        case 'mail.list': {
+          // {filter: {session?, fate?: string[], held?: boolean, since?: ms, until?: ms}, query?, before?, limit?}
+          const args = mailListArgs(p)
+          if (typeof args === 'string') return bad('bad-request', args)
+          return ok(parse(await core.mailList(home(), JSON.stringify(args))))
+        }
+        case 'mail.thread': {
+          if (typeof p.requestId !== 'string' || !REQUEST_ID.test(p.requestId)) return bad('bad-request', 'requestId must be a dsh-session-mail request id')
+          return ok(parse(await core.mailThread(home(), p.requestId)))
         }
         default:
           return bad('not-found', `no endpoint ${JSON.stringify(endpoint)}`)

@@ -133,13 +133,22 @@ pub fn run(
     };
     let begun = parsed.map(|req| {
         let live: Vec<String> = req.live.iter().map(|l| l.id.clone()).collect();
+        let home = req.host.dsh_home.clone();
         let begun =
             napi::bindgen_prelude::within_runtime_if_available(|| mail_core::tools::begin(req));
-        (begun, live)
+        (begun, live, home)
     });
     promise(env, async move {
         Ok(match begun {
-            Ok((begun, live)) => tool_outcome(begun.result().await, facts, &live),
+            Ok((begun, live, home)) => {
+                let r = begun.result().await;
+                // a send moved mail (its ledger line is written): the human's mail index catches up on
+                // the blocking pool, after this result (crates/core/src/mailindex/feed.rs `nudge`)
+                if matches!(&r, ToolResult::Send(s) if s.request_id().is_some()) {
+                    mail_core::mailindex::feed::nudge(&home_of(home.as_deref()));
+                }
+                tool_outcome(r, facts, &live)
+            }
             Err(refusal) => tool_outcome(ToolResult::Refused(refusal), None, &[]),
         })
     })
@@ -496,6 +505,27 @@ pub async fn mail_view(
         mail_core::mailview::view(&home, &session_id, limit.unwrap_or(100) as usize)
     })
     .await?;
+    to_json(&v)
+}
+
+/// The home-wide Agent mail page (issue 32): one page of the mail index, `mailindex::MailPage` as JSON.
+/// `args` is the JSON of `mailindex::MailListArgs` (`{filter, query?, before?, limit}`). The index is
+/// brought up to date (or rebuilt from the ledger and the logs) on the blocking pool first.
+#[napi]
+pub async fn mail_list(dsh_home: Option<String>, args: String) -> napi::Result<String> {
+    let home = home_of(dsh_home.as_deref());
+    let args: mail_core::mailindex::MailListArgs = serde_json::from_str(&args)
+        .map_err(|e| napi::Error::from_reason(format!("E_BAD_REQUEST mail.list arguments: {e}")))?;
+    let v = blocking(move || mail_core::mailindex::list(&home, &args)).await?;
+    to_json(&v)
+}
+
+/// The thread of one message (`mailindex::MailThread` as JSON): its chain and the mail between the same
+/// two sessions around it, oldest first.
+#[napi]
+pub async fn mail_thread(dsh_home: Option<String>, request_id: String) -> napi::Result<String> {
+    let home = home_of(dsh_home.as_deref());
+    let v = blocking(move || mail_core::mailindex::thread(&home, &request_id)).await?;
     to_json(&v)
 }
 

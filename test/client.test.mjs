@@ -1,4 +1,4 @@
-// The web client half (lib/client.js) outside a browser: the bundle registers one factory the way rc.8's
+// The web client half (client/, built by scripts/build-client.mjs into lib/client.js) outside a browser: the bundle registers one factory the way rc.8's
 // module system expects (packages/client/modules/src/index.ts `injectBootManifest`: `window.__ModuleLoader__
 // .load({id, factory})`), its apply uses only guarded extension points, and its pure parts tell our mail
 // from a human's on both host generations. The browser suite (test/real-host-browser.test.mjs) runs it
@@ -10,6 +10,7 @@ import { join } from 'node:path'
 import vm from 'node:vm'
 import { REPO_ROOT } from './real-host/harness.mjs'
 import { startClientRoutes } from '../lib/client-host.js'
+import { buildClient } from '../scripts/build-client.mjs'
 
 /** The handler startClientRoutes mounts on the host's Connection service (rpc.handle(channel, handler, options)). */
 function mounted(core) {
@@ -23,7 +24,8 @@ const routeHandler = (core, { home } = {}) => {
   return mounted(core)[0].handler
 }
 
-const SOURCE = readFileSync(join(REPO_ROOT, 'lib', 'client.js'), 'utf8')
+// the bundle as the source builds it now (what `npm run build:client` writes to lib/client.js)
+const SOURCE = await buildClient()
 const PKG = JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8'))
 
 const React = {
@@ -34,10 +36,10 @@ const React = {
 }
 
 /** Run the bundle as the page would; returns the registrations and the factory's exports. */
-function load({ withLoader = true } = {}) {
+function load({ withLoader = true, fetch } = {}) {
   const registered = []
   const window = withLoader ? { __ModuleLoader__: { load: r => registered.push(r) } } : {}
-  vm.runInNewContext(SOURCE, { window, console, setTimeout, clearTimeout, Promise, JSON, Map, Set, Symbol, Object, Array, String, Math, Date })
+  vm.runInNewContext(SOURCE, { window, console, setTimeout, clearTimeout, Promise, JSON, Map, Set, Symbol, Object, Array, String, Math, Date, ...(fetch ? { fetch } : {}) })
   if (!withLoader) return { registered }
   const required = []
   const exports = registered[0].factory(spec => {
@@ -96,9 +98,11 @@ test('every fate a mail row can carry has its label in both locales (binding Fat
   const core = createRequire(import.meta.url)('../binding.cjs')
   const states = Object.values(core.FateState)
   assert.ok(states.includes('expired') && states.includes('lost'), states.join())
+  // the dictionaries of the bundle the source builds to (esbuild prints its own quotes: read them as values)
+  const { en, zh } = load().exports.internals
   for (const state of states) {
-    const labels = SOURCE.match(new RegExp(`'fate\\.${state}': '[^']+'`, 'g')) ?? []
-    assert.equal(labels.length, 2, `${state}: ${labels.join(' | ')}`)
+    assert.ok(typeof en[`fate.${state}`] === 'string' && en[`fate.${state}`] !== '', `${state}: en label`)
+    assert.ok(typeof zh[`fate.${state}`] === 'string' && zh[`fate.${state}`] !== '', `${state}: zh label`)
   }
 })
 
@@ -126,6 +130,14 @@ test('apply shadows the user/steering renderers at priority -1, adds the mail ta
   assert.deepEqual({ ...view.options.inject('s-b') }, { sessionId: 's-b' })
   assert.equal(sources.length, 1)
   assert.equal(sources[0].trigger, '@')
+  // the home-wide page: its entry beside Settings at the sidebar foot, the page in the frame-wide overlay
+  // (rc.8 ui-sidebar contract/slots.ts 'sidebar.footer.action'; ui-layout 'shell.overlay')
+  const entry = regs.find(r => r.options.name === 'sidebar.footer.action')
+  assert.equal(entry.options.id, 'dsh-session-mail')
+  assert.equal(entry.options.label(), 'Agent mail')
+  const overlay = regs.find(r => r.options.name === 'shell.overlay')
+  assert.equal(overlay.options.id, 'dsh-session-mail-page')
+  assert.ok(effects.includes('dsh-session-mail: held counts in the session list'))
 
   // a human message goes to the built-in renderer (the registration it shadows), with the same props
   const Builtin = () => null
@@ -175,6 +187,110 @@ test('the routes refuse bad input readably and never throw', async () => {
   assert.deepEqual(await boom('view', { sessionId: 's-b' }), { ok: false, error: { code: 'internal', message: 'disk' } })
 })
 
+test('the page reads the routes\' rows as typed values: unknown fates, wrong types and bare machine ids are normalised, never believed', () => {
+  const { mailRow, pageOf, threadOf, countsOf, rulesOf, machinesOf } = load().exports.internals
+  const names = { ['a'.repeat(64)]: 'laptop' }
+  const r = mailRow({ requestId: 'dsh-session-mail:1', time: 5, sender: 's-a', senderTitle: 'A', senderMachine: 'a'.repeat(64), target: 's-b', fate: 'landed', text: 'hi', hop: 2 }, names)
+  assert.deepEqual({ ...r.senderMachine }, { id: 'a'.repeat(64), name: 'laptop' }, 'a bare machine id is named from the links list')
+  assert.equal(r.targetMachine, null, 'absent machine: this home')
+  assert.equal(r.fate, 'landed')
+  assert.equal(mailRow({ requestId: 'x', fate: 'delivered!' }).fate, 'unknown', 'a fate outside the enum reads unknown')
+  assert.equal(mailRow({ requestId: 'x', hop: '2', time: 'now' }).hop, null)
+  assert.equal(mailRow({ requestId: 7 }), null)
+  const page = pageOf({ rows: [{ requestId: 'b', time: 2 }, null, { requestId: 'a', time: 1 }], next: 't1.4' })
+  assert.deepEqual([...page.rows.map(x => x.requestId)], ['b', 'a'])
+  assert.equal(page.next, 't1.4')
+  const th = threadOf({ requestId: 'q', found: true, rows: [{ requestId: 'answer', time: 20 }, { requestId: 'q', time: 10 }], truncated: false })
+  assert.deepEqual([...th.rows.map(x => x.requestId)], ['q', 'answer'], 'a thread reads oldest first')
+  const c = countsOf({ sessions: [{ sessionId: 's-b', held: 2, nextExpiresAt: 900 }, { sessionId: 's-c', held: 1, nextExpiresAt: 500 }, { sessionId: 's-d', held: -3 }, { held: 4 }], total: 3 })
+  assert.deepEqual({ ...c.bySession }, { 's-b': 2, 's-c': 1 })
+  assert.equal(c.total, 3)
+  assert.equal(c.nextExpiresAt, 500)
+  const rules = rulesOf({ order: ['stop-all', 'sender', 'machine', 'session', 'default'], stopAll: false, senders: { 's-a': 'accept', 's-x': 'maybe' }, machines: {}, heldTtlMs: 86400000 })
+  assert.deepEqual({ ...rules.senders }, { 's-a': 'accept' }, 'an inbound outside accept|hold|refuse is dropped')
+  assert.deepEqual([...rulesOf({}).order], ['stop-all', 'sender', 'machine', 'session', 'default'], 'the one order when a route leaves it out')
+  assert.deepEqual([...machinesOf({ machines: [{ id: 'm1', name: 'desk', inbound: 'hold' }, { name: 'no id' }] }).map(m => m.name)], ['desk'])
+  // the link crate's `links` answer (machinesList): {links: [{id, name, relay, addrs, linkedAt, online, lastSeen, rttMs, error}]}
+  const [laptop] = machinesOf({ ok: true, links: [{ id: 'b'.repeat(64), name: 'laptop', relay: 'none', addrs: [], linkedAt: 5, online: true, rttMs: 3, error: null }] })
+  assert.deepEqual({ name: laptop.name, online: laptop.online, rttMs: laptop.rttMs, relay: laptop.relay }, { name: 'laptop', online: true, rttMs: 3, relay: 'none' })
+})
+
+test('the page asks mail.list with the index\'s filter shape, and a held card counts down to expiry', () => {
+  const { listPayload, timeLeft } = load().exports.internals
+  const none = { session: '', fate: '', held: false, since: '', query: '' }
+  assert.deepEqual(JSON.parse(JSON.stringify(listPayload(none, 1000, null, 50))), { filter: {}, limit: 50 })
+  const all = { session: 's-b', fate: 'held', held: true, since: '1h', query: '  migration ' }
+  assert.deepEqual(JSON.parse(JSON.stringify(listPayload(all, 7_200_000, 't5.1', 50))),
+    { filter: { session: 's-b', fate: ['held'], held: true, since: 3_600_000 }, limit: 50, query: 'migration', before: 't5.1' })
+  assert.deepEqual({ ...timeLeft(1000 + 23 * 3_600_000 + 5 * 60_000, 1000) }, { expired: false, h: 23, m: 5 })
+  assert.deepEqual({ ...timeLeft(1000 + 30_000, 1000) }, { expired: false, h: 0, m: 1 }, 'less than a minute left shows a minute, not zero')
+  assert.equal(timeLeft(1000, 1000).expired, true)
+  assert.equal(timeLeft(null, 1000), null)
+})
+
+test('a session row is told by its own node prop, else by a title exactly one session has; never guessed', () => {
+  const { sessionIdOfRow } = load().exports.internals
+  const snap = { ids: ['s-a', 's-b', 's-c'], byId: { 's-a': { id: 's-a', displayTitle: 'Planner' }, 's-b': { id: 's-b', displayTitle: 'Twin' }, 's-c': { id: 's-c', displayTitle: 'Twin' } } }
+  const row = { '__reactFiber$abc': { memoizedProps: { className: 'x' }, return: { memoizedProps: { node: { id: 's-c' } }, return: null } } }
+  assert.equal(sessionIdOfRow(row, snap, 'Twin'), 's-c', 'the fiber\'s node prop names the row')
+  assert.equal(sessionIdOfRow({}, snap, 'Planner'), 's-a', 'a unique title')
+  assert.equal(sessionIdOfRow({}, snap, 'Twin'), null, 'two sessions share the title: no badge rather than a wrong one')
+  assert.equal(sessionIdOfRow({ '__reactFiber$x': { memoizedProps: { node: { id: 's-gone' } } } }, snap, null), null)
+})
+
+test('held counts are asked when shown, when a session\'s turn ends, and never with nobody subscribed', async () => {
+  const asked = []
+  const fetch = async (url, init) => {
+    asked.push(url)
+    const total = asked.length
+    return { ok: true, json: async () => ({ type: 'server-response', result: { ok: true, value: { sessions: [{ sessionId: 's-c', held: total, nextExpiresAt: null }], total, truncated: false } } }) }
+  }
+  const { createHeldCounts } = load({ fetch }).exports.internals
+  let rows = { 's-a': { id: 's-a', running: true }, 's-c': { id: 's-c' } }
+  const subs = new Set()
+  const ctx = { sessions: { list: { getSnapshot: () => ({ ids: Object.keys(rows), byId: rows }), subscribe: fn => { subs.add(fn); return () => subs.delete(fn) } } } }
+  const counts = createHeldCounts(ctx)
+  const tick = () => new Promise(r => setTimeout(r, 20))
+  await tick()
+  assert.equal(asked.length, 0, 'nobody shows the counts: nothing is asked')
+  const off = counts.subscribe(() => {})
+  await tick()
+  assert.deepEqual(asked, ['/dsh-session-mail/held.counts'], 'asked once when first shown')
+  assert.equal(counts.get().bySession['s-c'], 1)
+  rows = { 's-a': { id: 's-a', running: true }, 's-c': { id: 's-c', running: true } }
+  subs.forEach(fn => fn())
+  await tick()
+  assert.equal(asked.length, 1, 'a turn starting changes nothing')
+  rows = { 's-a': { id: 's-a' }, 's-c': { id: 's-c', running: true } }
+  subs.forEach(fn => fn())
+  await tick()
+  assert.equal(asked.length, 2, 'A\'s turn ended (it may have sent): asked again')
+  assert.equal(counts.get().total, 2)
+  off()
+  assert.equal(subs.size, 0, 'the last subscriber gone: the session list is left alone')
+  rows = { 's-a': { id: 's-a' }, 's-c': { id: 's-c' } }
+  await tick()
+  assert.equal(asked.length, 2)
+})
+
+test('the page store opens and closes the page and names the thread shown', () => {
+  const { createPageStore } = load().exports.internals
+  const p = createPageStore()
+  let n = 0
+  const off = p.subscribe(() => { n++ })
+  assert.equal(p.isOpen(), false)
+  p.open('dsh-session-mail:1')
+  assert.equal(p.isOpen(), true)
+  assert.equal(p.thread(), 'dsh-session-mail:1')
+  p.open()
+  assert.equal(p.thread(), 'dsh-session-mail:1', 'opening again keeps the thread')
+  p.close()
+  off()
+  p.open(null)
+  assert.equal(n, 3)
+  assert.equal(p.thread(), null)
+})
+
 // Issue 32's routes against the real core (crates/core/src/human.rs): the payloads and results are its DTOs.
 test('rules.set / rules.list / policy.set heldTtlMs / held.counts / held.decideMany / human.sendMany answer with the core\'s DTOs, bad shapes never reach it', async () => {
   const { loadCore } = await import('../lib/native.js')
@@ -217,5 +333,80 @@ test('rules.set / rules.list / policy.set heldTtlMs / held.counts / held.decideM
     }
   } finally {
     rmSync(dir, { recursive: true, force: true })
+  }
+})
+
+test('mail.list and mail.thread check every field before the core sees it, and pass a clean copy', async () => {
+  const calls = []
+  const core = {
+    mailList: async (...a) => { calls.push(['mailList', ...a]); return '{"rows":[],"next":null,"index":{"rows":0,"rebuilt":null,"error":null}}' },
+    mailThread: async (...a) => { calls.push(['mailThread', ...a]); return '{"found":false}' },
+  }
+  const handle = routeHandler(core, { home: () => '/h' })
+  for (const bad of [
+    { filter: [] }, { filter: { session: '../x' } }, { filter: { fate: ['sent'] } }, { filter: { held: 'yes' } },
+    { filter: { since: -1 } }, { filter: { until: 1.5 } }, { query: 7 }, { query: 'x'.repeat(513) },
+    { before: 'drop table' }, { limit: 0 }, { limit: 'all' },
+  ]) assert.equal((await handle('mail.list', bad)).error.code, 'bad-request', JSON.stringify(bad))
+  assert.equal((await handle('mail.thread', { requestId: 'nope' })).error.code, 'bad-request')
+  assert.equal(calls.length, 0, 'nothing reached the core')
+  const page = await handle('mail.list', { filter: { session: 's-b', fate: 'held', since: 5, extra: 1 }, query: 'migration', before: 't1.2', limit: 900, other: true })
+  assert.deepEqual(page.value, { rows: [], next: null, index: { rows: 0, rebuilt: null, error: null } })
+  assert.deepEqual(calls[0], ['mailList', '/h', JSON.stringify({ filter: { session: 's-b', fate: ['held'], since: 5 }, query: 'migration', before: 't1.2', limit: 200 })])
+  await handle('mail.list', {})
+  assert.deepEqual(calls[1], ['mailList', '/h', '{"filter":{}}'])
+  const rid = 'dsh-session-mail:01234567-89ab-4def-8123-456789abcdef'
+  assert.deepEqual(await handle('mail.thread', { requestId: rid }), { ok: true, value: { found: false } })
+  assert.deepEqual(calls[2], ['mailThread', '/h', rid])
+})
+
+test('the page\'s routes over the real core: every message with its text, a word finds it, its thread in order', async () => {
+  const { createRequire } = await import('node:module')
+  const { mkdtempSync, mkdirSync, writeFileSync, rmSync } = await import('node:fs')
+  const os = await import('node:os')
+  const core = createRequire(import.meta.url)('../binding.cjs')
+  const home = mkdtempSync(join(os.tmpdir(), 'dsh-mail-page-'))
+  try {
+    const sid = c => `session-0000000${c}-0000-4000-8000-00000000000${c}`
+    const rid = n => `dsh-session-mail:00000000-0000-4000-8000-00000000000${n}`
+    const T = Date.UTC(2026, 10, 1)
+    // the ledger as the senders' cores write it, and each delivery landed in its target's rc.8 V0 log
+    const lines = [[1, 'a', 'b', rid(1), 1], [2, 'b', 'a', rid(1), 2], [3, 'a', 'c', rid(3), 1]].map(([n, f, t, chain, hop]) =>
+      JSON.stringify({ time: new Date(T + n * 1000).toISOString(), sender: sid(f), target: sid(t), tool: 'sessions_send', mode: 'queue', requestId: rid(n), outcome: 'accepted', bodyChars: 1, bodySha256: '0', chain, hop }))
+    mkdirSync(join(home, 'dsh-session-mail'), { recursive: true, mode: 0o700 })
+    writeFileSync(join(home, 'dsh-session-mail', 'ledger.jsonl'), lines.join('\n') + '\n', { mode: 0o600 })
+    const bodies = { 1: 'what about the migration?', 2: 'the schema is migrated', 3: 'unrelated: deploy at noon' }
+    const into = { a: [2], b: [1], c: [3] }
+    for (const [s, ns] of Object.entries(into)) {
+      let seq = 0
+      const ev = (type, data, surface) => JSON.stringify({ type, seq: seq++, time: T + seq, data, ...(surface ? { surfaceOp: 'append' } : {}) })
+      const rows = [JSON.stringify({ type: 'session', version: 0, id: sid(s), createdAt: T - 1000, cwd: '/w', delegationDepth: 0, agentPreset: 'standard' })]
+      ns.forEach((n, i) => {
+        const from = n === 2 ? 'b' : 'a'
+        const msg = { content: [{ type: 'text', text: `From ${sid(from)} \uFF1A\n${bodies[n]}` }], source: { kind: 'user', rpcId: rid(n) }, role: 'user', id: `m-${n}` }
+        rows.push(ev('agent/inbox/spliced', { target: 'next-turn', start: 0, inserted: [msg] }), ev('turn/start', { turn: i + 1 }),
+          ev('agent/inbox/spliced', { target: 'next-turn', start: 0, removedCount: 1, inserted: [] }), ev('step/start', { turn: i + 1, step: 1 }),
+          ev('user/message', msg, true), ev('session/title', { title: `Planner ${s.toUpperCase()}`, messageSeqs: [seq - 1], source: { kind: 'fallback' } }))
+      })
+      mkdirSync(join(home, 'sessions', '--w--', sid(s)), { recursive: true })
+      writeFileSync(join(home, 'sessions', '--w--', sid(s), 'session.jsonl'), rows.join('\n') + '\n')
+    }
+    const handle = routeHandler(core, { home: () => home })
+    const all = (await handle('mail.list', { limit: 2 })).value
+    assert.equal(all.index.rebuilt, 'missing', 'the first call builds the index')
+    assert.deepEqual(all.rows.map(r => [r.requestId, r.text, r.fate, r.senderTitle]), [[rid(3), bodies[3], 'landed', 'Planner A'], [rid(2), bodies[2], 'landed', 'Planner B']])
+    const rest = (await handle('mail.list', { limit: 2, before: all.next })).value
+    assert.deepEqual(rest.rows.map(r => r.requestId), [rid(1)])
+    assert.equal(rest.next, null)
+    const found = (await handle('mail.list', { query: 'migration' })).value
+    assert.deepEqual(found.rows.map(r => r.requestId), [rid(1)], 'a word in its body')
+    assert.deepEqual((await handle('mail.list', { filter: { session: sid('c') } })).value.rows.map(r => r.requestId), [rid(3)])
+    const t = (await handle('mail.thread', { requestId: rid(2) })).value
+    assert.equal(t.found, true)
+    assert.equal(t.chain, rid(1))
+    assert.deepEqual(t.rows.map(r => r.text), [bodies[1], bodies[2]], 'both sides, in order')
+    assert.deepEqual(t.sessions.map(s => [s.id, s.title]), [[sid('a'), 'Planner A'], [sid('b'), 'Planner B']])
+  } finally {
+    rmSync(home, { recursive: true, force: true })
   }
 })

@@ -24,6 +24,7 @@ pub mod ledger;
 pub mod machine;
 pub mod mail;
 pub mod mailbox;
+pub mod mailindex;
 pub mod mailview;
 pub mod outcome;
 pub mod policy;

@@ -118,13 +118,13 @@ pub fn policy_view(home: &Path, session: &str) -> PolicyView {
     }
 }
 
-struct Titles<'a> {
-    home: &'a Path,
-    memo: HashMap<String, Option<store::StoredSession>>,
+pub(crate) struct Titles<'a> {
+    pub(crate) home: &'a Path,
+    pub(crate) memo: HashMap<String, Option<store::StoredSession>>,
 }
 
 impl Titles<'_> {
-    fn session(&mut self, id: &str) -> Option<&store::StoredSession> {
+    pub(crate) fn session(&mut self, id: &str) -> Option<&store::StoredSession> {
         if !self.memo.contains_key(id) {
             let s = match store::load_session(self.home, id) {
                 Lookup::Found(s) => Some(s),
@@ -134,12 +134,17 @@ impl Titles<'_> {
         }
         self.memo.get(id).and_then(|s| s.as_ref())
     }
-    fn title(&mut self, id: &str) -> Option<String> {
+    pub(crate) fn title(&mut self, id: &str) -> Option<String> {
         self.session(id).and_then(|s| s.meta.title.clone())
     }
 }
 
-fn row_fate(home: &Path, titles: &mut Titles, e: &Entry, request_id: &str) -> (FateState, String) {
+pub(crate) fn row_fate(
+    home: &Path,
+    titles: &mut Titles,
+    e: &Entry,
+    request_id: &str,
+) -> (FateState, String) {
     let target = e.target.as_deref();
     // A send refused when it was sent has no other trace: its ledger line is its fate.
     let refused = e.outcome.is_refused();

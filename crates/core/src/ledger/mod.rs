@@ -822,6 +822,23 @@ fn read_lines(f: File) -> io::Result<(Vec<Line>, usize, bool)> {
     read_from(f).map(|r| (r.lines, r.unreadable, r.torn))
 }
 
+/// The complete lines of the ledger file `path` from byte `offset` on (the human's mail index reads what
+/// was appended since its watermark, `crate::mailindex::feed`), and the offset after the last complete
+/// line (a torn tail is read again next time). Opened as the other reads open it: never through a link,
+/// a regular file of at most [`READ_CAP`] bytes.
+pub fn read_tail(path: &Path, offset: u64) -> io::Result<(Vec<Entry>, u64)> {
+    let (mut f, m) = fsafe::open_regular(path, Follow::No, Some(READ_CAP))?;
+    if offset > m.len() {
+        return Err(io::Error::other("the ledger is shorter than the offset"));
+    }
+    f.seek(SeekFrom::Start(offset))?;
+    let c = read_from(f.take(READ_CAP - offset))?;
+    Ok((
+        c.lines.into_iter().map(|l| l.entry).collect(),
+        offset + c.used,
+    ))
+}
+
 /// What [`read_from`] parsed.
 struct Chunk {
     lines: Vec<Line>,

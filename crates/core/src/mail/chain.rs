@@ -319,7 +319,10 @@ impl Logs<'_> {
 }
 
 /// The texts of the events at `wanted` in `st`'s log (every `text` string of the event, joined by newlines).
-fn texts(st: &store::StoredSession, wanted: &[(u64, store::frames::Loc)]) -> Vec<(u64, String)> {
+pub(crate) fn texts(
+    st: &store::StoredSession,
+    wanted: &[(u64, store::frames::Loc)],
+) -> Vec<(u64, String)> {
     fn collect(v: &serde_json::Value, out: &mut String) {
         match v {
             serde_json::Value::Object(m) => {

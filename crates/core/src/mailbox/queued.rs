@@ -1071,6 +1071,25 @@ pub enum QueuedState {
     Removed(Removed),
 }
 
+/// The delivered text of `request_id` as its queued record in `session`'s shard keeps it (the human's
+/// mail index shows it until the message lands; `crate::mailindex::feed`). None: no record.
+pub fn text_of(home: &Path, session: &str, request_id: &str) -> Option<String> {
+    let key = key_of(request_id)?;
+    let d = shard(home, session)?;
+    fsafe::check_private_dir(&d).ok()?;
+    let prefix = format!("{key}.held-");
+    fs::read_dir(&d)
+        .ok()?
+        .flatten()
+        .take(MAX_NAMES * 4)
+        .find_map(|e| {
+            let n = e.file_name().into_string().ok()?;
+            n.strip_prefix(&prefix)?.parse::<u32>().ok()?;
+            let h = read_queued(&e.path())?;
+            (h.request_id == request_id && h.session_id == session).then_some(h.text)
+        })
+}
+
 /// The record or tombstone of `request_id` in `session`'s shard.
 pub fn lookup(home: &Path, session: &str, request_id: &str, now_ms: i64) -> Option<QueuedState> {
     let key = key_of(request_id)?;

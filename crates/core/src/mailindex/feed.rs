@@ -1,0 +1,680 @@
+//! Feeding the mail index from the source of truth: the audit ledger (who sent what to whom, when, in
+//! which chain; the outcome) and what the logs and the plugin's folders say of each request since (its
+//! fate as `verify` reads it; its text from the target's log once landed, else from the held envelope or
+//! the queued record).
+//!
+//! [`fold`] is the whole derivation: the rows the index must hold for a home as it is now. [`sync`]
+//! brings an index there: a rebuild (`Index::replace_all` of [`fold`]) when it is new, replaced, of
+//! another derivation, or its watermark no longer matches the ledger (truncated, replaced, deleted: the
+//! watermark is the ledger file's device, inode and first line, and how many bytes of it were read);
+//! else incrementally — the ledger's bytes appended since the watermark (through a rotation: the rest of
+//! the file read last, then the newer ones), and the newest rows whose fate can still move (queued,
+//! waiting, held, approved, lost, unknown) looked at again.
+//! Every write is an idempotent upsert, so several processes feeding one index agree.
+//!
+//! Off the host's thread: the routes run it on the blocking pool before they read, and a send hands it
+//! to the blocking pool after its result ([`nudge`]; coalesced: one pass at a time, one more if mail
+//! moved meanwhile). Nothing here is read by a delivery decision.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+use index::{Aside, Index, IndexError, Opened, Row};
+use serde::{Deserialize, Serialize};
+
+use super::IndexStatus;
+use crate::fate::FateState;
+use crate::ledger::{self, Entry, Filter, LedgerOutcome};
+use crate::mailview::{self, Titles};
+
+/// The derivation's version: an index built by another is rebuilt.
+pub const DERIVE_VERSION: u32 = 1;
+/// Fates that can still change.
+pub const OPEN_FATES: [FateState; 6] = [
+    FateState::Queued,
+    FateState::Waiting,
+    FateState::Held,
+    FateState::Approved,
+    FateState::Lost,
+    FateState::Unknown,
+];
+
+fn open_fates() -> Vec<&'static str> {
+    OPEN_FATES.iter().map(|f| f.as_str()).collect()
+}
+/// Open rows looked at again on every pass: the newest ones.
+pub const RECHECK_NEWEST: usize = 8;
+/// Open rows looked at again per pass after those, in turn (fewer when the budget runs out first).
+pub const RECHECK: usize = 64;
+/// How long a pass spends looking at open rows again (past it the rest waits for the next pass; at
+/// least one is looked at — a row whose target's log this process has not read yet costs a fold of it).
+pub const RECHECK_BUDGET: std::time::Duration = std::time::Duration::from_millis(6);
+/// Open rows are looked at again at most this often per home and process (the page polls every 2 s; a
+/// thread opened right after a list, or a burst of sends, looks once).
+pub const RECHECK_EVERY: std::time::Duration = std::time::Duration::from_millis(1000);
+
+/// When each home's open rows were last looked at again by this process.
+static RECHECKED: Mutex<Vec<(PathBuf, std::time::Instant)>> = Mutex::new(Vec::new());
+
+fn recheck_due(home: &Path) -> bool {
+    let mut r = RECHECKED.lock().unwrap_or_else(|p| p.into_inner());
+    let now = std::time::Instant::now();
+    match r.iter_mut().find(|(h, _)| h == home) {
+        Some((_, at)) if now.duration_since(*at) < RECHECK_EVERY => false,
+        Some((_, at)) => {
+            *at = now;
+            true
+        }
+        None => {
+            r.push((home.to_path_buf(), now));
+            true
+        }
+    }
+}
+
+/// (time, row id) of the last open row a pass looked at: the next pass goes on after it.
+type Cursor = Option<(i64, i64)>;
+
+/// Where the next pass goes on looking at open rows, per home.
+static CURSORS: Mutex<Vec<(PathBuf, Cursor)>> = Mutex::new(Vec::new());
+
+/// The watermark: what the index was built from.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+struct Source {
+    v: u32,
+    /// The live ledger file when it was last read.
+    ledger: Option<FileId>,
+    /// Bytes of it read (up to the end of its last complete line then).
+    offset: u64,
+}
+
+/// A ledger file as the watermark knows it: device, inode, length, and a hash of its first line (a file
+/// removed and written anew can get the same inode back).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+struct FileId {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    head: String,
+}
+
+/// Bytes of a ledger's head hashed (its first line, whole or in part).
+const HEAD_BYTES: usize = 256;
+
+fn identity(p: &Path) -> Option<FileId> {
+    let (f, m) = base::fsafe::open_regular(p, base::fsafe::Follow::No, None).ok()?;
+    let mut head = Vec::with_capacity(HEAD_BYTES);
+    std::io::Read::read_to_end(&mut std::io::Read::take(&f, HEAD_BYTES as u64), &mut head).ok()?;
+    let head = head.split(|&b| b == b'\n').next().unwrap_or(&[]);
+    let head = ledger::sha256_hex(&String::from_utf8_lossy(head));
+    #[cfg(unix)]
+    let (dev, ino) = {
+        use std::os::unix::fs::MetadataExt;
+        (m.dev(), m.ino())
+    };
+    #[cfg(not(unix))]
+    let (dev, ino) = (0, 0);
+    Some(FileId {
+        dev,
+        ino,
+        len: m.len(),
+        head,
+    })
+}
+
+/// What an incremental pass reads: the ledger files from where the watermark ended, oldest first (the file
+/// it ended in from its offset, and each file rotated after it whole), and the live file's identity; or
+/// why the index must be rebuilt instead.
+/// The ledger files to read (each from a byte offset), oldest first, and the live file's identity.
+type ToRead = (Vec<(PathBuf, u64)>, Option<FileId>);
+
+fn to_read(home: &Path, src: Option<&Source>) -> Result<ToRead, &'static str> {
+    let Some(src) = src else {
+        return Err("no watermark");
+    };
+    if src.v != DERIVE_VERSION {
+        return Err("another derivation");
+    }
+    let live = identity(&ledger::path(home));
+    let Some(was) = src.ledger.as_ref() else {
+        // no ledger when it was last read: all of the one there is now
+        return Ok((live.iter().map(|_| (ledger::path(home), 0)).collect(), live));
+    };
+    let same = |now: &FileId| (now.dev, now.ino, &now.head) == (was.dev, was.ino, &was.head);
+    // the file read last is the live one, or one rotated since (ledger.N, then N-1 … 1 and the live one)
+    let files: Vec<PathBuf> = std::iter::once(ledger::path(home))
+        .chain((1..=3).map(|n| ledger::rotated_path(home, n)))
+        .collect();
+    for (n, p) in files.iter().enumerate() {
+        let Some(now) = (if n == 0 { live.clone() } else { identity(p) }) else {
+            continue;
+        };
+        if !same(&now) {
+            continue;
+        }
+        if now.len < src.offset {
+            return Err("the ledger was truncated");
+        }
+        let mut read = vec![(p.clone(), src.offset)];
+        read.extend(files[..n].iter().rev().map(|p| (p.clone(), 0)));
+        return Ok((read, live));
+    }
+    Err("the ledger was replaced")
+}
+
+/// One request id's lines, folded.
+#[derive(Default)]
+struct Acc {
+    time: Option<i64>,
+    entry: Option<Entry>,
+}
+
+/// The ledger's lines as one entry per request id (its first line's time; sender, target, tool and
+/// mode from the first line that names them; chain and hop from any; the outcome of the last line).
+fn group(entries: &[Entry]) -> Vec<(String, i64, Entry)> {
+    let mut order: Vec<String> = Vec::new();
+    let mut accs: HashMap<String, Acc> = HashMap::new();
+    for e in entries {
+        let Some(rid) = e.request_id.as_deref().filter(|r| !r.is_empty()) else {
+            continue;
+        };
+        let acc = accs.entry(rid.to_string()).or_insert_with(|| {
+            order.push(rid.to_string());
+            Acc::default()
+        });
+        let t = e.time_ms().unwrap_or(0);
+        acc.time = Some(acc.time.map_or(t, |x| x.min(t)));
+        match acc.entry.as_mut() {
+            None => acc.entry = Some(e.clone()),
+            Some(a) => {
+                a.sender = a.sender.take().or_else(|| e.sender.clone());
+                a.target = a.target.take().or_else(|| e.target.clone());
+                a.mode = a.mode.take().or_else(|| e.mode.clone());
+                a.chain = a.chain.take().or_else(|| e.chain.clone());
+                a.hop = a.hop.max(e.hop);
+                a.outcome = e.outcome.clone();
+            }
+        }
+    }
+    order
+        .into_iter()
+        .filter_map(|rid| {
+            let a = accs.remove(&rid)?;
+            Some((rid, a.time.unwrap_or(0), a.entry?))
+        })
+        .collect()
+}
+
+/// The message as its sender wrote it: the delivered text without the From header or the frame.
+pub fn body_of(text: &str) -> &str {
+    use crate::mail::{FRAME_BEGIN, FRAME_END, FRAME_TITLE, HEADER_COLON};
+    if let Some(head) = text.strip_prefix(FRAME_TITLE) {
+        let begin = format!("\n{FRAME_BEGIN}\n");
+        if let Some(i) = head.find(&begin) {
+            let body = &head[i + begin.len()..];
+            let end = format!("\n{FRAME_END}");
+            return body.strip_suffix(&end).unwrap_or(body);
+        }
+        return text;
+    }
+    if let Some((first, rest)) = text.split_once('\n') {
+        if first.starts_with("From ") && first.ends_with(HEADER_COLON) {
+            return rest;
+        }
+    }
+    text
+}
+
+/// The texts of `ids` that landed in `target`'s log (one fetch per log).
+fn landed_texts(titles: &mut Titles, target: &str, ids: &[&str]) -> HashMap<String, String> {
+    let Some(st) = titles.session(target) else {
+        return HashMap::new();
+    };
+    let mut want: HashMap<u64, &str> = HashMap::new();
+    for rid in ids {
+        if let Some((seq, _)) = st.fold.requests.get(*rid).and_then(|t| t.landed) {
+            want.insert(seq, rid);
+        }
+    }
+    if want.is_empty() {
+        return HashMap::new();
+    }
+    let wanted: Vec<(u64, store::frames::Loc)> = st
+        .fold
+        .surface
+        .iter()
+        .filter(|n| want.contains_key(&n.seq))
+        .map(|n| (n.seq, n.loc))
+        .collect();
+    crate::mail::chain::texts(st, &wanted)
+        .into_iter()
+        .filter_map(|(seq, t)| {
+            let rid = want.get(&seq)?;
+            Some((rid.to_string(), t.trim_end_matches('\n').to_string()))
+        })
+        .collect()
+}
+
+/// The rows of `grouped` as the logs and the plugin's folders say now.
+fn derive(home: &Path, titles: &mut Titles, grouped: &[(String, i64, Entry)]) -> Vec<Row> {
+    let mut rows: Vec<Row> = grouped
+        .iter()
+        .map(|(rid, time, e)| {
+            let (fate, _) = mailview::row_fate(home, titles, e, rid);
+            let fate = fate.as_str().to_string();
+            Row {
+                request_id: rid.clone(),
+                time: *time,
+                sender_title: e.sender.as_deref().and_then(|s| titles.title(s)),
+                sender: e.sender.clone(),
+                sender_machine: None,
+                target_title: e.target.as_deref().and_then(|s| titles.title(s)),
+                target: e.target.clone(),
+                target_machine: None,
+                tool: e.tool.clone(),
+                mode: e.mode.clone(),
+                hop: e.hop,
+                chain: e.chain.clone(),
+                fate,
+                text: None,
+            }
+        })
+        .collect();
+    // texts: landed ones from each target's log, one fetch per log; the others from the held
+    // envelope or the queued record
+    let mut by_target: HashMap<String, Vec<usize>> = HashMap::new();
+    for (i, r) in rows.iter().enumerate() {
+        if let (Some(t), "landed") = (r.target.as_deref(), r.fate.as_str()) {
+            by_target.entry(t.to_string()).or_default().push(i);
+        }
+    }
+    for (target, idx) in by_target {
+        let ids: Vec<&str> = idx.iter().map(|&i| rows[i].request_id.as_str()).collect();
+        let mut got = landed_texts(titles, &target, &ids);
+        for i in idx {
+            rows[i].text = got.remove(&rows[i].request_id);
+        }
+    }
+    for r in rows.iter_mut().filter(|r| r.text.is_none()) {
+        r.text = match r.fate.as_str() {
+            "held" | "approved" | "rejected" | "expired" => {
+                crate::policy::held::state_of(home, &r.request_id, r.target.as_deref())
+                    .map(|h| h.envelope.text)
+            }
+            "queued" | "lost" | "removed" | "canceled" => r
+                .target
+                .as_deref()
+                .and_then(|t| crate::mailbox::queued::text_of(home, t, &r.request_id)),
+            _ => None,
+        };
+    }
+    for r in rows.iter_mut() {
+        if let Some(t) = r.text.as_mut() {
+            let b = body_of(t);
+            if b.len() != t.len() {
+                *t = b.to_string();
+            }
+        }
+    }
+    rows
+}
+
+fn new_titles(home: &Path) -> Titles<'_> {
+    Titles {
+        home,
+        memo: HashMap::new(),
+    }
+}
+
+/// The whole derivation: the rows the index must hold for `home` now, oldest first (by the ledger's
+/// order). An unreadable ledger is an error (the index is then left as it is).
+pub fn fold(home: &Path) -> Result<Vec<Row>, ledger::LedgerError> {
+    let read = ledger::read_ledger(home, &Filter::default())?;
+    let grouped = group(&read.entries);
+    let mut titles = new_titles(home);
+    Ok(derive(home, &mut titles, &grouped))
+}
+
+/// What a pass did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Synced {
+    /// Brought up to date: this many rows changed.
+    Incremental(usize),
+    /// Rebuilt from the source, for this reason.
+    Rebuilt(String),
+}
+
+fn rebuild(home: &Path, ix: &mut Index, why: &str) -> Result<Synced, IndexError> {
+    // the live file's identity first: lines appended while the fold reads are read again next time
+    // (an upsert of the same row changes nothing)
+    let ledger_now = identity(&ledger::path(home));
+    let rows = fold(home).map_err(|e| IndexError::Io(std::io::Error::other(e.to_string())))?;
+    let src = Source {
+        v: DERIVE_VERSION,
+        offset: ledger_now
+            .as_ref()
+            .map_or(0, |l| complete_len(&ledger::path(home), l.len)),
+        ledger: ledger_now,
+    };
+    ix.replace_all(&rows, &serde_json::to_string(&src).unwrap_or_default())?;
+    ix.checkpoint()?;
+    Ok(Synced::Rebuilt(why.to_string()))
+}
+
+/// The length of `path`'s first `len` bytes up to the end of their last complete line.
+fn complete_len(path: &Path, len: u64) -> u64 {
+    let Ok((mut f, _)) = base::fsafe::open_regular(path, base::fsafe::Follow::No, None) else {
+        return 0;
+    };
+    let back = len.min(ledger::LINE_CAP as u64 + 1);
+    let mut buf = vec![0u8; back as usize];
+    use std::io::{Read, Seek, SeekFrom};
+    if f.seek(SeekFrom::Start(len - back)).is_err() || f.read_exact(&mut buf).is_err() {
+        return 0;
+    }
+    match memchr::memrchr(b'\n', &buf) {
+        Some(i) => len - back + i as u64 + 1,
+        None => 0,
+    }
+}
+
+/// Bring `ix` up to date with `home`'s ledger and logs (see the module's doc). `opened`: how the file
+/// was found when this process opened it (a new or replaced one is rebuilt).
+pub fn sync(
+    home: &Path,
+    ix: &mut Index,
+    opened: Option<&Opened>,
+    look: bool,
+) -> Result<Synced, IndexError> {
+    match opened {
+        Some(Opened::Created) => return rebuild(home, ix, "missing"),
+        Some(Opened::Replaced(a)) => return rebuild(home, ix, &a.to_string()),
+        _ => {}
+    }
+    let state = ix.state()?;
+    let src: Option<Source> = serde_json::from_str(&state.source).ok();
+    let (files, live) = match to_read(home, src.as_ref()) {
+        Ok(r) => r,
+        Err(why) => {
+            return rebuild(
+                home,
+                ix,
+                if state.source.is_empty() {
+                    "missing"
+                } else {
+                    why
+                },
+            );
+        }
+    };
+    let mut titles = new_titles(home);
+    // the ledger's lines appended since the watermark
+    let mut entries = Vec::new();
+    let mut offset = 0;
+    for (p, from) in &files {
+        let (mut got, end) = ledger::read_tail(p, *from).map_err(IndexError::Io)?;
+        entries.append(&mut got);
+        offset = end;
+    }
+    let grouped = group(&entries);
+    let mut seen: HashSet<String> = grouped.iter().map(|(r, _, _)| r.clone()).collect();
+    let mut rows = derive(home, &mut titles, &grouped);
+    // A request seen again through a later line alone (a second line past the slack): keep what the
+    // index knew of its first.
+    for r in rows.iter_mut() {
+        if let Some(old) = ix.get(&r.request_id)? {
+            if old.time < r.time {
+                r.time = old.time;
+            }
+            r.sender = r.sender.take().or(old.sender);
+            r.target = r.target.take().or(old.target);
+            r.mode = r.mode.take().or(old.mode);
+            r.chain = r.chain.take().or(old.chain);
+            r.sender_title = r.sender_title.take().or(old.sender_title);
+            r.target_title = r.target_title.take().or(old.target_title);
+        }
+    }
+    // mail that can still move, looked at again: the newest few on every pass, then the others in turn
+    // from where the last pass stopped, while the pass's budget lasts
+    let started = std::time::Instant::now();
+    let as_entry = |r: index::Row| {
+        let mut e = Entry::new(
+            r.time,
+            r.sender.as_deref(),
+            r.target.as_deref(),
+            &r.tool,
+            r.mode.as_deref(),
+            Some(&r.request_id),
+            LedgerOutcome::Accepted,
+            None,
+        );
+        e.hop = r.hop;
+        e.chain = r.chain.clone();
+        (r.request_id.clone(), r.time, e)
+    };
+    let mut looked = 0usize;
+    let mut recheck = |ids: Vec<(String, i64, i64)>,
+                       rows: &mut Vec<Row>|
+     -> Result<Option<(i64, i64)>, IndexError> {
+        for (rid, time, id) in ids {
+            if looked > 0 && started.elapsed() > RECHECK_BUDGET {
+                // the next pass goes on with this one
+                return Ok(Some((time, id.saturating_add(1))));
+            }
+            if seen.insert(rid.clone()) {
+                if let Some(r) = ix.get(&rid)? {
+                    looked += 1;
+                    rows.extend(derive(home, &mut titles, &[as_entry(r)]));
+                }
+            }
+        }
+        Ok(None)
+    };
+    if look {
+        recheck(
+            ix.open_rows(&open_fates(), None, RECHECK_NEWEST)?,
+            &mut rows,
+        )?;
+        let cursor = {
+            let c = CURSORS.lock().unwrap_or_else(|p| p.into_inner());
+            c.iter().find(|(h, _)| h == home).and_then(|(_, c)| *c)
+        };
+        let batch = ix.open_rows(&open_fates(), cursor, RECHECK)?;
+        let full = batch.len() == RECHECK;
+        let tail = batch.last().map(|(_, t, i)| (*t, *i));
+        let stopped = recheck(batch, &mut rows)?;
+        // where the next pass goes on: where this one's budget ran out, else after this batch, else
+        // (all of them seen) from the newest again
+        let next = stopped.or(if full { tail } else { None });
+        let mut c = CURSORS.lock().unwrap_or_else(|p| p.into_inner());
+        match c.iter_mut().find(|(h, _)| h == home) {
+            Some((_, x)) => *x = next,
+            None => c.push((home.to_path_buf(), next)),
+        }
+    }
+    let src = Source {
+        v: DERIVE_VERSION,
+        // the live file read to its last complete line (no file: nothing read)
+        offset: if files.is_empty() { 0 } else { offset },
+        ledger: live,
+    };
+    let n = ix.upsert(
+        &rows,
+        Some(&serde_json::to_string(&src).unwrap_or_default()),
+    )?;
+    Ok(Synced::Incremental(n))
+}
+
+/// This process's open indexes (one per home; a connection is used by one thread at a time): the
+/// routes' (`OPEN`), and the background passes' (`BACKGROUND`: a pass that looks at open mail again, or
+/// rebuilds, never holds a route's connection).
+static OPEN: Mutex<Vec<(PathBuf, Index)>> = Mutex::new(Vec::new());
+static BACKGROUND: Mutex<Vec<(PathBuf, Index)>> = Mutex::new(Vec::new());
+
+fn status(ix: &Index, rebuilt: Option<String>, error: Option<String>) -> IndexStatus {
+    IndexStatus {
+        rows: ix.state().map(|s| s.rows).unwrap_or(0),
+        rebuilt,
+        error,
+    }
+}
+
+/// Open `home`'s index (kept open for the process), bring it up to date, and run `f` on it. A row that
+/// does not verify moves the file aside and the index is rebuilt and asked again, once. The routes'
+/// path: the ledger's new lines are indexed before `f` reads; open mail is looked at again on the
+/// blocking pool after it (at most once a second), so a read never waits for the logs' folds — the
+/// fates it moves show on the next read. Without a runtime (tests, the command line) that look is made
+/// before `f`.
+pub fn with_index<T>(
+    home: &Path,
+    f: impl Fn(&Index) -> Result<T, IndexError>,
+) -> (Option<T>, IndexStatus) {
+    let due = recheck_due(home);
+    let runtime = tokio::runtime::Handle::try_current().is_ok();
+    let r = with_index_in(&OPEN, home, due && !runtime, f);
+    if due && runtime {
+        schedule(home, true);
+    }
+    r
+}
+
+fn with_index_in<T>(
+    map: &Mutex<Vec<(PathBuf, Index)>>,
+    home: &Path,
+    look: bool,
+    f: impl Fn(&Index) -> Result<T, IndexError>,
+) -> (Option<T>, IndexStatus) {
+    let mut open = map.lock().unwrap_or_else(|p| p.into_inner());
+    // a connection to a file moved aside or replaced since (by another connection or process) is dropped
+    open.retain(|(h, ix)| h != home || ix.is_current());
+    let mut opened = None;
+    let pos = match open.iter().position(|(h, _)| h == home) {
+        Some(i) => i,
+        None => match Index::open(home) {
+            Ok((ix, o)) => {
+                opened = Some(o);
+                open.push((home.to_path_buf(), ix));
+                open.len() - 1
+            }
+            Err(e) => {
+                return (
+                    None,
+                    IndexStatus {
+                        error: Some(e.to_string()),
+                        ..IndexStatus::default()
+                    },
+                )
+            }
+        },
+    };
+    let mut rebuilt = None;
+    let mut error = None;
+    for attempt in 0..2 {
+        let ix = &mut open[pos].1;
+        match sync(home, ix, opened.as_ref(), look) {
+            Ok(Synced::Rebuilt(why)) => rebuilt = Some(why),
+            Ok(Synced::Incremental(_)) => {}
+            Err(IndexError::Forged(w)) if attempt == 0 => {
+                if discard(&mut open, pos, w).is_err() {
+                    break;
+                }
+                opened = Some(Opened::Replaced(Aside::Forged(w)));
+                continue;
+            }
+            Err(e) => error = Some(e.to_string()),
+        }
+        let ix = &open[pos].1;
+        match f(ix) {
+            Ok(v) => return (Some(v), status(ix, rebuilt, error)),
+            Err(IndexError::Forged(w)) if attempt == 0 => {
+                if discard(&mut open, pos, w).is_err() {
+                    break;
+                }
+                opened = Some(Opened::Replaced(Aside::Forged(w)));
+            }
+            Err(e) => {
+                let st = status(ix, rebuilt, Some(e.to_string()));
+                return (None, st);
+            }
+        }
+    }
+    // the index could not be opened again: forget it, the next call opens it afresh
+    if pos < open.len() && open[pos].0 == home {
+        open.remove(pos);
+    }
+    (
+        None,
+        IndexStatus {
+            rebuilt,
+            error: error.or_else(|| Some("mail index: could not be rebuilt".into())),
+            ..IndexStatus::default()
+        },
+    )
+}
+
+fn discard(
+    open: &mut Vec<(PathBuf, Index)>,
+    pos: usize,
+    w: &'static str,
+) -> Result<(), IndexError> {
+    let (h, ix) = open.remove(pos);
+    let (ix, _) = ix.discard(Aside::Forged(w))?;
+    open.insert(pos, (h, ix));
+    Ok(())
+}
+
+/// Forget this process's open index of `home` (tests: the next call opens the file afresh, as a new
+/// process would).
+pub fn forget(home: &Path) {
+    for map in [&OPEN, &BACKGROUND] {
+        let mut open = map.lock().unwrap_or_else(|p| p.into_inner());
+        open.retain(|(h, _)| h != home);
+    }
+    RECHECKED
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .retain(|(h, _)| h != home);
+}
+
+static RUNNING: AtomicBool = AtomicBool::new(false);
+/// Homes waiting for a background pass, and whether it looks at open mail again.
+static PENDING: Mutex<Vec<(PathBuf, bool)>> = Mutex::new(Vec::new());
+
+/// Mail moved in `home` (a send was recorded): bring its index up to date on the blocking pool, after
+/// the caller's result. Returns at once; one pass runs at a time, and nudges meanwhile make one more.
+/// Without a tokio runtime (the command line) it does nothing: the page's next read catches up.
+pub fn nudge(home: &Path) {
+    if tokio::runtime::Handle::try_current().is_ok() {
+        schedule(home, recheck_due(home));
+    }
+}
+
+/// A background pass for `home` (looking at open mail again when `look`), on the blocking pool.
+fn schedule(home: &Path, look: bool) {
+    let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    {
+        let mut p = PENDING.lock().unwrap_or_else(|p| p.into_inner());
+        match p.iter_mut().find(|(h, _)| h == home) {
+            Some((_, l)) => *l |= look,
+            None => p.push((home.to_path_buf(), look)),
+        }
+    }
+    if RUNNING.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    rt.spawn_blocking(|| loop {
+        let homes = std::mem::take(&mut *PENDING.lock().unwrap_or_else(|p| p.into_inner()));
+        for (h, look) in &homes {
+            let _ = with_index_in(&BACKGROUND, h, *look, |_| Ok(()));
+        }
+        RUNNING.store(false, Ordering::Release);
+        let more = !PENDING.lock().unwrap_or_else(|p| p.into_inner()).is_empty();
+        if !more || RUNNING.swap(true, Ordering::AcqRel) {
+            break;
+        }
+    });
+}
