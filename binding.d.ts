@@ -24,14 +24,26 @@ export declare function coreVersion(): string
 /** The newest top-level session of `cwd`'s project. */
 export declare function defaultSender(dshHome: string | undefined | null, cwd: string): DefaultSender
 
+/** `held.counts`: `human::HeldCounts` (the route answer, JSON). */
+export declare function heldCounts(dshHome?: string | undefined | null): Promise<string>
+
 /** The human's decision on one held message. Resolves to `{"ok":true,"state":…}` or `{"ok":false,"error":…}`. */
 export declare function heldDecide(dshHome: string | undefined | null, sessionId: string, requestId: string, approve: boolean): Promise<string>
+
+/** `held.decideMany`: `human::DecideMany` as JSON → `human::DecideManyResult` (the route answer, JSON). */
+export declare function heldDecideMany(dshHome: string | undefined | null, request: string): Promise<string>
 
 /** Hand on approved messages whose hand-off did not happen (a process died in between). How many. */
 export declare function heldRecover(dshHome?: string | undefined | null): Promise<number>
 
 /** The doctor's file check as JSON (`{ledger, credentials}`, each `null` or the problem). */
 export declare function homeFilesJson(dshHome?: string | undefined | null): Promise<string>
+
+/**
+ * `human.sendMany`: `human::SendMany` as JSON, `host` = `human::PromptHost` as JSON (this process's web
+ * server, secret, version, live sessions) → `human::SendManyResult` (the route answer, JSON).
+ */
+export declare function humanSendMany(dshHome: string | undefined | null, request: string, host: string): Promise<string>
 
 /**
  * The notice for the send `requestId` to `target`, whose turn has ended; `sinceSeq`: the seq before
@@ -154,6 +166,12 @@ export declare function readSession(request: string): Promise<ReadWindow>
 /** DSH_HOME as the host resolves it: `explicit` → `$DSH_HOME` → `~/.dsh`. */
 export declare function resolveDshHome(explicit?: string | undefined | null): string
 
+/** `rules.list`: `human::RulesView` (the route answer, JSON). */
+export declare function rulesList(dshHome?: string | undefined | null): Promise<string>
+
+/** `rules.set` (issue 32): `human::RuleChange` as JSON → `human::RulesView` (the route answer, JSON). */
+export declare function rulesSet(dshHome: string | undefined | null, change: string): Promise<string>
+
 /**
  * Run one tool call: its text and its typed outcome (index.js, the command line, the doctor).
  * `request` is the JSON of `request::ToolRequest`. `notice`: for a send with `notify_when_idle`, the JSON
@@ -269,6 +287,13 @@ export interface ConfigDefaults {
    * loop guard, `mail::chain`; 0: off).
    */
   maxRelayHops: number
+  /**
+   * Sends all sessions of one linked machine may make into this home within the budget window, on
+   * top of the per-pair and per-sender budgets (0: no machine budget).
+   */
+  budgetPerMachine: number
+  /** How long a message for an unreachable linked machine waits in the outbox before it expires. */
+  outboxTtlMs: number
 }
 
 /**
@@ -288,7 +313,7 @@ export interface DefaultSender {
 /**
  * A message's fate: the one enum of docs/architecture.md "Fates", typed end to end — `verify --json`'s
  * `state` and its exit code (lib/cli/args.js `exitForFate`), the mail view's rows, the held cards.
- * Every value is printed from a [`Reading`], which also makes the line of text beside it.
+ * Every value is printed from a `fate::Reading`, which also makes the line of text beside it.
  */
 export declare const enum FateState {
   /** In the target's log as a user message. */
@@ -418,7 +443,7 @@ export interface LedgerEntry {
   mode: string | null
   /** `dsh-session-mail:<uuid>`, `null` for a refusal decided before an id was minted. */
   requestId: string | null
-  /** `accepted`, `refused:<code>`, `unreachable`, `may-have-landed` or `held`. */
+  /** `accepted`, `refused:<code>`, `unreachable`, `may-have-landed`, `held` or `expired`. */
   outcome: string
   /** Characters of the message as written, `null` when the message was not a string. */
   bodyChars: number | null
@@ -437,6 +462,10 @@ export interface LedgerEntry {
    * accepted, or whose text was changed, delivers nothing.
    */
   textSha256: string | null
+  /** The linked machine the message came from (`MachineId`; absent: this home). */
+  fromMachine: string | null
+  /** The linked machine the message went to (`MachineId`; absent: this home). */
+  toMachine: string | null
 }
 
 /** `sessions_list` as data, or its refusal (`ok: false`, `code`, `text`). */
@@ -629,6 +658,13 @@ export declare const enum RefusalCode {
   Stopped = 'stopped',
   /** The human set the target to refuse agent mail (`crate::policy`). */
   RefusedByHuman = 'refused-by-human',
+  /**
+   * A sender id arriving from a linked machine that this home does not take (one of its own
+   * sessions, or first seen from another machine: `crossing::foreign`).
+   */
+  ForeignSender = 'foreign-sender',
+  /** The target's machine is not linked (never, or no longer). */
+  Unlinked = 'unlinked',
 }
 
 /**

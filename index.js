@@ -54,6 +54,8 @@ export const Config = Schema.object({
   urgentReserve: coreDefault(Schema.natural(), 'urgentReserve').description('Extra urgent/steer sends per pair beyond budgetPerPair, so a correction can still interrupt.'),
   maxStackedPerSender: coreDefault(Schema.natural(), 'maxStackedPerSender').description('Queued messages from one sender that may wait unclaimed in a target inbox (0: no limit).'),
   maxRelayHops: coreDefault(Schema.natural(), 'maxRelayHops').description('Agent-to-agent deliveries one conversation chain may make until a human writes in it (0: no loop guard).'),
+  budgetPerMachine: coreDefault(Schema.natural(), 'budgetPerMachine').description('Sends all sessions of one linked machine may make into this home per window (0: no machine budget).'),
+  outboxTtlMs: coreDefault(Schema.natural().min(1), 'outboxTtlMs').description('How long a message for an unreachable linked machine waits in the outbox before it expires.'),
   sendTools: Schema.union(['both', 'sessions_send', 'send_session_message']).default('both').description('Register both send tools, or only one (each schema is paid on every model request).'),
   idleNoticeMinutes: Schema.natural().min(1).default(30).description('A pending notify_when_idle notice expires after this many minutes.'),
   overlapNotice: Schema.boolean().default(false).description('After a write/edit, tell the session when a live peer of its repository changed the same file recently (injected into that turn; off: shown in sessions_list only).'),
@@ -228,7 +230,15 @@ export function apply(ctx, config) {
       const stopHandBack = startHandBack(ctx, core, { startedAt })
       const stopPresence = startPresence(ctx, core, { hostVersion, baseUrl: host.baseUrl, startedAt, mailbox: canDrain(core) })
       // the routes of the web client half (lib/client.js): the human's mail view and inbound policy
-      const stopRoutes = startClientRoutes(ctx, core)
+      const routeSecret = secretReader(ctx)
+      const promptHost = async () => ({
+        baseUrl: host.baseUrl(),
+        hostSecret: (await routeSecret()) ?? null,
+        hostVersion,
+        hostApi: config.hostApi,
+        live: liveAgents(ctx, { activity: false, files: false }).map(a => a.id),
+      })
+      const stopRoutes = startClientRoutes(ctx, core, { promptHost })
       return () => { stopRoutes(); stopHandBack(); stopMailbox(); stopPresence() }
     })
   }

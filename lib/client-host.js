@@ -20,6 +20,9 @@ import { resolveDshHome } from './home.js'
 const CHANNEL = '/dsh-session-mail'
 const SESSION_ID = /^[A-Za-z0-9_.-]{1,200}$/
 const REQUEST_ID = /^dsh-session-mail:[0-9a-fA-F-]{36}$/
+const MACHINE_ID = /^[0-9a-f]{64}$/
+const INBOUND = ['accept', 'hold', 'refuse']
+const isObject = v => v !== null && typeof v === 'object' && !Array.isArray(v)
 
 const ok = value => ({ ok: true, value })
 const bad = (code, message) => ({ ok: false, error: { code, message } })
@@ -73,13 +76,21 @@ function mailListArgs(p) {
   return args
 }
 
+/** A route answer the core made (`{ok, value}` or `{ok:false, error:{code, message}}`, issue 32's routes). */
+function answer(json) {
+  const r = parse(json)
+  if (r?.ok === true) return ok(r.value)
+  return bad(String(r?.error?.code ?? 'internal'), String(r?.error?.message ?? 'no answer'))
+}
+
 /**
  * The route handler: `(endpoint, payload) → {ok, value} | {ok:false, error}`. Bad input is a readable error,
  * never a throw (a throw would be the host's 500).
  * @param {any} core the napi binding
- * @param {{ home?: () => string }} [options]
+ * @param {{ home?: () => string, promptHost?: () => any }} [options] promptHost: this process's facts for
+ *   `human.sendMany` (`human::PromptHost`: baseUrl, hostSecret, hostVersion, hostApi, live)
  */
-function routeHandler(core, { home = () => resolveDshHome() } = {}) {
+function routeHandler(core, { home = () => resolveDshHome(), promptHost = () => ({}) } = {}) {
   return async function handle(endpoint, payload) {
     const p = payload !== null && typeof payload === 'object' ? payload : {}
     try {
@@ -96,8 +107,9 @@ function routeHandler(core, { home = () => resolveDshHome() } = {}) {
         case 'policy.set': {
           let change
           if (typeof p.stopAll === 'boolean') change = { stopAll: p.stopAll }
+          else if (Number.isSafeInteger(p.heldTtlMs) && p.heldTtlMs > 0) change = { heldTtlMs: p.heldTtlMs }
           else if (typeof p.sessionId === 'string' && SESSION_ID.test(p.sessionId) && ['accept', 'hold', 'refuse'].includes(p.inbound)) change = { sessionId: p.sessionId, inbound: p.inbound }
-          else return bad('bad-request', 'a change is {sessionId, inbound: accept|hold|refuse} or {stopAll: boolean}')
+          else return bad('bad-request', 'a change is {sessionId, inbound: accept|hold|refuse}, {stopAll: boolean} or {heldTtlMs: number}')
           const r = parse(await core.policyApply(home(), JSON.stringify(change)))
           return r?.ok ? ok(r.policy) : bad('policy', String(r?.error ?? 'the policy was not saved'))
         }
@@ -118,6 +130,39 @@ function routeHandler(core, { home = () => resolveDshHome() } = {}) {
           if (typeof p.requestId !== 'string' || !REQUEST_ID.test(p.requestId)) return bad('bad-request', 'requestId must be a dsh-session-mail request id')
           return ok(parse(await core.mailThread(home(), p.requestId)))
         }
+        // issue 32: the payloads and results are the core's DTOs (crates/core/src/human.rs); the shapes are
+        // checked here so a bad one never reaches the core, and the core parses them again strictly.
+        case 'rules.set': {
+          const who = typeof p.sender === 'string' ? 'sender' : typeof p.machine === 'string' ? 'machine' : null
+          const inbound = p.inbound === null || INBOUND.includes(p.inbound) ? p.inbound : undefined
+          const fits = who === 'sender' ? SESSION_ID.test(p.sender) && p.machine === undefined : who === 'machine' && MACHINE_ID.test(p.machine) && p.sender === undefined
+          if (!fits || inbound === undefined) return bad('bad-request', 'a rule is {sender: <session id>, inbound} or {machine: <machine id>, inbound}, inbound accept|hold|refuse or null')
+          return answer(await core.rulesSet(home(), JSON.stringify({ [who]: p[who], inbound })))
+        }
+        case 'rules.list':
+          return answer(await core.rulesList(home()))
+        case 'held.decideMany': {
+          const f = isObject(p.filter) ? p.filter : null
+          const filter = {}
+          if (f?.all === true) filter.all = true
+          if (typeof f?.sender === 'string' && SESSION_ID.test(f.sender)) filter.sender = f.sender
+          if (typeof f?.session === 'string' && SESSION_ID.test(f.session)) filter.session = f.session
+          const named = filter.sender !== undefined || filter.session !== undefined
+          const known = f !== null && Object.keys(f).every(k => filter[k] !== undefined || (k === 'all' && f.all === false))
+          if (!known || (filter.all === true) === named) return bad('bad-request', 'filter is {all: true}, or {sender} and/or {session} (session ids)')
+          if (p.decision !== 'approve' && p.decision !== 'reject') return bad('bad-request', 'decision must be approve or reject')
+          return answer(await core.heldDecideMany(home(), JSON.stringify({ filter, decision: p.decision })))
+        }
+        case 'held.counts':
+          return answer(await core.heldCounts(home()))
+        case 'human.sendMany': {
+          const ids = Array.isArray(p.sessionIds) ? p.sessionIds : null
+          if (ids === null || ids.length === 0 || ids.length > 64 || !ids.every(id => typeof id === 'string' && SESSION_ID.test(id))) return bad('bad-request', 'sessionIds: 1 to 64 session ids')
+          if (typeof p.text !== 'string' || p.text.trim() === '') return bad('bad-request', 'text: the message')
+          if (p.mode !== 'queue' && p.mode !== 'steer') return bad('bad-request', 'mode must be queue or steer')
+          const host = await promptHost()
+          return answer(await core.humanSendMany(home(), JSON.stringify({ sessionIds: ids, text: p.text, mode: p.mode }), JSON.stringify(host ?? {})))
+        }
         default:
           return bad('not-found', `no endpoint ${JSON.stringify(endpoint)}`)
       }
@@ -129,12 +174,14 @@ function routeHandler(core, { home = () => resolveDshHome() } = {}) {
 
 /**
  * Mount the channel on the host's Connection service, now or when it appears (cordis `internal/service`).
+ * `promptHost`: `() => human::PromptHost | Promise<…>` for `human.sendMany` (index.js gives this process's web
+ * server, secret, version, hostApi and live sessions).
  * A profile without it (headless) mounts nothing and waits for nothing: no pending fiber.
  * @returns {() => void} disposer
  */
-export function startClientRoutes(ctx, core) {
+export function startClientRoutes(ctx, core, { promptHost } = {}) {
   if (typeof core?.mailView !== 'function') return () => {}
-  const handler = routeHandler(core)
+  const handler = routeHandler(core, promptHost ? { promptHost } : {})
   let dispose = null
   const tryMount = () => {
     if (dispose !== null) return

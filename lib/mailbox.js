@@ -7,6 +7,7 @@
 import { attempt } from './attempt.js'
 import { flushSession, pendingOf, service, serviceMemo, userMessage } from './host.js'
 import { resolveDshHome } from './home.js'
+import { onSessionEvent } from './observe.js'
 
 const DRAIN_MS = 250
 /** Every how many ticks a cold session a lost message waits for is looked for (about once a second). */
@@ -177,7 +178,7 @@ export function startHandBack(ctx, core, { startedAt, dshHome = () => resolveDsh
     handBack(pendingOfOurs(ctx), 'stop')
     for (const fn of [...(atStop.get(ctx) ?? [])]) attempt(fn, undefined)
   }
-  const offEvents = attempt(() => ctx.on('session/event', (session, event) => {
+  const offEvents = onSessionEvent(ctx, (session, event) => {
     if (!signaled || event?.type !== 'agent/inbox/spliced') return
     const d = event.data
     if (d?.outcome !== 'canceled' || !(d?.removedCount > 0)) return
@@ -187,7 +188,7 @@ export function startHandBack(ctx, core, { startedAt, dshHome = () => resolveDsh
     const list = attempt(() => (next ? agent.inbox.nextStep : agent.inbox.nextTurn).slice(d.start, d.start + d.removedCount), [])
     const seq = Number(event.seq)
     handBack(oursIn(list, sessionId, next ? 'steer' : 'queue', Number.isSafeInteger(seq) && seq >= 0 ? seq : 0), 'stop')
-  }), undefined)
+  })
   // Only signals the host handles itself (a listener of ours must not keep a process alive that the
   // signal's default action would end), prepended: it must run before the host's handler starts the disposal.
   const signals = ['SIGTERM', 'SIGINT'].filter(s => attempt(() => proc.listenerCount(s), 0) > 0)
@@ -253,7 +254,7 @@ export function startMailbox(ctx, core, { startedAt, dshHome = () => resolveDshH
   // cordis' internal/get waterfall on the host's main thread. The registry itself is read fresh (its
   // list and get), so a check sees the sessions live now.
   const registry = serviceMemo({ on: (name, fn) => hooked(ctx.on(name, fn)) }, 'agents', () => ctx.agents)
-  hooked(attempt(() => ctx.on('session/event', (session, event) => {
+  hooked(onSessionEvent(ctx, (session, event) => {
     if (event?.type === 'user/message') {
       const m = event.data?.message && typeof event.data.message === 'object' ? event.data.message : event.data
       const id = attempt(() => m?.source?.rpcId, undefined)
@@ -275,7 +276,7 @@ export function startMailbox(ctx, core, { startedAt, dshHome = () => resolveDshH
         if (claimed.size > REMEMBER) claimed.delete(claimed.values().next().value)
       }
     }
-  }), undefined))
+  }))
   let ticks = 0
   let busy = false
   let stopped = false

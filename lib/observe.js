@@ -173,13 +173,59 @@ class SessionState {
   }
 }
 
+/** The `session/event` fan-out of each plugin context: its one host listener and the plugin's own observers. */
+const hubs = new WeakMap()
+
+/**
+ * Observe `session/event` of `ctx` through the plugin's one listener on it. The host calls every listener of
+ * that firehose for every appended event, and each call costs on its main thread beyond the listener itself:
+ * rc.8 collects the listeners through cordis' dispatch, calls each through cordis' tracing proxy (`bind`: its
+ * arguments mapped through `getTraceable`) and wraps what it returns in a promise with a rejection handler
+ * (packages/core/session/src/index.ts `collectSessionCallbacks`, `invokeContainedSessionObservers`). The
+ * plugin's observers (this file's fold, the presence republish, the mailbox's landed and claimed ids, the
+ * hand-back at a stop) share one such listener: one call per event instead of one per observer. The listener
+ * is added with the first observer and removed with the last. An observer that throws is contained here, as
+ * the host contains a listener, and never keeps the others from the event. Returns the unsubscriber, or null
+ * when `ctx` has no `on` (nothing is observed).
+ */
+export function onSessionEvent(ctx, fn) {
+  let hub = hubs.get(ctx)
+  if (hub === undefined) {
+    hub = { fns: [], off: null }
+    hubs.set(ctx, hub)
+  }
+  if (hub.fns.length === 0) {
+    const h = hub
+    const off = attempt(() => ctx.on('session/event', (session, event) => {
+      // a snapshot: an observer added or removed during this event changes the next one
+      for (const f of h.fns) {
+        try { f(session, event) } catch { /* contained: the other observers still see the event */ }
+      }
+    }), null)
+    if (off === null) return null
+    hub.off = off
+  }
+  hub.fns = [...hub.fns, fn]
+  let on = true
+  return () => {
+    if (!on) return
+    on = false
+    hub.fns = hub.fns.filter(f => f !== fn)
+    if (hub.fns.length === 0 && typeof hub.off === 'function') {
+      const off = hub.off
+      hub.off = null
+      attempt(off, undefined)
+    }
+  }
+}
+
 /** The sessions of one plugin context, followed through `session/event`. */
 export class SessionEvents {
   /** @param {any} ctx the plugin context (`on`) */
   constructor(ctx) {
     /** @type {Map<string, SessionState>} */
     this.states = new Map()
-    attempt(() => ctx.on('session/event', (session, event) => this.observe(attempt(() => session?.id, undefined), event)), undefined)
+    onSessionEvent(ctx, (session, event) => this.observe(attempt(() => session?.id, undefined), event))
     attempt(() => ctx.on('agent/disposed', ({ agent }) => this.states.delete(String(attempt(() => agent.session?.id ?? agent.id, '')))), undefined)
   }
 

@@ -17,6 +17,7 @@ import { attempt } from './attempt.js'
 import { liveAgents, serviceMemo } from './host.js'
 import { resolveDshHome } from './home.js'
 import { isStopping, onStopping } from './mailbox.js'
+import { onSessionEvent } from './observe.js'
 
 /** Republish at least this often (readers drop a record not refreshed for 5 s). */
 const REFRESH_MS = 1000
@@ -162,7 +163,7 @@ export function startPresence(ctx, core, {
     attempt(() => ctx.on('agent/status', changed), null),
     attempt(() => ctx.on('agent/created', changed), null),
     attempt(() => ctx.on('agent/disposed', changed), null),
-    attempt(() => ctx.on('session/event', (_session, event) => { if (STATUS_EVENTS.has(attempt(() => event?.type, null))) changed() }), null),
+    onSessionEvent(ctx, (_session, event) => { if (soon === null && STATUS_EVENTS.has(event?.type)) changed() }),
     attempt(() => onStopping(ctx, () => void publish()), null),
   )
   const withdraw = () => {

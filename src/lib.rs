@@ -386,15 +386,60 @@ pub async fn mailbox_drain(
             mail_core::policy::held::state_of(&home, request_id, Some(session))
                 .is_some_and(|h| h.state == mail_core::policy::held::HeldState::Approved)
         };
+        // the human's policy, asked last (it may have changed since the send); a sender of this home, or
+        // one that arrived from a linked machine (its machine's rule applies: `crossing::foreign`)
+        let reading = mail_core::policy::read(&home);
+        let says = |env: &mail_core::mailbox::Envelope| {
+            use mail_core::mail::admit::HumanSays;
+            use mail_core::policy::Decision;
+            let sender = env.sender.as_deref().unwrap_or_default();
+            let machine = mail_core::crossing::foreign::machine_of(&home, sender);
+            match mail_core::policy::decision_of(
+                &reading,
+                &env.session_id,
+                sender,
+                machine.as_ref(),
+            ) {
+                Decision::Accept => HumanSays::Deliver,
+                Decision::Hold { .. } => HumanSays::Hold,
+                Decision::Refuse(_) => HumanSays::Refused,
+                Decision::Stopped => HumanSays::Stopped,
+            }
+        };
+        let hold = |env: &mail_core::mailbox::Envelope| {
+            let ttl = i64::try_from(mail_core::policy::held_ttl_ms(&home)).unwrap_or(i64::MAX);
+            mail_core::policy::held::hold(&home, env, now.saturating_add(ttl))
+                .map_err(|e| e.to_string())
+        };
         let checks = mail_core::mail::admit::Checks {
             cfg: &cfg,
             approved: &approved,
+            human: Some(mail_core::mail::admit::Human {
+                says: &says,
+                hold: &hold,
+            }),
         };
+        // held mail past its time is expired by the first process that looks: this tick, every 10 s
+        if sweep_due(now) {
+            mail_core::policy::held::sweep(&home, now);
+        }
         mail_core::mailbox::drain_with(&home, &me, &checks, now)
     })
     .await?;
     Ok(claimed)
 }
+
+/// Whether this process's mailbox tick sweeps held mail now (at most every [`SWEEP_EVERY_MS`]).
+fn sweep_due(now: i64) -> bool {
+    use std::sync::atomic::{AtomicI64, Ordering};
+    static LAST: AtomicI64 = AtomicI64::new(i64::MIN);
+    let last = LAST.load(Ordering::Relaxed);
+    now.saturating_sub(last) >= SWEEP_EVERY_MS
+        && LAST
+            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+}
+const SWEEP_EVERY_MS: i64 = 10_000;
 
 /// Write the receipt of a claimed envelope (the sender waits for it) and drop the claim; on a
 /// worker thread. Resolves to `true` once written.
@@ -492,6 +537,8 @@ pub async fn policy_apply(dsh_home: Option<String>, change: String) -> napi::Res
         };
         let ch = if let Some(on) = c.get("stopAll").and_then(|v| v.as_bool()) {
             Change::StopAll(on)
+        } else if let Some(ms) = c.get("heldTtlMs").and_then(|v| v.as_u64()) {
+            Change::HeldTtl(ms)
         } else {
             match (
                 c.get("sessionId").and_then(|v| v.as_str()),
@@ -533,6 +580,106 @@ pub async fn held_decide(
     })
     .await?;
     to_json(&v)
+}
+
+/// A route's answer as JSON: `{"ok":true,"value":…}` or `{"ok":false,"error":{"code","message"}}`.
+fn answer<T: serde::Serialize>(
+    r: std::result::Result<T, mail_core::human::RouteError>,
+) -> serde_json::Value {
+    match r {
+        Ok(v) => serde_json::json!({"ok": true, "value": v}),
+        Err(e) => {
+            serde_json::json!({"ok": false, "error": {"code": e.code(), "message": e.to_string()}})
+        }
+    }
+}
+
+/// A route payload as its core DTO, or the route's bad-request answer.
+fn payload<T: serde::de::DeserializeOwned>(
+    json: &str,
+) -> std::result::Result<T, serde_json::Value> {
+    serde_json::from_str(json).map_err(|e| {
+        serde_json::json!({"ok": false, "error": {"code": "bad-request", "message": e.to_string()}})
+    })
+}
+
+/// `rules.set` (issue 32): `human::RuleChange` as JSON → `human::RulesView` (the route answer, JSON).
+#[napi]
+pub async fn rules_set(dsh_home: Option<String>, change: String) -> napi::Result<String> {
+    let home = home_of(dsh_home.as_deref());
+    let v = blocking(
+        move || match payload::<mail_core::human::RuleChange>(&change) {
+            Ok(c) => answer(mail_core::human::rules_set(
+                &home,
+                &c,
+                base::clock::now_ms(),
+            )),
+            Err(bad) => bad,
+        },
+    )
+    .await?;
+    to_json(&v)
+}
+
+/// `rules.list`: `human::RulesView` (the route answer, JSON).
+#[napi]
+pub async fn rules_list(dsh_home: Option<String>) -> napi::Result<String> {
+    let home = home_of(dsh_home.as_deref());
+    let v =
+        blocking(move || answer::<_>(std::result::Result::Ok(mail_core::human::rules_view(&home))))
+            .await?;
+    to_json(&v)
+}
+
+/// `held.decideMany`: `human::DecideMany` as JSON → `human::DecideManyResult` (the route answer, JSON).
+#[napi]
+pub async fn held_decide_many(dsh_home: Option<String>, request: String) -> napi::Result<String> {
+    let home = home_of(dsh_home.as_deref());
+    let v = blocking(
+        move || match payload::<mail_core::human::DecideMany>(&request) {
+            Ok(r) => answer(mail_core::human::decide_many(
+                &home,
+                &r,
+                base::clock::now_ms(),
+            )),
+            Err(bad) => bad,
+        },
+    )
+    .await?;
+    to_json(&v)
+}
+
+/// `held.counts`: `human::HeldCounts` (the route answer, JSON).
+#[napi]
+pub async fn held_counts(dsh_home: Option<String>) -> napi::Result<String> {
+    let home = home_of(dsh_home.as_deref());
+    let v = blocking(move || {
+        answer(Ok(mail_core::human::held_counts(
+            &home,
+            base::clock::now_ms(),
+        )))
+    })
+    .await?;
+    to_json(&v)
+}
+
+/// `human.sendMany`: `human::SendMany` as JSON, `host` = `human::PromptHost` as JSON (this process's web
+/// server, secret, version, live sessions) → `human::SendManyResult` (the route answer, JSON).
+#[napi]
+pub async fn human_send_many(
+    dsh_home: Option<String>,
+    request: String,
+    host: String,
+) -> napi::Result<String> {
+    let home = home_of(dsh_home.as_deref());
+    let req = match payload::<mail_core::human::SendMany>(&request) {
+        Ok(r) => r,
+        Err(bad) => return to_json(&bad),
+    };
+    let host: mail_core::human::PromptHost = serde_json::from_str(&host).unwrap_or_default();
+    to_json(&answer(
+        mail_core::human::send_many(&home, &req, &host).await,
+    ))
 }
 
 /// Hand on approved messages whose hand-off did not happen (a process died in between). How many.

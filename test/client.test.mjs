@@ -249,3 +249,48 @@ test('the page\'s routes over the real core: every message with its text, a word
     rmSync(home, { recursive: true, force: true })
   }
 })
+
+// Issue 32's routes against the real core (crates/core/src/human.rs): the payloads and results are its DTOs.
+test('rules.set / rules.list / policy.set heldTtlMs / held.counts / held.decideMany / human.sendMany answer with the core\'s DTOs, bad shapes never reach it', async () => {
+  const { loadCore } = await import('../lib/native.js')
+  const { mkdtempSync, rmSync } = await import('node:fs')
+  const { tmpdir } = await import('node:os')
+  const { core } = loadCore()
+  const dir = mkdtempSync(join(tmpdir(), 'dsm-routes-'))
+  try {
+    const handle = routeHandler(core, { home: () => dir })
+    const A = 'session-aaaaaaaa-0000-0000-0000-000000000000'
+    const M = 'ab'.repeat(32)
+    let r = await handle('rules.set', { sender: A, inbound: 'accept' })
+    assert.equal(r.ok, true, JSON.stringify(r))
+    assert.deepEqual(r.value.order, ['stop-all', 'sender', 'machine', 'session', 'default'])
+    assert.deepEqual(r.value.senders, { [A]: 'accept' })
+    assert.equal(r.value.heldTtlMs, 24 * 60 * 60 * 1000)
+    r = await handle('rules.set', { machine: M, inbound: 'refuse' })
+    assert.deepEqual(r.value.machines, { [M]: 'refuse' })
+    r = await handle('rules.set', { sender: A, inbound: null })
+    assert.deepEqual(r.value.senders, {}, 'null removes')
+    assert.deepEqual((await handle('rules.list', {})).value.machines, { [M]: 'refuse' })
+    for (const badRule of [{ inbound: 'hold' }, { sender: A, machine: M, inbound: 'hold' }, { sender: A, inbound: 'always' }, { machine: 'AB'.repeat(32), inbound: 'hold' }, { sender: '../x', inbound: 'hold' }]) {
+      assert.equal((await handle('rules.set', badRule)).error.code, 'bad-request', JSON.stringify(badRule))
+    }
+    r = await handle('policy.set', { heldTtlMs: 2 * 60 * 60 * 1000 })
+    assert.equal(r.value.heldTtlMs, 2 * 60 * 60 * 1000)
+    assert.equal((await handle('policy.set', { heldTtlMs: 5 })).error.code, 'policy', 'under one minute is refused by the core')
+    assert.equal((await handle('rules.list', {})).value.heldTtlMs, 2 * 60 * 60 * 1000)
+    assert.deepEqual((await handle('held.counts', {})).value, { sessions: [], total: 0, truncated: false })
+    assert.deepEqual((await handle('held.decideMany', { filter: { all: true }, decision: 'reject' })).value, { items: [], truncated: false })
+    for (const badMany of [{ filter: {}, decision: 'reject' }, { filter: { all: true, sender: A }, decision: 'reject' }, { filter: { sender: A }, decision: 'maybe' }, { filter: { sender: '../x' }, decision: 'reject' }, { decision: 'reject' }]) {
+      assert.equal((await handle('held.decideMany', badMany)).error.code, 'bad-request', JSON.stringify(badMany))
+    }
+    // no session of that id on this home: refused for it, once although named twice, nothing sent
+    r = await handle('human.sendMany', { sessionIds: [A, A], text: 'all of you: the API changed', mode: 'queue' })
+    assert.equal(r.ok, true, JSON.stringify(r))
+    assert.deepEqual(r.value.landings.map(l => [l.sessionId, l.state, l.code, l.requestId]), [[A, 'refused', 'not-found', null]])
+    for (const badSend of [{ sessionIds: [], text: 'x', mode: 'queue' }, { sessionIds: [A], text: '  ', mode: 'queue' }, { sessionIds: [A], text: 'x', mode: 'later' }, { sessionIds: ['../x'], text: 'x', mode: 'queue' }]) {
+      assert.equal((await handle('human.sendMany', badSend)).error.code, 'bad-request', JSON.stringify(badSend))
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
+})

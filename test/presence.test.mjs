@@ -12,8 +12,9 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { EventEmitter } from 'node:events'
 import { startPresence } from '../lib/presence.js'
-import { startHandBack } from '../lib/mailbox.js'
+import { startHandBack, startMailbox } from '../lib/mailbox.js'
 import { followSessions } from '../lib/host.js'
+import { onSessionEvent } from '../lib/observe.js'
 
 const core = createRequire(import.meta.url)('../binding.cjs')
 const sleep = ms => new Promise(r => setTimeout(r, ms))
@@ -223,4 +224,48 @@ test('a dispose without a signal (the plugin unmounted, the host goes on) withdr
   stop()
   assert.ok(!existsSync(file), 'withdrawn')
   assert.equal(process.listenerCount('exit'), exitBefore)
+})
+
+test('the plugin observes session/event through one host listener: the fold, presence, the mailbox and the hand-back share it; a throwing observer keeps none from the event; the last stop removes it', async t => {
+  // rc.8 calls every session/event listener per appended event through cordis' tracing proxy and a promise of
+  // its own (packages/core/session/src/index.ts invokeContainedSessionObservers): one listener, not four
+  const a = agent('sess-a', 'running')
+  const { ctx, file, stop } = setup(t, [a])
+  const home = mkdtempSync(join(tmpdir(), 'presence-mb-'))
+  t.after(() => rmSync(home, { recursive: true, force: true }))
+  const proc = new EventEmitter()
+  proc.on('SIGTERM', () => {})
+  const stopHandBack = startHandBack(ctx, core, { startedAt: 1, dshHome: () => home, proc })
+  const stopMailbox = startMailbox(ctx, core, { startedAt: 1, dshHome: () => home })
+  assert.equal(ctx.bus.listenerCount('session/event'), 1, 'one listener for the fold, presence, the mailbox and the hand-back')
+  // an observer that throws (the host's event malformed for it) does not keep the others from the event
+  const hostile = { get type() { throw new Error('hostile getter') } }
+  ctx.emit('session/event', a.session, hostile)
+  ctx.emit('session/event', a.session, { type: 'turn/start', seq: 2 })
+  ctx.emit('session/event', a.session, { type: 'approval/asked', seq: 3, data: { id: 'ask-1' } })
+  await until(file, r => statusOf(r, 'sess-a') === 'awaiting-user', 'awaiting-user folded and republished through the shared listener')
+  stopMailbox()
+  stopHandBack()
+  stop()
+  assert.equal(ctx.bus.listenerCount('session/event'), 1, 'the fold still follows the sessions')
+})
+
+test('onSessionEvent: observers in the order they came, one throwing keeps the next from nothing, an observer unsubscribed twice removes only itself', () => {
+  const ctx = fakeCtx([])
+  const seen = []
+  const offA = onSessionEvent(ctx, () => { seen.push('a'); throw new Error('a throws') })
+  const offB = onSessionEvent(ctx, (_s, e) => seen.push(`b${e.seq}`))
+  ctx.emit('session/event', { id: 's' }, { type: 'turn/start', seq: 1 })
+  assert.deepEqual(seen, ['a', 'b1'])
+  offA(); offA()
+  ctx.emit('session/event', { id: 's' }, { type: 'turn/end', seq: 2 })
+  assert.deepEqual(seen, ['a', 'b1', 'b2'])
+  assert.equal(ctx.bus.listenerCount('session/event'), 1)
+  offB()
+  assert.equal(ctx.bus.listenerCount('session/event'), 0, 'the last one gone: the host listener too')
+  const offC = onSessionEvent(ctx, (_s, e) => seen.push(`c${e.seq}`))
+  ctx.emit('session/event', { id: 's' }, { type: 'turn/start', seq: 3 })
+  assert.deepEqual(seen, ['a', 'b1', 'b2', 'c3'], 'a new observer after that hooks it again')
+  offC()
+  assert.equal(onSessionEvent({}, () => {}), null, 'a context without on: nothing observed')
 })

@@ -32,6 +32,11 @@ pub enum RefusalCode {
     Stopped,
     /// The human set the target to refuse agent mail (`crate::policy`).
     RefusedByHuman,
+    /// A sender id arriving from a linked machine that this home does not take (one of its own
+    /// sessions, or first seen from another machine: `crossing::foreign`).
+    ForeignSender,
+    /// The target's machine is not linked (never, or no longer).
+    Unlinked,
 }
 
 impl RefusalCode {
@@ -60,6 +65,8 @@ impl RefusalCode {
         RefusalCode::Busy,
         RefusalCode::Stopped,
         RefusalCode::RefusedByHuman,
+        RefusalCode::ForeignSender,
+        RefusalCode::Unlinked,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -87,6 +94,8 @@ impl RefusalCode {
             RefusalCode::Busy => "busy",
             RefusalCode::Stopped => "stopped",
             RefusalCode::RefusedByHuman => "refused-by-human",
+            RefusalCode::ForeignSender => "foreign-sender",
+            RefusalCode::Unlinked => "unlinked",
         }
     }
 
@@ -100,4 +109,39 @@ impl std::fmt::Display for RefusalCode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
+}
+
+/// A message's fate: the one enum of docs/architecture.md "Fates", typed end to end — `verify --json`'s
+/// `state` and its exit code (lib/cli/args.js `exitForFate`), the mail view's rows, the held cards.
+/// Every value is printed from a `fate::Reading`, which also makes the line of text beside it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[cfg_attr(feature = "napi", napi_derive::napi(string_enum = "kebab-case"))]
+pub enum FateState {
+    /// In the target's log as a user message.
+    Landed,
+    /// In the target's inbox (its log, or the memory of the process holding it), not landed yet.
+    Queued,
+    /// In the mailbox of a session live in a process without a web server, not drained yet.
+    Waiting,
+    /// Kept for the human's decision (the target's inbound policy is `hold`, or it does not verify).
+    Held,
+    /// Approved by the human and handed to the target's mailbox; not landed yet.
+    Approved,
+    /// Rejected by the human: not delivered, and never will be.
+    Rejected,
+    /// Held past its time and rejected as expired: not delivered, and never will be.
+    Expired,
+    /// Refused when it was sent (the ledger's `refused:<code>`) or by the drain of the target's mailbox:
+    /// not delivered, and never will be.
+    Refused,
+    /// Inserted, then removed with its whole inbox before it landed (not delivered again).
+    Canceled,
+    /// Its holder stopped or crashed before it landed; re-delivered when the session is live again.
+    Lost,
+    /// Removed from the queue (by the human, or by a cancel that cannot be told from the human's):
+    /// never delivered again.
+    Removed,
+    /// Not found: in no log, mailbox, held store or ledger line this home has.
+    Unknown,
 }

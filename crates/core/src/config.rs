@@ -58,6 +58,12 @@ pub struct Config {
     /// Agent-to-agent deliveries one conversation chain may make until a human speaks in it (the causal
     /// loop guard, `mail::chain`; 0: off).
     pub max_relay_hops: u32,
+    /// Sends all sessions of one linked machine may make into this home within the budget window, on
+    /// top of the per-pair and per-sender budgets (0: no machine budget).
+    pub budget_per_machine: u32,
+    /// How long a message for an unreachable linked machine waits in the outbox before it expires.
+    #[serde(deserialize_with = "saturating")]
+    pub outbox_ttl_ms: u32,
 }
 
 /// A whole number of any size, over `u32::MAX` taken as `u32::MAX`.
@@ -85,6 +91,8 @@ impl Default for Config {
             urgent_reserve: 2,
             max_stacked_per_sender: 2,
             max_relay_hops: 4,
+            budget_per_machine: 30,
+            outbox_ttl_ms: 24 * 3600 * 1000,
         }
     }
 }

@@ -122,40 +122,9 @@ fn lookup_in(home: &Path, request_id: &str, session: Option<&str>) -> Verificati
     best
 }
 
-/// A message's fate: the one enum of docs/architecture.md "Fates", typed end to end — `verify --json`'s
-/// `state` and its exit code (lib/cli/args.js `exitForFate`), the mail view's rows, the held cards.
-/// Every value is printed from a [`Reading`], which also makes the line of text beside it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-#[cfg_attr(feature = "napi", napi_derive::napi(string_enum = "kebab-case"))]
-pub enum FateState {
-    /// In the target's log as a user message.
-    Landed,
-    /// In the target's inbox (its log, or the memory of the process holding it), not landed yet.
-    Queued,
-    /// In the mailbox of a session live in a process without a web server, not drained yet.
-    Waiting,
-    /// Kept for the human's decision (the target's inbound policy is `hold`, or it does not verify).
-    Held,
-    /// Approved by the human and handed to the target's mailbox; not landed yet.
-    Approved,
-    /// Rejected by the human: not delivered, and never will be.
-    Rejected,
-    /// Held past its time and rejected as expired: not delivered, and never will be.
-    Expired,
-    /// Refused when it was sent (the ledger's `refused:<code>`) or by the drain of the target's mailbox:
-    /// not delivered, and never will be.
-    Refused,
-    /// Inserted, then removed with its whole inbox before it landed (not delivered again).
-    Canceled,
-    /// Its holder stopped or crashed before it landed; re-delivered when the session is live again.
-    Lost,
-    /// Removed from the queue (by the human, or by a cancel that cannot be told from the human's):
-    /// never delivered again.
-    Removed,
-    /// Not found: in no log, mailbox, held store or ledger line this home has.
-    Unknown,
-}
+// The enum is declared in `crate::code` (the ground layer), so the wire between linked machines
+// (`crate::machine::wire`) carries this very type; its methods are here.
+pub use crate::code::FateState;
 
 impl FateState {
     pub const ALL: [FateState; 12] = [
@@ -513,7 +482,9 @@ mod tests {
         )
         .unwrap();
         let rid = |n: u8| format!("dsh-session-mail:00000000-0000-4000-8000-00000000000{n}");
-        for n in [1, 2] {
+        for n in [1, 2, 3] {
+            // 3 expired long ago (its expiresAt is 1 ms after the epoch); 1 and 2 wait
+            let expires_at = if n == 3 { 1 } else { i64::MAX };
             held::hold(
                 home,
                 &crate::mailbox::Envelope {
@@ -526,6 +497,7 @@ mod tests {
                     posted_at: 5,
                     ..Default::default()
                 },
+                expires_at,
             )
             .unwrap();
         }
@@ -541,6 +513,12 @@ mod tests {
         assert_eq!(state(1, Some("session-b")), (FateState::Rejected, true));
         held::decide(home, "session-b", &rid(2), true, 10).unwrap();
         assert_eq!(state(2, None), (FateState::Approved, false));
+        // the sender's verify says expired from the instant, before any sweep wrote it; settled
+        assert_eq!(state(3, None), (FateState::Expired, true));
+        let f = crate::render::fate::request_fate(&verify(home, &rid(3), None), &rid(3), home);
+        assert!(f.text.starts_with("expired: "), "{}", f.text);
+        assert_eq!(held::sweep(home, base::clock::now_ms()), 1);
+        assert_eq!(state(3, Some("session-b")), (FateState::Expired, true));
     }
 
     /// A send refused after its request id was minted (the host refused it) is `refused` to `verify`

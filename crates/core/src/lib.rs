@@ -6,17 +6,22 @@
 //!
 //! Below this crate: `base` (safe file IO, names, paths, clock, text helpers) and `store` (the
 //! read-only session logs). Its modules, bottom to top (each uses only those before it):
-//! `config`, `error`, `code`, `tool`, `repo`; `ledger`, `presence`, `request`, `mailbox`; `mail`;
-//! `delivery`, `fate`; `outcome`; `tools`, `doctor`; `render` (the printers); `cli`.
+//! `config`, `error`, `code`, `tool`, `repo`, `machine`; `ledger`, `presence`, `request`, `mailbox`;
+//! `mail`, `policy`, `crossing`; `delivery`, `fate`; `outcome`; `tools`, `doctor`; `render` (the
+//! printers); `cli`, `human`, `remote` (a linked machine's requests served, and the tools across
+//! machines).
 
 pub mod cli;
 pub mod code;
 pub mod config;
+pub mod crossing;
 pub mod delivery;
 pub mod doctor;
 pub mod error;
 pub mod fate;
+pub mod human;
 pub mod ledger;
+pub mod machine;
 pub mod mail;
 pub mod mailbox;
 pub mod mailindex;
@@ -24,6 +29,7 @@ pub mod mailview;
 pub mod outcome;
 pub mod policy;
 pub mod presence;
+pub mod remote;
 pub mod render;
 pub mod repo;
 pub mod request;

@@ -49,7 +49,15 @@ pub struct Held {
     pub mode: String,
     pub text: String,
     pub posted_at: i64,
+    /// `held`, `approved`, `rejected` or `expired`.
     pub state: held::HeldState,
+    /// When it expires if nobody decides (ms since the epoch).
+    pub expires_at: i64,
+    /// Time left to decide at the moment of this view (ms; 0 once expired or decided).
+    pub ms_left: i64,
+    /// The human's standing rule for its sender, if one exists (the card's "always allow from …" shows
+    /// what is set).
+    pub sender_rule: Option<policy::Inbound>,
 }
 
 /// The session's inbound policy as the view shows it.
@@ -69,6 +77,8 @@ pub struct View {
     pub rows: Vec<Row>,
     pub held: Vec<Held>,
     pub policy: PolicyView,
+    /// The home's standing rules and their order (`rules.list`'s result).
+    pub rules: crate::human::RulesView,
     /// More ledger lines exist than were shown.
     pub truncated: bool,
     pub ledger_error: Option<String>,
@@ -233,16 +243,30 @@ pub fn view(home: &Path, session: &str, limit: usize) -> View {
             request_id: rid,
         });
     }
-    let held = held::list(home, session)
+    let now = base::clock::now_ms();
+    let rules = crate::human::rules_view(home);
+    // looking expires what is past its time (held::list): the first process that looks rejects it
+    let held = held::list(home, session, now)
         .into_iter()
         .map(|i| Held {
             sender_title: i.envelope.sender.as_deref().and_then(|s| titles.title(s)),
+            sender_rule: i
+                .envelope
+                .sender
+                .as_deref()
+                .and_then(|s| rules.senders.get(s).copied()),
+            ms_left: if i.state_at(now) == held::HeldState::Held {
+                i.expires_at.saturating_sub(now).max(0)
+            } else {
+                0
+            },
+            expires_at: i.expires_at,
+            state: i.state_at(now),
             sender: i.envelope.sender,
             request_id: i.envelope.request_id,
             mode: i.envelope.mode,
             text: i.envelope.text,
             posted_at: i.envelope.posted_at,
-            state: i.state,
         })
         .collect();
     View {
@@ -250,6 +274,7 @@ pub fn view(home: &Path, session: &str, limit: usize) -> View {
         rows,
         held,
         policy: policy_view(home, session),
+        rules,
         truncated,
         ledger_error,
     }
@@ -383,6 +408,7 @@ mod tests {
                 posted_at: 5,
                 ..Default::default()
             },
+            i64::MAX,
         )
         .unwrap();
         let v = view(home, "session-b", 10);

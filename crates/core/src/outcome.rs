@@ -348,8 +348,35 @@ pub enum Refusal {
     Busy { what: base::offload::Offload },
     /// `stopped`: the human's home-wide "stop all agent mail" switch is on (`crate::policy`).
     Stopped { target: String },
-    /// `refused-by-human`: the human set the target to refuse agent mail (`crate::policy`).
-    RefusedByHuman { target: String },
+    /// `refused-by-human`: the human refuses this message (`crate::policy`): `by` the target's inbound
+    /// (`Session`), a standing rule for the sender (`Sender`) or for its machine (`Machine`).
+    RefusedByHuman {
+        target: String,
+        by: crate::policy::By,
+    },
+    /// `budget`: the linked machine the send arrived from used up its own budget here
+    /// (`budgetPerMachine`, `crossing::machine_budget`).
+    MachineBudget(crate::crossing::MachineBudget),
+    /// `foreign-sender`: the sender id that arrived from a linked machine is one this home does not
+    /// take (`crossing::foreign`).
+    ForeignSender {
+        sender: String,
+        why: crate::machine::wire::ForeignWhy,
+    },
+    /// `unlinked`: the target's machine (the one its id came from) is not linked now.
+    Unlinked { target: String, machine: String },
+    /// A linked machine's own send path refused the message (its code and facts, typed); nothing
+    /// was delivered there.
+    Remote(Box<RemoteRefusal>),
+}
+
+/// A linked machine's refusal of a message (`Refusal::Remote`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteRefusal {
+    pub machine: crate::machine::Machine,
+    pub target: String,
+    pub request_id: String,
+    pub refusal: crate::machine::wire::WireRefusal,
 }
 
 impl Refusal {
@@ -384,6 +411,10 @@ impl Refusal {
             Refusal::Busy { .. } => RefusalCode::Busy,
             Refusal::Stopped { .. } => RefusalCode::Stopped,
             Refusal::RefusedByHuman { .. } => RefusalCode::RefusedByHuman,
+            Refusal::MachineBudget(_) => RefusalCode::Budget,
+            Refusal::ForeignSender { .. } => RefusalCode::ForeignSender,
+            Refusal::Unlinked { .. } => RefusalCode::Unlinked,
+            Refusal::Remote(r) => r.refusal.code,
         }
     }
 
@@ -416,6 +447,7 @@ impl Refusal {
             Refusal::Rejected { request_id, .. } => Some(request_id),
             Refusal::Undelivered { context, .. } => Some(&context.request_id),
             Refusal::HeldElsewhere { request_id, .. } => request_id.as_deref(),
+            Refusal::Remote(r) => Some(&r.request_id),
             _ => None,
         }
     }
@@ -495,6 +527,48 @@ pub enum SendOutcome {
     /// that process's presence record then said it is stopping. Code `unreachable`, as the failure it
     /// carries; `may_have_landed` as that failure says. Boxed: a `SendOutcome` stays small.
     OwnerStopping(Box<StoppingOwner>),
+    /// Sent to a session of a linked machine: what that machine's own send path made of it, or that it
+    /// waits in this home's outbox. (A refusal there is `Refused(Refusal::Remote)`.)
+    Remote(Box<RemoteReceipt>),
+}
+
+/// A send to a session of a linked machine that was not refused (`SendOutcome::Remote`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteReceipt {
+    pub machine: crate::machine::Machine,
+    pub tool: SendTool,
+    pub target: String,
+    pub mode: Mode,
+    /// Characters of the message as the caller wrote it.
+    pub chars: usize,
+    pub request_id: String,
+    /// Its hop in its chain (as the far side counted it, once it answered).
+    pub hop: u32,
+    pub fate: RemoteFate,
+}
+
+/// What became of a message for a linked machine, as far as this side knows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RemoteFate {
+    /// That machine's host took it (`woke`: resumed a cold session there; `waiting`: it waits in the
+    /// mailbox of the process there that holds the session; `repeated`: answered from its record of an
+    /// earlier delivery of the same request id, nothing delivered again).
+    Accepted {
+        woke: bool,
+        waiting: bool,
+        repeated: bool,
+    },
+    /// Kept there for that machine's human.
+    Held,
+    /// Went out there without a clear answer from its host.
+    MayHaveLanded,
+    /// Not delivered yet: kept (fsynced) in this home's outbox, delivered once when the machine answers,
+    /// expired at `expires_at_ms`. `why`: why the call brought no answer (`may_have_arrived`: it may be
+    /// there already — the far side lands it once either way).
+    Outbox {
+        expires_at_ms: i64,
+        why: crate::machine::CallError,
+    },
 }
 
 /// A send whose owner stopped under it (`SendOutcome::OwnerStopping`).
@@ -585,6 +659,7 @@ impl SendResult {
             SendOutcome::MayHaveLanded { context, .. } => Some(&context.request_id),
             SendOutcome::ReceiptUnreadable(u) => Some(&u.request_id),
             SendOutcome::OwnerStopping(o) => Some(&o.context.request_id),
+            SendOutcome::Remote(r) => Some(&r.request_id),
         }
     }
 
@@ -592,6 +667,9 @@ impl SendResult {
     pub fn code(&self) -> Option<RefusalCode> {
         match &self.outcome {
             SendOutcome::Accepted(_) | SendOutcome::Held(_) => None,
+            SendOutcome::Remote(r) => {
+                matches!(r.fate, RemoteFate::MayHaveLanded).then_some(RefusalCode::Unreachable)
+            }
             SendOutcome::Refused(r) => Some(r.code()),
             SendOutcome::MayHaveLanded { .. }
             | SendOutcome::ReceiptUnreadable(_)
@@ -607,6 +685,7 @@ impl SendResult {
         match &self.outcome {
             SendOutcome::MayHaveLanded { .. } | SendOutcome::ReceiptUnreadable(_) => true,
             SendOutcome::OwnerStopping(o) => o.may_have_landed(),
+            SendOutcome::Remote(r) => matches!(r.fate, RemoteFate::MayHaveLanded),
             _ => false,
         }
     }
@@ -625,6 +704,13 @@ impl SendResult {
             // What the failure alone would record: the owner's stop changes the words, not the fate.
             SendOutcome::OwnerStopping(o) if o.may_have_landed() => L::MayHaveLanded,
             SendOutcome::OwnerStopping(_) => L::Unreachable,
+            SendOutcome::Remote(r) => match r.fate {
+                RemoteFate::Accepted { .. } => L::Accepted,
+                RemoteFate::Held => L::Held,
+                RemoteFate::MayHaveLanded => L::MayHaveLanded,
+                // durable here and delivered once when the machine answers: it counts as sent
+                RemoteFate::Outbox { .. } => L::Accepted,
+            },
             // A delivery that reached no host decision (down, timeout, 5xx, carrier, bad URL) is
             // `unreachable`; a refused cookie or fence is a refusal with its code.
             SendOutcome::Refused(r) => match r.code() {
@@ -633,6 +719,24 @@ impl SendResult {
             },
         }
     }
+}
+
+/// What became of a message sent to a linked machine, as this side can tell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteVerification {
+    pub request_id: String,
+    /// The machine (by its name here; an unlinked one by its id).
+    pub machine: crate::machine::MachineId,
+    pub machine_name: Option<String>,
+    pub target: Option<String>,
+    pub state: crate::code::FateState,
+    /// `waiting` in the outbox: when it expires.
+    pub expires_at_ms: Option<i64>,
+    /// The far side's answer to this verify (`None`: not asked, or no answer: `asked` says why).
+    pub there: Option<crate::machine::wire::VerifyAnswer>,
+    pub asked: Option<crate::machine::CallError>,
+    /// Still in this home's outbox (not delivered yet), expired or unlinked there.
+    pub in_outbox: bool,
 }
 
 #[cfg(test)]
@@ -754,7 +858,36 @@ mod tests {
             },
             Refusal::RefusedByHuman {
                 target: "session-t".into(),
+                by: crate::policy::By::Session,
             },
+            Refusal::RefusedByHuman {
+                target: "session-t".into(),
+                by: crate::policy::By::Sender,
+            },
+            Refusal::ForeignSender {
+                sender: "session-f".into(),
+                why: crate::machine::wire::ForeignWhy::OtherMachine,
+            },
+            Refusal::Unlinked {
+                target: "session-t".into(),
+                machine: "e".repeat(64),
+            },
+            Refusal::MachineBudget(crate::crossing::MachineBudget {
+                machine: crate::machine::MachineId::parse(&"e".repeat(64)).unwrap(),
+                sent: 30,
+                limit: 30,
+                window_secs: 600,
+                next_at_ms: 1_761_741_296_789,
+            }),
+            Refusal::Remote(Box::new(RemoteRefusal {
+                machine: crate::machine::Machine {
+                    id: crate::machine::MachineId::parse(&"e".repeat(64)).unwrap(),
+                    name: "laptop".into(),
+                },
+                target: "session-t".into(),
+                request_id: "dsh-session-mail:r".into(),
+                refusal: crate::machine::wire::WireRefusal::code(RefusalCode::NotFound),
+            })),
             Refusal::HeldElsewhere {
                 target: "session-t".into(),
                 owner: Owner::Process {
@@ -930,7 +1063,9 @@ mod tests {
                     assert_eq!(wire, "\"unreachable\"")
                 }
                 SendOutcome::Refused(x) => assert_eq!(wire, format!("\"refused:{}\"", x.code())),
-                SendOutcome::Accepted(_) | SendOutcome::Held(_) => unreachable!(),
+                SendOutcome::Accepted(_) | SendOutcome::Held(_) | SendOutcome::Remote(_) => {
+                    unreachable!()
+                }
             }
         }
         // Strings of older ledgers read back as the same outcomes; unknown ones are kept as written.

@@ -30,6 +30,21 @@ pub struct ToolRequest {
     /// (tests set them directly).
     #[serde(skip)]
     pub peers: Option<Vec<crate::presence::Record>>,
+    /// Set only by `remote::serve` (never from JSON): this send arrived from a linked machine, and runs
+    /// this home's own send path with the sender's request id, chain and hop.
+    #[serde(skip)]
+    pub incoming: Option<Incoming>,
+}
+
+/// A send that arrived from a linked machine (`remote::serve`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Incoming {
+    pub machine: crate::machine::MachineId,
+    /// The sender's request id, kept: the far side's retries and `verify` name it.
+    pub request_id: String,
+    /// The chain and hop the sender counted.
+    pub chain: Option<String>,
+    pub hop: u32,
 }
 
 impl ToolRequest {
@@ -38,6 +53,19 @@ impl ToolRequest {
         match &self.peers {
             Some(p) => p.clone(),
             None => crate::presence::current(home),
+        }
+    }
+
+    /// The process that holds `session` live (another than this one) and its status there: from the given
+    /// presence, or from DSH_HOME checking only the records that list it (`presence::owner`).
+    pub fn owner_at(
+        &self,
+        home: &std::path::Path,
+        session: &str,
+    ) -> Option<(crate::presence::Record, crate::presence::PeerSession)> {
+        match &self.peers {
+            Some(p) => crate::presence::owner_of(p, session).map(|(r, s)| (r.clone(), s.clone())),
+            None => crate::presence::owner(home, session),
         }
     }
 }

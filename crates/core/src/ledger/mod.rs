@@ -64,6 +64,9 @@ pub enum LedgerOutcome {
     MayHaveLanded,
     /// Kept for the human's decision (the target's inbound policy, `crate::policy`); not sent.
     Held,
+    /// A held message nobody decided on before its `expiresAt` (`crate::policy::held::expire`): written
+    /// when it expired, never delivered.
+    Expired,
     /// A string this version does not know.
     Other(String),
 }
@@ -84,6 +87,7 @@ impl LedgerOutcome {
             LedgerOutcome::Unreachable => "unreachable".into(),
             LedgerOutcome::MayHaveLanded => "may-have-landed".into(),
             LedgerOutcome::Held => "held".into(),
+            LedgerOutcome::Expired => "expired".into(),
             LedgerOutcome::Other(s) => s.clone(),
         }
     }
@@ -107,6 +111,7 @@ impl From<String> for LedgerOutcome {
         match s.as_str() {
             "accepted" => LedgerOutcome::Accepted,
             "held" => LedgerOutcome::Held,
+            "expired" => LedgerOutcome::Expired,
             "unreachable" => LedgerOutcome::Unreachable,
             "may-have-landed" => LedgerOutcome::MayHaveLanded,
             _ => match s.strip_prefix("refused:") {
@@ -180,7 +185,7 @@ pub struct Entry {
     pub mode: Option<String>,
     /// `dsh-session-mail:<uuid>`, `null` for a refusal decided before an id was minted.
     pub request_id: Option<String>,
-    /// `accepted`, `refused:<code>`, `unreachable`, `may-have-landed` or `held`.
+    /// `accepted`, `refused:<code>`, `unreachable`, `may-have-landed`, `held` or `expired`.
     #[cfg_attr(feature = "napi", napi(ts_type = "string"))]
     pub outcome: LedgerOutcome,
     /// Characters of the message as written, `null` when the message was not a string.
@@ -199,6 +204,12 @@ pub struct Entry {
     /// accepted, or whose text was changed, delivers nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text_sha256: Option<String>,
+    /// The linked machine the message came from (`MachineId`; absent: this home).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_machine: Option<String>,
+    /// The linked machine the message went to (`MachineId`; absent: this home).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to_machine: Option<String>,
 }
 
 impl Entry {
@@ -227,6 +238,8 @@ impl Entry {
             chain: None,
             hop: None,
             text_sha256: None,
+            from_machine: None,
+            to_machine: None,
         }
     }
 

@@ -11,7 +11,9 @@
 //! 1. a sender is named, it is not the target, and the header or frame (if any) names that same sender;
 //! 2. the message passes what a direct send passes: not blank, ≤ `maxSendChars`, no forged header
 //!    ([`guard`]);
-//! 3. the sender is a session of this home (its log is in the store);
+//! 3. the sender is a session of this home (its log is in the store), or a sender id that arrived from a
+//!    linked machine (`crate::crossing::foreign` records which) whose ledger line below says it came from
+//!    that machine (`fromMachine`: the receiving home wrote it when `remote::serve` ran the send);
 //! 4. the **sender's ledger line** vouches for it: the same request id, this target, this sender, mode and
 //!    tool, the SHA-256 of this very message, outcome `accepted` / `may-have-landed` (or `held` with the
 //!    human's sealed approval: the [`Approved`] check the caller passes in, `crate::policy::held`). The
@@ -40,6 +42,26 @@ pub const LEDGER_GRACE_MS: u64 = 30_000;
 /// Did the human approve this request id for this session (`(session, request id)`)? The policy layer
 /// answers (`crate::policy::held::state_of`); this check only asks.
 pub type Approved<'a> = &'a dyn Fn(&str, &str) -> bool;
+
+/// What the human's inbound policy says of an envelope now (the policy layer answers:
+/// `crate::policy::decide` with the envelope's sender and target; this check only asks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HumanSays {
+    Deliver,
+    /// Keep it for the human (`crate::policy::held`).
+    Hold,
+    /// The home-wide switch is on.
+    Stopped,
+    /// The human refuses it (a sender, machine or session rule).
+    Refused,
+}
+
+/// The human's policy as the drain asks it, and where a held envelope goes (both handed in by the
+/// binding: `crate::policy::decide`, `crate::policy::held::hold`).
+pub struct Human<'a> {
+    pub says: &'a dyn Fn(&Envelope) -> HumanSays,
+    pub hold: &'a dyn Fn(&Envelope) -> Result<(), String>,
+}
 
 /// Why an envelope is not delivered.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,6 +93,12 @@ pub enum Why {
         max: u32,
     },
     Budget(budget::Exceeded),
+    /// The human's "stop all agent mail" switch is on.
+    Stopped,
+    /// The human's policy refuses it (a sender, machine or session rule).
+    RefusedByHuman,
+    /// The policy holds it and the held store did not take it.
+    NotHeld(String),
 }
 
 impl Reason for Why {
@@ -85,6 +113,9 @@ impl Reason for Why {
             Why::Unrecorded | Why::NotVouched(_) | Why::LedgerUnreadable(_) => "unrecorded",
             Why::RelayLimit { .. } => "relay-limit",
             Why::Budget(_) => "budget",
+            Why::Stopped => "stopped",
+            Why::RefusedByHuman => "refused-by-human",
+            Why::NotHeld(_) => "not-held",
         }
     }
 }
@@ -132,6 +163,12 @@ impl std::fmt::Display for Why {
                 f,
                 "its sender had used its send budget ({} sends in {} s, limit {})",
                 e.sent, e.window_secs, e.limit
+            ),
+            Why::Stopped => f.write_str("the human stopped all agent mail"),
+            Why::RefusedByHuman => f.write_str("the human's inbound policy refuses it"),
+            Why::NotHeld(e) => write!(
+                f,
+                "the human's inbound policy holds it and the held store did not take it ({e})"
             ),
         }
     }
@@ -306,6 +343,10 @@ fn within_budget(home: &Path, l: &Entry, sender: &str, cfg: &Config) -> Result<(
 pub struct Checks<'a> {
     pub cfg: &'a Config,
     pub approved: Approved<'a>,
+    /// The human's policy, asked last of an envelope that passed every other check (`None`: not asked —
+    /// tests of the other checks). A message the human approved passes its hold and refuse rules (that
+    /// decision was about this very message), not the stop-all switch.
+    pub human: Option<Human<'a>>,
 }
 
 impl Admit for Checks<'_> {
@@ -315,9 +356,25 @@ impl Admit for Checks<'_> {
     /// orphaned, not in the target's log), `age_ms` after its file was written.
     fn check(&self, home: &Path, env: &Envelope, age_ms: u64) -> Verdict<Why> {
         match verify(home, env, self.cfg, self.approved, age_ms) {
-            Ok(Some(text)) => Verdict::Deliver(text),
+            Ok(Some(text)) => match self.human.as_ref().map(|h| (h.says)(env)) {
+                None | Some(HumanSays::Deliver) => Verdict::Deliver(text),
+                Some(HumanSays::Stopped) => Verdict::Refuse(Why::Stopped),
+                Some(_) if (self.approved)(&env.session_id, &env.request_id) => {
+                    Verdict::Deliver(text)
+                }
+                Some(HumanSays::Refused) => Verdict::Refuse(Why::RefusedByHuman),
+                Some(HumanSays::Hold) => Verdict::Divert,
+            },
             Ok(None) => Verdict::Wait,
             Err(why) => Verdict::Refuse(why),
+        }
+    }
+
+    /// A message the human's policy holds at the drain (it changed after the send): kept for the human.
+    fn divert(&self, _home: &Path, env: &Envelope) -> Result<(), Why> {
+        match &self.human {
+            Some(h) => (h.hold)(env).map_err(Why::NotHeld),
+            None => Err(Why::NotHeld("no held store".into())),
         }
     }
 }
@@ -351,8 +408,14 @@ fn verify(
         return Err(Why::TooLong { chars, max });
     }
     guard::check_body(body).map_err(Why::Forged)?;
-    let Some(meta) = store::find_session(home, sender) else {
-        return Err(Why::UnknownSender(sender.to_string()));
+    // A session of this home, or a sender that arrived from a linked machine (`crossing::foreign`: the
+    // machine its id first came from), whose line below must then say it came from that machine.
+    let (title, from_machine) = match store::find_session(home, sender) {
+        Some(meta) => (meta.title, None),
+        None => match crate::crossing::foreign::machine_of(home, sender) {
+            Some(m) => (None, Some(m)),
+            None => return Err(Why::UnknownSender(sender.to_string())),
+        },
     };
     let Some(line) = vouching_line(home, env, sender, parsed.tool, body, approved)? else {
         return if age_ms < LEDGER_GRACE_MS {
@@ -361,6 +424,11 @@ fn verify(
             Err(Why::Unrecorded)
         };
     };
+    if let Some(m) = &from_machine {
+        if line.from_machine.as_deref() != Some(m.as_str()) {
+            return Err(Why::UnknownSender(sender.to_string()));
+        }
+    }
     let hop = line.hop.unwrap_or(1);
     if parsed.relay.is_some_and(|(h, _)| h != hop) {
         return Err(Why::Altered("its relay hop is not its ledger line's"));
@@ -377,7 +445,7 @@ fn verify(
             let relay_max = parsed.relay.map(|(_, m)| m).unwrap_or(max);
             mail::frame(
                 sender,
-                meta.title.as_deref(),
+                title.as_deref(),
                 &env.mode,
                 (relay_max > 0).then_some((hop, relay_max)),
                 body,
@@ -389,6 +457,66 @@ fn verify(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Mail from a linked machine to a session whose owner drains a mailbox: the sender is not a session
+    /// of this home, but its id is recorded as that machine's and its line says it came from there.
+    #[test]
+    fn a_sender_from_a_linked_machine_is_vouched_for_by_a_line_that_names_that_machine() {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path();
+        let (sender, target) = (
+            "session-aaaaaaaa-0000-4000-8000-000000000001",
+            "session-bbbbbbbb-0000-4000-8000-000000000002",
+        );
+        let m = crate::machine::MachineId::parse(&"a".repeat(64)).unwrap();
+        let env = Envelope {
+            v: 1,
+            request_id: "dsh-session-mail:00000000-0000-4000-8000-000000000001".into(),
+            session_id: target.into(),
+            mode: "queue".into(),
+            text: mail::with_from_header(sender, "hi"),
+            sender: Some(sender.into()),
+            owner_pid: 1,
+            owner_started_at: 1,
+            posted_at: 1,
+        };
+        let cfg = Config::default();
+        let never: Approved<'_> = &|_, _| false;
+        let line = |from: Option<&str>| {
+            let mut e = Entry::new(
+                base::clock::now_ms(),
+                Some(sender),
+                Some(target),
+                "send_session_message",
+                Some("queue"),
+                Some(&env.request_id),
+                LedgerOutcome::Accepted,
+                Some("hi"),
+            );
+            e.from_machine = from.map(str::to_string);
+            e
+        };
+        // unknown here: refused, whatever the ledger says
+        ledger::append(h, &line(Some(m.as_str()))).unwrap();
+        assert!(matches!(
+            verify(h, &env, &cfg, never, 0),
+            Err(Why::UnknownSender(_))
+        ));
+        // recorded as machine a's: the line from machine a vouches, and the From header is rebuilt
+        crate::crossing::foreign::claim(h, sender, &m, |_| false).unwrap();
+        assert_eq!(
+            verify(h, &env, &cfg, never, 0),
+            Ok(Some(mail::with_from_header(sender, "hi")))
+        );
+        // a line that does not say it came from machine a vouches for nothing
+        let h2 = tempfile::tempdir().unwrap();
+        crate::crossing::foreign::claim(h2.path(), sender, &m, |_| false).unwrap();
+        ledger::append(h2.path(), &line(None)).unwrap();
+        assert!(matches!(
+            verify(h2.path(), &env, &cfg, never, 0),
+            Err(Why::UnknownSender(_))
+        ));
+    }
 
     #[test]
     fn parse_takes_apart_what_a_send_builds() {

@@ -23,6 +23,11 @@ pub trait Admit {
     /// Why an envelope is refused.
     type Why: Reason;
     fn check(&self, home: &Path, env: &Envelope, age_ms: u64) -> Verdict<Self::Why>;
+    /// Take a claimed envelope the check answered [`Verdict::Divert`] for out of the mailbox into the
+    /// checker's own keeping (the human's held mail); `Err`: it is refused with that reason instead.
+    fn divert(&self, _home: &Path, _env: &Envelope) -> Result<(), Self::Why> {
+        Ok(())
+    }
 }
 
 /// A refusal as the drain records it: its short code (the receipt's `mailbox/<code>`, the record's
@@ -40,6 +45,9 @@ pub enum Verdict<W> {
     Wait,
     /// Never: moved aside with the reason.
     Refuse(W),
+    /// Not delivered from here: claimed, handed to [`Admit::divert`], then gone from the mailbox with no
+    /// receipt (the human's policy holds it now: the held store answers for it).
+    Divert,
 }
 
 /// A refused envelope as kept in its shard (`<uuid>.refused`), for `verify` and the human.

@@ -780,6 +780,15 @@ pub fn drain_with(
                     admit::refuse(home, &d, &key, &env, &why, me.pid, now_ms);
                     refused.push((0, d.join(format!("{key}.refused"))));
                 }
+                admit::Verdict::Divert => match admit.divert(home, &env) {
+                    Ok(()) => {
+                        let _ = fs::remove_file(&mine);
+                    }
+                    Err(why) => {
+                        admit::refuse(home, &d, &key, &env, &why, me.pid, now_ms);
+                        refused.push((0, d.join(format!("{key}.refused"))));
+                    }
+                },
                 admit::Verdict::Wait => {}
             }
         }

@@ -15,6 +15,7 @@ fn drain(h: &Path, me: &Drainer, now_ms: i64) -> Vec<Claimed> {
     let checks = crate::mail::admit::Checks {
         cfg: &cfg,
         approved: &|_, _| false,
+        human: None,
     };
     drain_with(h, me, &checks, now_ms)
 }
@@ -668,6 +669,7 @@ fn a_held_line_vouches_only_with_the_humans_approval() {
         let checks = crate::mail::admit::Checks {
             cfg: &cfg,
             approved: &yes,
+            human: None,
         };
         let got = drain_with(h, &me(std::process::id()), &checks, 0);
         assert_eq!(got.len(), usize::from(approved), "approved {approved}");
@@ -1011,4 +1013,88 @@ fn a_receipt_that_cannot_be_written_is_not_claimed_again_every_drain() {
         assert!(drain(h, &me(pid), 0).is_empty(), "{n}");
     }
     assert_eq!(fs::read(outside.path().join("x")).unwrap(), b"theirs");
+}
+
+/// The human's policy is asked at the drain too (it may have changed since the send): stop-all and a
+/// refusing rule refuse the envelope, a hold takes it out of the mailbox into the held store with no
+/// receipt, and a message the human approved passes its hold and refuse rules but not stop-all.
+#[test]
+fn the_drain_asks_the_humans_policy_last() {
+    use crate::mail::admit::{Checks, Human, HumanSays};
+    let cases = [
+        (HumanSays::Deliver, false, "delivered"),
+        (HumanSays::Refused, false, "refused-by-human"),
+        (HumanSays::Stopped, false, "stopped"),
+        (HumanSays::Hold, false, "held"),
+        (HumanSays::Hold, true, "delivered"),
+        (HumanSays::Refused, true, "delivered"),
+        (HumanSays::Stopped, true, "stopped"),
+    ];
+    for (says, approved, want) in cases {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path();
+        session_log(h, "session-s", "S");
+        let e = planted(
+            h,
+            1,
+            "session-s",
+            &crate::mail::with_from_header("session-s", "ok"),
+        );
+        let mut l = crate::ledger::Entry::new(
+            base::clock::now_ms(),
+            Some("session-s"),
+            Some(S),
+            "send_session_message",
+            Some("queue"),
+            Some(&e.request_id),
+            crate::ledger::LedgerOutcome::Accepted,
+            Some("ok"),
+        );
+        l.hop = Some(1);
+        crate::ledger::append(h, &l).unwrap();
+        let cfg = crate::config::Config::default();
+        let yes = |_: &str, _: &str| approved;
+        let asked = std::cell::RefCell::new(Vec::new());
+        let says_fn = |env: &Envelope| {
+            asked
+                .borrow_mut()
+                .push((env.sender.clone(), env.session_id.clone()));
+            says
+        };
+        let kept = std::cell::RefCell::new(Vec::new());
+        let hold_fn = |env: &Envelope| {
+            kept.borrow_mut().push(env.request_id.clone());
+            Ok(())
+        };
+        let checks = Checks {
+            cfg: &cfg,
+            approved: &yes,
+            human: Some(Human {
+                says: &says_fn,
+                hold: &hold_fn,
+            }),
+        };
+        let got = drain_with(h, &me(std::process::id()), &checks, 0);
+        assert_eq!(
+            asked.borrow().as_slice(),
+            &[(Some("session-s".to_string()), S.to_string())],
+            "{says:?}: asked with its sender and target"
+        );
+        let seen = if !got.is_empty() {
+            "delivered".to_string()
+        } else if !kept.borrow().is_empty() {
+            "held".to_string()
+        } else {
+            refused_code(h, 1).unwrap_or_default()
+        };
+        assert_eq!(seen, want, "{says:?} approved {approved}");
+        if want == "held" {
+            assert_eq!(kept.borrow().as_slice(), &[rid(1)]);
+            assert!(
+                names(h).is_empty(),
+                "gone from the mailbox, no receipt: {:?}",
+                names(h)
+            );
+        }
+    }
 }

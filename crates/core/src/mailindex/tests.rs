@@ -182,6 +182,8 @@ impl World {
                         posted_at: time,
                         ..Default::default()
                     },
+                    // held until the human decides (the test's times are in the past)
+                    base::clock::now_ms() + 365 * 24 * 3600 * 1000,
                 )
                 .unwrap();
                 ("held", Some(body.clone()))
@@ -256,7 +258,7 @@ impl World {
                 "{:?}",
                 b.map(|a| a.allowance).map_err(|e| format!("{e:?}"))
             ));
-            out.push(format!("{:?}", policy::decide(home, s)));
+            out.push(format!("{:?}", policy::decide(home, t, s, None)));
         }
         for id in self.expected.keys() {
             out.push(format!("{:?}", crate::fate::verify(home, id, None).fate));

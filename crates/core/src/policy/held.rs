@@ -3,10 +3,11 @@
 //! One folder per target, `$DSH_HOME/dsh-session-mail/awaiting-human/<session-id>/` (0700), per message:
 //!
 //! - `<uuid>.held` — the sealed envelope (the same [`Envelope`] the mailbox carries: the exact text the
-//!   target would receive), written by the sender instead of delivering. Durable: it survives every
-//!   process on the home.
-//! - `<uuid>.decision` — the human's sealed decision (`approved` / `rejected`), created `O_EXCL` by the
-//!   route the web client calls: one decision wins, a second one is refused.
+//!   target would receive) and its `expiresAt` (the hold time + the policy's `heldTtlMs`), written by the
+//!   sender instead of delivering. Durable: it survives every process on the home.
+//! - `<uuid>.decision` — the sealed decision (`approved` / `rejected` by the human's route, `expired` by
+//!   the first process that looks after `expiresAt`), created `O_EXCL`: one decision wins, a second one is
+//!   refused, so an approval after the expiry is refused and an expired message is never delivered.
 //! - `<uuid>.posted` — written once an approved message was handed to the target's mailbox.
 //!
 //! **Exactly once / never.** Only an approval that verifies is ever handed on, and it is handed to the
@@ -30,6 +31,10 @@ use base::seal;
 
 /// Most held messages looked at per session.
 pub const MAX_HELD: usize = 256;
+/// Most session folders one home-wide pass reads (counts, bulk decisions, the sweep).
+pub const MAX_SESSION_FOLDERS: usize = 4096;
+/// Most messages one bulk decision takes.
+pub const MAX_DECIDE_MANY: usize = 1024;
 const MAX_FILE_BYTES: u64 = mailbox::MAX_ENVELOPE_BYTES + 4096;
 
 /// Where a held message is.
@@ -39,9 +44,7 @@ pub enum HeldState {
     Held,
     Approved,
     Rejected,
-    /// Held past its time (docs/architecture.md: the policy's `heldTtlMs`, the envelope's `expiresAt`):
-    /// rejected as expired, never delivered. Nothing produces it yet; the expiry of held mail (issue
-    /// 31) does, and `verify`, the mail rows and the held cards show it as the fate `expired`.
+    /// Nobody decided before its `expiresAt`: rejected as expired, never delivered.
     Expired,
 }
 
@@ -61,10 +64,37 @@ impl HeldState {
 #[serde(rename_all = "camelCase")]
 pub struct HeldItem {
     pub envelope: Envelope,
+    /// As decided (a sealed decision), or `held`. A held item past `expires_at` is expired at its next
+    /// look ([`list`], [`decide`], [`sweep`]); [`HeldItem::state_at`] says so before that.
     pub state: HeldState,
     pub decided_at: Option<i64>,
     /// Approved and handed to the target's mailbox.
     pub posted: bool,
+    /// When it expires if nobody decides (ms since the epoch): sealed with it at hold time; for one
+    /// held before expiry existed, its hold time + the policy's `heldTtlMs` now.
+    pub expires_at: i64,
+}
+
+impl HeldItem {
+    /// Its state at `now_ms`: a held item past its time is expired.
+    pub fn state_at(&self, now_ms: i64) -> HeldState {
+        if self.state == HeldState::Held && now_ms >= self.expires_at {
+            HeldState::Expired
+        } else {
+            self.state
+        }
+    }
+}
+
+/// What a `.held` file seals: the envelope and its expiry (absent in files written before expiry
+/// existed: those seal the envelope alone, and still verify).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Kept {
+    #[serde(flatten)]
+    envelope: Envelope,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    expires_at: Option<i64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -217,8 +247,9 @@ fn open_sealed<T: Serialize + for<'de> Deserialize<'de>>(
     seal::check_hex(key, domain, &raw, &s.mac).then_some(s.body)
 }
 
-/// Keep `env` for the human instead of delivering it (the sender's side).
-pub fn hold(home: &Path, env: &Envelope) -> Result<(), HeldError> {
+/// Keep `env` for the human instead of delivering it (the sender's side), until `expires_at` (ms since
+/// the epoch: the hold time + [`super::held_ttl_ms`]).
+pub fn hold(home: &Path, env: &Envelope, expires_at: i64) -> Result<(), HeldError> {
     let key = key_of(&env.request_id).ok_or(HeldError::BadRequestId)?;
     let d = ensure(home, &env.session_id)?;
     let names = fs::read_dir(&d)
@@ -233,7 +264,11 @@ pub fn hold(home: &Path, env: &Envelope) -> Result<(), HeldError> {
     let k = key_or_make(home)?;
     let mut e = env.clone();
     e.v = 1;
-    let bytes = sealed_bytes(k.bytes(), "held", &e)?;
+    let kept = Kept {
+        envelope: e,
+        expires_at: Some(expires_at),
+    };
+    let bytes = sealed_bytes(k.bytes(), "held", &kept)?;
     if bytes.len() as u64 > MAX_FILE_BYTES {
         return Err(HeldError::TooLarge);
     }
@@ -241,7 +276,8 @@ pub fn hold(home: &Path, env: &Envelope) -> Result<(), HeldError> {
 }
 
 fn read_item(home: &Path, key: &[u8], d: &Path, stem: &str, session: &str) -> Option<HeldItem> {
-    let env: Envelope = open_sealed(key, "held", &d.join(format!("{stem}.held")))?;
+    let kept: Kept = open_sealed(key, "held", &d.join(format!("{stem}.held")))?;
+    let env = kept.envelope;
     if env.session_id != session || key_of(&env.request_id) != Some(stem) {
         return None;
     }
@@ -249,17 +285,36 @@ fn read_item(home: &Path, key: &[u8], d: &Path, stem: &str, session: &str) -> Op
         open_sealed(key, "decision", &d.join(format!("{stem}.decision")))
             .filter(|x: &Decided| x.request_id == env.request_id && x.session_id == session);
     let posted = fs::symlink_metadata(d.join(format!("{stem}.posted"))).is_ok();
-    let _ = home;
+    let expires_at = kept.expires_at.unwrap_or_else(|| {
+        env.posted_at
+            .saturating_add(i64::try_from(super::held_ttl_ms(home)).unwrap_or(i64::MAX))
+    });
     Some(HeldItem {
         state: decided.as_ref().map_or(HeldState::Held, |x| x.decision),
         decided_at: decided.map(|x| x.at),
         posted,
+        expires_at,
         envelope: env,
     })
 }
 
-/// The held messages of `session`, newest first (bounded; unverifiable files are left out).
-pub fn list(home: &Path, session: &str) -> Vec<HeldItem> {
+/// The held messages of `session`, newest first (bounded; unverifiable files are left out). One past its
+/// `expiresAt` at `now_ms` is expired here, by a sealed decision ([`expire`]): the first process that
+/// looks rejects it.
+pub fn list(home: &Path, session: &str, now_ms: i64) -> Vec<HeldItem> {
+    let mut out = list_as_is(home, session);
+    for item in out.iter_mut() {
+        if item.state_at(now_ms) == HeldState::Expired && item.state == HeldState::Held {
+            if let Some(now) = expire(home, session, item, now_ms) {
+                *item = now;
+            }
+        }
+    }
+    out
+}
+
+/// The held messages of `session` as their files say, nothing written.
+fn list_as_is(home: &Path, session: &str) -> Vec<HeldItem> {
     let Some(d) = folder(home, session) else {
         return Vec::new();
     };
@@ -304,7 +359,10 @@ pub fn state_of(home: &Path, request_id: &str, session: Option<&str>) -> Option<
     };
     sessions.iter().find_map(|s| {
         let d = folder(home, s)?;
-        read_item(home, key, &d, stem, s)
+        let mut item = read_item(home, key, &d, stem, s)?;
+        // past its time nobody can approve it any more: say so before the sweep writes it
+        item.state = item.state_at(base::clock::now_ms());
+        Some(item)
     })
 }
 
@@ -332,6 +390,14 @@ pub fn decide(
             state: item.state,
         });
     }
+    if item.state_at(now_ms) == HeldState::Expired {
+        // too late: it is expired now (sealed), and the approval or rejection is refused
+        let state = expire(home, session, &item, now_ms).map_or(HeldState::Expired, |i| i.state);
+        return Err(HeldError::Decided {
+            request_id: request_id.to_string(),
+            state,
+        });
+    }
     let decision = if approve {
         HeldState::Approved
     } else {
@@ -347,25 +413,93 @@ pub fn decide(
             at: now_ms,
         },
     )?;
-    let p = d.join(format!("{stem}.decision"));
-    match write_new(&d, &p, &bytes, true) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            // A decision file that did not verify (read_item saw none): not the human's; replace it once.
-            let _ = fs::remove_file(&p);
-            write_new(&d, &p, &bytes, true).map_err(HeldError::Decision)?;
-        }
-        Err(e) => return Err(HeldError::Decision(e)),
-    }
+    write_decision(&d, stem, &bytes)?;
     if approve {
         post(home, &d, stem, &item.envelope, now_ms)?;
     }
     read_item(home, key, &d, stem, session).ok_or(HeldError::Vanished)
 }
 
+/// Create `<stem>.decision` exclusively. A decision file there that did not verify (the caller saw
+/// none) is not the human's: it is replaced once. Two deciders racing: one create wins, the other gets
+/// `AlreadyExists` twice and fails.
+fn write_decision(d: &Path, stem: &str, bytes: &[u8]) -> Result<(), HeldError> {
+    let p = d.join(format!("{stem}.decision"));
+    match write_new(d, &p, bytes, true) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            let key = p.with_extension("decision-stale");
+            // move the unverified file aside first, so a verified decision written meanwhile by
+            // another process is never removed by name
+            if fs::rename(&p, &key).is_ok() {
+                let _ = fs::remove_file(&key);
+            }
+            write_new(d, &p, bytes, true).map_err(HeldError::Decision)
+        }
+        Err(e) => Err(HeldError::Decision(e)),
+    }
+}
+
+/// Reject `item` (held, past its `expiresAt`) as expired: a sealed decision, then a ledger line of its
+/// sender's request with the outcome `expired` (the receipt history says so). `None` when nothing could
+/// be written (no key, the folder) — it stays held and the next look tries again; the item as it is
+/// now otherwise (another decision may have won the race).
+pub fn expire(home: &Path, session: &str, item: &HeldItem, now_ms: i64) -> Option<HeldItem> {
+    let stem = key_of(&item.envelope.request_id)?;
+    let d = folder(home, session)?;
+    let key = read_key(home).ok()??;
+    let bytes = sealed_bytes(
+        key.bytes(),
+        "decision",
+        Decided {
+            request_id: item.envelope.request_id.clone(),
+            session_id: session.to_string(),
+            decision: HeldState::Expired,
+            at: now_ms,
+        },
+    )
+    .ok()?;
+    let won = write_decision(&d, stem, &bytes).is_ok();
+    let now = read_item(home, key.bytes(), &d, stem, session)?;
+    if won && now.state == HeldState::Expired {
+        record_expiry(home, &now, now_ms);
+    }
+    Some(now)
+}
+
+/// The ledger line of an expiry: the held line of the same request, its outcome `expired`, at `now_ms`.
+fn record_expiry(home: &Path, item: &HeldItem, now_ms: i64) {
+    use crate::ledger::{self, Filter, LedgerOutcome};
+    let filter = Filter {
+        request_id: Some(item.envelope.request_id.clone()),
+        ..Filter::default()
+    };
+    let held_line = ledger::read_ledger(home, &filter).ok().and_then(|r| {
+        r.entries
+            .into_iter()
+            .rev()
+            .find(|l| l.outcome == LedgerOutcome::Held)
+    });
+    let mut line = held_line.unwrap_or_else(|| {
+        ledger::Entry::new(
+            now_ms,
+            item.envelope.sender.as_deref(),
+            Some(&item.envelope.session_id),
+            "",
+            Some(&item.envelope.mode),
+            Some(&item.envelope.request_id),
+            LedgerOutcome::Expired,
+            None,
+        )
+    });
+    line.time = base::clock::format_utc_ms(now_ms);
+    line.outcome = LedgerOutcome::Expired;
+    line.text_sha256 = None;
+    let _ = ledger::append(home, &line);
+}
+
 fn post(home: &Path, d: &Path, stem: &str, env: &Envelope, now_ms: i64) -> Result<(), HeldError> {
-    let peers = crate::presence::current(home);
-    let (pid, started_at) = match crate::presence::owner_of(&peers, &env.session_id) {
+    let (pid, started_at) = match crate::presence::owner(home, &env.session_id) {
         Some((r, _)) => (r.pid, r.started_at),
         None => (std::process::id(), 0),
     };
@@ -380,6 +514,100 @@ fn post(home: &Path, d: &Path, stem: &str, env: &Envelope, now_ms: i64) -> Resul
     Ok(())
 }
 
+/// The session folders under `awaiting-human/` (names that can be session ids), at most
+/// [`MAX_SESSION_FOLDERS`]; `true` when there were more.
+pub fn sessions(home: &Path) -> (Vec<String>, bool) {
+    let Ok(rd) = fs::read_dir(root(home)) else {
+        return (Vec::new(), false);
+    };
+    let mut out = Vec::new();
+    for e in rd.flatten() {
+        let n = e.file_name().to_string_lossy().into_owned();
+        if !mailbox::addressable(&n) {
+            continue;
+        }
+        if out.len() >= MAX_SESSION_FOLDERS {
+            return (out, true);
+        }
+        out.push(n);
+    }
+    out.sort();
+    (out, false)
+}
+
+/// The messages of `session` still waiting for the human at `now_ms`, oldest first. Cheap: a message
+/// with a decision file is skipped when that decision verifies (a few hundred bytes), so only the
+/// envelopes still waiting are read; one past its time is expired here ([`expire`]) and left out.
+pub fn pending(home: &Path, session: &str, now_ms: i64) -> Vec<HeldItem> {
+    pending_and_expired(home, session, now_ms).0
+}
+
+/// [`pending`], and how many it expired.
+fn pending_and_expired(home: &Path, session: &str, now_ms: i64) -> (Vec<HeldItem>, usize) {
+    let none = (Vec::new(), 0);
+    let Some(d) = folder(home, session) else {
+        return none;
+    };
+    if fsafe::check_private_dir(&d).is_err() {
+        return none;
+    }
+    let Ok(Some(key)) = read_key(home) else {
+        return none;
+    };
+    let Ok(rd) = fs::read_dir(&d) else {
+        return none;
+    };
+    let mut held = Vec::new();
+    let mut decided = std::collections::HashSet::new();
+    for e in rd.flatten().take(MAX_HELD * 4) {
+        let n = e.file_name().to_string_lossy().into_owned();
+        if let Some(stem) = n.strip_suffix(".held") {
+            held.push(stem.to_string());
+        } else if let Some(stem) = n.strip_suffix(".decision") {
+            decided.insert(stem.to_string());
+        }
+    }
+    let mut out = Vec::new();
+    let mut expired = 0;
+    for stem in held {
+        if uuid::Uuid::parse_str(&stem).is_err() || out.len() >= MAX_HELD {
+            continue;
+        }
+        if decided.contains(&stem) {
+            let rid = format!("{}{stem}", crate::mail::REQUEST_ID_PREFIX);
+            let ok: Option<Decided> =
+                open_sealed(key.bytes(), "decision", &d.join(format!("{stem}.decision")));
+            if ok.is_some_and(|x| x.request_id == rid && x.session_id == session) {
+                continue;
+            }
+        }
+        let Some(item) = read_item(home, key.bytes(), &d, &stem, session) else {
+            continue;
+        };
+        if item.state != HeldState::Held {
+            continue;
+        }
+        if item.state_at(now_ms) == HeldState::Expired {
+            if expire(home, session, &item, now_ms).is_some_and(|i| i.state == HeldState::Expired) {
+                expired += 1;
+            }
+            continue;
+        }
+        out.push(item);
+    }
+    out.sort_by_key(|i| (i.envelope.posted_at, i.envelope.request_id.clone()));
+    (out, expired)
+}
+
+/// Expire every held message of the home past its time (the mailbox tick's sweep): how many.
+pub fn sweep(home: &Path, now_ms: i64) -> usize {
+    let (sessions, _) = sessions(home);
+    sessions
+        .iter()
+        .map(|s| pending_and_expired(home, s, now_ms).1)
+        .sum()
+}
+
 /// Hand on the approvals whose hand-off did not happen (a process died between decision and post).
 /// Returns how many were handed on.
 pub fn recover(home: &Path, now_ms: i64) -> usize {
@@ -389,7 +617,7 @@ pub fn recover(home: &Path, now_ms: i64) -> usize {
     let mut n = 0;
     for s in rd.flatten().take(4096) {
         let session = s.file_name().to_string_lossy().into_owned();
-        for item in list(home, &session) {
+        for item in list_as_is(home, &session) {
             if item.state == HeldState::Approved && !item.posted {
                 if let (Some(d), Some(stem)) = (
                     folder(home, &session),
@@ -433,9 +661,9 @@ mod tests {
     #[test]
     fn approve_hands_on_once_and_reject_never() {
         let h = tempfile::tempdir().unwrap();
-        hold(h.path(), &env(1)).unwrap();
-        hold(h.path(), &env(2)).unwrap();
-        let l = list(h.path(), B);
+        hold(h.path(), &env(1), i64::MAX).unwrap();
+        hold(h.path(), &env(2), i64::MAX).unwrap();
+        let l = list(h.path(), B, 0);
         assert_eq!(l.len(), 2);
         assert_eq!(l[0].envelope.request_id, rid(2), "newest first");
         assert!(l.iter().all(|i| i.state == HeldState::Held));
@@ -482,7 +710,7 @@ mod tests {
     #[test]
     fn a_forged_approval_or_envelope_is_not_the_humans() {
         let h = tempfile::tempdir().unwrap();
-        hold(h.path(), &env(1)).unwrap();
+        hold(h.path(), &env(1), i64::MAX).unwrap();
         let d = folder(h.path(), B).unwrap();
         // an agent writes an approval without the key
         let r1 = rid(1);
@@ -492,7 +720,7 @@ mod tests {
             br#"{"body":{"requestId":"x","sessionId":"y","decision":"approved","at":1},"mac":"00"}"#,
         )
         .unwrap();
-        assert_eq!(list(h.path(), B)[0].state, HeldState::Held);
+        assert_eq!(list(h.path(), B, 0)[0].state, HeldState::Held);
         assert_eq!(recover(h.path(), 5), 0, "nothing handed on");
         assert!(!mailbox_has(h.path(), 1));
         // and the human can still decide
@@ -507,13 +735,13 @@ mod tests {
             b"{\"body\":{},\"mac\":\"\"}",
         )
         .unwrap();
-        assert_eq!(list(h.path(), B).len(), 1);
+        assert_eq!(list(h.path(), B, 0).len(), 1);
     }
 
     #[test]
     fn an_approval_whose_hand_off_died_is_recovered_once() {
         let h = tempfile::tempdir().unwrap();
-        hold(h.path(), &env(1)).unwrap();
+        hold(h.path(), &env(1), i64::MAX).unwrap();
         decide(h.path(), B, &rid(1), true, 10).unwrap();
         // simulate the crash between the decision and the post
         let d = folder(h.path(), B).unwrap();
@@ -524,5 +752,151 @@ mod tests {
         assert_eq!(recover(h.path(), 11), 1);
         assert!(mailbox_has(h.path(), 1));
         assert_eq!(recover(h.path(), 12), 0);
+    }
+
+    #[test]
+    fn held_mail_expires_at_its_time_exactly_and_is_never_delivered_after() {
+        let h = tempfile::tempdir().unwrap();
+        let home = h.path();
+        crate::ledger::append(home, &{
+            let mut l = crate::ledger::Entry::new(
+                1,
+                Some("session-a"),
+                Some(B),
+                "send_session_message",
+                Some("queue"),
+                Some(&rid(1)),
+                crate::ledger::LedgerOutcome::Held,
+                Some("message 1"),
+            );
+            l.hop = Some(1);
+            l
+        })
+        .unwrap();
+        hold(home, &env(1), 1_000).unwrap();
+        // one ms before: still waiting, 1 ms left
+        let p = pending(home, B, 999);
+        assert_eq!(p.len(), 1);
+        assert_eq!(p[0].expires_at, 1_000);
+        assert_eq!(p[0].state_at(999), HeldState::Held);
+        assert_eq!(list(home, B, 999)[0].state, HeldState::Held);
+        // at the boundary: expired by the first look, sealed
+        assert!(pending(home, B, 1_000).is_empty());
+        let l = list(home, B, 1_000);
+        assert_eq!(
+            (l[0].state, l[0].decided_at),
+            (HeldState::Expired, Some(1_000))
+        );
+        // the ledger says so: the held line's request, outcome expired
+        let lines = crate::ledger::read_ledger(
+            home,
+            &crate::ledger::Filter {
+                request_id: Some(rid(1)),
+                ..Default::default()
+            },
+        )
+        .unwrap()
+        .entries;
+        assert_eq!(
+            lines
+                .iter()
+                .map(|l| l.outcome.as_string())
+                .collect::<Vec<_>>(),
+            vec!["held", "expired"]
+        );
+        assert_eq!(lines[1].hop, Some(1));
+        // an approval after expiry is refused, and nothing is handed on, ever
+        let e = decide(home, B, &rid(1), true, 1_001).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                HeldError::Decided {
+                    state: HeldState::Expired,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert_eq!(recover(home, 1_002), 0);
+        assert!(!mailbox_has(home, 1));
+        // a later sweep finds nothing more to expire, and writes no second line
+        assert_eq!(sweep(home, 5_000), 0);
+        assert_eq!(
+            crate::ledger::read_ledger(
+                home,
+                &crate::ledger::Filter {
+                    request_id: Some(rid(1)),
+                    ..Default::default()
+                }
+            )
+            .unwrap()
+            .entries
+            .len(),
+            2
+        );
+    }
+
+    #[test]
+    fn an_approval_at_the_expiry_instant_is_refused_and_one_before_it_lands() {
+        let h = tempfile::tempdir().unwrap();
+        let home = h.path();
+        hold(home, &env(1), 1_000).unwrap();
+        hold(home, &env(2), 1_000).unwrap();
+        assert_eq!(
+            decide(home, B, &rid(2), true, 999).unwrap().state,
+            HeldState::Approved
+        );
+        assert!(matches!(
+            decide(home, B, &rid(1), true, 1_000),
+            Err(HeldError::Decided {
+                state: HeldState::Expired,
+                ..
+            })
+        ));
+        assert!(mailbox_has(home, 2));
+        assert!(!mailbox_has(home, 1));
+        // an approved message never expires
+        assert_eq!(sweep(home, 10_000), 0);
+        assert_eq!(
+            state_of(home, &rid(2), Some(B)).unwrap().state,
+            HeldState::Approved
+        );
+    }
+
+    #[test]
+    fn the_sweep_expires_every_session_and_verify_says_expired_before_it() {
+        let h = tempfile::tempdir().unwrap();
+        let home = h.path();
+        hold(home, &env(1), 1_000).unwrap();
+        let mut other = env(2);
+        other.session_id = "session-cccccccc-0000-0000-0000-000000000000".into();
+        hold(home, &other, 2_000).unwrap();
+        // before any sweep, past its time: state_of (what verify reads) already says expired
+        assert_eq!(
+            state_of(home, &rid(1), None).unwrap().state,
+            HeldState::Expired
+        );
+        assert_eq!(sweep(home, 1_500), 1);
+        assert_eq!(sweep(home, 2_500), 1);
+        assert_eq!(sweep(home, 3_000), 0);
+    }
+
+    #[test]
+    fn a_message_held_before_expiry_existed_still_verifies_and_expires_after_the_policys_ttl() {
+        let h = tempfile::tempdir().unwrap();
+        let home = h.path();
+        // as an older version sealed it: the envelope alone
+        let k = key_or_make(home).unwrap();
+        let d = ensure(home, B).unwrap();
+        let e = env(1);
+        let bytes = sealed_bytes(k.bytes(), "held", &e).unwrap();
+        let r1 = rid(1);
+        fs::write(d.join(format!("{}.held", key_of(&r1).unwrap())), bytes).unwrap();
+        let l = list_as_is(home, B);
+        assert_eq!(l.len(), 1, "the old seal verifies");
+        assert_eq!(
+            l[0].expires_at,
+            1 + super::super::DEFAULT_HELD_TTL_MS as i64
+        );
     }
 }

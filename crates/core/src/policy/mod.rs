@@ -1,5 +1,11 @@
-//! The human's inbound policy (issue 17): per session `accept` / `hold` / `refuse`, and one home-wide
-//! "stop all agent mail" switch.
+//! The human's inbound policy (issues 17, 32): per target session `accept` / `hold` / `refuse`, the
+//! human's standing rules per sender session and per linked machine, one home-wide "stop all agent mail"
+//! switch, and how long held mail waits (`heldTtlMs`).
+//!
+//! **One order, written once** ([`Policy::rule`], used by [`decide`] for every send — local, drained from
+//! a mailbox, or arriving over a link): stop-all > the sender's rule > the sender machine's rule > the
+//! target session's inbound > accept. The most specific rule that exists decides; a document that does
+//! not verify holds everything.
 //!
 //! **Who may set it.** Only the human, through the host route the web client calls (`lib/client-host.js`,
 //! behind the host's own request policy). No tool an agent can call writes here: the tools only read.
@@ -30,10 +36,19 @@ use serde::{Deserialize, Serialize};
 
 use base::fsafe::{self, Follow};
 
+use crate::machine::MachineId;
+
 /// Largest policy document read.
 pub const MAX_POLICY_BYTES: u64 = 256 * 1024;
-/// Most sessions one document names (more is refused at write time).
+/// Most sessions one document names (more is refused at write time); the same bound for sender rules
+/// and for machine rules.
 pub const MAX_SESSIONS: usize = 4096;
+/// How long held mail waits for the human when the document does not say (24 h).
+pub const DEFAULT_HELD_TTL_MS: u64 = 24 * 60 * 60 * 1000;
+/// The shortest `heldTtlMs` the human may set (one minute).
+pub const MIN_HELD_TTL_MS: u64 = 60 * 1000;
+/// The longest `heldTtlMs` the human may set (30 days).
+pub const MAX_HELD_TTL_MS: u64 = 30 * 24 * 60 * 60 * 1000;
 
 /// How one session takes agent mail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -73,12 +88,82 @@ pub struct Policy {
     pub stop_all: bool,
     /// Sessions not named take `accept`.
     pub sessions: BTreeMap<String, Inbound>,
+    /// The human's standing rules per sender session id ("always allow / hold / refuse from A").
+    /// Absent from the document when empty (so a document written before rules existed seals the same).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub senders: BTreeMap<String, Inbound>,
+    /// The human's standing rules per linked machine (mail arriving from it).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub machines: BTreeMap<MachineId, Inbound>,
+    /// How long held mail waits for the human before it is rejected as expired; absent:
+    /// [`DEFAULT_HELD_TTL_MS`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held_ttl_ms: Option<u64>,
     pub updated_at: i64,
 }
 
+/// Which rule of the one order decided a send ([`Policy::rule`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum By {
+    /// The home-wide "stop all agent mail" switch.
+    StopAll,
+    /// The human's rule for the sender session.
+    Sender,
+    /// The human's rule for the machine the message came from.
+    Machine,
+    /// The target session's inbound policy.
+    Session,
+    /// No rule names it: accept.
+    Default,
+    /// The document does not verify: hold everything.
+    Unverified,
+}
+
+impl By {
+    /// The order, first rule first (the UI prints it once where rules are edited).
+    pub const ORDER: [By; 5] = [
+        By::StopAll,
+        By::Sender,
+        By::Machine,
+        By::Session,
+        By::Default,
+    ];
+}
+
 impl Policy {
+    /// The target session's own inbound (rule 4 alone; the view's per-session setting).
     pub fn inbound(&self, session: &str) -> Inbound {
         self.sessions.get(session).copied().unwrap_or_default()
+    }
+
+    /// How long held mail waits.
+    pub fn held_ttl_ms(&self) -> u64 {
+        self.held_ttl_ms.unwrap_or(DEFAULT_HELD_TTL_MS)
+    }
+
+    /// THE inbound order, written once: stop-all > the sender's rule > the sender machine's rule > the
+    /// target session's inbound > accept. `None` for stop-all (a refusal of its own), else how the
+    /// message is taken and which rule said so. `sender_machine`: `None` for a sender of this home.
+    pub fn rule(
+        &self,
+        target: &str,
+        sender: &str,
+        sender_machine: Option<&MachineId>,
+    ) -> (Option<Inbound>, By) {
+        if self.stop_all {
+            return (None, By::StopAll);
+        }
+        if let Some(i) = self.senders.get(sender) {
+            return (Some(*i), By::Sender);
+        }
+        if let Some(i) = sender_machine.and_then(|m| self.machines.get(m)) {
+            return (Some(*i), By::Machine);
+        }
+        if let Some(i) = self.sessions.get(target) {
+            return (Some(*i), By::Session);
+        }
+        (Some(Inbound::Accept), By::Default)
     }
 }
 
@@ -151,8 +236,9 @@ pub enum Decision {
     Hold {
         unverified: Option<Unverified>,
     },
-    /// The human refuses agent mail for this session.
-    Refuse,
+    /// The human refuses it: the target session's inbound, or a standing rule for the sender or its machine
+    /// (which one: `By::Session`, `By::Sender`, `By::Machine`).
+    Refuse(By),
     /// The home-wide switch is on.
     Stopped,
 }
@@ -203,8 +289,12 @@ pub enum PolicyError {
     Key(seal::KeyError),
     /// Not a session id.
     NotASession(String),
-    /// The policy names [`MAX_SESSIONS`] sessions already.
+    /// Not a machine id (64 lower-case hex characters).
+    NotAMachine(String),
+    /// The policy names [`MAX_SESSIONS`] sessions (or sender rules, or machine rules) already.
     Full,
+    /// A `heldTtlMs` outside [`MIN_HELD_TTL_MS`]..=[`MAX_HELD_TTL_MS`].
+    HeldTtl(u64),
     /// The document could not be encoded.
     Encode(serde_json::Error),
     /// The document could not be written.
@@ -219,7 +309,12 @@ impl std::fmt::Display for PolicyError {
             }
             PolicyError::Key(e) => write!(f, "policy key{e}"),
             PolicyError::NotASession(s) => write!(f, "{s:?} is not a session id"),
-            PolicyError::Full => write!(f, "the policy names {MAX_SESSIONS} sessions already"),
+            PolicyError::NotAMachine(s) => write!(f, "{s:?} is not a machine id"),
+            PolicyError::Full => write!(f, "the policy names {MAX_SESSIONS} of those already"),
+            PolicyError::HeldTtl(ms) => write!(
+                f,
+                "heldTtlMs {ms} is outside {MIN_HELD_TTL_MS}..={MAX_HELD_TTL_MS} (one minute to 30 days)"
+            ),
             PolicyError::Encode(e) => e.fmt(f),
             PolicyError::Write(e) => write!(f, "policy file: {e}"),
         }
@@ -324,27 +419,83 @@ pub fn read(home: &Path) -> Reading {
     Reading::Verified(sealed.policy)
 }
 
-/// What a send to `target` must do now.
-pub fn decide(home: &Path, target: &str) -> Decision {
+/// What a message from `sender` (of `sender_machine`, `None` for this home) to `target` must do now:
+/// the one order of [`Policy::rule`] over the document as read now (no document: accept; one that does
+/// not verify: hold).
+pub fn decide(
+    home: &Path,
+    target: &str,
+    sender: &str,
+    sender_machine: Option<&MachineId>,
+) -> Decision {
+    decision_of(&read(home), target, sender, sender_machine)
+}
+
+/// [`decide`] over a reading in hand (the drain reads the document once per pass).
+pub fn decision_of(
+    reading: &Reading,
+    target: &str,
+    sender: &str,
+    sender_machine: Option<&MachineId>,
+) -> Decision {
+    let p = match reading {
+        Reading::Absent => return Decision::Accept,
+        Reading::Unverified(why) => {
+            return Decision::Hold {
+                unverified: Some(why.clone()),
+            }
+        }
+        Reading::Verified(p) => p,
+    };
+    match p.rule(target, sender, sender_machine) {
+        (None, _) => Decision::Stopped,
+        (Some(Inbound::Accept), _) => Decision::Accept,
+        (Some(Inbound::Hold), _) => Decision::Hold { unverified: None },
+        (Some(Inbound::Refuse), by) => Decision::Refuse(by),
+    }
+}
+
+/// How long held mail waits under the document as read now (the default when there is none or it does
+/// not verify: an unverifiable document never shortens nor lengthens the human's window).
+pub fn held_ttl_ms(home: &Path) -> u64 {
     match read(home) {
-        Reading::Absent => Decision::Accept,
-        Reading::Unverified(why) => Decision::Hold {
-            unverified: Some(why),
-        },
-        Reading::Verified(p) if p.stop_all => Decision::Stopped,
-        Reading::Verified(p) => match p.inbound(target) {
-            Inbound::Accept => Decision::Accept,
-            Inbound::Hold => Decision::Hold { unverified: None },
-            Inbound::Refuse => Decision::Refuse,
-        },
+        Reading::Verified(p) => p.held_ttl_ms(),
+        _ => DEFAULT_HELD_TTL_MS,
     }
 }
 
 /// A change the human asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
+    /// The target session's inbound (`accept` removes it from the document).
     Session(String, Inbound),
     StopAll(bool),
+    /// A standing rule for a sender session; `None` removes it.
+    Sender(String, Option<Inbound>),
+    /// A standing rule for a linked machine; `None` removes it.
+    Machine(MachineId, Option<Inbound>),
+    /// How long held mail waits (ms).
+    HeldTtl(u64),
+}
+
+/// Put or remove `key`'s rule in `map`, bounded by [`MAX_SESSIONS`].
+fn set_rule<K: Ord + Clone>(
+    map: &mut BTreeMap<K, Inbound>,
+    key: &K,
+    rule: Option<Inbound>,
+) -> Result<(), PolicyError> {
+    match rule {
+        None => {
+            map.remove(key);
+        }
+        Some(r) => {
+            if !map.contains_key(key) && map.len() >= MAX_SESSIONS {
+                return Err(PolicyError::Full);
+            }
+            map.insert(key.clone(), r);
+        }
+    }
+    Ok(())
 }
 
 /// Apply the human's change and write the re-sealed document. The base is the verified document, or the
@@ -372,6 +523,19 @@ pub fn apply(home: &Path, change: &Change, now_ms: i64) -> Result<Policy, Policy
             }
         }
         Change::StopAll(on) => p.stop_all = *on,
+        Change::Sender(s, rule) => {
+            if !crate::mailbox::addressable(s) {
+                return Err(PolicyError::NotASession(s.clone()));
+            }
+            set_rule(&mut p.senders, s, *rule)?;
+        }
+        Change::Machine(m, rule) => set_rule(&mut p.machines, m, *rule)?,
+        Change::HeldTtl(ms) => {
+            if !(MIN_HELD_TTL_MS..=MAX_HELD_TTL_MS).contains(ms) {
+                return Err(PolicyError::HeldTtl(*ms));
+            }
+            p.held_ttl_ms = (*ms != DEFAULT_HELD_TTL_MS).then_some(*ms);
+        }
     }
     p.v = 1;
     p.seq = p.seq.max(seen(home)) + 1;
@@ -396,14 +560,15 @@ mod tests {
         tempfile::tempdir().unwrap()
     }
     const B: &str = "session-bbbbbbbb-0000-0000-0000-000000000000";
+    const A: &str = "session-aaaaaaaa-0000-0000-0000-000000000000";
 
     #[test]
     fn no_document_accepts() {
         let h = home();
-        assert_eq!(decide(h.path(), B), Decision::Accept);
+        assert_eq!(decide(h.path(), B, A, None), Decision::Accept);
         // the plugin's folder is a file: no document can be there either
         fs::write(h.path().join("dsh-session-mail"), b"x").unwrap();
-        assert_eq!(decide(h.path(), B), Decision::Accept);
+        assert_eq!(decide(h.path(), B, A, None), Decision::Accept);
     }
 
     #[test]
@@ -415,7 +580,7 @@ mod tests {
             v.retain(|(p, _)| p != h.path()); // as a process that never read it
         }
         assert!(matches!(
-            decide(h.path(), B),
+            decide(h.path(), B, A, None),
             Decision::Hold {
                 unverified: Some(_)
             }
@@ -426,15 +591,21 @@ mod tests {
     fn the_humans_settings_are_in_force_for_the_next_send() {
         let h = home();
         apply(h.path(), &Change::Session(B.into(), Inbound::Hold), 1).unwrap();
-        assert_eq!(decide(h.path(), B), Decision::Hold { unverified: None });
-        assert_eq!(decide(h.path(), "session-other"), Decision::Accept);
+        assert_eq!(
+            decide(h.path(), B, A, None),
+            Decision::Hold { unverified: None }
+        );
+        assert_eq!(decide(h.path(), "session-other", A, None), Decision::Accept);
         apply(h.path(), &Change::Session(B.into(), Inbound::Refuse), 2).unwrap();
-        assert_eq!(decide(h.path(), B), Decision::Refuse);
+        assert_eq!(decide(h.path(), B, A, None), Decision::Refuse(By::Session));
         apply(h.path(), &Change::StopAll(true), 3).unwrap();
-        assert_eq!(decide(h.path(), "session-other"), Decision::Stopped);
+        assert_eq!(
+            decide(h.path(), "session-other", A, None),
+            Decision::Stopped
+        );
         apply(h.path(), &Change::StopAll(false), 4).unwrap();
         apply(h.path(), &Change::Session(B.into(), Inbound::Accept), 5).unwrap();
-        assert_eq!(decide(h.path(), B), Decision::Accept);
+        assert_eq!(decide(h.path(), B, A, None), Decision::Accept);
     }
 
     #[test]
@@ -445,21 +616,27 @@ mod tests {
         let forged = serde_json::json!({"policy": {"v":1,"seq":99,"stopAll":false,"sessions":{},"updatedAt":2}, "mac": "00"});
         fs::write(doc_path(h.path()), forged.to_string()).unwrap();
         assert!(matches!(
-            decide(h.path(), B),
+            decide(h.path(), B, A, None),
             Decision::Hold {
                 unverified: Some(_)
             }
         ));
         // plain text, garbage, a link: the same
         fs::write(doc_path(h.path()), b"{\"stopAll\": false}").unwrap();
-        assert!(matches!(decide(h.path(), B), Decision::Hold { .. }));
+        assert!(matches!(
+            decide(h.path(), B, A, None),
+            Decision::Hold { .. }
+        ));
         fs::remove_file(doc_path(h.path())).unwrap();
         #[cfg(unix)]
         {
             let elsewhere = h.path().join("elsewhere.json");
             fs::write(&elsewhere, b"{}").unwrap();
             std::os::unix::fs::symlink(&elsewhere, doc_path(h.path())).unwrap();
-            assert!(matches!(decide(h.path(), B), Decision::Hold { .. }));
+            assert!(matches!(
+                decide(h.path(), B, A, None),
+                Decision::Hold { .. }
+            ));
         }
     }
 
@@ -471,13 +648,16 @@ mod tests {
         apply(h.path(), &Change::Session(B.into(), Inbound::Refuse), 2).unwrap();
         fs::write(doc_path(h.path()), &old).unwrap();
         assert!(matches!(
-            decide(h.path(), B),
+            decide(h.path(), B, A, None),
             Decision::Hold {
                 unverified: Some(_)
             }
         ));
         fs::remove_file(doc_path(h.path())).unwrap();
-        assert!(matches!(decide(h.path(), B), Decision::Hold { .. }));
+        assert!(matches!(
+            decide(h.path(), B, A, None),
+            Decision::Hold { .. }
+        ));
     }
 
     #[test]
@@ -487,7 +667,10 @@ mod tests {
         fs::remove_file(key_path(h.path())).unwrap();
         let mut f = fsafe::create_private(&key_path(h.path())).unwrap();
         std::io::Write::write_all(&mut f, &[1u8; 32]).unwrap();
-        assert!(matches!(decide(h.path(), B), Decision::Hold { .. }));
+        assert!(matches!(
+            decide(h.path(), B, A, None),
+            Decision::Hold { .. }
+        ));
     }
 
     #[test]
@@ -500,6 +683,250 @@ mod tests {
             p.sessions.is_empty(),
             "the unverifiable document is not the base"
         );
-        assert_eq!(decide(h.path(), B), Decision::Accept);
+        assert_eq!(decide(h.path(), B, A, None), Decision::Accept);
+    }
+
+    fn m(n: u8) -> MachineId {
+        MachineId::parse(&format!("{n:02x}").repeat(32)).unwrap()
+    }
+
+    /// The one order, case by case: stop-all > sender rule > machine rule > the target's inbound > accept.
+    #[test]
+    fn the_precedence_table_case_by_case() {
+        use Inbound::{Accept as Ac, Hold as Ho, Refuse as Re};
+        let mach = m(1);
+        // (stop, sender rule, machine rule, session inbound, from that machine?) → (outcome, by)
+        type Case = (
+            bool,
+            Option<Inbound>,
+            Option<Inbound>,
+            Option<Inbound>,
+            bool,
+        );
+        let cases: &[(Case, (Option<Inbound>, By))] = &[
+            ((false, None, None, None, false), (Some(Ac), By::Default)),
+            (
+                (false, None, None, Some(Ho), false),
+                (Some(Ho), By::Session),
+            ),
+            (
+                (false, None, None, Some(Re), false),
+                (Some(Re), By::Session),
+            ),
+            // a machine rule applies to mail from that machine only
+            (
+                (false, None, Some(Re), Some(Ho), false),
+                (Some(Ho), By::Session),
+            ),
+            (
+                (false, None, Some(Re), Some(Ho), true),
+                (Some(Re), By::Machine),
+            ),
+            (
+                (false, None, Some(Ac), Some(Ho), true),
+                (Some(Ac), By::Machine),
+            ),
+            // the sender's rule beats the machine's and the session's, in both directions
+            (
+                (false, Some(Ac), Some(Re), Some(Ho), true),
+                (Some(Ac), By::Sender),
+            ),
+            (
+                (false, Some(Ac), None, Some(Re), false),
+                (Some(Ac), By::Sender),
+            ),
+            (
+                (false, Some(Ho), Some(Ac), Some(Ac), true),
+                (Some(Ho), By::Sender),
+            ),
+            ((false, Some(Re), None, None, false), (Some(Re), By::Sender)),
+            // stop-all beats everything, an "always allow" too
+            ((true, Some(Ac), Some(Ac), None, true), (None, By::StopAll)),
+            ((true, None, None, None, false), (None, By::StopAll)),
+        ];
+        for &((stop, sender, machine, session, from_machine), want) in cases {
+            let mut p = Policy {
+                stop_all: stop,
+                ..Policy::default()
+            };
+            if let Some(r) = sender {
+                p.senders.insert(A.into(), r);
+            }
+            if let Some(r) = machine {
+                p.machines.insert(mach.clone(), r);
+            }
+            if let Some(r) = session {
+                p.sessions.insert(B.into(), r);
+            }
+            let from = from_machine.then_some(&mach);
+            assert_eq!(
+                p.rule(B, A, from),
+                want,
+                "{stop} {sender:?} {machine:?} {session:?} {from_machine}"
+            );
+            // another sender and another machine fall through to the session's inbound
+            let other = p.rule(B, "session-other", Some(&m(2)));
+            if !stop {
+                assert_eq!(
+                    other,
+                    (
+                        Some(session.unwrap_or(Ac)),
+                        if session.is_some() {
+                            By::Session
+                        } else {
+                            By::Default
+                        }
+                    )
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn always_allow_from_a_lets_a_through_a_held_session_while_b_is_held() {
+        let h = home();
+        let c = "session-cccccccc-0000-0000-0000-000000000000";
+        apply(h.path(), &Change::Session(c.into(), Inbound::Hold), 1).unwrap();
+        apply(
+            h.path(),
+            &Change::Sender(A.into(), Some(Inbound::Accept)),
+            2,
+        )
+        .unwrap();
+        assert_eq!(decide(h.path(), c, A, None), Decision::Accept);
+        assert_eq!(
+            decide(h.path(), c, B, None),
+            Decision::Hold { unverified: None }
+        );
+        // a refuse rule for B refuses B everywhere, an accepting target too
+        apply(
+            h.path(),
+            &Change::Sender(B.into(), Some(Inbound::Refuse)),
+            3,
+        )
+        .unwrap();
+        assert_eq!(decide(h.path(), c, B, None), Decision::Refuse(By::Sender));
+        assert_eq!(
+            decide(h.path(), "session-other", B, None),
+            Decision::Refuse(By::Sender)
+        );
+        // removing the rule (null) gives B back to the session's inbound
+        apply(h.path(), &Change::Sender(B.into(), None), 4).unwrap();
+        assert_eq!(
+            decide(h.path(), c, B, None),
+            Decision::Hold { unverified: None }
+        );
+        // a machine rule, for mail arriving from that machine
+        apply(h.path(), &Change::Machine(m(7), Some(Inbound::Refuse)), 5).unwrap();
+        assert_eq!(
+            decide(h.path(), "session-other", B, Some(&m(7))),
+            Decision::Refuse(By::Machine)
+        );
+        assert_eq!(decide(h.path(), "session-other", B, None), Decision::Accept);
+        assert_eq!(
+            decide(h.path(), "session-other", A, Some(&m(7))),
+            Decision::Accept,
+            "A's own rule is more specific"
+        );
+        // stop-all stops A too
+        apply(h.path(), &Change::StopAll(true), 6).unwrap();
+        assert_eq!(decide(h.path(), c, A, None), Decision::Stopped);
+        // a sender id that cannot be a session is not a rule
+        assert!(matches!(
+            apply(
+                h.path(),
+                &Change::Sender("../x".into(), Some(Inbound::Hold)),
+                7
+            ),
+            Err(PolicyError::NotASession(_))
+        ));
+    }
+
+    #[test]
+    fn a_forged_or_replayed_document_with_rules_still_holds_everything() {
+        let h = home();
+        let c = "session-cccccccc-0000-0000-0000-000000000000";
+        apply(h.path(), &Change::Session(c.into(), Inbound::Hold), 1).unwrap();
+        apply(
+            h.path(),
+            &Change::Sender(A.into(), Some(Inbound::Accept)),
+            2,
+        )
+        .unwrap();
+        let with_allow = fs::read(doc_path(h.path())).unwrap();
+        apply(
+            h.path(),
+            &Change::Sender(A.into(), Some(Inbound::Refuse)),
+            3,
+        )
+        .unwrap();
+        assert_eq!(decide(h.path(), c, A, None), Decision::Refuse(By::Sender));
+        // replayed: the older document that allowed A
+        fs::write(doc_path(h.path()), &with_allow).unwrap();
+        assert!(matches!(
+            decide(h.path(), c, A, None),
+            Decision::Hold {
+                unverified: Some(Unverified::WentBack { .. })
+            }
+        ));
+        // forged: an agent writes "always allow me" with a higher seq and no valid seal
+        let forged = serde_json::json!({"policy": {"v":1,"seq":99,"stopAll":false,"sessions":{},
+            "senders": {A: "accept"}, "machines": {m(3).as_str(): "accept"}, "updatedAt":2}, "mac": "00"});
+        fs::write(doc_path(h.path()), forged.to_string()).unwrap();
+        assert!(matches!(
+            decide(h.path(), c, A, None),
+            Decision::Hold {
+                unverified: Some(Unverified::BadSeal)
+            }
+        ));
+        assert!(matches!(
+            decide(h.path(), "session-other", B, Some(&m(3))),
+            Decision::Hold {
+                unverified: Some(_)
+            }
+        ));
+        // a sealed document's rules cannot be edited in place either (the seal covers them)
+        apply(
+            h.path(),
+            &Change::Sender(A.into(), Some(Inbound::Refuse)),
+            4,
+        )
+        .unwrap();
+        let text = fs::read_to_string(doc_path(h.path())).unwrap();
+        fs::write(doc_path(h.path()), text.replace("\"refuse\"", "\"accept\"")).unwrap();
+        assert!(matches!(
+            decide(h.path(), c, A, None),
+            Decision::Hold {
+                unverified: Some(Unverified::BadSeal)
+            }
+        ));
+    }
+
+    #[test]
+    fn a_document_sealed_before_rules_existed_still_verifies_and_the_ttl_is_bounded() {
+        let h = home();
+        apply(h.path(), &Change::Session(B.into(), Inbound::Hold), 1).unwrap();
+        // written without senders/machines/heldTtlMs: the fields are absent when empty, so the seal of
+        // an older version's document is the same bytes
+        let text = fs::read_to_string(doc_path(h.path())).unwrap();
+        assert!(
+            !text.contains("senders") && !text.contains("heldTtlMs"),
+            "{text}"
+        );
+        assert_eq!(held_ttl_ms(h.path()), DEFAULT_HELD_TTL_MS);
+        apply(h.path(), &Change::HeldTtl(2 * 60 * 60 * 1000), 2).unwrap();
+        assert_eq!(held_ttl_ms(h.path()), 2 * 60 * 60 * 1000);
+        assert!(matches!(
+            apply(h.path(), &Change::HeldTtl(1000), 3),
+            Err(PolicyError::HeldTtl(1000))
+        ));
+        assert!(matches!(
+            apply(h.path(), &Change::HeldTtl(MAX_HELD_TTL_MS + 1), 3),
+            Err(PolicyError::HeldTtl(_))
+        ));
+        assert_eq!(held_ttl_ms(h.path()), 2 * 60 * 60 * 1000);
+        // an unverifiable document neither shortens nor lengthens the window
+        fs::write(doc_path(h.path()), b"junk").unwrap();
+        assert_eq!(held_ttl_ms(h.path()), DEFAULT_HELD_TTL_MS);
     }
 }

@@ -186,14 +186,31 @@ fn open_no_follow(p: &Path) -> io::Result<File> {
     File::open(p)
 }
 
-/// Read one record file with every bound applied; None when it is not a usable record.
-fn read_record(p: &Path, pid: u32) -> Option<Record> {
-    let meta = fs::symlink_metadata(p).ok()?;
+/// Read one record file with every bound applied; None when it is not a usable record. Also the
+/// identity of what was read (see [`Identity`]), when it may be kept.
+/// `meta`: the path's `lstat`, taken before `began`.
+fn read_record(
+    p: &Path,
+    pid: u32,
+    meta: &fs::Metadata,
+    began: std::time::SystemTime,
+) -> (Option<Record>, Option<Identity>) {
     if !meta.file_type().is_file() || meta.len() > MAX_RECORD_BYTES {
-        return None;
+        return (None, None);
     }
-    let f = open_no_follow(p).ok()?;
-    let m = f.metadata().ok()?;
+    let Ok(f) = open_no_follow(p) else {
+        return (None, None);
+    };
+    let Ok(m) = f.metadata() else {
+        return (None, None);
+    };
+    // what was opened (a file swapped in between is keyed as itself); a change within RACY of the read
+    // could keep its times (the kernel's coarse clock): then it is read again next time
+    let id = Identity::of(&m).filter(|_| !Identity::racy(&m, began));
+    (parse_record(f, &m, pid), id)
+}
+
+fn parse_record(f: File, m: &fs::Metadata, pid: u32) -> Option<Record> {
     if !m.file_type().is_file() {
         return None;
     }
@@ -229,18 +246,139 @@ fn read_record(p: &Path, pid: u32) -> Option<Record> {
     Some(r)
 }
 
-/// The fresh records of the other live processes on this home (not `self_pid`), freshest first.
-/// Records of dead processes are removed on the way (the folder is this plugin's own).
-pub fn peers(home: &Path, self_pid: u32, now_ms: i64) -> Vec<Record> {
-    peers_checked(home, self_pid, now_ms, |r| match verify::verify(home, r) {
+/// A record file as the kernel describes it: device, inode, size, modification and change times (the
+/// change time is the kernel's, settable by nobody), owner and mode. A file with the same identity is
+/// the file read before — a record rewritten (in place or by rename) or swapped has another — so its
+/// parsed record is reused instead of opening and parsing it again ([`RECORDS`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Identity([i64; 9]);
+
+impl Identity {
+    /// A change this close to the read may share the read's clock tick (the ledger's `RACY`).
+    const RACY: std::time::Duration = std::time::Duration::from_millis(100);
+
+    #[cfg(unix)]
+    fn of(m: &fs::Metadata) -> Option<Identity> {
+        use std::os::unix::fs::MetadataExt;
+        m.file_type().is_file().then(|| {
+            Identity([
+                m.dev() as i64,
+                m.ino() as i64,
+                m.size() as i64,
+                m.mtime(),
+                m.mtime_nsec(),
+                m.ctime(),
+                m.ctime_nsec(),
+                m.uid() as i64,
+                m.mode() as i64,
+            ])
+        })
+    }
+
+    #[cfg(not(unix))]
+    fn of(_m: &fs::Metadata) -> Option<Identity> {
+        None
+    }
+
+    /// Changed within [`Identity::RACY`] of `began` (or later, or dated ahead): not to be kept.
+    #[cfg(unix)]
+    fn racy(m: &fs::Metadata, began: std::time::SystemTime) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        let changed = std::time::UNIX_EPOCH
+            + std::time::Duration::new(m.ctime().max(0) as u64, m.ctime_nsec().max(0) as u32);
+        let modified = m.modified().unwrap_or(changed);
+        changed.max(modified) + Self::RACY > began
+    }
+
+    #[cfg(not(unix))]
+    fn racy(_m: &fs::Metadata, _began: std::time::SystemTime) -> bool {
+        true
+    }
+}
+
+/// The records parsed, by path, with the identity of the file each came from (a file not a record:
+/// `None`). Re-reading a home's records then costs one `lstat` each for the files that did not change.
+type Parsed = std::collections::HashMap<PathBuf, (Identity, Option<std::sync::Arc<Record>>)>;
+static RECORDS: std::sync::Mutex<Option<Parsed>> = std::sync::Mutex::new(None);
+/// Most parsed records kept (then the cache starts over).
+const MAX_PARSED: usize = 4 * MAX_RECORDS * 4;
+
+/// [`read_record`], reusing the record parsed from a file of the same [`Identity`].
+fn record_at(p: &Path, pid: u32) -> Option<std::sync::Arc<Record>> {
+    let began = std::time::SystemTime::now();
+    let meta = fs::symlink_metadata(p).ok()?;
+    if let Some(now) = Identity::of(&meta) {
+        let cache = RECORDS.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((id, r)) = cache.as_ref().and_then(|c| c.get(p)) {
+            if *id == now {
+                return r.clone();
+            }
+        }
+    }
+    let (r, id) = read_record(p, pid, &meta, began);
+    let r = r.map(std::sync::Arc::new);
+    let mut cache = RECORDS.lock().unwrap_or_else(|e| e.into_inner());
+    let cache = cache.get_or_insert_with(Default::default);
+    match id {
+        Some(id) => {
+            if cache.len() >= MAX_PARSED {
+                cache.clear();
+            }
+            cache.insert(p.to_path_buf(), (id, r.clone()));
+        }
+        None => {
+            cache.remove(p);
+        }
+    }
+    r
+}
+
+/// The record files of a home: (path, pid) of each `<digits>.json` name, at most `MAX_RECORDS * 4`
+/// names looked at; none when the presence folder is not a real folder.
+fn record_names(home: &Path) -> Vec<(PathBuf, u32)> {
+    let d = dir(home);
+    match fs::symlink_metadata(&d) {
+        Ok(m) if m.file_type().is_dir() => {}
+        _ => return Vec::new(),
+    }
+    let Ok(rd) = fs::read_dir(&d) else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .take(MAX_RECORDS * 4)
+        .filter_map(|entry| {
+            let name = entry.file_name();
+            let pid = name
+                .to_str()?
+                .strip_suffix(".json")
+                .filter(|n| !n.is_empty() && n.len() <= 10 && n.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|n| n.parse::<u32>().ok())?;
+            Some((entry.path(), pid))
+        })
+        .collect()
+}
+
+fn fresh(r: &Record, now_ms: i64) -> bool {
+    now_ms.saturating_sub(r.updated_at) <= STALE_MS && r.updated_at <= now_ms + STALE_MS
+}
+
+/// Believe a record: its process is what it says ([`verify::verify`]), or, with no `/proc` to look in
+/// (macOS, Windows), the file checks and a loopback URL are all there is.
+fn believed(home: &Path, r: &Record) -> bool {
+    match verify::verify(home, r) {
         Ok(()) => true,
-        // no /proc (macOS, Windows): the file checks above and a loopback URL are all there is
         Err(verify::Unverified::NoProc) => r
             .base_url
             .as_deref()
             .is_none_or(|u| verify::loopback_port(u).is_some()),
         Err(verify::Unverified::Failed(_)) => false,
-    })
+    }
+}
+
+/// The fresh records of the other live processes on this home (not `self_pid`), freshest first.
+/// Records of dead processes are removed on the way (the folder is this plugin's own).
+pub fn peers(home: &Path, self_pid: u32, now_ms: i64) -> Vec<Record> {
+    peers_checked(home, self_pid, now_ms, |r| believed(home, r))
 }
 
 /// [`peers`] with the check of each record's process given.
@@ -250,32 +388,14 @@ fn peers_checked(
     now_ms: i64,
     believe: impl Fn(&Record) -> bool,
 ) -> Vec<Record> {
-    let d = dir(home);
-    match fs::symlink_metadata(&d) {
-        Ok(m) if m.file_type().is_dir() => {}
-        _ => return Vec::new(),
-    }
-    let Ok(rd) = fs::read_dir(&d) else {
-        return Vec::new();
-    };
     let mut out = Vec::new();
-    for entry in rd.flatten().take(MAX_RECORDS * 4) {
+    for (path, pid) in record_names(home) {
         if out.len() >= MAX_RECORDS {
             break;
         }
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        let Some(pid) = name
-            .strip_suffix(".json")
-            .filter(|n| !n.is_empty() && n.len() <= 10 && n.bytes().all(|b| b.is_ascii_digit()))
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
         if pid == self_pid {
             continue;
         }
-        let path = entry.path();
         if !pid_alive(pid) {
             // Its owner is gone for good: the record can never become true again.
             if fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_file()) {
@@ -283,19 +403,63 @@ fn peers_checked(
             }
             continue;
         }
-        let Some(r) = read_record(&path, pid) else {
+        let Some(r) = record_at(&path, pid) else {
             continue;
         };
-        if now_ms.saturating_sub(r.updated_at) > STALE_MS || r.updated_at > now_ms + STALE_MS {
+        if !fresh(&r, now_ms) || !believe(&r) {
             continue;
         }
-        if !believe(&r) {
-            continue;
-        }
-        out.push(r);
+        out.push(Record::clone(&r));
     }
-    out.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then(a.pid.cmp(&b.pid)));
+    out.sort_by(freshest_first);
     out
+}
+
+fn freshest_first(a: &Record, b: &Record) -> std::cmp::Ordering {
+    b.updated_at.cmp(&a.updated_at).then(a.pid.cmp(&b.pid))
+}
+
+/// The freshest believed record of another live process (not `self_pid`) that `wanted` picks — what
+/// [`peers`] then a search of it would find, but only the records `wanted` picks are checked against
+/// their process (a send needs its target's owner, not every process on the home): the others cost one
+/// `lstat` each while their files do not change ([`record_at`]).
+pub fn find(
+    home: &Path,
+    self_pid: u32,
+    now_ms: i64,
+    wanted: impl Fn(&Record) -> bool,
+) -> Option<Record> {
+    find_checked(home, self_pid, now_ms, wanted, |r| believed(home, r))
+}
+
+fn find_checked(
+    home: &Path,
+    self_pid: u32,
+    now_ms: i64,
+    wanted: impl Fn(&Record) -> bool,
+    believe: impl Fn(&Record) -> bool,
+) -> Option<Record> {
+    let mut picked: Vec<std::sync::Arc<Record>> = record_names(home)
+        .into_iter()
+        .filter(|(_, pid)| *pid != self_pid)
+        .filter_map(|(path, pid)| record_at(&path, pid))
+        .filter(|r| fresh(r, now_ms) && wanted(r))
+        .collect();
+    picked.sort_by(|a, b| freshest_first(a, b));
+    picked
+        .into_iter()
+        .find(|r| pid_alive(r.pid) && believe(r))
+        .map(|r| Record::clone(&r))
+}
+
+/// The process that holds `session` live (another than this one), per the freshest believed record that
+/// lists it: `owner_of(&current(home), session)`, checking only the records that list it.
+pub fn owner(home: &Path, session: &str) -> Option<(Record, PeerSession)> {
+    let r = find(home, std::process::id(), base::clock::now_ms(), |r| {
+        r.sessions.iter().any(|s| s.id == session)
+    })?;
+    let s = r.sessions.iter().find(|s| s.id == session)?.clone();
+    Some((r, s))
 }
 
 /// Where a session is live elsewhere: the freshest record that lists it.
@@ -563,12 +727,7 @@ mod tests {
             format!("HOME=/nowhere\0DSH_HOME={rel}\0"),
         )
         .unwrap();
-        let mut stat = String::from("4242 (node) S");
-        for i in 4..=21 {
-            stat.push_str(&format!(" {i}"));
-        }
-        stat.push_str(" 777 0 0\n");
-        fs::write(p.join("stat"), stat).unwrap();
+        write_stat(root, 777, 0x5500_0000);
         fs::write(
             p.join("maps"),
             "7f00-7f10 r-xp 00000000 08:01 99 /x/node_modules/dsh-session-mail/dsh-session-mail.linux-x64-gnu.node\n",
@@ -580,6 +739,23 @@ mod tests {
         )
         .unwrap();
         symlink("socket:[5151]", p.join("fd/5")).unwrap();
+    }
+
+    /// `/proc/4242/stat` of a process started at tick `start` whose exec laid its image out at `layout`
+    /// (fields 26–28 and 45–51; the others are their field numbers).
+    #[cfg(unix)]
+    fn write_stat(root: &Path, start: u64, layout: u64) {
+        let mut stat = String::from("4242 (node) S");
+        for i in 4..=52u64 {
+            let v = match i {
+                22 => start,
+                26..=28 | 45..=51 => layout + i,
+                _ => i,
+            };
+            stat.push_str(&format!(" {v}"));
+        }
+        stat.push('\n');
+        fs::write(root.join("4242/stat"), stat).unwrap();
     }
 
     #[cfg(unix)]
@@ -648,5 +824,301 @@ mod tests {
             verify_in(&root, &home, &r),
             Err(Failed("it does not run this plugin"))
         );
+    }
+
+    /// A fake `/proc` (see [`fake_proc`]) with its own home, the record that passes there, and the
+    /// cached check's answer for a record changed by `f`. Each test has its own temp root, so the
+    /// cache's entries (keyed by root, home and pid) are its own.
+    #[cfg(unix)]
+    struct Faked {
+        _base: tempfile::TempDir,
+        root: PathBuf,
+        home: PathBuf,
+        r: Record,
+    }
+
+    #[cfg(unix)]
+    impl Faked {
+        fn new() -> Faked {
+            let base = tempfile::tempdir().unwrap();
+            let home = base.path().join("home");
+            fs::create_dir_all(&home).unwrap();
+            let root = base.path().join("proc");
+            fake_proc(&root, &home);
+            let mut r = rec(4242, &[("session-b", "idle")]);
+            r.base_url = Some("http://127.0.0.1:8080".into());
+            r.proc_start = Some(777);
+            let f = Faked {
+                _base: base,
+                root,
+                home,
+                r,
+            };
+            assert_eq!(f.check(&f.r), Ok(()));
+            // the check is reused from here on: what it read once and does not read again can change
+            // without effect (proves the cache answers; each test below proves what still re-checks)
+            f.unmap_the_addon();
+            assert_eq!(f.check(&f.r), Ok(()), "a passing check is reused");
+            f
+        }
+        fn check(&self, r: &Record) -> Result<(), verify::Unverified> {
+            verify::verify_cached_in(&self.root, &self.home, r)
+        }
+        fn p(&self) -> PathBuf {
+            self.root.join("4242")
+        }
+        fn unmap_the_addon(&self) {
+            fs::write(
+                self.p().join("maps"),
+                "7f00-7f10 r-xp 00000000 08:01 99 /usr/lib/libc.so.6\n",
+            )
+            .unwrap();
+        }
+        fn relink(&self, name: &str, to: &str) {
+            let l = self.p().join(name);
+            fs::remove_file(&l).unwrap();
+            std::os::unix::fs::symlink(to, &l).unwrap();
+        }
+        fn listen_table(&self, inode: u64) {
+            fs::write(
+                self.p().join("net/tcp"),
+                format!("  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 {inode} 1 0\n"),
+            )
+            .unwrap();
+        }
+    }
+
+    /// Issue 30: a reused pid (another process of another start time under the record's pid) is refused,
+    /// with the record as it was and with one re-planted to claim the newcomer's start time (which runs
+    /// no DSH: the cache does not carry the old process's facts over to it).
+    #[cfg(unix)]
+    #[test]
+    fn a_cached_check_refuses_a_reused_pid() {
+        use verify::Unverified::Failed;
+        let f = Faked::new();
+        write_stat(&f.root, 778, 0x5500_0000); // same layout: only the start time tells them apart
+        assert_eq!(
+            f.check(&f.r),
+            Err(Failed("its start time is not the record's"))
+        );
+        let mut replanted = f.r.clone();
+        replanted.proc_start = Some(778);
+        assert_eq!(
+            f.check(&replanted),
+            Err(Failed("it does not run this plugin")),
+            "the newcomer is checked from scratch"
+        );
+    }
+
+    /// Issue 30: the owner restarted — its pid gone, its record left behind — is refused; a process that
+    /// exec'd another program under the same pid and start time (a new image layout) is checked again.
+    #[cfg(unix)]
+    #[test]
+    fn a_cached_check_refuses_a_restarted_owner_and_an_exec() {
+        use verify::Unverified::Failed;
+        let f = Faked::new();
+        write_stat(&f.root, 777, 0x6600_0000);
+        f.relink("exe", "/usr/bin/sleep");
+        assert_eq!(
+            f.check(&f.r),
+            Err(Failed("not a DSH host on this home")),
+            "an exec is a new image"
+        );
+        let g = Faked::new();
+        fs::remove_dir_all(g.p()).unwrap();
+        assert_eq!(g.check(&g.r), Err(Failed("no such process")));
+    }
+
+    /// Issue 30: a record rewritten (another web URL, another start time) or swapped (another pid) after a
+    /// passing check is checked as written.
+    #[cfg(unix)]
+    #[test]
+    fn a_cached_check_refuses_a_record_rewritten_or_swapped() {
+        use verify::Unverified::Failed;
+        let f = Faked::new();
+        let mut x = f.r.clone();
+        x.base_url = Some("http://127.0.0.1:8081".into());
+        assert_eq!(
+            f.check(&x),
+            Err(Failed("it does not run this plugin")),
+            "a new URL: the whole check again (the addon was unmapped meanwhile)"
+        );
+        let g = Faked::new();
+        let mut x = g.r.clone();
+        x.proc_start = Some(776);
+        assert_eq!(
+            g.check(&x),
+            Err(Failed("its start time is not the record's"))
+        );
+        let mut x = g.r.clone();
+        x.pid = 4243;
+        assert_eq!(g.check(&x), Err(Failed("no such process")));
+        let mut x = g.r.clone();
+        x.base_url = None;
+        assert_eq!(
+            g.check(&x),
+            Err(Failed("it does not run this plugin")),
+            "headless now: checked again"
+        );
+    }
+
+    /// Issue 30: the socket seen changed hands — the pid's fd now holds another socket (the listener was
+    /// handed to another process, or closed), or the port's listener is another socket now — refused.
+    #[cfg(unix)]
+    #[test]
+    fn a_cached_check_refuses_a_socket_that_changed_hands() {
+        use verify::Unverified::Failed;
+        let f = Faked::new();
+        f.relink("fd/5", "socket:[6000]");
+        assert_eq!(
+            f.check(&f.r),
+            Err(Failed("it does not run this plugin")),
+            "fd 5 holds another socket: the whole check again"
+        );
+        let g = Faked::new();
+        g.listen_table(7000);
+        assert_eq!(
+            g.check(&g.r),
+            Err(Failed("it does not run this plugin")),
+            "another socket listens on the port"
+        );
+        // and with the addon mapped again, the same changes fail the socket check itself
+        let h = Faked::new();
+        fs::write(
+            h.p().join("maps"),
+            "7f00-7f10 r-xp 00000000 08:01 99 /x/dsh-session-mail.linux-x64-gnu.node\n",
+        )
+        .unwrap();
+        h.listen_table(7000);
+        assert_eq!(
+            h.check(&h.r),
+            Err(Failed("it does not listen on its web URL"))
+        );
+    }
+
+    /// Issue 30: a process now of another user, or (relative DSH_HOME) with another cwd, is checked again.
+    #[cfg(unix)]
+    #[test]
+    fn a_cached_check_follows_the_cwd_of_a_relative_home() {
+        use verify::Unverified::Failed;
+        let f = Faked::new();
+        let elsewhere = f.home.parent().unwrap().join("elsewhere");
+        fs::create_dir_all(&elsewhere).unwrap();
+        f.relink("cwd", elsewhere.to_str().unwrap());
+        assert_eq!(f.check(&f.r), Err(Failed("not a DSH host on this home")));
+    }
+
+    /// Issue 30: with the real `/proc`, the socket a process listens on is found through netlink (the
+    /// kernel's listening hash, not the `/proc/<pid>/net/tcp` tables), held by this process's fd; another
+    /// live process does not hold it; once closed it is no longer found.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_listening_socket_is_found_by_netlink_and_its_holder_only() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let me = std::process::id();
+        let proc = Path::new("/proc");
+        let held = verify::testing::listens_on(proc, me, port).expect("this process listens there");
+        assert!(held.by_netlink(), "found through netlink: {held:?}");
+        assert!(held.still_held(proc, me));
+        let parent = std::os::unix::process::parent_id();
+        assert!(verify::testing::listens_on(proc, parent, port).is_none());
+        assert!(!held.still_held(proc, parent), "not the parent's");
+        drop(l);
+        assert!(!held.still_held(proc, me), "closed");
+        assert!(verify::testing::listens_on(proc, me, port).is_none());
+    }
+
+    /// Issue 30: a record file read once is not opened again while its identity holds; rewritten in place
+    /// (same inode, same size, its modification time set back: only the kernel's change time differs) or
+    /// swapped (renamed over), it is read again.
+    #[cfg(unix)]
+    #[test]
+    fn a_record_file_is_read_again_when_rewritten_in_place_or_swapped() {
+        let home = tempfile::tempdir().unwrap();
+        let other = other_live_pid();
+        let now = base::clock::now_ms();
+        let path = record_path(home.path(), other);
+        let write = |base: &str| {
+            let mut r = rec(other, &[("session-b", "idle")]);
+            r.base_url = Some(base.into());
+            r.updated_at = now;
+            serde_json::to_vec(&r).unwrap()
+        };
+        fs::create_dir_all(dir(home.path())).unwrap();
+        fs::write(&path, write("http://127.0.0.1:1111")).unwrap();
+        let mtime = fs::metadata(&path).unwrap().modified().unwrap();
+        std::thread::sleep(Identity::RACY + std::time::Duration::from_millis(50));
+        let url = || {
+            owner(home.path(), "session-b")
+                .and_then(|(r, _)| r.base_url)
+                .unwrap_or_default()
+        };
+        assert_eq!(url(), "http://127.0.0.1:1111");
+        // cached: the same identity is not opened again (a file of the same identity made unreadable
+        // is still answered from the cache)
+        let ino = |p: &Path| std::os::unix::fs::MetadataExt::ino(&fs::metadata(p).unwrap());
+        let before = ino(&path);
+        {
+            use std::io::Write;
+            let mut f = fs::OpenOptions::new().write(true).open(&path).unwrap();
+            f.write_all(&write("http://127.0.0.1:2222")).unwrap();
+            f.set_modified(mtime).unwrap();
+        }
+        assert_eq!(ino(&path), before, "rewritten in place");
+        assert_eq!(
+            url(),
+            "http://127.0.0.1:2222",
+            "rewritten in place: read again"
+        );
+        let tmp = dir(home.path()).join("swap.tmp");
+        fs::write(&tmp, write("http://127.0.0.1:3333")).unwrap();
+        fs::rename(&tmp, &path).unwrap();
+        assert_eq!(url(), "http://127.0.0.1:3333", "swapped: read again");
+    }
+
+    /// Issue 30: a send's lookup checks against their process only the records that list its target (the
+    /// freshest first, until one is believed), not every record of the home.
+    #[cfg(unix)]
+    #[test]
+    fn finding_an_owner_checks_only_the_records_that_list_it() {
+        let home = tempfile::tempdir().unwrap();
+        let other = other_live_pid();
+        let me = std::process::id();
+        let now = base::clock::now_ms();
+        fs::create_dir_all(dir(home.path())).unwrap();
+        let plant = |pid: u32, id: &str, at: i64| {
+            let mut r = rec(pid, &[(id, "idle")]);
+            r.updated_at = at;
+            fs::write(
+                record_path(home.path(), pid),
+                serde_json::to_vec(&r).unwrap(),
+            )
+            .unwrap();
+        };
+        plant(other, "session-b", now - 10);
+        plant(me, "session-b", now); // this process's own: never a peer
+        for pid in [1u32, 2, 3] {
+            plant(pid, &format!("session-x{pid}"), now); // pid 1 is alive; 2, 3 may be
+        }
+        let checked = std::sync::Mutex::new(Vec::new());
+        let found = find_checked(
+            home.path(),
+            me,
+            now,
+            |r| r.sessions.iter().any(|s| s.id == "session-b"),
+            |r| {
+                checked.lock().unwrap().push(r.pid);
+                true
+            },
+        );
+        assert_eq!(found.map(|r| r.pid), Some(other));
+        assert_eq!(*checked.lock().unwrap(), vec![other]);
+        // all of them, for a listing
+        let all = peers_checked(home.path(), me, now, |r| {
+            checked.lock().unwrap().push(r.pid);
+            true
+        });
+        assert!(all.iter().any(|r| r.pid == 1) && all.iter().any(|r| r.pid == other));
     }
 }

@@ -4,8 +4,8 @@
 pub use base::text::{quote_short, show_id, MAX_ID_CHARS};
 use store::StoreNote;
 
-use crate::tools::list::Selection;
 pub use crate::tools::list::{ListRow, Liveness};
+use crate::tools::list::{MachineNote, MachineTrouble, Selection};
 
 /// `refused (<code>): <message>`.
 pub fn refusal(code: &str, message: &str) -> String {
@@ -60,6 +60,10 @@ pub fn send_hint(row: &ListRow, allow_resume: bool) -> String {
     }
     if row.subagent {
         return "not messageable".into();
+    }
+    if let Some(m) = &row.machine {
+        // its own machine decides (hold, refuse, wake) when the message arrives
+        return format!("send: delivered by machine {}", m.name);
     }
     match &row.liveness {
         Liveness::Live(s) if s == "running" => "send: steer lands in its running turn".into(),
@@ -117,6 +121,9 @@ fn row_text(row: &ListRow, allow_resume: bool) -> String {
             ));
         }
         _ => {}
+    }
+    if let Some(m) = &row.machine {
+        tags.push(format!("machine {}", m.name));
     }
     let mut s = format!(
         "- {} [{}] | cwd={} | preset={}",
@@ -235,11 +242,34 @@ pub fn render_list(
     out.join("\n")
 }
 
+/// The `note:` line of a linked machine a listing could not list in full.
+pub fn machine_note(n: &MachineNote) -> String {
+    let name = &n.machine.name;
+    match &n.trouble {
+        MachineTrouble::NoAnswer(e) => {
+            format!("note: machine {name} did not answer ({e}): its sessions are not listed")
+        }
+        MachineTrouble::Refused(code) => {
+            format!(
+                "note: machine {name} refused the listing ({code}): its sessions are not listed"
+            )
+        }
+        MachineTrouble::Unreadable(n) => {
+            format!("note: machine {name} could not read {n} of its session logs")
+        }
+    }
+}
+
 impl Selection {
     /// The text the model sees.
     pub fn render(&self) -> String {
         let rows: Vec<ListRow> = self.rows.iter().map(|c| c.row.clone()).collect();
-        render_list(&rows, self.considered, &self.notes, self.allow_resume)
+        let mut out = render_list(&rows, self.considered, &self.notes, self.allow_resume);
+        for n in &self.machines {
+            out.push('\n');
+            out.push_str(&machine_note(n));
+        }
+        out
     }
 }
 
@@ -266,6 +296,7 @@ mod tests {
             preset: Some("standard".into()),
             title: Some("A title".into()),
             is_caller: false,
+            machine: None,
         }
     }
 

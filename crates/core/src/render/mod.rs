@@ -8,6 +8,7 @@ pub mod list;
 pub mod notice;
 pub mod read;
 pub mod refusal;
+pub mod remote;
 pub mod send;
 
 use crate::request::ToolRequest;

@@ -151,6 +151,10 @@ pub fn render_read(
         },
     ];
     tags.dedup();
+    let machine = head.machine.as_ref().map(|m| format!("machine {}", m.name));
+    if let Some(m) = &machine {
+        tags.push(m);
+    }
     let mut first = format!(
         "session {} [{}] | cwd={}",
         show_id(&head.id),
@@ -273,6 +277,7 @@ mod tests {
             title: Some("Fix the config".into()),
             readable: 4,
             captured_through: Some(413),
+            machine: None,
         };
         let msgs = vec![
             ReadMessage {
@@ -334,6 +339,7 @@ note: torn tail"
             title: None,
             readable: 1,
             captured_through: None,
+            machine: None,
         };
         let m = ReadMessage {
             role: "tool",

@@ -229,9 +229,17 @@ pub fn render(r: &Refusal) -> String {
             &format!("the human stopped all agent mail on this host (\"stop all agent mail\" is on in the web UI). Nothing was sent to {}.", quote_short(target, 60)),
             &["Do not retry: every send is refused until the human switches it off. Tell the user if the message matters.".to_string()],
         ),
-        Refusal::RefusedByHuman { target } => refused(
+        Refusal::MachineBudget(b) => crate::render::remote::machine_budget(b, base::clock::now_ms()),
+        Refusal::ForeignSender { sender, why } => crate::render::remote::foreign_sender(sender, *why),
+        Refusal::Unlinked { target, machine } => crate::render::remote::unlinked(target, machine),
+        Refusal::Remote(r) => crate::render::remote::remote_refusal(r),
+        Refusal::RefusedByHuman { target, by } => refused(
             "refused-by-human",
-            &format!("the human set {} to refuse agent mail. Nothing was sent.", quote_short(target, 60)),
+            &match by {
+                crate::policy::By::Sender => format!("the human refuses agent mail from your session (a standing rule). Nothing was sent to {}.", quote_short(target, 60)),
+                crate::policy::By::Machine => format!("the human refuses agent mail from your machine (a standing rule). Nothing was sent to {}.", quote_short(target, 60)),
+                _ => format!("the human set {} to refuse agent mail. Nothing was sent.", quote_short(target, 60)),
+            },
             &["Do not retry or route it through another session. Tell the user if the message matters.".to_string()],
         ),
         Refusal::HeldElsewhere {
@@ -321,6 +329,24 @@ pub fn render(r: &Refusal) -> String {
 mod internal_tests {
     use super::*;
     use std::time::Duration;
+
+    /// The human's refusal names which rule refused: the target's inbound, or a standing rule for the
+    /// sender or its machine (the sender reads it: "your session").
+    #[test]
+    fn refused_by_human_says_whose_rule() {
+        use crate::policy::By;
+        let r = |by| {
+            Refusal::RefusedByHuman {
+                target: "session-t".into(),
+                by,
+            }
+            .render()
+        };
+        let tail = "\nDo not retry or route it through another session. Tell the user if the message matters.";
+        assert_eq!(r(By::Session), format!("refused (refused-by-human): the human set \"session-t\" to refuse agent mail. Nothing was sent.{tail}"));
+        assert_eq!(r(By::Sender), format!("refused (refused-by-human): the human refuses agent mail from your session (a standing rule). Nothing was sent to \"session-t\".{tail}"));
+        assert_eq!(r(By::Machine), format!("refused (refused-by-human): the human refuses agent mail from your machine (a standing rule). Nothing was sent to \"session-t\".{tail}"));
+    }
 
     /// `internal` and `busy` carry what failed as data; the words are made here, byte for byte as before.
     #[test]

@@ -754,7 +754,7 @@ fn unsettled(u: &Unsettled) -> String {
 }
 
 /// A failure in a few words, inside another sentence (a resend that failed).
-fn brief(f: &Failure) -> String {
+pub fn brief(f: &Failure) -> String {
     match f {
         Failure::BadBaseUrl(w) => w.to_string(),
         Failure::NoSecret(w) => format!("no usable browser-session secret: {w}"),
@@ -793,6 +793,7 @@ pub fn result(r: &SendResult) -> String {
         SendOutcome::MayHaveLanded { why, context } => may_have_landed(why, context),
         SendOutcome::ReceiptUnreadable(u) => receipt_unreadable(u),
         SendOutcome::OwnerStopping(o) => owner_stopping(o),
+        SendOutcome::Remote(r) => crate::render::remote::receipt(r),
     };
     for n in &r.notes {
         out = with_note(out, &note(n));

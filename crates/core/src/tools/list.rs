@@ -93,6 +93,8 @@ pub struct ListRow {
     pub files: Vec<String>,
     /// Of those, the ones the caller changed recently too.
     pub overlap: Vec<String>,
+    /// The linked machine the session lives on (`None`: this home).
+    pub machine: Option<crate::machine::Machine>,
 }
 
 /// One row of a listing and its sort key.
@@ -114,6 +116,26 @@ pub struct Selection {
     pub notes: Vec<StoreNote>,
     /// Whether cold sessions may be woken (the rows' send hint says it).
     pub allow_resume: bool,
+    /// Linked machines whose sessions are missing or incomplete (a listing across machines).
+    pub machines: Vec<MachineNote>,
+}
+
+/// A linked machine a listing could not list in full (`remote`): never a failure of the listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MachineNote {
+    pub machine: crate::machine::Machine,
+    pub trouble: MachineTrouble,
+}
+
+/// What kept a linked machine's sessions out of a listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MachineTrouble {
+    /// No answer (in time).
+    NoAnswer(crate::machine::CallError),
+    /// It refused the listing (its code).
+    Refused(crate::code::RefusalCode),
+    /// It listed, but could not read this many of its session logs.
+    Unreadable(u64),
 }
 
 /// Select the rows of a listing (blocking: reads the store). The text and the CLI's JSON share it.
@@ -265,6 +287,7 @@ pub fn select(home: &Path, req: &ToolRequest, args: &ListArgs) -> Selection {
         considered,
         notes,
         allow_resume: req.config.allow_resume,
+        machines: Vec::new(),
     }
 }
 
@@ -348,6 +371,7 @@ impl<'a> View<'a> {
                 same_repo: c.same_repo.then_some("same repo"),
                 files: c.files,
                 overlap: c.overlap,
+                machine: None,
             },
             created_at: c.created_at,
             same_place: c.same_place,

@@ -144,6 +144,9 @@ pub struct ReadHead {
     pub captured_through: Option<u64>,
     /// A delta read: only messages after this seq (`since_seq`).
     pub since: Option<u64>,
+    /// The linked machine the session lives on (absent: this home); read there, by that machine.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub machine: Option<crate::machine::Machine>,
 }
 
 /// One message of the window.
@@ -291,6 +294,7 @@ pub fn window(
         title: fold.display_title().map(str::to_string),
         readable,
         captured_through: fold.last_seq,
+        machine: None,
     };
     Window {
         head: rh,
@@ -369,8 +373,7 @@ pub fn read_result(home: &Path, req: &ToolRequest, a: &ReadArgs) -> Result<ReadR
     }
     // Live in another host process: read its file, never touching the session (no resume, no lock).
     if let Lookup::Found(s) = &lookup {
-        let peers = req.peers_at(home);
-        if let Some((r, ps)) = crate::presence::owner_of(&peers, &a.session_id) {
+        if let Some((r, ps)) = req.owner_at(home, &a.session_id) {
             let head = s.fold.header.clone().unwrap_or_default();
             let src = Source::File {
                 path: &s.log.path,

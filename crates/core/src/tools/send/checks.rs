@@ -31,9 +31,9 @@ pub type Check = fn(&mut Draft<'_>) -> Result<(), Refusal>;
 pub const CHECKS: &[Check] = &[
     // `no-caller`: the sender is the runtime's id, never an argument.
     caller,
-    // `stopped` / `refused-by-human`: the human's inbound policy (`crate::policy`, set only through the
-    // web client's route), before anything of the target is read; a target on hold passes every check
-    // below and is then kept for the human instead of delivered.
+    // `stopped` / `refused-by-human`: the human's inbound policy and standing rules (`crate::policy::decide`,
+    // its one order; set only through the web client's routes), before anything of the target is read; a
+    // message on hold passes every check below and is then kept for the human instead of delivered.
     human_policy,
     // (never refuses) where the target lives: this process's registry, else presence.
     locate,
@@ -64,6 +64,21 @@ pub const CHECKS: &[Check] = &[
     not_held_by_foreign,
     // `stacked` (`mail::stacking`): queue sends only.
     not_stacked,
+];
+
+/// The checks of a send to a session of a linked machine, on the sending side, in order: the rest —
+/// the human's policy there, the target, the holder, stacking, the frame — are the receiving home's own
+/// ([`CHECKS`], run there by `remote::serve` on arrival, with this side's request id, chain and hop).
+/// The budget here counts the pair and the sender as for a local send; the loop guard here gives the hop
+/// that travels with the message.
+pub const REMOTE_CHECKS: &[Check] = &[
+    caller,
+    not_self,
+    visible_body,
+    short_body,
+    unforged_body,
+    budget,
+    relay,
 ];
 
 /// A send under check: its request and arguments, and what the checks so far found.
@@ -107,7 +122,12 @@ impl<'a> Draft<'a> {
             ctx,
             tool: SendTool::from_name(&req.tool),
             args,
-            request_id: mail::new_request_id(),
+            // A send that arrived from a linked machine keeps the sender's request id: a retry of it
+            // lands once (`crossing::arrivals`, the host's own dedup), and both sides' `verify` name it.
+            request_id: req
+                .incoming
+                .as_ref()
+                .map_or_else(mail::new_request_id, |i| i.request_id.clone()),
             sender: String::new(),
             place: Place::default(),
             base_url: String::new(),
@@ -135,14 +155,18 @@ fn caller(d: &mut Draft) -> Result<(), Refusal> {
 }
 
 fn human_policy(d: &mut Draft) -> Result<(), Refusal> {
-    d.hold = match crate::policy::decide(d.ctx.home(), &d.args.target) {
+    // A local send: the sender is a session of this home (no sender machine); mail that arrived from a
+    // linked machine (`remote::serve`) names that machine, so its standing rule applies.
+    let machine = d.req.incoming.as_ref().map(|i| &i.machine);
+    d.hold = match crate::policy::decide(d.ctx.home(), &d.args.target, &d.sender, machine) {
         crate::policy::Decision::Stopped => {
             return Err(Refusal::Stopped {
                 target: d.args.target.clone(),
             })
         }
-        crate::policy::Decision::Refuse => {
+        crate::policy::Decision::Refuse(by) => {
             return Err(Refusal::RefusedByHuman {
+                by,
                 target: d.args.target.clone(),
             })
         }
@@ -232,11 +256,39 @@ fn budget(d: &mut Draft) -> Result<(), Refusal> {
         // Fails closed (issue 11 #11): a limit that cannot be checked refuses.
         budget::Refusal::Unchecked(why) => Refusal::BudgetUnchecked { why },
     })?);
+    // Mail from a linked machine: that machine's own budget too (all its senders together).
+    if let Some(i) = &d.req.incoming {
+        crate::crossing::machine_budget(d.ctx.home(), &i.machine, d.ctx.now_ms, d.cfg()).map_err(
+            |r| match r {
+                Ok(exceeded) => Refusal::MachineBudget(exceeded),
+                Err(why) => Refusal::BudgetUnchecked {
+                    why: budget::Unchecked::Unreadable(why),
+                },
+            },
+        )?;
+    }
     Ok(())
 }
 
 fn relay(d: &mut Draft) -> Result<(), Refusal> {
     let max = d.cfg().max_relay_hops;
+    if let Some(i) = &d.req.incoming {
+        // Mail from a linked machine: its chain and hop travelled with it; the hop is never counted
+        // lower than this home's ledger knows for that chain.
+        let chain = i.chain.clone().unwrap_or_else(|| d.request_id.clone());
+        let hop = crate::mail::chain::Hop {
+            hop: crate::crossing::arriving_hop(d.ctx.home(), Some(&chain), i.hop),
+            chain,
+            sessions: Vec::new(),
+            started: None,
+            unverified: None,
+        };
+        if max > 0 && hop.hop > max {
+            return Err(Refusal::RelayLimit { hop, max });
+        }
+        d.hop = Some(hop);
+        return Ok(());
+    }
     let ev = chain::Evidence::of(d.req.caller.as_ref());
     let hop = chain::check(d.ctx.home(), &ev, &d.request_id, max)
         .map_err(|hop| Refusal::RelayLimit { hop, max })?;
@@ -309,7 +361,8 @@ fn messageable(d: &mut Draft) -> Result<(), Refusal> {
 /// from /proc (Linux, same user, bounded), looked at only when this send would wake the session.
 fn not_held_by_foreign(d: &mut Draft) -> Result<(), Refusal> {
     if let (Some(log), None) = (&d.target.cold_log, &d.place.owner) {
-        let known: Vec<u32> = d.place.peers.iter().map(|r| r.pid).collect();
+        // every believed record's process says what it holds (none lists the target: it is cold)
+        let known: Vec<u32> = d.req.peers_at(d.ctx.home()).iter().map(|r| r.pid).collect();
         if let Some(holder) = presence::foreign::holder_of(d.ctx.home(), log, &known) {
             return Err(Refusal::MayBeHeldElsewhere {
                 target: d.args.target.clone(),

@@ -132,6 +132,22 @@ fn check(req: &ToolRequest, ctx: &Context, title: plan::Title) -> Checked {
     }
 }
 
+/// The arguments and [`checks::REMOTE_CHECKS`] of a send to a session of a linked machine (blocking:
+/// run it on the blocking pool). The attempt records the call; `remote` delivers and closes it.
+pub fn check_remote(req: &ToolRequest, ctx: &Context) -> (record::Attempt, Result<Plan, Refusal>) {
+    let tool = SendTool::from_name(&req.tool);
+    match parse_args(tool, &req.args, &req.config) {
+        Ok(args) => {
+            let attempt = record::Attempt::new(req, tool, PartialSend::from(&args));
+            (attempt, plan::make_remote(req, args, ctx))
+        }
+        Err(bad) => (
+            record::Attempt::new(req, tool, bad.partial),
+            Err(bad_arguments(tool, bad.problems)),
+        ),
+    }
+}
+
 /// A send whose checks run on the blocking pool already ([`begin`]); [`Begun::finish`] delivers and
 /// records it.
 pub struct Begun {
@@ -257,7 +273,13 @@ async fn hold_for_human(
         posted_at: ctx.now_ms,
     };
     let home = ctx.home().to_path_buf();
-    match base::offload::run(ctx.deadline, move || crate::policy::held::hold(&home, &env)).await {
+    let now = ctx.now_ms;
+    let hold = move || {
+        // it waits for the human until the hold time + the policy's heldTtlMs (sealed with it)
+        let ttl = i64::try_from(crate::policy::held_ttl_ms(&home)).unwrap_or(i64::MAX);
+        crate::policy::held::hold(&home, &env, now.saturating_add(ttl))
+    };
+    match base::offload::run(ctx.deadline, hold).await {
         Ok(Ok(())) => SendOutcome::Held(crate::outcome::HeldReceipt {
             target: p.target.clone(),
             mode: p.mode,

@@ -18,6 +18,9 @@ pub struct Routed {
     pub base_url: Option<String>,
     /// The owner's presence `startedAt` (the envelope is addressed to this incarnation).
     pub started_at: i64,
+    /// The owner's host version, as its verified record says: the route's dialect without asking that host
+    /// (`host.describe` costs its main thread ~1.2 ms, and a process that sends once would ask every time).
+    pub host_version: Option<String>,
 }
 
 impl Routed {
@@ -28,6 +31,7 @@ impl Routed {
             profile: r.profile.clone(),
             base_url: r.base_url.clone(),
             started_at: r.started_at,
+            host_version: r.host_version.clone(),
         })
     }
 
@@ -66,8 +70,6 @@ pub struct Owner {
 pub struct Place<'a> {
     /// Live in this process.
     pub live: Option<&'a LiveSession>,
-    /// The other processes' presence records (read only when the target is not live here).
-    pub peers: Vec<presence::Record>,
     /// Live in another process on this home.
     pub owner: Option<Owner>,
     /// The route to that process, when it offers one.
@@ -84,19 +86,17 @@ impl Place<'_> {
 /// Live here (this process's registry), else live in another process on this home (presence).
 pub fn locate<'a>(req: &'a ToolRequest, home: &Path, target: &str) -> Place<'a> {
     let live = req.live.iter().find(|l| l.id == target);
-    let peers = if live.is_none() {
-        req.peers_at(home)
-    } else {
-        Vec::new()
+    // only the records that list the target are checked against their process (`presence::owner`)
+    let owner = match live {
+        Some(_) => None,
+        None => req.owner_at(home, target).map(|(record, s)| Owner {
+            record,
+            status: s.status,
+        }),
     };
-    let owner = presence::owner_of(&peers, target).map(|(r, s)| Owner {
-        record: r.clone(),
-        status: s.status.clone(),
-    });
     let routed = owner.as_ref().and_then(|o| Routed::of(&o.record));
     Place {
         live,
-        peers,
         owner,
         routed,
     }
@@ -132,11 +132,10 @@ const OWNER_WAIT_MS: u64 = 1_500;
 pub async fn wait_for_owner(req: &ToolRequest, home: &Path, target: &str) -> Option<Owner> {
     let t0 = Instant::now();
     loop {
-        let peers = req.peers_at(home);
-        if let Some((r, s)) = presence::owner_of(&peers, target) {
+        if let Some((record, s)) = req.owner_at(home, target) {
             return Some(Owner {
-                record: r.clone(),
-                status: s.status.clone(),
+                record,
+                status: s.status,
             });
         }
         if req.peers.is_some() || t0.elapsed().as_millis() as u64 >= OWNER_WAIT_MS {

@@ -57,6 +57,17 @@ pub fn make(
     Ok(Plan::of(d, title))
 }
 
+/// Every check of [`super::checks::REMOTE_CHECKS`] in order, then the plan of a send to a session of a
+/// linked machine (its text is the receiving home's to make: only its request id, chain, hop, counts and
+/// budget reservation are used here).
+pub fn make_remote(req: &ToolRequest, args: SendArgs, ctx: &Context) -> Result<Plan, Refusal> {
+    let mut d = Draft::new(req, args, ctx);
+    for check in super::checks::REMOTE_CHECKS {
+        check(&mut d)?;
+    }
+    Ok(Plan::of(d, Title(None)))
+}
+
 impl Plan {
     /// The plan of a draft every check passed.
     pub fn of(d: Draft<'_>, title: Title) -> Plan {

@@ -31,6 +31,10 @@ pub struct Attempt {
     pub written: Option<(ledger::LedgerOutcome, Option<ledger::LedgerError>)>,
     /// The delivered text (hashed on an accepted line: what a re-delivery is checked against).
     pub text: Option<String>,
+    /// The linked machine the send arrived from (the line's `fromMachine`).
+    pub from_machine: Option<String>,
+    /// The linked machine the send went to (the line's `toMachine`).
+    pub to_machine: Option<String>,
 }
 
 impl Attempt {
@@ -43,6 +47,11 @@ impl Attempt {
             hop: None,
             written: None,
             text: None,
+            from_machine: req
+                .incoming
+                .as_ref()
+                .map(|i| i.machine.as_str().to_string()),
+            to_machine: None,
         }
     }
 
@@ -77,6 +86,8 @@ impl Attempt {
             entry.chain = Some(h.chain.clone());
             entry.hop = Some(h.hop);
         }
+        entry.from_machine = self.from_machine.clone();
+        entry.to_machine = self.to_machine.clone();
         if entry.outcome == ledger::LedgerOutcome::Accepted {
             entry.text_sha256 = self.text.as_deref().map(ledger::sha256_hex);
         }

@@ -105,19 +105,23 @@ async fn unless_stopping(req: &ToolRequest, ctx: &Context, r: &Routed, o: Outcom
         ) => f,
         o => return Answer::Delivered(o),
     };
-    let peers = match &req.peers {
-        Some(given) => given.clone(),
+    let record = match &req.peers {
+        Some(given) => given
+            .iter()
+            .find(|x| x.pid == r.pid && x.started_at == r.started_at && x.stopping)
+            .cloned(),
         None => {
-            let home = ctx.home.clone();
-            base::offload::run(ctx.deadline, move || presence::current(&home))
-                .await
-                .unwrap_or_default()
+            let (home, pid) = (ctx.home.clone(), r.pid);
+            base::offload::run(ctx.deadline, move || {
+                presence::find(&home, std::process::id(), base::clock::now_ms(), |x| {
+                    x.pid == pid
+                })
+            })
+            .await
+            .unwrap_or_default()
         }
     };
-    if !peers
-        .iter()
-        .any(|x| x.pid == r.pid && x.started_at == r.started_at && x.stopping)
-    {
+    if !record.is_some_and(|x| x.started_at == r.started_at && x.stopping) {
         return Answer::Delivered(Outcome::Failed(failure));
     }
     Answer::OwnerStopping {
@@ -134,7 +138,12 @@ fn http<'a>(req: &'a ToolRequest, ctx: &'a Context, p: &'a Plan) -> Delivery<'a>
         base_url: &p.base_url,
         dsh_home: ctx.home(),
         host_secret: req.host.secret.as_deref(),
-        host_version: req.host.version.as_deref(),
+        // a route to another process speaks that host's dialect: its record's version, else as before
+        host_version: p
+            .routed
+            .as_ref()
+            .and_then(|r| r.host_version.as_deref())
+            .or(req.host.version.as_deref()),
         host_api: &cfg.host_api,
         timeouts: Timeouts::from_ms(cfg.connect_timeout_ms.into(), cfg.request_timeout_ms.into()),
         session_id: &p.target,

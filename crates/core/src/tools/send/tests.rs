@@ -1302,6 +1302,7 @@ fn drain_until_claimed(home: &std::path::Path, pid: u32, id: &str) -> Vec<mailbo
     let checks = crate::mail::admit::Checks {
         cfg: &cfg,
         approved: &|_, _| false,
+        human: None,
     };
     for _ in 0..100 {
         let got = mailbox::drain_with(home, &me, &checks, 0);
@@ -2510,6 +2511,79 @@ async fn the_humans_policy_holds_refuses_and_stops_before_anything_is_sent() {
     assert_eq!(code(&send(&req("session-cold")).await), None);
 }
 
+/// Issue 32 #3 through the send path: the human's "always allow from A" lets A's next message through
+/// a held session while B's is held; "always refuse from B" refuses B's message to any target; removing
+/// the rule gives B back to the session's hold. Nothing held or refused reaches the host.
+#[tokio::test]
+async fn a_standing_sender_rule_lets_a_through_a_held_session_while_b_is_held() {
+    use crate::policy::{apply, held, Change, Inbound};
+    let env = Env::online(accept_all()).await;
+    env.cold("session-held", json!({}));
+    env.cold("session-other", json!({}));
+    let h = env.home.path();
+    let from = |who: &str, to: &str| {
+        let mut r = env.sessions_send(to, "the API changed");
+        let c = r.caller.as_mut().unwrap();
+        c.session_id = Some(who.into());
+        c.agent_id = Some(who.into());
+        r
+    };
+    apply(h, &Change::Session("session-held".into(), Inbound::Hold), 1).unwrap();
+    apply(
+        h,
+        &Change::Sender("session-aaa".into(), Some(Inbound::Accept)),
+        2,
+    )
+    .unwrap();
+    let a = send(&from("session-aaa", "session-held")).await;
+    assert!(
+        matches!(a.outcome, SendOutcome::Accepted(_)),
+        "A's message goes through: {a:?}"
+    );
+    assert_eq!(env.requests().len(), 1, "delivered to the host");
+    let b = send(&from("session-bbb", "session-held")).await;
+    assert!(
+        matches!(&b.outcome, SendOutcome::Held(_)),
+        "B's is held: {b:?}"
+    );
+    assert_eq!(
+        held::state_of(h, &rid(&b), Some("session-held"))
+            .unwrap()
+            .state,
+        held::HeldState::Held
+    );
+    assert_eq!(env.requests().len(), 1, "nothing more reached the host");
+    apply(
+        h,
+        &Change::Sender("session-bbb".into(), Some(Inbound::Refuse)),
+        3,
+    )
+    .unwrap();
+    for to in ["session-held", "session-other"] {
+        let r = send(&from("session-bbb", to)).await;
+        assert!(
+            matches!(
+                refusal(&r),
+                Refusal::RefusedByHuman {
+                    by: crate::policy::By::Sender,
+                    ..
+                }
+            ),
+            "{to}: {r:?}"
+        );
+    }
+    assert_eq!(env.requests().len(), 1);
+    apply(h, &Change::Sender("session-bbb".into(), None), 4).unwrap();
+    assert!(matches!(
+        send(&from("session-bbb", "session-held")).await.outcome,
+        SendOutcome::Held(_)
+    ));
+    assert!(matches!(
+        send(&from("session-bbb", "session-other")).await.outcome,
+        SendOutcome::Accepted(_)
+    ));
+}
+
 /// A message the human's policy holds, and the held store cannot take it (its folder is a file): the
 /// send is refused as `internal` with the held store's error, and nothing reaches the host.
 #[tokio::test]
@@ -2556,6 +2630,7 @@ async fn a_receipt_over_the_bound_is_may_have_landed_and_left_in_place() {
             let checks = crate::mail::admit::Checks {
                 cfg: &cfg,
                 approved: &|_, _| false,
+                human: None,
             };
             for _ in 0..100 {
                 if let Some(c) = mailbox::drain_with(&home, &me, &checks, 0).pop() {
@@ -2729,4 +2804,43 @@ async fn an_owner_that_stops_under_a_routed_send_is_named_as_stopping() {
             ));
         }
     }
+}
+
+/// A send routed to the web server of another process on the home speaks that host's dialect as its verified
+/// record says (`hostVersion`): the owner's host is asked nothing but the prompt (rc.8 `host.describe` costs its
+/// main thread ~1.2 ms, and `dsh-session-mail send` from a shell is a new process every time). A record without a
+/// version is probed as before.
+#[tokio::test]
+async fn a_send_routed_to_another_process_takes_the_dialect_from_its_record_and_asks_that_host_only_the_prompt(
+) {
+    let env = Env::online(accept_all()).await;
+    env.cold("session-b", json!({}));
+    env.cold("session-c", json!({}));
+    let auto = |mut r: ToolRequest| {
+        r.config.host_api = "auto".into();
+        r
+    };
+    let paths = |e: &Env| {
+        e.requests()
+            .iter()
+            .map(|q| q.path.clone())
+            .collect::<Vec<_>>()
+    };
+    let owner_b = Env::online(accept_all()).await;
+    let mut rec = owner(4242, Some(&owner_b.base), "session-b", "running");
+    rec.host_version = Some("0.1.0-rc.8".into());
+    receipt(&send(&with_peer(auto(env.sessions_send("session-b", "hi")), rec)).await);
+    assert_eq!(paths(&owner_b), ["/api/session.prompt"]);
+    // a record without a version: the host is asked which dialect it speaks, then the prompt
+    let owner_c = Env::online(accept_all()).await;
+    let rec = owner(4243, Some(&owner_c.base), "session-c", "running");
+    receipt(&send(&with_peer(auto(env.sessions_send("session-c", "hi")), rec)).await);
+    assert_eq!(
+        paths(&owner_c),
+        ["/api/host.describe", "/api/session.prompt"]
+    );
+    assert!(
+        env.requests().is_empty(),
+        "this process's own host is not asked"
+    );
 }

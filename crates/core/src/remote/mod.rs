@@ -1,0 +1,1219 @@
+//! The tools across linked machines (issue 31), over the seam the binding hands down
+//! ([`crate::machine::Machines`]):
+//!
+//! - [`serve`] — a request that arrived from a linked machine, run by this home's own tools: a listing
+//!   and a read as a local call makes them (no caller), a send through this home's whole send path
+//!   (`tools::send::CHECKS`: the human's policy with the machine's rule, stop-all, hold, budgets and the
+//!   machine's own budget, header guard, frame, loop guard) with the sender's request id, chain and hop,
+//!   after the sender id is checked ([`crate::crossing::foreign`]) and the request id claimed durably
+//!   ([`crate::crossing::arrivals`]): a linked machine can do nothing here that a local agent could not,
+//!   and a message delivered again lands once.
+//! - [`run_result`] — a tool call that may reach linked machines: `sessions_list` adds their sessions,
+//!   `sessions_read` and both send tools go to the machine that holds the session.
+//! - [`drain`] — the outbox, delivered (the binding's tick) or expired.
+//! - [`verify`] — what became of a message sent to a linked machine.
+//!
+//! Above `render` (a read window is cut there as a local read cuts it) and `tools`.
+
+#[cfg(test)]
+mod tests;
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::task::{Context as TaskContext, Poll};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::code::RefusalCode;
+use crate::crossing::{self, arrivals, foreign, outbox};
+use crate::delivery::Mode;
+use crate::fate;
+use crate::machine::wire::{
+    self, ForeignWhy, Landing, ListAnswer, ReadAnswer, Request, Response, SendAnswer, SendReq,
+    VerifyAnswer, WireHead, WireMessage, WireMode, WireRefusal, WireRow,
+};
+use crate::machine::{CallError, Machine, MachineId, Machines};
+use crate::outcome::{
+    Refusal, RemoteFate, RemoteReceipt, RemoteRefusal, Route, SendOutcome, SendResult,
+};
+use crate::request::{Caller, Incoming, ToolRequest};
+use crate::tool::{SendTool, Tool};
+use crate::tools::list::{Candidate, ListRow, Liveness, MachineNote, MachineTrouble, Selection};
+use crate::tools::read::{Hidden, ReadHead, ReadMessage, ReadResult, Window};
+use crate::tools::{self, send, ToolResult};
+
+/// How long a listing waits for the linked machines (each in parallel); a machine that has not
+/// answered by then is a note, never a failure of the listing.
+pub const LIST_DEADLINE: Duration = Duration::from_secs(3);
+/// How long a read of a session on a linked machine may take.
+pub const READ_DEADLINE: Duration = Duration::from_secs(15);
+/// How long a lookup of which machine holds a session may take.
+pub const FIND_DEADLINE: Duration = Duration::from_secs(2);
+/// A send waits for the far side's answer this long beyond the host's own `requestTimeoutMs`; past it
+/// the message goes to the outbox (it may have arrived: the far side lands it once either way).
+pub const SEND_SLACK: Duration = Duration::from_secs(5);
+
+fn home_of(req: &ToolRequest) -> PathBuf {
+    store::resolve_dsh_home(req.host.dsh_home.as_deref())
+}
+
+// ---------------------------------------------------------------- the serving side
+
+/// Serve one request that arrived from linked machine `from` (the binding resolved `from` from the
+/// connection's verified endpoint id and its links; an unlinked peer never gets here). `here` is what
+/// the serving process knows of itself, as for a tool call of its own (config, host facts, live
+/// sessions); its tool, arguments and caller are ignored.
+pub async fn serve(here: &ToolRequest, from: &Machine, req: Request) -> Response {
+    match req {
+        Request::List { args } => serve_list(here, args).await,
+        Request::Read { args } => serve_read(here, args).await,
+        Request::Send(s) => Response::Send(serve_send(here, from, s).await),
+        Request::Verify { request_id } => serve_verify(here, from, request_id).await,
+    }
+}
+
+/// [`serve`] over bytes: a frame in, a frame out (a frame that does not decode is answered
+/// `bad-argument`, nothing run).
+pub async fn serve_bytes(here: &ToolRequest, from: &Machine, bytes: &[u8]) -> Vec<u8> {
+    let resp = match wire::decode_request(bytes) {
+        Ok(req) => serve(here, from, req).await,
+        Err(_) => Response::Refused(WireRefusal::code(RefusalCode::BadArgument)),
+    };
+    wire::encode(&resp)
+}
+
+/// [`serve`] of a frame carried as a JSON value (the transport's `Handler` in `crates/link`).
+pub async fn serve_value(here: &ToolRequest, from: &Machine, frame: Value) -> Value {
+    let resp = match wire::request_from_value(frame) {
+        Ok(req) => serve(here, from, req).await,
+        Err(_) => Response::Refused(WireRefusal::code(RefusalCode::BadArgument)),
+    };
+    wire::encode_value(&resp)
+}
+
+fn as_local(here: &ToolRequest, tool: Tool, args: Value) -> ToolRequest {
+    let mut r = here.clone();
+    r.tool = tool.name().to_string();
+    r.args = args;
+    r.caller = None;
+    r.live_seq = None;
+    r.live_flushed = None;
+    r.incoming = None;
+    r
+}
+
+async fn serve_list(here: &ToolRequest, mut args: Value) -> Response {
+    // the caller's repository means nothing here
+    if let Some(o) = args.as_object_mut() {
+        o.remove("repo_only");
+    }
+    let r = as_local(here, Tool::SessionsList, args);
+    match tools::list::run_result(&r).await {
+        Ok(sel) => Response::List(ListAnswer {
+            rows: sel.rows.iter().take(wire::MAX_ROWS).map(wire_row).collect(),
+            considered: sel.considered as u64,
+            unreadable: sel.notes.len() as u64,
+        }),
+        Err(refusal) => Response::Refused(wire_refusal(&refusal)),
+    }
+}
+
+fn wire_row(c: &Candidate) -> WireRow {
+    let r = &c.row;
+    let status = match &r.liveness {
+        Liveness::Cold => None,
+        Liveness::Live(s) => Some(s.clone()),
+        Liveness::Elsewhere { status, .. } => Some(status.clone()),
+    };
+    WireRow {
+        id: r.id.clone(),
+        live: r.liveness.is_live(),
+        status: status.filter(|s| !s.is_empty()),
+        subagent: r.subagent,
+        parent: r.parent.clone(),
+        cwd: r.cwd.clone(),
+        preset: r.preset.clone(),
+        title: r.title.clone(),
+        created_at: c.created_at,
+    }
+}
+
+async fn serve_read(here: &ToolRequest, args: Value) -> Response {
+    let r = as_local(here, Tool::SessionsRead, args);
+    match tools::read::run_result(&r).await {
+        Ok(res) => {
+            let w = &res.window;
+            let h = &w.head;
+            let answer = Response::Read(ReadAnswer {
+                head: WireHead {
+                    id: h.id.clone(),
+                    live: h.live,
+                    subagent: h.subagent,
+                    parent: h.parent.clone(),
+                    cwd: h.cwd.clone(),
+                    title: h.title.clone(),
+                    readable: h.readable as u64,
+                    captured_through: h.captured_through,
+                    since: h.since,
+                },
+                messages: w
+                    .messages
+                    .iter()
+                    .take(wire::MAX_MESSAGES)
+                    .map(|m| WireMessage {
+                        role: m.role.to_string(),
+                        seq: m.seq,
+                        label: m.label.clone(),
+                        request: m.request.clone(),
+                        injected: m.injected,
+                        replaced: m.replaced,
+                        error: m.error,
+                        // cut here, by this machine's maxMessageChars, as a local read cuts it
+                        body: crate::render::read::truncate_body(
+                            &m.body,
+                            res.max_chars.min(wire::MAX_BODY - 64),
+                        ),
+                    })
+                    .collect(),
+                omitted: w.omitted as u64,
+                hidden_injected: w.hidden.injected as u64,
+                hidden_system: w.hidden.system as u64,
+                notes: w.notes.iter().take(16).cloned().collect(),
+            });
+            fit_read(answer)
+        }
+        Err(refusal) => Response::Refused(wire_refusal(&refusal)),
+    }
+}
+
+/// Keep a read answer under [`wire::MAX_RESPONSE_BYTES`]: the oldest messages of the window leave it
+/// first and are counted as omitted (the caller's text then says `(N earlier messages omitted)`), as a
+/// smaller `max_messages` would have left them out.
+fn fit_read(answer: Response) -> Response {
+    let Response::Read(mut a) = answer else {
+        return answer;
+    };
+    let room = wire::MAX_RESPONSE_BYTES - 64 * 1024;
+    let size = |m: &WireMessage| serde_json::to_vec(m).map_or(usize::MAX, |b| b.len() + 1);
+    let mut total: usize = serde_json::to_vec(&a.head).map_or(0, |b| b.len())
+        + a.notes.iter().map(|n| n.len() + 3).sum::<usize>()
+        + a.messages.iter().map(size).sum::<usize>();
+    // messages are newest first: the last is the oldest
+    while total > room {
+        let Some(m) = a.messages.pop() else { break };
+        total = total.saturating_sub(size(&m));
+        a.omitted += 1;
+    }
+    Response::Read(a)
+}
+
+/// Does `id` name a session of this home (live in this process, listed by another, or in the store)?
+fn is_local(here: &ToolRequest, home: &Path, id: &str) -> bool {
+    here.live.iter().any(|l| l.id == id)
+        || here
+            .peers_at(home)
+            .iter()
+            .any(|r| r.sessions.iter().any(|s| s.id == id))
+        || store::find_session(home, id).is_some()
+}
+
+/// The refusal an answer carries, typed.
+pub fn wire_refusal(r: &Refusal) -> WireRefusal {
+    let mut w = WireRefusal::code(r.code());
+    match r {
+        Refusal::RelayLimit { hop, max } => {
+            w.hop = Some(hop.hop);
+            w.max = Some(*max);
+        }
+        Refusal::Budget { exceeded, .. } => w.retry_at_ms = Some(exceeded.next_at_ms),
+        Refusal::MachineBudget(b) => {
+            w.retry_at_ms = Some(b.next_at_ms);
+            w.machine_budget = true;
+        }
+        Refusal::ForeignSender { why, .. } => w.foreign = Some(*why),
+        Refusal::Remote(r) => return r.refusal.clone(),
+        _ => {}
+    }
+    w
+}
+
+/// What a send result here says to the machine it came from.
+fn landing_of(r: &SendResult) -> Landing {
+    match &r.outcome {
+        SendOutcome::Accepted(rc) => Landing::Accepted {
+            woke: rc.woke(),
+            waiting: matches!(
+                rc.route,
+                Route::Mailbox {
+                    answered: false,
+                    ..
+                }
+            ),
+        },
+        SendOutcome::Held(_) => Landing::Held,
+        SendOutcome::Refused(rf) => Landing::Refused(wire_refusal(rf)),
+        SendOutcome::MayHaveLanded { .. } | SendOutcome::ReceiptUnreadable(_) => {
+            Landing::MayHaveLanded
+        }
+        SendOutcome::OwnerStopping(o) if o.may_have_landed() => Landing::MayHaveLanded,
+        SendOutcome::OwnerStopping(_) => {
+            Landing::Refused(WireRefusal::code(RefusalCode::Unreachable))
+        }
+        // an arriving send is never sent on to another machine
+        SendOutcome::Remote(_) => Landing::Refused(WireRefusal::code(RefusalCode::Internal)),
+    }
+}
+
+fn refused_answer(s: &SendReq, w: WireRefusal) -> SendAnswer {
+    SendAnswer {
+        request_id: s.request_id.clone(),
+        landing: Landing::Refused(w),
+        hop: s.hop,
+        repeated: false,
+    }
+}
+
+/// The arguments of `tool` for this send, as a model would have written them.
+fn send_args(s: &SendReq) -> Value {
+    match s.tool {
+        wire::WireTool::SessionsSend => json!({
+            "session_id": s.target,
+            "message": s.body,
+            "mode": match s.mode { WireMode::Queue => "queue", WireMode::Steer => "steer" },
+        }),
+        wire::WireTool::SendSessionMessage => json!({
+            "toSessionId": s.target,
+            "message": s.body,
+            "urgent": s.mode == WireMode::Steer,
+        }),
+    }
+}
+
+/// One ledger line for an arrival refused before the send path ran (every attempt is recorded).
+fn ledger_refused(home: &Path, from: &Machine, s: &SendReq, code: RefusalCode, now_ms: i64) {
+    let tool = SendTool::from(s.tool);
+    let mut e = crate::ledger::Entry::new(
+        now_ms,
+        Some(&s.sender),
+        Some(&s.target),
+        tool.name(),
+        Some(match s.mode {
+            WireMode::Queue => "queue",
+            WireMode::Steer => "steer",
+        }),
+        Some(&s.request_id),
+        crate::ledger::LedgerOutcome::Refused(code),
+        Some(&s.body),
+    );
+    e.from_machine = Some(from.id.as_str().to_string());
+    let _ = crate::ledger::append(home, &e);
+}
+
+async fn serve_send(here: &ToolRequest, from: &Machine, s: SendReq) -> SendAnswer {
+    let home = home_of(here);
+    let now = base::clock::now_ms();
+    if !s.request_id.starts_with(base::names::REQUEST_ID_PREFIX) {
+        return refused_answer(&s, WireRefusal::code(RefusalCode::BadArgument));
+    }
+    // 1. the sender id: never one of ours, never one another machine used first
+    let (h, hr, ss, fid) = (
+        home.clone(),
+        here.clone(),
+        s.sender.clone(),
+        from.id.clone(),
+    );
+    let claimed =
+        tools::blocking(move || foreign::claim(&h, &ss, &fid, |id| is_local(&hr, &h, id)))
+            .await
+            .unwrap_or(Err(ForeignWhy::Unrecorded));
+    if let Err(why) = claimed {
+        let (h, f, s2) = (home.clone(), from.clone(), s.clone());
+        let _ =
+            tools::blocking(move || ledger_refused(&h, &f, &s2, RefusalCode::ForeignSender, now))
+                .await;
+        let mut w = WireRefusal::code(RefusalCode::ForeignSender);
+        w.foreign = Some(why);
+        return refused_answer(&s, w);
+    }
+    // 2. the request id, claimed durably before anything is delivered
+    let arrival = arrivals::Arrival {
+        request_id: s.request_id.clone(),
+        from: from.id.clone(),
+        target: s.target.clone(),
+        sender: s.sender.clone(),
+        claimed_at: now,
+        answer: None,
+    };
+    let (h, a) = (home.clone(), arrival.clone());
+    let claim = tools::blocking(move || arrivals::claim(&h, &a, now)).await;
+    match claim {
+        Ok(Ok(arrivals::Claim::New)) => {}
+        Ok(Ok(arrivals::Claim::Answered(mut ans))) => {
+            ans.repeated = true;
+            return ans;
+        }
+        Ok(Ok(arrivals::Claim::InFlight(_))) => {
+            return refused_answer(&s, WireRefusal::code(RefusalCode::Busy))
+        }
+        Ok(Ok(arrivals::Claim::Mismatch)) => {
+            return refused_answer(&s, WireRefusal::code(RefusalCode::Rejected))
+        }
+        Ok(Ok(arrivals::Claim::Stale(old))) => {
+            // its process died between the claim and the answer: the target's log settles it
+            let (h, rid, t) = (home.clone(), s.request_id.clone(), s.target.clone());
+            let landed = tools::blocking(move || {
+                let v = fate::verify(&h, &rid, Some(&t));
+                matches!(
+                    fate::state_of(&v),
+                    fate::FateState::Landed | fate::FateState::Queued
+                )
+            })
+            .await
+            .unwrap_or(false);
+            if landed {
+                let ans = SendAnswer {
+                    request_id: s.request_id.clone(),
+                    landing: Landing::Accepted {
+                        woke: false,
+                        waiting: false,
+                    },
+                    hop: crossing::arriving_hop(&home, s.chain.as_deref(), s.hop),
+                    repeated: true,
+                };
+                let _ = arrivals::answer(&home, &old, &ans);
+                return ans;
+            }
+            let _ = arrivals::renew(&home, &old, now);
+        }
+        // the record cannot be kept: nothing is delivered that could be delivered twice
+        Ok(Err(_)) | Err(_) => return refused_answer(&s, WireRefusal::code(RefusalCode::Busy)),
+    }
+    // 3. this home's own send path, whole
+    let tool = match s.tool {
+        wire::WireTool::SessionsSend => Tool::SessionsSend,
+        wire::WireTool::SendSessionMessage => Tool::SendSessionMessage,
+    };
+    let mut req = as_local(here, tool, send_args(&s));
+    req.caller = Some(Caller {
+        session_id: Some(s.sender.clone()),
+        agent_id: None,
+        // the sender's title as its machine gave it (the frame's `from-session`); never looked up here
+        title: Some(s.sender_title.clone().unwrap_or_default()),
+        turn: None,
+    });
+    req.incoming = Some(Incoming {
+        machine: from.id.clone(),
+        request_id: s.request_id.clone(),
+        chain: s.chain.clone(),
+        hop: s.hop,
+    });
+    let ctx = send::Context::at(home.clone(), now);
+    let result = send::run(&req, &ctx).await;
+    let ans = SendAnswer {
+        request_id: s.request_id.clone(),
+        landing: landing_of(&result),
+        hop: crossing::arriving_hop(&home, s.chain.as_deref(), s.hop),
+        repeated: false,
+    };
+    let (h, a, an) = (home, arrival, ans.clone());
+    let _ = tools::blocking(move || arrivals::answer(&h, &a, &an)).await;
+    ans
+}
+
+async fn serve_verify(here: &ToolRequest, from: &Machine, request_id: String) -> Response {
+    let home = home_of(here);
+    let from = from.id.clone();
+    let answer = tools::blocking(move || verify_here(&home, &from, &request_id)).await;
+    match answer {
+        Ok(v) => Response::Verify(v),
+        Err(r) => Response::Refused(wire_refusal(&r)),
+    }
+}
+
+/// What became of `request_id`, which arrived from machine `from` (another machine's ids are unknown).
+fn verify_here(home: &Path, from: &MachineId, request_id: &str) -> VerifyAnswer {
+    use wire::FateState as S;
+    let unknown = VerifyAnswer {
+        request_id: request_id.to_string(),
+        state: S::Unknown,
+        target: None,
+        code: None,
+    };
+    let Some(a) = arrivals::lookup(home, request_id).filter(|a| &a.from == from) else {
+        return unknown;
+    };
+    let mut v = VerifyAnswer {
+        target: Some(a.target.clone()),
+        ..unknown
+    };
+    match &a.answer {
+        None => v.state = S::Waiting,
+        Some(ans) => match &ans.landing {
+            Landing::Refused(w) => {
+                v.state = S::Refused;
+                v.code = Some(w.code);
+            }
+            Landing::Held => {
+                v.state = match crate::policy::held::state_of(home, request_id, Some(&a.target))
+                    .map(|h| h.state)
+                {
+                    Some(crate::policy::held::HeldState::Approved) => S::Approved,
+                    Some(crate::policy::held::HeldState::Rejected) => S::Rejected,
+                    _ => S::Held,
+                }
+            }
+            Landing::Accepted { .. } | Landing::MayHaveLanded => {
+                let f = fate::verify(home, request_id, Some(&a.target));
+                v.state = fate::state_of(&f);
+            }
+        },
+    }
+    v
+}
+
+// ---------------------------------------------------------------- the calling side
+
+/// Wait for every future (in parallel, on this task).
+struct JoinAll<'a, T> {
+    futs: Vec<Option<Pin<Box<dyn Future<Output = T> + Send + 'a>>>>,
+    out: Vec<Option<T>>,
+}
+
+impl<T> Unpin for JoinAll<'_, T> {}
+
+impl<T> Future for JoinAll<'_, T> {
+    type Output = Vec<T>;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Vec<T>> {
+        let this = &mut *self;
+        let mut pending = false;
+        for (i, slot) in this.futs.iter_mut().enumerate() {
+            if let Some(f) = slot {
+                match f.as_mut().poll(cx) {
+                    Poll::Ready(v) => {
+                        this.out[i] = Some(v);
+                        *slot = None;
+                    }
+                    Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            Poll::Pending
+        } else {
+            Poll::Ready(this.out.iter_mut().filter_map(Option::take).collect())
+        }
+    }
+}
+
+fn join_all<'a, T>(futs: Vec<Pin<Box<dyn Future<Output = T> + Send + 'a>>>) -> JoinAll<'a, T> {
+    let n = futs.len();
+    JoinAll {
+        futs: futs.into_iter().map(Some).collect(),
+        out: (0..n).map(|_| None).collect(),
+    }
+}
+
+/// One call with a hard deadline of our own (the trait's is the transport's to keep; this one is ours).
+async fn call(
+    machines: &dyn Machines,
+    to: &MachineId,
+    req: Request,
+    deadline: Duration,
+) -> Result<Response, CallError> {
+    match tokio::time::timeout(deadline, machines.call(to, req, deadline)).await {
+        Ok(r) => r,
+        Err(_) => Err(CallError::Timeout),
+    }
+}
+
+/// Run one tool call that may reach linked machines (the binding's entry point when it has a
+/// [`Machines`]; with none linked it is `tools::run_result`).
+pub async fn run_result(req: ToolRequest, machines: &dyn Machines) -> ToolResult {
+    let linked = machines.linked();
+    match Tool::parse(&req.tool) {
+        // nothing linked: this home alone (a send to an id that came from a machine unlinked since is
+        // still refused as such, by `send_across`)
+        Some(Tool::SessionsList | Tool::SessionsRead) if linked.is_empty() => {
+            tools::run_result(req).await
+        }
+        Some(Tool::SessionsList) => list_across(req, machines, linked).await,
+        Some(Tool::SessionsRead) => read_across(req, machines, linked).await,
+        Some(Tool::SessionsSend | Tool::SendSessionMessage) => {
+            send_across(req, machines, linked).await
+        }
+        None => tools::run_result(req).await,
+    }
+}
+
+async fn list_across(
+    req: ToolRequest,
+    machines: &dyn Machines,
+    linked: Vec<Machine>,
+) -> ToolResult {
+    let mut sel = match tools::list::run_result(&req).await {
+        Ok(s) => s,
+        Err(r) => return ToolResult::Refused(r),
+    };
+    let Ok(args) = tools::list::parse_args(&req.args, req.config.max_list_results as usize) else {
+        return ToolResult::List(sel);
+    };
+    if args.repo_only {
+        // the caller's repository is on this machine
+        return ToolResult::List(sel);
+    }
+    let query = args.query.as_deref().map(str::to_lowercase);
+    let futs = linked
+        .iter()
+        .map(|m| {
+            let mut a = req.args.clone();
+            if let Some(o) = a.as_object_mut() {
+                o.remove("repo_only");
+                // `query` matches the machine's name: then every session there matches
+                if query.as_deref().is_some_and(|q| m.name.contains(q)) {
+                    o.remove("query");
+                }
+            }
+            let id = m.id.clone();
+            Box::pin(
+                async move { call(machines, &id, Request::List { args: a }, LIST_DEADLINE).await },
+            ) as Pin<Box<dyn Future<Output = _> + Send + '_>>
+        })
+        .collect();
+    let answers = join_all(futs).await;
+    // where each listed session lives, for a send while its machine is offline
+    let learned: Vec<(MachineId, Vec<String>)> = linked
+        .iter()
+        .zip(&answers)
+        .filter_map(|(m, a)| match a {
+            Ok(Response::List(l)) => {
+                Some((m.id.clone(), l.rows.iter().map(|r| r.id.clone()).collect()))
+            }
+            _ => None,
+        })
+        .filter(|(_, ids): &(MachineId, Vec<String>)| !ids.is_empty())
+        .collect();
+    if !learned.is_empty() {
+        let (h, now) = (home_of(&req), base::clock::now_ms());
+        let _ = tools::blocking(move || {
+            for (m, ids) in learned {
+                crossing::seen::remember(&h, &m, &ids, now);
+            }
+        })
+        .await;
+    }
+    merge_rows(&mut sel, &linked, answers, args.limit);
+    ToolResult::List(sel)
+}
+
+/// Add the machines' rows to a local selection: newest first (this home's rows in the caller's
+/// repository first, as locally), the caller still last, `limit` rows in all.
+fn merge_rows(
+    sel: &mut Selection,
+    linked: &[Machine],
+    answers: Vec<Result<Response, CallError>>,
+    limit: usize,
+) {
+    let caller = sel
+        .rows
+        .iter()
+        .position(|c| c.row.is_caller)
+        .map(|i| sel.rows.remove(i));
+    for (m, ans) in linked.iter().zip(answers) {
+        let trouble = match ans {
+            Ok(Response::List(l)) => {
+                sel.considered += l.considered as usize;
+                for r in l.rows {
+                    sel.rows.push(Candidate {
+                        row: ListRow {
+                            id: r.id,
+                            liveness: match (r.live, r.status) {
+                                (false, _) => Liveness::Cold,
+                                (true, s) => Liveness::Live(s.unwrap_or_default()),
+                            },
+                            subagent: r.subagent,
+                            parent: r.parent,
+                            cwd: r.cwd,
+                            preset: r.preset,
+                            title: r.title,
+                            is_caller: false,
+                            same_repo: None,
+                            files: Vec::new(),
+                            overlap: Vec::new(),
+                            machine: Some(m.clone()),
+                        },
+                        created_at: r.created_at,
+                        same_place: false,
+                    });
+                }
+                (l.unreadable > 0).then_some(MachineTrouble::Unreadable(l.unreadable))
+            }
+            Ok(Response::Refused(w)) => Some(MachineTrouble::Refused(w.code)),
+            Ok(_) => Some(MachineTrouble::NoAnswer(CallError::Protocol(
+                "not a listing".into(),
+            ))),
+            Err(e) => Some(MachineTrouble::NoAnswer(e)),
+        };
+        if let Some(trouble) = trouble {
+            sel.machines.push(MachineNote {
+                machine: m.clone(),
+                trouble,
+            });
+        }
+    }
+    sel.rows.sort_by(|a, b| {
+        b.row
+            .same_repo
+            .cmp(&a.row.same_repo)
+            .then(b.created_at.cmp(&a.created_at))
+            .then_with(|| a.row.id.cmp(&b.row.id))
+    });
+    let room = if caller.is_some() {
+        limit.saturating_sub(1)
+    } else {
+        limit
+    };
+    sel.rows.truncate(room);
+    sel.rows.extend(caller);
+}
+
+/// Where a session named by a read or a send lives.
+enum Place {
+    Here,
+    There(Machine),
+    /// Its id came from a machine that is not linked now.
+    Unlinked(MachineId),
+}
+
+/// Find the session `id`: this home first (live, presence, the store), then the machine its id came
+/// from (a reply goes back), then — bounded — the linked machines' listings.
+async fn place_of(
+    req: &ToolRequest,
+    machines: &dyn Machines,
+    linked: &[Machine],
+    id: &str,
+) -> Place {
+    // live in this process: no file is read for it
+    if req.live.iter().any(|l| l.id == id) {
+        return Place::Here;
+    }
+    let home = home_of(req);
+    let (h, r, i) = (home.clone(), req.clone(), id.to_string());
+    let found = tools::blocking(move || {
+        if is_local(&r, &h, &i) {
+            return None;
+        }
+        Some((
+            foreign::machine_of(&h, &i),
+            crossing::seen::machine_of(&h, &i),
+        ))
+    })
+    .await
+    .unwrap_or(None);
+    let Some((came_from, listed_by)) = found else {
+        return Place::Here;
+    };
+    // a sender id that came from a machine: a reply goes back there (linked or not)
+    if let Some(mid) = came_from {
+        return match linked.iter().find(|m| m.id == mid) {
+            Some(m) => Place::There(m.clone()),
+            None => Place::Unlinked(mid),
+        };
+    }
+    // a session a linked machine listed: there, even while it is offline (then the outbox)
+    if let Some(m) = listed_by.and_then(|mid| linked.iter().find(|m| m.id == mid)) {
+        return Place::There(m.clone());
+    }
+    let futs = linked
+        .iter()
+        .map(|m| {
+            let args = json!({"query": id, "scope": "all", "limit": 5});
+            let mid = m.id.clone();
+            Box::pin(
+                async move { call(machines, &mid, Request::List { args }, FIND_DEADLINE).await },
+            ) as Pin<Box<dyn Future<Output = _> + Send + '_>>
+        })
+        .collect();
+    let answers = join_all(futs).await;
+    for (m, a) in linked.iter().zip(answers) {
+        if let Ok(Response::List(l)) = a {
+            if l.rows.iter().any(|r| r.id == id) {
+                return Place::There(m.clone());
+            }
+        }
+    }
+    Place::Here
+}
+
+async fn read_across(
+    req: ToolRequest,
+    machines: &dyn Machines,
+    linked: Vec<Machine>,
+) -> ToolResult {
+    let Some(id) = req
+        .args
+        .get("session_id")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+    else {
+        return tools::run_result(req).await;
+    };
+    let m = match place_of(&req, machines, &linked, &id).await {
+        Place::There(m) => m,
+        Place::Here | Place::Unlinked(_) => return tools::run_result(req).await,
+    };
+    // the arguments are checked here first, with this side's words
+    if let Err(r) = tools::read::parse_args(&req.args, &req.config) {
+        return ToolResult::Refused(r);
+    }
+    match call(
+        machines,
+        &m.id,
+        Request::Read {
+            args: req.args.clone(),
+        },
+        READ_DEADLINE,
+    )
+    .await
+    {
+        Ok(Response::Read(a)) => ToolResult::Read(read_result(a, m)),
+        Ok(Response::Refused(w)) if w.code != RefusalCode::NotFound => {
+            ToolResult::Refused(Refusal::Remote(Box::new(RemoteRefusal {
+                machine: m,
+                target: id,
+                request_id: String::new(),
+                refusal: w,
+            })))
+        }
+        // not there after all, or no answer: what this home knows (its refusal)
+        _ => tools::run_result(req).await,
+    }
+}
+
+fn role(s: &str) -> &'static str {
+    match s {
+        "user" => "user",
+        "assistant" => "assistant",
+        "tool" => "tool",
+        "system" => "system",
+        "developer" => "developer",
+        _ => "message",
+    }
+}
+
+/// A read answer as this side's typed result (the machine on its head; the bodies were cut there).
+fn read_result(a: ReadAnswer, m: Machine) -> ReadResult {
+    let h = a.head;
+    ReadResult {
+        window: Window {
+            head: ReadHead {
+                id: h.id,
+                live: h.live,
+                subagent: h.subagent,
+                parent: h.parent,
+                cwd: h.cwd,
+                title: h.title,
+                readable: h.readable as usize,
+                captured_through: h.captured_through,
+                since: h.since,
+                machine: Some(m),
+            },
+            messages: a
+                .messages
+                .into_iter()
+                .map(|x| ReadMessage {
+                    role: role(&x.role),
+                    seq: x.seq,
+                    label: x.label,
+                    request: x.request,
+                    injected: x.injected,
+                    replaced: x.replaced,
+                    error: x.error,
+                    body: x.body,
+                })
+                .collect(),
+            omitted: a.omitted as usize,
+            hidden: Hidden {
+                injected: a.hidden_injected as usize,
+                system: a.hidden_system as usize,
+            },
+            notes: a.notes,
+        },
+        // cut on the far side by its own bound; not cut again here
+        max_chars: usize::MAX,
+        log_path: None,
+    }
+}
+
+async fn send_across(
+    req: ToolRequest,
+    machines: &dyn Machines,
+    linked: Vec<Machine>,
+) -> ToolResult {
+    let tool = SendTool::from_name(&req.tool);
+    let Some(target) = req
+        .args
+        .get(tool.target_arg())
+        .and_then(Value::as_str)
+        .map(str::to_string)
+    else {
+        return tools::run_result(req).await;
+    };
+    match place_of(&req, machines, &linked, &target).await {
+        Place::Here => tools::run_result(req).await,
+        Place::There(m) => ToolResult::Send(send_to(req, machines, m).await),
+        Place::Unlinked(mid) => {
+            let ctx = send::Context::of(&req);
+            let (attempt, _) = {
+                let (r, c) = (req.clone(), ctx.clone());
+                match tools::blocking(move || send::check_remote(&r, &c)).await {
+                    Ok(v) => v,
+                    Err(refusal) => return ToolResult::Refused(refusal),
+                }
+            };
+            let result = SendResult {
+                outcome: SendOutcome::Refused(Refusal::Unlinked {
+                    target,
+                    machine: mid.as_str().to_string(),
+                }),
+                notes: Vec::new(),
+            };
+            ToolResult::Send(attempt.close(&ctx, result).await)
+        }
+    }
+}
+
+/// Send to a session of linked machine `m`: this side's checks, then the far side's whole send path;
+/// no answer → the outbox. One ledger line here (`toMachine`).
+pub async fn send_to(req: ToolRequest, machines: &dyn Machines, m: Machine) -> SendResult {
+    let ctx = send::Context::of(&req);
+    let (r, c) = (req.clone(), ctx.clone());
+    let (mut attempt, plan) = match tools::blocking(move || send::check_remote(&r, &c)).await {
+        Ok(v) => v,
+        Err(refusal) => {
+            return SendResult {
+                outcome: SendOutcome::Refused(refusal),
+                notes: Vec::new(),
+            }
+        }
+    };
+    attempt.to_machine = Some(m.id.as_str().to_string());
+    let plan = match plan {
+        Ok(p) => p,
+        Err(refusal) => {
+            let result = SendResult {
+                outcome: SendOutcome::Refused(refusal),
+                notes: Vec::new(),
+            };
+            return attempt.close(&ctx, result).await;
+        }
+    };
+    attempt.request_id = Some(plan.request_id.clone());
+    attempt.hop = Some(plan.hop.clone());
+    let sreq = SendReq {
+        request_id: plan.request_id.clone(),
+        sender: attempt.sender.clone().unwrap_or_default(),
+        sender_title: req.caller.as_ref().and_then(|c| c.title.clone()),
+        target: plan.target.clone(),
+        body: attempt.args.message.clone().unwrap_or_default(),
+        mode: match plan.mode {
+            Mode::Queue => WireMode::Queue,
+            Mode::Steer => WireMode::Steer,
+        },
+        tool: plan.tool.into(),
+        chain: Some(plan.hop.chain.clone()),
+        hop: plan.hop.hop,
+    };
+    let deadline = Duration::from_millis(u64::from(req.config.request_timeout_ms)) + SEND_SLACK;
+    let receipt = |hop: u32, fate: RemoteFate| {
+        SendOutcome::Remote(Box::new(RemoteReceipt {
+            machine: m.clone(),
+            tool: plan.tool,
+            target: plan.target.clone(),
+            mode: plan.mode,
+            chars: plan.chars,
+            request_id: plan.request_id.clone(),
+            hop,
+            fate,
+        }))
+    };
+    let answer = call(machines, &m.id, Request::Send(sreq.clone()), deadline).await;
+    if let Ok(Response::Send(_)) = &answer {
+        // it answered for this session: a later send goes there even while it is offline
+        let (h, mid, t, now) = (
+            ctx.home.clone(),
+            m.id.clone(),
+            plan.target.clone(),
+            ctx.now_ms,
+        );
+        let _ = tools::blocking(move || crossing::seen::remember(&h, &mid, &[t], now)).await;
+    }
+    let outcome = match answer {
+        Ok(Response::Send(a)) => outcome_of(&m, &plan.target, a, &receipt),
+        Err(CallError::Unlinked) => SendOutcome::Refused(Refusal::Unlinked {
+            target: plan.target.clone(),
+            machine: m.id.as_str().to_string(),
+        }),
+        other => {
+            let why = match other {
+                Err(e) => e,
+                Ok(_) => CallError::Protocol("not an answer to a send".into()),
+            };
+            let expires_at = ctx
+                .now_ms
+                .saturating_add(i64::from(req.config.outbox_ttl_ms));
+            let parcel = outbox::Parcel {
+                to: m.id.clone(),
+                name: m.name.clone(),
+                req: sreq,
+                created_at: ctx.now_ms,
+                expires_at,
+                state: outbox::State::Pending,
+                attempts: 1,
+            };
+            let h = ctx.home.clone();
+            match tools::blocking(move || outbox::put(&h, &parcel).map_err(|e| e.to_string())).await
+            {
+                Ok(Ok(())) => receipt(
+                    plan.hop.hop,
+                    RemoteFate::Outbox {
+                        expires_at_ms: expires_at,
+                        why,
+                    },
+                ),
+                // not kept: a receipt never says it waits where it does not
+                _ if why.may_have_arrived() => receipt(plan.hop.hop, RemoteFate::MayHaveLanded),
+                _ => SendOutcome::Refused(Refusal::Remote(Box::new(RemoteRefusal {
+                    machine: m.clone(),
+                    target: plan.target.clone(),
+                    request_id: plan.request_id.clone(),
+                    refusal: WireRefusal::code(RefusalCode::Unreachable),
+                }))),
+            }
+        }
+    };
+    let result = SendResult {
+        outcome,
+        notes: plan.notes.clone(),
+    };
+    let result = attempt.close(&ctx, result).await;
+    drop(plan.reservation);
+    result
+}
+
+fn outcome_of(
+    m: &Machine,
+    target: &str,
+    a: SendAnswer,
+    receipt: &dyn Fn(u32, RemoteFate) -> SendOutcome,
+) -> SendOutcome {
+    match a.landing {
+        Landing::Accepted { woke, waiting } => receipt(
+            a.hop,
+            RemoteFate::Accepted {
+                woke,
+                waiting,
+                repeated: a.repeated,
+            },
+        ),
+        Landing::Held => receipt(a.hop, RemoteFate::Held),
+        Landing::MayHaveLanded => receipt(a.hop, RemoteFate::MayHaveLanded),
+        Landing::Refused(w) => SendOutcome::Refused(Refusal::Remote(Box::new(RemoteRefusal {
+            machine: m.clone(),
+            target: target.to_string(),
+            request_id: a.request_id,
+            refusal: w,
+        }))),
+    }
+}
+
+// ---------------------------------------------------------------- the outbox
+
+/// What one drain did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Drained {
+    /// Delivered (answered by their machine, whatever the answer).
+    pub delivered: usize,
+    pub expired: usize,
+    /// Their machine is not linked any more.
+    pub unlinked: usize,
+    /// Still waiting.
+    pub waiting: usize,
+}
+
+/// Deliver what waits in the outbox (the binding's tick, about every few seconds, in whichever process
+/// holds the endpoint): each pending parcel whose machine answers is delivered with its own request id
+/// (the far side lands it once), one past its expiry is expired, one whose machine was unlinked is
+/// settled as such. Bounded: each call waits at most `deadline` per machine.
+pub async fn drain(
+    home: &Path,
+    machines: &dyn Machines,
+    now_ms: i64,
+    deadline: Duration,
+) -> Drained {
+    let h = home.to_path_buf();
+    let parcels = tools::blocking(move || outbox::all(&h, now_ms))
+        .await
+        .unwrap_or_default();
+    let linked = machines.linked();
+    let mut out = Drained::default();
+    let mut down: Vec<MachineId> = Vec::new();
+    for mut p in parcels
+        .into_iter()
+        .filter(|p| p.state == outbox::State::Pending)
+    {
+        let settle = |p: outbox::Parcel| {
+            let h = home.to_path_buf();
+            async move { tools::blocking(move || outbox::settle(&h, &p)).await }
+        };
+        if now_ms >= p.expires_at {
+            p.state = outbox::State::Expired { at_ms: now_ms };
+            let _ = settle(p).await;
+            out.expired += 1;
+            continue;
+        }
+        if !linked.iter().any(|m| m.id == p.to) {
+            p.state = outbox::State::Unlinked { at_ms: now_ms };
+            let _ = settle(p).await;
+            out.unlinked += 1;
+            continue;
+        }
+        if down.contains(&p.to) {
+            out.waiting += 1;
+            continue;
+        }
+        match call(machines, &p.to, Request::Send(p.req.clone()), deadline).await {
+            // another delivery of it is in flight there (a drain of another process, the first attempt
+            // still running): not an answer about the message; ask again on a later drain
+            Ok(Response::Send(SendAnswer {
+                landing: Landing::Refused(w),
+                ..
+            })) if w.code == RefusalCode::Busy => {
+                p.attempts = p.attempts.saturating_add(1);
+                let _ = settle(p).await;
+                out.waiting += 1;
+            }
+            Ok(Response::Send(answer)) => {
+                p.state = outbox::State::Delivered {
+                    answer,
+                    at_ms: now_ms,
+                };
+                let _ = settle(p).await;
+                out.delivered += 1;
+            }
+            Err(CallError::Unlinked) => {
+                p.state = outbox::State::Unlinked { at_ms: now_ms };
+                let _ = settle(p).await;
+                out.unlinked += 1;
+            }
+            _ => {
+                down.push(p.to.clone());
+                p.attempts = p.attempts.saturating_add(1);
+                let _ = settle(p).await;
+                out.waiting += 1;
+            }
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------- verify
+
+pub use crate::outcome::RemoteVerification;
+
+/// `verify` of a request sent to a linked machine (`None`: not one — the local `fate::verify` answers).
+/// The outbox says what it holds; a delivered message is asked of its machine (its answer then, else
+/// what it answered at delivery).
+pub async fn verify(
+    home: &Path,
+    machines: &dyn Machines,
+    request_id: &str,
+) -> Option<RemoteVerification> {
+    use wire::FateState as S;
+    let (h, rid) = (home.to_path_buf(), request_id.to_string());
+    let (parcel, line) = tools::blocking(move || {
+        let parcel = outbox::get(&h, &rid);
+        let filter = crate::ledger::Filter {
+            request_id: Some(rid.clone()),
+            ..Default::default()
+        };
+        let line = crate::ledger::read_ledger(&h, &filter)
+            .ok()
+            .and_then(|r| r.entries.into_iter().rev().find(|e| e.to_machine.is_some()));
+        (parcel, line)
+    })
+    .await
+    .ok()?;
+    let (mid, target, known) = match (&parcel, &line) {
+        (Some(p), _) => (p.to.clone(), Some(p.req.target.clone()), Some(&p.state)),
+        (None, Some(l)) => (
+            MachineId::parse(l.to_machine.as_deref()?)?,
+            l.target.clone(),
+            None,
+        ),
+        (None, None) => return None,
+    };
+    let linked = machines.linked();
+    let name = linked.iter().find(|m| m.id == mid).map(|m| m.name.clone());
+    let mut v = RemoteVerification {
+        request_id: request_id.to_string(),
+        machine: mid.clone(),
+        machine_name: name.clone(),
+        target,
+        state: S::Unknown,
+        expires_at_ms: None,
+        there: None,
+        asked: None,
+        in_outbox: false,
+    };
+    let delivered = match known {
+        Some(outbox::State::Pending) => {
+            v.state = S::Waiting;
+            v.expires_at_ms = parcel.as_ref().map(|p| p.expires_at);
+            v.in_outbox = true;
+            return Some(v);
+        }
+        Some(outbox::State::Expired { .. }) => {
+            v.state = S::Expired;
+            v.expires_at_ms = parcel.as_ref().map(|p| p.expires_at);
+            v.in_outbox = true;
+            return Some(v);
+        }
+        Some(outbox::State::Unlinked { .. }) => {
+            v.state = S::Refused;
+            v.in_outbox = true;
+            return Some(v);
+        }
+        Some(outbox::State::Delivered { answer, .. }) => Some(answer.clone()),
+        None => None,
+    };
+    // what it answered at delivery, until the machine says more
+    if let Some(a) = &delivered {
+        v.state = match &a.landing {
+            Landing::Accepted { waiting: true, .. } => S::Waiting,
+            Landing::Accepted { .. } => S::Queued,
+            Landing::Held => S::Held,
+            Landing::Refused(_) => S::Refused,
+            Landing::MayHaveLanded => S::Unknown,
+        };
+    }
+    if name.is_none() {
+        v.asked = Some(CallError::Unlinked);
+        return Some(v);
+    }
+    let req = Request::Verify {
+        request_id: request_id.to_string(),
+    };
+    match call(machines, &mid, req, FIND_DEADLINE).await {
+        Ok(Response::Verify(a)) => {
+            if a.state != S::Unknown || delivered.is_none() {
+                v.state = a.state;
+            }
+            v.there = Some(a);
+        }
+        Ok(_) => v.asked = Some(CallError::Protocol("not a verify answer".into())),
+        Err(e) => v.asked = Some(e),
+    }
+    Some(v)
+}

@@ -1,0 +1,1008 @@
+//! The seam's tests: two and three temporary homes, each with its own test host, linked by a test
+//! implementation of [`Machines`] that carries every request and answer through the wire's bytes
+//! (`wire::encode` → `decode_request` → the far home's [`serve`] → `encode` → `decode_response`), so
+//! the DTOs are really serialized. The real transport is `crates/link`'s.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{json, Value};
+
+use super::*;
+use crate::config::Config;
+use crate::delivery::testserver::{ok_accepted, serve as host, Log, Recorded};
+use crate::ledger::{self, LedgerOutcome};
+use crate::machine::{wire, Call, Machine, MachineId, Machines};
+use crate::outcome::{RemoteFate, SendOutcome};
+use crate::policy::{self, Change, Inbound};
+use crate::request::{Caller, HostInfo};
+
+const A: &str = "session-aaaaaaaa-0000-4000-8000-000000000001";
+const B: &str = "session-bbbbbbbb-0000-4000-8000-000000000002";
+const C: &str = "session-cccccccc-0000-4000-8000-000000000003";
+
+/// One DSH home with a test host that accepts every prompt.
+struct Home {
+    dir: tempfile::TempDir,
+    base: String,
+    log: Log,
+    id: MachineId,
+    config: Config,
+}
+
+impl Home {
+    async fn new(c: char) -> Home {
+        let (base, log) =
+            host(|_, r: &Recorded| ok_accepted(r.json()["rpcId"].as_str().unwrap_or(""))).await;
+        crate::delivery::dialect::forget(&base);
+        Home {
+            dir: tempfile::tempdir().unwrap(),
+            base,
+            log,
+            id: MachineId::parse(&c.to_string().repeat(64)).unwrap(),
+            config: Config {
+                host_api: "rc8".into(),
+                connect_timeout_ms: 500,
+                request_timeout_ms: 1000,
+                ..Config::default()
+            },
+        }
+    }
+    fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+    /// A cold session of this home.
+    fn cold(&self, id: &str, title: &str) {
+        let dir = self.path().join("sessions").join("-w").join(id);
+        std::fs::create_dir_all(&dir).unwrap();
+        let h = json!({"type":"session","version":0,"id":id,"createdAt":1_700_000_000_000i64,"cwd":"/w","title":title});
+        std::fs::write(dir.join("session.jsonl"), format!("{h}\n")).unwrap();
+    }
+    /// What this home's serving process knows of itself.
+    fn here(&self) -> ToolRequest {
+        ToolRequest {
+            config: self.config.clone(),
+            host: HostInfo {
+                dsh_home: Some(self.path().to_string_lossy().into_owned()),
+                base_url: Some(self.base.clone()),
+                profile: Some("web".into()),
+                started_at: Some(7),
+                ..HostInfo::default()
+            },
+            peers: Some(vec![]),
+            ..ToolRequest::default()
+        }
+    }
+    /// A tool call by session `caller` of this home.
+    fn call(&self, caller: &str, tool: &str, args: Value) -> ToolRequest {
+        let mut r = self.here();
+        r.tool = tool.into();
+        r.args = args;
+        r.caller = Some(Caller {
+            session_id: Some(caller.into()),
+            agent_id: None,
+            title: Some("Planner".into()),
+            turn: None,
+        });
+        r
+    }
+    /// The texts this home's host was asked to deliver, with their request ids.
+    fn delivered(&self) -> Vec<(String, String)> {
+        self.log
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                let j = r.json();
+                (
+                    j["payload"]["requestId"]
+                        .as_str()
+                        .or(j["rpcId"].as_str())
+                        .unwrap_or("")
+                        .to_string(),
+                    j["payload"]["content"][0]["text"]
+                        .as_str()
+                        .unwrap_or("")
+                        .to_string(),
+                )
+            })
+            .collect()
+    }
+    fn lines(&self) -> Vec<ledger::Entry> {
+        ledger::read_ledger(self.path(), &ledger::Filter::default())
+            .map(|r| r.entries)
+            .unwrap_or_default()
+    }
+}
+
+/// The homes and who links whom (each home's own names for the others).
+struct Net {
+    homes: Vec<Home>,
+    /// links[i]: the machines home i links (its names for them).
+    links: Vec<Vec<Machine>>,
+    /// Machines that answer nothing (offline).
+    down: Mutex<HashSet<MachineId>>,
+    /// Machines whose answers are lost on the way back (the request arrives and runs).
+    lose_answers: Mutex<HashSet<MachineId>>,
+    /// Requests that reached each machine.
+    arrived: Mutex<Vec<(usize, Request)>>,
+}
+
+impl Net {
+    async fn new(n: usize) -> Arc<Net> {
+        let mut homes = Vec::new();
+        for c in ['a', 'b', 'c'].into_iter().take(n) {
+            homes.push(Home::new(c).await);
+        }
+        let names = ["a-box", "b-box", "c-box"];
+        let links = (0..n)
+            .map(|i| {
+                (0..n)
+                    .filter(|j| *j != i)
+                    .map(|j| Machine {
+                        id: homes[j].id.clone(),
+                        name: names[j].into(),
+                    })
+                    .collect()
+            })
+            .collect();
+        Arc::new(Net {
+            homes,
+            links,
+            down: Mutex::new(HashSet::new()),
+            lose_answers: Mutex::new(HashSet::new()),
+            arrived: Mutex::new(Vec::new()),
+        })
+    }
+    fn at(self: &Arc<Self>, i: usize) -> Link {
+        Link {
+            net: Arc::clone(self),
+            me: i,
+        }
+    }
+    fn machine(&self, from: usize, to: usize) -> Machine {
+        self.links[from]
+            .iter()
+            .find(|m| m.id == self.homes[to].id)
+            .unwrap()
+            .clone()
+    }
+    fn unlink(self: &mut Arc<Self>, a: usize, b: usize) {
+        let net = Arc::get_mut(self).expect("no link in use");
+        let (ia, ib) = (net.homes[a].id.clone(), net.homes[b].id.clone());
+        net.links[a].retain(|m| m.id != ib);
+        net.links[b].retain(|m| m.id != ia);
+    }
+    fn sends_arrived(&self, to: usize) -> usize {
+        self.arrived
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(i, r)| *i == to && matches!(r, Request::Send(_)))
+            .count()
+    }
+}
+
+/// Home `me`'s view of the links: a call is a frame of bytes into the far home's `serve`.
+struct Link {
+    net: Arc<Net>,
+    me: usize,
+}
+
+impl Machines for Link {
+    fn linked(&self) -> Vec<Machine> {
+        self.net.links[self.me].clone()
+    }
+    fn call(&self, to: &MachineId, req: Request, _deadline: Duration) -> Call<'_> {
+        let net = Arc::clone(&self.net);
+        let me = self.me;
+        let to = to.clone();
+        Box::pin(async move {
+            if !net.links[me].iter().any(|m| m.id == to) {
+                return Err(CallError::Unlinked);
+            }
+            if net.down.lock().unwrap().contains(&to) {
+                return Err(CallError::Unreachable("connection refused".into()));
+            }
+            let far = net.homes.iter().position(|h| h.id == to).unwrap();
+            // the far side knows the caller only by its own link (else the transport closes it)
+            let Some(from) = net.links[far]
+                .iter()
+                .find(|m| m.id == net.homes[me].id)
+                .cloned()
+            else {
+                return Err(CallError::Unreachable("not linked there".into()));
+            };
+            let bytes = wire::encode(&req);
+            let req = wire::decode_request(&bytes).expect("a request frame");
+            net.arrived.lock().unwrap().push((far, req));
+            let answer = serve_bytes(&net.homes[far].here(), &from, &bytes).await;
+            if net.lose_answers.lock().unwrap().contains(&to) {
+                return Err(CallError::Timeout);
+            }
+            wire::decode_response(&answer).map_err(|e| CallError::Protocol(e.to_string()))
+        })
+    }
+}
+
+fn send_msg(to: &str, message: &str) -> Value {
+    json!({"toSessionId": to, "message": message})
+}
+
+#[track_caller]
+fn remote(r: &ToolResult) -> &RemoteReceipt {
+    match r {
+        ToolResult::Send(SendResult {
+            outcome: SendOutcome::Remote(x),
+            ..
+        }) => x,
+        other => panic!("expected a remote receipt, got {other:?}"),
+    }
+}
+
+#[track_caller]
+fn remote_refusal(r: &ToolResult) -> &RemoteRefusal {
+    match r {
+        ToolResult::Send(SendResult {
+            outcome: SendOutcome::Refused(Refusal::Remote(x)),
+            ..
+        }) => x,
+        other => panic!("expected a refusal there, got {other:?}"),
+    }
+}
+
+/// A `send_session_message` from A on home 0 to B on home 1.
+/// Home 0 lists the linked machines' sessions (it learns where B lives).
+async fn list_from_0(net: &Arc<Net>) {
+    let req = net.homes[0].call(A, "sessions_list", json!({}));
+    assert!(matches!(
+        run_result(req, &net.at(0)).await,
+        ToolResult::List(_)
+    ));
+}
+
+async fn a_to_b(net: &Arc<Net>, message: &str) -> ToolResult {
+    let req = net.homes[0].call(A, "send_session_message", send_msg(B, message));
+    run_result(req, &net.at(0)).await
+}
+
+#[tokio::test]
+async fn a_send_lands_on_the_linked_machine_with_seed_003s_header_and_a_reply_goes_back() {
+    let net = Net::new(2).await;
+    net.homes[0].cold(A, "Planner");
+    net.homes[1].cold(B, "Builder");
+    let r = a_to_b(&net, "build it").await;
+    let rc = remote(&r);
+    assert_eq!(rc.machine, net.machine(0, 1));
+    assert_eq!(rc.target, B);
+    assert!(
+        matches!(
+            rc.fate,
+            RemoteFate::Accepted {
+                repeated: false,
+                ..
+            }
+        ),
+        "{:?}",
+        rc.fate
+    );
+    // what B's model sees: exactly seed 003's From header with the sender's own id
+    let got = net.homes[1].delivered();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].1, format!("From {A} ：\nbuild it"));
+    // the same request id on both sides; each side's ledger names the other machine
+    assert_eq!(got[0].0, rc.request_id);
+    let sent = net.homes[0].lines();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].outcome, LedgerOutcome::Accepted);
+    assert_eq!(
+        sent[0].to_machine.as_deref(),
+        Some(net.homes[1].id.as_str())
+    );
+    let took = net.homes[1].lines();
+    assert_eq!(took.len(), 1);
+    assert_eq!(took[0].sender.as_deref(), Some(A));
+    assert_eq!(
+        took[0].from_machine.as_deref(),
+        Some(net.homes[0].id.as_str())
+    );
+    assert_eq!(took[0].request_id.as_deref(), Some(rc.request_id.as_str()));
+    // B answers with the same tool, addressing the id from the header, in the turn the message opened:
+    // it goes back to home 0
+    let mut reply = net.homes[1].call(B, "send_session_message", send_msg(A, "done"));
+    reply.caller.as_mut().unwrap().turn = Some(vec![crate::request::TurnMessage {
+        kind: Some("user".into()),
+        rpc_id: Some(rc.request_id.clone()),
+        text: Some(format!("From {A} ：\nbuild it")),
+        ..Default::default()
+    }]);
+    let r = run_result(reply, &net.at(1)).await;
+    let back = remote(&r);
+    assert_eq!(back.machine, net.machine(1, 0));
+    assert_eq!(net.homes[0].delivered()[0].1, format!("From {B} ：\ndone"));
+    // the reply is hop 2 of the chain the first message opened, on both sides
+    assert_eq!(back.hop, 2);
+    let a_took = net.homes[0]
+        .lines()
+        .into_iter()
+        .find(|e| e.from_machine.is_some())
+        .unwrap();
+    assert_eq!(a_took.hop, Some(2));
+    assert_eq!(a_took.chain, took[0].chain);
+}
+
+#[tokio::test]
+async fn sessions_send_frames_on_arrival_and_verify_says_which_machine_took_it() {
+    let net = Net::new(2).await;
+    net.homes[1].cold(B, "Builder");
+    let req = net.homes[0].call(
+        A,
+        "sessions_send",
+        json!({"session_id": B, "message": "hi", "mode": "steer"}),
+    );
+    let r = run_result(req, &net.at(0)).await;
+    let rc = remote(&r).clone();
+    assert_eq!(rc.mode, Mode::Steer);
+    let text = &net.homes[1].delivered()[0].1;
+    assert!(
+        text.starts_with(
+            "Cross-session message from another session of this harness.\nfrom-session: "
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(A) && text.contains("\"Planner\"") && text.contains("delivery: steer"),
+        "{text}"
+    );
+    let v = verify(net.homes[0].path(), &net.at(0), &rc.request_id)
+        .await
+        .unwrap();
+    assert_eq!(v.machine, net.homes[1].id);
+    assert_eq!(v.machine_name.as_deref(), Some("b-box"));
+    assert_eq!(v.target.as_deref(), Some(B));
+    let there = v.there.expect("the machine answered");
+    assert_eq!(there.request_id, rc.request_id);
+    assert_eq!(there.target.as_deref(), Some(B));
+    // a request id another machine never sent is unknown there
+    assert!(
+        verify(net.homes[0].path(), &net.at(0), "dsh-session-mail:nope")
+            .await
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn a_listing_adds_the_linked_machines_sessions_and_an_unreachable_one_is_a_note() {
+    let net = Net::new(3).await;
+    net.homes[0].cold(A, "Planner");
+    net.homes[1].cold(B, "Builder");
+    net.homes[2].cold(C, "Tester");
+    let list = |q: Value| {
+        let net = Arc::clone(&net);
+        async move {
+            let req = net.homes[0].call(A, "sessions_list", q);
+            match run_result(req, &net.at(0)).await {
+                ToolResult::List(s) => s,
+                other => panic!("{other:?}"),
+            }
+        }
+    };
+    let s = list(json!({})).await;
+    let ids: Vec<(&str, Option<&str>)> = s
+        .rows
+        .iter()
+        .map(|c| {
+            (
+                c.row.id.as_str(),
+                c.row.machine.as_ref().map(|m| m.name.as_str()),
+            )
+        })
+        .collect();
+    assert_eq!(ids.len(), 3);
+    assert!(ids.contains(&(B, Some("b-box"))) && ids.contains(&(C, Some("c-box"))));
+    // the caller still last, and counted on this machine
+    assert_eq!(ids[2], (A, None));
+    assert_eq!(s.considered, 3);
+    assert!(s.machines.is_empty());
+    // `query` matches the machine's name
+    let s = list(json!({"query": "c-box"})).await;
+    let ids: Vec<&str> = s.rows.iter().map(|c| c.row.id.as_str()).collect();
+    assert_eq!(ids, vec![C]);
+    // a machine that does not answer: a note, the rest still listed
+    net.down.lock().unwrap().insert(net.homes[2].id.clone());
+    let s = list(json!({})).await;
+    assert_eq!(s.rows.len(), 2);
+    assert_eq!(s.machines.len(), 1);
+    assert_eq!(s.machines[0].machine.name, "c-box");
+    assert!(matches!(
+        s.machines[0].trouble,
+        MachineTrouble::NoAnswer(CallError::Unreachable(_))
+    ));
+    let text = ToolResult::List(s).render();
+    assert!(text.contains(&format!("- {B} [cold, top-level, machine b-box] | cwd=/w | preset=(none) | send: delivered by machine b-box\n  (untitled)")), "{text}");
+    assert!(text.ends_with("note: machine c-box did not answer (unreachable: connection refused): its sessions are not listed"), "{text}");
+}
+
+#[tokio::test]
+async fn a_read_of_a_remote_session_is_run_there_and_names_its_machine() {
+    let net = Net::new(2).await;
+    net.homes[0].cold(A, "Planner");
+    net.homes[1].cold(B, "Builder");
+    let req = net.homes[0].call(A, "sessions_read", json!({"session_id": B}));
+    let r = run_result(req, &net.at(0)).await;
+    let ToolResult::Read(res) = &r else {
+        panic!("{r:?}")
+    };
+    assert_eq!(res.window.head.id, B);
+    assert_eq!(res.window.head.machine, Some(net.machine(0, 1)));
+    assert_eq!(res.window.head.cwd.as_deref(), Some("/w"));
+    assert_eq!(res.max_chars, usize::MAX, "cut there, not again here");
+    assert_eq!(net.sends_arrived(1), 0);
+    assert!(r.render().starts_with(&format!("session {B} [cold, top-level, machine b-box] | cwd=/w\ntitle: (untitled)\nreadable messages: 0")), "{}", r.render());
+    // a session nowhere: this home's own refusal
+    let req = net.homes[0].call(A, "sessions_read", json!({"session_id": C}));
+    let r = run_result(req, &net.at(0)).await;
+    assert_eq!(r.code(), Some(RefusalCode::NotFound));
+}
+
+#[tokio::test]
+async fn the_receivers_human_holds_or_refuses_and_its_machine_rule_applies() {
+    let net = Net::new(2).await;
+    net.homes[1].cold(B, "Builder");
+    let h1 = net.homes[1].path();
+    // B on hold there: held for that human, nothing delivered, verify says held
+    policy::apply(h1, &Change::Session(B.into(), Inbound::Hold), 1).unwrap();
+    let r = a_to_b(&net, "one").await;
+    let rc = remote(&r).clone();
+    assert_eq!(rc.fate, RemoteFate::Held);
+    assert!(net.homes[1].delivered().is_empty());
+    assert_eq!(net.homes[0].lines()[0].outcome, LedgerOutcome::Held);
+    let v = verify(net.homes[0].path(), &net.at(0), &rc.request_id)
+        .await
+        .unwrap();
+    assert_eq!(v.state, wire::FateState::Held);
+    // the rule for home 0's machine refuses, over the session's hold
+    policy::apply(
+        h1,
+        &Change::Machine(net.homes[0].id.clone(), Some(Inbound::Refuse)),
+        2,
+    )
+    .unwrap();
+    let r = a_to_b(&net, "two").await;
+    let rf = remote_refusal(&r);
+    assert_eq!(rf.refusal.code, RefusalCode::RefusedByHuman);
+    assert_eq!(rf.machine.name, "b-box");
+    assert!(net.homes[1].delivered().is_empty());
+    // and stop-all there stops it before any rule
+    policy::apply(h1, &Change::StopAll(true), 3).unwrap();
+    let r = a_to_b(&net, "three").await;
+    assert_eq!(remote_refusal(&r).refusal.code, RefusalCode::Stopped);
+    assert_eq!(r.code(), Some(RefusalCode::Stopped));
+}
+
+#[tokio::test]
+async fn a_sender_id_that_is_a_local_session_or_came_from_another_machine_is_refused() {
+    let net = Net::new(3).await;
+    net.homes[1].cold(B, "Builder");
+    net.homes[1].cold(C, "B's own");
+    // home 0 claims to be C, which is a session of home 1
+    let req = net.homes[0].call(C, "send_session_message", send_msg(B, "hi"));
+    let r = run_result(req, &net.at(0)).await;
+    let rf = remote_refusal(&r);
+    assert_eq!(rf.refusal.code, RefusalCode::ForeignSender);
+    assert_eq!(rf.refusal.foreign, Some(wire::ForeignWhy::Local));
+    // A first came from home 0; home 2 using the same id is refused
+    assert!(matches!(
+        remote(&a_to_b(&net, "hi").await).fate,
+        RemoteFate::Accepted { .. }
+    ));
+    let req = net.homes[2].call(A, "send_session_message", send_msg(B, "me too"));
+    let r = run_result(req, &net.at(2)).await;
+    assert_eq!(
+        remote_refusal(&r).refusal.foreign,
+        Some(wire::ForeignWhy::OtherMachine)
+    );
+    assert_eq!(net.homes[1].delivered().len(), 1);
+    // every attempt is one ledger line there, the refused ones too
+    let lines = net.homes[1].lines();
+    assert_eq!(lines.len(), 3);
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|e| e.outcome == LedgerOutcome::Refused(RefusalCode::ForeignSender))
+            .count(),
+        2
+    );
+}
+
+#[tokio::test]
+async fn a_session_of_an_unlinked_machine_is_refused_and_nothing_is_sent() {
+    let mut net = Net::new(2).await;
+    net.homes[1].cold(B, "Builder");
+    assert!(matches!(
+        remote(&a_to_b(&net, "hi").await).fate,
+        RemoteFate::Accepted { .. }
+    ));
+    // home 1 knows A came from home 0; once unlinked, B's reply is refused here, unsent
+    net.unlink(0, 1);
+    let reply = net.homes[1].call(B, "send_session_message", send_msg(A, "back"));
+    let r = run_result(reply, &net.at(1)).await;
+    assert_eq!(r.code(), Some(RefusalCode::Unlinked));
+    assert!(net.homes[0].delivered().is_empty());
+    let l = net.homes[1].lines().into_iter().last().unwrap();
+    assert_eq!(l.outcome, LedgerOutcome::Refused(RefusalCode::Unlinked));
+}
+
+#[tokio::test]
+async fn the_hop_that_arrives_is_never_counted_lower_than_the_receivers_ledger_knows() {
+    let net = Net::new(2).await;
+    net.homes[1].cold(B, "Builder");
+    let h1 = net.homes[1].path();
+    // home 1's ledger has chain K at hop 3 already
+    let mut e = ledger::Entry::new(
+        base::clock::now_ms(),
+        Some(B),
+        Some("session-x"),
+        "sessions_send",
+        Some("queue"),
+        Some("dsh-session-mail:k"),
+        LedgerOutcome::Accepted,
+        Some("x"),
+    );
+    e.chain = Some("dsh-session-mail:k".into());
+    e.hop = Some(3);
+    ledger::append(h1, &e).unwrap();
+    let from = net.machine(1, 0);
+    let send = |hop: u32, rid: &str| wire::SendReq {
+        request_id: format!("dsh-session-mail:{rid}"),
+        sender: A.into(),
+        sender_title: None,
+        target: B.into(),
+        body: "x".into(),
+        mode: wire::WireMode::Queue,
+        tool: wire::WireTool::SendSessionMessage,
+        chain: Some("dsh-session-mail:k".into()),
+        hop,
+    };
+    let here = net.homes[1].here();
+    let Response::Send(a) = serve(
+        &here,
+        &from,
+        Request::Send(send(1, "00000000-0000-4000-8000-00000000000a")),
+    )
+    .await
+    else {
+        panic!()
+    };
+    assert_eq!(a.hop, 3);
+    assert!(matches!(a.landing, Landing::Accepted { .. }));
+    let line = net.homes[1].lines().into_iter().last().unwrap();
+    assert_eq!(
+        (line.chain.as_deref(), line.hop),
+        (Some("dsh-session-mail:k"), Some(3))
+    );
+    // past maxRelayHops (4) there: refused by that machine's loop guard, nothing delivered
+    let Response::Send(a) = serve(
+        &here,
+        &from,
+        Request::Send(send(5, "00000000-0000-4000-8000-00000000000b")),
+    )
+    .await
+    else {
+        panic!()
+    };
+    match a.landing {
+        Landing::Refused(w) => assert_eq!(
+            (w.code, w.hop, w.max),
+            (RefusalCode::RelayLimit, Some(5), Some(4))
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(net.homes[1].delivered().len(), 1);
+}
+
+#[tokio::test]
+async fn a_machine_has_a_budget_of_its_own_on_top_of_the_pair_and_sender_budgets() {
+    let mut net = Net::new(2).await;
+    Arc::get_mut(&mut net).unwrap().homes[1]
+        .config
+        .budget_per_machine = 2;
+    net.homes[1].cold(B, "Builder");
+    // three different senders of home 0: no pair or sender budget is near its limit
+    for (i, sender) in [A, C, "session-dddddddd-0000-4000-8000-000000000004"]
+        .into_iter()
+        .enumerate()
+    {
+        let req = net.homes[0].call(sender, "send_session_message", send_msg(B, "x"));
+        let r = run_result(req, &net.at(0)).await;
+        if i < 2 {
+            assert!(
+                matches!(remote(&r).fate, RemoteFate::Accepted { .. }),
+                "{r:?}"
+            );
+        } else {
+            let rf = remote_refusal(&r);
+            assert_eq!(rf.refusal.code, RefusalCode::Budget);
+            assert!(rf.refusal.machine_budget);
+            assert!(rf.refusal.retry_at_ms.is_some());
+        }
+    }
+    assert_eq!(net.homes[1].delivered().len(), 2);
+}
+
+#[tokio::test]
+async fn a_request_id_delivered_twice_lands_once() {
+    let net = Net::new(2).await;
+    net.homes[1].cold(B, "Builder");
+    let s = wire::SendReq {
+        request_id: "dsh-session-mail:00000000-0000-4000-8000-0000000000aa".into(),
+        sender: A.into(),
+        sender_title: None,
+        target: B.into(),
+        body: "once".into(),
+        mode: wire::WireMode::Queue,
+        tool: wire::WireTool::SendSessionMessage,
+        chain: None,
+        hop: 1,
+    };
+    let (here, from) = (net.homes[1].here(), net.machine(1, 0));
+    let Response::Send(first) = serve(&here, &from, Request::Send(s.clone())).await else {
+        panic!()
+    };
+    let Response::Send(again) = serve(&here, &from, Request::Send(s.clone())).await else {
+        panic!()
+    };
+    assert!(!first.repeated && again.repeated);
+    assert_eq!(first.landing, again.landing);
+    assert_eq!(net.homes[1].delivered().len(), 1);
+    // the same id from another machine is not its to repeat
+    let other = Machine {
+        id: MachineId::parse(&"c".repeat(64)).unwrap(),
+        name: "c-box".into(),
+    };
+    let mut s2 = s.clone();
+    s2.sender = C.into();
+    let Response::Send(x) = serve(&here, &other, Request::Send(s2)).await else {
+        panic!()
+    };
+    assert!(matches!(x.landing, Landing::Refused(_)));
+    assert_eq!(net.homes[1].delivered().len(), 1);
+}
+
+#[tokio::test]
+async fn an_unreachable_machine_gets_its_message_from_the_outbox_once_when_it_is_back() {
+    let net = Net::new(2).await;
+    net.homes[1].cold(B, "Builder");
+    list_from_0(&net).await;
+    net.down.lock().unwrap().insert(net.homes[1].id.clone());
+    let r = a_to_b(&net, "later").await;
+    let rc = remote(&r).clone();
+    let RemoteFate::Outbox { expires_at_ms, why } = &rc.fate else {
+        panic!("{:?}", rc.fate)
+    };
+    assert!(!why.may_have_arrived());
+    assert!(*expires_at_ms > base::clock::now_ms() + 23 * 3600 * 1000);
+    // kept on disk before the receipt said so; verify: waiting in the outbox
+    let p = crossing::outbox::get(net.homes[0].path(), &rc.request_id).unwrap();
+    assert_eq!(p.state, crossing::outbox::State::Pending);
+    let v = verify(net.homes[0].path(), &net.at(0), &rc.request_id)
+        .await
+        .unwrap();
+    assert_eq!((v.state, v.in_outbox), (wire::FateState::Waiting, true));
+    // a drain while it is down delivers nothing
+    let d = drain(
+        net.homes[0].path(),
+        &net.at(0),
+        base::clock::now_ms(),
+        Duration::from_secs(5),
+    )
+    .await;
+    assert_eq!((d.delivered, d.waiting), (0, 1));
+    assert!(net.homes[1].delivered().is_empty());
+    // back: the next drain delivers it once, with its request id; later drains deliver nothing
+    net.down.lock().unwrap().clear();
+    let d = drain(
+        net.homes[0].path(),
+        &net.at(0),
+        base::clock::now_ms(),
+        Duration::from_secs(5),
+    )
+    .await;
+    assert_eq!(d.delivered, 1);
+    drain(
+        net.homes[0].path(),
+        &net.at(0),
+        base::clock::now_ms(),
+        Duration::from_secs(5),
+    )
+    .await;
+    let got = net.homes[1].delivered();
+    assert_eq!(got.len(), 1);
+    assert_eq!(
+        got[0],
+        (rc.request_id.clone(), format!("From {A} ：\nlater"))
+    );
+    assert_eq!(net.sends_arrived(1), 1);
+    let v = verify(net.homes[0].path(), &net.at(0), &rc.request_id)
+        .await
+        .unwrap();
+    assert!(!v.in_outbox);
+    assert_eq!(v.there.unwrap().target.as_deref(), Some(B));
+}
+
+#[tokio::test]
+async fn a_sender_that_crashes_after_the_receipt_leaves_the_message_to_the_next_process_which_lands_it_once(
+) {
+    let net = Net::new(2).await;
+    net.homes[1].cold(B, "Builder");
+    // the request arrives and lands, its answer is lost: the sender cannot know, so it keeps it
+    list_from_0(&net).await;
+    net.lose_answers
+        .lock()
+        .unwrap()
+        .insert(net.homes[1].id.clone());
+    let r = a_to_b(&net, "exactly once").await;
+    let rc = remote(&r).clone();
+    assert!(matches!(&rc.fate, RemoteFate::Outbox { why, .. } if why.may_have_arrived()));
+    assert_eq!(net.homes[1].delivered().len(), 1);
+    // the sending process is gone; another one of home 0 (a new Link: the next endpoint holder) drains
+    drop(r);
+    net.lose_answers.lock().unwrap().clear();
+    let next = net.at(0);
+    let d = drain(
+        net.homes[0].path(),
+        &next,
+        base::clock::now_ms(),
+        Duration::from_secs(5),
+    )
+    .await;
+    assert_eq!(d.delivered, 1);
+    // it arrived twice and landed once
+    assert_eq!(net.sends_arrived(1), 2);
+    assert_eq!(net.homes[1].delivered().len(), 1);
+    let p = crossing::outbox::get(net.homes[0].path(), &rc.request_id).unwrap();
+    match p.state {
+        crossing::outbox::State::Delivered { answer, .. } => assert!(answer.repeated),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_message_whose_machine_never_comes_back_expires_and_verify_says_so() {
+    let net = Net::new(2).await;
+    net.homes[1].cold(B, "Builder");
+    list_from_0(&net).await;
+    net.down.lock().unwrap().insert(net.homes[1].id.clone());
+    let r = a_to_b(&net, "too late").await;
+    let rc = remote(&r).clone();
+    let RemoteFate::Outbox { expires_at_ms, .. } = rc.fate else {
+        panic!()
+    };
+    net.down.lock().unwrap().clear();
+    let d = drain(
+        net.homes[0].path(),
+        &net.at(0),
+        expires_at_ms,
+        Duration::from_secs(5),
+    )
+    .await;
+    assert_eq!((d.expired, d.delivered), (1, 0));
+    let v = verify(net.homes[0].path(), &net.at(0), &rc.request_id)
+        .await
+        .unwrap();
+    assert_eq!(v.state, wire::FateState::Expired);
+    // expired is final: a later drain delivers nothing
+    drain(
+        net.homes[0].path(),
+        &net.at(0),
+        base::clock::now_ms(),
+        Duration::from_secs(5),
+    )
+    .await;
+    assert!(net.homes[1].delivered().is_empty());
+    assert_eq!(net.sends_arrived(1), 0);
+}
+
+#[tokio::test]
+async fn a_receipt_text_pins_the_machine_and_never_says_landed_for_the_outbox() {
+    let net = Net::new(2).await;
+    net.homes[1].cold(B, "Builder");
+    let r = a_to_b(&net, "hi").await;
+    let rid = remote(&r).request_id.clone();
+    assert_eq!(
+        r.render(),
+        format!("accepted for {B} on machine b-box | mode=queue | chars=2 (woke a cold session there)\nThat machine's host took it: the message is queued in that session's inbox there. Its reply will not return through this call; if that agent answers, the answer arrives here as a message headed From {B} ：.\nrequest: {rid}")
+    );
+    net.down.lock().unwrap().insert(net.homes[1].id.clone());
+    let r = a_to_b(&net, "hi").await;
+    let text = r.render();
+    assert!(text.starts_with(&format!("waiting in the outbox for {B} on machine b-box | mode=queue | chars=2\nNot delivered yet: that machine could not be reached (unreachable: connection refused). The message is kept in this host's outbox and is delivered once when machine b-box answers, with the same request id, so it never lands twice.")), "{text}");
+    assert!(!text.contains("accepted"), "{text}");
+    // a refusal there names the machine and says nothing was delivered
+    net.down.lock().unwrap().clear();
+    policy::apply(net.homes[1].path(), &Change::StopAll(true), 1).unwrap();
+    let r = a_to_b(&net, "hi").await;
+    let rid = remote_refusal(&r).request_id.clone();
+    assert_eq!(
+        r.render(),
+        format!("refused (stopped): machine b-box refused the message to \"{B}\": its human stopped all agent mail there.\nNothing was delivered there.\nDo not retry or route it through another session. Tell the user if the message matters.\nrequest: {rid}")
+    );
+}
+
+#[tokio::test]
+async fn a_parcel_whose_machine_is_unlinked_before_it_answers_is_never_delivered() {
+    let mut net = Net::new(2).await;
+    net.homes[1].cold(B, "Builder");
+    list_from_0(&net).await;
+    net.down.lock().unwrap().insert(net.homes[1].id.clone());
+    let rid = remote(&a_to_b(&net, "x").await).request_id.clone();
+    net.down.lock().unwrap().clear();
+    net.unlink(0, 1);
+    let d = drain(
+        net.homes[0].path(),
+        &net.at(0),
+        base::clock::now_ms(),
+        Duration::from_secs(5),
+    )
+    .await;
+    assert_eq!((d.unlinked, d.delivered), (1, 0));
+    let v = verify(net.homes[0].path(), &net.at(0), &rid).await.unwrap();
+    assert_eq!(
+        (v.state, v.machine_name.as_deref()),
+        (wire::FateState::Refused, None)
+    );
+    assert!(net.homes[1].delivered().is_empty());
+    // and a new send to that session is not made: its machine is not linked (its id is not one of ours)
+    let r = a_to_b(&net, "y").await;
+    assert_eq!(r.code(), Some(RefusalCode::NotFound));
+    assert_eq!(net.sends_arrived(1), 0);
+}
+
+#[tokio::test]
+async fn a_frame_that_does_not_decode_runs_nothing() {
+    let net = Net::new(2).await;
+    net.homes[1].cold(B, "Builder");
+    let (here, from) = (net.homes[1].here(), net.machine(1, 0));
+    for bad in [
+        &b"{\"v\":1,\"body\":{\"op\":\"send\"}}"[..],
+        b"\x00\x01",
+        b"{\"v\":9,\"body\":{}}",
+    ] {
+        let out = serve_bytes(&here, &from, bad).await;
+        match wire::decode_response(&out).unwrap() {
+            Response::Refused(w) => assert_eq!(w.code, RefusalCode::BadArgument),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(net.homes[1].delivered().is_empty());
+    assert!(net.homes[1].lines().is_empty());
+}
+
+#[test]
+fn a_read_answer_over_the_frame_bound_leaves_its_oldest_messages_out_as_omitted() {
+    let msg = |seq: u64| WireMessage {
+        role: "user".into(),
+        seq,
+        label: "user".into(),
+        request: None,
+        injected: false,
+        replaced: false,
+        error: false,
+        body: "x".repeat(60_000),
+    };
+    let a = ReadAnswer {
+        head: WireHead {
+            id: B.into(),
+            live: false,
+            subagent: false,
+            parent: None,
+            cwd: None,
+            title: None,
+            readable: 100,
+            captured_through: Some(100),
+            since: None,
+        },
+        // newest first
+        messages: (1..=100).rev().map(msg).collect(),
+        omitted: 0,
+        hidden_injected: 0,
+        hidden_system: 0,
+        notes: vec![],
+    };
+    let Response::Read(fit) = fit_read(Response::Read(a)) else {
+        panic!()
+    };
+    assert!(fit.messages.len() < 100 && !fit.messages.is_empty());
+    assert_eq!(fit.omitted as usize + fit.messages.len(), 100);
+    assert_eq!(fit.messages[0].seq, 100, "the newest stay");
+    let bytes = wire::encode(&Response::Read(fit));
+    assert!(bytes.len() <= wire::MAX_RESPONSE_BYTES);
+    assert!(wire::decode_response(&bytes).is_ok());
+}
+
+#[tokio::test]
+async fn a_frame_carried_as_a_json_value_is_served_as_its_bytes_are() {
+    let net = Net::new(2).await;
+    net.homes[1].cold(B, "Builder");
+    let (here, from) = (net.homes[1].here(), net.machine(1, 0));
+    let req = wire::encode_value(&Request::List { args: json!({}) });
+    match wire::response_from_value(serve_value(&here, &from, req).await).unwrap() {
+        Response::List(l) => assert_eq!(l.rows[0].id, B),
+        other => panic!("{other:?}"),
+    }
+    match wire::response_from_value(serve_value(&here, &from, json!({"v": 1})).await).unwrap() {
+        Response::Refused(w) => assert_eq!(w.code, RefusalCode::BadArgument),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn the_receivers_standing_rules_name_a_foreign_sender_and_its_machine() {
+    let net = Net::new(3).await;
+    net.homes[1].cold(B, "Builder");
+    let h1 = net.homes[1].path();
+    // "always refuse from A" on home 1, A being a session of home 0
+    policy::apply(h1, &Change::Sender(A.into(), Some(Inbound::Refuse)), 1).unwrap();
+    let r = a_to_b(&net, "one").await;
+    assert_eq!(remote_refusal(&r).refusal.code, RefusalCode::RefusedByHuman);
+    // home 2's machine on hold: its sender C is held there, while A is still refused by its own rule
+    policy::apply(
+        h1,
+        &Change::Machine(net.homes[2].id.clone(), Some(Inbound::Hold)),
+        2,
+    )
+    .unwrap();
+    let req = net.homes[2].call(C, "send_session_message", send_msg(B, "two"));
+    let r = run_result(req, &net.at(2)).await;
+    assert_eq!(remote(&r).fate, RemoteFate::Held);
+    assert!(net.homes[1].delivered().is_empty());
+    // the rule removed: A's mail lands
+    policy::apply(h1, &Change::Sender(A.into(), None), 3).unwrap();
+    assert!(matches!(
+        remote(&a_to_b(&net, "three").await).fate,
+        RemoteFate::Accepted { .. }
+    ));
+    assert_eq!(net.homes[1].delivered().len(), 1);
+}
+
+#[tokio::test]
+async fn a_ping_pong_across_two_machines_is_one_chain_stopped_at_max_relay_hops() {
+    let net = Net::new(2).await;
+    net.homes[0].cold(A, "Planner");
+    net.homes[1].cold(B, "Builder");
+    // hop 1: A (home 0) to B (home 1), opened by A's human
+    let first = a_to_b(&net, "ping 1").await;
+    let mut rid = remote(&first).request_id.clone();
+    let mut chain = None;
+    // each next hop is sent by the session the last one landed in, in the turn that message opened
+    for hop in 2..=5u32 {
+        let (from, me, to, body) = if hop % 2 == 0 {
+            (1, B, A, format!("pong {hop}"))
+        } else {
+            (0, A, B, format!("ping {hop}"))
+        };
+        let mut req = net.homes[from].call(me, "send_session_message", send_msg(to, &body));
+        req.caller.as_mut().unwrap().turn = Some(vec![crate::request::TurnMessage {
+            kind: Some("user".into()),
+            rpc_id: Some(rid.clone()),
+            text: Some(format!("From {to} ：\nx")),
+            ..Default::default()
+        }]);
+        let r = run_result(req, &net.at(from)).await;
+        if hop <= 4 {
+            let rc = remote(&r);
+            assert_eq!(rc.hop, hop);
+            rid = rc.request_id.clone();
+            let line = net.homes[from].lines().into_iter().last().unwrap();
+            assert_eq!(line.hop, Some(hop));
+            chain.get_or_insert(line.chain.clone());
+            assert_eq!(Some(line.chain), chain, "one chain across both machines");
+        } else {
+            // past maxRelayHops (4): refused by the sender's own loop guard, nothing crosses
+            assert_eq!(r.code(), Some(RefusalCode::RelayLimit));
+        }
+    }
+    assert_eq!(net.homes[1].delivered().len(), 2);
+    assert_eq!(net.homes[0].delivered().len(), 2);
+    assert_eq!(net.sends_arrived(1), 2);
+}
