@@ -193,6 +193,8 @@ fn group(entries: &[Entry]) -> Vec<(String, i64, Entry)> {
                 a.target = a.target.take().or_else(|| e.target.clone());
                 a.mode = a.mode.take().or_else(|| e.mode.clone());
                 a.chain = a.chain.take().or_else(|| e.chain.clone());
+                a.from_machine = a.from_machine.take().or_else(|| e.from_machine.clone());
+                a.to_machine = a.to_machine.take().or_else(|| e.to_machine.clone());
                 a.hop = a.hop.max(e.hop);
                 a.outcome = e.outcome.clone();
             }
@@ -269,10 +271,10 @@ fn derive(home: &Path, titles: &mut Titles, grouped: &[(String, i64, Entry)]) ->
                 time: *time,
                 sender_title: e.sender.as_deref().and_then(|s| titles.title(s)),
                 sender: e.sender.clone(),
-                sender_machine: None,
+                sender_machine: e.from_machine.clone(),
                 target_title: e.target.as_deref().and_then(|s| titles.title(s)),
                 target: e.target.clone(),
-                target_machine: None,
+                target_machine: e.to_machine.clone(),
                 tool: e.tool.clone(),
                 mode: e.mode.clone(),
                 hop: e.hop,

@@ -24,13 +24,8 @@ pub const MAX_LIMIT: u32 = index::MAX_LIMIT as u32;
 /// Characters of a search query looked at.
 pub const MAX_QUERY_CHARS: usize = 512;
 
-/// A linked machine as a row shows it: its id and the name this home's human gave it. `null`: this home.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct MachineRef {
-    pub id: String,
-    pub name: String,
-}
+/// A linked machine as a row shows it (`{id, name}`; `null`: this home): the one `machine::Machine`.
+pub use crate::machine::Machine as MachineRef;
 
 /// `mail.list`'s filter. Every field is optional; an empty filter lists all mail.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -148,10 +143,13 @@ pub struct MailThread {
     pub index: IndexStatus,
 }
 
+/// The machine a row's id names (the ledger's `fromMachine` / `toMachine`). The core cannot read this
+/// home's names for its links (crates/link, above it), so the name is the id's first 12 characters until
+/// the binding hands the linked machines to the routes; a stored id that is not one reads this home.
 fn machine(id: Option<String>) -> Option<MachineRef> {
-    // Linked machines (issue 31) name their ids; until then every row is this home's.
-    id.map(|id| MachineRef {
-        name: id.chars().take(12).collect(),
+    let id = crate::machine::MachineId::parse(id.as_deref()?)?;
+    Some(MachineRef {
+        name: id.as_str().chars().take(12).collect(),
         id,
     })
 }

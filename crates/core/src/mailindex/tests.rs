@@ -182,6 +182,8 @@ impl World {
                         posted_at: time,
                         ..Default::default()
                     },
+                    // held until the human decides (the test's times are in the past)
+                    base::clock::now_ms() + 365 * 24 * 3600 * 1000,
                 )
                 .unwrap();
                 ("held", Some(body.clone()))
@@ -256,7 +258,7 @@ impl World {
                 "{:?}",
                 b.map(|a| a.allowance).map_err(|e| format!("{e:?}"))
             ));
-            out.push(format!("{:?}", policy::decide(home, s)));
+            out.push(format!("{:?}", policy::decide(home, t, s, None)));
         }
         for id in self.expected.keys() {
             out.push(format!("{:?}", crate::fate::verify(home, id, None).fate));
@@ -271,10 +273,10 @@ fn to_row(r: MailItem) -> Row {
         time: r.time,
         sender: r.sender,
         sender_title: r.sender_title,
-        sender_machine: r.sender_machine.map(|m| m.id),
+        sender_machine: r.sender_machine.map(|m| m.id.as_str().to_string()),
         target: r.target,
         target_title: r.target_title,
-        target_machine: r.target_machine.map(|m| m.id),
+        target_machine: r.target_machine.map(|m| m.id.as_str().to_string()),
         tool: r.tool,
         mode: r.mode,
         hop: r.hop,
@@ -664,4 +666,40 @@ fn body_of_takes_the_header_or_the_frame_off() {
     );
     assert_eq!(body_of(&f), "x\n--- message ends ---\ny");
     assert_eq!(body_of("plain"), "plain");
+}
+
+#[test]
+fn mail_from_a_linked_machine_names_it_on_its_row() {
+    let w = World::new();
+    let far = "ab".repeat(32);
+    let mut e = Entry::new(
+        T0,
+        Some("session-far"),
+        Some("session-a"),
+        "sessions_send",
+        Some("queue"),
+        Some(&rid(1)),
+        LedgerOutcome::Refused(crate::outcome::RefusalCode::Stopped),
+        Some("hi"),
+    );
+    e.from_machine = Some(far.clone());
+    ledger::append(w.home.path(), &e).unwrap();
+    let mut e = e.clone();
+    e.request_id = Some(rid(2));
+    e.from_machine = Some("not a machine id".into());
+    ledger::append(w.home.path(), &e).unwrap();
+    w.write_logs();
+    let p = list(w.home.path(), &MailListArgs::default());
+    let by_id = |id: &str| p.rows.iter().find(|r| r.request_id == id).unwrap();
+    let m = by_id(&rid(1)).sender_machine.clone().unwrap();
+    assert_eq!(
+        (m.id.as_str(), m.name.as_str()),
+        (far.as_str(), "abababababab")
+    );
+    assert_eq!(by_id(&rid(1)).target_machine, None, "this home");
+    assert_eq!(
+        by_id(&rid(2)).sender_machine,
+        None,
+        "an id that is not one reads this home"
+    );
 }
