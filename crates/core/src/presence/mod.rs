@@ -14,6 +14,10 @@
 //! A record is a claim anyone who can write the home can plant: it counts only once [`verify`] has seen
 //! in `/proc` that its pid is a DSH host on this home running this plugin, of the record's start time,
 //! listening on the record's web URL.
+//!
+//! A send finds its target's owner through the session's [`locator`] (`presence/by-session/<hash>`, written
+//! beside the record): one locator and the one record it names, believed as any record; a locator missing or
+//! not borne out leaves the lookup to the scan of the records ([`owner`]).
 
 use std::fs::{self, File};
 use std::io::{self, Read};
