@@ -467,6 +467,26 @@ fn find_checked(
         .map(|r| Record::clone(&r))
 }
 
+/// The believed record of process `pid` (not `self_pid`): what `find(…, |r| r.pid == pid)` finds, reading
+/// only that process's record file (the stopping re-check of a route that failed).
+pub fn of_pid(home: &Path, self_pid: u32, now_ms: i64, pid: u32) -> Option<Record> {
+    of_pid_checked(home, self_pid, now_ms, pid, |r| believed(home, r))
+}
+
+fn of_pid_checked(
+    home: &Path,
+    self_pid: u32,
+    now_ms: i64,
+    pid: u32,
+    believe: impl Fn(&Record) -> bool,
+) -> Option<Record> {
+    if pid == self_pid || !fs::symlink_metadata(dir(home)).is_ok_and(|m| m.file_type().is_dir()) {
+        return None;
+    }
+    let r = record_at(&record_path(home, pid), pid)?;
+    (fresh(&r, now_ms) && pid_alive(pid) && believe(&r)).then(|| Record::clone(&r))
+}
+
 /// The process that holds `session` live (another than this one), per the freshest believed record that
 /// lists it: `owner_of(&current(home), session)`, checking only the records that list it. Its
 /// [`locator`] first: the record it names, believed as any record is, answers without a scan; a locator
@@ -1426,5 +1446,36 @@ mod tests {
             .map(|e| e.file_name())
             .collect();
         assert_eq!(left.len(), 1, "{left:?}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_process_record_is_read_by_its_pid_alone() {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path();
+        let other = other_live_pid();
+        let me = std::process::id();
+        let now = base::clock::now_ms();
+        assert!(
+            of_pid_checked(h, me, now, other, |_| true).is_none(),
+            "no folder"
+        );
+        plant(h, other, &["session-s"], now);
+        plant(h, me, &["session-s"], now);
+        let by_pid =
+            |pid: u32, now: i64, ok: bool| of_pid_checked(h, me, now, pid, |_| ok).map(|r| r.pid);
+        assert_eq!(by_pid(other, now, true), Some(other));
+        assert_eq!(
+            by_pid(other, now, true),
+            find_checked(h, me, now, |r| r.pid == other, |_| true).map(|r| r.pid)
+        );
+        assert_eq!(by_pid(other, now, false), None, "not believed");
+        assert_eq!(by_pid(other, now + STALE_MS + 1, true), None, "stale");
+        assert_eq!(by_pid(me, now, true), None, "this process");
+        // a record naming another pid than its file's
+        let mut r = rec(1, &[("session-s", "idle")]);
+        r.updated_at = now;
+        fs::write(record_path(h, 4_000_000), serde_json::to_vec(&r).unwrap()).unwrap();
+        assert_eq!(by_pid(4_000_000, now, true), None);
     }
 }
