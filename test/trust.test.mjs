@@ -81,6 +81,23 @@ test('#1 a presence record planted for a live pid that is no DSH host does not d
   assert.ok(host.requests.some(r => r.path === '/api/session/prompt' && r.body?.payload?.args?.request?.sessionId === b), out)
 })
 
+test('#1 with a planted locator (issue 30): presence/by-session naming the planted record does not divert a send either', async () => {
+  const tools = toolsOf(CONFIG, host, sessionIds)
+  const b = newSession()
+  const port = attacker.address().port
+  plant(sleeper.pid, { baseUrl: `http://127.0.0.1:${port}`, sessions: [{ id: b, status: 'idle' }] })
+  // the locator a publisher writes (crates/core/src/presence/locator.rs), as an attacker plants it
+  const dir = join(host.dshHome, 'dsh-session-mail', 'presence', 'by-session')
+  mkdirSync(dir, { recursive: true, mode: 0o700 })
+  const name = createHash('sha256').update(b).digest('hex')
+  writeFileSync(join(dir, name), JSON.stringify({ v: 1, session: b, pid: sleeper.pid, startedAt: 1 }), { mode: 0o600 })
+  const before = hits.length
+  const out = await tools.sessions_send.execute({ session_id: b, message: 'the plan is ready, located' }, execAs(caller))
+  assert.equal(hits.length, before, 'nothing reached the planted port')
+  assert.doesNotMatch(out, new RegExp(`pid ${sleeper.pid}`), out)
+  assert.ok(host.requests.some(r => r.path === '/api/session/prompt' && r.body?.payload?.args?.request?.sessionId === b), out)
+})
+
 test('#5 a planted record with no route, or with a mailbox nobody drains, neither blocks nor swallows a send', async () => {
   const tools = toolsOf(CONFIG, host, sessionIds)
   for (const mailbox of [false, true]) {

@@ -14,6 +14,10 @@
 //! A record is a claim anyone who can write the home can plant: it counts only once [`verify`] has seen
 //! in `/proc` that its pid is a DSH host on this home running this plugin, of the record's start time,
 //! listening on the record's web URL.
+//!
+//! A send finds its target's owner through the session's [`locator`] (`presence/by-session/<hash>`, written
+//! beside the record): one locator and the one record it names, believed as any record; a locator missing or
+//! not borne out leaves the lookup to the scan of the records ([`owner`]).
 
 use std::fs::{self, File};
 use std::io::{self, Read};
@@ -24,6 +28,7 @@ use serde::{Deserialize, Serialize};
 use base::fsafe;
 
 pub mod foreign;
+pub mod locator;
 pub mod verify;
 
 /// A record older than this is ignored (the publisher refreshes every [`REFRESH_MS`]).
@@ -164,12 +169,22 @@ pub fn publish(home: &Path, record: &Record, now_ms: i64) -> Result<(), PublishE
         replace: true,
     };
     fsafe::write_private(&d, &record_path(home, r.pid), &text, put)
-        .map_err(|e| PublishError::Record(e.into()))
+        .map_err(|e| PublishError::Record(e.into()))?;
+    // the locators of what it lists (a send's O(1) way to the owner; a hint, never a must)
+    locator::published(
+        home,
+        r.pid,
+        r.started_at,
+        r.sessions.iter().map(|s| s.id.as_str()),
+        now_ms,
+    );
+    Ok(())
 }
 
-/// Remove this process's record (plugin disposed, process exiting).
+/// Remove this process's record (plugin disposed, process exiting), and the locators that name it.
 pub fn withdraw(home: &Path, pid: u32) {
     let _ = fs::remove_file(record_path(home, pid));
+    locator::withdrawn(home, pid);
 }
 
 #[cfg(unix)]
@@ -452,14 +467,75 @@ fn find_checked(
         .map(|r| Record::clone(&r))
 }
 
+/// The believed record of process `pid` (not `self_pid`): what `find(…, |r| r.pid == pid)` finds, reading
+/// only that process's record file (the stopping re-check of a route that failed).
+pub fn of_pid(home: &Path, self_pid: u32, now_ms: i64, pid: u32) -> Option<Record> {
+    of_pid_checked(home, self_pid, now_ms, pid, |r| believed(home, r))
+}
+
+fn of_pid_checked(
+    home: &Path,
+    self_pid: u32,
+    now_ms: i64,
+    pid: u32,
+    believe: impl Fn(&Record) -> bool,
+) -> Option<Record> {
+    if pid == self_pid || !fs::symlink_metadata(dir(home)).is_ok_and(|m| m.file_type().is_dir()) {
+        return None;
+    }
+    let r = record_at(&record_path(home, pid), pid)?;
+    (fresh(&r, now_ms) && pid_alive(pid) && believe(&r)).then(|| Record::clone(&r))
+}
+
 /// The process that holds `session` live (another than this one), per the freshest believed record that
-/// lists it: `owner_of(&current(home), session)`, checking only the records that list it.
+/// lists it: `owner_of(&current(home), session)`, checking only the records that list it. Its
+/// [`locator`] first: the record it names, believed as any record is, answers without a scan; a locator
+/// missing or not borne out by that record leaves the answer to the scan ([`owner_checked`]).
 pub fn owner(home: &Path, session: &str) -> Option<(Record, PeerSession)> {
-    let r = find(home, std::process::id(), base::clock::now_ms(), |r| {
-        r.sessions.iter().any(|s| s.id == session)
-    })?;
+    owner_checked(
+        home,
+        std::process::id(),
+        base::clock::now_ms(),
+        session,
+        |r| believed(home, r),
+    )
+}
+
+fn owner_checked(
+    home: &Path,
+    self_pid: u32,
+    now_ms: i64,
+    session: &str,
+    believe: impl Fn(&Record) -> bool,
+) -> Option<(Record, PeerSession)> {
+    let lists = |r: &Record| r.sessions.iter().any(|s| s.id == session);
+    let r = located(home, self_pid, now_ms, session, &lists, &believe)
+        .or_else(|| find_checked(home, self_pid, now_ms, lists, &believe))?;
     let s = r.sessions.iter().find(|s| s.id == session)?.clone();
     Some((r, s))
+}
+
+/// The record `session`'s locator names, when it bears the locator out: another process than this one,
+/// of the locator's start, fresh, listing the session, alive and believed. Anything else: None.
+fn located(
+    home: &Path,
+    self_pid: u32,
+    now_ms: i64,
+    session: &str,
+    lists: impl Fn(&Record) -> bool,
+    believe: impl Fn(&Record) -> bool,
+) -> Option<Record> {
+    let l = locator::read(home, session)?;
+    if l.pid == self_pid {
+        return None;
+    }
+    let r = record_at(&record_path(home, l.pid), l.pid)?;
+    (r.started_at == l.started_at
+        && fresh(&r, now_ms)
+        && lists(&r)
+        && pid_alive(r.pid)
+        && believe(&r))
+    .then(|| Record::clone(&r))
 }
 
 /// Where a session is live elsewhere: the freshest record that lists it.
@@ -541,7 +617,15 @@ mod tests {
             .flatten()
             .map(|e| e.file_name().into_string().unwrap())
             .collect();
-        assert!(names.iter().all(|n| n.ends_with(".json")), "{names:?}");
+        assert!(
+            names
+                .iter()
+                .all(|n| n.ends_with(".json") || n == "by-session"),
+            "{names:?}"
+        );
+        // the locator of the session it lists, owner-only too
+        assert_eq!(mode(&locator::dir(home.path())), 0o700);
+        assert_eq!(mode(&locator::path(home.path(), "session-b")), 0o600);
     }
 
     #[test]
@@ -1120,5 +1204,278 @@ mod tests {
             true
         });
         assert!(all.iter().any(|r| r.pid == 1) && all.iter().any(|r| r.pid == other));
+    }
+
+    // Issue 30: the locator (`presence/by-session/<hash>`) — the lookup reads it first; every way it can be
+    // wrong leaves the answer to the full scan. Each test below fails with the fallback removed from
+    // `owner_checked` (its lookup answers None, or the locator's process).
+
+    /// A record planted as of `at` (no locator written: an older plugin's, or one whose locator write failed).
+    fn plant(home: &Path, pid: u32, ids: &[&str], at: i64) {
+        let ids: Vec<(&str, &str)> = ids.iter().map(|i| (*i, "idle")).collect();
+        let mut r = rec(pid, &ids);
+        r.updated_at = at;
+        fs::create_dir_all(dir(home)).unwrap();
+        fs::write(record_path(home, pid), serde_json::to_vec(&r).unwrap()).unwrap();
+    }
+
+    /// A locator planted as anyone who can write the home could.
+    fn plant_locator(home: &Path, session: &str, pid: u32, started_at: i64) {
+        fs::create_dir_all(locator::dir(home)).unwrap();
+        let l = locator::Locator {
+            v: 1,
+            session: session.into(),
+            pid,
+            started_at,
+        };
+        fs::write(
+            locator::path(home, session),
+            serde_json::to_vec(&l).unwrap(),
+        )
+        .unwrap();
+    }
+
+    /// `owner_checked` with every check believed except those of `refused`; the pids it checked.
+    fn owner_now(home: &Path, session: &str, now: i64, refused: &[u32]) -> (Option<u32>, Vec<u32>) {
+        let checked = std::sync::Mutex::new(Vec::new());
+        let found = owner_checked(home, std::process::id(), now, session, |r| {
+            checked.lock().unwrap().push(r.pid);
+            !refused.contains(&r.pid)
+        });
+        (found.map(|(r, _)| r.pid), checked.into_inner().unwrap())
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_locator_leads_to_the_owner_without_the_scan() {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path();
+        let other = other_live_pid();
+        let now = base::clock::now_ms();
+        publish(h, &rec(other, &[("session-s", "idle")]), now - 10).unwrap();
+        assert_eq!(locator::read(h, "session-s").map(|l| l.pid), Some(other));
+        // a fresher forged record listing S (pid 1: alive, no DSH host of this home)
+        plant(h, 1, &["session-s"], now);
+        let (found, checked) = owner_now(h, "session-s", now, &[1]);
+        assert_eq!(found, Some(other));
+        assert_eq!(
+            checked,
+            vec![other],
+            "the locator's record alone was checked"
+        );
+        // without it the scan checks the fresher forged record first
+        fs::remove_file(locator::path(h, "session-s")).unwrap();
+        let (found, checked) = owner_now(h, "session-s", now, &[1]);
+        assert_eq!((found, checked), (Some(other), vec![1, other]));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_missing_locator_leaves_the_owner_to_the_scan() {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path();
+        let other = other_live_pid();
+        let now = base::clock::now_ms();
+        plant(h, other, &["session-s"], now);
+        assert!(!locator::dir(h).exists());
+        assert_eq!(owner_now(h, "session-s", now, &[]).0, Some(other));
+        // the folder there, the session's locator not
+        plant_locator(h, "session-t", other, 1);
+        assert_eq!(owner_now(h, "session-s", now, &[]).0, Some(other));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_forged_locator_never_diverts_a_send() {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path();
+        let other = other_live_pid();
+        let me = std::process::id();
+        let now = base::clock::now_ms();
+        plant(h, other, &["session-s"], now - 10);
+        // naming a live process whose record does not list S
+        plant(h, 1, &["session-x"], now);
+        plant_locator(h, "session-s", 1, 1);
+        assert_eq!(owner_now(h, "session-s", now, &[]).0, Some(other));
+        // naming one whose record lists S but fails the check against its process
+        plant(h, 1, &["session-s"], now);
+        let (found, checked) = owner_now(h, "session-s", now, &[1]);
+        assert_eq!(found, Some(other));
+        assert!(checked.contains(&other), "{checked:?}");
+        plant(h, 1, &["session-x"], now);
+        // naming this process (never a peer), or of another start than the record's
+        plant(h, me, &["session-s"], now);
+        plant_locator(h, "session-s", me, 1);
+        assert_eq!(owner_now(h, "session-s", now, &[]).0, Some(other));
+        plant(h, 1, &["session-s"], now - 20);
+        plant_locator(h, "session-s", 1, 999);
+        let (found, checked) = owner_now(h, "session-s", now, &[]);
+        assert_eq!(found, Some(other), "the scan's freshest: {checked:?}");
+        plant(h, 1, &["session-x"], now);
+        // a locator written for another session, a link, another user's words: not read
+        let l = locator::Locator {
+            v: 1,
+            session: "session-x".into(),
+            pid: 1,
+            started_at: 1,
+        };
+        fs::write(
+            locator::path(h, "session-s"),
+            serde_json::to_vec(&l).unwrap(),
+        )
+        .unwrap();
+        assert!(locator::read(h, "session-s").is_none());
+        assert_eq!(owner_now(h, "session-s", now, &[]).0, Some(other));
+        fs::remove_file(locator::path(h, "session-s")).unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        plant_locator(elsewhere.path(), "session-s", 1, 1);
+        std::os::unix::fs::symlink(
+            locator::path(elsewhere.path(), "session-s"),
+            locator::path(h, "session-s"),
+        )
+        .unwrap();
+        assert!(locator::read(h, "session-s").is_none());
+        fs::remove_file(locator::path(h, "session-s")).unwrap();
+        fs::remove_dir(locator::dir(h)).unwrap();
+        std::os::unix::fs::symlink(locator::dir(elsewhere.path()), locator::dir(h)).unwrap();
+        assert!(
+            locator::read(h, "session-s").is_none(),
+            "a linked folder is not followed"
+        );
+        assert_eq!(owner_now(h, "session-s", now, &[]).0, Some(other));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_locator_left_by_an_exited_holder_leaves_the_owner_to_the_scan() {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path();
+        let other = other_live_pid();
+        let now = base::clock::now_ms();
+        let mut gone = sleeper();
+        let gone_pid = gone.0.id();
+        publish(h, &rec(gone_pid, &[("session-s", "idle")]), now).unwrap();
+        assert_eq!(locator::read(h, "session-s").map(|l| l.pid), Some(gone_pid));
+        // it crashed (no withdraw): its record and locator stay; S is taken up by `other`
+        gone.0.kill().unwrap();
+        gone.0.wait().unwrap();
+        plant(h, other, &["session-s"], now - 10);
+        let (found, checked) = owner_now(h, "session-s", now, &[]);
+        assert_eq!(found, Some(other));
+        assert!(!checked.contains(&gone_pid), "{checked:?}");
+        // nobody took it up: not live anywhere (never the dead pid's)
+        fs::remove_file(record_path(h, other)).unwrap();
+        assert_eq!(owner_now(h, "session-s", now, &[]).0, None);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_moved_session_is_found_at_its_new_holder() {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path();
+        let other = other_live_pid();
+        let now = base::clock::now_ms();
+        let a = sleeper();
+        let a_pid = a.0.id();
+        publish(h, &rec(a_pid, &[("session-s", "idle")]), now - 10).unwrap();
+        // S moved to `other`; A lives on, its record no longer lists S, its locator still names A
+        plant(h, a_pid, &["session-y"], now - 5);
+        plant(h, other, &["session-s"], now - 10);
+        assert_eq!(locator::read(h, "session-s").map(|l| l.pid), Some(a_pid));
+        let (found, checked) = owner_now(h, "session-s", now, &[]);
+        assert_eq!(found, Some(other));
+        assert!(!checked.contains(&a_pid), "{checked:?}");
+        // the new holder's publish takes the locator over: found through it
+        publish(h, &rec(other, &[("session-s", "idle")]), now).unwrap();
+        assert_eq!(locator::read(h, "session-s").map(|l| l.pid), Some(other));
+        assert_eq!(
+            owner_now(h, "session-s", now, &[]),
+            (Some(other), vec![other])
+        );
+        // and A's publish without S leaves the locator that names `other` alone
+        publish(h, &rec(a_pid, &[("session-y", "idle")]), now).unwrap();
+        assert_eq!(locator::read(h, "session-s").map(|l| l.pid), Some(other));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_publisher_writes_reasserts_and_removes_its_locators() {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path();
+        let p = sleeper();
+        let pid = p.0.id();
+        let t = 1_000_000;
+        let names = |h: &Path, s: &str| locator::read(h, s).map(|l| (l.pid, l.started_at));
+        publish(h, &rec(pid, &[("s1", "idle"), ("s2", "running")]), t).unwrap();
+        assert_eq!(names(h, "s1"), Some((pid, 1)));
+        assert_eq!(names(h, "s2"), Some((pid, 1)));
+        // overwritten by someone else: a refresh that lists the same writes nothing ...
+        plant_locator(h, "s1", 1, 1);
+        let before = fs::symlink_metadata(locator::path(h, "s2")).unwrap();
+        publish(h, &rec(pid, &[("s1", "idle"), ("s2", "idle")]), t + 1_000).unwrap();
+        assert_eq!(names(h, "s1"), Some((1, 1)));
+        use std::os::unix::fs::MetadataExt;
+        let after = fs::symlink_metadata(locator::path(h, "s2")).unwrap();
+        assert_eq!(before.ino(), after.ino(), "not rewritten by a refresh");
+        // ... and REASSERT_MS later it names the publisher again
+        publish(
+            h,
+            &rec(pid, &[("s1", "idle"), ("s2", "idle")]),
+            t + locator::REASSERT_MS,
+        )
+        .unwrap();
+        assert_eq!(names(h, "s1"), Some((pid, 1)));
+        // a session no longer listed: its locator goes; another process's is left alone
+        plant_locator(h, "s3", 1, 1);
+        publish(
+            h,
+            &rec(pid, &[("s1", "idle")]),
+            t + locator::REASSERT_MS + 1,
+        )
+        .unwrap();
+        assert_eq!(names(h, "s2"), None);
+        assert_eq!(names(h, "s3"), Some((1, 1)));
+        // withdrawn: its locators go with its record
+        withdraw(h, pid);
+        assert_eq!(names(h, "s1"), None);
+        assert_eq!(names(h, "s3"), Some((1, 1)));
+        // no temp file left in the folder
+        let left: Vec<_> = fs::read_dir(locator::dir(h))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(left.len(), 1, "{left:?}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_process_record_is_read_by_its_pid_alone() {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path();
+        let other = other_live_pid();
+        let me = std::process::id();
+        let now = base::clock::now_ms();
+        assert!(
+            of_pid_checked(h, me, now, other, |_| true).is_none(),
+            "no folder"
+        );
+        plant(h, other, &["session-s"], now);
+        plant(h, me, &["session-s"], now);
+        let by_pid =
+            |pid: u32, now: i64, ok: bool| of_pid_checked(h, me, now, pid, |_| ok).map(|r| r.pid);
+        assert_eq!(by_pid(other, now, true), Some(other));
+        assert_eq!(
+            by_pid(other, now, true),
+            find_checked(h, me, now, |r| r.pid == other, |_| true).map(|r| r.pid)
+        );
+        assert_eq!(by_pid(other, now, false), None, "not believed");
+        assert_eq!(by_pid(other, now + STALE_MS + 1, true), None, "stale");
+        assert_eq!(by_pid(me, now, true), None, "this process");
+        // a record naming another pid than its file's
+        let mut r = rec(1, &[("session-s", "idle")]);
+        r.updated_at = now;
+        fs::write(record_path(h, 4_000_000), serde_json::to_vec(&r).unwrap()).unwrap();
+        assert_eq!(by_pid(4_000_000, now, true), None);
     }
 }

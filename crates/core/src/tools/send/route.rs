@@ -113,9 +113,7 @@ async fn unless_stopping(req: &ToolRequest, ctx: &Context, r: &Routed, o: Outcom
         None => {
             let (home, pid) = (ctx.home.clone(), r.pid);
             base::offload::run(ctx.deadline, move || {
-                presence::find(&home, std::process::id(), base::clock::now_ms(), |x| {
-                    x.pid == pid
-                })
+                presence::of_pid(&home, std::process::id(), base::clock::now_ms(), pid)
             })
             .await
             .unwrap_or_default()
