@@ -54,6 +54,48 @@ export declare function idleNoticeMessage(target: string, requestId: string, sin
 /** `sessions_list` over the store; `request` is a ToolRequest (tool `sessions_list`). */
 export declare function listSessions(request: string): Promise<Listing>
 
+/** `doctor`'s machine rows: JSON `[{name, status, detail}]`. */
+export declare function machinesDoctor(dshHome?: string | undefined | null): Promise<string>
+
+/**
+ * This process's host facts for what linked machines ask of it (the shim pushes them every few
+ * seconds while the plugin is mounted): `request` is a ToolRequest's JSON (tool, args and caller ignored).
+ */
+export declare function machinesHere(dshHome: string | undefined | null, request: string): void
+
+/**
+ * `link`: a one-time invite (`relay`: `none` or the human's iroh-relay URL; `ttlMinutes` 1-1440, default
+ * 10). JSON `{ok, invite, expiresAt}` or `{ok: false, error}`.
+ */
+export declare function machinesInvite(dshHome?: string | undefined | null, relay?: string | undefined | null, ttlMinutes?: number | undefined | null): Promise<string>
+
+/** `link <invite> --name <name>`: JSON `{ok, link}` or `{ok: false, error}`. */
+export declare function machinesLink(dshHome: string | undefined | null, invite: string, name: string): Promise<string>
+
+/**
+ * `links`: JSON `{ok, id, holderPid, thisProcessHolds, unverified, links: [{id, name, relay, addrs,
+ * linkedAt, online, lastSeen, rttMs, error}]}` (`probe`: ask each machine for a round trip).
+ */
+export declare function machinesList(dshHome: string | undefined | null, probe: boolean): Promise<string>
+
+/** `machines rename <name> <new>`: JSON `{ok, link}` or `{ok: false, error}`. */
+export declare function machinesRename(dshHome: string | undefined | null, name: string, newName: string): Promise<string>
+
+/**
+ * The plugin's start: keep the home's lease (take it when the home has links and no live holder, take
+ * over when the holder goes). Resolves to whether this process holds the endpoint now.
+ */
+export declare function machinesStart(dshHome?: string | undefined | null): Promise<boolean>
+
+/** Give up the endpoint and the lease (the plugin's dispose, the end of a command): closed and awaited. */
+export declare function machinesStop(dshHome?: string | undefined | null): Promise<void>
+
+/** `unlink <name>`: JSON `{ok, link, told}` or `{ok: false, error}`. */
+export declare function machinesUnlink(dshHome: string | undefined | null, name: string): Promise<string>
+
+/** Wait until `invite` is used (`true`) or expires, or `limitMs` passes (`false`). */
+export declare function machinesWaitInvite(dshHome: string | undefined | null, invite: string, limitMs: number): Promise<boolean>
+
 /**
  * Claim what this process should deliver from the mailboxes of the sessions it holds live
  * (`sessions`: their ids; `startedAt`: this process's presence record), on a worker thread. Each

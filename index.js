@@ -10,6 +10,7 @@ import { baseUrlOf, browserSessionSecret, callerOf, detectHostVersion, followSes
 import { IdleNotices } from './lib/notice.js'
 import { installOverlapNotice } from './lib/overlap.js'
 import { startPresence } from './lib/presence.js'
+import { startMachines } from './lib/machines.js'
 import { canDrain, startHandBack, startMailbox } from './lib/mailbox.js'
 import { startClientRoutes } from './lib/client-host.js'
 
@@ -239,7 +240,11 @@ export function apply(ctx, config) {
         live: liveAgents(ctx, { activity: false, files: false }).map(a => a.id),
       })
       const stopRoutes = startClientRoutes(ctx, core, { promptHost })
-      return () => { stopRoutes(); stopHandBack(); stopMailbox(); stopPresence() }
+      // the home's machine lease: this process may hold the endpoint to linked machines (docs/machines.md);
+      // what arrives from them runs through this process's own tools, with its host facts (`here`)
+      const here = async () => JSON.stringify(buildRequest(ctx, config, 'sessions_list', {}, null, hostVersion, (await routeSecret()) ?? null, null, host))
+      const stopMachines = startMachines(core, { here })
+      return () => { stopMachines(); stopRoutes(); stopHandBack(); stopMailbox(); stopPresence() }
     })
   }
   // turn evidence, awaiting-user and file activity: folded from `session/event` as it happens (lib/observe.js)

@@ -31,6 +31,25 @@ function parse(json) {
   try { return JSON.parse(json) } catch { return null }
 }
 
+/** A route answer the core made (`{ok, value}` or `{ok:false, error:{code, message}}`, issue 32's routes). */
+function answer(json) {
+  const r = parse(json)
+  if (r?.ok === true) return ok(r.value)
+  return bad(String(r?.error?.code ?? 'internal'), String(r?.error?.message ?? 'no answer'))
+}
+
+const MACHINE_NAME = /^[a-z0-9][a-z0-9-]{0,31}$/
+
+/** A machines export's answer (`{ok: true, …}` or `{ok: false, error}`) as a route answer. */
+function machines(json) {
+  const r = parse(json)
+  if (r?.ok === true) {
+    const { ok: _, ...value } = r
+    return ok(value)
+  }
+  return bad('machines', String(r?.error ?? 'no answer'))
+}
+
 const FATES = ['landed', 'queued', 'waiting', 'held', 'approved', 'rejected', 'expired', 'refused', 'canceled', 'lost', 'removed', 'unknown']
 const isTime = v => Number.isSafeInteger(v) && v >= 0
 
@@ -76,13 +95,6 @@ function mailListArgs(p) {
   return args
 }
 
-/** A route answer the core made (`{ok, value}` or `{ok:false, error:{code, message}}`, issue 32's routes). */
-function answer(json) {
-  const r = parse(json)
-  if (r?.ok === true) return ok(r.value)
-  return bad(String(r?.error?.code ?? 'internal'), String(r?.error?.message ?? 'no answer'))
-}
-
 /**
  * The route handler: `(endpoint, payload) → {ok, value} | {ok:false, error}`. Bad input is a readable error,
  * never a throw (a throw would be the host's 500).
@@ -120,16 +132,6 @@ function routeHandler(core, { home = () => resolveDshHome(), promptHost = () => 
           const r = parse(await core.heldDecide(home(), p.sessionId, p.requestId, p.decision === 'approve'))
           return r?.ok ? ok({ state: r.state, posted: r.posted }) : bad('held', String(r?.error ?? 'nothing was decided'))
         }
-        case 'mail.list': {
-          // {filter: {session?, fate?: string[], held?: boolean, since?: ms, until?: ms}, query?, before?, limit?}
-          const args = mailListArgs(p)
-          if (typeof args === 'string') return bad('bad-request', args)
-          return ok(parse(await core.mailList(home(), JSON.stringify(args))))
-        }
-        case 'mail.thread': {
-          if (typeof p.requestId !== 'string' || !REQUEST_ID.test(p.requestId)) return bad('bad-request', 'requestId must be a dsh-session-mail request id')
-          return ok(parse(await core.mailThread(home(), p.requestId)))
-        }
         // issue 32: the payloads and results are the core's DTOs (crates/core/src/human.rs); the shapes are
         // checked here so a bad one never reaches the core, and the core parses them again strictly.
         case 'rules.set': {
@@ -162,6 +164,40 @@ function routeHandler(core, { home = () => resolveDshHome(), promptHost = () => 
           if (p.mode !== 'queue' && p.mode !== 'steer') return bad('bad-request', 'mode must be queue or steer')
           const host = await promptHost()
           return answer(await core.humanSendMany(home(), JSON.stringify({ sessionIds: ids, text: p.text, mode: p.mode }), JSON.stringify(host ?? {})))
+        }
+        // issue 31: the human's linked machines (docs/machines.md); only these routes and the command line
+        // link, rename or unlink — no tool does
+        case 'machines.list':
+          return machines(await core.machinesList(home(), p.probe === true))
+        case 'machines.invite': {
+          const relay = p.relay === undefined ? 'none' : p.relay
+          if (typeof relay !== 'string' || (relay !== 'none' && !/^https?:\/\/\S{1,500}$/.test(relay))) return bad('bad-request', 'relay is none or the URL of your iroh-relay')
+          const ttl = p.ttlMinutes === undefined ? 10 : p.ttlMinutes
+          if (!Number.isInteger(ttl) || ttl < 1 || ttl > 1440) return bad('bad-request', 'ttlMinutes: 1 to 1440')
+          return machines(await core.machinesInvite(home(), relay, ttl))
+        }
+        case 'machines.link': {
+          if (typeof p.invite !== 'string' || !/^dshm1[A-Za-z0-9_-]{1,8192}$/.test(p.invite.trim())) return bad('bad-request', 'invite: the string dsh-session-mail link printed on the other machine')
+          if (typeof p.name !== 'string' || !MACHINE_NAME.test(p.name)) return bad('bad-request', 'name: [a-z0-9][a-z0-9-]{0,31}')
+          return machines(await core.machinesLink(home(), p.invite.trim(), p.name))
+        }
+        case 'machines.rename': {
+          if (typeof p.name !== 'string' || !MACHINE_NAME.test(p.name) || typeof p.newName !== 'string' || !MACHINE_NAME.test(p.newName)) return bad('bad-request', 'name and newName: [a-z0-9][a-z0-9-]{0,31}')
+          return machines(await core.machinesRename(home(), p.name, p.newName))
+        }
+        case 'machines.unlink': {
+          if (typeof p.name !== 'string' || !MACHINE_NAME.test(p.name)) return bad('bad-request', 'name: a linked machine\'s name')
+          return machines(await core.machinesUnlink(home(), p.name))
+        }
+        case 'mail.list': {
+          // {filter: {session?, fate?: string[], held?: boolean, since?: ms, until?: ms}, query?, before?, limit?}
+          const args = mailListArgs(p)
+          if (typeof args === 'string') return bad('bad-request', args)
+          return ok(parse(await core.mailList(home(), JSON.stringify(args))))
+        }
+        case 'mail.thread': {
+          if (typeof p.requestId !== 'string' || !REQUEST_ID.test(p.requestId)) return bad('bad-request', 'requestId must be a dsh-session-mail request id')
+          return ok(parse(await core.mailThread(home(), p.requestId)))
         }
         default:
           return bad('not-found', `no endpoint ${JSON.stringify(endpoint)}`)

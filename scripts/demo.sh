@@ -8,5 +8,6 @@ eval "$(bash test/real-host/install-host.sh)"
 export PATH="$(dirname "$DSH_NODE"):$PATH"
 npm ci --no-audit --no-fund --loglevel=error
 npx napi build --platform --profile ci --js binding.cjs --dts binding.d.ts
+npm run --silent build:client
 node scripts/link-host-peers.mjs >/dev/null
 exec node scripts/demo.mjs

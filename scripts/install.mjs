@@ -39,6 +39,10 @@ const SELF_DIR = fileURLToPath(new URL('..', import.meta.url))
 const BUILD_HINT = 'build it first: npm run build'
 const RECORD = 'install.json'
 const SELF_NAME = JSON.parse(readFileSync(join(SELF_DIR, 'package.json'), 'utf8')).name
+// A clone builds its web client from client/ (scripts/build-client.mjs, esbuild from `npm ci`); a package
+// from npm ships lib/client.js and neither the source nor the build script.
+let ensureClientBuilt = () => 'no-source'
+if (existsSync(join(SELF_DIR, 'client', 'index.tsx'))) ({ ensureClientBuilt } = await import('./build-client.mjs'))
 
 const USAGE = `usage: node scripts/install.mjs --profile DIR [--uninstall] [--dry-run] [--package PATH_OR_TGZ]
                                  [--via auto|dsh|copy]
@@ -184,7 +188,12 @@ function refusePlanOutside(profile, plan) {
 // the package
 
 function loadPackage(packageArg) {
-  if (packageArg === undefined) return packPackage(SELF_DIR, { kind: 'dir', buildHint: BUILD_HINT, exitCodeForBadPackage: 1 })
+  if (packageArg === undefined) {
+    // a clone: its web client is built from client/ when the source is newer (npm pack runs here with
+    // --ignore-scripts, so `prepack` does not); a package from npm ships lib/client.js and no client/
+    ensureClientBuilt()
+    return packPackage(SELF_DIR, { kind: 'dir', buildHint: BUILD_HINT, exitCodeForBadPackage: 1 })
+  }
   const path = resolve(packageArg)
   const kind = kindFollowing(path)
   if (kind === 'dir') return packPackage(path, { kind, buildHint: BUILD_HINT, exitCodeForBadPackage: 2 })

@@ -41,6 +41,10 @@ step "fuzz/ (its own workspace): rustfmt-clean, and its lockfile in step with th
 cargo fmt --check --manifest-path fuzz/Cargo.toml
 cargo metadata --locked --format-version 1 --manifest-path fuzz/Cargo.toml >/dev/null
 
+step "build the web client (esbuild: client/ -> lib/client.js) and type-check its source"
+npm run --silent build:client
+npm run --silent check:client
+
 step "build the addon (profile ci)"
 npm run --silent build:test >/dev/null
 

@@ -118,6 +118,19 @@ pub fn run(
         notice.map(|n| parse(&n, "idle notice facts")).transpose()?;
     // A send's checks start on the blocking pool from here, inside napi's runtime (`tools::begin`):
     // they run while napi hands the future below to its runtime.
+    // a home with linked machines: the tools reach them (core's remote::run_result over crates/link)
+    let parsed = match parsed {
+        Ok(req) if has_links(&home_of(req.host.dsh_home.as_deref())) => {
+            let home = home_of(req.host.dsh_home.as_deref());
+            let live: Vec<String> = req.live.iter().map(|l| l.id.clone()).collect();
+            return promise(env, async move {
+                let lm = LinkMachines::of(&home);
+                let r = mail_core::remote::run_result(req, &lm).await;
+                Ok(tool_outcome(r, facts, &live))
+            });
+        }
+        other => other,
+    };
     let begun = parsed.map(|req| {
         let live: Vec<String> = req.live.iter().map(|l| l.id.clone()).collect();
         let home = req.host.dsh_home.clone();
@@ -603,64 +616,54 @@ fn payload<T: serde::de::DeserializeOwned>(
     })
 }
 
+/// One of issue 32's routes on the blocking pool: the payload `json` parsed as its core DTO `T` (else the
+/// route's bad-request answer), `work` over DSH_HOME and the clock, the route answer as JSON.
+async fn home_route<T, R>(
+    dsh_home: Option<String>,
+    json: String,
+    work: fn(&std::path::Path, &T, i64) -> std::result::Result<R, mail_core::human::RouteError>,
+) -> napi::Result<String>
+where
+    T: serde::de::DeserializeOwned + Send + 'static,
+    R: serde::Serialize + Send + 'static,
+{
+    let home = home_of(dsh_home.as_deref());
+    let v = blocking(move || match payload::<T>(&json) {
+        Ok(p) => answer(work(&home, &p, base::clock::now_ms())),
+        Err(bad) => bad,
+    })
+    .await?;
+    to_json(&v)
+}
+
 /// `rules.set` (issue 32): `human::RuleChange` as JSON → `human::RulesView` (the route answer, JSON).
 #[napi]
 pub async fn rules_set(dsh_home: Option<String>, change: String) -> napi::Result<String> {
-    let home = home_of(dsh_home.as_deref());
-    let v = blocking(
-        move || match payload::<mail_core::human::RuleChange>(&change) {
-            Ok(c) => answer(mail_core::human::rules_set(
-                &home,
-                &c,
-                base::clock::now_ms(),
-            )),
-            Err(bad) => bad,
-        },
-    )
-    .await?;
-    to_json(&v)
+    home_route(dsh_home, change, mail_core::human::rules_set).await
 }
 
 /// `rules.list`: `human::RulesView` (the route answer, JSON).
 #[napi]
 pub async fn rules_list(dsh_home: Option<String>) -> napi::Result<String> {
-    let home = home_of(dsh_home.as_deref());
-    let v =
-        blocking(move || answer::<_>(std::result::Result::Ok(mail_core::human::rules_view(&home))))
-            .await?;
-    to_json(&v)
+    home_route(dsh_home, "{}".into(), |home, _: &serde_json::Value, _| {
+        Ok(mail_core::human::rules_view(home))
+    })
+    .await
 }
 
 /// `held.decideMany`: `human::DecideMany` as JSON → `human::DecideManyResult` (the route answer, JSON).
 #[napi]
 pub async fn held_decide_many(dsh_home: Option<String>, request: String) -> napi::Result<String> {
-    let home = home_of(dsh_home.as_deref());
-    let v = blocking(
-        move || match payload::<mail_core::human::DecideMany>(&request) {
-            Ok(r) => answer(mail_core::human::decide_many(
-                &home,
-                &r,
-                base::clock::now_ms(),
-            )),
-            Err(bad) => bad,
-        },
-    )
-    .await?;
-    to_json(&v)
+    home_route(dsh_home, request, mail_core::human::decide_many).await
 }
 
 /// `held.counts`: `human::HeldCounts` (the route answer, JSON).
 #[napi]
 pub async fn held_counts(dsh_home: Option<String>) -> napi::Result<String> {
-    let home = home_of(dsh_home.as_deref());
-    let v = blocking(move || {
-        answer(Ok(mail_core::human::held_counts(
-            &home,
-            base::clock::now_ms(),
-        )))
+    home_route(dsh_home, "{}".into(), |home, _: &serde_json::Value, now| {
+        Ok(mail_core::human::held_counts(home, now))
     })
-    .await?;
-    to_json(&v)
+    .await
 }
 
 /// `human.sendMany`: `human::SendMany` as JSON, `host` = `human::PromptHost` as JSON (this process's web
@@ -809,4 +812,304 @@ pub async fn queued_wake(
     let me = drainer(started_at, sessions);
     let now = base::clock::now_ms();
     blocking(move || queued::wake_candidate(&home, &me, now)).await
+}
+
+// ---- machines (issue 31): the human's linking, through crates/link ----
+
+/// One `Machines` handle per home in this process (the plugin's and the command line's).
+fn machines_of(home: &std::path::Path) -> std::sync::Arc<link::Machines> {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex, OnceLock};
+    static ALL: OnceLock<Mutex<HashMap<std::path::PathBuf, Arc<link::Machines>>>> = OnceLock::new();
+    let mut m = ALL
+        .get_or_init(|| Mutex::new(HashMap::new()))
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    m.entry(home.to_path_buf())
+        .or_insert_with(|| {
+            link::Machines::new(home, link::NodeConfig::from_env(), machines_handler(home))
+        })
+        .clone()
+}
+
+/// What this process knows of itself for a linked machine's request (its host facts as a ToolRequest,
+/// pushed by the shim: `machinesHere`), per home.
+static HERE: std::sync::Mutex<Vec<(std::path::PathBuf, String)>> =
+    std::sync::Mutex::new(Vec::new());
+
+fn here_of(home: &std::path::Path) -> Option<mail_core::request::ToolRequest> {
+    let json = HERE
+        .lock()
+        .ok()?
+        .iter()
+        .find(|(h, _)| h == home)
+        .map(|(_, j)| j.clone())
+        .unwrap_or_else(|| {
+            // a process without a host (the command line holding the endpoint): the store only
+            serde_json::json!({"tool": "sessions_list", "args": {}, "caller": null, "config": {},
+                "host": {"dshHome": home.to_string_lossy(), "baseUrl": null, "version": null,
+                "secret": null, "profile": null}, "live": []})
+            .to_string()
+        });
+    mail_core::tools::parse_request(&json).ok()?.ok()
+}
+
+/// The linked machine `id` as the core names it, if this home has it linked.
+fn linked_machine(home: &std::path::Path, id: &str) -> Option<mail_core::machine::Machine> {
+    LinkMachines::read_linked(home)
+        .into_iter()
+        .find(|m| m.id.as_str() == id)
+}
+
+/// What runs a request arriving from a linked machine: the core's own tools (`remote::serve`), with this
+/// process's host facts. The id is the one the connection's handshake proved (crates/link).
+fn machines_handler(home: &std::path::Path) -> link::Handler {
+    let home = home.to_path_buf();
+    std::sync::Arc::new(move |from: link::MachineId, body: serde_json::Value| {
+        let home = home.clone();
+        Box::pin(async move {
+            let refused = |code: &str, message: &str| link::wire::WireError {
+                code: code.into(),
+                message: message.into(),
+            };
+            let Some(machine) = linked_machine(&home, from.as_str()) else {
+                return Err(refused("unlinked", "not a linked machine"));
+            };
+            let Some(here) = here_of(&home) else {
+                return Err(refused("unavailable", "this process cannot serve now"));
+            };
+            Ok(mail_core::remote::serve_value(&here, &machine, body).await)
+        })
+    })
+}
+
+/// The core's `Machines` (the seam it reaches linked machines through) over crates/link.
+struct LinkMachines {
+    home: std::path::PathBuf,
+    m: std::sync::Arc<link::Machines>,
+}
+
+impl LinkMachines {
+    fn of(home: &std::path::Path) -> LinkMachines {
+        LinkMachines {
+            home: home.to_path_buf(),
+            m: machines_of(home),
+        }
+    }
+    fn read_linked(home: &std::path::Path) -> Vec<mail_core::machine::Machine> {
+        let Ok(Some(sk)) = link::identity::read(home) else {
+            return Vec::new();
+        };
+        link::store::links(home, &sk)
+            .into_iter()
+            .filter_map(|l| {
+                Some(mail_core::machine::Machine {
+                    id: mail_core::machine::MachineId::parse(l.id.as_str())?,
+                    name: l.name,
+                })
+            })
+            .collect()
+    }
+}
+
+impl mail_core::machine::Machines for LinkMachines {
+    fn linked(&self) -> Vec<mail_core::machine::Machine> {
+        LinkMachines::read_linked(&self.home)
+    }
+
+    fn call(
+        &self,
+        to: &mail_core::machine::MachineId,
+        req: mail_core::machine::wire::Request,
+        deadline: std::time::Duration,
+    ) -> mail_core::machine::Call<'_> {
+        use mail_core::machine::CallError as E;
+        let to = to.clone();
+        Box::pin(async move {
+            let id = link::MachineId::parse(to.as_str()).ok_or(E::Unlinked)?;
+            let frame = mail_core::machine::wire::encode_value(&req);
+            match tokio::time::timeout(deadline, self.m.call(&id, frame)).await {
+                Err(_) => Err(E::Timeout),
+                Ok(Ok(v)) => mail_core::machine::wire::response_from_value(v)
+                    .map_err(|e| E::Protocol(e.to_string())),
+                Ok(Err(e)) => Err(match e {
+                    link::CallError::NotLinked | link::CallError::UnlinkedByPeer => E::Unlinked,
+                    link::CallError::Unreachable(w) | link::CallError::NoHolder(w) => {
+                        E::Unreachable(w)
+                    }
+                    link::CallError::Timeout => E::Timeout,
+                    other => E::Protocol(other.to_string()),
+                }),
+            }
+        })
+    }
+}
+
+/// Whether the home has a linked machine (one `stat` when it has none: the send path's common case).
+fn has_links(home: &std::path::Path) -> bool {
+    std::fs::symlink_metadata(link::store::doc_path(home)).is_ok()
+        && !LinkMachines::read_linked(home).is_empty()
+}
+
+/// This process's host facts for what linked machines ask of it (the shim pushes them every few
+/// seconds while the plugin is mounted): `request` is a ToolRequest's JSON (tool, args and caller ignored).
+#[napi]
+pub fn machines_here(dsh_home: Option<String>, request: String) {
+    let home = home_of(dsh_home.as_deref());
+    if let Ok(mut h) = HERE.lock() {
+        h.retain(|(p, _)| p != &home);
+        h.push((home, request));
+    }
+}
+
+/// `{ok: true, ...fields}` or `{ok: false, error}` as JSON: the human's commands get their refusals as data.
+fn machines_json(r: std::result::Result<serde_json::Value, String>) -> String {
+    match r {
+        Ok(serde_json::Value::Object(mut o)) => {
+            o.insert("ok".into(), true.into());
+            serde_json::Value::Object(o).to_string()
+        }
+        Ok(v) => serde_json::json!({"ok": true, "value": v}).to_string(),
+        Err(e) => serde_json::json!({"ok": false, "error": e}).to_string(),
+    }
+}
+
+/// `link`: a one-time invite (`relay`: `none` or the human's iroh-relay URL; `ttlMinutes` 1-1440, default
+/// 10). JSON `{ok, invite, expiresAt}` or `{ok: false, error}`.
+#[napi]
+pub async fn machines_invite(
+    dsh_home: Option<String>,
+    relay: Option<String>,
+    ttl_minutes: Option<u32>,
+) -> napi::Result<String> {
+    let home = home_of(dsh_home.as_deref());
+    let r = async {
+        let relay = link::Relay::parse(relay.as_deref().unwrap_or("none"))?;
+        let ttl = ttl_minutes.unwrap_or(10).clamp(1, 1440);
+        let m = machines_of(&home);
+        let inv = m
+            .invite(relay, std::time::Duration::from_secs(u64::from(ttl) * 60))
+            .await?;
+        let exp = link::node::Invite::decode(&inv).map(|i| i.exp).unwrap_or(0);
+        Ok::<_, String>(serde_json::json!({"invite": inv, "expiresAt": exp}))
+    }
+    .await;
+    Ok(machines_json(r))
+}
+
+/// Wait until `invite` is used (`true`) or expires, or `limitMs` passes (`false`).
+#[napi]
+pub async fn machines_wait_invite(
+    dsh_home: Option<String>,
+    invite: String,
+    limit_ms: u32,
+) -> napi::Result<bool> {
+    let home = home_of(dsh_home.as_deref());
+    machines_of(&home)
+        .wait_invite(
+            &invite,
+            std::time::Duration::from_millis(u64::from(limit_ms)),
+        )
+        .await
+        .map_err(internal)
+}
+
+/// `link <invite> --name <name>`: JSON `{ok, link}` or `{ok: false, error}`.
+#[napi]
+pub async fn machines_link(
+    dsh_home: Option<String>,
+    invite: String,
+    name: String,
+) -> napi::Result<String> {
+    let home = home_of(dsh_home.as_deref());
+    let r = machines_of(&home).accept_invite(&invite, &name).await;
+    Ok(machines_json(r.map(|l| serde_json::json!({"link": l}))))
+}
+
+/// `links`: JSON `{ok, id, holderPid, thisProcessHolds, unverified, links: [{id, name, relay, addrs,
+/// linkedAt, online, lastSeen, rttMs, error}]}` (`probe`: ask each machine for a round trip).
+#[napi]
+pub async fn machines_list(dsh_home: Option<String>, probe: bool) -> napi::Result<String> {
+    let home = home_of(dsh_home.as_deref());
+    let v = machines_of(&home).list(probe).await;
+    Ok(machines_json(Ok(v)))
+}
+
+/// `unlink <name>`: JSON `{ok, link, told}` or `{ok: false, error}`.
+#[napi]
+pub async fn machines_unlink(dsh_home: Option<String>, name: String) -> napi::Result<String> {
+    let home = home_of(dsh_home.as_deref());
+    let r = machines_of(&home).unlink(&name).await;
+    Ok(machines_json(r.map(
+        |(l, told)| serde_json::json!({"link": l, "told": told}),
+    )))
+}
+
+/// `machines rename <name> <new>`: JSON `{ok, link}` or `{ok: false, error}`.
+#[napi]
+pub async fn machines_rename(
+    dsh_home: Option<String>,
+    name: String,
+    new_name: String,
+) -> napi::Result<String> {
+    let home = home_of(dsh_home.as_deref());
+    let r = machines_of(&home).rename(&name, &new_name);
+    Ok(machines_json(r.map(|l| serde_json::json!({"link": l}))))
+}
+
+/// `doctor`'s machine rows: JSON `[{name, status, detail}]`.
+#[napi]
+pub async fn machines_doctor(dsh_home: Option<String>) -> napi::Result<String> {
+    let home = home_of(dsh_home.as_deref());
+    Ok(serde_json::Value::from(machines_of(&home).doctor().await).to_string())
+}
+
+/// The plugin's start: keep the home's lease (take it when the home has links and no live holder, take
+/// over when the holder goes). Resolves to whether this process holds the endpoint now.
+#[napi]
+pub async fn machines_start(dsh_home: Option<String>) -> napi::Result<bool> {
+    let home = home_of(dsh_home.as_deref());
+    let m = machines_of(&home);
+    m.watch();
+    if m.has_links() && link::lease::holder(&home).is_none() {
+        let _ = m.try_hold().await;
+    }
+    // the outbox: delivered (once: the far side dedups by request id) or expired by whichever process
+    // holds the endpoint, every 2 s
+    static TICKING: std::sync::Mutex<Vec<std::path::PathBuf>> = std::sync::Mutex::new(Vec::new());
+    let first = TICKING
+        .lock()
+        .map(|mut t| {
+            let new = !t.contains(&home);
+            if new {
+                t.push(home.clone());
+            }
+            new
+        })
+        .unwrap_or(false);
+    if first {
+        let weak = std::sync::Arc::downgrade(&m);
+        let h = home.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+                let Some(m) = weak.upgrade() else { break };
+                if m.node().await.is_none() {
+                    continue;
+                }
+                let lm = LinkMachines { home: h.clone(), m };
+                let now = base::clock::now_ms();
+                mail_core::remote::drain(&h, &lm, now, std::time::Duration::from_secs(10)).await;
+            }
+        });
+    }
+    Ok(m.node().await.is_some())
+}
+
+/// Give up the endpoint and the lease (the plugin's dispose, the end of a command): closed and awaited.
+#[napi]
+pub async fn machines_stop(dsh_home: Option<String>) -> napi::Result<()> {
+    let home = home_of(dsh_home.as_deref());
+    machines_of(&home).stop().await;
+    Ok(())
 }

@@ -15,6 +15,7 @@ const KEPT = new Map([
   ['index.js Config', 'cordis plugin contract'],
   ['index.js apply', 'cordis plugin contract'],
   ['lib/cli/main.js stdio', 'output sinks for embedders (main(argv, out))'],
+  ['scripts/build-client.mjs buildClient', 'the bundle test/client.test.mjs loads: what client/ builds to now, not a file on disk'],
 ])
 
 function modules() {

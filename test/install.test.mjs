@@ -425,6 +425,21 @@ describe('refusals', () => {
     assert.deepEqual(snapshot(profile), before)
   })
 
+  test('a package that declares a web client (dsh.client) without its built bundle: build it first', () => {
+    const pkg = makeFixturePackage()
+    const manifest = JSON.parse(readFileSync(join(pkg, 'package.json'), 'utf8'))
+    manifest.dsh.client = { platform: 'web' }
+    manifest.exports = { '.': './index.js', './client': './lib/client.js' }
+    writeFileSync(join(pkg, 'package.json'), JSON.stringify(manifest, undefined, 2) + '\n')
+    const profile = makeProfile()
+    const before = snapshot(profile)
+    // rc.8 fails its whole graph on a declared, missing bundle (packages/client/modules): refused here instead
+    refuses(['--profile', profile, '--package', pkg], 1, /the web client \.\/lib\/client\.js \(dsh\.client\) is not in the package content.*npm run build:client/)
+    assert.deepEqual(snapshot(profile), before)
+    writeFileSync(join(pkg, 'lib', 'client.js'), '// built\n')
+    assert.equal(run('--profile', profile, '--package', pkg, '--via', 'copy').code, 0)
+  })
+
   test('a hostile tarball (a link, a path leaving the package) is refused before anything is written', async () => {
     const { create } = await import('tar')
     const profile = makeProfile()

@@ -119,6 +119,9 @@ function importClosure(entries) {
       // The napi loader's per-platform candidates (`./<binaryName>.<platform>.node`, `.wasi.cjs`): all optional,
       // tried in turn; the addon for this platform is checked on its own.
       if (posix.basename(spec).startsWith(`${pkg.napi.binaryName}.`)) continue
+      // The web client's build script: scripts/install.mjs imports it only in a clone (when client/ is there);
+      // a package from npm ships the built lib/client.js instead (docs/client.md "Source and build").
+      if (file === 'scripts/install.mjs' && spec === './build-client.mjs') continue
       queue.push(posix.normalize(posix.join(posix.dirname(file), spec)))
     }
   }
@@ -136,7 +139,7 @@ function platformArchAbi() {
   return `${platform}-${arch}`
 }
 
-const NEVER_SHIPPED = [/^src\//, /^test\//, /^target\//, /^bench\//, /^fuzz\//, /^\.cache\//, /^docs\//, /^npm\//,
+const NEVER_SHIPPED = [/^src\//, /^client\//, /^scripts\/build-client\.mjs$/, /^test\//, /^target\//, /^bench\//, /^fuzz\//, /^\.cache\//, /^docs\//, /^npm\//,
   /^\.github\//, /^\.ci\//, /^market\//, /^node_modules\//, /^Cargo\.(?:toml|lock)$/, /^build\.rs$/, /\.tgz$/, /^artifacts\//]
 
 /** What the host and the installer need, derived from the manifest and the import graphs: path -> why. */

@@ -14,12 +14,11 @@
 // - the routes sit behind the host's fence (packages/client/connection/src/rpc-host.ts).
 import { describe, test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
-import { execFileSync } from 'node:child_process'
 import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import {
   makeSandbox, packAndInstall, bootWeb, initProfile, callTool, readSessionLog, findSessionLog, userTexts,
-  isIdle, turnEndCount, REPO_ROOT, sleep,
+  isIdle, turnEndCount, REPO_ROOT, sleep, until, boxCli,
 } from './real-host/harness.mjs'
 import { launchBrowser, chromiumVersion } from './real-host/browser.mjs'
 
@@ -39,23 +38,7 @@ function landed(home, id, rpcId) {
   return userTexts(readSessionLog(file)).filter(u => u.source?.rpcId === rpcId).length
 }
 
-async function until(what, fn, { timeout = 20_000, interval = 100 } = {}) {
-  const t0 = Date.now()
-  for (;;) {
-    const v = await fn()
-    if (v) return v
-    if (Date.now() - t0 > timeout) throw new Error(`timed out after ${timeout} ms waiting for ${what}`)
-    await sleep(interval)
-  }
-}
-
-function cli(box, ...args) {
-  try {
-    return { code: 0, out: execFileSync(box.host.node, [join(REPO_ROOT, 'bin', 'dsh-session-mail.mjs'), ...args, '--home', box.home], { encoding: 'utf8', env: box.env }) }
-  } catch (e) {
-    return { code: e.status, out: String(e.stdout ?? '') + String(e.stderr ?? '') }
-  }
-}
+const cli = boxCli
 
 describe('the web client half in headless Chromium against rc.8 dsh web', () => {
   let box, web, browser, page, A, B, shots

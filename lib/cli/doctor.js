@@ -31,6 +31,8 @@ Checks, in order, each ok / FAIL / skip with a fix:
               while a budget is on); .credentials.yaml is not readable by other users
   host        the web server answers (POST /api/host.describe)
   cookie      DSH 0.1.2+: a cookie signed with $DSH_HOME/.credentials.yaml is accepted (rc.8: skip)
+  machines    this home's machine identity, the process holding its endpoint (the lease), and each
+              linked machine: its relay and whether it answers now (dsh-session-mail links)
   self-check  one message to a scratch session lands (its log shows the request id)
 
   --profile P       a profile name under $DSH_HOME/profiles, or a profile directory
@@ -244,6 +246,24 @@ const CHECKS = [
     },
   },
   {
+    // issue 31: the machine identity, the lease holder, and each link (its relay, whether it answers now)
+    name: 'machines',
+    needs: ['home', CORE],
+    run: async (s) => {
+      if (typeof s.c.machinesDoctor !== 'function') return skip('this addon has no machines')
+      const rows = JSON.parse(await s.c.machinesDoctor(s.home))
+      await s.c.machinesStop(s.home) // the doctor may have bound the endpoint to probe the links
+      return {
+        rows: rows.map(r => ({
+          name: r.name,
+          status: r.status === 'fail' ? 'FAIL' : r.status,
+          detail: r.detail,
+          ...(r.status === 'fail' ? { fix: r.name.startsWith('link ') ? `is DSH running on that machine? dsh-session-mail links --home ${s.home}` : 'see docs/machines.md' } : {}),
+        })),
+      }
+    },
+  },
+  {
     name: 'self-check',
     // a skipped cookie check (rc.8) does not block it; a failed one does
     blocked: s => (s.values['no-self-check'] ? '--no-self-check'
@@ -282,11 +302,14 @@ export async function doctor(argv, out) {
   for (const check of CHECKS) {
     const why = blockedBy(check, s)
     const r = why === undefined ? await check.run(s) : skip(why)
-    const entry = { name: check.name, status: r.status, detail: r.detail, ...(r.fix ? { fix: r.fix } : {}) }
-    list.push(entry)
-    if (live) {
-      live.stdout(`${entry.status.padEnd(5)} ${entry.name.padEnd(11)} ${entry.detail}`)
-      if (entry.fix) live.stdout(`${' '.repeat(18)}fix: ${entry.fix}`)
+    // a check may answer several rows (machines: identity, lease holder, each link)
+    for (const row of r.rows ?? [{ ...r, name: check.name }]) {
+      const entry = { name: row.name, status: row.status, detail: row.detail, ...(row.fix ? { fix: row.fix } : {}) }
+      list.push(entry)
+      if (live) {
+        live.stdout(`${entry.status.padEnd(5)} ${entry.name.padEnd(11)} ${entry.detail}`)
+        if (entry.fix) live.stdout(`${' '.repeat(18)}fix: ${entry.fix}`)
+      }
     }
   }
 

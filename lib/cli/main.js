@@ -2,6 +2,7 @@
 import { EXIT, UsageError } from './args.js'
 import { CoreMissing, PACKAGE } from './core.js'
 import { doctor } from './doctor.js'
+import { link, links, machines, unlink } from './machines.js'
 import { send } from './send.js'
 import { list, read } from './store.js'
 import { ledger, verify } from './verify.js'
@@ -14,13 +15,17 @@ const HELP = `usage: dsh-session-mail <command> [options]   (dsh-session-mail <c
   verify    where a sent message is: landed, queued, held, rejected, … (verify --help)
   ledger    the audit ledger of every send attempt (never the bodies)
   doctor    check the install, the host and one real delivery
+  link      link this DSH home with another machine's (an invite, then its use there)
+  links     the linked machines: name, id, online, round trip, last seen
+  unlink    unlink a machine, on both ends at once
+  machines  rename a linked machine
 
 Common options: --home DIR (DSH_HOME; default $DSH_HOME, else ~/.dsh), --json (for scripts).
 Exit codes: 0 ok, 1 failed / unknown, 2 bad usage, 3 refused, 4 host unreachable or may have
 landed, 5 not landed yet (verify), 6 never delivered (verify).
 `
 
-const COMMANDS = { list, read, send, verify, ledger, doctor }
+const COMMANDS = { list, read, send, verify, ledger, doctor, link, links, unlink, machines }
 
 /** Output sinks; tests and embedders can pass their own. */
 export function stdio() {

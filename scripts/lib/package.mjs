@@ -106,6 +106,11 @@ function describe({ entries, tgz, origin, buildHint, exitCode }) {
   if (typeof manifest.main === 'string' && !present.has(stripDotSlash(manifest.main))) {
     throw new InstallError(`${origin}: the main file ${manifest.main} is not in the package content; add it to "files"`)
   }
+  // a declared, missing web client fails the host's graph (rc.8 packages/client/modules): refuse it here
+  const client = manifest.dsh?.client ? manifest.exports?.['./client'] : undefined
+  if (typeof client === 'string' && !present.has(stripDotSlash(client))) {
+    throw new InstallError(`${origin}: the web client ${client} (dsh.client) is not in the package content — build it: npm run build:client`)
+  }
   const nativeFiles = entries.filter(entry => entry.path.endsWith('.node')).map(entry => entry.path).sort()
   if (nativeFiles.length === 0) {
     throw new InstallError(`${origin}: no built native addon (*.node) in the package — ${buildHint}`)

@@ -28,15 +28,16 @@ export function chromiumVersion() {
 
 /**
  * Headless Chromium with a fresh profile. `close()` ends it and removes the profile.
- * @param {{ t?: import('node:test').TestContext }} [options]
+ * @param {{ t?: import('node:test').TestContext, locale?: string }} [options]
  */
-export async function launchBrowser({ t } = {}) {
+export async function launchBrowser({ t, locale } = {}) {
   const { chromium } = await import('playwright-core')
   const userDataDir = mkdtempSync(join(tmpdir(), 'dsm-chromium-'))
   const context = await chromium.launchPersistentContext(userDataDir, {
     executablePath: ensureChromium(),
     headless: true,
     viewport: { width: 1280, height: 860 },
+    ...(locale ? { locale } : {}), // navigator.language: rc.8's locale plugin starts in it when settings name none
     args: [
       '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
       '--disable-background-networking', '--disable-component-update', '--disable-sync',

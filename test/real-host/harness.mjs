@@ -12,7 +12,8 @@
 //   readSessionLog(file), findSessionLog(home, id), waitForLog(home, id, predicate, opts)
 //   setRowDisabled(profileDir, rowId, disabled), dumpConfig(box, profile)
 //   event helpers: userTexts, assistantTexts, turnEnd, turnEndCount, isIdle, turnOfSeq, messageText; printMetrics
-//   test helpers every real-host suite shares: sleep, esc (a RegExp-safe string), requestIdIn / requestIdOf (the
+//   test helpers every real-host suite shares: sleep, until(what, fn, opts), boxCli(box, ...args) (the CLI on the
+//   box's home), esc (a RegExp-safe string), requestIdIn / requestIdOf (the
 //   `request:` line of a send result; Of asserts it is there), landedCount (deliveries of one rpcId in a log),
 //   presenceRecords(home), hasLog(home, id), runHeadless(box, task), headlessOwner(home, {notPid, maxAgeMs}),
 //   idleSession(web, cwd, text), webAndHeadless(box), webWithSlowTool(box, m), assertOneHistory(home, id)
@@ -63,6 +64,26 @@ export function requestIdOf(text) {
 /** How many user messages of the log carry `rpcId` (each delivery lands as exactly one). */
 export function landedCount(events, rpcId) {
   return userTexts(events).filter(u => u.source?.rpcId === rpcId).length
+}
+
+/** Poll `fn` (sync or async) until it is truthy; resolves to its value, throws naming `what` after `timeout`. */
+export async function until(what, fn, { timeout = 20_000, interval = 100 } = {}) {
+  const t0 = Date.now()
+  for (;;) {
+    const v = await fn()
+    if (v) return v
+    if (Date.now() - t0 > timeout) throw new Error(`timed out after ${timeout} ms waiting for ${what}`)
+    await sleep(interval)
+  }
+}
+
+/** Run this package's CLI (`bin/dsh-session-mail.mjs … --home <box.home>`) with the host's node: `{code, out}`. */
+export function boxCli(box, ...args) {
+  try {
+    return { code: 0, out: execFileSync(box.host.node, [join(REPO_ROOT, 'bin', 'dsh-session-mail.mjs'), ...args, '--home', box.home], { encoding: 'utf8', env: box.env }) }
+  } catch (e) {
+    return { code: e.status, out: String(e.stdout ?? '') + String(e.stderr ?? '') }
+  }
 }
 
 /** The plugin's presence records in `home`: pid -> record (a record being replaced is skipped). */

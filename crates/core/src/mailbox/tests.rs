@@ -638,6 +638,29 @@ fn junk_names_and_fifos_never_starve_a_drain_or_fill_the_cap() {
     );
 }
 
+/// Session S's "ok" from session-s as envelope 1, and the sender's ledger line for it with `outcome`.
+fn vouched_ok(h: &Path, outcome: crate::ledger::LedgerOutcome) {
+    session_log(h, "session-s", "S");
+    let e = planted(
+        h,
+        1,
+        "session-s",
+        &crate::mail::with_from_header("session-s", "ok"),
+    );
+    let mut l = crate::ledger::Entry::new(
+        base::clock::now_ms(),
+        Some("session-s"),
+        Some(S),
+        "send_session_message",
+        Some("queue"),
+        Some(&e.request_id),
+        outcome,
+        Some("ok"),
+    );
+    l.hop = Some(1);
+    crate::ledger::append(h, &l).unwrap();
+}
+
 /// A message the human approved (its line says `held`) is vouched for only with the approval the policy
 /// layer confirms; a `held` line alone is not.
 #[test]
@@ -645,25 +668,7 @@ fn a_held_line_vouches_only_with_the_humans_approval() {
     for approved in [false, true] {
         let home = tempfile::tempdir().unwrap();
         let h = home.path();
-        session_log(h, "session-s", "S");
-        let e = planted(
-            h,
-            1,
-            "session-s",
-            &crate::mail::with_from_header("session-s", "ok"),
-        );
-        let mut l = crate::ledger::Entry::new(
-            base::clock::now_ms(),
-            Some("session-s"),
-            Some(S),
-            "send_session_message",
-            Some("queue"),
-            Some(&e.request_id),
-            crate::ledger::LedgerOutcome::Held,
-            Some("ok"),
-        );
-        l.hop = Some(1);
-        crate::ledger::append(h, &l).unwrap();
+        vouched_ok(h, crate::ledger::LedgerOutcome::Held);
         let cfg = crate::config::Config::default();
         let yes = |s: &str, r: &str| approved && s == S && r == rid(1);
         let checks = crate::mail::admit::Checks {
@@ -1033,25 +1038,7 @@ fn the_drain_asks_the_humans_policy_last() {
     for (says, approved, want) in cases {
         let home = tempfile::tempdir().unwrap();
         let h = home.path();
-        session_log(h, "session-s", "S");
-        let e = planted(
-            h,
-            1,
-            "session-s",
-            &crate::mail::with_from_header("session-s", "ok"),
-        );
-        let mut l = crate::ledger::Entry::new(
-            base::clock::now_ms(),
-            Some("session-s"),
-            Some(S),
-            "send_session_message",
-            Some("queue"),
-            Some(&e.request_id),
-            crate::ledger::LedgerOutcome::Accepted,
-            Some("ok"),
-        );
-        l.hop = Some(1);
-        crate::ledger::append(h, &l).unwrap();
+        vouched_ok(h, crate::ledger::LedgerOutcome::Accepted);
         let cfg = crate::config::Config::default();
         let yes = |_: &str, _: &str| approved;
         let asked = std::cell::RefCell::new(Vec::new());

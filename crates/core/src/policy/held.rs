@@ -599,6 +599,105 @@ fn pending_and_expired(home: &Path, session: &str, now_ms: i64) -> (Vec<HeldItem
     (out, expired)
 }
 
+/// What a verified file of the held store said, kept while the file is the same one (`held.counts` asks
+/// every few seconds; a `.held` or `.decision` file is never rewritten in place: a new one is a new inode).
+/// Value: the key's identity it was verified under, the file's identity, and `Some(expiresAt)` for a valid
+/// waiting envelope / `Some(0)` for a valid decision, `None` for a file that did not verify.
+type Memo = std::collections::HashMap<PathBuf, (u64, (u64, u64, i64, i64), Option<i64>)>;
+static MEMO: std::sync::Mutex<Option<Memo>> = std::sync::Mutex::new(None);
+/// Most files remembered (then the memo starts over).
+const MEMO_MAX: usize = 65_536;
+
+fn file_ident(p: &Path) -> Option<(u64, u64, i64, i64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = fs::symlink_metadata(p).ok()?;
+    m.file_type()
+        .is_file()
+        // the change time: the kernel's, not settable (a rewrite in place that puts mtime back still moves it)
+        .then(|| (m.ino(), m.size(), m.ctime(), m.ctime_nsec()))
+}
+
+/// `check(p)` memoized by `p`'s identity and the key's.
+fn memo_check(p: &Path, key_id: u64, check: impl FnOnce() -> Option<i64>) -> Option<i64> {
+    let ident = file_ident(p)?;
+    if let Ok(g) = MEMO.lock() {
+        if let Some((k, i, v)) = g.as_ref().and_then(|m| m.get(p)) {
+            if *k == key_id && *i == ident {
+                return *v;
+            }
+        }
+    }
+    let v = check();
+    if let Ok(mut g) = MEMO.lock() {
+        let m = g.get_or_insert_with(Default::default);
+        if m.len() >= MEMO_MAX {
+            m.clear();
+        }
+        m.insert(p.to_path_buf(), (key_id, ident, v));
+    }
+    v
+}
+
+/// How many messages of `session` wait for the human at `now_ms`, and the earliest `expiresAt` among them:
+/// [`pending`]'s answer, cheap on repeat (each file's verification is remembered while it is the same
+/// file). One past its time sends the session through [`pending`], which expires it.
+pub fn waiting(home: &Path, session: &str, now_ms: i64) -> (usize, Option<i64>) {
+    let Some(d) = folder(home, session) else {
+        return (0, None);
+    };
+    if fsafe::check_private_dir(&d).is_err() {
+        return (0, None);
+    }
+    let Ok(Some(key)) = read_key(home) else {
+        return (0, None);
+    };
+    let key_id = u64::from_le_bytes(key.bytes()[..8].try_into().unwrap_or([0; 8]));
+    let Ok(rd) = fs::read_dir(&d) else {
+        return (0, None);
+    };
+    let mut held = Vec::new();
+    let mut decided = std::collections::HashSet::new();
+    for e in rd.flatten().take(MAX_HELD * 4) {
+        let n = e.file_name().to_string_lossy().into_owned();
+        if let Some(stem) = n.strip_suffix(".held") {
+            held.push(stem.to_string());
+        } else if let Some(stem) = n.strip_suffix(".decision") {
+            decided.insert(stem.to_string());
+        }
+    }
+    let (mut n, mut next) = (0usize, None::<i64>);
+    for stem in held {
+        if uuid::Uuid::parse_str(&stem).is_err() || n >= MAX_HELD {
+            continue;
+        }
+        let rid = format!("{}{stem}", crate::mail::REQUEST_ID_PREFIX);
+        if decided.contains(&stem) {
+            let p = d.join(format!("{stem}.decision"));
+            let ok = memo_check(&p, key_id, || {
+                let x: Decided = open_sealed(key.bytes(), "decision", &p)?;
+                (x.request_id == rid && x.session_id == session).then_some(0)
+            });
+            if ok.is_some() {
+                continue;
+            }
+        }
+        let p = d.join(format!("{stem}.held"));
+        let expires = memo_check(&p, key_id, || {
+            let item = read_item(home, key.bytes(), &d, &stem, session)?;
+            Some(item.expires_at)
+        });
+        let Some(at) = expires else { continue };
+        if now_ms >= at {
+            // past its time: the full look expires it (and answers for the whole session)
+            let p = pending(home, session, now_ms);
+            return (p.len(), p.iter().map(|i| i.expires_at).min());
+        }
+        n += 1;
+        next = Some(next.map_or(at, |x: i64| x.min(at)));
+    }
+    (n, next)
+}
+
 /// Expire every held message of the home past its time (the mailbox tick's sweep): how many.
 pub fn sweep(home: &Path, now_ms: i64) -> usize {
     let (sessions, _) = sessions(home);
@@ -897,6 +996,56 @@ mod tests {
         assert_eq!(
             l[0].expires_at,
             1 + super::super::DEFAULT_HELD_TTL_MS as i64
+        );
+    }
+
+    #[test]
+    fn the_counts_memo_follows_every_change_of_a_file() {
+        let h = tempfile::tempdir().unwrap();
+        let home = h.path();
+        hold(home, &env(1), 10_000).unwrap();
+        hold(home, &env(2), 20_000).unwrap();
+        assert_eq!(waiting(home, B, 5), (2, Some(10_000)));
+        assert_eq!(
+            waiting(home, B, 5),
+            (2, Some(10_000)),
+            "asked again: the same answer"
+        );
+        let d = folder(home, B).unwrap();
+        let r1 = rid(1);
+        let held1 = d.join(format!("{}.held", key_of(&r1).unwrap()));
+        // rewritten in place, same length, its times put back: the change time still moves, it is re-checked
+        let len = fs::metadata(&held1).unwrap().len() as usize;
+        let mtime = fs::metadata(&held1).unwrap().modified().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        {
+            let mut f = fs::OpenOptions::new().write(true).open(&held1).unwrap();
+            f.write_all(&vec![b' '; len]).unwrap();
+            f.set_modified(mtime).unwrap();
+        }
+        assert_eq!(
+            waiting(home, B, 5),
+            (1, Some(20_000)),
+            "a file that no longer verifies is not counted"
+        );
+        // a forged decision does not hide the other one; the human's does
+        let r2 = rid(2);
+        let dec2 = d.join(format!("{}.decision", key_of(&r2).unwrap()));
+        fs::write(&dec2, br#"{"body":{"requestId":"x","sessionId":"y","decision":"rejected","at":1},"mac":"00"}"#).unwrap();
+        assert_eq!(waiting(home, B, 5), (1, Some(20_000)));
+        decide(home, B, &rid(2), false, 6).unwrap();
+        assert_eq!(waiting(home, B, 7), (0, None));
+        // past its time the count goes through the full look, which expires it
+        hold(home, &env(3), 100).unwrap();
+        assert_eq!(waiting(home, B, 50), (1, Some(100)));
+        assert_eq!(waiting(home, B, 100), (0, None));
+        assert_eq!(
+            list_as_is(home, B)
+                .iter()
+                .find(|i| i.envelope.request_id == rid(3))
+                .unwrap()
+                .state,
+            HeldState::Expired
         );
     }
 }

@@ -45,8 +45,9 @@ pub const MAX_POLICY_BYTES: u64 = 256 * 1024;
 pub const MAX_SESSIONS: usize = 4096;
 /// How long held mail waits for the human when the document does not say (24 h).
 pub const DEFAULT_HELD_TTL_MS: u64 = 24 * 60 * 60 * 1000;
-/// The shortest `heldTtlMs` the human may set (one minute).
-pub const MIN_HELD_TTL_MS: u64 = 60 * 1000;
+/// The shortest `heldTtlMs` the human may set (one second: the UI offers hours and days; a test or a
+/// script may want seconds).
+pub const MIN_HELD_TTL_MS: u64 = 1000;
 /// The longest `heldTtlMs` the human may set (30 days).
 pub const MAX_HELD_TTL_MS: u64 = 30 * 24 * 60 * 60 * 1000;
 
@@ -313,7 +314,7 @@ impl std::fmt::Display for PolicyError {
             PolicyError::Full => write!(f, "the policy names {MAX_SESSIONS} of those already"),
             PolicyError::HeldTtl(ms) => write!(
                 f,
-                "heldTtlMs {ms} is outside {MIN_HELD_TTL_MS}..={MAX_HELD_TTL_MS} (one minute to 30 days)"
+                "heldTtlMs {ms} is outside {MIN_HELD_TTL_MS}..={MAX_HELD_TTL_MS} (one second to 30 days)"
             ),
             PolicyError::Encode(e) => e.fmt(f),
             PolicyError::Write(e) => write!(f, "policy file: {e}"),
@@ -917,8 +918,8 @@ mod tests {
         apply(h.path(), &Change::HeldTtl(2 * 60 * 60 * 1000), 2).unwrap();
         assert_eq!(held_ttl_ms(h.path()), 2 * 60 * 60 * 1000);
         assert!(matches!(
-            apply(h.path(), &Change::HeldTtl(1000), 3),
-            Err(PolicyError::HeldTtl(1000))
+            apply(h.path(), &Change::HeldTtl(999), 3),
+            Err(PolicyError::HeldTtl(999))
         ));
         assert!(matches!(
             apply(h.path(), &Change::HeldTtl(MAX_HELD_TTL_MS + 1), 3),

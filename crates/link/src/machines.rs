@@ -1,0 +1,471 @@
+//! The one handle a process of a home uses: it routes every operation to the home's endpoint — its own,
+//! when this process holds the lease, else the holder's over [`crate::holder`] — and, with
+//! [`Machines::watch`], takes the lease over when the holder goes. Nothing is bound while the home has no
+//! link and no waiting invite.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::Mutex;
+
+use crate::holder::{self, Answer, Ask};
+use crate::lease::{self, Lease};
+use crate::node::{CallError, Handler, Node, NodeConfig};
+
+struct Held {
+    node: Node,
+    lease: Lease,
+    server: tokio::task::JoinHandle<()>,
+}
+
+pub struct Machines {
+    home: PathBuf,
+    cfg: NodeConfig,
+    handler: Handler,
+    held: Mutex<Option<Held>>,
+    watcher: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+/// One link as `links` shows it.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Status {
+    pub holder_pid: Option<u32>,
+    pub this_process_holds: bool,
+    pub links: Value,
+}
+
+impl Machines {
+    pub fn new(home: &Path, cfg: NodeConfig, handler: Handler) -> Arc<Machines> {
+        Arc::new(Machines {
+            home: home.to_path_buf(),
+            cfg,
+            handler,
+            held: Mutex::new(None),
+            watcher: std::sync::Mutex::new(None),
+        })
+    }
+
+    pub fn home(&self) -> &Path {
+        &self.home
+    }
+
+    /// Whether the home has anything to bind for: a link or a waiting invite.
+    pub fn has_links(&self) -> bool {
+        match crate::identity::read(&self.home) {
+            Ok(Some(sk)) => {
+                let d = crate::store::read(&self.home, &sk).doc();
+                !d.links.is_empty()
+                    || d.invites
+                        .iter()
+                        .any(|p| p.expires_at > base::clock::now_ms())
+            }
+            _ => false,
+        }
+    }
+
+    /// This process's node, if it holds the lease.
+    pub async fn node(&self) -> Option<Node> {
+        self.held.lock().await.as_ref().map(|h| h.node.clone())
+    }
+
+    /// Become the holder if the lease is free: bind the endpoint and serve the socket.
+    pub async fn try_hold(&self) -> Result<bool, String> {
+        let mut g = self.held.lock().await;
+        if g.is_some() {
+            return Ok(true);
+        }
+        let Some(lease) = lease::try_take(&self.home).map_err(|e| format!("the lease: {e}"))?
+        else {
+            return Ok(false);
+        };
+        let node = Node::start(&self.home, self.cfg.clone(), self.handler.clone()).await?;
+        let server = match holder::serve(node.clone()) {
+            Ok(s) => s,
+            Err(e) => {
+                node.close().await;
+                return Err(format!("the holder's socket: {e}"));
+            }
+        };
+        *g = Some(Held {
+            node,
+            lease,
+            server,
+        });
+        Ok(true)
+    }
+
+    /// Run `a` where the home's endpoint is: here (holding, or taking the free lease) or at the holder.
+    pub async fn ask(&self, a: Ask, deadline: Duration) -> Result<Value, CallError> {
+        for _ in 0..3 {
+            if let Some(n) = self.node().await {
+                return match holder::run(&n, a).await {
+                    Answer::Ok(v) => Ok(v),
+                    Answer::Err(e) => Err(e),
+                };
+            }
+            if lease::holder(&self.home).is_some() {
+                match holder::ask(&self.home, &a, deadline).await {
+                    Err(CallError::NoHolder(_)) => {} // it went meanwhile: try to take over
+                    r => return r,
+                }
+            }
+            if !self.try_hold().await.map_err(CallError::NoHolder)? {
+                // another process took the lease just now: give it a moment to serve
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+        Err(CallError::NoHolder(
+            "the lease holder does not answer".into(),
+        ))
+    }
+
+    /// Run `body` on a linked machine. `NotLinked` at once (before binding anything) when it is not linked.
+    pub async fn call(&self, machine: &crate::MachineId, body: Value) -> Result<Value, CallError> {
+        let linked = crate::identity::read(&self.home)
+            .ok()
+            .flatten()
+            .map(|sk| {
+                crate::store::read(&self.home, &sk)
+                    .doc()
+                    .by_id(machine)
+                    .is_some()
+            })
+            .unwrap_or(false);
+        if !linked {
+            return Err(CallError::NotLinked);
+        }
+        let dl = self.cfg.request_deadline + Duration::from_secs(2);
+        self.ask(
+            Ask::Call {
+                machine: machine.clone(),
+                body,
+            },
+            dl,
+        )
+        .await
+    }
+
+    /// Typed [`Machines::call`].
+    pub async fn call_typed<Q: serde::Serialize, R: serde::de::DeserializeOwned>(
+        &self,
+        machine: &crate::MachineId,
+        q: &Q,
+    ) -> Result<R, CallError> {
+        let v = serde_json::to_value(q).map_err(|e| CallError::Protocol(e.to_string()))?;
+        let r = self.call(machine, v).await?;
+        serde_json::from_value(r).map_err(|e| CallError::Protocol(e.to_string()))
+    }
+
+    /// Keep the lease: renew it while held; while not, take it over when the holder goes (every second,
+    /// only while the home has something to bind for).
+    pub fn watch(self: &Arc<Self>) {
+        let weak = Arc::downgrade(self);
+        let t = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(lease::RENEW_MS)).await;
+                let Some(m) = weak.upgrade() else { break };
+                let g = m.held.lock().await;
+                if let Some(h) = g.as_ref() {
+                    let _ = h.lease.renew();
+                    continue;
+                }
+                drop(g);
+                if m.has_links() && lease::holder(&m.home).is_none() {
+                    let _ = m.try_hold().await;
+                }
+            }
+        });
+        if let Ok(mut w) = self.watcher.lock() {
+            if let Some(old) = w.replace(t) {
+                old.abort();
+            }
+        }
+    }
+
+    /// Give up the endpoint and the lease (orderly: the endpoint closed and awaited first).
+    pub async fn stop(&self) {
+        if let Some(t) = self.watcher.lock().ok().and_then(|mut w| w.take()) {
+            t.abort();
+        }
+        if let Some(h) = self.held.lock().await.take() {
+            h.server.abort();
+            h.node.close().await;
+            let _ = std::fs::remove_file(holder::socket_path(&self.home));
+            lease::clear(&self.home);
+            drop(h.lease);
+        }
+    }
+}
+
+/// This machine's host name, the name it suggests for itself when it joins.
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "machine".into())
+}
+
+impl Machines {
+    fn key(&self) -> Result<iroh::SecretKey, String> {
+        crate::identity::read(&self.home)
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| {
+                "this home has no machine identity yet (make an invite or use one)".into()
+            })
+    }
+
+    /// `link`: a one-time invite made by the home's endpoint (bound here when no process holds it).
+    pub async fn invite(&self, relay: crate::Relay, ttl: Duration) -> Result<String, String> {
+        crate::identity::load_or_make(&self.home).map_err(|e| e.to_string())?;
+        let v = self
+            .ask(
+                Ask::Invite {
+                    relay,
+                    ttl_ms: ttl.as_millis() as u64,
+                },
+                self.cfg.frame_deadline,
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        v.as_str()
+            .map(str::to_string)
+            .ok_or_else(|| "the holder answered no invite".into())
+    }
+
+    /// Wait until the invite is used (`true`) or expires or `limit` passes (`false`).
+    pub async fn wait_invite(&self, invite: &str, limit: Duration) -> Result<bool, String> {
+        let inv = crate::node::Invite::decode(invite)?;
+        let sk = self.key()?;
+        let secret = crate::unhex::<32>(&inv.secret).ok_or("damaged invite")?;
+        let hash = crate::node::invite_hash(&sk, &secret);
+        let t = std::time::Instant::now();
+        loop {
+            let d = crate::store::read(&self.home, &sk).doc();
+            if !d.invites.iter().any(|p| p.hash == hash) {
+                return Ok(inv.exp > base::clock::now_ms());
+            }
+            if inv.exp <= base::clock::now_ms() || t.elapsed() >= limit {
+                return Ok(false);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// `link <invite> --name <name>`: both ends record each other.
+    pub async fn accept_invite(&self, invite: &str, name: &str) -> Result<crate::Link, String> {
+        crate::node::Invite::decode(invite)?;
+        if !crate::valid_name(name) {
+            return Err(format!(
+                "'{name}' is not a machine name ([a-z0-9][a-z0-9-]{{0,31}})"
+            ));
+        }
+        crate::identity::load_or_make(&self.home).map_err(|e| e.to_string())?;
+        let dl = self.cfg.connect_deadline + self.cfg.frame_deadline * 2;
+        let v = self
+            .ask(
+                Ask::Accept {
+                    invite: invite.into(),
+                    name: name.into(),
+                    my_name: host_name(),
+                },
+                dl,
+            )
+            .await
+            .map_err(|e| match e {
+                CallError::Protocol(s) => s,
+                e => e.to_string(),
+            })?;
+        serde_json::from_value(v).map_err(|e| e.to_string())
+    }
+
+    /// `unlink <name>`: refused here at once, the other machine told when it can be reached.
+    pub async fn unlink(&self, name: &str) -> Result<(crate::Link, bool), String> {
+        let sk = self.key()?;
+        if crate::store::read(&self.home, &sk)
+            .doc()
+            .by_name(name)
+            .is_none()
+        {
+            return Err(format!("no machine named '{name}' is linked"));
+        }
+        let v = self
+            .ask(
+                Ask::Unlink { name: name.into() },
+                self.cfg.connect_deadline * 2,
+            )
+            .await
+            .map_err(|e| match e {
+                CallError::Protocol(s) => s,
+                e => e.to_string(),
+            })?;
+        let link = serde_json::from_value(v["link"].clone()).map_err(|e| e.to_string())?;
+        Ok((link, v["told"].as_bool().unwrap_or(false)))
+    }
+
+    /// `machines rename <name> <new>`: this home's name for a linked machine (the id stays).
+    pub fn rename(&self, name: &str, new: &str) -> Result<crate::Link, String> {
+        if !crate::valid_name(new) {
+            return Err(format!(
+                "'{new}' is not a machine name ([a-z0-9][a-z0-9-]{{0,31}})"
+            ));
+        }
+        let sk = self.key()?;
+        crate::store::update(&self.home, &sk, base::clock::now_ms(), |d| {
+            if d.by_name(new).is_some() {
+                return Err(crate::store::StoreError::Refused(format!(
+                    "the name '{new}' is taken"
+                )));
+            }
+            let l = d.links.iter_mut().find(|l| l.name == name).ok_or_else(|| {
+                crate::store::StoreError::Refused(format!("no machine named '{name}' is linked"))
+            })?;
+            l.name = new.to_string();
+            Ok(l.clone())
+        })
+        .map_err(|e| e.to_string())
+    }
+
+    /// `links`: every link with, when `probe`, whether it answers now and its round trip (asked in
+    /// parallel, each within the connect deadline).
+    pub async fn list(self: &Arc<Self>, probe: bool) -> Value {
+        let sk = crate::identity::read(&self.home).ok().flatten();
+        let id = sk.as_ref().map(|k| crate::MachineId::of(&k.public()));
+        let reading = sk.as_ref().map(|k| crate::store::read(&self.home, k));
+        let unverified = match &reading {
+            Some(crate::store::Reading::Unverified(why)) => Some(why.to_string()),
+            _ => None,
+        };
+        let links = reading.map(|r| r.doc().links).unwrap_or_default();
+        let mut rows = Vec::new();
+        let mut tasks = Vec::new();
+        for l in &links {
+            if probe {
+                let me = self.clone();
+                let mid = l.id.clone();
+                tasks.push(tokio::spawn(async move {
+                    let r = tokio::time::timeout(
+                        me.cfg.connect_deadline + Duration::from_secs(1),
+                        me.ask(Ask::Ping { machine: mid }, me.cfg.connect_deadline),
+                    )
+                    .await;
+                    match r {
+                        Ok(Ok(v)) => (true, v.as_f64(), None),
+                        Ok(Err(e)) => (false, None, Some(e.to_string())),
+                        Err(_) => (false, None, Some("no answer in time".to_string())),
+                    }
+                }));
+            }
+        }
+        let mut results = Vec::new();
+        for t in tasks {
+            results.push(t.await.unwrap_or((false, None, Some("failed".into()))));
+        }
+        let seen = if let Some(n) = self.node().await {
+            Some(n)
+        } else {
+            None
+        };
+        for (i, l) in links.iter().enumerate() {
+            let (online, rtt, error) = results
+                .get(i)
+                .cloned()
+                .map(|(a, b, c)| (Some(a), b, c))
+                .unwrap_or((None, None, None));
+            let last = seen.as_ref().and_then(|n| n.last_seen(&l.id)).map(|s| s.0);
+            let last = if online == Some(true) {
+                Some(base::clock::now_ms())
+            } else {
+                last
+            };
+            rows.push(serde_json::json!({
+                "id": l.id, "name": l.name, "relay": l.relay, "addrs": l.addrs, "linkedAt": l.linked_at,
+                "online": online, "lastSeen": last, "rttMs": rtt, "error": error,
+            }));
+        }
+        let holder = lease::holder(&self.home).map(|r| r.pid);
+        serde_json::json!({
+            "id": id, "holderPid": holder, "thisProcessHolds": self.node().await.is_some(),
+            "unverified": unverified, "links": rows,
+        })
+    }
+
+    /// `doctor`'s rows: `{name, status: ok|fail|skip, detail}` for the identity, the lease holder, and
+    /// each link (its relay, whether it answers).
+    pub async fn doctor(self: &Arc<Self>) -> Vec<Value> {
+        let row = |name: &str, status: &str, detail: String| serde_json::json!({"name": name, "status": status, "detail": detail});
+        let mut rows = Vec::new();
+        match crate::identity::read(&self.home) {
+            Ok(Some(k)) => rows.push(row(
+                "machine identity",
+                "ok",
+                format!("machine {}", crate::MachineId::of(&k.public())),
+            )),
+            Ok(None) => {
+                rows.push(row(
+                    "machine identity",
+                    "skip",
+                    "none yet (made by the first `dsh-session-mail link`)".into(),
+                ));
+                return rows;
+            }
+            Err(e) => {
+                rows.push(row("machine identity", "fail", e.to_string()));
+                return rows;
+            }
+        }
+        let list = self.list(true).await;
+        if let Some(u) = list["unverified"].as_str() {
+            rows.push(row(
+                "links",
+                "fail",
+                format!("{u}: read as no links; link again to re-seal"),
+            ));
+        }
+        let links = list["links"].as_array().cloned().unwrap_or_default();
+        match lease::holder(&self.home) {
+            Some(r) => rows.push(row(
+                "lease holder",
+                "ok",
+                format!("pid {} holds the machine's endpoint", r.pid),
+            )),
+            None if links.is_empty() => rows.push(row(
+                "lease holder",
+                "skip",
+                "no link: nothing is bound".into(),
+            )),
+            None => rows.push(row(
+                "lease holder",
+                "fail",
+                "links exist but no live process holds the endpoint (start DSH)".into(),
+            )),
+        }
+        for l in links {
+            let name = format!("link {}", l["name"].as_str().unwrap_or("?"));
+            let relay = l["relay"].as_str().unwrap_or("none").to_string();
+            if l["online"] == Value::Bool(true) {
+                rows.push(row(
+                    &name,
+                    "ok",
+                    format!(
+                        "answers in {:.1} ms (relay {relay})",
+                        l["rttMs"].as_f64().unwrap_or(0.0)
+                    ),
+                ));
+            } else {
+                rows.push(row(
+                    &name,
+                    "fail",
+                    format!(
+                        "{} (relay {relay})",
+                        l["error"].as_str().unwrap_or("does not answer")
+                    ),
+                ));
+            }
+        }
+        rows
+    }
+}

@@ -1,0 +1,934 @@
+//! The endpoint of a home: bound only by the process that holds the lease ([`crate::lease`]), with this
+//! home's machine key, on [`wire::ALPN`] and [`wire::LINK_ALPN`]. Relays: none unless a link (or a waiting
+//! invite) names the human's relay URL; no address lookup of any kind; Iroh built without portmapper or
+//! metrics.
+//!
+//! Incoming connections pass [`Gate`] (Iroh's `after_handshake` hook) before the accept loop sees them: on
+//! the main ALPN only an endpoint this home has linked (its TLS-proved `EndpointId`, read fresh from the
+//! sealed links on every handshake, so an unlink is in force at once) is let through, on the link ALPN only
+//! while an invite waits; everything else is closed with a code before any stream of it is read. At most
+//! [`NodeConfig::max_conns`] connections are served at once (more are refused at the QUIC level, before
+//! their handshake), each with at most [`NodeConfig::max_streams`] requests open and every frame bounded
+//! ([`wire::MAX_FRAME`]) and timed ([`NodeConfig::frame_deadline`]).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use iroh::endpoint::{
+    AfterHandshakeOutcome, Connection, ConnectionError, EndpointHooks, IdleTimeout,
+    QuicTransportConfig, Side, VarInt,
+};
+use iroh::{Endpoint, EndpointAddr, RelayMap, RelayMode, SecretKey, TransportAddr};
+use serde_json::Value;
+
+use crate::store::{self, Link, Pending, Relay, StoreError};
+use crate::wire::{self, close, FrameError, Join, Joined, Request, Response, WireError};
+use crate::MachineId;
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+
+/// What runs a request that arrived from a linked machine (core's `serve`, through the binding). The id is
+/// the one the QUIC/TLS handshake proved.
+pub type Handler =
+    Arc<dyn Fn(MachineId, Value) -> BoxFuture<Result<Value, WireError>> + Send + Sync>;
+
+/// A handler that refuses everything (a process that only relays for others, or a test).
+pub fn refusing_handler() -> Handler {
+    Arc::new(|_, _| {
+        Box::pin(async {
+            Err(WireError {
+                code: "unavailable".into(),
+                message: "this machine serves no requests".into(),
+            })
+        })
+    })
+}
+
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    /// The IPv4 or IPv6 socket address to bind; `None`: every interface, on the port the home bound before.
+    pub bind: Option<SocketAddr>,
+    /// A request's whole round trip, from the caller's side.
+    pub request_deadline: Duration,
+    /// One frame must arrive whole within this.
+    pub frame_deadline: Duration,
+    /// Dialing a machine.
+    pub connect_deadline: Duration,
+    /// Connections served at once (handshakes included).
+    pub max_conns: usize,
+    /// Requests open at once on one connection.
+    pub max_streams: u32,
+}
+
+impl Default for NodeConfig {
+    fn default() -> Self {
+        NodeConfig {
+            bind: None,
+            request_deadline: Duration::from_secs(30),
+            frame_deadline: Duration::from_secs(10),
+            connect_deadline: Duration::from_secs(10),
+            max_conns: 64,
+            max_streams: 16,
+        }
+    }
+}
+
+impl NodeConfig {
+    /// The defaults, with `DSH_SESSION_MAIL_LINK_BIND` (e.g. `127.0.0.1:0` for tests and the demo) when set.
+    pub fn from_env() -> NodeConfig {
+        let mut c = NodeConfig::default();
+        if let Ok(s) = std::env::var("DSH_SESSION_MAIL_LINK_BIND") {
+            c.bind = s.parse().ok();
+        }
+        c
+    }
+}
+
+/// Why a call to a linked machine did not get its answer. Never a false success: only [`Node::call`]'s
+/// `Ok` is an answer from the machine.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", content = "detail", rename_all = "kebab-case")]
+pub enum CallError {
+    /// This home has no such link (or the human unlinked it).
+    NotLinked,
+    /// The machine refused the connection: it does not (or no longer) have this home linked. The local link
+    /// was removed.
+    UnlinkedByPeer,
+    /// It could not be reached in time.
+    Unreachable(String),
+    /// It was reached but did not answer within the deadline.
+    Timeout,
+    /// The request is over the frame bound.
+    TooLarge(usize),
+    /// It answered something that is not the protocol.
+    Protocol(String),
+    /// It refused the request (its handler's error, as data).
+    Remote(WireError),
+    /// No process of this home can hold the endpoint now (the holder is unreachable).
+    NoHolder(String),
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallError::NotLinked => f.write_str("that machine is not linked with this one"),
+            CallError::UnlinkedByPeer => {
+                f.write_str("that machine has unlinked this one (the link is removed here too)")
+            }
+            CallError::Unreachable(e) => write!(f, "that machine cannot be reached: {e}"),
+            CallError::Timeout => f.write_str("that machine did not answer in time"),
+            CallError::TooLarge(n) => write!(
+                f,
+                "the request is {n} bytes, over the bound of {}",
+                wire::MAX_FRAME
+            ),
+            CallError::Protocol(e) => write!(f, "that machine answered outside the protocol: {e}"),
+            CallError::Remote(e) => write!(f, "that machine refused: {} ({})", e.message, e.code),
+            CallError::NoHolder(e) => write!(
+                f,
+                "no process of this home holds the machine's endpoint: {e}"
+            ),
+        }
+    }
+}
+
+/// The hook that closes a connection before any of its data is read unless it may be served.
+#[derive(Debug)]
+struct Gate {
+    home: PathBuf,
+    sk: SecretKey,
+}
+
+impl EndpointHooks for Gate {
+    async fn after_handshake<'a>(&'a self, conn: &'a Connection) -> AfterHandshakeOutcome {
+        if conn.side() == Side::Client {
+            return AfterHandshakeOutcome::accept();
+        }
+        let from = MachineId::of(&conn.remote_id());
+        let doc = store::read(&self.home, &self.sk).doc();
+        let (ok, code, why): (bool, u32, &[u8]) = match conn.alpn() {
+            a if a == wire::ALPN => (doc.by_id(&from).is_some(), close::NOT_LINKED, b"not linked"),
+            a if a == wire::LINK_ALPN => (
+                doc.invites
+                    .iter()
+                    .any(|p| p.expires_at > base::clock::now_ms()),
+                close::NO_INVITE,
+                b"no invite is waiting",
+            ),
+            _ => (false, close::PROTOCOL, b"unknown protocol"),
+        };
+        if ok {
+            AfterHandshakeOutcome::accept()
+        } else {
+            AfterHandshakeOutcome::Reject {
+                error_code: VarInt::from_u32(code),
+                reason: why.to_vec(),
+            }
+        }
+    }
+}
+
+struct Inner {
+    home: PathBuf,
+    sk: SecretKey,
+    ep: Endpoint,
+    cfg: NodeConfig,
+    handler: Handler,
+    conns: Mutex<HashMap<MachineId, Connection>>,
+    seen: Mutex<HashMap<MachineId, (i64, Option<Duration>)>>,
+    task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Connections being served (tests read it).
+    serving: Arc<tokio::sync::Semaphore>,
+}
+
+/// This home's bound endpoint. Cheap to clone.
+#[derive(Clone)]
+pub struct Node {
+    inner: Arc<Inner>,
+}
+
+/// The relays the home's links and waiting invites name.
+fn relay_mode(doc: &store::Doc) -> RelayMode {
+    let urls: Vec<iroh::RelayUrl> = doc
+        .links
+        .iter()
+        .map(|l| &l.relay)
+        .chain(doc.invites.iter().map(|p| &p.relay))
+        .filter_map(Relay::url)
+        .collect();
+    if urls.is_empty() {
+        RelayMode::Disabled
+    } else {
+        RelayMode::Custom(urls.into_iter().collect::<RelayMap>())
+    }
+}
+
+fn ms_now() -> i64 {
+    base::clock::now_ms()
+}
+
+fn random32() -> [u8; 32] {
+    let mut b = [0u8; 32];
+    let mut got = 0;
+    while got < 32 {
+        // SAFETY: writes at most the remaining bytes into our buffer.
+        let n = unsafe { libc::getrandom(b[got..].as_mut_ptr().cast(), 32 - got, 0) };
+        if n > 0 {
+            got += n as usize;
+        }
+    }
+    b
+}
+
+pub fn invite_hash(sk: &SecretKey, secret: &[u8]) -> String {
+    crate::hex(&base::seal::mac(
+        &crate::identity::seal_key(sk),
+        &[b"invite\0", secret],
+    ))
+}
+
+/// What an invite string carries.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Invite {
+    pub id: MachineId,
+    pub addrs: Vec<SocketAddr>,
+    pub relay: Relay,
+    pub secret: String,
+    /// Unix ms.
+    pub exp: i64,
+}
+
+pub const INVITE_PREFIX: &str = "dshm1";
+
+impl Invite {
+    pub fn encode(&self) -> String {
+        format!(
+            "{INVITE_PREFIX}{}",
+            crate::b64::encode(&serde_json::to_vec(self).unwrap_or_default())
+        )
+    }
+    pub fn decode(s: &str) -> Result<Invite, String> {
+        let s = s.trim();
+        let body = s
+            .strip_prefix(INVITE_PREFIX)
+            .ok_or("not an invite of dsh-session-mail (it starts with dshm1)")?;
+        if body.len() > 8192 {
+            return Err("the invite is too long".into());
+        }
+        let bytes = crate::b64::decode(body).ok_or("the invite is damaged (not base64url)")?;
+        let inv: Invite =
+            serde_json::from_slice(&bytes).map_err(|e| format!("the invite is damaged: {e}"))?;
+        if crate::unhex::<32>(&inv.secret).is_none() {
+            return Err("the invite is damaged (its secret)".into());
+        }
+        Ok(inv)
+    }
+}
+
+fn endpoint_addr(id: &MachineId, addrs: &[SocketAddr], relay: &Relay) -> EndpointAddr {
+    let mut t: Vec<TransportAddr> = addrs.iter().map(|a| TransportAddr::Ip(*a)).collect();
+    if let Some(u) = relay.url() {
+        t.push(TransportAddr::Relay(u));
+    }
+    EndpointAddr::from_parts(id.endpoint_id(), t)
+}
+
+fn app_close_code(e: &ConnectionError) -> Option<u64> {
+    match e {
+        ConnectionError::ApplicationClosed(a) => Some(a.error_code.into_inner()),
+        _ => None,
+    }
+}
+
+impl Node {
+    /// Bind this home's endpoint. The caller must hold the home's lease (one endpoint per key).
+    pub async fn start(home: &Path, cfg: NodeConfig, handler: Handler) -> Result<Node, String> {
+        let sk = crate::identity::load_or_make(home).map_err(|e| e.to_string())?;
+        let doc = store::read(home, &sk).doc();
+        let tc = QuicTransportConfig::builder()
+            .max_concurrent_bidi_streams(VarInt::from_u32(cfg.max_streams))
+            .max_concurrent_uni_streams(VarInt::from_u32(0))
+            .max_idle_timeout(IdleTimeout::try_from(Duration::from_secs(20)).ok())
+            .keep_alive_interval(Duration::from_secs(5))
+            .build();
+        // the port the home bound before, so peers find a new holder where they found the old one
+        let want = match cfg.bind {
+            Some(b) if b.port() != 0 => b,
+            Some(b) => SocketAddr::new(b.ip(), doc.port.unwrap_or(0)),
+            None => SocketAddr::from(([0, 0, 0, 0], doc.port.unwrap_or(0))),
+        };
+        let build = |addr: SocketAddr| -> Result<iroh::endpoint::Builder, String> {
+            Endpoint::builder(iroh::endpoint::presets::Minimal)
+                .secret_key(sk.clone())
+                .alpns(vec![wire::ALPN.to_vec(), wire::LINK_ALPN.to_vec()])
+                .relay_mode(relay_mode(&doc))
+                .clear_address_lookup()
+                .clear_ip_transports()
+                .bind_addr(addr)
+                .map_err(|e| e.to_string())
+                .map(|b| {
+                    b.transport_config(tc.clone()).hooks(Gate {
+                        home: home.to_path_buf(),
+                        sk: sk.clone(),
+                    })
+                })
+        };
+        let ep = match build(want)?.bind().await {
+            Ok(ep) => ep,
+            // the port the home used before is taken now: any port (peers learn it on the next contact)
+            Err(_) if want.port() != 0 => build(SocketAddr::new(want.ip(), 0))?
+                .bind()
+                .await
+                .map_err(|e| format!("binding the endpoint: {e}"))?,
+            Err(e) => return Err(format!("binding the endpoint: {e}")),
+        };
+        let port = ep.bound_sockets().first().map(|s| s.port());
+        if port.is_some() && port != doc.port && cfg.bind.is_none_or(|b| b.port() == 0) {
+            let _ = store::update(home, &sk, ms_now(), |d| {
+                d.port = port;
+                Ok(())
+            });
+        }
+        let node = Node {
+            inner: Arc::new(Inner {
+                home: home.to_path_buf(),
+                sk,
+                ep,
+                serving: Arc::new(tokio::sync::Semaphore::new(cfg.max_conns)),
+                cfg,
+                handler,
+                conns: Mutex::new(HashMap::new()),
+                seen: Mutex::new(HashMap::new()),
+                task: Mutex::new(None),
+            }),
+        };
+        let weak = Arc::downgrade(&node.inner);
+        let ep = node.inner.ep.clone();
+        let sem = node.inner.serving.clone();
+        let task = tokio::spawn(async move {
+            while let Some(incoming) = ep.accept().await {
+                // a flood: past the bound, refused before its handshake costs anything
+                let Ok(permit) = sem.clone().try_acquire_owned() else {
+                    incoming.refuse();
+                    continue;
+                };
+                let Some(inner) = weak.upgrade() else { break };
+                tokio::spawn(async move {
+                    let _permit = permit;
+                    let Ok(accepting) = incoming.accept() else {
+                        return;
+                    };
+                    let conn =
+                        match tokio::time::timeout(inner.cfg.connect_deadline, accepting).await {
+                            Ok(Ok(c)) => c,
+                            _ => return, // refused by the gate, or a handshake that did not finish in time
+                        };
+                    let node = Node { inner };
+                    if conn.alpn() == wire::LINK_ALPN {
+                        node.serve_join(conn).await;
+                    } else {
+                        node.serve_conn(conn).await;
+                    }
+                });
+            }
+        });
+        *node.inner.task.lock().unwrap() = Some(task);
+        Ok(node)
+    }
+
+    pub fn id(&self) -> MachineId {
+        MachineId::of(&self.inner.ep.id())
+    }
+    pub fn home(&self) -> &Path {
+        &self.inner.home
+    }
+    pub fn secret_key(&self) -> &SecretKey {
+        &self.inner.sk
+    }
+    pub fn config(&self) -> &NodeConfig {
+        &self.inner.cfg
+    }
+
+    /// The direct addresses to tell a peer: the bound socket when it is a specific address, else the
+    /// interfaces' addresses on the bound port.
+    pub fn addrs(&self) -> Vec<SocketAddr> {
+        let bound = self.inner.ep.bound_sockets();
+        let specific: Vec<SocketAddr> = bound
+            .iter()
+            .filter(|s| !s.ip().is_unspecified())
+            .copied()
+            .collect();
+        if !specific.is_empty() {
+            return specific;
+        }
+        let mut v: Vec<SocketAddr> = self
+            .inner
+            .ep
+            .addr()
+            .ip_addrs()
+            .filter(|s| !s.ip().is_unspecified())
+            .copied()
+            .collect();
+        v.truncate(16);
+        v
+    }
+
+    /// Connections being served now.
+    pub fn serving(&self) -> usize {
+        self.inner.cfg.max_conns - self.inner.serving.available_permits()
+    }
+
+    /// Make a one-time invite: its secret is kept only hashed, until used or `ttl` passes.
+    pub fn invite(&self, relay: Relay, ttl: Duration) -> Result<Invite, String> {
+        if let Relay::Url(u) = &relay {
+            let cur = relay_mode(&store::read(&self.inner.home, &self.inner.sk).doc());
+            let known = matches!(&cur, RelayMode::Custom(m) if relay.url().map(|x| m.contains(&x)).unwrap_or(false));
+            if !known {
+                return Err(format!("the endpoint runs without relay {u}: restart the holder (it binds with the relays of its links and invites)"));
+            }
+        }
+        let secret = random32();
+        let now = ms_now();
+        let exp = now + ttl.as_millis().min(24 * 3600 * 1000) as i64;
+        let hash = invite_hash(&self.inner.sk, &secret);
+        store::update(&self.inner.home, &self.inner.sk, now, |d| {
+            if d.invites.len() >= store::MAX_INVITES {
+                return Err(StoreError::Refused(format!(
+                    "{} invites are waiting already",
+                    store::MAX_INVITES
+                )));
+            }
+            d.invites.push(Pending {
+                hash,
+                expires_at: exp,
+                relay: relay.clone(),
+            });
+            Ok(())
+        })
+        .map_err(|e| e.to_string())?;
+        Ok(Invite {
+            id: self.id(),
+            addrs: self.addrs(),
+            relay,
+            secret: crate::hex(&secret),
+            exp,
+        })
+    }
+
+    /// The inviter's side of the handshake: the secret must hash to a waiting invite, which is used up
+    /// (replay refused); the joiner is recorded under the id its handshake proved.
+    async fn serve_join(&self, conn: Connection) {
+        let from = MachineId::of(&conn.remote_id());
+        let Ok(Ok((mut send, mut recv))) =
+            tokio::time::timeout(self.inner.cfg.frame_deadline, conn.accept_bi()).await
+        else {
+            conn.close(VarInt::from_u32(close::PROTOCOL), b"no join");
+            return;
+        };
+        let join: Join = match wire::read_frame(&mut recv, self.inner.cfg.frame_deadline).await {
+            Ok(j) => j,
+            Err(_) => {
+                conn.close(VarInt::from_u32(close::PROTOCOL), b"bad join");
+                return;
+            }
+        };
+        let secret = crate::unhex::<32>(&join.secret);
+        let hash = secret.map(|s| invite_hash(&self.inner.sk, &s));
+        let now = ms_now();
+        let res = store::update(&self.inner.home, &self.inner.sk, now, |d| {
+            let Some(i) = hash
+                .as_ref()
+                .and_then(|h| d.invites.iter().position(|p| &p.hash == h))
+            else {
+                return Err(StoreError::Refused(
+                    "the invite is unknown, used already, or expired".into(),
+                ));
+            };
+            let p = d.invites.remove(i);
+            let addrs: Vec<SocketAddr> = join.addrs.iter().take(16).copied().collect();
+            if let Some(l) = d.links.iter_mut().find(|l| l.id == from) {
+                l.addrs = addrs;
+                l.relay = p.relay;
+                return Ok(l.name.clone());
+            }
+            if d.links.len() >= store::MAX_LINKS {
+                return Err(StoreError::Refused(format!(
+                    "this machine has {} links already",
+                    store::MAX_LINKS
+                )));
+            }
+            let name = store::free_name(d, &join.name);
+            d.links.push(Link {
+                id: from.clone(),
+                name: name.clone(),
+                relay: p.relay,
+                addrs,
+                linked_at: now,
+            });
+            Ok(name)
+        });
+        let answer = match res {
+            Ok(name) => Joined {
+                ok: true,
+                error: None,
+                name: Some(name),
+                addrs: self.addrs(),
+            },
+            Err(e) => Joined {
+                ok: false,
+                error: Some(e.to_string()),
+                name: None,
+                addrs: vec![],
+            },
+        };
+        let _ = wire::write_frame(&mut send, &answer).await;
+        let _ = send.finish();
+        // the joiner closes once it has read the answer (awaiting it, so it is not lost to a timeout)
+        let _ = tokio::time::timeout(self.inner.cfg.frame_deadline, conn.closed()).await;
+    }
+
+    /// Use an invite made on another machine: both ends record each other.
+    pub async fn accept_invite(
+        &self,
+        invite: &str,
+        name: &str,
+        my_name: &str,
+    ) -> Result<Link, String> {
+        let inv = Invite::decode(invite)?;
+        if !crate::valid_name(name) {
+            return Err(format!(
+                "'{name}' is not a machine name ([a-z0-9][a-z0-9-]{{0,31}})"
+            ));
+        }
+        if inv.exp <= ms_now() {
+            return Err("the invite has expired: make a new one on the other machine".into());
+        }
+        if inv.id == self.id() {
+            return Err("the invite is this machine's own".into());
+        }
+        let doc = store::read(&self.inner.home, &self.inner.sk).doc();
+        if let Some(l) = doc.by_name(name) {
+            if l.id != inv.id {
+                return Err(format!(
+                    "the name '{name}' is taken by another linked machine"
+                ));
+            }
+        }
+        let addr = endpoint_addr(&inv.id, &inv.addrs, &inv.relay);
+        let dl = self.inner.cfg.connect_deadline;
+        let conn = tokio::time::timeout(dl, self.inner.ep.connect(addr, wire::LINK_ALPN))
+            .await
+            .map_err(|_| "the other machine did not answer in time".to_string())?
+            .map_err(|e| format!("the other machine cannot be reached: {e}"))?;
+        let r = async {
+            let (mut send, mut recv) = conn
+                .open_bi()
+                .await
+                .map_err(|e| refused_or(&conn, e.to_string()))?;
+            let join = Join {
+                secret: inv.secret.clone(),
+                name: my_name.to_string(),
+                addrs: self.addrs(),
+            };
+            wire::write_frame(&mut send, &join)
+                .await
+                .map_err(|e| refused_or(&conn, e.to_string()))?;
+            let _ = send.finish();
+            let joined: Joined = wire::read_frame(&mut recv, self.inner.cfg.frame_deadline)
+                .await
+                .map_err(|e| refused_or(&conn, e.to_string()))?;
+            Ok::<Joined, String>(joined)
+        }
+        .await;
+        conn.close(VarInt::from_u32(close::BYE), b"linked");
+        let joined = r?;
+        if !joined.ok {
+            return Err(format!(
+                "the other machine refused: {}",
+                joined.error.unwrap_or_default()
+            ));
+        }
+        let mut addrs: Vec<SocketAddr> = joined.addrs.iter().take(16).copied().collect();
+        for a in &inv.addrs {
+            if !addrs.contains(a) && addrs.len() < 16 {
+                addrs.push(*a);
+            }
+        }
+        let now = ms_now();
+        let link = Link {
+            id: inv.id.clone(),
+            name: name.to_string(),
+            relay: inv.relay.clone(),
+            addrs,
+            linked_at: now,
+        };
+        let l2 = link.clone();
+        store::update(&self.inner.home, &self.inner.sk, now, |d| {
+            d.links.retain(|l| l.id != l2.id);
+            if d.by_name(&l2.name).is_some() {
+                return Err(StoreError::Refused(format!(
+                    "the name '{}' was taken meanwhile",
+                    l2.name
+                )));
+            }
+            d.links.push(l2);
+            Ok(())
+        })
+        .map_err(|e| e.to_string())?;
+        Ok(link)
+    }
+
+    /// Serve a linked machine's connection: one request per stream, until it closes or goes idle.
+    async fn serve_conn(&self, conn: Connection) {
+        let from = MachineId::of(&conn.remote_id());
+        loop {
+            let (mut send, mut recv) = match conn.accept_bi().await {
+                Ok(s) => s,
+                Err(_) => return,
+            };
+            let node = self.clone();
+            let from = from.clone();
+            let conn2 = conn.clone();
+            tokio::spawn(async move {
+                let req: Request =
+                    match wire::read_frame(&mut recv, node.inner.cfg.frame_deadline).await {
+                        Ok(r) => r,
+                        Err(e) => {
+                            // over the bound, garbage, or stalled mid-frame: the peer is dropped
+                            let why = e.to_string();
+                            conn2.close(VarInt::from_u32(close::PROTOCOL), why.as_bytes());
+                            return;
+                        }
+                    };
+                // unlinked meanwhile: refused at once, the connection closed
+                if store::read(&node.inner.home, &node.inner.sk)
+                    .doc()
+                    .by_id(&from)
+                    .is_none()
+                {
+                    conn2.close(VarInt::from_u32(close::NOT_LINKED), b"not linked");
+                    return;
+                }
+                node.note_seen(&from, None);
+                let resp = match req {
+                    Request::Ping => Response::Ok(Value::Null),
+                    Request::Unlink => {
+                        let f = from.clone();
+                        let r = store::update(&node.inner.home, &node.inner.sk, ms_now(), |d| {
+                            d.links.retain(|l| l.id != f);
+                            Ok(())
+                        });
+                        match r {
+                            Ok(()) => Response::Ok(Value::Null),
+                            Err(e) => Response::Err(WireError {
+                                code: "store".into(),
+                                message: e.to_string(),
+                            }),
+                        }
+                    }
+                    Request::Call { body } => {
+                        let h = (node.inner.handler)(from.clone(), body);
+                        match tokio::time::timeout(node.inner.cfg.request_deadline, h).await {
+                            Ok(Ok(v)) => Response::Ok(v),
+                            Ok(Err(e)) => Response::Err(e),
+                            Err(_) => Response::Err(WireError {
+                                code: "timeout".into(),
+                                message: "the request did not finish in time".into(),
+                            }),
+                        }
+                    }
+                };
+                let resp = match wire::write_frame(&mut send, &resp).await {
+                    Err(FrameError::TooLarge(n)) => Response::Err(WireError {
+                        code: "too-large".into(),
+                        message: format!("the answer is {n} bytes, over the bound"),
+                    }),
+                    _ => {
+                        let _ = send.finish();
+                        return;
+                    }
+                };
+                let _ = wire::write_frame(&mut send, &resp).await;
+                let _ = send.finish();
+            });
+        }
+    }
+
+    fn note_seen(&self, id: &MachineId, rtt: Option<Duration>) {
+        if let Ok(mut m) = self.inner.seen.lock() {
+            let e = m.entry(id.clone()).or_insert((0, None));
+            e.0 = ms_now();
+            if rtt.is_some() {
+                e.1 = rtt;
+            }
+        }
+    }
+
+    /// When this process last heard from `id`, and the last round trip measured.
+    pub fn last_seen(&self, id: &MachineId) -> Option<(i64, Option<Duration>)> {
+        self.inner.seen.lock().ok()?.get(id).copied()
+    }
+
+    /// Whether a connection to `id` is open now.
+    pub fn connected(&self, id: &MachineId) -> bool {
+        self.inner
+            .conns
+            .lock()
+            .ok()
+            .and_then(|m| m.get(id).map(|c| c.close_reason().is_none()))
+            .unwrap_or(false)
+    }
+
+    async fn connection(&self, link: &Link) -> Result<Connection, CallError> {
+        if let Some(c) = self
+            .inner
+            .conns
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&link.id).cloned())
+        {
+            if c.close_reason().is_none() {
+                return Ok(c);
+            }
+        }
+        let addr = endpoint_addr(&link.id, &link.addrs, &link.relay);
+        let c = tokio::time::timeout(
+            self.inner.cfg.connect_deadline,
+            self.inner.ep.connect(addr, wire::ALPN),
+        )
+        .await
+        .map_err(|_| CallError::Unreachable("no answer in time".into()))?
+        .map_err(|e| CallError::Unreachable(e.to_string()))?;
+        if let Ok(mut m) = self.inner.conns.lock() {
+            m.insert(link.id.clone(), c.clone());
+        }
+        Ok(c)
+    }
+
+    /// Send `req` to a linked machine and wait for its answer (within the request deadline).
+    pub async fn request(&self, machine: &MachineId, req: &Request) -> Result<Value, CallError> {
+        let Some(link) = store::read(&self.inner.home, &self.inner.sk)
+            .doc()
+            .by_id(machine)
+            .cloned()
+        else {
+            return Err(CallError::NotLinked);
+        };
+        let body = serde_json::to_vec(req).map_err(|e| CallError::Protocol(e.to_string()))?;
+        if body.len() > wire::MAX_FRAME {
+            return Err(CallError::TooLarge(body.len()));
+        }
+        let t0 = Instant::now();
+        let dl = self.inner.cfg.request_deadline;
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let conn = self.connection(&link).await?;
+            let r = tokio::time::timeout(dl, async {
+                let (mut send, mut recv) =
+                    conn.open_bi().await.map_err(|e| (true, e.to_string()))?;
+                wire::write_frame(&mut send, req)
+                    .await
+                    .map_err(|e| (true, e.to_string()))?;
+                let _ = send.finish();
+                let resp: Response =
+                    wire::read_frame(&mut recv, dl).await.map_err(|e| match e {
+                        FrameError::Io(s) => (true, s),
+                        other => (false, other.to_string()),
+                    })?;
+                Ok::<Response, (bool, String)>(resp)
+            })
+            .await;
+            match r {
+                Err(_) => {
+                    // a connection that does not answer (its peer killed without a close) is not used
+                    // again: the next call dials afresh
+                    if let Some(c) = self
+                        .inner
+                        .conns
+                        .lock()
+                        .ok()
+                        .and_then(|mut m| m.remove(machine))
+                    {
+                        c.close(VarInt::from_u32(close::BYE), b"no answer");
+                    }
+                    return Err(CallError::Timeout);
+                }
+                Ok(Ok(resp)) => {
+                    self.note_seen(machine, Some(t0.elapsed()));
+                    return match resp {
+                        Response::Ok(v) => Ok(v),
+                        Response::Err(e) => Err(CallError::Remote(e)),
+                    };
+                }
+                Ok(Err((conn_failed, msg))) => {
+                    if let Some(code) = conn.close_reason().as_ref().and_then(app_close_code) {
+                        if code == close::NOT_LINKED as u64 {
+                            // the peer proved (TLS) it has unlinked this home: the link goes here too
+                            self.forget(machine);
+                            return Err(CallError::UnlinkedByPeer);
+                        }
+                    }
+                    if let Ok(mut m) = self.inner.conns.lock() {
+                        m.remove(machine);
+                    }
+                    if !conn_failed {
+                        return Err(CallError::Protocol(msg));
+                    }
+                    if tries >= 2 {
+                        return Err(CallError::Unreachable(msg));
+                    }
+                    // a connection that went stale: once more on a fresh one
+                }
+            }
+        }
+    }
+
+    /// Run `body` on a linked machine's handler.
+    pub async fn call(&self, machine: &MachineId, body: Value) -> Result<Value, CallError> {
+        self.request(machine, &Request::Call { body }).await
+    }
+
+    /// One round trip.
+    pub async fn ping(&self, machine: &MachineId) -> Result<Duration, CallError> {
+        let t = Instant::now();
+        self.request(machine, &Request::Ping).await?;
+        Ok(t.elapsed())
+    }
+
+    fn forget(&self, machine: &MachineId) {
+        let m = machine.clone();
+        let _ = store::update(&self.inner.home, &self.inner.sk, ms_now(), |d| {
+            d.links.retain(|l| l.id != m);
+            Ok(())
+        });
+        if let Some(c) = self
+            .inner
+            .conns
+            .lock()
+            .ok()
+            .and_then(|mut c| c.remove(machine))
+        {
+            c.close(VarInt::from_u32(close::NOT_LINKED), b"unlinked");
+        }
+    }
+
+    /// Unlink `name`: refused here at once (the link is removed before anything else), then the machine is
+    /// told (best effort; when it is offline it learns at its next contact, which this home refuses).
+    /// Returns the link and whether the machine confirmed.
+    pub async fn unlink(&self, name: &str) -> Result<(Link, bool), String> {
+        let doc = store::read(&self.inner.home, &self.inner.sk).doc();
+        let Some(link) = doc.by_name(name).cloned() else {
+            return Err(format!("no machine named '{name}' is linked"));
+        };
+        // tell it first on a connection opened while still linked, but never wait for it before refusing:
+        // the local removal comes first
+        let id = link.id.clone();
+        store::update(&self.inner.home, &self.inner.sk, ms_now(), |d| {
+            d.links.retain(|l| l.id != id);
+            Ok(())
+        })
+        .map_err(|e| e.to_string())?;
+        if let Some(c) = self
+            .inner
+            .conns
+            .lock()
+            .ok()
+            .and_then(|mut c| c.remove(&link.id))
+        {
+            c.close(VarInt::from_u32(close::BYE), b"unlinking");
+        }
+        let told = self.tell_unlink(&link).await;
+        Ok((link, told))
+    }
+
+    async fn tell_unlink(&self, link: &Link) -> bool {
+        let addr = endpoint_addr(&link.id, &link.addrs, &link.relay);
+        let dl = Duration::from_secs(5).min(self.inner.cfg.connect_deadline);
+        let Ok(Ok(conn)) = tokio::time::timeout(dl, self.inner.ep.connect(addr, wire::ALPN)).await
+        else {
+            return false;
+        };
+        let ok = tokio::time::timeout(dl, async {
+            let (mut send, mut recv) = conn.open_bi().await.ok()?;
+            wire::write_frame(&mut send, &Request::Unlink).await.ok()?;
+            let _ = send.finish();
+            let r: Response = wire::read_frame(&mut recv, dl).await.ok()?;
+            matches!(r, Response::Ok(_)).then_some(())
+        })
+        .await
+        .ok()
+        .flatten()
+        .is_some();
+        conn.close(VarInt::from_u32(close::BYE), b"unlinked");
+        ok
+    }
+
+    /// Close the endpoint (awaited, so peers see a close, not a timeout).
+    pub async fn close(&self) {
+        if let Some(t) = self.inner.task.lock().ok().and_then(|mut t| t.take()) {
+            t.abort();
+        }
+        if let Ok(mut m) = self.inner.conns.lock() {
+            m.clear();
+        }
+        self.inner.ep.close().await;
+    }
+}
+
+fn refused_or(conn: &Connection, msg: String) -> String {
+    match conn.close_reason().as_ref().and_then(app_close_code) {
+        Some(c) if c == close::NO_INVITE as u64 => {
+            "the other machine has no invite waiting (used or expired)".into()
+        }
+        Some(c) if c == close::NOT_LINKED as u64 => {
+            "the other machine refused the connection".into()
+        }
+        _ => msg,
+    }
+}

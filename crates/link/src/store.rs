@@ -1,0 +1,442 @@
+//! The sealed links document, `machine/links.json`: the machines this home's human linked, the invites not
+//! yet used (their secrets kept only hashed), and the port the endpoint binds (so a new lease holder is found
+//! at the address the peers know). Sealed as the policy is (crates/core/src/policy): HMAC-SHA256 under a key
+//! derived from the machine key, with a sequence number raised on every write. A document that does not
+//! verify — forged, torn, oversized, a link, a foreign owner, or older than one this process already read —
+//! reads as **no links and no invites** (nothing can be reached or accepted through it); the human links
+//! again to re-seal. Read-modify-write goes under `flock` of `machine/links.lock`, so two processes of the
+//! home never lose each other's change. Written only by the human's commands (CLI, web routes) and the
+//! link handshake the human started; never by a tool.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use base::fsafe::{self, Follow};
+use base::seal;
+use serde::{Deserialize, Serialize};
+
+use crate::MachineId;
+
+/// Largest document read.
+pub const MAX_DOC_BYTES: u64 = 256 * 1024;
+/// Most links one home keeps.
+pub const MAX_LINKS: usize = 64;
+/// Most invites waiting at once.
+pub const MAX_INVITES: usize = 16;
+
+/// How a link reaches its machine: direct addresses only, or through the human's relay.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum Relay {
+    None,
+    Url(String),
+}
+
+impl Relay {
+    /// `none`, or an `http(s)://` URL of an iroh-relay (checked by Iroh's own parser).
+    pub fn parse(s: &str) -> Result<Relay, String> {
+        if s == "none" {
+            return Ok(Relay::None);
+        }
+        if !(s.starts_with("https://") || s.starts_with("http://")) || s.len() > 512 {
+            return Err(format!("relay '{s}' is neither 'none' nor an http(s) URL"));
+        }
+        s.parse::<iroh::RelayUrl>()
+            .map_err(|e| format!("relay '{s}': {e}"))?;
+        Ok(Relay::Url(s.to_string()))
+    }
+    pub fn url(&self) -> Option<iroh::RelayUrl> {
+        match self {
+            Relay::None => None,
+            Relay::Url(u) => u.parse().ok(),
+        }
+    }
+}
+
+impl std::fmt::Display for Relay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Relay::None => f.write_str("none"),
+            Relay::Url(u) => f.write_str(u),
+        }
+    }
+}
+
+impl TryFrom<String> for Relay {
+    type Error = String;
+    fn try_from(s: String) -> Result<Relay, String> {
+        Relay::parse(&s)
+    }
+}
+impl From<Relay> for String {
+    fn from(r: Relay) -> String {
+        r.to_string()
+    }
+}
+
+/// One linked machine, as this home's human named it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Link {
+    pub id: MachineId,
+    pub name: String,
+    pub relay: Relay,
+    /// Its direct addresses as last learned (from the invite, the handshake, or its later connections).
+    pub addrs: Vec<std::net::SocketAddr>,
+    pub linked_at: i64,
+}
+
+/// An invite not yet used: only the hash of its secret is kept.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Pending {
+    pub hash: String,
+    pub expires_at: i64,
+    pub relay: Relay,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Doc {
+    pub v: u32,
+    pub seq: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+    #[serde(default)]
+    pub links: Vec<Link>,
+    #[serde(default)]
+    pub invites: Vec<Pending>,
+}
+
+impl Doc {
+    pub fn by_id(&self, id: &MachineId) -> Option<&Link> {
+        self.links.iter().find(|l| &l.id == id)
+    }
+    pub fn by_name(&self, name: &str) -> Option<&Link> {
+        self.links.iter().find(|l| l.name == name)
+    }
+    /// Drop invites past their expiry.
+    pub fn prune(&mut self, now_ms: i64) {
+        self.invites.retain(|p| p.expires_at > now_ms);
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct Sealed {
+    doc: Doc,
+    mac: String,
+}
+
+/// Why a document is not believed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unverified {
+    Unreadable(String),
+    ForeignOwner,
+    NotADocument,
+    BadSeal,
+    WentBack { seen: u64, seq: u64 },
+}
+
+impl std::fmt::Display for Unverified {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unverified::Unreadable(e) => write!(f, "links.json cannot be read: {e}"),
+            Unverified::ForeignOwner => f.write_str("links.json is owned by another user"),
+            Unverified::NotADocument => f.write_str("links.json is not a sealed links document"),
+            Unverified::BadSeal => {
+                f.write_str("links.json's seal does not verify (forged or damaged)")
+            }
+            Unverified::WentBack { seen, seq } => {
+                write!(
+                    f,
+                    "links.json went back from seq {seen} to {seq} (an older copy)"
+                )
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reading {
+    Absent,
+    Verified(Doc),
+    Unverified(Unverified),
+}
+
+impl Reading {
+    /// What is in force: a document that does not verify is no links, no invites.
+    pub fn doc(self) -> Doc {
+        match self {
+            Reading::Verified(d) => d,
+            _ => Doc::default(),
+        }
+    }
+}
+
+pub fn doc_path(home: &Path) -> PathBuf {
+    crate::machine_dir(home).join("links.json")
+}
+fn lock_path(home: &Path) -> PathBuf {
+    crate::machine_dir(home).join("links.lock")
+}
+
+/// The highest sequence this process read or wrote per home: a lower one is a replayed copy.
+static SEEN: Mutex<Vec<(PathBuf, u64)>> = Mutex::new(Vec::new());
+
+fn seen(home: &Path) -> u64 {
+    SEEN.lock()
+        .ok()
+        .and_then(|v| v.iter().find(|(p, _)| p == home).map(|(_, s)| *s))
+        .unwrap_or(0)
+}
+fn note_seen(home: &Path, seq: u64) {
+    if let Ok(mut v) = SEEN.lock() {
+        match v.iter_mut().find(|(p, _)| p == home) {
+            Some(e) => e.1 = e.1.max(seq),
+            None => v.push((home.to_path_buf(), seq)),
+        }
+    }
+}
+
+/// Read the document (bounded, never through a link, never blocking on a FIFO).
+pub fn read(home: &Path, sk: &iroh::SecretKey) -> Reading {
+    let p = doc_path(home);
+    match fs::symlink_metadata(&p) {
+        Err(e)
+            if e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR) =>
+        {
+            return if seen(home) > 0 {
+                Reading::Unverified(Unverified::Unreadable("removed".into()))
+            } else {
+                Reading::Absent
+            };
+        }
+        Err(e) => return Reading::Unverified(Unverified::Unreadable(e.to_string())),
+        Ok(_) => {}
+    }
+    let (bytes, m) = match fsafe::read_capped(&p, Follow::No, MAX_DOC_BYTES) {
+        Ok(v) => v,
+        Err(e) => return Reading::Unverified(Unverified::Unreadable(e.to_string())),
+    };
+    if fsafe::foreign_owner(&m).is_some() {
+        return Reading::Unverified(Unverified::ForeignOwner);
+    }
+    let Ok(sealed) = serde_json::from_slice::<Sealed>(&bytes) else {
+        return Reading::Unverified(Unverified::NotADocument);
+    };
+    let Ok(body) = serde_json::to_vec(&sealed.doc) else {
+        return Reading::Unverified(Unverified::NotADocument);
+    };
+    let key = crate::identity::seal_key(sk);
+    if !seal::check_hex(&key, "links", &body, &sealed.mac) {
+        return Reading::Unverified(Unverified::BadSeal);
+    }
+    let s = seen(home);
+    if sealed.doc.seq < s {
+        return Reading::Unverified(Unverified::WentBack {
+            seen: s,
+            seq: sealed.doc.seq,
+        });
+    }
+    note_seen(home, sealed.doc.seq);
+    Reading::Verified(sealed.doc)
+}
+
+/// The links in force.
+pub fn links(home: &Path, sk: &iroh::SecretKey) -> Vec<Link> {
+    read(home, sk).doc().links
+}
+
+#[derive(Debug)]
+pub enum StoreError {
+    Io(io::Error),
+    /// The change itself is refused (the words say why).
+    Refused(String),
+}
+
+impl std::fmt::Display for StoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreError::Io(e) => write!(f, "links.json: {e}"),
+            StoreError::Refused(s) => f.write_str(s),
+        }
+    }
+}
+
+/// An exclusive `flock` on a file, released when dropped (or when the process dies).
+#[allow(dead_code)]
+pub(crate) struct Flock(fs::File);
+
+impl Flock {
+    pub(crate) fn open(p: &Path) -> io::Result<fs::File> {
+        use std::os::unix::fs::OpenOptionsExt;
+        fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(p)
+    }
+    /// Wait for the lock (bounded by the holders' short critical sections).
+    pub(crate) fn lock(p: &Path) -> io::Result<Flock> {
+        use std::os::fd::AsRawFd;
+        let f = Self::open(p)?;
+        // SAFETY: flock on a descriptor we own.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Flock(f))
+    }
+    /// Take the lock only if it is free now.
+    pub(crate) fn try_lock(p: &Path) -> io::Result<Option<Flock>> {
+        use std::os::fd::AsRawFd;
+        let f = Self::open(p)?;
+        // SAFETY: flock on a descriptor we own.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let e = io::Error::last_os_error();
+            return if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                Ok(None)
+            } else {
+                Err(e)
+            };
+        }
+        Ok(Some(Flock(f)))
+    }
+}
+
+/// Change the document under the home's lock: `f` sees what is in force (a document that does not verify
+/// is seen as empty), and what it leaves is sealed with the next sequence number and written atomically.
+pub fn update<R>(
+    home: &Path,
+    sk: &iroh::SecretKey,
+    now_ms: i64,
+    f: impl FnOnce(&mut Doc) -> Result<R, StoreError>,
+) -> Result<R, StoreError> {
+    let dir = crate::ensure_machine_dir(home).map_err(StoreError::Io)?;
+    let _lock = Flock::lock(&lock_path(home)).map_err(StoreError::Io)?;
+    let mut doc = read(home, sk).doc();
+    doc.prune(now_ms);
+    let r = f(&mut doc)?;
+    doc.v = 1;
+    doc.seq = doc.seq.max(seen(home)) + 1;
+    let body = serde_json::to_vec(&doc).map_err(|e| StoreError::Io(io::Error::other(e)))?;
+    let mac = seal::seal_hex(&crate::identity::seal_key(sk), "links", &body);
+    let bytes = serde_json::to_vec(&Sealed {
+        doc: doc.clone(),
+        mac,
+    })
+    .map_err(|e| StoreError::Io(io::Error::other(e)))?;
+    let put = fsafe::Put {
+        sync: true,
+        replace: true,
+    };
+    fsafe::write_private(&dir, &doc_path(home), &bytes, put).map_err(StoreError::Io)?;
+    note_seen(home, doc.seq);
+    Ok(r)
+}
+
+/// A name not yet used in `doc`, from `want` (sanitized: `[a-z0-9-]`, at most 32): `want`, `want-2`, …
+pub fn free_name(doc: &Doc, want: &str) -> String {
+    let mut base: String = want
+        .to_ascii_lowercase()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_lowercase() || c.is_ascii_digit() {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect::<String>()
+        .trim_matches('-')
+        .chars()
+        .take(28)
+        .collect();
+    if base.is_empty() {
+        base = "machine".into();
+    }
+    if doc.by_name(&base).is_none() {
+        return base;
+    }
+    (2..)
+        .map(|i| format!("{base}-{i}"))
+        .find(|n| doc.by_name(n).is_none())
+        .unwrap_or(base)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn link(id: u8, name: &str) -> Link {
+        Link {
+            id: MachineId::of(&iroh::SecretKey::from_bytes(&[id; 32]).public()),
+            name: name.into(),
+            relay: Relay::None,
+            addrs: vec!["127.0.0.1:4000".parse().unwrap()],
+            linked_at: 1,
+        }
+    }
+
+    #[test]
+    fn a_sealed_document_reads_back_and_a_forged_or_replayed_one_reads_as_no_links() {
+        let h = tempfile::tempdir().unwrap();
+        let sk = crate::identity::load_or_make(h.path()).unwrap();
+        assert_eq!(read(h.path(), &sk), Reading::Absent);
+        update(h.path(), &sk, 0, |d| {
+            d.links.push(link(1, "laptop"));
+            Ok(())
+        })
+        .unwrap();
+        let old = fs::read(doc_path(h.path())).unwrap();
+        update(h.path(), &sk, 0, |d| {
+            d.links.push(link(2, "box"));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(links(h.path(), &sk).len(), 2);
+        // replayed: the older sealed copy put back
+        fs::write(doc_path(h.path()), &old).unwrap();
+        assert!(matches!(
+            read(h.path(), &sk),
+            Reading::Unverified(Unverified::WentBack { .. })
+        ));
+        assert!(links(h.path(), &sk).is_empty());
+        // forged: a link added by hand without the key
+        let mut s: serde_json::Value = serde_json::from_slice(&old).unwrap();
+        s["doc"]["seq"] = serde_json::json!(99);
+        fs::write(doc_path(h.path()), serde_json::to_vec(&s).unwrap()).unwrap();
+        assert_eq!(
+            read(h.path(), &sk),
+            Reading::Unverified(Unverified::BadSeal)
+        );
+        // another machine's key does not verify it either
+        let other = iroh::SecretKey::from_bytes(&[9; 32]);
+        update(h.path(), &sk, 0, |d| {
+            d.links = vec![link(3, "x")];
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(
+            read(h.path(), &other),
+            Reading::Unverified(Unverified::BadSeal)
+        );
+    }
+
+    #[test]
+    fn names_are_checked_and_made_unique() {
+        assert!(crate::valid_name("lap-top2"));
+        assert!(!crate::valid_name("-x") && !crate::valid_name("Lap") && !crate::valid_name(""));
+        let mut d = Doc::default();
+        d.links.push(link(1, "box"));
+        assert_eq!(free_name(&d, "Box"), "box-2");
+        assert_eq!(free_name(&d, "My Laptop!"), "my-laptop");
+        assert_eq!(free_name(&d, "!!"), "machine");
+        assert!(Relay::parse("ftp://x").is_err());
+        assert_eq!(Relay::parse("none").unwrap(), Relay::None);
+    }
+}

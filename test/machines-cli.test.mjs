@@ -1,0 +1,111 @@
+// Across machines (issue 31): the human's commands — link (invite, then its use on the other home),
+// links, machines rename, unlink, doctor's machine rows — run as child processes the way a person runs
+// them, on two temporary homes of this machine, bound on loopback (DSH_SESSION_MAIL_LINK_BIND), relays
+// off: no packet leaves the machine.
+//
+//   eval "$(bash test/real-host/install-host.sh)" && $DSH_NODE --test test/machines-cli.test.mjs
+//
+// Needs the built addon (npm run build:test).
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
+import { mkdtempSync, rmSync, statSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { EXIT } from '../lib/cli/args.js'
+
+const BIN = fileURLToPath(new URL('../bin/dsh-session-mail.mjs', import.meta.url))
+const ENV = { DSH_SESSION_MAIL_LINK_BIND: '127.0.0.1:0' }
+
+/** Start the CLI; `.done` resolves to { code, stdout, stderr, json }. */
+function start(args) {
+  const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...ENV }, stdio: ['ignore', 'pipe', 'pipe'] })
+  let stdout = ''
+  let stderr = ''
+  child.stdout.on('data', (d) => { stdout += d })
+  child.stderr.on('data', (d) => { stderr += d })
+  const done = new Promise((resolve, reject) => {
+    child.on('error', reject)
+    child.on('close', (code) => {
+      let json
+      try { json = JSON.parse(stdout) } catch { /* text */ }
+      resolve({ code, stdout, stderr, json })
+    })
+  })
+  return { child, done, out: () => stdout }
+}
+const cli = args => start(args).done
+
+async function until(f, ms = 20_000) {
+  const t = Date.now()
+  for (;;) {
+    const v = f()
+    if (v) return v
+    if (Date.now() - t > ms) throw new Error('timed out')
+    await new Promise(r => setTimeout(r, 50))
+  }
+}
+
+test('link, links, rename, unlink and doctor across two homes on loopback', async () => {
+  const a = mkdtempSync(join(tmpdir(), 'dshm-a-'))
+  const b = mkdtempSync(join(tmpdir(), 'dshm-b-'))
+  try {
+    // A invites: no DSH holds A's endpoint, so the command holds it and waits for the invite's use
+    const inviting = start(['link', '--home', a, '--ttl-minutes', '5', '--json'])
+    const made = JSON.parse(await until(() => { try { return JSON.stringify(JSON.parse(inviting.out())) } catch { return null } }))
+    assert.equal(made.ok, true)
+    assert.match(made.invite, /^dshm1[A-Za-z0-9_-]+$/)
+    assert.ok(made.expiresAt > Date.now() + 4 * 60_000)
+    // the machine key: owner-only, in the 0700 machine folder
+    assert.equal(statSync(join(a, 'dsh-session-mail', 'machine', 'key')).mode & 0o777, 0o600)
+    assert.equal(statSync(join(a, 'dsh-session-mail', 'machine')).mode & 0o777, 0o700)
+
+    // bad usage and bad names are refused before anything is dialed
+    assert.equal((await cli(['link', made.invite, '--home', b])).code, EXIT.USAGE)
+    const badName = await cli(['link', made.invite, '--name', 'Not A Name', '--home', b, '--json'])
+    assert.equal(badName.code, EXIT.REFUSED)
+    assert.match(badName.json.error, /not a machine name/)
+
+    // B uses it
+    const joined = await cli(['link', made.invite, '--name', 'alpha', '--home', b, '--json'])
+    assert.equal(joined.code, EXIT.OK, joined.stderr + joined.stdout)
+    assert.equal(joined.json.link.name, 'alpha')
+    const waited = await inviting.done
+    assert.equal(waited.code, EXIT.OK, waited.stderr)
+
+    // both ends list each other, under the ids their handshakes proved
+    const lb = await cli(['links', '--home', b, '--json', '--no-probe'])
+    const la = await cli(['links', '--home', a, '--json', '--no-probe'])
+    assert.equal(lb.json.links.length, 1)
+    assert.equal(la.json.links.length, 1)
+    assert.equal(lb.json.links[0].id, la.json.id)
+    assert.equal(la.json.links[0].id, lb.json.id)
+    assert.equal(lb.json.links[0].relay, 'none')
+
+    // a used invite is refused
+    const again = await cli(['link', made.invite, '--name', 'alpha2', '--home', mkdtempSync(join(tmpdir(), 'dshm-c-')), '--json'])
+    assert.equal(again.code, EXIT.REFUSED)
+
+    // rename (B's name for A), then the doctor names the identity and the link
+    const ren = await cli(['machines', 'rename', 'alpha', 'laptop', '--home', b, '--json'])
+    assert.equal(ren.code, EXIT.OK, ren.stdout)
+    assert.equal(ren.json.link.name, 'laptop')
+    const doc = await cli(['doctor', '--home', b, '--json', '--no-self-check'])
+    const rows = Object.fromEntries(doc.json.checks.map(c => [c.name, c]))
+    assert.equal(rows['machine identity'].status, 'ok')
+    assert.match(rows['machine identity'].detail, new RegExp(lb.json.id))
+    // A has no running holder: the link does not answer, and the doctor says so
+    assert.equal(rows['link laptop'].status, 'FAIL')
+
+    // unlink while A is offline: refused at B at once, A not told
+    const un = await cli(['unlink', 'laptop', '--home', b, '--json'])
+    assert.equal(un.code, EXIT.OK, un.stdout)
+    assert.equal(un.json.told, false)
+    assert.equal((await cli(['links', '--home', b, '--json', '--no-probe'])).json.links.length, 0)
+    assert.equal((await cli(['unlink', 'laptop', '--home', b, '--json'])).code, EXIT.REFUSED)
+  } finally {
+    rmSync(a, { recursive: true, force: true })
+    rmSync(b, { recursive: true, force: true })
+  }
+})
