@@ -413,29 +413,66 @@ pub fn decide(
             at: now_ms,
         },
     )?;
-    write_decision(&d, stem, &bytes)?;
+    write_decision(key, &d, stem, (request_id, session), &bytes)?;
     if approve {
         post(home, &d, stem, &item.envelope, now_ms)?;
     }
     read_item(home, key, &d, stem, session).ok_or(HeldError::Vanished)
 }
 
-/// Create `<stem>.decision` exclusively. A decision file there that did not verify (the caller saw
-/// none) is not the human's: it is replaced once. Two deciders racing: one create wins, the other gets
-/// `AlreadyExists` twice and fails.
-fn write_decision(d: &Path, stem: &str, bytes: &[u8]) -> Result<(), HeldError> {
+/// Create `<stem>.decision` exclusively. A decision file already there that verifies (the human's, or
+/// another decider's that won a race since the caller read the item) wins: `Decided` with its state, and
+/// it is never replaced. One that does not verify is not the human's: it is moved aside under a name of
+/// its own, checked again there (a verified decision written between the check and the move is put back
+/// and wins), and ours is created exclusively — two deciders racing, one create wins, the other reads
+/// the winner's decision.
+fn write_decision(
+    key: &[u8],
+    d: &Path,
+    stem: &str,
+    who: (&str, &str),
+    bytes: &[u8],
+) -> Result<(), HeldError> {
     let p = d.join(format!("{stem}.decision"));
+    let (request_id, session) = who;
+    let verified = |path: &Path| -> Option<HeldState> {
+        open_sealed::<Decided>(key, "decision", path)
+            .filter(|x| x.request_id == request_id && x.session_id == session)
+            .map(|x| x.decision)
+    };
+    let decided = |state: HeldState| HeldError::Decided {
+        request_id: request_id.to_string(),
+        state,
+    };
+    match write_new(d, &p, bytes, true) {
+        Ok(()) => return Ok(()),
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+            return Err(HeldError::Decision(e))
+        }
+        Err(_) => {}
+    }
+    if let Some(state) = verified(&p) {
+        return Err(decided(state));
+    }
+    let aside = d.join(format!(
+        "{stem}.decision-stale-{}",
+        uuid::Uuid::new_v4().simple()
+    ));
+    if fs::rename(&p, &aside).is_ok() {
+        if let Some(state) = verified(&aside) {
+            // a real decision landed between the check and the move: put it back (never over another)
+            let _ = fs::hard_link(&aside, &p);
+            let _ = fs::remove_file(&aside);
+            return Err(decided(verified(&p).unwrap_or(state)));
+        }
+        let _ = fs::remove_file(&aside);
+    }
     match write_new(d, &p, bytes, true) {
         Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            let key = p.with_extension("decision-stale");
-            // move the unverified file aside first, so a verified decision written meanwhile by
-            // another process is never removed by name
-            if fs::rename(&p, &key).is_ok() {
-                let _ = fs::remove_file(&key);
-            }
-            write_new(d, &p, bytes, true).map_err(HeldError::Decision)
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => match verified(&p) {
+            Some(state) => Err(decided(state)),
+            None => Err(HeldError::Decision(e)),
+        },
         Err(e) => Err(HeldError::Decision(e)),
     }
 }
@@ -459,7 +496,14 @@ pub fn expire(home: &Path, session: &str, item: &HeldItem, now_ms: i64) -> Optio
         },
     )
     .ok()?;
-    let won = write_decision(&d, stem, &bytes).is_ok();
+    let won = write_decision(
+        key.bytes(),
+        &d,
+        stem,
+        (&item.envelope.request_id, session),
+        &bytes,
+    )
+    .is_ok();
     let now = read_item(home, key.bytes(), &d, stem, session)?;
     if won && now.state == HeldState::Expired {
         record_expiry(home, &now, now_ms);
@@ -755,6 +799,83 @@ mod tests {
     }
     fn mailbox_has(home: &Path, n: u8) -> bool {
         mailbox::find_waiting(home, &rid(n), Some(B)).is_some()
+    }
+
+    /// The race two deciders run (a bulk decision from two pages, an expiry sweep beside the human): the
+    /// loser reaches the create after the winner's verified decision is in place. Before, the loser took
+    /// any file there for an unverified one, removed it and wrote its own — both "won", the message was
+    /// decided twice (human::tests::bulk_decisions_take_each_message_once failed now and then).
+    #[test]
+    fn a_verified_decision_written_meanwhile_wins_the_create_and_a_forged_one_does_not() {
+        let h = tempfile::tempdir().unwrap();
+        let home = h.path();
+        hold(home, &env(1), i64::MAX).unwrap();
+        let stem = key_of(&rid(1)).unwrap().to_string();
+        let d = folder(home, B).unwrap();
+        let key = read_key(home).unwrap().unwrap();
+        let bytes = |decision| {
+            sealed_bytes(
+                key.bytes(),
+                "decision",
+                Decided {
+                    request_id: rid(1),
+                    session_id: B.into(),
+                    decision,
+                    at: 7,
+                },
+            )
+            .unwrap()
+        };
+        // the winner's decision is in place; the loser (who read the item as held) tries to reject
+        write_decision(
+            key.bytes(),
+            &d,
+            &stem,
+            (&rid(1), B),
+            &bytes(HeldState::Approved),
+        )
+        .unwrap();
+        let lost = write_decision(
+            key.bytes(),
+            &d,
+            &stem,
+            (&rid(1), B),
+            &bytes(HeldState::Rejected),
+        );
+        assert!(
+            matches!(
+                lost,
+                Err(HeldError::Decided {
+                    state: HeldState::Approved,
+                    ..
+                })
+            ),
+            "{lost:?}"
+        );
+        assert_eq!(
+            state_of(home, &rid(1), Some(B)).unwrap().state,
+            HeldState::Approved
+        );
+
+        // a decision file that does not verify is not the human's: replaced, and nothing is left aside
+        hold(home, &env(2), i64::MAX).unwrap();
+        let stem2 = key_of(&rid(2)).unwrap().to_string();
+        fs::write(
+            d.join(format!("{stem2}.decision")),
+            b"{\"body\":{},\"mac\":\"00\"}",
+        )
+        .unwrap();
+        decide(home, B, &rid(2), false, 8).unwrap();
+        assert_eq!(
+            state_of(home, &rid(2), Some(B)).unwrap().state,
+            HeldState::Rejected
+        );
+        let stale = fs::read_dir(&d)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().contains("decision-stale"))
+            .count();
+        assert_eq!(stale, 0);
     }
 
     #[test]
