@@ -448,7 +448,8 @@ describe('real DSH 0.1.0-rc.8 host', () => {
     const d = await run(['doctor', '--url', web.base, '--json'])
     assert.equal(d.code, 0, JSON.stringify(d.json?.checks ?? d.stderr, null, 1))
     const status = Object.fromEntries(d.json.checks.map(c => [c.name, c.status]))
-    assert.deepEqual(status, { home: 'ok', profile: 'ok', installed: 'ok', row: 'ok', addon: 'ok', files: 'ok', host: 'ok', cookie: 'skip', 'self-check': 'ok' })
+    // 'machine identity' is skipped on a home with no link (issue 31: lib/cli/doctor.js adds the machines rows)
+    assert.deepEqual(status, { home: 'ok', profile: 'ok', installed: 'ok', row: 'ok', addon: 'ok', files: 'ok', host: 'ok', cookie: 'skip', 'machine identity': 'skip', 'self-check': 'ok' })
     assert.match(d.json.checks.at(-1).detail, /landed at seq \d+/)
     // a second run reuses the scratch session
     const again = await run(['doctor', '--url', web.base, '--json'])
@@ -487,7 +488,7 @@ describe('real DSH 0.1.0-rc.8 host', () => {
     assert.deepEqual(d.json.failed, ['host'])
     // The doctor probes with the send path's own probe (core delivery::dialect::probe): the OS's words.
     assert.match(d.json.checks.find(c => c.name === 'host').detail, /nothing answers at http:\/\/127\.0\.0\.1:\d+: .*[Cc]onnection refused/)
-    assert.deepEqual(d.json.checks.filter(c => c.status === 'skip').map(c => c.name), ['cookie', 'self-check'])
+    assert.deepEqual(d.json.checks.filter(c => c.status === 'skip').map(c => c.name), ['cookie', 'machine identity', 'self-check'])
 
     const bare = box.profileDir('bare')
     mkdirSync(bare, { recursive: true })

@@ -35,7 +35,9 @@ async function within(ms, p, what) {
 const ledgerDir = () => join(host.dshHome, 'dsh-session-mail')
 const ledgerFile = () => join(ledgerDir(), 'ledger.jsonl')
 function resetLedger() {
-  rmSync(ledgerDir(), { recursive: true, force: true })
+  // a send's background index pass (crates/core mailindex, nudged after the result) may still be writing
+  // index/mail.sqlite: rm retries what it finds not empty (node's rimraf maxRetries)
+  rmSync(ledgerDir(), { recursive: true, force: true, maxRetries: 10, retryDelay: 50 })
 }
 
 /** A session folder written by hand: `<home>/sessions/--hostile--/<folder>/session.jsonl[.zstd]`. */
