@@ -22,7 +22,6 @@
 //
 // Options: --n N (pairs per row, default 30), --sessions N (generated on B, default 2000), --rtt N (default 20),
 // --pause MS (before each call, default 150).
-import { spawn } from 'node:child_process'
 import { cpSync, existsSync, mkdirSync, readFileSync, renameSync, utimesSync, writeFileSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -33,7 +32,6 @@ const HERE = dirname(fileURLToPath(import.meta.url))
 const REPO = resolve(HERE, '..')
 const H = await import('../test/real-host/harness.mjs')
 const { projectKey } = await import('./gen-corpus.mjs')
-const BIN = join(REPO, 'bin', 'dsh-session-mail.mjs')
 const ENV = { DSH_SESSION_MAIL_LINK_BIND: '127.0.0.1:0' }
 const UNLIMITED = { budgetPerPair: 0, budgetPerSender: 0, budgetPerMachine: 0, maxStackedPerSender: 0, maxRelayHops: 0 }
 
@@ -50,13 +48,7 @@ const med = xs => { const a = xs.filter(Number.isFinite).sort((x, y) => x - y); 
 const f = x => Number.isFinite(x) ? x.toFixed(2) : '—'
 const ppm = xs => `${f(med(xs))} / ${f(q(xs, 0.99))} / ${f(Math.max(...xs))}`
 
-/** `dsh-session-mail <args> --home <box.home>` -> {done, out()} */
-function cli(box, args) {
-  const child = spawn(process.execPath, [BIN, ...args, '--home', box.home], { env: { ...box.env, ...ENV }, stdio: ['ignore', 'pipe', 'pipe'] })
-  let stdout = ''; let stderr = ''
-  child.stdout.on('data', d => { stdout += d }); child.stderr.on('data', d => { stderr += d })
-  return { done: new Promise(r => child.on('close', code => r({ code, stdout, stderr }))), out: () => stdout }
-}
+const cli = (box, args) => H.startCli(box, args, ENV)
 
 /** `count` small cold session logs in `home` (as bench/peers.mjs's scale home), titled `remote-listed <i>`. */
 function generate(home, count) {
@@ -179,11 +171,7 @@ try {
   await inviting.done
   const asA = JSON.parse((await cli(boxA, ['links', '--no-probe', '--json']).done).stdout)
   await cli(boxA, ['machines', 'rename', asA.links[0].name, 'home-b']).done
-  for (const t = Date.now(); ; await sleep(100)) {
-    const held = [boxA, boxB].every(b => { try { const r = JSON.parse(readFileSync(join(b.home, 'dsh-session-mail', 'machine', 'lease.json'), 'utf8')); return Date.now() - r.renewedAt < 3000 && !readFileSync(`/proc/${r.pid}/cmdline`, 'utf8').includes('dsh-session-mail.mjs') } catch { return false } })
-    if (held) break
-    if (Date.now() - t > 30_000) throw new Error('no host took the lease')
-  }
+  await Promise.all([H.leaseHeldByHost(boxA.home), H.leaseHeldByHost(boxB.home)])
   await sleep(3000)
 
   // one round trip: the holder's probe over the link (links)

@@ -9,46 +9,20 @@
 //      sees `From <A> ：`;
 //   3. B's model answers with the same tool; the reply goes back across the link to A.
 // Prints each tool result as the model saw it. KEEP_TMP=1 keeps the temp DSH_HOMEs.
-import { spawn } from 'node:child_process'
-import { readFileSync } from 'node:fs'
-import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import {
   REPO_ROOT, makeSandbox, initProfile, packAndInstall, bootWeb, callTool, userTexts, turnEndCount, isIdle, sleep,
-  messageText,
+  messageText, startCli, leaseHeldByHost,
 } from '../test/real-host/harness.mjs'
 
-const BIN = fileURLToPath(new URL('../bin/dsh-session-mail.mjs', import.meta.url))
 const ENV = { DSH_SESSION_MAIL_LINK_BIND: '127.0.0.1:0' }
 const show = (title, text) => console.log(`\n=== ${title}\n${text}`)
 
-/** `dsh-session-mail <args> --home <box.home>` -> { done: Promise<{code, stdout, stderr}>, out() } */
-function cli(box, args) {
-  const child = spawn(process.execPath, [BIN, ...args, '--home', box.home], { env: { ...box.env, ...ENV }, stdio: ['ignore', 'pipe', 'pipe'] })
-  let stdout = ''
-  let stderr = ''
-  child.stdout.on('data', (d) => { stdout += d })
-  child.stderr.on('data', (d) => { stderr += d })
-  const done = new Promise((resolve) => child.on('close', code => resolve({ code, stdout, stderr })))
-  return { done, out: () => stdout }
-}
+const cli = (box, args) => startCli(box, args, ENV)
 
 async function run(box, args) {
   const r = await cli(box, args).done
   if (r.code !== 0) throw new Error(`dsh-session-mail ${args.join(' ')}: exit ${r.code}\n${r.stdout}${r.stderr}`)
   return r
-}
-
-/** Once a `dsh web` (not the command line) holds `home`'s machine lease (lib/machines.js): its pid. */
-async function heldByHost(home, timeout = 20_000) {
-  for (const t0 = Date.now(); ; await sleep(100)) {
-    try {
-      const r = JSON.parse(readFileSync(join(home, 'dsh-session-mail', 'machine', 'lease.json'), 'utf8'))
-      const cmd = readFileSync(`/proc/${r.pid}/cmdline`, 'utf8')
-      if (Date.now() - r.renewedAt < 5000 && !cmd.includes('dsh-session-mail.mjs')) return r.pid
-    } catch { /* not yet */ }
-    if (Date.now() - t0 > timeout) throw new Error(`${home}: no dsh process holds the machine lease`)
-  }
 }
 
 const keep = process.env.KEEP_TMP === '1'
@@ -85,7 +59,7 @@ try {
   const asA = JSON.parse((await run(boxA, ['links', '--no-probe', '--json'])).stdout)
   await run(boxA, ['machines', 'rename', asA.links[0].name, 'home-b'])
   // each dsh web takes its home's endpoint (the lease) within seconds of the command's exit
-  await Promise.all([heldByHost(boxA.home), heldByHost(boxB.home)])
+  await Promise.all([leaseHeldByHost(boxA.home), leaseHeldByHost(boxB.home)])
   show('home A: dsh-session-mail links', (await run(boxA, ['links'])).stdout.trim())
 
   show('A calls sessions_list', (await callTool(webA, A, 'sessions_list', {})).text)
