@@ -203,6 +203,7 @@ try {
     }
   }
   const stallSend = worst(t0, performance.now())
+  log(`send ms in order: remote ${remote.map(x => x.toFixed(1)).join(' ')}; local ${local.map(x => x.toFixed(1)).join(' ')}`)
   const dSend = med(remote) - med(local)
   row('sessions_send remote (A → B)', ppm(remote), `local (A → A2) ${ppm(local)}`, `+${f(dSend)} ms (RTT ${f(RTT)})`, '≤ local + RTT + 2 ms', dSend <= RTT + 2)
 
