@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The README's first command: build the plugin and run the demo in the real DSH host.
+# The README's first command: build the plugin and run the demo in the real DSH host: one home, two sessions
+# (scripts/demo.mjs), then two homes linked across "machines" on loopback (scripts/demo-machines.mjs).
 # On a fresh machine it installs what it needs (Node 22, pnpm, DSH 0.1.0-rc.8 pinned; .cache/dsh-host).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -10,4 +11,5 @@ npm ci --no-audit --no-fund --loglevel=error
 npx napi build --platform --profile ci --js binding.cjs --dts binding.d.ts
 npm run --silent build:client
 node scripts/link-host-peers.mjs >/dev/null
-exec node scripts/demo.mjs
+node scripts/demo.mjs
+exec node scripts/demo-machines.mjs

@@ -8,40 +8,14 @@
 //   eval "$(bash test/real-host/install-host.sh)" && $DSH_NODE --test --test-concurrency=1 test/real-host-machines.test.mjs
 import { describe, test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
-import { readFileSync } from 'node:fs'
-import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import {
   makeSandbox, installPlugin, bootWeb, callTool, turnEndCount, isIdle, esc, requestIdOf, landedCount, sleep,
+  startCli, leaseHeldByHost,
 } from './real-host/harness.mjs'
 
-const BIN = fileURLToPath(new URL('../bin/dsh-session-mail.mjs', import.meta.url))
 const ENV = { DSH_SESSION_MAIL_LINK_BIND: '127.0.0.1:0' }
-
-function start(box, args) {
-  const child = spawn(process.execPath, [BIN, ...args, '--home', box.home], { env: { ...box.env, ...ENV }, stdio: ['ignore', 'pipe', 'pipe'] })
-  let stdout = ''
-  let stderr = ''
-  child.stdout.on('data', (d) => { stdout += d })
-  child.stderr.on('data', (d) => { stderr += d })
-  const done = new Promise((resolve) => child.on('close', code => resolve({ code, stdout, stderr, json: (() => { try { return JSON.parse(stdout) } catch { return undefined } })() })))
-  return { done, out: () => stdout }
-}
-
-/** The lease record of `home` once a live process other than the command line holds it (the dsh web). */
-async function heldByHost(home, timeout = 20_000) {
-  const t0 = Date.now()
-  for (;;) {
-    try {
-      const r = JSON.parse(readFileSync(join(home, 'dsh-session-mail', 'machine', 'lease.json'), 'utf8'))
-      const cmd = readFileSync(`/proc/${r.pid}/cmdline`, 'utf8')
-      if (Date.now() - r.renewedAt < 5000 && !cmd.includes('dsh-session-mail.mjs')) return r
-    } catch { /* not yet */ }
-    if (Date.now() - t0 > timeout) throw new Error(`${home}: no dsh process holds the machine lease`)
-    await sleep(100)
-  }
-}
+const start = (box, args) => startCli(box, args, ENV)
+const heldByHost = leaseHeldByHost
 
 describe('two rc.8 homes linked through the CLI on loopback', () => {
   let boxA, boxB, webA, webB, A, B

@@ -86,6 +86,33 @@ export function boxCli(box, ...args) {
   }
 }
 
+/**
+ * Start this package's CLI (`bin/dsh-session-mail.mjs … --home <box.home>`) without waiting, with `env` on top of
+ * the box's: `{ done: Promise<{code, stdout, stderr}>, out() }` (out: the stdout so far; `link` prints its invite
+ * and then waits until it is used).
+ */
+export function startCli(box, args, env = {}) {
+  const child = spawn(process.execPath, [join(REPO_ROOT, 'bin', 'dsh-session-mail.mjs'), ...args, '--home', box.home], { env: { ...box.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+  let stdout = ''
+  let stderr = ''
+  child.stdout.on('data', (d) => { stdout += d })
+  child.stderr.on('data', (d) => { stderr += d })
+  const done = new Promise((resolve) => child.on('close', code => resolve({ code, stdout, stderr })))
+  return { done, out: () => stdout }
+}
+
+/** The machine lease record of `home` (docs/machines.md) once a live process other than the command line holds it. */
+export async function leaseHeldByHost(home, timeout = 20_000) {
+  for (const t0 = Date.now(); ; await sleep(100)) {
+    try {
+      const r = JSON.parse(readFileSync(join(home, 'dsh-session-mail', 'machine', 'lease.json'), 'utf8'))
+      const cmd = readFileSync(`/proc/${r.pid}/cmdline`, 'utf8')
+      if (Date.now() - r.renewedAt < 5000 && !cmd.includes('dsh-session-mail.mjs')) return r
+    } catch { /* not yet */ }
+    if (Date.now() - t0 > timeout) throw new Error(`${home}: no dsh process holds the machine lease`)
+  }
+}
+
 /** The plugin's presence records in `home`: pid -> record (a record being replaced is skipped). */
 export function presenceRecords(home) {
   const dir = join(home, 'dsh-session-mail', 'presence')

@@ -1,0 +1,261 @@
+#!/usr/bin/env node
+// `npm run bench:machines` (issue 31): the tools across a direct link on loopback, each against its local
+// baseline measured in the same run. Two DSH homes on this machine, each a real rc.8 `dsh web` with the plugin
+// installed and bench/peers-plugin beside it (the plugin's own execute run inside the host with the host's ctx,
+// as bench/send.mjs and bench/peers.mjs time the tool path), linked through the command line with relay none and
+// DSH_SESSION_MAIL_LINK_BIND=127.0.0.1:0 (no packet leaves 127.0.0.1). Each host holds its home's endpoint.
+//
+//   rtt      one round trip: `links` probes (the holder's ping over the link), the median of --rtt probes
+//   send     sessions_send from A's session to B's (remote) vs to another session of A (local), alternating
+//            pairs; target: remote p50 ≤ local p50 + one round trip + 2 ms
+//   list     sessions_list of home B's --sessions generated cold sessions (plus B): from A (remote, query the
+//            generated title) vs in B itself before the link (local, no machine to ask) and after it (local, which
+//            then also asks A); target: remote ≤ local (before the link) + RTT + 10 ms
+//   read     sessions_read of B's session (max_messages 50) from A vs in B
+//   idle     home A's host process (the endpoint holder) over 10 s idle, before the link and after it (before the
+//            rows below): % of a core (utime + stime from /proc) and RSS; target < 1 % and ≤ 30 MB more
+//   stall    the worst answer time of a loopback request to A's web server every 20 ms (rc.8's host.describe)
+//            during each phase vs idle before the link; target ≤ 50 ms
+//
+// Both homes' plugin rows turn the budgets, the stacking guard and the relay limit off (UNLIMITED: 2N+ sends to
+// one target are the point; the sending side's tools get the same config, as bench/send.mjs's jobs do); the frame, the policy, the header guard and the ledger run as shipped.
+//
+// Options: --n N (pairs per row, default 30), --sessions N (generated on B, default 2000), --rtt N (default 20),
+// --pause MS (before each call, default 150).
+import { cpSync, existsSync, mkdirSync, readFileSync, renameSync, utimesSync, writeFileSync } from 'node:fs'
+import { dirname, join, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { loadavg } from 'node:os'
+import zlib from 'node:zlib'
+
+const HERE = dirname(fileURLToPath(import.meta.url))
+const REPO = resolve(HERE, '..')
+const H = await import('../test/real-host/harness.mjs')
+const { projectKey } = await import('./gen-corpus.mjs')
+const ENV = { DSH_SESSION_MAIL_LINK_BIND: '127.0.0.1:0' }
+const UNLIMITED = { budgetPerPair: 0, budgetPerSender: 0, budgetPerMachine: 0, maxStackedPerSender: 0, maxRelayHops: 0 }
+
+const argv = process.argv.slice(2)
+const opt = (name, dflt) => argv.includes(name) ? Number(argv[argv.indexOf(name) + 1]) : dflt
+const N = Math.max(3, opt('--n', 30))
+const SESSIONS = Math.max(1, opt('--sessions', 2000))
+const RTT_N = Math.max(3, opt('--rtt', 20))
+const PAUSE = Math.max(0, opt('--pause', 150))
+const log = s => process.stderr.write(`bench-machines: ${s}\n`)
+const sleep = ms => new Promise(r => setTimeout(r, ms))
+const q = (xs, p) => { const a = xs.filter(Number.isFinite).sort((x, y) => x - y); return a.length ? a[Math.min(a.length - 1, Math.floor(p * a.length))] : NaN }
+const med = xs => { const a = xs.filter(Number.isFinite).sort((x, y) => x - y); const m = a.length >> 1; return a.length % 2 ? a[m] : (a[m - 1] + a[m]) / 2 }
+const f = x => Number.isFinite(x) ? x.toFixed(2) : '—'
+const ppm = xs => `${f(med(xs))} / ${f(q(xs, 0.99))} / ${f(Math.max(...xs))}`
+
+const cli = (box, args) => H.startCli(box, args, ENV)
+
+/** `count` small cold session logs in `home` (as bench/peers.mjs's scale home), titled `remote-listed <i>`. */
+function generate(home, count) {
+  for (let i = 0; i < count; i++) {
+    const cwd = `/w/proj-${i % 40}`
+    const id = `session-${String(i).padStart(8, '0')}-0000-4000-8000-${String(i).padStart(12, '0')}`
+    const dir = join(home, 'sessions', projectKey(cwd), id)
+    mkdirSync(dir, { recursive: true })
+    const lines = [
+      { type: 'session', version: 0, id, createdAt: 1_700_000_000_000 + i * 1000, cwd, agentPreset: 'standard' },
+      { type: 'turn/start', seq: 0, time: 1, data: { turn: 1 } },
+      { type: 'session/title', seq: 1, time: 2, data: { title: `remote-listed ${i}`, source: { kind: 'model' } } },
+      { type: 'turn/end', seq: 2, time: 3, data: { turn: 1 } },
+    ]
+    // rc.8 boots only over logs whose first zstd frame is the header line alone
+    const frame = ls => zlib.zstdCompressSync(Buffer.from(ls.map(l => JSON.stringify(l)).join('\n') + '\n'))
+    writeFileSync(join(dir, 'session.jsonl.zstd'), Buffer.concat([frame(lines.slice(0, 1)), frame(lines.slice(1))]))
+    const at = lines[0].createdAt / 1000
+    utimesSync(join(dir, 'session.jsonl.zstd'), at, at)
+    utimesSync(dir, at, at)
+  }
+}
+
+function addPeersPlugin(pdir) {
+  cpSync(join(HERE, 'peers-plugin'), join(pdir, 'node_modules', 'dsh-session-mail-bench-peers'), { recursive: true })
+  const pkg = JSON.parse(readFileSync(join(pdir, 'package.json'), 'utf8'))
+  pkg.dependencies = { ...pkg.dependencies, 'dsh-session-mail-bench-peers': '0.0.0' }
+  pkg.dsh.profile.bundles = [...pkg.dsh.profile.bundles, 'dsh-session-mail-bench-peers']
+  writeFileSync(join(pdir, 'package.json'), JSON.stringify(pkg, null, 2) + '\n')
+}
+
+/** A job runner for the peers plugin of `box` (files in box.dir/jobs, see bench/peers-plugin). */
+function jobs(box) {
+  const dir = join(box.dir, 'jobs'); mkdirSync(dir)
+  box.env.DSH_BENCH_PEERS_DIR = dir
+  let n = 0
+  return async (j, timeout = 60_000) => {
+    const k = ++n
+    writeFileSync(join(dir, `.job-${k}.tmp`), JSON.stringify(j))
+    renameSync(join(dir, `.job-${k}.tmp`), join(dir, `job-${k}.json`))
+    const file = join(dir, `result-${k}.json`)
+    for (const t0 = Date.now(); !existsSync(file); await sleep(2)) if (Date.now() - t0 > timeout) throw new Error(`job ${j.op} timed out`)
+    const r = JSON.parse(readFileSync(file, 'utf8'))
+    if (r.error) throw new Error(r.error)
+    return r
+  }
+}
+
+const webPid = home => [...H.presenceRecords(home).values()].find(r => r.profile === 'web')?.pid
+const cpuTicks = pid => { const s = readFileSync(`/proc/${pid}/stat`, 'utf8'); const v = s.slice(s.lastIndexOf(')') + 2).split(' '); return Number(v[11]) + Number(v[12]) }
+const rssMB = pid => Number(readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmRSS:\s+(\d+)/)[1]) / 1024
+async function idle(pid, ms = 10_000) {
+  const c0 = cpuTicks(pid); const t0 = performance.now()
+  await sleep(ms)
+  return { corePct: ((cpuTicks(pid) - c0) / 100) / ((performance.now() - t0) / 1000) * 100, rss: rssMB(pid) }
+}
+
+const boxA = await H.makeSandbox({ env: ENV })
+const boxB = await H.makeSandbox({ env: ENV })
+const rows = []
+const row = (name, value, base, diff, target, ok) => rows.push({ name, value, base, diff, target, ok })
+try {
+  const jobA = jobs(boxA); const jobB = jobs(boxB)
+  for (const box of [boxA, boxB]) {
+    const pdir = H.initProfile(box, 'web')
+    H.packAndInstall(pdir, REPO, { mode: 'manual' })
+    // 2N+ sends to one target: no budget, stacking or relay limit on either side (the receiving home runs its own)
+    writeFileSync(join(pdir, 'cordis.patch.yml'), `- id: dsh-session-mail\n  config: ${JSON.stringify(UNLIMITED)}\n`)
+    addPeersPlugin(pdir)
+  }
+  log(`writing ${SESSIONS} cold sessions on home B`)
+  generate(boxB.home, SESSIONS)
+  const [webA, webB] = await Promise.all([H.bootWeb(boxA), H.bootWeb(boxB)])
+  const A = await webA.createSession(boxA.ws)
+  const A2 = await webA.createSession(boxA.mkdir('ws-a2'))
+  const B = await webB.createSession(boxB.ws)
+  for (const [web, id] of [[webA, A], [webA, A2], [webB, B]]) { await web.prompt(id, 'hello'); await web.waitFor(id, ev => H.turnEndCount(ev) >= 1 && H.isIdle(ev)) }
+  await sleep(1500)
+  const pidA = webPid(boxA.home)
+  const load0 = loadavg()
+
+  // the stall probe on A's web server
+  const probes = []
+  let probing = true
+  const probe = (async () => {
+    while (probing) {
+      const t = performance.now()
+      try { await fetch(`${webA.base}/api/host.describe`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ type: 'client-request', rpcId: `p${t}`, method: 'host.describe', payload: {} }) }).then(r => r.arrayBuffer()) } catch {}
+      probes.push([t, performance.now() - t])
+      const wait = 20 - (performance.now() - t)
+      if (wait > 0) await sleep(wait)
+    }
+  })()
+  const worst = (t0, t1) => Math.max(0, ...probes.filter(([t, ms]) => t + ms >= t0 && t <= t1).map(([, ms]) => ms))
+
+  // before the link: A idle (CPU, RSS, stall) and B's local list
+  let t0 = performance.now()
+  const idleBefore = await idle(pidA)
+  const stallIdle = worst(t0, performance.now())
+  const listArgs = { query: 'remote-listed', scope: 'all', limit: 200 }
+  const tool = (job, caller, name, args) => job({ op: 'tool', tool: name, args, caller, config: UNLIMITED })
+  const listLocalPre = []
+  let listText
+  for (let i = -1; i < N; i++) {
+    await sleep(PAUSE)
+    const r = await tool(jobB, B, 'sessions_list', listArgs)
+    if (i >= 0) listLocalPre.push(r.ms)
+    listText = r.text
+  }
+  log(`B's local list: ${listText.split('\n').at(-2)}`)
+
+  // the link, through the command line
+  const inviting = cli(boxA, ['link', '--relay', 'none', '--json', '--ttl-minutes', '5'])
+  let made
+  for (const t = Date.now(); made === undefined; await sleep(50)) {
+    try { made = JSON.parse(inviting.out()) } catch { if (Date.now() - t > 30_000) throw new Error('no invite') }
+  }
+  const joined = await cli(boxB, ['link', made.invite, '--name', 'home-a', '--json']).done
+  if (joined.code !== 0) throw new Error(`link: ${joined.stdout}${joined.stderr}`)
+  await inviting.done
+  const asA = JSON.parse((await cli(boxA, ['links', '--no-probe', '--json']).done).stdout)
+  await cli(boxA, ['machines', 'rename', asA.links[0].name, 'home-b']).done
+  await Promise.all([H.leaseHeldByHost(boxA.home), H.leaseHeldByHost(boxB.home)])
+  await sleep(3000)
+
+  // one round trip: the holder's probe over the link (links)
+  const rtt = []
+  for (let i = 0; i < RTT_N; i++) {
+    const r = JSON.parse((await cli(boxA, ['links', '--json']).done).stdout)
+    const l = r.links.find(x => x.name === 'home-b')
+    if (l?.online) rtt.push(l.rttMs)
+  }
+  const RTT = med(rtt)
+  row('round trip (links probe)', ppm(rtt), '—', '—', '—', true)
+
+  // the idle endpoint, linked, before the rows' calls (their heap is not the endpoint's)
+  t0 = performance.now()
+  const idleAfter = await idle(pidA)
+  const stallIdleLinked = worst(t0, performance.now())
+  const dCpu = idleAfter.corePct - idleBefore.corePct
+  const dRss = idleAfter.rss - idleBefore.rss
+  // send: local (A -> A2) vs remote (A -> B), alternating pairs
+  const local = []; const remote = []
+  t0 = performance.now()
+  for (let i = -1; i < N; i++) {
+    const order = i % 2 ? [['local', A2, local], ['remote', B, remote]] : [['remote', B, remote], ['local', A2, local]]
+    for (const [kind, target, xs] of order) {
+      await sleep(PAUSE)
+      const r = await tool(jobA, A, 'sessions_send', { session_id: target, message: `bench ${kind} ${i}` })
+      if (!r.text.startsWith('accepted')) throw new Error(`${kind} send: ${r.text.slice(0, 300)}`)
+      if (i >= 0) xs.push(r.ms)
+    }
+  }
+  const stallSend = worst(t0, performance.now())
+  log(`send ms in order: remote ${remote.map(x => x.toFixed(1)).join(' ')}; local ${local.map(x => x.toFixed(1)).join(' ')}`)
+  const dSend = med(remote) - med(local)
+  row('sessions_send remote (A → B)', ppm(remote), `local (A → A2) ${ppm(local)}`, `+${f(dSend)} ms (RTT ${f(RTT)})`, '≤ local + RTT + 2 ms', dSend <= RTT + 2)
+
+  // list: remote from A vs local in B (after the link: B's list also asks A)
+  const listRemote = []; const listLocalPost = []
+  t0 = performance.now()
+  let remoteText
+  for (let i = -1; i < N; i++) {
+    await sleep(PAUSE)
+    const r = await tool(jobA, A, 'sessions_list', listArgs)
+    if (i >= 0) listRemote.push(r.ms)
+    remoteText = r.text
+    await sleep(PAUSE)
+    const l = await tool(jobB, B, 'sessions_list', listArgs)
+    if (i >= 0) listLocalPost.push(l.ms)
+  }
+  const stallList = worst(t0, performance.now())
+  log(`A's remote list: ${remoteText.split('\n').at(-2)}`)
+  const dList = med(listRemote) - med(listLocalPre)
+  row(`sessions_list remote (${SESSIONS} cold sessions on B)`, ppm(listRemote), `local in B before the link ${ppm(listLocalPre)}; after (asks A too) ${ppm(listLocalPost)}`, `+${f(dList)} ms`, '≤ local + RTT + 10 ms', dList <= RTT + 10)
+
+  // read: B's session (it has taken 2N+ messages) from A vs in B
+  const readRemote = []; const readLocal = []
+  t0 = performance.now()
+  let readText
+  for (let i = -1; i < N; i++) {
+    await sleep(PAUSE)
+    const r = await tool(jobA, A, 'sessions_read', { session_id: B, max_messages: 50 })
+    if (i >= 0) readRemote.push(r.ms)
+    readText = r.text
+    await sleep(PAUSE)
+    const l = await tool(jobB, B, 'sessions_read', { session_id: B, max_messages: 50 })
+    if (i >= 0) readLocal.push(l.ms)
+  }
+  const stallRead = worst(t0, performance.now())
+  log(`A's remote read: ${readText.length} characters, first line ${readText.split('\n')[0].slice(0, 120)}`)
+  const dRead = med(readRemote) - med(readLocal)
+  row('sessions_read remote (B\'s session, 50 messages)', ppm(readRemote), `local in B ${ppm(readLocal)}`, `+${f(dRead)} ms`, '≤ local + RTT + transfer', true)
+
+  const rssEnd = rssMB(pidA)
+  row('idle host A, CPU (% of a core, 10 s)', `linked ${f(idleAfter.corePct)} %`, `before the link ${f(idleBefore.corePct)} %`, `+${f(dCpu)} %`, '< 1 %', dCpu < 1)
+  row('idle host A, RSS', `linked ${f(idleAfter.rss)} MB`, `before the link ${f(idleBefore.rss)} MB (after the rows: ${f(rssEnd)} MB)`, `+${f(dRss)} MB`, '≤ 30 MB', dRss <= 30)
+  const stallMax = Math.max(stallSend, stallList, stallRead, stallIdleLinked)
+  row('host A event-loop stall (worst probe answer)', `send ${f(stallSend)} · list ${f(stallList)} · read ${f(stallRead)} · idle linked ${f(stallIdleLinked)} ms`, `idle before the link ${f(stallIdle)} ms`, '—', '≤ 50 ms', stallMax <= 50)
+  probing = false
+  await probe
+
+  const load1 = loadavg()
+  console.log(`\nbench:machines — direct link on loopback (relay none), N=${N} per row, pause ${PAUSE} ms; load ${load0.map(x => x.toFixed(1)).join(' ')} → ${load1.map(x => x.toFixed(1)).join(' ')}`)
+  console.log('p50 / p99 / max in ms\n')
+  for (const r of rows) console.log(`${r.ok ? 'ok  ' : 'MISS'} ${r.name}: ${r.value}\n       baseline: ${r.base}\n       difference: ${r.diff}   target ${r.target}`)
+} finally {
+  await boxA.cleanup()
+  await boxB.cleanup()
+}
