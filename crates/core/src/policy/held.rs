@@ -579,6 +579,23 @@ pub fn sessions(home: &Path) -> (Vec<String>, bool) {
     (out, false)
 }
 
+/// The stems of a session's held folder (bounded to `MAX_HELD * 4` entries): the envelopes
+/// (`<stem>.held`) in the folder's order, and the stems that have a decision file (`<stem>.decision`).
+fn stems(d: &Path) -> Option<(Vec<String>, std::collections::HashSet<String>)> {
+    let rd = fs::read_dir(d).ok()?;
+    let mut held = Vec::new();
+    let mut decided = std::collections::HashSet::new();
+    for e in rd.flatten().take(MAX_HELD * 4) {
+        let n = e.file_name().to_string_lossy().into_owned();
+        if let Some(stem) = n.strip_suffix(".held") {
+            held.push(stem.to_string());
+        } else if let Some(stem) = n.strip_suffix(".decision") {
+            decided.insert(stem.to_string());
+        }
+    }
+    Some((held, decided))
+}
+
 /// The messages of `session` still waiting for the human at `now_ms`, oldest first. Cheap: a message
 /// with a decision file is skipped when that decision verifies (a few hundred bytes), so only the
 /// envelopes still waiting are read; one past its time is expired here ([`expire`]) and left out.
@@ -598,19 +615,9 @@ fn pending_and_expired(home: &Path, session: &str, now_ms: i64) -> (Vec<HeldItem
     let Ok(Some(key)) = read_key(home) else {
         return none;
     };
-    let Ok(rd) = fs::read_dir(&d) else {
+    let Some((held, decided)) = stems(&d) else {
         return none;
     };
-    let mut held = Vec::new();
-    let mut decided = std::collections::HashSet::new();
-    for e in rd.flatten().take(MAX_HELD * 4) {
-        let n = e.file_name().to_string_lossy().into_owned();
-        if let Some(stem) = n.strip_suffix(".held") {
-            held.push(stem.to_string());
-        } else if let Some(stem) = n.strip_suffix(".decision") {
-            decided.insert(stem.to_string());
-        }
-    }
     let mut out = Vec::new();
     let mut expired = 0;
     for stem in held {
@@ -696,19 +703,9 @@ pub fn waiting(home: &Path, session: &str, now_ms: i64) -> (usize, Option<i64>) 
         return (0, None);
     };
     let key_id = u64::from_le_bytes(key.bytes()[..8].try_into().unwrap_or([0; 8]));
-    let Ok(rd) = fs::read_dir(&d) else {
+    let Some((held, decided)) = stems(&d) else {
         return (0, None);
     };
-    let mut held = Vec::new();
-    let mut decided = std::collections::HashSet::new();
-    for e in rd.flatten().take(MAX_HELD * 4) {
-        let n = e.file_name().to_string_lossy().into_owned();
-        if let Some(stem) = n.strip_suffix(".held") {
-            held.push(stem.to_string());
-        } else if let Some(stem) = n.strip_suffix(".decision") {
-            decided.insert(stem.to_string());
-        }
-    }
     let (mut n, mut next) = (0usize, None::<i64>);
     for stem in held {
         if uuid::Uuid::parse_str(&stem).is_err() || n >= MAX_HELD {
