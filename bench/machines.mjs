@@ -12,6 +12,9 @@
 //            generated title) vs in B itself before the link (local, no machine to ask) and after it (local, which
 //            then also asks A); target: remote ≤ local (before the link) + RTT + 10 ms
 //   read     sessions_read of B's session (max_messages 50) from A vs in B
+//   read100  sessions_read of a 100 MiB log on B (bench/gen-corpus.mjs TITLE_ONCE: its only titles are the first
+//            turn's, the window read's worst case; 10 MiB with --quick) from A vs in B; target: remote ≤ local
+//            + RTT + transfer (the answer's bytes, printed: on loopback its transfer is within the RTT's noise)
 //   idle     home A's host process (the endpoint holder) over 10 s idle, before the link and after it (before the
 //            rows below): % of a core (utime + stime from /proc) and RSS; target < 1 % and ≤ 30 MB more
 //   stall    the worst answer time of a loopback request to A's web server every 20 ms (rc.8's host.describe)
@@ -21,7 +24,7 @@
 // one target are the point; the sending side's tools get the same config, as bench/send.mjs's jobs do); the frame, the policy, the header guard and the ledger run as shipped.
 //
 // Options: --n N (pairs per row, default 30), --sessions N (generated on B, default 2000), --rtt N (default 20),
-// --pause MS (before each call, default 150).
+// --pause MS (before each call, default 150), --quick (the big log 10 MiB).
 import { cpSync, existsSync, mkdirSync, readFileSync, renameSync, utimesSync, writeFileSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -31,7 +34,7 @@ import zlib from 'node:zlib'
 const HERE = dirname(fileURLToPath(import.meta.url))
 const REPO = resolve(HERE, '..')
 const H = await import('../test/real-host/harness.mjs')
-const { projectKey } = await import('./gen-corpus.mjs')
+const { projectKey, ensureCorpus, TITLE_ONCE, TITLE_ONCE_QUICK } = await import('./gen-corpus.mjs')
 const ENV = { DSH_SESSION_MAIL_LINK_BIND: '127.0.0.1:0' }
 const UNLIMITED = { budgetPerPair: 0, budgetPerSender: 0, budgetPerMachine: 0, maxStackedPerSender: 0, maxRelayHops: 0 }
 
@@ -121,6 +124,10 @@ try {
   }
   log(`writing ${SESSIONS} cold sessions on home B`)
   generate(boxB.home, SESSIONS)
+  // the big log, copied from its cached corpus into B's sessions
+  const corpus = ensureCorpus(argv.includes('--quick') ? TITLE_ONCE_QUICK : TITLE_ONCE, { log })
+  const bigLog = corpus.big.title1
+  cpSync(join(corpus.home, dirname(bigLog.file)), join(boxB.home, dirname(bigLog.file)), { recursive: true })
   const [webA, webB] = await Promise.all([H.bootWeb(boxA), H.bootWeb(boxB)])
   const A = await webA.createSession(boxA.ws)
   const A2 = await webA.createSession(boxA.mkdir('ws-a2'))
@@ -238,10 +245,29 @@ try {
     const l = await tool(jobB, B, 'sessions_read', { session_id: B, max_messages: 50 })
     if (i >= 0) readLocal.push(l.ms)
   }
-  const stallRead = worst(t0, performance.now())
+  let stallRead = worst(t0, performance.now())
   log(`A's remote read: ${readText.length} characters, first line ${readText.split('\n')[0].slice(0, 120)}`)
   const dRead = med(readRemote) - med(readLocal)
   row('sessions_read remote (B\'s session, 50 messages)', ppm(readRemote), `local in B ${ppm(readLocal)}`, `+${f(dRead)} ms`, '≤ local + RTT + transfer', true)
+
+  // the window read of the big log: remote from A vs in B, alternating (the first of each warms its fold)
+  const bigRemote = []; const bigLocal = []
+  t0 = performance.now()
+  let bigText = ''
+  for (let i = -1; i < N; i++) {
+    const order = i % 2 ? [[jobB, B, bigLocal], [jobA, A, bigRemote]] : [[jobA, A, bigRemote], [jobB, B, bigLocal]]
+    for (const [job, caller, xs] of order) {
+      await sleep(PAUSE)
+      const r = await tool(job, caller, 'sessions_read', { session_id: bigLog.id })
+      if (i >= 0) xs.push(r.ms)
+      if (xs === bigRemote) bigText = r.text
+    }
+  }
+  stallRead = Math.max(stallRead, worst(t0, performance.now()))
+  const bigBytes = Buffer.byteLength(bigText)
+  log(`A's remote read of the ${(bigLog.plainBytes / 2 ** 20).toFixed(0)} MiB log: ${bigBytes} bytes, first line ${bigText.split('\n')[0].slice(0, 120)}`)
+  const dBig = med(bigRemote) - med(bigLocal)
+  row(`sessions_read remote (a ${(bigLog.plainBytes / 2 ** 20).toFixed(0)} MiB log on B, default window)`, ppm(bigRemote), `local in B ${ppm(bigLocal)}`, `+${f(dBig)} ms (RTT ${f(RTT)}; answer ${bigBytes} bytes)`, '≤ local + RTT + transfer (2 ms on loopback)', dBig <= RTT + 2)
 
   const rssEnd = rssMB(pidA)
   row('idle host A, CPU (% of a core, 10 s)', `linked ${f(idleAfter.corePct)} %`, `before the link ${f(idleBefore.corePct)} %`, `+${f(dCpu)} %`, '< 1 %', dCpu < 1)

@@ -47,7 +47,8 @@ function machines(json) {
     const { ok: _, ...value } = r
     return ok(value)
   }
-  return bad('machines', String(r?.error ?? 'no answer'))
+  // r.error is crates/link's LinkError as data: its words are its message
+  return bad('machines', String(r?.error?.message ?? 'no answer'))
 }
 
 const FATES = ['landed', 'queued', 'waiting', 'held', 'approved', 'rejected', 'expired', 'refused', 'canceled', 'lost', 'removed', 'unknown']

@@ -962,15 +962,17 @@ pub fn machines_here(dsh_home: Option<String>, request: String) {
     }
 }
 
-/// `{ok: true, ...fields}` or `{ok: false, error}` as JSON: the human's commands get their refusals as data.
-fn machines_json(r: std::result::Result<serde_json::Value, String>) -> String {
+/// `{ok: true, ...fields}` or `{ok: false, error: {kind, ...fields, message, refused}}` as JSON: the human's
+/// commands get link's typed error as data (its words in `message`, from its `Display`; `refused`: a
+/// refusal, not a failure to carry it out).
+fn machines_json(r: std::result::Result<serde_json::Value, link::LinkError>) -> String {
     match r {
         Ok(serde_json::Value::Object(mut o)) => {
             o.insert("ok".into(), true.into());
             serde_json::Value::Object(o).to_string()
         }
         Ok(v) => serde_json::json!({"ok": true, "value": v}).to_string(),
-        Err(e) => serde_json::json!({"ok": false, "error": e}).to_string(),
+        Err(e) => serde_json::json!({"ok": false, "error": e.to_json()}).to_string(),
     }
 }
 
@@ -991,7 +993,7 @@ pub async fn machines_invite(
             .invite(relay, std::time::Duration::from_secs(u64::from(ttl) * 60))
             .await?;
         let exp = link::node::Invite::decode(&inv).map(|i| i.exp).unwrap_or(0);
-        Ok::<_, String>(serde_json::json!({"invite": inv, "expiresAt": exp}))
+        Ok::<_, link::LinkError>(serde_json::json!({"invite": inv, "expiresAt": exp}))
     }
     .await;
     Ok(machines_json(r))

@@ -65,7 +65,11 @@ test('link, links, rename, unlink and doctor across two homes on loopback', asyn
     assert.equal((await cli(['link', made.invite, '--home', b])).code, EXIT.USAGE)
     const badName = await cli(['link', made.invite, '--name', 'Not A Name', '--home', b, '--json'])
     assert.equal(badName.code, EXIT.REFUSED)
-    assert.match(badName.json.error, /not a machine name/)
+    // the error is the link crate's type as data: its kind, its field, its words
+    assert.equal(badName.json.error.kind, 'bad-name')
+    assert.equal(badName.json.error.name, 'Not A Name')
+    assert.equal(badName.json.error.refused, true)
+    assert.match(badName.json.error.message, /not a machine name/)
 
     // B uses it
     const joined = await cli(['link', made.invite, '--name', 'alpha', '--home', b, '--json'])
@@ -83,9 +87,15 @@ test('link, links, rename, unlink and doctor across two homes on loopback', asyn
     assert.equal(la.json.links[0].id, lb.json.id)
     assert.equal(lb.json.links[0].relay, 'none')
 
-    // a used invite is refused
-    const again = await cli(['link', made.invite, '--name', 'alpha2', '--home', mkdtempSync(join(tmpdir(), 'dshm-c-')), '--json'])
-    assert.equal(again.code, EXIT.REFUSED)
+    // the invite again, from a third home: A's command has exited once its invite was used, so nobody
+    // answers for A — a failure to reach it (exit 1, kind 'call'), not a refusal; A's own refusal of a used
+    // invite (kind 'invite-unknown') is crates/link/tests/two_machines.rs's
+    const c = mkdtempSync(join(tmpdir(), 'dshm-c-'))
+    const again = await cli(['link', made.invite, '--name', 'alpha2', '--home', c, '--json'])
+    rmSync(c, { recursive: true, force: true })
+    assert.equal(again.code, EXIT.FAILED, again.stdout)
+    assert.equal(again.json.error.kind, 'call')
+    assert.equal(again.json.error.refused, false)
 
     // rename (B's name for A), then the doctor names the identity and the link
     const ren = await cli(['machines', 'rename', 'alpha', 'laptop', '--home', b, '--json'])
@@ -103,7 +113,9 @@ test('link, links, rename, unlink and doctor across two homes on loopback', asyn
     assert.equal(un.code, EXIT.OK, un.stdout)
     assert.equal(un.json.told, false)
     assert.equal((await cli(['links', '--home', b, '--json', '--no-probe'])).json.links.length, 0)
-    assert.equal((await cli(['unlink', 'laptop', '--home', b, '--json'])).code, EXIT.REFUSED)
+    const gone = await cli(['unlink', 'laptop', '--home', b, '--json'])
+    assert.equal(gone.code, EXIT.REFUSED)
+    assert.deepEqual([gone.json.error.kind, gone.json.error.name], ['no-such-link', 'laptop'])
   } finally {
     rmSync(a, { recursive: true, force: true })
     rmSync(b, { recursive: true, force: true })

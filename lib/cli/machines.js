@@ -38,13 +38,13 @@ const UNLINK_HELP = `usage: dsh-session-mail unlink NAME [--json] [--home DIR]
 
 Unlink a machine: refused here at once; the other machine is told and forgets this one (if it is
 offline, it is refused at its next contact and forgets this one then).
-Exit: 0 unlinked, 2 bad usage, 3 no such link.
+Exit: 0 unlinked, 1 failed, 2 bad usage, 3 refused (no such link).
 `
 
 const MACHINES_HELP = `usage: dsh-session-mail machines rename NAME NEW [--json] [--home DIR]
 
 Rename a linked machine (this home's name for it; its id stays).
-Exit: 0 renamed, 2 bad usage, 3 refused.
+Exit: 0 renamed, 1 failed, 2 bad usage, 3 refused.
 `
 
 async function done(c, home, code) {
@@ -52,9 +52,13 @@ async function done(c, home, code) {
   return code
 }
 
+// r.error is crates/link's LinkError as data: {kind, ...fields, message (its Display), refused}
 function refusal(out, command, r) {
-  out.stderr(`dsh-session-mail ${command}: ${r.error}`)
+  out.stderr(`dsh-session-mail ${command}: ${r.error?.message ?? 'no answer'}`)
 }
+
+/** The exit code of a failed command: a refusal (bad input, a rule, the other side's no) or a failure. */
+const failedCode = r => (r.error?.refused === true ? EXIT.REFUSED : EXIT.FAILED)
 
 export async function link(argv, out) {
   // INVITE is optional: with it, this machine joins; without, it invites
@@ -73,7 +77,7 @@ export async function link(argv, out) {
     if (values.json) out.stdout(JSON.stringify(r, null, 2))
     else if (r.ok) out.stdout(`linked: ${r.link.name} (${r.link.id}), relay ${r.link.relay}`)
     else refusal(out, 'link', r)
-    return done(c, home, r.ok ? EXIT.OK : EXIT.REFUSED)
+    return done(c, home, r.ok ? EXIT.OK : failedCode(r))
   }
   if (values.name !== undefined) throw new UsageError('--name goes with an invite: dsh-session-mail link INVITE --name NAME', 'link')
   const ttl = intOption('link', values, 'ttl-minutes', 1, 1440) ?? 10
@@ -132,7 +136,7 @@ export async function unlink(argv, out) {
   if (values.json) out.stdout(JSON.stringify(r, null, 2))
   else if (r.ok) out.stdout(`unlinked ${r.link.name} (${r.link.id}); ${r.told ? 'it confirmed' : 'it was not reached: it is refused here and forgets this machine at its next contact'}`)
   else refusal(out, 'unlink', r)
-  return done(c, home, r.ok ? EXIT.OK : EXIT.REFUSED)
+  return done(c, home, r.ok ? EXIT.OK : failedCode(r))
 }
 
 export async function machines(argv, out) {
@@ -147,5 +151,5 @@ export async function machines(argv, out) {
   if (values.json) out.stdout(JSON.stringify(r, null, 2))
   else if (r.ok) out.stdout(`renamed: ${positionals[0]} is now ${r.link.name} (${r.link.id})`)
   else refusal(out, 'machines', r)
-  return done(c, home, r.ok ? EXIT.OK : EXIT.REFUSED)
+  return done(c, home, r.ok ? EXIT.OK : failedCode(r))
 }

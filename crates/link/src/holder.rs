@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::net::{UnixListener, UnixStream};
 
+use crate::error::LinkError;
 use crate::node::{CallError, Node};
 use crate::wire;
 use crate::MachineId;
@@ -44,12 +45,12 @@ pub enum Ask {
     Status,
 }
 
-/// The holder's answer.
+/// The holder's answer: the value, or the operation's error as the holder had it (typed across the socket).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum Answer {
     Ok(Value),
-    Err(CallError),
+    Err(LinkError),
 }
 
 fn my_uid() -> u32 {
@@ -85,41 +86,43 @@ pub fn serve(node: Node) -> std::io::Result<tokio::task::JoinHandle<()>> {
     }))
 }
 
-fn err(e: String) -> Answer {
-    Answer::Err(CallError::Protocol(e))
-}
-
 /// Run an ask on this process's own endpoint (the holder's side; also used in-process by the holder).
 pub async fn run(node: &Node, ask: Ask) -> Answer {
     let to_v = |v: Result<Value, serde_json::Error>| {
-        v.map(Answer::Ok).unwrap_or_else(|e| err(e.to_string()))
+        v.map(Answer::Ok).unwrap_or_else(|e| {
+            Answer::Err(LinkError::Holder {
+                detail: e.to_string(),
+            })
+        })
     };
     match ask {
         Ask::Call { machine, body } => match node.call(&machine, body).await {
             Ok(v) => Answer::Ok(v),
-            Err(e) => Answer::Err(e),
+            Err(e) => Answer::Err(e.into()),
         },
         Ask::Ping { machine } => match node.ping(&machine).await {
             Ok(d) => Answer::Ok(Value::from(d.as_secs_f64() * 1000.0)),
-            Err(e) => Answer::Err(e),
+            Err(e) => Answer::Err(e.into()),
         },
-        Ask::Invite { relay, ttl_ms } => match node.invite(relay, Duration::from_millis(ttl_ms)) {
-            Ok(i) => Answer::Ok(Value::String(i.encode())),
-            Err(e) => err(e),
-        },
+        Ask::Invite { relay, ttl_ms } => {
+            match node.invite(relay, Duration::from_millis(ttl_ms)).await {
+                Ok(i) => Answer::Ok(Value::String(i.encode())),
+                Err(e) => Answer::Err(e),
+            }
+        }
         Ask::Accept {
             invite,
             name,
             my_name,
         } => match node.accept_invite(&invite, &name, &my_name).await {
             Ok(l) => to_v(serde_json::to_value(l)),
-            Err(e) => err(e),
+            Err(e) => Answer::Err(e),
         },
         Ask::Unlink { name } => match node.unlink(&name).await {
             Ok((l, told)) => to_v(serde_json::to_value(
                 serde_json::json!({"link": l, "told": told}),
             )),
-            Err(e) => err(e),
+            Err(e) => Answer::Err(e),
         },
         Ask::Status => {
             let links = crate::store::links(node.home(), node.secret_key());
@@ -143,27 +146,23 @@ pub async fn run(node: &Node, ask: Ask) -> Answer {
 }
 
 /// Ask the home's live holder (checked: the socket's peer is the lease record's live pid, of this user).
-pub async fn ask(home: &Path, a: &Ask, deadline: Duration) -> Result<Value, CallError> {
-    let rec =
-        crate::lease::holder(home).ok_or_else(|| CallError::NoHolder("no live holder".into()))?;
+pub async fn ask(home: &Path, a: &Ask, deadline: Duration) -> Result<Value, LinkError> {
+    let rec = crate::lease::holder(home)
+        .ok_or_else(|| LinkError::from(CallError::NoHolder("no live holder".into())))?;
     let mut s = UnixStream::connect(socket_path(home))
         .await
-        .map_err(|e| CallError::NoHolder(format!("its socket: {e}")))?;
+        .map_err(|e| LinkError::from(CallError::NoHolder(format!("its socket: {e}"))))?;
     match s.peer_cred() {
         Ok(c) if c.uid() == my_uid() && c.pid().map(|p| p as u32) == Some(rec.pid) => {}
-        _ => {
-            return Err(CallError::NoHolder(
-                "the socket is not the lease holder's".into(),
-            ))
-        }
+        _ => return Err(CallError::NoHolder("the socket is not the lease holder's".into()).into()),
     }
     wire::write_frame(&mut s, a)
         .await
-        .map_err(|e| CallError::NoHolder(e.to_string()))?;
+        .map_err(|e| LinkError::from(CallError::NoHolder(e.to_string())))?;
     match wire::read_frame::<_, Answer>(&mut s, deadline).await {
         Ok(Answer::Ok(v)) => Ok(v),
         Ok(Answer::Err(e)) => Err(e),
-        Err(wire::FrameError::Timeout) => Err(CallError::Timeout),
-        Err(e) => Err(CallError::NoHolder(e.to_string())),
+        Err(wire::FrameError::Timeout) => Err(CallError::Timeout.into()),
+        Err(e) => Err(CallError::NoHolder(e.to_string()).into()),
     }
 }

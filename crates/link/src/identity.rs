@@ -21,6 +21,14 @@ pub enum IdentityError {
     Key(seal::KeyError),
 }
 
+impl From<IdentityError> for crate::LinkError {
+    fn from(e: IdentityError) -> Self {
+        crate::LinkError::Identity {
+            detail: e.to_string(),
+        }
+    }
+}
+
 impl std::fmt::Display for IdentityError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

@@ -10,6 +10,7 @@
 //! [`Machines::accept_invite`] or [`Machines::unlink`]. See docs/machines.md.
 
 pub mod b64;
+pub mod error;
 pub mod holder;
 pub mod identity;
 pub mod lease;
@@ -18,11 +19,15 @@ pub mod node;
 pub mod store;
 pub mod wire;
 
+pub use error::{CallError, LinkError, WireError};
 pub use machines::{Machines, Status};
-pub use node::{CallError, Handler, Node, NodeConfig};
+pub use node::{Handler, Node, NodeConfig};
 pub use store::{Link, Relay};
 
 use std::path::{Path, PathBuf};
+
+/// Largest frame either side of a link accepts (and sends): [`wire::MAX_FRAME`].
+pub const MAX_FRAME: usize = 4 * 1024 * 1024;
 
 /// This home's machine folder: `$DSH_HOME/dsh-session-mail/machine` (0700).
 pub fn machine_dir(home: &Path) -> PathBuf {

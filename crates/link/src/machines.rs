@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::Mutex;
 
+use crate::error::LinkError;
 use crate::holder::{self, Answer, Ask};
 use crate::lease::{self, Lease};
 use crate::node::{CallError, Handler, Node, NodeConfig};
@@ -72,12 +73,14 @@ impl Machines {
     }
 
     /// Become the holder if the lease is free: bind the endpoint and serve the socket.
-    pub async fn try_hold(&self) -> Result<bool, String> {
+    pub async fn try_hold(&self) -> Result<bool, LinkError> {
         let mut g = self.held.lock().await;
         if g.is_some() {
             return Ok(true);
         }
-        let Some(lease) = lease::try_take(&self.home).map_err(|e| format!("the lease: {e}"))?
+        let Some(lease) = lease::try_take(&self.home).map_err(|e| LinkError::Lease {
+            detail: e.to_string(),
+        })?
         else {
             return Ok(false);
         };
@@ -86,7 +89,9 @@ impl Machines {
             Ok(s) => s,
             Err(e) => {
                 node.close().await;
-                return Err(format!("the holder's socket: {e}"));
+                return Err(LinkError::Socket {
+                    detail: e.to_string(),
+                });
             }
         };
         *g = Some(Held {
@@ -98,7 +103,7 @@ impl Machines {
     }
 
     /// Run `a` where the home's endpoint is: here (holding, or taking the free lease) or at the holder.
-    pub async fn ask(&self, a: Ask, deadline: Duration) -> Result<Value, CallError> {
+    pub async fn ask(&self, a: Ask, deadline: Duration) -> Result<Value, LinkError> {
         for _ in 0..3 {
             if let Some(n) = self.node().await {
                 return match holder::run(&n, a).await {
@@ -108,18 +113,18 @@ impl Machines {
             }
             if lease::holder(&self.home).is_some() {
                 match holder::ask(&self.home, &a, deadline).await {
-                    Err(CallError::NoHolder(_)) => {} // it went meanwhile: try to take over
+                    Err(LinkError::Call {
+                        error: CallError::NoHolder(_),
+                    }) => {} // it went meanwhile: try to take over
                     r => return r,
                 }
             }
-            if !self.try_hold().await.map_err(CallError::NoHolder)? {
+            if !self.try_hold().await? {
                 // another process took the lease just now: give it a moment to serve
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
         }
-        Err(CallError::NoHolder(
-            "the lease holder does not answer".into(),
-        ))
+        Err(CallError::NoHolder("the lease holder does not answer".into()).into())
     }
 
     /// Run `body` on a linked machine. `NotLinked` at once (before binding anything) when it is not linked.
@@ -146,6 +151,11 @@ impl Machines {
             dl,
         )
         .await
+        .map_err(|e| match e {
+            LinkError::Call { error } => error,
+            // the holder could not be had (its lease, its endpoint): nobody can reach the machine now
+            other => CallError::NoHolder(other.to_string()),
+        })
     }
 
     /// Typed [`Machines::call`].
@@ -210,37 +220,35 @@ pub fn host_name() -> String {
 }
 
 impl Machines {
-    fn key(&self) -> Result<iroh::SecretKey, String> {
-        crate::identity::read(&self.home)
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| {
-                "this home has no machine identity yet (make an invite or use one)".into()
-            })
+    fn key(&self) -> Result<iroh::SecretKey, LinkError> {
+        crate::identity::read(&self.home)?.ok_or(LinkError::NoIdentity)
     }
 
     /// `link`: a one-time invite made by the home's endpoint (bound here when no process holds it).
-    pub async fn invite(&self, relay: crate::Relay, ttl: Duration) -> Result<String, String> {
-        crate::identity::load_or_make(&self.home).map_err(|e| e.to_string())?;
+    pub async fn invite(&self, relay: crate::Relay, ttl: Duration) -> Result<String, LinkError> {
+        crate::identity::load_or_make(&self.home)?;
+        // the holder may bind its endpoint again for a relay it does not run with yet
         let v = self
             .ask(
                 Ask::Invite {
                     relay,
                     ttl_ms: ttl.as_millis() as u64,
                 },
-                self.cfg.frame_deadline,
+                self.cfg.frame_deadline + self.cfg.connect_deadline,
             )
-            .await
-            .map_err(|e| e.to_string())?;
-        v.as_str()
-            .map(str::to_string)
-            .ok_or_else(|| "the holder answered no invite".into())
+            .await?;
+        v.as_str().map(str::to_string).ok_or(LinkError::Holder {
+            detail: "it answered no invite".into(),
+        })
     }
 
     /// Wait until the invite is used (`true`) or expires or `limit` passes (`false`).
-    pub async fn wait_invite(&self, invite: &str, limit: Duration) -> Result<bool, String> {
+    pub async fn wait_invite(&self, invite: &str, limit: Duration) -> Result<bool, LinkError> {
         let inv = crate::node::Invite::decode(invite)?;
         let sk = self.key()?;
-        let secret = crate::unhex::<32>(&inv.secret).ok_or("damaged invite")?;
+        let secret = crate::unhex::<32>(&inv.secret).ok_or(LinkError::BadInvite {
+            what: "it is damaged (its secret)".into(),
+        })?;
         let hash = crate::node::invite_hash(&sk, &secret);
         let t = std::time::Instant::now();
         loop {
@@ -256,14 +264,12 @@ impl Machines {
     }
 
     /// `link <invite> --name <name>`: both ends record each other.
-    pub async fn accept_invite(&self, invite: &str, name: &str) -> Result<crate::Link, String> {
+    pub async fn accept_invite(&self, invite: &str, name: &str) -> Result<crate::Link, LinkError> {
         crate::node::Invite::decode(invite)?;
         if !crate::valid_name(name) {
-            return Err(format!(
-                "'{name}' is not a machine name ([a-z0-9][a-z0-9-]{{0,31}})"
-            ));
+            return Err(LinkError::BadName { name: name.into() });
         }
-        crate::identity::load_or_make(&self.home).map_err(|e| e.to_string())?;
+        crate::identity::load_or_make(&self.home)?;
         let dl = self.cfg.connect_deadline + self.cfg.frame_deadline * 2;
         let v = self
             .ask(
@@ -274,59 +280,58 @@ impl Machines {
                 },
                 dl,
             )
-            .await
-            .map_err(|e| match e {
-                CallError::Protocol(s) => s,
-                e => e.to_string(),
-            })?;
-        serde_json::from_value(v).map_err(|e| e.to_string())
+            .await?;
+        serde_json::from_value(v).map_err(|e| LinkError::Holder {
+            detail: e.to_string(),
+        })
     }
 
     /// `unlink <name>`: refused here at once, the other machine told when it can be reached.
-    pub async fn unlink(&self, name: &str) -> Result<(crate::Link, bool), String> {
+    pub async fn unlink(&self, name: &str) -> Result<(crate::Link, bool), LinkError> {
         let sk = self.key()?;
         if crate::store::read(&self.home, &sk)
             .doc()
             .by_name(name)
             .is_none()
         {
-            return Err(format!("no machine named '{name}' is linked"));
+            return Err(LinkError::NoSuchLink { name: name.into() });
         }
         let v = self
             .ask(
                 Ask::Unlink { name: name.into() },
                 self.cfg.connect_deadline * 2,
             )
-            .await
-            .map_err(|e| match e {
-                CallError::Protocol(s) => s,
-                e => e.to_string(),
-            })?;
-        let link = serde_json::from_value(v["link"].clone()).map_err(|e| e.to_string())?;
+            .await?;
+        let link = serde_json::from_value(v["link"].clone()).map_err(|e| LinkError::Holder {
+            detail: e.to_string(),
+        })?;
         Ok((link, v["told"].as_bool().unwrap_or(false)))
     }
 
     /// `machines rename <name> <new>`: this home's name for a linked machine (the id stays).
-    pub fn rename(&self, name: &str, new: &str) -> Result<crate::Link, String> {
+    pub fn rename(&self, name: &str, new: &str) -> Result<crate::Link, LinkError> {
         if !crate::valid_name(new) {
-            return Err(format!(
-                "'{new}' is not a machine name ([a-z0-9][a-z0-9-]{{0,31}})"
-            ));
+            return Err(LinkError::BadName { name: new.into() });
         }
         let sk = self.key()?;
-        crate::store::update(&self.home, &sk, base::clock::now_ms(), |d| {
-            if d.by_name(new).is_some() {
-                return Err(crate::store::StoreError::Refused(format!(
-                    "the name '{new}' is taken"
-                )));
-            }
-            let l = d.links.iter_mut().find(|l| l.name == name).ok_or_else(|| {
-                crate::store::StoreError::Refused(format!("no machine named '{name}' is linked"))
-            })?;
-            l.name = new.to_string();
-            Ok(l.clone())
-        })
-        .map_err(|e| e.to_string())
+        use crate::store::StoreError::Refused;
+        Ok(crate::store::update(
+            &self.home,
+            &sk,
+            base::clock::now_ms(),
+            |d| {
+                if d.by_name(new).is_some() {
+                    return Err(Refused(LinkError::NameTaken { name: new.into() }));
+                }
+                let l = d
+                    .links
+                    .iter_mut()
+                    .find(|l| l.name == name)
+                    .ok_or_else(|| Refused(LinkError::NoSuchLink { name: name.into() }))?;
+                l.name = new.to_string();
+                Ok(l.clone())
+            },
+        )?)
     }
 
     /// `links`: every link with, when `probe`, whether it answers now and its round trip (asked in

@@ -26,6 +26,7 @@ use iroh::endpoint::{
 use iroh::{Endpoint, EndpointAddr, RelayMap, RelayMode, SecretKey, TransportAddr};
 use serde_json::Value;
 
+use crate::error::LinkError;
 use crate::store::{self, Link, Pending, Relay, StoreError};
 use crate::wire::{self, close, FrameError, Join, Joined, Request, Response, WireError};
 use crate::MachineId;
@@ -89,53 +90,7 @@ impl NodeConfig {
     }
 }
 
-/// Why a call to a linked machine did not get its answer. Never a false success: only [`Node::call`]'s
-/// `Ok` is an answer from the machine.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(tag = "kind", content = "detail", rename_all = "kebab-case")]
-pub enum CallError {
-    /// This home has no such link (or the human unlinked it).
-    NotLinked,
-    /// The machine refused the connection: it does not (or no longer) have this home linked. The local link
-    /// was removed.
-    UnlinkedByPeer,
-    /// It could not be reached in time.
-    Unreachable(String),
-    /// It was reached but did not answer within the deadline.
-    Timeout,
-    /// The request is over the frame bound.
-    TooLarge(usize),
-    /// It answered something that is not the protocol.
-    Protocol(String),
-    /// It refused the request (its handler's error, as data).
-    Remote(WireError),
-    /// No process of this home can hold the endpoint now (the holder is unreachable).
-    NoHolder(String),
-}
-
-impl std::fmt::Display for CallError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            CallError::NotLinked => f.write_str("that machine is not linked with this one"),
-            CallError::UnlinkedByPeer => {
-                f.write_str("that machine has unlinked this one (the link is removed here too)")
-            }
-            CallError::Unreachable(e) => write!(f, "that machine cannot be reached: {e}"),
-            CallError::Timeout => f.write_str("that machine did not answer in time"),
-            CallError::TooLarge(n) => write!(
-                f,
-                "the request is {n} bytes, over the bound of {}",
-                wire::MAX_FRAME
-            ),
-            CallError::Protocol(e) => write!(f, "that machine answered outside the protocol: {e}"),
-            CallError::Remote(e) => write!(f, "that machine refused: {} ({})", e.message, e.code),
-            CallError::NoHolder(e) => write!(
-                f,
-                "no process of this home holds the machine's endpoint: {e}"
-            ),
-        }
-    }
-}
+pub use crate::error::CallError;
 
 /// The hook that closes a connection before any of its data is read unless it may be served.
 #[derive(Debug)]
@@ -176,7 +131,13 @@ impl EndpointHooks for Gate {
 struct Inner {
     home: PathBuf,
     sk: SecretKey,
-    ep: Endpoint,
+    /// The endpoint; replaced when a relay is added to one bound without any ([`Node::ensure_relay`]).
+    ep: Mutex<Endpoint>,
+    /// The relays the endpoint runs with; `None`: bound without a relay transport (relay none everywhere).
+    relays: Mutex<Option<Vec<iroh::RelayUrl>>>,
+    /// One relay change at a time.
+    rebinding: tokio::sync::Mutex<()>,
+    tc: QuicTransportConfig,
     cfg: NodeConfig,
     handler: Handler,
     conns: Mutex<HashMap<MachineId, Connection>>,
@@ -193,18 +154,67 @@ pub struct Node {
 }
 
 /// The relays the home's links and waiting invites name.
-fn relay_mode(doc: &store::Doc) -> RelayMode {
-    let urls: Vec<iroh::RelayUrl> = doc
+fn relay_urls(doc: &store::Doc) -> Vec<iroh::RelayUrl> {
+    let mut urls: Vec<iroh::RelayUrl> = vec![];
+    for u in doc
         .links
         .iter()
         .map(|l| &l.relay)
         .chain(doc.invites.iter().map(|p| &p.relay))
         .filter_map(Relay::url)
-        .collect();
+    {
+        if !urls.contains(&u) {
+            urls.push(u);
+        }
+    }
+    urls
+}
+
+fn relay_mode(urls: &[iroh::RelayUrl]) -> RelayMode {
     if urls.is_empty() {
         RelayMode::Disabled
     } else {
-        RelayMode::Custom(urls.into_iter().collect::<RelayMap>())
+        RelayMode::Custom(urls.iter().cloned().collect::<RelayMap>())
+    }
+}
+
+/// Bind an endpoint with this home's key on `want` (any port when that one is taken).
+async fn bind(
+    home: &Path,
+    sk: &SecretKey,
+    tc: &QuicTransportConfig,
+    want: SocketAddr,
+    relays: &[iroh::RelayUrl],
+) -> Result<Endpoint, LinkError> {
+    let build = |addr: SocketAddr| -> Result<iroh::endpoint::Builder, LinkError> {
+        Endpoint::builder(iroh::endpoint::presets::Minimal)
+            .secret_key(sk.clone())
+            .alpns(vec![wire::ALPN.to_vec(), wire::LINK_ALPN.to_vec()])
+            .relay_mode(relay_mode(relays))
+            .clear_address_lookup()
+            .clear_ip_transports()
+            .bind_addr(addr)
+            .map_err(|e| LinkError::Bind {
+                detail: e.to_string(),
+            })
+            .map(|b| {
+                b.transport_config(tc.clone()).hooks(Gate {
+                    home: home.to_path_buf(),
+                    sk: sk.clone(),
+                })
+            })
+    };
+    let failed = |e: iroh::endpoint::BindError| LinkError::Bind {
+        detail: e.to_string(),
+    };
+    match build(want)?.bind().await {
+        Ok(ep) => Ok(ep),
+        // the port the home used before is taken now: any port (peers learn it on the next contact)
+        Err(_) if want.port() != 0 => build(SocketAddr::new(want.ip(), 0))?
+            .bind()
+            .await
+            .map_err(failed),
+        Err(e) => Err(failed(e)),
     }
 }
 
@@ -252,19 +262,20 @@ impl Invite {
             crate::b64::encode(&serde_json::to_vec(self).unwrap_or_default())
         )
     }
-    pub fn decode(s: &str) -> Result<Invite, String> {
+    pub fn decode(s: &str) -> Result<Invite, LinkError> {
+        let bad = |what: &str| LinkError::BadInvite { what: what.into() };
         let s = s.trim();
         let body = s
             .strip_prefix(INVITE_PREFIX)
-            .ok_or("not an invite of dsh-session-mail (it starts with dshm1)")?;
+            .ok_or_else(|| bad("not an invite of dsh-session-mail (it starts with dshm1)"))?;
         if body.len() > 8192 {
-            return Err("the invite is too long".into());
+            return Err(bad("it is too long"));
         }
-        let bytes = crate::b64::decode(body).ok_or("the invite is damaged (not base64url)")?;
+        let bytes = crate::b64::decode(body).ok_or_else(|| bad("it is damaged (not base64url)"))?;
         let inv: Invite =
-            serde_json::from_slice(&bytes).map_err(|e| format!("the invite is damaged: {e}"))?;
+            serde_json::from_slice(&bytes).map_err(|e| bad(&format!("it is damaged ({e})")))?;
         if crate::unhex::<32>(&inv.secret).is_none() {
-            return Err("the invite is damaged (its secret)".into());
+            return Err(bad("it is damaged (its secret)"));
         }
         Ok(inv)
     }
@@ -287,8 +298,8 @@ fn app_close_code(e: &ConnectionError) -> Option<u64> {
 
 impl Node {
     /// Bind this home's endpoint. The caller must hold the home's lease (one endpoint per key).
-    pub async fn start(home: &Path, cfg: NodeConfig, handler: Handler) -> Result<Node, String> {
-        let sk = crate::identity::load_or_make(home).map_err(|e| e.to_string())?;
+    pub async fn start(home: &Path, cfg: NodeConfig, handler: Handler) -> Result<Node, LinkError> {
+        let sk = crate::identity::load_or_make(home)?;
         let doc = store::read(home, &sk).doc();
         let tc = QuicTransportConfig::builder()
             .max_concurrent_bidi_streams(VarInt::from_u32(cfg.max_streams))
@@ -302,31 +313,8 @@ impl Node {
             Some(b) => SocketAddr::new(b.ip(), doc.port.unwrap_or(0)),
             None => SocketAddr::from(([0, 0, 0, 0], doc.port.unwrap_or(0))),
         };
-        let build = |addr: SocketAddr| -> Result<iroh::endpoint::Builder, String> {
-            Endpoint::builder(iroh::endpoint::presets::Minimal)
-                .secret_key(sk.clone())
-                .alpns(vec![wire::ALPN.to_vec(), wire::LINK_ALPN.to_vec()])
-                .relay_mode(relay_mode(&doc))
-                .clear_address_lookup()
-                .clear_ip_transports()
-                .bind_addr(addr)
-                .map_err(|e| e.to_string())
-                .map(|b| {
-                    b.transport_config(tc.clone()).hooks(Gate {
-                        home: home.to_path_buf(),
-                        sk: sk.clone(),
-                    })
-                })
-        };
-        let ep = match build(want)?.bind().await {
-            Ok(ep) => ep,
-            // the port the home used before is taken now: any port (peers learn it on the next contact)
-            Err(_) if want.port() != 0 => build(SocketAddr::new(want.ip(), 0))?
-                .bind()
-                .await
-                .map_err(|e| format!("binding the endpoint: {e}"))?,
-            Err(e) => return Err(format!("binding the endpoint: {e}")),
-        };
+        let urls = relay_urls(&doc);
+        let ep = bind(home, &sk, &tc, want, &urls).await?;
         let port = ep.bound_sockets().first().map(|s| s.port());
         if port.is_some() && port != doc.port && cfg.bind.is_none_or(|b| b.port() == 0) {
             let _ = store::update(home, &sk, ms_now(), |d| {
@@ -338,7 +326,10 @@ impl Node {
             inner: Arc::new(Inner {
                 home: home.to_path_buf(),
                 sk,
-                ep,
+                ep: Mutex::new(ep),
+                relays: Mutex::new((!urls.is_empty()).then_some(urls)),
+                rebinding: tokio::sync::Mutex::new(()),
+                tc,
                 serving: Arc::new(tokio::sync::Semaphore::new(cfg.max_conns)),
                 cfg,
                 handler,
@@ -347,9 +338,20 @@ impl Node {
                 task: Mutex::new(None),
             }),
         };
-        let weak = Arc::downgrade(&node.inner);
-        let ep = node.inner.ep.clone();
-        let sem = node.inner.serving.clone();
+        node.accept_loop();
+        Ok(node)
+    }
+
+    /// The endpoint now.
+    fn ep(&self) -> Endpoint {
+        self.inner.ep.lock().unwrap().clone()
+    }
+
+    /// Serve what the endpoint accepts (replacing the loop of an endpoint bound before).
+    fn accept_loop(&self) {
+        let weak = Arc::downgrade(&self.inner);
+        let ep = self.ep();
+        let sem = self.inner.serving.clone();
         let task = tokio::spawn(async move {
             while let Some(incoming) = ep.accept().await {
                 // a flood: past the bound, refused before its handshake costs anything
@@ -377,12 +379,69 @@ impl Node {
                 });
             }
         });
-        *node.inner.task.lock().unwrap() = Some(task);
-        Ok(node)
+        if let Some(old) = self.inner.task.lock().unwrap().replace(task) {
+            old.abort();
+        }
+    }
+
+    /// Make sure the endpoint runs with `relay` (an invite or a link that names the human's relay): added
+    /// to the running endpoint when it has relays already; an endpoint bound without any (every link
+    /// `none`, so no relay transport at all) is bound again, on the same port, with the home's relays and
+    /// this one. Its open connections close then; peers dial again.
+    pub async fn ensure_relay(&self, relay: &Relay) -> Result<(), LinkError> {
+        let Some(url) = relay.url() else {
+            return Ok(());
+        };
+        let _one = self.inner.rebinding.lock().await;
+        let have = self.inner.relays.lock().unwrap().clone();
+        match have {
+            Some(v) if v.contains(&url) => return Ok(()),
+            Some(_) => {
+                self.ep()
+                    .insert_relay(url.clone(), Arc::new(iroh::RelayConfig::from(url.clone())))
+                    .await;
+                if let Some(v) = self.inner.relays.lock().unwrap().as_mut() {
+                    v.push(url);
+                }
+            }
+            None => {
+                let mut urls = relay_urls(&store::read(&self.inner.home, &self.inner.sk).doc());
+                if !urls.contains(&url) {
+                    urls.push(url);
+                }
+                let old = self.ep();
+                let want = old
+                    .bound_sockets()
+                    .first()
+                    .copied()
+                    .or(self.inner.cfg.bind)
+                    .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
+                if let Some(t) = self.inner.task.lock().unwrap().take() {
+                    t.abort();
+                }
+                self.inner.conns.lock().unwrap().clear();
+                old.close().await;
+                let ep = bind(
+                    &self.inner.home,
+                    &self.inner.sk,
+                    &self.inner.tc,
+                    want,
+                    &urls,
+                )
+                .await?;
+                *self.inner.ep.lock().unwrap() = ep;
+                *self.inner.relays.lock().unwrap() = Some(urls);
+                self.accept_loop();
+            }
+        }
+        // reachable through it before the invite or the link says so (bounded: a relay that does not
+        // answer leaves the direct addresses)
+        let _ = tokio::time::timeout(self.inner.cfg.connect_deadline, self.ep().online()).await;
+        Ok(())
     }
 
     pub fn id(&self) -> MachineId {
-        MachineId::of(&self.inner.ep.id())
+        MachineId::of(&self.ep().id())
     }
     pub fn home(&self) -> &Path {
         &self.inner.home
@@ -397,7 +456,8 @@ impl Node {
     /// The direct addresses to tell a peer: the bound socket when it is a specific address, else the
     /// interfaces' addresses on the bound port.
     pub fn addrs(&self) -> Vec<SocketAddr> {
-        let bound = self.inner.ep.bound_sockets();
+        let ep = self.ep();
+        let bound = ep.bound_sockets();
         let specific: Vec<SocketAddr> = bound
             .iter()
             .filter(|s| !s.ip().is_unspecified())
@@ -406,9 +466,7 @@ impl Node {
         if !specific.is_empty() {
             return specific;
         }
-        let mut v: Vec<SocketAddr> = self
-            .inner
-            .ep
+        let mut v: Vec<SocketAddr> = ep
             .addr()
             .ip_addrs()
             .filter(|s| !s.ip().is_unspecified())
@@ -423,25 +481,19 @@ impl Node {
         self.inner.cfg.max_conns - self.inner.serving.available_permits()
     }
 
-    /// Make a one-time invite: its secret is kept only hashed, until used or `ttl` passes.
-    pub fn invite(&self, relay: Relay, ttl: Duration) -> Result<Invite, String> {
-        if let Relay::Url(u) = &relay {
-            let cur = relay_mode(&store::read(&self.inner.home, &self.inner.sk).doc());
-            let known = matches!(&cur, RelayMode::Custom(m) if relay.url().map(|x| m.contains(&x)).unwrap_or(false));
-            if !known {
-                return Err(format!("the endpoint runs without relay {u}: restart the holder (it binds with the relays of its links and invites)"));
-            }
-        }
+    /// Make a one-time invite: its secret is kept only hashed, until used or `ttl` passes. A relay the
+    /// endpoint does not run with yet is added first ([`Node::ensure_relay`]).
+    pub async fn invite(&self, relay: Relay, ttl: Duration) -> Result<Invite, LinkError> {
+        self.ensure_relay(&relay).await?;
         let secret = random32();
         let now = ms_now();
         let exp = now + ttl.as_millis().min(24 * 3600 * 1000) as i64;
         let hash = invite_hash(&self.inner.sk, &secret);
         store::update(&self.inner.home, &self.inner.sk, now, |d| {
             if d.invites.len() >= store::MAX_INVITES {
-                return Err(StoreError::Refused(format!(
-                    "{} invites are waiting already",
-                    store::MAX_INVITES
-                )));
+                return Err(StoreError::Refused(LinkError::TooManyInvites {
+                    max: store::MAX_INVITES,
+                }));
             }
             d.invites.push(Pending {
                 hash,
@@ -449,8 +501,7 @@ impl Node {
                 relay: relay.clone(),
             });
             Ok(())
-        })
-        .map_err(|e| e.to_string())?;
+        })?;
         Ok(Invite {
             id: self.id(),
             addrs: self.addrs(),
@@ -485,9 +536,7 @@ impl Node {
                 .as_ref()
                 .and_then(|h| d.invites.iter().position(|p| &p.hash == h))
             else {
-                return Err(StoreError::Refused(
-                    "the invite is unknown, used already, or expired".into(),
-                ));
+                return Err(StoreError::Refused(LinkError::InviteUnknown));
             };
             let p = d.invites.remove(i);
             let addrs: Vec<SocketAddr> = join.addrs.iter().take(16).copied().collect();
@@ -497,10 +546,9 @@ impl Node {
                 return Ok(l.name.clone());
             }
             if d.links.len() >= store::MAX_LINKS {
-                return Err(StoreError::Refused(format!(
-                    "this machine has {} links already",
-                    store::MAX_LINKS
-                )));
+                return Err(StoreError::Refused(LinkError::TooManyLinks {
+                    max: store::MAX_LINKS,
+                }));
             }
             let name = store::free_name(d, &join.name);
             d.links.push(Link {
@@ -516,15 +564,20 @@ impl Node {
             Ok(name) => Joined {
                 ok: true,
                 error: None,
+                refusal: None,
                 name: Some(name),
                 addrs: self.addrs(),
             },
-            Err(e) => Joined {
-                ok: false,
-                error: Some(e.to_string()),
-                name: None,
-                addrs: vec![],
-            },
+            Err(e) => {
+                let e = LinkError::from(e);
+                Joined {
+                    ok: false,
+                    error: Some(e.to_string()),
+                    refusal: Some(e),
+                    name: None,
+                    addrs: vec![],
+                }
+            }
         };
         let _ = wire::write_frame(&mut send, &answer).await;
         let _ = send.finish();
@@ -538,38 +591,36 @@ impl Node {
         invite: &str,
         name: &str,
         my_name: &str,
-    ) -> Result<Link, String> {
+    ) -> Result<Link, LinkError> {
         let inv = Invite::decode(invite)?;
         if !crate::valid_name(name) {
-            return Err(format!(
-                "'{name}' is not a machine name ([a-z0-9][a-z0-9-]{{0,31}})"
-            ));
+            return Err(LinkError::BadName { name: name.into() });
         }
         if inv.exp <= ms_now() {
-            return Err("the invite has expired: make a new one on the other machine".into());
+            return Err(LinkError::InviteExpired);
         }
         if inv.id == self.id() {
-            return Err("the invite is this machine's own".into());
+            return Err(LinkError::OwnInvite);
         }
         let doc = store::read(&self.inner.home, &self.inner.sk).doc();
         if let Some(l) = doc.by_name(name) {
             if l.id != inv.id {
-                return Err(format!(
-                    "the name '{name}' is taken by another linked machine"
-                ));
+                return Err(LinkError::NameTaken { name: name.into() });
             }
         }
+        // this end is reached through the invite's relay too, from now on
+        self.ensure_relay(&inv.relay).await?;
         let addr = endpoint_addr(&inv.id, &inv.addrs, &inv.relay);
         let dl = self.inner.cfg.connect_deadline;
-        let conn = tokio::time::timeout(dl, self.inner.ep.connect(addr, wire::LINK_ALPN))
+        let conn = tokio::time::timeout(dl, self.ep().connect(addr, wire::LINK_ALPN))
             .await
-            .map_err(|_| "the other machine did not answer in time".to_string())?
-            .map_err(|e| format!("the other machine cannot be reached: {e}"))?;
+            .map_err(|_| LinkError::from(CallError::Unreachable("no answer in time".into())))?
+            .map_err(|e| LinkError::from(CallError::Unreachable(e.to_string())))?;
         let r = async {
             let (mut send, mut recv) = conn
                 .open_bi()
                 .await
-                .map_err(|e| refused_or(&conn, e.to_string()))?;
+                .map_err(|e| refused_or(&conn, FrameError::Io(e.to_string())))?;
             let join = Join {
                 secret: inv.secret.clone(),
                 name: my_name.to_string(),
@@ -577,21 +628,20 @@ impl Node {
             };
             wire::write_frame(&mut send, &join)
                 .await
-                .map_err(|e| refused_or(&conn, e.to_string()))?;
+                .map_err(|e| refused_or(&conn, e))?;
             let _ = send.finish();
             let joined: Joined = wire::read_frame(&mut recv, self.inner.cfg.frame_deadline)
                 .await
-                .map_err(|e| refused_or(&conn, e.to_string()))?;
-            Ok::<Joined, String>(joined)
+                .map_err(|e| refused_or(&conn, e))?;
+            Ok::<Joined, LinkError>(joined)
         }
         .await;
         conn.close(VarInt::from_u32(close::BYE), b"linked");
         let joined = r?;
         if !joined.ok {
-            return Err(format!(
-                "the other machine refused: {}",
-                joined.error.unwrap_or_default()
-            ));
+            return Err(joined.refusal.unwrap_or(LinkError::PeerRefused {
+                message: joined.error.unwrap_or_default(),
+            }));
         }
         let mut addrs: Vec<SocketAddr> = joined.addrs.iter().take(16).copied().collect();
         for a in &inv.addrs {
@@ -611,15 +661,11 @@ impl Node {
         store::update(&self.inner.home, &self.inner.sk, now, |d| {
             d.links.retain(|l| l.id != l2.id);
             if d.by_name(&l2.name).is_some() {
-                return Err(StoreError::Refused(format!(
-                    "the name '{}' was taken meanwhile",
-                    l2.name
-                )));
+                return Err(StoreError::Refused(LinkError::NameTaken { name: l2.name }));
             }
             d.links.push(l2);
             Ok(())
-        })
-        .map_err(|e| e.to_string())?;
+        })?;
         Ok(link)
     }
 
@@ -739,7 +785,7 @@ impl Node {
         let addr = endpoint_addr(&link.id, &link.addrs, &link.relay);
         let c = tokio::time::timeout(
             self.inner.cfg.connect_deadline,
-            self.inner.ep.connect(addr, wire::ALPN),
+            self.ep().connect(addr, wire::ALPN),
         )
         .await
         .map_err(|_| CallError::Unreachable("no answer in time".into()))?
@@ -770,24 +816,29 @@ impl Node {
             tries += 1;
             let conn = self.connection(&link).await?;
             let r = tokio::time::timeout(dl, async {
-                let (mut send, mut recv) =
-                    conn.open_bi().await.map_err(|e| (true, e.to_string()))?;
+                let (mut send, mut recv) = conn
+                    .open_bi()
+                    .await
+                    .map_err(|e| Fail::Stale(e.to_string()))?;
                 wire::write_frame(&mut send, req)
                     .await
-                    .map_err(|e| (true, e.to_string()))?;
+                    .map_err(|e| Fail::Stale(e.to_string()))?;
                 let _ = send.finish();
-                let resp: Response =
-                    wire::read_frame(&mut recv, dl).await.map_err(|e| match e {
-                        FrameError::Io(s) => (true, s),
-                        other => (false, other.to_string()),
-                    })?;
-                Ok::<Response, (bool, String)>(resp)
+                wire::read_frame::<_, Response>(&mut recv, dl)
+                    .await
+                    .map_err(|e| match e {
+                        FrameError::Io(s) => Fail::Stale(s),
+                        // the answer's deadline is the request's: a partition mid-request ends here
+                        FrameError::Timeout => Fail::Timeout,
+                        other => Fail::Garbage(other.to_string()),
+                    })
             })
-            .await;
+            .await
+            .unwrap_or(Err(Fail::Timeout));
             match r {
-                Err(_) => {
-                    // a connection that does not answer (its peer killed without a close) is not used
-                    // again: the next call dials afresh
+                Err(Fail::Timeout) => {
+                    // a connection that does not answer (its peer killed without a close, a partition) is
+                    // not used again: the next call dials afresh
                     if let Some(c) = self
                         .inner
                         .conns
@@ -799,14 +850,14 @@ impl Node {
                     }
                     return Err(CallError::Timeout);
                 }
-                Ok(Ok(resp)) => {
+                Ok(resp) => {
                     self.note_seen(machine, Some(t0.elapsed()));
                     return match resp {
                         Response::Ok(v) => Ok(v),
                         Response::Err(e) => Err(CallError::Remote(e)),
                     };
                 }
-                Ok(Err((conn_failed, msg))) => {
+                Err(fail) => {
                     if let Some(code) = conn.close_reason().as_ref().and_then(app_close_code) {
                         if code == close::NOT_LINKED as u64 {
                             // the peer proved (TLS) it has unlinked this home: the link goes here too
@@ -817,13 +868,12 @@ impl Node {
                     if let Ok(mut m) = self.inner.conns.lock() {
                         m.remove(machine);
                     }
-                    if !conn_failed {
-                        return Err(CallError::Protocol(msg));
+                    match fail {
+                        Fail::Garbage(msg) => return Err(CallError::Protocol(msg)),
+                        Fail::Stale(msg) if tries >= 2 => return Err(CallError::Unreachable(msg)),
+                        // a connection that went stale: once more on a fresh one
+                        _ => {}
                     }
-                    if tries >= 2 {
-                        return Err(CallError::Unreachable(msg));
-                    }
-                    // a connection that went stale: once more on a fresh one
                 }
             }
         }
@@ -861,10 +911,10 @@ impl Node {
     /// Unlink `name`: refused here at once (the link is removed before anything else), then the machine is
     /// told (best effort; when it is offline it learns at its next contact, which this home refuses).
     /// Returns the link and whether the machine confirmed.
-    pub async fn unlink(&self, name: &str) -> Result<(Link, bool), String> {
+    pub async fn unlink(&self, name: &str) -> Result<(Link, bool), LinkError> {
         let doc = store::read(&self.inner.home, &self.inner.sk).doc();
         let Some(link) = doc.by_name(name).cloned() else {
-            return Err(format!("no machine named '{name}' is linked"));
+            return Err(LinkError::NoSuchLink { name: name.into() });
         };
         // tell it first on a connection opened while still linked, but never wait for it before refusing:
         // the local removal comes first
@@ -872,8 +922,7 @@ impl Node {
         store::update(&self.inner.home, &self.inner.sk, ms_now(), |d| {
             d.links.retain(|l| l.id != id);
             Ok(())
-        })
-        .map_err(|e| e.to_string())?;
+        })?;
         if let Some(c) = self
             .inner
             .conns
@@ -890,7 +939,7 @@ impl Node {
     async fn tell_unlink(&self, link: &Link) -> bool {
         let addr = endpoint_addr(&link.id, &link.addrs, &link.relay);
         let dl = Duration::from_secs(5).min(self.inner.cfg.connect_deadline);
-        let Ok(Ok(conn)) = tokio::time::timeout(dl, self.inner.ep.connect(addr, wire::ALPN)).await
+        let Ok(Ok(conn)) = tokio::time::timeout(dl, self.ep().connect(addr, wire::ALPN)).await
         else {
             return false;
         };
@@ -917,18 +966,29 @@ impl Node {
         if let Ok(mut m) = self.inner.conns.lock() {
             m.clear();
         }
-        self.inner.ep.close().await;
+        self.ep().close().await;
     }
 }
 
-fn refused_or(conn: &Connection, msg: String) -> String {
+/// How one try of a request failed.
+enum Fail {
+    /// The connection failed under it (closed, reset): another try on a fresh one.
+    Stale(String),
+    /// The answer is not the protocol's.
+    Garbage(String),
+    /// No answer within the request's deadline.
+    Timeout,
+}
+
+/// Why the link handshake failed: the other machine's close code when it closed it, else `failed`.
+fn refused_or(conn: &Connection, failed: FrameError) -> LinkError {
     match conn.close_reason().as_ref().and_then(app_close_code) {
-        Some(c) if c == close::NO_INVITE as u64 => {
-            "the other machine has no invite waiting (used or expired)".into()
-        }
-        Some(c) if c == close::NOT_LINKED as u64 => {
-            "the other machine refused the connection".into()
-        }
-        _ => msg,
+        Some(c) if c == close::NO_INVITE as u64 => LinkError::NoInviteWaiting,
+        Some(c) if c == close::NOT_LINKED as u64 => CallError::UnlinkedByPeer.into(),
+        _ => match failed {
+            FrameError::Timeout => CallError::Timeout.into(),
+            FrameError::Io(e) => CallError::Unreachable(e).into(),
+            e => CallError::Protocol(e.to_string()).into(),
+        },
     }
 }

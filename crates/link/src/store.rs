@@ -17,6 +17,7 @@ use base::fsafe::{self, Follow};
 use base::seal;
 use serde::{Deserialize, Serialize};
 
+use crate::error::LinkError;
 use crate::MachineId;
 
 /// Largest document read.
@@ -36,15 +37,19 @@ pub enum Relay {
 
 impl Relay {
     /// `none`, or an `http(s)://` URL of an iroh-relay (checked by Iroh's own parser).
-    pub fn parse(s: &str) -> Result<Relay, String> {
+    pub fn parse(s: &str) -> Result<Relay, LinkError> {
         if s == "none" {
             return Ok(Relay::None);
         }
+        let bad = |detail: String| LinkError::BadRelay {
+            relay: s.chars().take(80).collect(),
+            detail,
+        };
         if !(s.starts_with("https://") || s.starts_with("http://")) || s.len() > 512 {
-            return Err(format!("relay '{s}' is neither 'none' nor an http(s) URL"));
+            return Err(bad("neither 'none' nor an http(s) URL".into()));
         }
         s.parse::<iroh::RelayUrl>()
-            .map_err(|e| format!("relay '{s}': {e}"))?;
+            .map_err(|e| bad(e.to_string()))?;
         Ok(Relay::Url(s.to_string()))
     }
     pub fn url(&self) -> Option<iroh::RelayUrl> {
@@ -65,8 +70,8 @@ impl std::fmt::Display for Relay {
 }
 
 impl TryFrom<String> for Relay {
-    type Error = String;
-    fn try_from(s: String) -> Result<Relay, String> {
+    type Error = LinkError;
+    fn try_from(s: String) -> Result<Relay, LinkError> {
         Relay::parse(&s)
     }
 }
@@ -252,15 +257,26 @@ pub fn links(home: &Path, sk: &iroh::SecretKey) -> Vec<Link> {
 #[derive(Debug)]
 pub enum StoreError {
     Io(io::Error),
-    /// The change itself is refused (the words say why).
-    Refused(String),
+    /// The change itself is refused.
+    Refused(LinkError),
 }
 
 impl std::fmt::Display for StoreError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             StoreError::Io(e) => write!(f, "links.json: {e}"),
-            StoreError::Refused(s) => f.write_str(s),
+            StoreError::Refused(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl From<StoreError> for LinkError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Io(e) => LinkError::Store {
+                detail: e.to_string(),
+            },
+            StoreError::Refused(e) => e,
         }
     }
 }

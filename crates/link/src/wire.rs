@@ -14,7 +14,7 @@ pub const ALPN: &[u8] = b"dsh-session-mail/1";
 pub const LINK_ALPN: &[u8] = b"dsh-session-mail/link/1";
 
 /// Largest frame either side accepts (and sends).
-pub const MAX_FRAME: usize = 4 * 1024 * 1024;
+pub const MAX_FRAME: usize = crate::MAX_FRAME;
 
 #[derive(Debug)]
 pub enum FrameError {
@@ -113,12 +113,7 @@ pub enum Response {
     Err(WireError),
 }
 
-/// A refusal from the far side, as data.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WireError {
-    pub code: String,
-    pub message: String,
-}
+pub use crate::error::WireError;
 
 /// The first frame on [`LINK_ALPN`]: the invite's secret, and what the joiner tells of itself.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -135,8 +130,12 @@ pub struct Join {
 #[serde(rename_all = "camelCase")]
 pub struct Joined {
     pub ok: bool,
+    /// The refusal's words (what an older joiner reads).
     #[serde(default)]
     pub error: Option<String>,
+    /// The refusal, typed.
+    #[serde(default)]
+    pub refusal: Option<crate::error::LinkError>,
     #[serde(default)]
     pub name: Option<String>,
     #[serde(default)]

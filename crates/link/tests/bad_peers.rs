@@ -2,14 +2,16 @@
 //! and the endpoint goes on serving. The rogue side is a bare Iroh endpoint (127.0.0.1, relays disabled,
 //! no address lookup) whose id the victim has linked.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::{addr_of, code, link};
 use dsh_session_mail_link::node::{Handler, Node, NodeConfig};
 use dsh_session_mail_link::wire::{self, close};
-use dsh_session_mail_link::{store, MachineId, Relay};
-use iroh::endpoint::presets;
-use iroh::{Endpoint, EndpointAddr, RelayMode, SecretKey, TransportAddr};
+use dsh_session_mail_link::Relay;
+use iroh::Endpoint;
 use serde_json::{json, Value};
 
 fn cfg() -> NodeConfig {
@@ -28,47 +30,7 @@ fn ok_handler() -> Handler {
 }
 
 async fn rogue() -> Endpoint {
-    Endpoint::builder(presets::Minimal)
-        .secret_key(SecretKey::generate())
-        .relay_mode(RelayMode::Disabled)
-        .clear_address_lookup()
-        .clear_ip_transports()
-        .bind_addr("127.0.0.1:0")
-        .unwrap()
-        .bind()
-        .await
-        .unwrap()
-}
-
-/// `victim` links `ep` (as if through an invite).
-fn link(home: &std::path::Path, victim: &Node, ep: &Endpoint, name: &str) {
-    let id = MachineId::of(&ep.id());
-    let addrs = ep.bound_sockets();
-    store::update(home, victim.secret_key(), 0, |d| {
-        d.links.push(store::Link {
-            id,
-            name: name.into(),
-            relay: Relay::None,
-            addrs,
-            linked_at: 0,
-        });
-        Ok(())
-    })
-    .unwrap();
-}
-
-fn addr_of(n: &Node) -> EndpointAddr {
-    EndpointAddr::from_parts(
-        n.id().endpoint_id(),
-        n.addrs().into_iter().map(TransportAddr::Ip),
-    )
-}
-
-fn code(c: &iroh::endpoint::Connection) -> Option<u64> {
-    match c.close_reason()? {
-        iroh::endpoint::ConnectionError::ApplicationClosed(a) => Some(a.error_code.into_inner()),
-        _ => None,
-    }
+    common::bare_endpoint("127.0.0.1").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -156,7 +118,10 @@ async fn a_flood_of_connections_is_bounded_and_the_endpoint_serves_after_it() {
         r.close().await;
     }
     let b = Node::start(hb.path(), cfg(), ok_handler()).await.unwrap();
-    let inv = a.invite(Relay::None, Duration::from_secs(60)).unwrap();
+    let inv = a
+        .invite(Relay::None, Duration::from_secs(60))
+        .await
+        .unwrap();
     let t = Instant::now();
     loop {
         match b.accept_invite(&inv.encode(), "alpha", "beta").await {

@@ -223,7 +223,10 @@ fn inside_the_namespace() {
             .await
             .unwrap();
         let b = Node::start(hb.path(), cfg, h).await.unwrap();
-        let inv = a.invite(Relay::None, Duration::from_secs(60)).unwrap();
+        let inv = a
+            .invite(Relay::None, Duration::from_secs(60))
+            .await
+            .unwrap();
         eprintln!("invite addresses: {:?}", inv.addrs);
         b.accept_invite(&inv.encode(), "alpha", "beta")
             .await

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use dsh_session_mail_link::node::{Handler, Invite, Node, NodeConfig};
 use dsh_session_mail_link::wire::{self, WireError};
-use dsh_session_mail_link::{store, CallError, MachineId, Relay};
+use dsh_session_mail_link::{store, CallError, LinkError, MachineId, Relay};
 use serde_json::{json, Value};
 
 fn cfg() -> NodeConfig {
@@ -42,7 +42,10 @@ async fn node(h: &tempfile::TempDir) -> Node {
 async fn linked() -> (tempfile::TempDir, tempfile::TempDir, Node, Node) {
     let (ha, hb) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let (a, b) = (node(&ha).await, node(&hb).await);
-    let inv = a.invite(Relay::None, Duration::from_secs(300)).unwrap();
+    let inv = a
+        .invite(Relay::None, Duration::from_secs(300))
+        .await
+        .unwrap();
     let l = b
         .accept_invite(&inv.encode(), "alpha", "beta-host")
         .await
@@ -94,26 +97,30 @@ async fn a_replayed_or_expired_invite_is_refused() {
     let (a, b, c) = (node(&ha).await, node(&hb).await, node(&hc).await);
     let inv = a
         .invite(Relay::None, Duration::from_secs(300))
+        .await
         .unwrap()
         .encode();
     b.accept_invite(&inv, "alpha", "beta").await.unwrap();
     // the same invite again, from a third machine: used up
     let e = c.accept_invite(&inv, "alpha", "gamma").await.unwrap_err();
     assert!(
-        e.contains("no invite waiting") || e.contains("unknown, used"),
-        "{e}"
+        matches!(e, LinkError::NoInviteWaiting | LinkError::InviteUnknown),
+        "{e:?}"
     );
     assert!(store::links(ha.path(), a.secret_key())
         .iter()
         .all(|l| l.id != c.id()));
     // an invite whose time is up: refused by the joiner before it dials ...
-    let mut old = a.invite(Relay::None, Duration::from_millis(1)).unwrap();
+    let mut old = a
+        .invite(Relay::None, Duration::from_millis(1))
+        .await
+        .unwrap();
     tokio::time::sleep(Duration::from_millis(20)).await;
     let e = c
         .accept_invite(&old.encode(), "alpha", "gamma")
         .await
         .unwrap_err();
-    assert!(e.contains("expired"), "{e}");
+    assert_eq!(e, LinkError::InviteExpired);
     // ... and by the inviter when the joiner lies about the expiry (the inviter keeps its own)
     old.exp = i64::MAX;
     let e = c
@@ -121,18 +128,22 @@ async fn a_replayed_or_expired_invite_is_refused() {
         .await
         .unwrap_err();
     assert!(
-        e.contains("no invite waiting") || e.contains("unknown, used"),
-        "{e}"
+        matches!(e, LinkError::NoInviteWaiting | LinkError::InviteUnknown),
+        "{e:?}"
     );
     // a forged secret against a waiting invite: refused, and the real one still works after
-    let real = a.invite(Relay::None, Duration::from_secs(300)).unwrap();
+    let real = a
+        .invite(Relay::None, Duration::from_secs(300))
+        .await
+        .unwrap();
     let mut forged = real.clone();
     forged.secret = "00".repeat(32);
     let e = c
         .accept_invite(&forged.encode(), "alpha", "gamma")
         .await
         .unwrap_err();
-    assert!(e.contains("unknown, used"), "{e}");
+    // the inviter's refusal arrives typed
+    assert_eq!(e, LinkError::InviteUnknown);
     c.accept_invite(&real.encode(), "alpha", "gamma")
         .await
         .unwrap();
@@ -191,7 +202,7 @@ async fn an_unlinked_endpoint_is_closed_before_any_data_is_read() {
         .accept_invite(&inv.encode(), "alpha", "gamma")
         .await
         .unwrap_err();
-    assert!(e.contains("no invite waiting"), "{e}");
+    assert_eq!(e, LinkError::NoInviteWaiting);
     a.close().await;
     c.close().await;
 }

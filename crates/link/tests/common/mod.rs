@@ -1,0 +1,56 @@
+//! What the tests that play a misbehaving peer share: a bare Iroh endpoint (relays disabled, no address
+//! lookup) on one address, a link record naming it, a node's address and a connection's close code.
+
+#![allow(dead_code)]
+
+use dsh_session_mail_link::node::Node;
+use dsh_session_mail_link::{store, MachineId, Relay};
+use iroh::endpoint::presets;
+use iroh::{Endpoint, EndpointAddr, RelayMode, SecretKey, TransportAddr};
+
+/// A bare endpoint with a fresh key, bound on `ip` (any port).
+pub async fn bare_endpoint(ip: &str) -> Endpoint {
+    Endpoint::builder(presets::Minimal)
+        .secret_key(SecretKey::generate())
+        .relay_mode(RelayMode::Disabled)
+        .clear_address_lookup()
+        .clear_ip_transports()
+        .bind_addr(format!("{ip}:0").as_str())
+        .unwrap()
+        .bind()
+        .await
+        .unwrap()
+}
+
+/// `victim` links `ep` (as if through an invite).
+pub fn link(home: &std::path::Path, victim: &Node, ep: &Endpoint, name: &str) {
+    let id = MachineId::of(&ep.id());
+    let addrs = ep.bound_sockets();
+    store::update(home, victim.secret_key(), 0, |d| {
+        d.links.push(store::Link {
+            id,
+            name: name.into(),
+            relay: Relay::None,
+            addrs,
+            linked_at: 0,
+        });
+        Ok(())
+    })
+    .unwrap();
+}
+
+/// Where `n` is bound, as Iroh dials it.
+pub fn addr_of(n: &Node) -> EndpointAddr {
+    EndpointAddr::from_parts(
+        n.id().endpoint_id(),
+        n.addrs().into_iter().map(TransportAddr::Ip),
+    )
+}
+
+/// The application close code a connection ended with.
+pub fn code(c: &iroh::endpoint::Connection) -> Option<u64> {
+    match c.close_reason()? {
+        iroh::endpoint::ConnectionError::ApplicationClosed(a) => Some(a.error_code.into_inner()),
+        _ => None,
+    }
+}
