@@ -270,7 +270,9 @@ pub fn read_session(env: &Env, request: String) -> Result<AsyncBlock<data::ReadW
 }
 
 /// Look a request id up in `sessionId`'s log, else in the log of the target the ledger names,
-/// else in every session's log.
+/// else in every session's log. A message sent to a linked machine is the core's `remote::verify`
+/// (this home's outbox, else that machine asked; `machine` names it), when the home has a `machine/`
+/// folder (one `stat` otherwise).
 #[napi]
 pub async fn verify_request(
     dsh_home: Option<String>,
@@ -278,6 +280,12 @@ pub async fn verify_request(
     session_id: Option<String>,
 ) -> napi::Result<mail_core::fate::RequestFate> {
     let home = home_of(dsh_home.as_deref());
+    if std::fs::symlink_metadata(mail_core::crossing::dir(&home)).is_ok() {
+        let lm = LinkMachines::of(&home);
+        if let Some(v) = mail_core::remote::verify(&home, &lm, &request_id).await {
+            return Ok(mail_core::render::remote::request_fate(&v));
+        }
+    }
     let f = blocking(move || {
         let v = mail_core::fate::verify(&home, &request_id, session_id.as_deref());
         mail_core::render::fate::request_fate(&v, &request_id, &home)

@@ -248,6 +248,31 @@ pub fn verification(v: &crate::outcome::RemoteVerification) -> String {
     s
 }
 
+/// `verify`'s data of a message sent to a linked machine (`remote::verify`): its state as this side
+/// can tell it (the far side's answer when it was asked), the session there, the machine, and the
+/// line of [`verification`]. The exit code keys on `state` alone, as for a local one.
+pub fn request_fate(v: &crate::outcome::RemoteVerification) -> crate::fate::RequestFate {
+    crate::fate::RequestFate {
+        request_id: v.request_id.clone(),
+        state: v.state,
+        settled: v.state.settled(),
+        session_id: v.target.clone(),
+        seq: None,
+        turn: None,
+        target: None,
+        searched: 0,
+        session_missing: false,
+        machine: Some(crate::machine::Machine {
+            id: v.machine.clone(),
+            name: v
+                .machine_name
+                .clone()
+                .unwrap_or_else(|| v.machine.short().to_string()),
+        }),
+        text: verification(v),
+    }
+}
+
 /// The text of a call error in a listing note.
 pub fn call_error(e: &CallError) -> String {
     e.to_string()
