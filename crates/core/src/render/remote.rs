@@ -373,6 +373,53 @@ mod tests {
         );
     }
 
+    /// `verify --json` of a message sent to a linked machine: its state and `settled` (the exit code keys
+    /// on them), the session there, the machine by the name this home gave it (an unlinked one by its
+    /// id's first 12 characters), and the line.
+    #[test]
+    fn verify_data_across_machines() {
+        use crate::code::FateState as S;
+        let waiting = crate::outcome::RemoteVerification {
+            request_id: "dsh-session-mail:r".into(),
+            machine: m().id,
+            machine_name: Some("laptop".into()),
+            target: Some("session-b".into()),
+            state: S::Waiting,
+            expires_at_ms: Some(1_761_741_296_789),
+            there: None,
+            asked: None,
+            in_outbox: true,
+        };
+        let f = request_fate(&waiting);
+        assert_eq!(
+            (
+                f.state,
+                f.settled,
+                f.session_id.as_deref(),
+                f.machine.as_ref()
+            ),
+            (S::Waiting, false, Some("session-b"), Some(&m()))
+        );
+        assert_eq!(f.text, verification(&waiting));
+        assert_eq!((f.seq, f.turn, f.target, f.searched), (None, None, None, 0));
+        let expired = request_fate(&crate::outcome::RemoteVerification {
+            state: S::Expired,
+            ..waiting.clone()
+        });
+        assert_eq!((expired.state, expired.settled), (S::Expired, true));
+        let unlinked = request_fate(&crate::outcome::RemoteVerification {
+            state: S::Landed,
+            in_outbox: false,
+            machine_name: None,
+            ..waiting
+        });
+        assert_eq!((unlinked.state, unlinked.settled), (S::Landed, true));
+        assert_eq!(
+            unlinked.machine.map(|x| (x.id, x.name)),
+            Some((m().id, "eeeeeeeeeeee".to_string()))
+        );
+    }
+
     #[test]
     fn refusals_across_machines() {
         let mut w = WireRefusal::code(RefusalCode::RelayLimit);
