@@ -125,6 +125,7 @@ describe('outbox, lease and three homes: rc.8 hosts linked through the CLI on lo
     await webB.stop()
     const s = await callTool(webA, A1, 'sessions_send', { session_id: B1, message: 'OUTBOX-ONE from A' })
     assert.match(s.text, new RegExp(`^waiting in the outbox for ${esc(B1)} on machine home-b \\| mode=queue`), s.text)
+    m.outboxReceiptToolMs = s.result.time - s.call.time // the call to the stopped machine, then the parcel fsynced
     assert.doesNotMatch(s.text, /landed|^accepted/m)
     const rid = requestIdOf(s.text)
     const w = await verify(boxA, rid)
