@@ -251,7 +251,9 @@ export interface ToolOutcome {
 
 /**
  * Look a request id up in `sessionId`'s log, else in the log of the target the ledger names,
- * else in every session's log.
+ * else in every session's log. A message sent to a linked machine is the core's `remote::verify`
+ * (this home's outbox, else that machine asked; `machine` names it), when the home has a `machine/`
+ * folder (one `stat` otherwise).
  */
 export declare function verifyRequest(dshHome: string | undefined | null, requestId: string, sessionId?: string | undefined | null): Promise<RequestFate>
 
@@ -522,6 +524,15 @@ export interface Listing {
   notes: Array<string> | null
 }
 
+/**
+ * A linked machine as this home knows it: its id (the stable key) and the name this home's human
+ * gave it at link time (unique per home, renameable).
+ */
+export interface Machine {
+  id: string
+  name: string
+}
+
 /** One envelope claimed for delivery (the binding's `MailboxEnvelope`: `mailboxDrain()` returns these). */
 export interface MailboxEnvelope {
   requestId: string
@@ -728,6 +739,11 @@ export interface RequestFate {
   searched: number
   /** The named session does not exist or cannot be read. */
   sessionMissing: boolean
+  /**
+   * A message sent to a linked machine: that machine (`{id, name}`, the name this home gave it;
+   * an unlinked one by its id's first 12 characters); `null` for this home's own sessions.
+   */
+  machine: Machine | null
   /** One line for people (`landed in … at seq N (turn T)`, …). */
   text: string
 }

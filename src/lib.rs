@@ -270,7 +270,9 @@ pub fn read_session(env: &Env, request: String) -> Result<AsyncBlock<data::ReadW
 }
 
 /// Look a request id up in `sessionId`'s log, else in the log of the target the ledger names,
-/// else in every session's log.
+/// else in every session's log. A message sent to a linked machine is the core's `remote::verify`
+/// (this home's outbox, else that machine asked; `machine` names it), when the home has a `machine/`
+/// folder (one `stat` otherwise).
 #[napi]
 pub async fn verify_request(
     dsh_home: Option<String>,
@@ -278,6 +280,12 @@ pub async fn verify_request(
     session_id: Option<String>,
 ) -> napi::Result<mail_core::fate::RequestFate> {
     let home = home_of(dsh_home.as_deref());
+    if std::fs::symlink_metadata(mail_core::crossing::dir(&home)).is_ok() {
+        let lm = LinkMachines::of(&home);
+        if let Some(v) = mail_core::remote::verify(&home, &lm, &request_id).await {
+            return Ok(mail_core::render::remote::request_fate(&v));
+        }
+    }
     let f = blocking(move || {
         let v = mail_core::fate::verify(&home, &request_id, session_id.as_deref());
         mail_core::render::fate::request_fate(&v, &request_id, &home)
@@ -827,8 +835,26 @@ fn machines_of(home: &std::path::Path) -> std::sync::Arc<link::Machines> {
         .unwrap_or_else(|p| p.into_inner());
     m.entry(home.to_path_buf())
         .or_insert_with(|| {
-            link::Machines::new(home, link::NodeConfig::from_env(), machines_handler(home))
+            let m = link::Machines::new(home, link::NodeConfig::from_env(), machines_handler(home));
+            m.notify_when_heard(kick_of(home));
+            m
         })
+        .clone()
+}
+
+/// The outbox's kick, per home: notified when this process's endpoint serves a linked machine's request
+/// (link's `Machines::notify_when_heard`; a machine that comes back announces itself with a ping), so the drain
+/// tries what waits at once rather than at its next poll.
+fn kick_of(home: &std::path::Path) -> std::sync::Arc<tokio::sync::Notify> {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex, OnceLock};
+    static ALL: OnceLock<Mutex<HashMap<std::path::PathBuf, Arc<tokio::sync::Notify>>>> =
+        OnceLock::new();
+    ALL.get_or_init(|| Mutex::new(HashMap::new()))
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .entry(home.to_path_buf())
+        .or_default()
         .clone()
 }
 
@@ -1092,16 +1118,29 @@ pub async fn machines_start(dsh_home: Option<String>) -> napi::Result<bool> {
     if first {
         let weak = std::sync::Arc::downgrade(&m);
         let h = home.clone();
+        let kick = kick_of(&home);
         tokio::spawn(async move {
+            let deadline = std::time::Duration::from_secs(10);
             loop {
-                tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+                // every 2 s, or at once when a linked machine is heard from (one that comes back
+                // announces itself: its mail goes now)
+                let _ =
+                    tokio::time::timeout(std::time::Duration::from_secs(2), kick.notified()).await;
                 let Some(m) = weak.upgrade() else { break };
                 if m.node().await.is_none() {
                     continue;
                 }
                 let lm = LinkMachines { home: h.clone(), m };
-                let now = base::clock::now_ms();
-                mail_core::remote::drain(&h, &lm, now, std::time::Duration::from_secs(10)).await;
+                // a drain that waits out a dial to a machine that was down when it began starts over
+                // (once) when a machine is heard from meanwhile; a delivery cut short is only asked
+                // again with its request id, which the far side lands once
+                let drain = mail_core::remote::drain(&h, &lm, base::clock::now_ms(), deadline);
+                tokio::select! {
+                    _ = drain => {}
+                    _ = kick.notified() => {
+                        mail_core::remote::drain(&h, &lm, base::clock::now_ms(), deadline).await;
+                    }
+                }
             }
         });
     }

@@ -11,12 +11,13 @@ state say the same fate:
 
   landed     in the target's log as a user message (seq, turn)                           exit 0
   queued     in the target's inbox (its log, or the memory of the process holding it)    exit 5
-  waiting    in the mailbox of a session live in a process without a web server          exit 5
+  waiting    in the mailbox of a session live in a process without a web server, or in   exit 5
+             this home's outbox for a linked machine that has not answered yet
   held       kept for the human's decision (the target's inbound policy is hold)         exit 5
   approved   approved by the human, handed to the target's mailbox, not landed yet       exit 5
   lost       its holder stopped before it landed; re-delivered once the session is live  exit 5
   rejected   rejected by the human: never delivered                                      exit 6
-  expired    held past its time and rejected as expired: never delivered                 exit 6
+  expired    held (or kept in the outbox) past its time: never delivered                 exit 6
   refused    refused when sent, or by the target's mailbox drain: never delivered        exit 6
   canceled   removed with its whole inbox before it landed: not delivered again          exit 6
   removed    removed from the queue by the human: not delivered again                    exit 6
@@ -24,7 +25,8 @@ state say the same fate:
 
   --session ID       look only in this session's log (default: every session's log)
   --wait DURATION    poll until it has settled (landed or never delivered) or DURATION passed (e.g. 30s, 2m)
-  --json             {requestId, state, settled, sessionId, seq, turn, target, searched, sessionMissing, text}
+  --json             {requestId, state, settled, sessionId, seq, turn, target, searched, sessionMissing,
+                     machine, text} (machine: {id, name} of a linked machine, else null)
   --home DIR         DSH_HOME (default: $DSH_HOME, else ~/.dsh)
 
 The logs lag a live session by ~200 ms.

@@ -387,7 +387,10 @@ pub fn state_of(v: &Verification) -> FateState {
 /// the binding's `verifyRequest` returns it as it is (numbers as JS numbers: `i64`, `u32`).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
-#[cfg_attr(feature = "napi", napi_derive::napi(object, use_nullable = true))]
+#[cfg_attr(
+    feature = "napi",
+    napi_derive::napi(object, object_from_js = false, use_nullable = true)
+)]
 pub struct RequestFate {
     pub request_id: String,
     /// Its fate (every value is documented in `dsh-session-mail verify --help` and docs/output-contract.md).
@@ -403,6 +406,9 @@ pub struct RequestFate {
     pub searched: u32,
     /// The named session does not exist or cannot be read.
     pub session_missing: bool,
+    /// A message sent to a linked machine: that machine (`{id, name}`, the name this home gave it;
+    /// an unlinked one by its id's first 12 characters); `null` for this home's own sessions.
+    pub machine: Option<crate::machine::Machine>,
     /// One line for people (`landed in … at seq N (turn T)`, …).
     pub text: String,
 }

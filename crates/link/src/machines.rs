@@ -27,6 +27,8 @@ pub struct Machines {
     handler: Handler,
     held: Mutex<Option<Held>>,
     watcher: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Handed to every node this process binds ([`Node::notify_when_heard`]).
+    heard: std::sync::OnceLock<Arc<tokio::sync::Notify>>,
 }
 
 /// One link as `links` shows it.
@@ -46,7 +48,13 @@ impl Machines {
             handler,
             held: Mutex::new(None),
             watcher: std::sync::Mutex::new(None),
+            heard: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Notify `n` whenever the endpoint this process holds serves a linked machine's request (set once).
+    pub fn notify_when_heard(&self, n: Arc<tokio::sync::Notify>) {
+        let _ = self.heard.set(n);
     }
 
     pub fn home(&self) -> &Path {
@@ -94,6 +102,11 @@ impl Machines {
                 });
             }
         };
+        if let Some(n) = self.heard.get() {
+            node.notify_when_heard(n.clone());
+        }
+        // the machines this home is linked to hear that it is (back) up: what waits there for it goes now
+        node.announce();
         *g = Some(Held {
             node,
             lease,

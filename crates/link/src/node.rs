@@ -145,6 +145,8 @@ struct Inner {
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Connections being served (tests read it).
     serving: Arc<tokio::sync::Semaphore>,
+    /// Notified whenever a linked machine's request is served ([`Node::notify_when_heard`]).
+    heard: std::sync::OnceLock<Arc<tokio::sync::Notify>>,
 }
 
 /// This home's bound endpoint. Cheap to clone.
@@ -336,6 +338,7 @@ impl Node {
                 conns: Mutex::new(HashMap::new()),
                 seen: Mutex::new(HashMap::new()),
                 task: Mutex::new(None),
+                heard: std::sync::OnceLock::new(),
             }),
         };
         node.accept_loop();
@@ -701,6 +704,9 @@ impl Node {
                     return;
                 }
                 node.note_seen(&from, None);
+                if let Some(n) = node.inner.heard.get() {
+                    n.notify_one();
+                }
                 let resp = match req {
                     Request::Ping => Response::Ok(Value::Null),
                     Request::Unlink => {
@@ -882,6 +888,30 @@ impl Node {
     /// Run `body` on a linked machine's handler.
     pub async fn call(&self, machine: &MachineId, body: Value) -> Result<Value, CallError> {
         self.request(machine, &Request::Call { body }).await
+    }
+
+    /// Notify `n` whenever a request of a linked machine is served here (a ping, a call): the process can
+    /// try what waits for that machine at once instead of at its next poll (the binding's outbox drain).
+    /// Set once; a second call is ignored.
+    pub fn notify_when_heard(&self, n: Arc<tokio::sync::Notify>) {
+        let _ = self.inner.heard.set(n);
+    }
+
+    /// Tell every linked machine this home's endpoint is up (a new holder, a restart): one ping each, in
+    /// the background, best effort. Their holders hear from this home at once
+    /// ([`Node::notify_when_heard`]), so what waits there for it goes now rather than at their next
+    /// poll, and they learn where it is.
+    pub fn announce(&self) {
+        let links = store::read(&self.inner.home, &self.inner.sk)
+            .doc()
+            .links
+            .clone();
+        for l in links {
+            let n = self.clone();
+            tokio::spawn(async move {
+                let _ = n.ping(&l.id).await;
+            });
+        }
     }
 
     /// One round trip.

@@ -52,6 +52,28 @@ impl<'de> Deserialize<'de> for MachineId {
     }
 }
 
+/// To JS as its string (the binding's `Machine.id`, e.g. in `verifyRequest`'s `machine`).
+#[cfg(feature = "napi")]
+impl napi::bindgen_prelude::TypeName for MachineId {
+    fn type_name() -> &'static str {
+        "String"
+    }
+    fn value_type() -> napi::ValueType {
+        napi::ValueType::String
+    }
+}
+
+#[cfg(feature = "napi")]
+impl napi::bindgen_prelude::ToNapiValue for MachineId {
+    unsafe fn to_napi_value(
+        env: napi::sys::napi_env,
+        val: Self,
+    ) -> napi::Result<napi::sys::napi_value> {
+        // SAFETY: forwarded as is to String's conversion, with the env napi handed us.
+        unsafe { String::to_napi_value(env, val.0) }
+    }
+}
+
 impl std::fmt::Display for MachineId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)
@@ -74,7 +96,12 @@ pub fn is_name(s: &str) -> bool {
 /// A linked machine as this home knows it: its id (the stable key) and the name this home's human
 /// gave it at link time (unique per home, renameable).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(
+    feature = "napi",
+    napi_derive::napi(object, object_from_js = false, js_name = "Machine")
+)]
 pub struct Machine {
+    #[cfg_attr(feature = "napi", napi(ts_type = "string"))]
     pub id: MachineId,
     pub name: String,
 }

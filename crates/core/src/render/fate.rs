@@ -155,6 +155,7 @@ pub fn request_fate(v: &Verification, request_id: &str, home: &Path) -> RequestF
         target,
         searched: u32::try_from(v.searched).unwrap_or(u32::MAX),
         session_missing: v.session_missing,
+        machine: None,
         text: line(&reading, v, request_id, home),
     }
 }

@@ -248,6 +248,31 @@ pub fn verification(v: &crate::outcome::RemoteVerification) -> String {
     s
 }
 
+/// `verify`'s data of a message sent to a linked machine (`remote::verify`): its state as this side
+/// can tell it (the far side's answer when it was asked), the session there, the machine, and the
+/// line of [`verification`]. The exit code keys on `state` alone, as for a local one.
+pub fn request_fate(v: &crate::outcome::RemoteVerification) -> crate::fate::RequestFate {
+    crate::fate::RequestFate {
+        request_id: v.request_id.clone(),
+        state: v.state,
+        settled: v.state.settled(),
+        session_id: v.target.clone(),
+        seq: None,
+        turn: None,
+        target: None,
+        searched: 0,
+        session_missing: false,
+        machine: Some(crate::machine::Machine {
+            id: v.machine.clone(),
+            name: v
+                .machine_name
+                .clone()
+                .unwrap_or_else(|| v.machine.short().to_string()),
+        }),
+        text: verification(v),
+    }
+}
+
 /// The text of a call error in a listing note.
 pub fn call_error(e: &CallError) -> String {
     e.to_string()
@@ -345,6 +370,53 @@ mod tests {
         assert_eq!(
             verification(&queued),
             "queued on machine eeeeeeeeeeee (not linked now): dsh-session-mail:r for session-b, as that machine answered when it took it; it cannot be asked now (not a linked machine)."
+        );
+    }
+
+    /// `verify --json` of a message sent to a linked machine: its state and `settled` (the exit code keys
+    /// on them), the session there, the machine by the name this home gave it (an unlinked one by its
+    /// id's first 12 characters), and the line.
+    #[test]
+    fn verify_data_across_machines() {
+        use crate::code::FateState as S;
+        let waiting = crate::outcome::RemoteVerification {
+            request_id: "dsh-session-mail:r".into(),
+            machine: m().id,
+            machine_name: Some("laptop".into()),
+            target: Some("session-b".into()),
+            state: S::Waiting,
+            expires_at_ms: Some(1_761_741_296_789),
+            there: None,
+            asked: None,
+            in_outbox: true,
+        };
+        let f = request_fate(&waiting);
+        assert_eq!(
+            (
+                f.state,
+                f.settled,
+                f.session_id.as_deref(),
+                f.machine.as_ref()
+            ),
+            (S::Waiting, false, Some("session-b"), Some(&m()))
+        );
+        assert_eq!(f.text, verification(&waiting));
+        assert_eq!((f.seq, f.turn, f.target, f.searched), (None, None, None, 0));
+        let expired = request_fate(&crate::outcome::RemoteVerification {
+            state: S::Expired,
+            ..waiting.clone()
+        });
+        assert_eq!((expired.state, expired.settled), (S::Expired, true));
+        let unlinked = request_fate(&crate::outcome::RemoteVerification {
+            state: S::Landed,
+            in_outbox: false,
+            machine_name: None,
+            ..waiting
+        });
+        assert_eq!((unlinked.state, unlinked.settled), (S::Landed, true));
+        assert_eq!(
+            unlinked.machine.map(|x| (x.id, x.name)),
+            Some((m().id, "eeeeeeeeeeee".to_string()))
         );
     }
 
