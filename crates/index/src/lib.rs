@@ -459,6 +459,7 @@ impl Index {
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         tx.execute("DELETE FROM mail", [])?;
+        tx.execute("INSERT INTO mail_fts(mail_fts) VALUES ('delete-all')", [])?;
         let mut st = State {
             source: source.to_string(),
             ..State::default()
@@ -516,6 +517,16 @@ impl Index {
                 o => o,
             },
         ))
+    }
+
+    /// Start afresh: this database (its rows built from a source that is gone) is moved aside and a new,
+    /// empty one opened in its place, for a rebuild to fill.
+    pub fn clear(self) -> Result<Index, IndexError> {
+        let Index { conn, path, .. } = self;
+        drop(conn);
+        move_aside(&path)?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        Ok(Index::open_in(dir)?.0)
     }
 
     /// The file at its path is still the one this connection opened (not moved aside or replaced by
@@ -618,7 +629,12 @@ fn upsert_in(
             target = excluded.target, target_title = excluded.target_title,
             target_machine = excluded.target_machine, tool = excluded.tool, mode = excluded.mode,
             hop = excluded.hop, chain = excluded.chain, fate = excluded.fate, text = excluded.text,
-            mac = excluded.mac",
+            mac = excluded.mac
+         RETURNING id",
+    )?;
+    // the words of the row, written beside it (contentless: the index keeps tokens, not text)
+    let mut fts = tx.prepare_cached(
+        "INSERT OR REPLACE INTO mail_fts(rowid, text, sender_title, target_title) VALUES (?1, ?2, ?3, ?4)",
     )?;
     let mut changed = 0;
     for r in rows {
@@ -634,26 +650,69 @@ fn upsert_in(
             None => st.rows += 1,
         }
         xor_into(&mut st.xor, &mac);
-        put.execute(params![
-            r.request_id,
-            r.time,
-            r.sender,
-            r.sender_title,
-            r.sender_machine,
-            r.target,
-            r.target_title,
-            r.target_machine,
-            r.tool,
-            r.mode,
-            r.hop,
-            r.chain,
-            r.fate,
-            r.text,
-            mac.to_vec(),
+        let id: i64 = put.query_row(
+            params![
+                r.request_id,
+                r.time,
+                r.sender,
+                r.sender_title,
+                r.sender_machine,
+                r.target,
+                r.target_title,
+                r.target_machine,
+                r.tool,
+                r.mode,
+                r.hop,
+                r.chain,
+                r.fate,
+                r.text,
+                mac.to_vec(),
+            ],
+            |x| x.get(0),
+        )?;
+        fts.execute(params![
+            id,
+            r.text.as_deref().map(fts_text),
+            r.sender_title.as_deref().map(fts_text),
+            r.target_title.as_deref().map(fts_text),
         ])?;
         changed += 1;
     }
     Ok(changed)
+}
+
+/// Whether `c` is written without spaces between words (Han, kana): such a run is one unicode61 token,
+/// so [`fts_text`] and [`fts_query`] give each of its characters a token of its own.
+pub fn is_cjk(c: char) -> bool {
+    matches!(c as u32,
+        0x3040..=0x30FF   // Hiragana, Katakana
+        | 0x31F0..=0x31FF // Katakana extensions
+        | 0x3400..=0x4DBF // CJK extension A
+        | 0x4E00..=0x9FFF // CJK unified ideographs
+        | 0xF900..=0xFAFF // CJK compatibility ideographs
+        | 0xFF66..=0xFF9F // half-width Katakana
+        | 0x20000..=0x3134F) // CJK extensions B–G
+}
+
+/// Text as the FTS table indexes it: every CJK character stands apart (a space on each side), the rest
+/// as written. A word of a Chinese sentence is then found as the phrase of its characters, whatever its
+/// length (FTS5's trigram tokenizer finds nothing shorter than three characters, and most Chinese
+/// words are two).
+pub fn fts_text(s: &str) -> String {
+    if !s.chars().any(is_cjk) {
+        return s.to_string();
+    }
+    let mut out = String::with_capacity(s.len() + s.len() / 2);
+    for c in s.chars() {
+        if is_cjk(c) {
+            out.push(' ');
+            out.push(c);
+            out.push(' ');
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// Drop the oldest rows past [`MAX_ROWS`].
@@ -667,8 +726,10 @@ fn trim(tx: &Transaction, st: &mut State) -> Result<(), IndexError> {
         .query_map([over as i64], |r| Ok((r.get(0)?, r.get(1)?)))?
         .collect::<Result<_, _>>()?;
     let mut del = tx.prepare_cached("DELETE FROM mail WHERE id = ?1")?;
+    let mut del_fts = tx.prepare_cached("DELETE FROM mail_fts WHERE rowid = ?1")?;
     for (id, mac) in gone {
         del.execute([id])?;
+        del_fts.execute([id])?;
         xor_into(&mut st.xor, &mac);
         st.rows -= 1;
     }

@@ -147,14 +147,15 @@ fn filters(q: &ListQuery, sql: &mut String, args: &mut Vec<Value>) {
 
 /// The user's words as an FTS5 query: each word a quoted string (FTS5's operators and punctuation are
 /// the user's text, not syntax), all of them required, the last one as a prefix (`migrat` finds
-/// "migration"). Words without a letter or digit are dropped (the tokenizer keeps none of them); None:
-/// no word is left.
+/// "migration"). A word with CJK characters is split as the stored text is ([`crate::fts_text`]): the
+/// quoted string is then the phrase of its characters (`迁移` finds "数据库迁移已完成"). Words without a
+/// letter or digit are dropped (the tokenizer keeps none of them); None: no word is left.
 pub fn fts_query(text: &str) -> Option<String> {
     let words: Vec<String> = text
         .split_whitespace()
         .filter(|w| w.chars().any(char::is_alphanumeric))
         .take(32)
-        .map(|w| format!("\"{}\"", w.replace('"', "\"\"")))
+        .map(|w| format!("\"{}\"", crate::fts_text(w).trim().replace('"', "\"\"")))
         .collect();
     let (last, rest) = words.split_last()?;
     let mut q = rest.join(" ");

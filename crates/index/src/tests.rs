@@ -345,3 +345,49 @@ fn two_connections_write_the_same_file_under_wal() {
     drop((a, b));
     assert_eq!(open(d.path()).1, Opened::Existing, "the seals still add up");
 }
+
+#[test]
+fn a_chinese_word_inside_a_sentence_is_found_and_english_still_is() {
+    let d = tempfile::tempdir().unwrap();
+    let (mut ix, _) = open(d.path());
+    let mut titled = row(4, "d", "e", None, "plain");
+    titled.sender_title = Some("规划助手".into());
+    ix.upsert(
+        &[
+            row(1, "a", "b", None, "数据库迁移已经完成，请检查API变更。"),
+            row(2, "b", "a", None, "the migration of the schema is done"),
+            row(3, "c", "a", None, "迁徙的鸟：移动不是迁移"),
+            titled,
+        ],
+        None,
+    )
+    .unwrap();
+    let ids = |p: Page| {
+        let mut v: Vec<String> = p
+            .rows
+            .iter()
+            .map(|r| r.request_id[r.request_id.len() - 1..].to_string())
+            .collect();
+        v.sort();
+        v
+    };
+    // a two-character word inside a sentence with no spaces: the adjacent characters, not either alone
+    assert_eq!(ids(ix.search("迁移", &q(10)).unwrap()), vec!["1", "3"]);
+    assert_eq!(ids(ix.search("数据库", &q(10)).unwrap()), vec!["1"]);
+    assert_eq!(
+        ids(ix.search("移迁", &q(10)).unwrap()),
+        Vec::<String>::new()
+    );
+    assert_eq!(ids(ix.search("迁徙", &q(10)).unwrap()), vec!["3"]);
+    // Latin letters glued to Chinese ones are a word of their own; a title in Chinese is searched too
+    assert_eq!(ids(ix.search("API", &q(10)).unwrap()), vec!["1"]);
+    assert_eq!(ids(ix.search("助手", &q(10)).unwrap()), vec!["4"]);
+    // mixed queries: a Chinese and an English word both required
+    assert_eq!(ids(ix.search("完成 API", &q(10)).unwrap()), vec!["1"]);
+    assert_eq!(ids(ix.search("migration", &q(10)).unwrap()), vec!["2"]);
+    // a row changed (its text rewritten) is found by its new words only
+    ix.upsert(&[row(1, "a", "b", None, "改为回滚")], None)
+        .unwrap();
+    assert_eq!(ids(ix.search("迁移", &q(10)).unwrap()), vec!["3"]);
+    assert_eq!(ids(ix.search("回滚", &q(10)).unwrap()), vec!["1"]);
+}
