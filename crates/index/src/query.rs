@@ -11,8 +11,9 @@ use crate::{Index, IndexError, Row};
 
 /// Most rows one page or thread returns.
 pub const MAX_LIMIT: usize = 200;
-/// A search ranks the newest this many matches of its words (bm25), filters applied after.
-pub const SEARCH_WINDOW: usize = 2000;
+/// A search ranks the newest this many matches of its words (bm25), filters applied after (a word in
+/// every message costs this window, not the table; 1,000 is twenty pages of the page's 50).
+pub const SEARCH_WINDOW: usize = 1000;
 /// A thread's replies between the same two sessions are looked for this long before the chain's
 /// first message and after its last.
 pub const THREAD_SPAN_MS: i64 = 60 * 60 * 1000;

@@ -7,7 +7,8 @@ use rusqlite::Connection;
 /// `PRAGMA application_id`: "dsmi" (a database with another id is not ours).
 pub const APP_ID: i64 = 0x6473_6d69;
 /// `PRAGMA user_version`: this schema. A file of another version is moved aside and rebuilt.
-/// 2: the FTS table is contentless and its text CJK-split (1 kept the text as written: a run of CJK
+/// 2: `mail_target` is (target, sender, time): a thread's mail between two sessions is one range each
+/// way, not every message to one of them in the span; the FTS table is contentless and its text CJK-split (1 kept the text as written: a run of CJK
 /// characters was one token, so a word inside a Chinese sentence was never found).
 pub const VERSION: i64 = 2;
 
@@ -54,7 +55,7 @@ fn make(conn: &Connection) -> rusqlite::Result<()> {
             mac BLOB NOT NULL);
         CREATE INDEX mail_time ON mail(time);
         CREATE INDEX mail_sender ON mail(sender, time);
-        CREATE INDEX mail_target ON mail(target, time);
+        CREATE INDEX mail_target ON mail(target, sender, time);
         CREATE INDEX mail_chain ON mail(chain);
         CREATE INDEX mail_fate ON mail(fate, time);
         CREATE INDEX mail_mac ON mail(mac);
