@@ -424,18 +424,32 @@ impl Index {
     /// `source` when given. Idempotent: the same rows again change nothing. Past [`MAX_ROWS`] the oldest
     /// rows go. Returns how many rows changed.
     pub fn upsert(&mut self, rows: &[Row], source: Option<&str>) -> Result<usize, IndexError> {
+        self.upsert_at(rows, None, source)
+    }
+
+    /// [`Index::upsert`], a new row `rows[i]` taking the row id `first + i` (a rebuild writes the newest
+    /// chunk first, yet row ids must grow with the ledger: a search walks its matches by row id, newest
+    /// first). The caller keeps those ids free (an empty index, filled once each).
+    pub fn upsert_at(
+        &mut self,
+        rows: &[Row],
+        first: Option<i64>,
+        source: Option<&str>,
+    ) -> Result<usize, IndexError> {
         let key = self.key.clone();
         // Rows already stored as they are, and the same watermark: no write transaction at all (a read
         // that finds nothing new never waits for another writer of the file).
         let mut differ = Vec::new();
+        let mut ids = Vec::new();
         {
             let mut q = self
                 .conn
                 .prepare_cached("SELECT mac FROM mail WHERE request_id = ?1")?;
-            for r in rows {
+            for (i, r) in rows.iter().enumerate() {
                 let b = r.clone().bounded();
                 let old: Option<Vec<u8>> = q.query_row([&b.request_id], |x| x.get(0)).optional()?;
                 if old.as_deref() != Some(b.seal(&key).as_slice()) {
+                    ids.push(first.map(|f| f + i as i64));
                     differ.push(b);
                 }
             }
@@ -448,7 +462,7 @@ impl Index {
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let mut st = read_state(&tx, &key)?;
-        let changed = upsert_in(&tx, &key, &mut st, rows)?;
+        let changed = upsert_in(&tx, &key, &mut st, rows, &ids)?;
         trim(&tx, &mut st)?;
         if let Some(s) = source {
             st.source = s.to_string();
@@ -471,7 +485,7 @@ impl Index {
             source: source.to_string(),
             ..State::default()
         };
-        upsert_in(&tx, &key, &mut st, rows)?;
+        upsert_in(&tx, &key, &mut st, rows, &[])?;
         trim(&tx, &mut st)?;
         write_state(&tx, &key, &st)?;
         tx.commit()?;
@@ -555,6 +569,13 @@ impl Index {
         len(&self.path) + len(Path::new(&wal))
     }
 
+    /// Rewrite the file compactly (after a rebuild: chunks written newest first leave the B-trees' pages
+    /// half full), then fold the WAL back. Readers go on meanwhile (WAL); a writer waits its turn.
+    pub fn compact(&self) -> Result<(), IndexError> {
+        self.conn.execute_batch("VACUUM")?;
+        self.checkpoint()
+    }
+
     /// Fold the WAL back into the file (after a rebuild; SQLite also does it on its own).
     pub fn checkpoint(&self) -> Result<(), IndexError> {
         self.conn
@@ -620,17 +641,19 @@ fn write_state(tx: &Connection, key: &Key, st: &State) -> rusqlite::Result<()> {
     Ok(())
 }
 
+/// `ids[i]`: the row id a new `rows[i]` takes (absent or `None`: the next free one).
 fn upsert_in(
     tx: &Transaction,
     key: &Key,
     st: &mut State,
     rows: &[Row],
+    ids: &[Option<i64>],
 ) -> Result<usize, IndexError> {
     let mut old_q = tx.prepare_cached("SELECT mac FROM mail WHERE request_id = ?1")?;
     let mut put = tx.prepare_cached(
         "INSERT INTO mail(request_id, time, sender, sender_title, sender_machine, target, target_title,
-            target_machine, tool, mode, hop, chain, fate, text, mac)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
+            target_machine, tool, mode, hop, chain, fate, text, mac, id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
          ON CONFLICT(request_id) DO UPDATE SET time = excluded.time, sender = excluded.sender,
             sender_title = excluded.sender_title, sender_machine = excluded.sender_machine,
             target = excluded.target, target_title = excluded.target_title,
@@ -644,7 +667,7 @@ fn upsert_in(
         "INSERT OR REPLACE INTO mail_fts(rowid, text, sender_title, target_title) VALUES (?1, ?2, ?3, ?4)",
     )?;
     let mut changed = 0;
-    for r in rows {
+    for (i, r) in rows.iter().enumerate() {
         let r = r.clone().bounded();
         if r.request_id.is_empty() {
             continue;
@@ -674,6 +697,7 @@ fn upsert_in(
                 r.fate,
                 r.text,
                 mac.to_vec(),
+                ids.get(i).copied().flatten(),
             ],
             |x| x.get(0),
         )?;

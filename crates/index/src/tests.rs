@@ -391,3 +391,41 @@ fn a_chinese_word_inside_a_sentence_is_found_and_english_still_is() {
     assert_eq!(ids(ix.search("迁移", &q(10)).unwrap()), vec!["3"]);
     assert_eq!(ids(ix.search("回滚", &q(10)).unwrap()), vec!["1"]);
 }
+
+#[test]
+fn rows_written_newest_chunk_first_keep_the_ledgers_order_for_the_search_window() {
+    let d = tempfile::tempdir().unwrap();
+    let (mut ix, _) = open(d.path());
+    let n = SEARCH_WINDOW as u32 + 150;
+    let all: Vec<Row> = (0..n)
+        .map(|i| row(i, "a", "b", None, "common word"))
+        .collect();
+    // a rebuild: the newest 100 first, then the rest, each at its place in the ledger's order
+    let cut = (n - 100) as usize;
+    ix.upsert_at(&all[cut..], Some(cut as i64 + 1), None)
+        .unwrap();
+    ix.upsert_at(&all[..cut], Some(1), None).unwrap();
+    // the window is the newest matches: the best (equal rank) is the newest message, not one of the oldest
+    let p = ix.search("common", &q(3)).unwrap();
+    let got: Vec<i64> = p.rows.iter().map(|r| r.time).collect();
+    assert_eq!(
+        got,
+        vec![
+            all[n as usize - 1].time,
+            all[n as usize - 2].time,
+            all[n as usize - 3].time
+        ]
+    );
+    // a later send takes the next id
+    ix.upsert(&[row(n + 5, "a", "b", None, "common again")], None)
+        .unwrap();
+    assert_eq!(
+        ix.search("common", &q(1)).unwrap().rows[0].time,
+        row(n + 5, "a", "b", None, "").time
+    );
+    ix.compact().unwrap();
+    assert_eq!(
+        ix.list(&q(1)).unwrap().rows[0].time,
+        row(n + 5, "a", "b", None, "").time
+    );
+}

@@ -433,7 +433,8 @@ fn build(
     while end > 0 {
         let start = end.saturating_sub(n);
         let rows = derive(home, &mut titles, &grouped[start..end]);
-        ix.upsert(&rows, Some(&marker(total)))?;
+        // row ids in the ledger's order whatever the order written (a search walks them newest first)
+        ix.upsert_at(&rows, Some(start as i64 + 1), Some(&marker(total)))?;
         progress(Progress {
             done: (grouped.len() - start) as u64,
             total,
@@ -453,7 +454,7 @@ fn build(
         building: None,
     };
     ix.upsert(&[], Some(&serde_json::to_string(&src).unwrap_or_default()))?;
-    ix.checkpoint()?;
+    ix.compact()?;
     Ok(())
 }
 
