@@ -571,8 +571,13 @@ impl Index {
 
     /// Rewrite the file compactly (after a rebuild: chunks written newest first leave the B-trees' pages
     /// half full), then fold the WAL back. Readers go on meanwhile (WAL); a writer waits its turn.
+    /// Its copy of the file is made in a temporary file, not in memory (a host's memory would hold the
+    /// whole index for a moment).
     pub fn compact(&self) -> Result<(), IndexError> {
-        self.conn.execute_batch("VACUUM")?;
+        self.conn.pragma_update(None, "temp_store", "FILE")?;
+        let done = self.conn.execute_batch("VACUUM");
+        self.conn.pragma_update(None, "temp_store", "MEMORY")?;
+        done?;
         self.checkpoint()
     }
 
