@@ -60,13 +60,23 @@ export function mailRow(r: any, names?: Record<string, string>): MailRow | null 
   }
 }
 
-export interface Page { rows: MailRow[]; next: string | null }
+/** A rebuild of the index under way (crates/core/src/mailindex `IndexStatus.building`): messages written of how many (`total` 0: reading the ledger). */
+export interface Building { done: number; total: number }
+export interface Page { rows: MailRow[]; next: string | null; building: Building | null }
+
+export function buildingOf(index: any): Building | null {
+  const b = index?.building
+  if (!b || typeof b !== 'object') return null
+  const done = num(b.done) ?? 0
+  const total = num(b.total) ?? 0
+  return { done: Math.max(0, done), total: Math.max(0, total, done) }
+}
 
 export function pageOf(v: any, names?: Record<string, string>): Page {
   const list: unknown[] = Array.isArray(v) ? v : Array.isArray(v?.rows) ? v.rows : []
   const rows = list.map(r => mailRow(r, names)).filter((r): r is MailRow => r !== null)
   const next = typeof v?.next === 'string' ? v.next : typeof v?.next === 'number' ? String(v.next) : null
-  return { rows, next }
+  return { rows, next, building: buildingOf(v?.index) }
 }
 
 /** A thread (crates/core/src/mailindex `MailThread {requestId, found, chain, rows, truncated}`), oldest first (the route's order; sorted again by time so a reply never shows above its question). */

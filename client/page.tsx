@@ -18,10 +18,12 @@ import type { Key, T } from './i18n'
 import { FATES, type HeldMessage, type Inbound, type Machine } from './types'
 import {
   listPayload, machinesOf, pageOf, rulesOf, threadOf, timeLeft,
-  type Filters, type MachineLink, type MailRow, type Rules,
+  type Building, type Filters, type MachineLink, type MailRow, type Rules,
 } from './model'
 
 export const PAGE_POLL_MS = 5000
+/** How often the list is asked while the index is being rebuilt (client/model.ts `Building`). */
+export const BUILDING_POLL_MS = 1000
 const PAGE_SIZE = 50
 
 // ------------------------------------------------------------------------------------------ open state
@@ -89,7 +91,7 @@ type ListState =
   | { status: 'loading' }
   | { status: 'missing' }
   | { status: 'error'; message: string }
-  | { status: 'ready'; rows: MailRow[]; next: string | null }
+  | { status: 'ready'; rows: MailRow[]; next: string | null; building: Building | null }
 
 const NO_FILTERS: Filters = { session: '', fate: '', held: false, since: '', query: '' }
 
@@ -157,7 +159,7 @@ export function makePage(ctx: HostContext, page: PageStore, counts: CountStore, 
     const loadList = useCallback((): Promise<unknown> => {
       if (paged) return Promise.resolve()
       return call('mail.list', listPayload(filters, Date.now(), null, PAGE_SIZE)).then(r => {
-        if (r.ok) { const p = pageOf(r.value, names.current); setList({ status: 'ready', rows: p.rows, next: p.next }) }
+        if (r.ok) { const p = pageOf(r.value, names.current); setList({ status: 'ready', rows: p.rows, next: p.next, building: p.building }) }
         else if (missing(r)) setList({ status: 'missing' })
         else setList({ status: 'error', message: r.error.message || r.error.code })
       })
@@ -187,6 +189,13 @@ export function makePage(ctx: HostContext, page: PageStore, counts: CountStore, 
 
     const refresh = useCallback(() => counts.refresh().then(() => Promise.all([loadList(), loadHeld()])), [loadList, loadHeld])
     useVisiblePoll(refresh, PAGE_POLL_MS, [refresh])
+    // while the index is rebuilt the list is asked every second (its newest rows come first)
+    const building = list.status === 'ready' && list.building !== null
+    useEffect(() => {
+      if (!building) return undefined
+      const id = setInterval(() => { if (typeof document === 'undefined' || !document.hidden) void loadList() }, BUILDING_POLL_MS)
+      return () => { clearInterval(id) }
+    }, [building, loadList])
     useEffect(() => { loadRules(); loadMachines() }, [])
 
     // the thread shown: the page store's (a card or a row asked for it)
@@ -249,7 +258,7 @@ export function makePage(ctx: HostContext, page: PageStore, counts: CountStore, 
       call('mail.list', listPayload(filters, Date.now(), list.next, PAGE_SIZE)).then(r => {
         if (!r.ok) return
         const p = pageOf(r.value, names.current)
-        setList(l => (l.status === 'ready' ? { status: 'ready', rows: l.rows.concat(p.rows), next: p.next } : l))
+        setList(l => (l.status === 'ready' ? { status: 'ready', rows: l.rows.concat(p.rows), next: p.next, building: p.building } : l))
       })
     }
 
@@ -361,8 +370,14 @@ export function makePage(ctx: HostContext, page: PageStore, counts: CountStore, 
     if (list.status === 'loading') return <p data-dsh-session-mail-list="loading">{t('page.loading')}</p>
     if (list.status === 'missing') return <p className="dsm-note" data-dsh-session-mail-list="missing">{t('page.noIndex')}</p>
     if (list.status === 'error') return <p className="dsm-alert" role="alert" data-dsh-session-mail-list="error">{list.message}</p>
-    if (list.rows.length === 0) return <p data-dsh-session-mail-list="empty">{t('page.none')}</p>
+    const b = list.building
+    const note = b === null ? null
+      : <p className="dsm-note" role="status" data-dsh-session-mail-building={b.total > 0 ? `${b.done}/${b.total}` : ''}>
+        {b.total > 0 ? t('page.building', { n: b.done.toLocaleString(), of: b.total.toLocaleString() }) : t('page.buildingStart')}
+      </p>
+    if (list.rows.length === 0) return note ?? <p data-dsh-session-mail-list="empty">{t('page.none')}</p>
     return (
+      <>{note}
       <ol className="dsm-list" data-dsh-session-mail-list="ready">
         {list.rows.map(r => (
           <li key={r.requestId} className={'dsm-mail' + (selected === r.requestId ? ' dsm-selected' : '')} data-dsh-session-mail-message={r.requestId} data-fate={r.fate}>
@@ -380,7 +395,7 @@ export function makePage(ctx: HostContext, page: PageStore, counts: CountStore, 
             <p className="dsm-mail-text" onClick={() => { onThread(r.requestId) }}>{r.text}</p>
           </li>
         ))}
-      </ol>
+      </ol></>
     )
   }
 

@@ -524,7 +524,8 @@ pub async fn mail_list(dsh_home: Option<String>, args: String) -> napi::Result<S
     let home = home_of(dsh_home.as_deref());
     let args: mail_core::mailindex::MailListArgs = serde_json::from_str(&args)
         .map_err(|e| napi::Error::from_reason(format!("E_BAD_REQUEST mail.list arguments: {e}")))?;
-    let v = blocking(move || mail_core::mailindex::list(&home, &args)).await?;
+    let v =
+        blocking(move || mail_core::mailindex::list(&home, &args, &linked_or_none(&home))).await?;
     to_json(&v)
 }
 
@@ -533,7 +534,9 @@ pub async fn mail_list(dsh_home: Option<String>, args: String) -> napi::Result<S
 #[napi]
 pub async fn mail_thread(dsh_home: Option<String>, request_id: String) -> napi::Result<String> {
     let home = home_of(dsh_home.as_deref());
-    let v = blocking(move || mail_core::mailindex::thread(&home, &request_id)).await?;
+    let v =
+        blocking(move || mail_core::mailindex::thread(&home, &request_id, &linked_or_none(&home)))
+            .await?;
     to_json(&v)
 }
 
@@ -969,6 +972,15 @@ impl mail_core::machine::Machines for LinkMachines {
             }
         })
     }
+}
+
+/// The home's linked machines, by the names its human gave them (the page's rows name them so); one
+/// `stat` when it has none.
+fn linked_or_none(home: &std::path::Path) -> Vec<mail_core::machine::Machine> {
+    if std::fs::symlink_metadata(link::store::doc_path(home)).is_err() {
+        return Vec::new();
+    }
+    LinkMachines::read_linked(home)
 }
 
 /// Whether the home has a linked machine (one `stat` when it has none: the send path's common case).

@@ -200,6 +200,12 @@ test('the page reads the routes\' rows as typed values: unknown fates, wrong typ
   const page = pageOf({ rows: [{ requestId: 'b', time: 2 }, null, { requestId: 'a', time: 1 }], next: 't1.4' })
   assert.deepEqual([...page.rows.map(x => x.requestId)], ['b', 'a'])
   assert.equal(page.next, 't1.4')
+  assert.equal(page.building, null, 'no building state: the index is complete')
+  // a rebuild under way (crates/core/src/mailindex IndexStatus.building): the page shows how far, and the rows so far
+  const partial = pageOf({ rows: [{ requestId: 'n', time: 9 }], next: null, index: { rows: 200, rebuilt: 'missing', error: null, building: { done: 200, total: 100000 } } })
+  assert.deepEqual({ ...partial.building }, { done: 200, total: 100000 })
+  assert.equal(partial.rows.length, 1)
+  assert.deepEqual({ ...pageOf({ rows: [], index: { building: { done: 'x', total: -1 } } }).building }, { done: 0, total: 0 }, 'wrong types read as nothing done yet, never thrown')
   const th = threadOf({ requestId: 'q', found: true, rows: [{ requestId: 'answer', time: 20 }, { requestId: 'q', time: 10 }], truncated: false })
   assert.deepEqual([...th.rows.map(x => x.requestId)], ['q', 'answer'], 'a thread reads oldest first')
   const c = countsOf({ sessions: [{ sessionId: 's-b', held: 2, nextExpiresAt: 900 }, { sessionId: 's-c', held: 1, nextExpiresAt: 500 }, { sessionId: 's-d', held: -3 }, { held: 4 }], total: 3 })
@@ -392,8 +398,16 @@ test('the page\'s routes over the real core: every message with its text, a word
       writeFileSync(join(home, 'sessions', '--w--', sid(s), 'session.jsonl'), rows.join('\n') + '\n')
     }
     const handle = routeHandler(core, { home: () => home })
-    const all = (await handle('mail.list', { limit: 2 })).value
-    assert.equal(all.index.rebuilt, 'missing', 'the first call builds the index')
+    const started = (await handle('mail.list', { limit: 2 })).value
+    assert.equal(started.index.rebuilt, 'missing', 'the first call starts building the index')
+    assert.ok(started.index.building && started.index.building.done <= started.index.building.total, 'and answers at once with how far the rebuild is')
+    // the page asks again while `building` stands (crates/core/src/mailindex feed: a thread of its own)
+    let all = started
+    for (let i = 0; i < 600 && all.index.building; i++) {
+      await new Promise(resolve => setTimeout(resolve, 20))
+      all = (await handle('mail.list', { limit: 2 })).value
+    }
+    assert.equal(all.index.building, null, 'the rebuild ends')
     assert.deepEqual(all.rows.map(r => [r.requestId, r.text, r.fate, r.senderTitle]), [[rid(3), bodies[3], 'landed', 'Planner A'], [rid(2), bodies[2], 'landed', 'Planner B']])
     const rest = (await handle('mail.list', { limit: 2, before: all.next })).value
     assert.deepEqual(rest.rows.map(r => r.requestId), [rid(1)])

@@ -106,7 +106,7 @@ describe('the home-wide Agent mail page in headless Chromium against rc.8 dsh we
     await send('B', 'A', 'Answer: run the migration first, then deploy the API.', 'answer')
     await send('A', 'B', 'Follow-up: then I will add a lock timeout to the migration.', 'followup')
     // mail among the others
-    await send('C', 'D', 'Docs: the README still shows the v1 endpoints.', 'cd')
+    await send('C', 'D', 'Docs: the README still shows the v1 endpoints（文档里还是旧的接口说明，请更新）.', 'cd')
     await send('D', 'E', 'Ops: please rotate the staging certificate before Friday.', 'de')
     await send('E', 'C', 'Review request: the rollback script in ops/rollback.sh.', 'ec')
     for (const k of ['q', 'answer', 'followup', 'cd', 'de', 'ec']) assert.match(sent[k].text, /^accepted for /m, sent[k].text)
@@ -153,6 +153,13 @@ describe('the home-wide Agent mail page in headless Chromium against rc.8 dsh we
     })
     assert.match(await rows.first().innerText(), /rotate the staging certificate/)
     await page.screenshot({ path: join(shots, 'page-search.png') })
+    // a Chinese word inside a sentence written without spaces (crates/index fts_text / fts_query)
+    await box_.fill('接口')
+    await until('the Chinese word found', async () => {
+      const ids = await rows.evaluateAll(els => els.map(e => e.getAttribute('data-dsh-session-mail-message')))
+      return ids.length === 1 && ids[0] === sent.cd.rid
+    })
+    assert.match(await rows.first().innerText(), /旧的接口说明/)
     await box_.fill('')
     await until('the list back', async () => (await rows.count()) >= 6)
   })

@@ -323,6 +323,13 @@ impl Index {
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.pragma_update(None, "foreign_keys", "OFF")?;
         conn.pragma_update(None, "trusted_schema", "OFF")?;
+        // 8 MiB of pages per connection (the default 2 MiB holds a tenth of a 100,000-message index);
+        // sorts in memory; no mmap: another process of this user can truncate the file under a map,
+        // and a read past its end would kill the host (SIGBUS), where a read() only fails.
+        conn.pragma_update(None, "cache_size", -8192)?;
+        conn.pragma_update(None, "temp_store", "MEMORY")?;
+        // every statement the routes run (each filter combination is its own) stays prepared
+        conn.set_prepared_statement_cache_capacity(64);
         Ok(Index {
             conn,
             key,
@@ -417,18 +424,32 @@ impl Index {
     /// `source` when given. Idempotent: the same rows again change nothing. Past [`MAX_ROWS`] the oldest
     /// rows go. Returns how many rows changed.
     pub fn upsert(&mut self, rows: &[Row], source: Option<&str>) -> Result<usize, IndexError> {
+        self.upsert_at(rows, None, source)
+    }
+
+    /// [`Index::upsert`], a new row `rows[i]` taking the row id `first + i` (a rebuild writes the newest
+    /// chunk first, yet row ids must grow with the ledger: a search walks its matches by row id, newest
+    /// first). The caller keeps those ids free (an empty index, filled once each).
+    pub fn upsert_at(
+        &mut self,
+        rows: &[Row],
+        first: Option<i64>,
+        source: Option<&str>,
+    ) -> Result<usize, IndexError> {
         let key = self.key.clone();
         // Rows already stored as they are, and the same watermark: no write transaction at all (a read
         // that finds nothing new never waits for another writer of the file).
         let mut differ = Vec::new();
+        let mut ids = Vec::new();
         {
             let mut q = self
                 .conn
                 .prepare_cached("SELECT mac FROM mail WHERE request_id = ?1")?;
-            for r in rows {
+            for (i, r) in rows.iter().enumerate() {
                 let b = r.clone().bounded();
                 let old: Option<Vec<u8>> = q.query_row([&b.request_id], |x| x.get(0)).optional()?;
                 if old.as_deref() != Some(b.seal(&key).as_slice()) {
+                    ids.push(first.map(|f| f + i as i64));
                     differ.push(b);
                 }
             }
@@ -441,7 +462,7 @@ impl Index {
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let mut st = read_state(&tx, &key)?;
-        let changed = upsert_in(&tx, &key, &mut st, rows)?;
+        let changed = upsert_in(&tx, &key, &mut st, rows, &ids)?;
         trim(&tx, &mut st)?;
         if let Some(s) = source {
             st.source = s.to_string();
@@ -459,11 +480,12 @@ impl Index {
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         tx.execute("DELETE FROM mail", [])?;
+        tx.execute("INSERT INTO mail_fts(mail_fts) VALUES ('delete-all')", [])?;
         let mut st = State {
             source: source.to_string(),
             ..State::default()
         };
-        upsert_in(&tx, &key, &mut st, rows)?;
+        upsert_in(&tx, &key, &mut st, rows, &[])?;
         trim(&tx, &mut st)?;
         write_state(&tx, &key, &st)?;
         tx.commit()?;
@@ -518,6 +540,16 @@ impl Index {
         ))
     }
 
+    /// Start afresh: this database (its rows built from a source that is gone) is moved aside and a new,
+    /// empty one opened in its place, for a rebuild to fill.
+    pub fn clear(self) -> Result<Index, IndexError> {
+        let Index { conn, path, .. } = self;
+        drop(conn);
+        move_aside(&path)?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        Ok(Index::open_in(dir)?.0)
+    }
+
     /// The file at its path is still the one this connection opened (not moved aside or replaced by
     /// another connection or process since).
     pub fn is_current(&self) -> bool {
@@ -535,6 +567,18 @@ impl Index {
         let mut wal = self.path.clone().into_os_string();
         wal.push("-wal");
         len(&self.path) + len(Path::new(&wal))
+    }
+
+    /// Rewrite the file compactly (after a rebuild: chunks written newest first leave the B-trees' pages
+    /// half full), then fold the WAL back. Readers go on meanwhile (WAL); a writer waits its turn.
+    /// Its copy of the file is made in a temporary file, not in memory (a host's memory would hold the
+    /// whole index for a moment).
+    pub fn compact(&self) -> Result<(), IndexError> {
+        self.conn.pragma_update(None, "temp_store", "FILE")?;
+        let done = self.conn.execute_batch("VACUUM");
+        self.conn.pragma_update(None, "temp_store", "MEMORY")?;
+        done?;
+        self.checkpoint()
     }
 
     /// Fold the WAL back into the file (after a rebuild; SQLite also does it on its own).
@@ -602,26 +646,33 @@ fn write_state(tx: &Connection, key: &Key, st: &State) -> rusqlite::Result<()> {
     Ok(())
 }
 
+/// `ids[i]`: the row id a new `rows[i]` takes (absent or `None`: the next free one).
 fn upsert_in(
     tx: &Transaction,
     key: &Key,
     st: &mut State,
     rows: &[Row],
+    ids: &[Option<i64>],
 ) -> Result<usize, IndexError> {
     let mut old_q = tx.prepare_cached("SELECT mac FROM mail WHERE request_id = ?1")?;
     let mut put = tx.prepare_cached(
         "INSERT INTO mail(request_id, time, sender, sender_title, sender_machine, target, target_title,
-            target_machine, tool, mode, hop, chain, fate, text, mac)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
+            target_machine, tool, mode, hop, chain, fate, text, mac, id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
          ON CONFLICT(request_id) DO UPDATE SET time = excluded.time, sender = excluded.sender,
             sender_title = excluded.sender_title, sender_machine = excluded.sender_machine,
             target = excluded.target, target_title = excluded.target_title,
             target_machine = excluded.target_machine, tool = excluded.tool, mode = excluded.mode,
             hop = excluded.hop, chain = excluded.chain, fate = excluded.fate, text = excluded.text,
-            mac = excluded.mac",
+            mac = excluded.mac
+         RETURNING id",
+    )?;
+    // the words of the row, written beside it (contentless: the index keeps tokens, not text)
+    let mut fts = tx.prepare_cached(
+        "INSERT OR REPLACE INTO mail_fts(rowid, text, sender_title, target_title) VALUES (?1, ?2, ?3, ?4)",
     )?;
     let mut changed = 0;
-    for r in rows {
+    for (i, r) in rows.iter().enumerate() {
         let r = r.clone().bounded();
         if r.request_id.is_empty() {
             continue;
@@ -634,26 +685,70 @@ fn upsert_in(
             None => st.rows += 1,
         }
         xor_into(&mut st.xor, &mac);
-        put.execute(params![
-            r.request_id,
-            r.time,
-            r.sender,
-            r.sender_title,
-            r.sender_machine,
-            r.target,
-            r.target_title,
-            r.target_machine,
-            r.tool,
-            r.mode,
-            r.hop,
-            r.chain,
-            r.fate,
-            r.text,
-            mac.to_vec(),
+        let id: i64 = put.query_row(
+            params![
+                r.request_id,
+                r.time,
+                r.sender,
+                r.sender_title,
+                r.sender_machine,
+                r.target,
+                r.target_title,
+                r.target_machine,
+                r.tool,
+                r.mode,
+                r.hop,
+                r.chain,
+                r.fate,
+                r.text,
+                mac.to_vec(),
+                ids.get(i).copied().flatten(),
+            ],
+            |x| x.get(0),
+        )?;
+        fts.execute(params![
+            id,
+            r.text.as_deref().map(fts_text),
+            r.sender_title.as_deref().map(fts_text),
+            r.target_title.as_deref().map(fts_text),
         ])?;
         changed += 1;
     }
     Ok(changed)
+}
+
+/// Whether `c` is written without spaces between words (Han, kana): such a run is one unicode61 token,
+/// so [`fts_text`] and [`fts_query`] give each of its characters a token of its own.
+pub fn is_cjk(c: char) -> bool {
+    matches!(c as u32,
+        0x3040..=0x30FF   // Hiragana, Katakana
+        | 0x31F0..=0x31FF // Katakana extensions
+        | 0x3400..=0x4DBF // CJK extension A
+        | 0x4E00..=0x9FFF // CJK unified ideographs
+        | 0xF900..=0xFAFF // CJK compatibility ideographs
+        | 0xFF66..=0xFF9F // half-width Katakana
+        | 0x20000..=0x3134F) // CJK extensions B–G
+}
+
+/// Text as the FTS table indexes it: every CJK character stands apart (a space on each side), the rest
+/// as written. A word of a Chinese sentence is then found as the phrase of its characters, whatever its
+/// length (FTS5's trigram tokenizer finds nothing shorter than three characters, and most Chinese
+/// words are two).
+pub fn fts_text(s: &str) -> String {
+    if !s.chars().any(is_cjk) {
+        return s.to_string();
+    }
+    let mut out = String::with_capacity(s.len() + s.len() / 2);
+    for c in s.chars() {
+        if is_cjk(c) {
+            out.push(' ');
+            out.push(c);
+            out.push(' ');
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// Drop the oldest rows past [`MAX_ROWS`].
@@ -667,8 +762,10 @@ fn trim(tx: &Transaction, st: &mut State) -> Result<(), IndexError> {
         .query_map([over as i64], |r| Ok((r.get(0)?, r.get(1)?)))?
         .collect::<Result<_, _>>()?;
     let mut del = tx.prepare_cached("DELETE FROM mail WHERE id = ?1")?;
+    let mut del_fts = tx.prepare_cached("DELETE FROM mail_fts WHERE rowid = ?1")?;
     for (id, mac) in gone {
         del.execute([id])?;
+        del_fts.execute([id])?;
         xor_into(&mut st.xor, &mac);
         st.rows -= 1;
     }

@@ -11,8 +11,9 @@ use crate::{Index, IndexError, Row};
 
 /// Most rows one page or thread returns.
 pub const MAX_LIMIT: usize = 200;
-/// A search ranks the newest this many matches of its words (bm25), filters applied after.
-pub const SEARCH_WINDOW: usize = 2000;
+/// A search ranks the newest this many matches of its words (bm25), filters applied after (a word in
+/// every message costs this window, not the table; 1,000 is twenty pages of the page's 50).
+pub const SEARCH_WINDOW: usize = 1000;
 /// A thread's replies between the same two sessions are looked for this long before the chain's
 /// first message and after its last.
 pub const THREAD_SPAN_MS: i64 = 60 * 60 * 1000;
@@ -147,14 +148,15 @@ fn filters(q: &ListQuery, sql: &mut String, args: &mut Vec<Value>) {
 
 /// The user's words as an FTS5 query: each word a quoted string (FTS5's operators and punctuation are
 /// the user's text, not syntax), all of them required, the last one as a prefix (`migrat` finds
-/// "migration"). Words without a letter or digit are dropped (the tokenizer keeps none of them); None:
-/// no word is left.
+/// "migration"). A word with CJK characters is split as the stored text is ([`crate::fts_text`]): the
+/// quoted string is then the phrase of its characters (`迁移` finds "数据库迁移已完成"). Words without a
+/// letter or digit are dropped (the tokenizer keeps none of them); None: no word is left.
 pub fn fts_query(text: &str) -> Option<String> {
     let words: Vec<String> = text
         .split_whitespace()
         .filter(|w| w.chars().any(char::is_alphanumeric))
         .take(32)
-        .map(|w| format!("\"{}\"", w.replace('"', "\"\"")))
+        .map(|w| format!("\"{}\"", crate::fts_text(w).trim().replace('"', "\"\"")))
         .collect();
     let (last, rest) = words.split_last()?;
     let mut q = rest.join(" ");

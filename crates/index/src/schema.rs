@@ -1,12 +1,16 @@
-//! The database's schema: one table of rows, an FTS5 table over their text and titles (external
-//! content, kept by triggers), and the sealed state.
+//! The database's schema: one table of rows, an FTS5 table over their text and titles (contentless,
+//! written by this crate beside each row: [`crate::fts_text`] spaces CJK characters out first, so a
+//! Chinese or Japanese word inside a sentence is a phrase of one-character tokens), and the sealed state.
 
 use rusqlite::Connection;
 
 /// `PRAGMA application_id`: "dsmi" (a database with another id is not ours).
 pub const APP_ID: i64 = 0x6473_6d69;
 /// `PRAGMA user_version`: this schema. A file of another version is moved aside and rebuilt.
-pub const VERSION: i64 = 1;
+/// 2: `mail_target` is (target, sender, time): a thread's mail between two sessions is one range each
+/// way, not every message to one of them in the span; the FTS table is contentless and its text CJK-split (1 kept the text as written: a run of CJK
+/// characters was one token, so a word inside a Chinese sentence was never found).
+pub const VERSION: i64 = 2;
 
 /// Make the schema in an empty database, once: inside one write transaction that looks again (two
 /// processes opening a new file race here; the second finds the first one's schema). `init` writes the
@@ -51,27 +55,13 @@ fn make(conn: &Connection) -> rusqlite::Result<()> {
             mac BLOB NOT NULL);
         CREATE INDEX mail_time ON mail(time);
         CREATE INDEX mail_sender ON mail(sender, time);
-        CREATE INDEX mail_target ON mail(target, time);
+        CREATE INDEX mail_target ON mail(target, sender, time);
         CREATE INDEX mail_chain ON mail(chain);
         CREATE INDEX mail_fate ON mail(fate, time);
         CREATE INDEX mail_mac ON mail(mac);
         CREATE VIRTUAL TABLE mail_fts USING fts5(
             text, sender_title, target_title,
-            content='mail', content_rowid='id', tokenize='unicode61 remove_diacritics 2');
-        CREATE TRIGGER mail_ai AFTER INSERT ON mail BEGIN
-            INSERT INTO mail_fts(rowid, text, sender_title, target_title)
-            VALUES (new.id, new.text, new.sender_title, new.target_title);
-        END;
-        CREATE TRIGGER mail_ad AFTER DELETE ON mail BEGIN
-            INSERT INTO mail_fts(mail_fts, rowid, text, sender_title, target_title)
-            VALUES ('delete', old.id, old.text, old.sender_title, old.target_title);
-        END;
-        CREATE TRIGGER mail_au AFTER UPDATE ON mail BEGIN
-            INSERT INTO mail_fts(mail_fts, rowid, text, sender_title, target_title)
-            VALUES ('delete', old.id, old.text, old.sender_title, old.target_title);
-            INSERT INTO mail_fts(rowid, text, sender_title, target_title)
-            VALUES (new.id, new.text, new.sender_title, new.target_title);
-        END;
+            content='', contentless_delete=1, tokenize='unicode61 remove_diacritics 2');
         CREATE TABLE meta(k TEXT PRIMARY KEY, v BLOB NOT NULL);
         PRAGMA application_id = {APP_ID};
         PRAGMA user_version = {VERSION};"

@@ -345,3 +345,87 @@ fn two_connections_write_the_same_file_under_wal() {
     drop((a, b));
     assert_eq!(open(d.path()).1, Opened::Existing, "the seals still add up");
 }
+
+#[test]
+fn a_chinese_word_inside_a_sentence_is_found_and_english_still_is() {
+    let d = tempfile::tempdir().unwrap();
+    let (mut ix, _) = open(d.path());
+    let mut titled = row(4, "d", "e", None, "plain");
+    titled.sender_title = Some("规划助手".into());
+    ix.upsert(
+        &[
+            row(1, "a", "b", None, "数据库迁移已经完成，请检查API变更。"),
+            row(2, "b", "a", None, "the migration of the schema is done"),
+            row(3, "c", "a", None, "迁徙的鸟：移动不是迁移"),
+            titled,
+        ],
+        None,
+    )
+    .unwrap();
+    let ids = |p: Page| {
+        let mut v: Vec<String> = p
+            .rows
+            .iter()
+            .map(|r| r.request_id[r.request_id.len() - 1..].to_string())
+            .collect();
+        v.sort();
+        v
+    };
+    // a two-character word inside a sentence with no spaces: the adjacent characters, not either alone
+    assert_eq!(ids(ix.search("迁移", &q(10)).unwrap()), vec!["1", "3"]);
+    assert_eq!(ids(ix.search("数据库", &q(10)).unwrap()), vec!["1"]);
+    assert_eq!(
+        ids(ix.search("移迁", &q(10)).unwrap()),
+        Vec::<String>::new()
+    );
+    assert_eq!(ids(ix.search("迁徙", &q(10)).unwrap()), vec!["3"]);
+    // Latin letters glued to Chinese ones are a word of their own; a title in Chinese is searched too
+    assert_eq!(ids(ix.search("API", &q(10)).unwrap()), vec!["1"]);
+    assert_eq!(ids(ix.search("助手", &q(10)).unwrap()), vec!["4"]);
+    // mixed queries: a Chinese and an English word both required
+    assert_eq!(ids(ix.search("完成 API", &q(10)).unwrap()), vec!["1"]);
+    assert_eq!(ids(ix.search("migration", &q(10)).unwrap()), vec!["2"]);
+    // a row changed (its text rewritten) is found by its new words only
+    ix.upsert(&[row(1, "a", "b", None, "改为回滚")], None)
+        .unwrap();
+    assert_eq!(ids(ix.search("迁移", &q(10)).unwrap()), vec!["3"]);
+    assert_eq!(ids(ix.search("回滚", &q(10)).unwrap()), vec!["1"]);
+}
+
+#[test]
+fn rows_written_newest_chunk_first_keep_the_ledgers_order_for_the_search_window() {
+    let d = tempfile::tempdir().unwrap();
+    let (mut ix, _) = open(d.path());
+    let n = SEARCH_WINDOW as u32 + 150;
+    let all: Vec<Row> = (0..n)
+        .map(|i| row(i, "a", "b", None, "common word"))
+        .collect();
+    // a rebuild: the newest 100 first, then the rest, each at its place in the ledger's order
+    let cut = (n - 100) as usize;
+    ix.upsert_at(&all[cut..], Some(cut as i64 + 1), None)
+        .unwrap();
+    ix.upsert_at(&all[..cut], Some(1), None).unwrap();
+    // the window is the newest matches: the best (equal rank) is the newest message, not one of the oldest
+    let p = ix.search("common", &q(3)).unwrap();
+    let got: Vec<i64> = p.rows.iter().map(|r| r.time).collect();
+    assert_eq!(
+        got,
+        vec![
+            all[n as usize - 1].time,
+            all[n as usize - 2].time,
+            all[n as usize - 3].time
+        ]
+    );
+    // a later send takes the next id
+    ix.upsert(&[row(n + 5, "a", "b", None, "common again")], None)
+        .unwrap();
+    assert_eq!(
+        ix.search("common", &q(1)).unwrap().rows[0].time,
+        row(n + 5, "a", "b", None, "").time
+    );
+    ix.compact().unwrap();
+    assert_eq!(
+        ix.list(&q(1)).unwrap().rows[0].time,
+        row(n + 5, "a", "b", None, "").time
+    );
+}

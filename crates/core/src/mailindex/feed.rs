@@ -88,7 +88,27 @@ struct Source {
     ledger: Option<FileId>,
     /// Bytes of it read (up to the end of its last complete line then).
     offset: u64,
+    /// A rebuild is writing the index (its rows so far are the newest of the source): how many rows it
+    /// writes in all, and when it last committed (ms). A marker older than [`BUILD_STALE_MS`] is a rebuild
+    /// whose process died: the next pass starts another.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    building: Option<Building>,
 }
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+struct Building {
+    total: u64,
+    at: i64,
+}
+
+/// A rebuild whose marker has not moved for this long is taken over by the next pass (its process
+/// died): one chunk, even the first (which folds every target's log), commits well within it.
+pub const BUILD_STALE_MS: i64 = 120_000;
+/// Rows a rebuild writes in its first chunk (the newest: the page's first screen), then in each next one.
+pub const FIRST_CHUNK: usize = 200;
+pub const CHUNK: usize = 1000;
+/// A rebuild in the background rests this long between two chunks (the host's threads get the CPU).
+pub const CHUNK_PAUSE: std::time::Duration = std::time::Duration::from_millis(4);
 
 /// A ledger file as the watermark knows it: device, inode, length, and a hash of its first line (a file
 /// removed and written anew can get the same inode back).
@@ -136,6 +156,9 @@ fn to_read(home: &Path, src: Option<&Source>) -> Result<ToRead, &'static str> {
     };
     if src.v != DERIVE_VERSION {
         return Err("another derivation");
+    }
+    if src.building.is_some() {
+        return Err("an unfinished rebuild");
     }
     let live = identity(&ledger::path(home));
     let Some(was) = src.ledger.as_ref() else {
@@ -330,13 +353,30 @@ fn new_titles(home: &Path) -> Titles<'_> {
     }
 }
 
+/// The ledger's requests (one per request id, oldest first), the newest [`index::MAX_ROWS`] of them.
+fn source_requests(home: &Path) -> Result<Vec<(String, i64, Entry)>, ledger::LedgerError> {
+    let read = ledger::read_ledger(home, &Filter::default())?;
+    let mut grouped = group(&read.entries);
+    let keep = index::MAX_ROWS as usize;
+    if grouped.len() > keep {
+        grouped.drain(..grouped.len() - keep);
+    }
+    Ok(grouped)
+}
+
 /// The whole derivation: the rows the index must hold for `home` now, oldest first (by the ledger's
 /// order). An unreadable ledger is an error (the index is then left as it is).
 pub fn fold(home: &Path) -> Result<Vec<Row>, ledger::LedgerError> {
-    let read = ledger::read_ledger(home, &Filter::default())?;
-    let grouped = group(&read.entries);
+    let grouped = source_requests(home)?;
     let mut titles = new_titles(home);
     Ok(derive(home, &mut titles, &grouped))
+}
+
+/// How far a rebuild is: rows written of how many (`total` 0: the ledger is still being read).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Progress {
+    pub done: u64,
+    pub total: u64,
 }
 
 /// What a pass did.
@@ -346,22 +386,84 @@ pub enum Synced {
     Incremental(usize),
     /// Rebuilt from the source, for this reason.
     Rebuilt(String),
+    /// A rebuild is under way (another process's, or this one's in the background): the index holds
+    /// the newest rows written so far; nothing was changed.
+    Building(Progress),
+    /// It must be rebuilt, for this reason; the caller starts the rebuild (in the background).
+    Stale(String),
 }
 
-fn rebuild(home: &Path, ix: &mut Index, why: &str) -> Result<Synced, IndexError> {
-    // the live file's identity first: lines appended while the fold reads are read again next time
+fn ledger_error(e: ledger::LedgerError) -> IndexError {
+    IndexError::Io(std::io::Error::other(e.to_string()))
+}
+
+/// Fill `ix` (empty, or holding rows of this same source) from the source, newest first, in chunks:
+/// [`FIRST_CHUNK`] rows, then [`CHUNK`] at a time, each one write transaction that also seals a
+/// `building` marker with the total, so a reader (of this process or another) sees the newest rows at
+/// once and how far the rebuild is; the watermark is sealed last. `pause` between chunks.
+fn build(
+    home: &Path,
+    ix: &mut Index,
+    pause: std::time::Duration,
+    mut progress: impl FnMut(Progress),
+) -> Result<(), IndexError> {
+    // the live file's identity first: lines appended while the rebuild reads are read again next time
     // (an upsert of the same row changes nothing)
     let ledger_now = identity(&ledger::path(home));
-    let rows = fold(home).map_err(|e| IndexError::Io(std::io::Error::other(e.to_string())))?;
+    let marker = |total: u64| {
+        serde_json::to_string(&Source {
+            v: DERIVE_VERSION,
+            ledger: None,
+            offset: 0,
+            building: Some(Building {
+                total,
+                at: base::clock::now_ms(),
+            }),
+        })
+        .unwrap_or_default()
+    };
+    ix.upsert(&[], Some(&marker(0)))?;
+    let grouped = source_requests(home).map_err(ledger_error)?;
+    let total = grouped.len() as u64;
+    ix.upsert(&[], Some(&marker(total)))?;
+    progress(Progress { done: 0, total });
+    let mut titles = new_titles(home);
+    let mut end = grouped.len();
+    let mut n = FIRST_CHUNK;
+    while end > 0 {
+        let start = end.saturating_sub(n);
+        let rows = derive(home, &mut titles, &grouped[start..end]);
+        // row ids in the ledger's order whatever the order written (a search walks them newest first)
+        ix.upsert_at(&rows, Some(start as i64 + 1), Some(&marker(total)))?;
+        progress(Progress {
+            done: (grouped.len() - start) as u64,
+            total,
+        });
+        end = start;
+        n = CHUNK;
+        if end > 0 && !pause.is_zero() {
+            std::thread::sleep(pause);
+        }
+    }
     let src = Source {
         v: DERIVE_VERSION,
         offset: ledger_now
             .as_ref()
             .map_or(0, |l| complete_len(&ledger::path(home), l.len)),
         ledger: ledger_now,
+        building: None,
     };
-    ix.replace_all(&rows, &serde_json::to_string(&src).unwrap_or_default())?;
-    ix.checkpoint()?;
+    ix.upsert(&[], Some(&serde_json::to_string(&src).unwrap_or_default()))?;
+    ix.compact()?;
+    Ok(())
+}
+
+/// A rebuild on this thread: every row of `ix` goes, then [`build`] without pauses.
+fn rebuild(home: &Path, ix: &mut Index, why: &str) -> Result<Synced, IndexError> {
+    if ix.state()?.rows > 0 {
+        ix.replace_all(&[], "")?;
+    }
+    build(home, ix, std::time::Duration::ZERO, |_| {})?;
     Ok(Synced::Rebuilt(why.to_string()))
 }
 
@@ -382,33 +484,54 @@ fn complete_len(path: &Path, len: u64) -> u64 {
     }
 }
 
-/// Bring `ix` up to date with `home`'s ledger and logs (see the module's doc). `opened`: how the file
-/// was found when this process opened it (a new or replaced one is rebuilt).
+/// Bring `ix` up to date with `home`'s ledger and logs (see the module's doc), on this thread: a
+/// rebuild too. `opened`: how the file was found when this process opened it (a new or replaced one is
+/// rebuilt).
 pub fn sync(
     home: &Path,
     ix: &mut Index,
     opened: Option<&Opened>,
     look: bool,
 ) -> Result<Synced, IndexError> {
+    match sync_in(home, ix, opened, look)? {
+        Synced::Stale(why) => rebuild(home, ix, &why),
+        s => Ok(s),
+    }
+}
+
+/// [`sync`], but a rebuild it needs is returned as [`Synced::Stale`] for the caller to start.
+fn sync_in(
+    home: &Path,
+    ix: &mut Index,
+    opened: Option<&Opened>,
+    look: bool,
+) -> Result<Synced, IndexError> {
     match opened {
-        Some(Opened::Created) => return rebuild(home, ix, "missing"),
-        Some(Opened::Replaced(a)) => return rebuild(home, ix, &a.to_string()),
+        Some(Opened::Created) => return Ok(Synced::Stale("missing".into())),
+        Some(Opened::Replaced(a)) => return Ok(Synced::Stale(a.to_string())),
         _ => {}
     }
     let state = ix.state()?;
     let src: Option<Source> = serde_json::from_str(&state.source).ok();
+    if let Some(b) = src.as_ref().and_then(|s| s.building) {
+        if base::clock::now_ms().saturating_sub(b.at) < BUILD_STALE_MS {
+            return Ok(Synced::Building(Progress {
+                done: state.rows,
+                total: b.total,
+            }));
+        }
+    }
     let (files, live) = match to_read(home, src.as_ref()) {
         Ok(r) => r,
         Err(why) => {
-            return rebuild(
-                home,
-                ix,
+            return Ok(Synced::Stale(
                 if state.source.is_empty() {
                     "missing"
                 } else {
                     why
-                },
-            );
+                }
+                .into(),
+            ));
         }
     };
     let mut titles = new_titles(home);
@@ -501,6 +624,7 @@ pub fn sync(
         // the live file read to its last complete line (no file: nothing read)
         offset: if files.is_empty() { 0 } else { offset },
         ledger: live,
+        building: None,
     };
     let n = ix.upsert(
         &rows,
@@ -515,11 +639,20 @@ pub fn sync(
 static OPEN: Mutex<Vec<(PathBuf, Index)>> = Mutex::new(Vec::new());
 static BACKGROUND: Mutex<Vec<(PathBuf, Index)>> = Mutex::new(Vec::new());
 
-fn status(ix: &Index, rebuilt: Option<String>, error: Option<String>) -> IndexStatus {
+fn status(
+    ix: &Index,
+    rebuilt: Option<String>,
+    error: Option<String>,
+    building: Option<Progress>,
+) -> IndexStatus {
     IndexStatus {
         rows: ix.state().map(|s| s.rows).unwrap_or(0),
         rebuilt,
         error,
+        building: building.map(|p| super::IndexBuilding {
+            done: p.done,
+            total: p.total,
+        }),
     }
 }
 
@@ -527,25 +660,115 @@ fn status(ix: &Index, rebuilt: Option<String>, error: Option<String>) -> IndexSt
 /// does not verify moves the file aside and the index is rebuilt and asked again, once. The routes'
 /// path: the ledger's new lines are indexed before `f` reads; open mail is looked at again on the
 /// blocking pool after it (at most once a second), so a read never waits for the logs' folds — the
-/// fates it moves show on the next read. Without a runtime (tests, the command line) that look is made
-/// before `f`.
+/// fates it moves show on the next read. A rebuild runs on a thread of its own, in chunks, newest
+/// first ([`build`]): `f` reads what is indexed so far and the status says `building`. Without a
+/// runtime (tests, the command line) the look and a rebuild are made before `f`, on this thread.
 pub fn with_index<T>(
     home: &Path,
     f: impl Fn(&Index) -> Result<T, IndexError>,
 ) -> (Option<T>, IndexStatus) {
     let due = recheck_due(home);
     let runtime = tokio::runtime::Handle::try_current().is_ok();
-    let r = with_index_in(&OPEN, home, due && !runtime, f);
-    if due && runtime {
+    let r = with_index_in(&OPEN, home, due && !runtime, runtime, f);
+    if due && runtime && r.1.building.is_none() {
         schedule(home, true);
     }
     r
+}
+
+/// Rebuilds running in this process (their own thread each), by home, and how far they are.
+static BUILDS: Mutex<Vec<(PathBuf, Progress)>> = Mutex::new(Vec::new());
+/// The last background rebuild that failed, by home: why, and when (ms). Another starts after
+/// [`BUILD_RETRY_MS`].
+static BUILD_FAILED: Mutex<Vec<(PathBuf, String, i64)>> = Mutex::new(Vec::new());
+/// How long a failed background rebuild is reported before the next pass tries again.
+pub const BUILD_RETRY_MS: i64 = 10_000;
+
+fn building_here(home: &Path) -> Option<Progress> {
+    BUILDS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .find(|(h, _)| h == home)
+        .map(|(_, p)| *p)
+}
+
+fn set_progress(home: &Path, p: Progress) {
+    let mut b = BUILDS.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, x)) = b.iter_mut().find(|(h, _)| h == home) {
+        *x = p;
+    }
+}
+
+/// Start rebuilding `home`'s index on a thread of its own (at a lower priority than the host's, where
+/// the system allows it), unless one runs here already. `clear`: the file holds rows of a source that
+/// is gone — moved aside first, so the page shows the new rows as they come, never the old ones.
+fn start_build(home: &Path, clear: bool) -> Result<Progress, String> {
+    {
+        let failed = BUILD_FAILED.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, e, at)) = failed.iter().find(|(h, _, _)| h == home) {
+            if base::clock::now_ms().saturating_sub(*at) < BUILD_RETRY_MS {
+                return Err(e.clone());
+            }
+        }
+    }
+    {
+        let mut b = BUILDS.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, p)) = b.iter().find(|(h, _)| h == home) {
+            return Ok(*p);
+        }
+        b.push((home.to_path_buf(), Progress::default()));
+    }
+    let h = home.to_path_buf();
+    let spawned = std::thread::Builder::new()
+        .name("dsh-mail-index".into())
+        .spawn(move || {
+            lower_priority();
+            let r = (|| -> Result<(), IndexError> {
+                let (mut ix, _) = Index::open(&h)?;
+                if clear && ix.state().map(|s| s.rows).unwrap_or(0) > 0 {
+                    ix = ix.clear()?;
+                }
+                build(&h, &mut ix, CHUNK_PAUSE, |p| set_progress(&h, p))
+            })();
+            let mut failed = BUILD_FAILED.lock().unwrap_or_else(|p| p.into_inner());
+            failed.retain(|(x, _, _)| x != &h);
+            if let Err(e) = r {
+                failed.push((h.clone(), e.to_string(), base::clock::now_ms()));
+            }
+            drop(failed);
+            BUILDS
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .retain(|(x, _)| x != &h);
+        });
+    match spawned {
+        Ok(_) => Ok(Progress::default()),
+        Err(e) => {
+            BUILDS
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .retain(|(x, _)| x != home);
+            Err(format!("mail index: no thread for the rebuild ({e})"))
+        }
+    }
+}
+
+/// The rebuild's thread yields the CPU to the host's (Linux: a thread's nice value is its own).
+fn lower_priority() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: gettid and setpriority take no pointers; they change only this thread's nice value.
+    unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        let _ = libc::setpriority(libc::PRIO_PROCESS, tid, 10);
+    }
 }
 
 fn with_index_in<T>(
     map: &Mutex<Vec<(PathBuf, Index)>>,
     home: &Path,
     look: bool,
+    background: bool,
     f: impl Fn(&Index) -> Result<T, IndexError>,
 ) -> (Option<T>, IndexStatus) {
     let mut open = map.lock().unwrap_or_else(|p| p.into_inner());
@@ -573,11 +796,34 @@ fn with_index_in<T>(
     };
     let mut rebuilt = None;
     let mut error = None;
+    let mut building = None;
     for attempt in 0..2 {
         let ix = &mut open[pos].1;
-        match sync(home, ix, opened.as_ref(), look) {
+        // a rebuild of this process is writing the file: read what it has written so far
+        let here = if background {
+            building_here(home)
+        } else {
+            None
+        };
+        let synced = match here {
+            Some(p) => Ok(Synced::Building(p)),
+            None if background => sync_in(home, ix, opened.as_ref(), look),
+            None => sync(home, ix, opened.as_ref(), look),
+        };
+        match synced {
             Ok(Synced::Rebuilt(why)) => rebuilt = Some(why),
             Ok(Synced::Incremental(_)) => {}
+            Ok(Synced::Building(p)) => building = Some(p),
+            Ok(Synced::Stale(why)) => {
+                let fresh = matches!(opened, Some(Opened::Created | Opened::Replaced(_)));
+                match start_build(home, !fresh) {
+                    Ok(p) => {
+                        building = Some(p);
+                        rebuilt = Some(why);
+                    }
+                    Err(e) => error = Some(e),
+                }
+            }
             Err(IndexError::Forged(w)) if attempt == 0 => {
                 if discard(&mut open, pos, w).is_err() {
                     break;
@@ -589,7 +835,7 @@ fn with_index_in<T>(
         }
         let ix = &open[pos].1;
         match f(ix) {
-            Ok(v) => return (Some(v), status(ix, rebuilt, error)),
+            Ok(v) => return (Some(v), status(ix, rebuilt, error, building)),
             Err(IndexError::Forged(w)) if attempt == 0 => {
                 if discard(&mut open, pos, w).is_err() {
                     break;
@@ -597,7 +843,7 @@ fn with_index_in<T>(
                 opened = Some(Opened::Replaced(Aside::Forged(w)));
             }
             Err(e) => {
-                let st = status(ix, rebuilt, Some(e.to_string()));
+                let st = status(ix, rebuilt, Some(e.to_string()), building);
                 return (None, st);
             }
         }
@@ -671,7 +917,7 @@ fn schedule(home: &Path, look: bool) {
     rt.spawn_blocking(|| loop {
         let homes = std::mem::take(&mut *PENDING.lock().unwrap_or_else(|p| p.into_inner()));
         for (h, look) in &homes {
-            let _ = with_index_in(&BACKGROUND, h, *look, |_| Ok(()));
+            let _ = with_index_in(&BACKGROUND, h, *look, true, |_| Ok(()));
         }
         RUNNING.store(false, Ordering::Release);
         let more = !PENDING.lock().unwrap_or_else(|p| p.into_inner()).is_empty();

@@ -103,6 +103,19 @@ pub struct IndexStatus {
     pub rebuilt: Option<String>,
     /// It could not be used or brought up to date (the answer may be empty or older).
     pub error: Option<String>,
+    /// A rebuild is under way (on a thread of its own; the answer holds the newest rows written so
+    /// far): how far it is. `null`: the index is complete.
+    #[serde(default)]
+    pub building: Option<IndexBuilding>,
+}
+
+/// How far a rebuild of the index is: messages written of how many (`total` 0: still reading the
+/// ledger).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IndexBuilding {
+    pub done: u64,
+    pub total: u64,
 }
 
 /// `mail.list`'s result.
@@ -143,11 +156,15 @@ pub struct MailThread {
     pub index: IndexStatus,
 }
 
-/// The machine a row's id names (the ledger's `fromMachine` / `toMachine`). The core cannot read this
-/// home's names for its links (crates/link, above it), so the name is the id's first 12 characters until
-/// the binding hands the linked machines to the routes; a stored id that is not one reads this home.
-fn machine(id: Option<String>) -> Option<MachineRef> {
+/// The machine a row's id names (the ledger's `fromMachine` / `toMachine`), by the name this home's
+/// human gave its link (`linked`: the binding reads them from crates/link on each call, so a rename
+/// shows at once); a machine no longer linked keeps its id's first 12 characters as its name. A stored
+/// id that is not one reads this home.
+fn machine(id: Option<String>, linked: &[MachineRef]) -> Option<MachineRef> {
     let id = crate::machine::MachineId::parse(id.as_deref()?)?;
+    if let Some(m) = linked.iter().find(|m| m.id == id) {
+        return Some(m.clone());
+    }
     Some(MachineRef {
         name: id.as_str().chars().take(12).collect(),
         id,
@@ -163,17 +180,18 @@ fn fate_of(name: &str) -> FateState {
         .unwrap_or(FateState::Unknown)
 }
 
-impl From<index::Row> for MailItem {
-    fn from(r: index::Row) -> MailItem {
+impl MailItem {
+    /// A row of the index as the page shows it, its machines named from `linked`.
+    pub fn of(r: index::Row, linked: &[MachineRef]) -> MailItem {
         MailItem {
             request_id: r.request_id,
             time: r.time,
             sender: r.sender,
             sender_title: r.sender_title,
-            sender_machine: machine(r.sender_machine),
+            sender_machine: machine(r.sender_machine, linked),
             target: r.target,
             target_title: r.target_title,
-            target_machine: machine(r.target_machine),
+            target_machine: machine(r.target_machine, linked),
             tool: r.tool,
             mode: r.mode,
             hop: r.hop,
@@ -184,8 +202,9 @@ impl From<index::Row> for MailItem {
     }
 }
 
-/// `mail.list`: bring the index up to date, then one page of it.
-pub fn list(home: &Path, args: &MailListArgs) -> MailPage {
+/// `mail.list`: bring the index up to date, then one page of it. `linked`: this home's linked machines
+/// (their names for the rows).
+pub fn list(home: &Path, args: &MailListArgs, linked: &[MachineRef]) -> MailPage {
     let limit = args.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT) as usize;
     let q = index::ListQuery {
         session: args.filter.session.clone(),
@@ -211,7 +230,11 @@ pub fn list(home: &Path, args: &MailListArgs) -> MailPage {
     });
     match got {
         Some(p) => MailPage {
-            rows: p.rows.into_iter().map(MailItem::from).collect(),
+            rows: p
+                .rows
+                .into_iter()
+                .map(|r| MailItem::of(r, linked))
+                .collect(),
             next: p.next.map(|c| c.to_string()),
             index,
         },
@@ -222,8 +245,8 @@ pub fn list(home: &Path, args: &MailListArgs) -> MailPage {
     }
 }
 
-/// `mail.thread`: bring the index up to date, then the thread of `request_id`.
-pub fn thread(home: &Path, request_id: &str) -> MailThread {
+/// `mail.thread`: bring the index up to date, then the thread of `request_id` (`linked` as in [`list`]).
+pub fn thread(home: &Path, request_id: &str, linked: &[MachineRef]) -> MailThread {
     let (got, index) = feed::with_index(home, |ix| ix.thread(request_id));
     let Some(Some(t)) = got else {
         return MailThread {
@@ -243,7 +266,7 @@ pub fn thread(home: &Path, request_id: &str) -> MailThread {
                     sessions.push(ThreadSession {
                         id: id.clone(),
                         title: title.clone(),
-                        machine: machine(m.clone()),
+                        machine: machine(m.clone(), linked),
                     });
                 }
             }
@@ -253,7 +276,11 @@ pub fn thread(home: &Path, request_id: &str) -> MailThread {
         request_id: request_id.to_string(),
         found: true,
         chain: Some(t.chain),
-        rows: t.rows.into_iter().map(MailItem::from).collect(),
+        rows: t
+            .rows
+            .into_iter()
+            .map(|r| MailItem::of(r, linked))
+            .collect(),
         sessions,
         truncated: t.truncated,
         index,
