@@ -988,16 +988,10 @@ pub async fn send_to(req: ToolRequest, machines: &dyn Machines, m: Machine) -> S
         }))
     };
     let answer = call(machines, &m.id, Request::Send(sreq.clone()), deadline).await;
-    if let Ok(Response::Send(_)) = &answer {
-        // it answered for this session: a later send goes there even while it is offline
-        let (h, mid, t, now) = (
-            ctx.home.clone(),
-            m.id.clone(),
-            plan.target.clone(),
-            ctx.now_ms,
-        );
-        let _ = tools::blocking(move || crossing::seen::remember(&h, &mid, &[t], now)).await;
-    }
+    // it answered for this session: a later send goes there even while it is offline (remembered in
+    // the ledger line's trip, after the line: one hand-over to the blocking pool, not two)
+    let seen = matches!(&answer, Ok(Response::Send(_)))
+        .then(|| (m.id.clone(), plan.target.clone(), ctx.now_ms));
     let outcome = match answer {
         Ok(Response::Send(a)) => outcome_of(&m, &plan.target, a, &receipt),
         Err(CallError::Unlinked) => SendOutcome::Refused(Refusal::Unlinked {
@@ -1046,7 +1040,13 @@ pub async fn send_to(req: ToolRequest, machines: &dyn Machines, m: Machine) -> S
         outcome,
         notes: plan.notes.clone(),
     };
-    let result = attempt.close(&ctx, result).await;
+    let (result, _) = attempt
+        .close_then(&ctx, result, move |home, _| {
+            if let Some((mid, t, now)) = seen {
+                crossing::seen::remember(home, &mid, &[t], now);
+            }
+        })
+        .await;
     drop(plan.reservation);
     result
 }
