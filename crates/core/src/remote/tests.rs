@@ -699,6 +699,15 @@ async fn a_claim_left_without_its_answer_is_settled_from_the_targets_log_not_del
         };
         assert_eq!(arrivals::claim(h1, &a, at).unwrap(), arrivals::Claim::New);
     };
+    let answer = |s: wire::SendReq| {
+        let (here, from) = (here.clone(), from.clone());
+        async move {
+            match serve(&here, &from, Request::Send(s)).await {
+                Response::Send(a) => a,
+                other => panic!("{other:?}"),
+            }
+        }
+    };
     let now = base::clock::now_ms();
     let long_ago = now - arrivals::STALE_CLAIM_MS - 1_000;
 
@@ -711,27 +720,21 @@ async fn a_claim_left_without_its_answer_is_settled_from_the_targets_log_not_del
     let mut text = std::fs::read_to_string(&log).unwrap();
     text.push_str(&format!("{line}\n"));
     std::fs::write(&log, text).unwrap();
-    let Response::Send(ans) = serve(&here, &from, Request::Send(req(landed))).await else {
-        panic!()
-    };
+    let ans = answer(req(landed)).await;
     assert!(
         matches!(ans.landing, Landing::Accepted { .. }) && ans.repeated,
         "{ans:?}"
     );
     assert!(net.homes[1].delivered().is_empty());
     // and the answer is kept: asked again, the same
-    let Response::Send(again) = serve(&here, &from, Request::Send(req(landed))).await else {
-        panic!()
-    };
+    let again = answer(req(landed)).await;
     assert_eq!(again.landing, ans.landing);
     assert!(net.homes[1].delivered().is_empty());
 
     // a fresh claim without an answer: in flight, busy, nothing delivered
     let fresh = "dsh-session-mail:00000000-0000-4000-8000-0000000000d2";
     claim_at(fresh, now);
-    let Response::Send(busy) = serve(&here, &from, Request::Send(req(fresh))).await else {
-        panic!()
-    };
+    let busy = answer(req(fresh)).await;
     assert_eq!(
         busy.landing,
         Landing::Refused(WireRefusal::code(RefusalCode::Busy))
@@ -741,16 +744,12 @@ async fn a_claim_left_without_its_answer_is_settled_from_the_targets_log_not_del
     // stale and not in the log: delivered now, once; asked again, answered from the record
     let lost = "dsh-session-mail:00000000-0000-4000-8000-0000000000d3";
     claim_at(lost, long_ago);
-    let Response::Send(first) = serve(&here, &from, Request::Send(req(lost))).await else {
-        panic!()
-    };
+    let first = answer(req(lost)).await;
     assert!(
         matches!(first.landing, Landing::Accepted { .. }) && !first.repeated,
         "{first:?}"
     );
-    let Response::Send(again) = serve(&here, &from, Request::Send(req(lost))).await else {
-        panic!()
-    };
+    let again = answer(req(lost)).await;
     assert!(again.repeated);
     let ids: Vec<String> = net.homes[1]
         .delivered()
@@ -774,9 +773,7 @@ async fn a_claim_left_without_its_answer_is_settled_from_the_targets_log_not_del
         posted_at: now,
     };
     crate::policy::held::hold(h1, &env, now + 3_600_000).unwrap();
-    let Response::Send(h) = serve(&here, &from, Request::Send(req(held))).await else {
-        panic!()
-    };
+    let h = answer(req(held)).await;
     assert_eq!(h.landing, Landing::Held);
     assert_eq!(net.homes[1].delivered().len(), 1);
 }
