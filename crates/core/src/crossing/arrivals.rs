@@ -1,10 +1,18 @@
 //! The receiving side's durable record of each send that arrived from a linked machine
-//! (`machine/arrivals/<key>.json`): claimed (fsynced) before anything is delivered, then the answer
-//! the send path gave. A request id seen again — the sender's retry after a timeout, its outbox
+//! (`machine/arrivals/`): the **claim** `<key>.json`, written and fsynced before anything is delivered
+//! and never rewritten after, then the **answer** the send path gave, `<key>.answer.json` beside it
+//! (not fsynced: see below). A request id seen again — the sender's retry after a timeout, its outbox
 //! drained by another process, a replay — is answered from the record and delivered nothing; one
 //! still in flight answers `busy` (the sender tries later); one whose process died between the claim
 //! and the answer is settled by the target's log (landed there: accepted; else delivered again with
 //! the same request id, which the host itself deduplicates).
+//!
+//! Why only the claim is fsynced: the claim is what keeps a second delivery out, so it is on disk
+//! before the message goes anywhere. An answer lost in a crash of the system (a process crash loses
+//! nothing: the page cache keeps it) or torn leaves a claim without an answer — exactly what a process
+//! that died after delivering leaves, which [`STALE_CLAIM_MS`] later is settled from the target's log
+//! (tested: `remote::tests::a_claim_left_without_its_answer_is_settled_from_the_targets_log_not_delivered_twice`).
+//! The answer lives in its own file so that no write after the claim can tear the claim itself.
 //!
 //! Records are bounded (≤ 64 KiB each, [`MAX_RECORDS`]) and kept [`KEEP_MS`] (longer than any outbox
 //! lives), then swept.
@@ -59,16 +67,30 @@ fn dir(home: &Path) -> PathBuf {
 fn path(home: &Path, request_id: &str) -> PathBuf {
     dir(home).join(format!("{}.json", super::file_key(request_id)))
 }
+fn answer_path(home: &Path, request_id: &str) -> PathBuf {
+    dir(home).join(format!("{}.answer.json", super::file_key(request_id)))
+}
 
-/// The record of `request_id`, if one exists and reads.
-pub fn lookup(home: &Path, request_id: &str) -> Option<Arrival> {
-    let (bytes, m) = fsafe::read_capped(&path(home, request_id), Follow::No, 64 * 1024).ok()?;
+fn read_record(p: &Path, request_id: &str) -> Option<Arrival> {
+    let (bytes, m) = fsafe::read_capped(p, Follow::No, 64 * 1024).ok()?;
     if fsafe::foreign_owner(&m).is_some() {
         return None;
     }
     serde_json::from_slice::<Arrival>(&bytes)
         .ok()
         .filter(|a| a.request_id == request_id)
+}
+
+/// The record of `request_id`, if its claim exists and reads: with its answer when the answer file
+/// reads and is of the same arrival (a missing, torn or foreign answer file is no answer).
+pub fn lookup(home: &Path, request_id: &str) -> Option<Arrival> {
+    let mut a = read_record(&path(home, request_id), request_id)?;
+    if a.answer.is_none() {
+        a.answer = read_record(&answer_path(home, request_id), request_id)
+            .filter(|x| x.from == a.from && x.target == a.target && x.sender == a.sender)
+            .and_then(|x| x.answer);
+    }
+    Some(a)
 }
 
 /// Claim `a.request_id` (written and fsynced before the caller delivers anything).
@@ -99,20 +121,21 @@ pub fn claim(home: &Path, a: &Arrival, now_ms: i64) -> std::io::Result<Claim> {
     }
 }
 
-/// Record the answer given to `a` (replaces the claim, fsynced).
+/// Record the answer given to `a`, beside its claim (not fsynced: a lost answer is a claim without
+/// one, settled from the target's log — the module's note).
 pub fn answer(home: &Path, a: &Arrival, ans: &SendAnswer) -> std::io::Result<()> {
     let d = super::ensure(home, Some("arrivals"))?;
     let mut rec = a.clone();
     rec.answer = Some(ans.clone());
     let bytes = serde_json::to_vec(&rec).map_err(std::io::Error::other)?;
     let put = fsafe::Put {
-        sync: true,
+        sync: false,
         replace: true,
     };
-    fsafe::write_private(&d, &path(home, &a.request_id), &bytes, put)
+    fsafe::write_private(&d, &answer_path(home, &a.request_id), &bytes, put)
 }
 
-/// Retake a stale claim (its process died): the claim is renewed at `now_ms`.
+/// Retake a stale claim (its process died): the claim is renewed at `now_ms` (fsynced, as a claim).
 pub fn renew(home: &Path, a: &Arrival, now_ms: i64) -> std::io::Result<()> {
     let d = super::ensure(home, Some("arrivals"))?;
     let mut rec = a.clone();
@@ -147,4 +170,85 @@ pub fn sweep(home: &Path, now_ms: i64, max_scan: usize) -> usize {
         }
     }
     left
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine::wire::Landing;
+
+    const RID: &str = "dsh-session-mail:00000000-0000-4000-8000-0000000000c1";
+
+    fn arrival(at: i64) -> Arrival {
+        Arrival {
+            request_id: RID.into(),
+            from: MachineId::parse(&"a".repeat(64)).unwrap(),
+            target: "session-t".into(),
+            sender: "session-s".into(),
+            claimed_at: at,
+            answer: None,
+        }
+    }
+    fn accepted() -> SendAnswer {
+        SendAnswer {
+            request_id: RID.into(),
+            landing: Landing::Accepted {
+                woke: false,
+                waiting: true,
+            },
+            hop: 1,
+            repeated: false,
+        }
+    }
+
+    #[test]
+    fn the_answer_is_kept_beside_the_claim_and_never_rewrites_it() {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path();
+        let a = arrival(1_000);
+        assert_eq!(claim(h, &a, 1_000).unwrap(), Claim::New);
+        let claimed = std::fs::read(path(h, RID)).unwrap();
+        answer(h, &a, &accepted()).unwrap();
+        // the fsynced claim is the same bytes after the answer: no later write can tear it
+        assert_eq!(std::fs::read(path(h, RID)).unwrap(), claimed);
+        assert_eq!(lookup(h, RID).unwrap().answer, Some(accepted()));
+        assert_eq!(claim(h, &a, 2_000).unwrap(), Claim::Answered(accepted()));
+    }
+
+    #[test]
+    fn a_lost_or_torn_answer_leaves_a_claim_in_flight_then_stale_never_new() {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path();
+        let a = arrival(1_000);
+        assert_eq!(claim(h, &a, 1_000).unwrap(), Claim::New);
+        answer(h, &a, &accepted()).unwrap();
+        // a crash of the system before the unsynced answer reached the disk: torn, or empty
+        for torn in [&b"{\"requestId\":\"dsh-sess"[..], &b""[..]] {
+            std::fs::write(answer_path(h, RID), torn).unwrap();
+            assert_eq!(lookup(h, RID).unwrap().answer, None);
+            assert!(matches!(claim(h, &a, 1_500).unwrap(), Claim::InFlight(_)));
+            let late = 1_000 + STALE_CLAIM_MS + 1;
+            assert!(matches!(claim(h, &a, late).unwrap(), Claim::Stale(_)));
+        }
+        // an answer file of another arrival (forged beside the claim) is no answer either
+        let mut other = a.clone();
+        other.target = "session-other".into();
+        answer(h, &other, &accepted()).unwrap();
+        assert_eq!(lookup(h, RID).unwrap().answer, None);
+        // and with no answer file at all
+        std::fs::remove_file(answer_path(h, RID)).unwrap();
+        assert!(matches!(claim(h, &a, 1_500).unwrap(), Claim::InFlight(_)));
+    }
+
+    #[test]
+    fn a_record_of_the_earlier_single_file_shape_still_answers() {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path();
+        let mut a = arrival(1_000);
+        a.answer = Some(accepted());
+        crate::crossing::ensure(h, Some("arrivals")).unwrap();
+        std::fs::write(path(h, RID), serde_json::to_vec(&a).unwrap()).unwrap();
+        a.answer = None;
+        assert_eq!(claim(h, &a, 2_000).unwrap(), Claim::Answered(accepted()));
+    }
 }

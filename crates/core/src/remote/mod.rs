@@ -31,8 +31,8 @@ use crate::crossing::{self, arrivals, foreign, outbox};
 use crate::delivery::Mode;
 use crate::fate;
 use crate::machine::wire::{
-    self, ForeignWhy, Landing, ListAnswer, ReadAnswer, Request, Response, SendAnswer, SendReq,
-    VerifyAnswer, WireHead, WireMessage, WireMode, WireRefusal, WireRow,
+    self, Landing, ListAnswer, ReadAnswer, Request, Response, SendAnswer, SendReq, VerifyAnswer,
+    WireHead, WireMessage, WireMode, WireRefusal, WireRow,
 };
 use crate::machine::{CallError, Machine, MachineId, Machines};
 use crate::outcome::{
@@ -317,80 +317,10 @@ async fn serve_send(here: &ToolRequest, from: &Machine, s: SendReq) -> SendAnswe
     if !s.request_id.starts_with(base::names::REQUEST_ID_PREFIX) {
         return refused_answer(&s, WireRefusal::code(RefusalCode::BadArgument));
     }
-    // 1. the sender id: never one of ours, never one another machine used first
-    let (h, hr, ss, fid) = (
-        home.clone(),
-        here.clone(),
-        s.sender.clone(),
-        from.id.clone(),
-    );
-    let claimed =
-        tools::blocking(move || foreign::claim(&h, &ss, &fid, |id| is_local(&hr, &h, id)))
-            .await
-            .unwrap_or(Err(ForeignWhy::Unrecorded));
-    if let Err(why) = claimed {
-        let (h, f, s2) = (home.clone(), from.clone(), s.clone());
-        let _ =
-            tools::blocking(move || ledger_refused(&h, &f, &s2, RefusalCode::ForeignSender, now))
-                .await;
-        let mut w = WireRefusal::code(RefusalCode::ForeignSender);
-        w.foreign = Some(why);
-        return refused_answer(&s, w);
-    }
-    // 2. the request id, claimed durably before anything is delivered
-    let arrival = arrivals::Arrival {
-        request_id: s.request_id.clone(),
-        from: from.id.clone(),
-        target: s.target.clone(),
-        sender: s.sender.clone(),
-        claimed_at: now,
-        answer: None,
-    };
-    let (h, a) = (home.clone(), arrival.clone());
-    let claim = tools::blocking(move || arrivals::claim(&h, &a, now)).await;
-    match claim {
-        Ok(Ok(arrivals::Claim::New)) => {}
-        Ok(Ok(arrivals::Claim::Answered(mut ans))) => {
-            ans.repeated = true;
-            return ans;
-        }
-        Ok(Ok(arrivals::Claim::InFlight(_))) => {
-            return refused_answer(&s, WireRefusal::code(RefusalCode::Busy))
-        }
-        Ok(Ok(arrivals::Claim::Mismatch)) => {
-            return refused_answer(&s, WireRefusal::code(RefusalCode::Rejected))
-        }
-        Ok(Ok(arrivals::Claim::Stale(old))) => {
-            // its process died between the claim and the answer: the target's log settles it
-            let (h, rid, t) = (home.clone(), s.request_id.clone(), s.target.clone());
-            let landed = tools::blocking(move || {
-                let v = fate::verify(&h, &rid, Some(&t));
-                matches!(
-                    fate::state_of(&v),
-                    fate::FateState::Landed | fate::FateState::Queued
-                )
-            })
-            .await
-            .unwrap_or(false);
-            if landed {
-                let ans = SendAnswer {
-                    request_id: s.request_id.clone(),
-                    landing: Landing::Accepted {
-                        woke: false,
-                        waiting: false,
-                    },
-                    hop: crossing::arriving_hop(&home, s.chain.as_deref(), s.hop),
-                    repeated: true,
-                };
-                let _ = arrivals::answer(&home, &old, &ans);
-                return ans;
-            }
-            let _ = arrivals::renew(&home, &old, now);
-        }
-        // the record cannot be kept: nothing is delivered that could be delivered twice
-        Ok(Err(_)) | Err(_) => return refused_answer(&s, WireRefusal::code(RefusalCode::Busy)),
-    }
-    // 3. this home's own send path, whole
+    // 3 (started first). This home's own send path, whole: its checks start on the blocking pool now,
+    // beside the claim below — they only read (policy, budgets, the loop guard, the target); nothing
+    // is delivered before `finish`, which runs only once the claim is on disk. A send refused at 1 or
+    // 2 drops them unused.
     let tool = match s.tool {
         wire::WireTool::SessionsSend => Tool::SessionsSend,
         wire::WireTool::SendSessionMessage => Tool::SendSessionMessage,
@@ -409,17 +339,136 @@ async fn serve_send(here: &ToolRequest, from: &Machine, s: SendReq) -> SendAnswe
         chain: s.chain.clone(),
         hop: s.hop,
     });
-    let ctx = send::Context::at(home.clone(), now);
-    let result = send::run(&req, &ctx).await;
-    let ans = SendAnswer {
+    let begun = send::begin(
+        std::sync::Arc::new(req),
+        send::Context::at(home.clone(), now),
+    );
+    // 1. the sender id: never one of ours, never one another machine used first; then
+    // 2. the request id, claimed durably (fsynced) before anything is delivered — one trip for both
+    let arrival = arrivals::Arrival {
         request_id: s.request_id.clone(),
-        landing: landing_of(&result),
-        hop: crossing::arriving_hop(&home, s.chain.as_deref(), s.hop),
-        repeated: false,
+        from: from.id.clone(),
+        target: s.target.clone(),
+        sender: s.sender.clone(),
+        claimed_at: now,
+        answer: None,
     };
-    let (h, a, an) = (home, arrival, ans.clone());
-    let _ = tools::blocking(move || arrivals::answer(&h, &a, &an)).await;
-    ans
+    let (h, hr, a, f, s2) = (
+        home.clone(),
+        here.clone(),
+        arrival.clone(),
+        from.clone(),
+        s.clone(),
+    );
+    let claimed = tools::blocking(move || {
+        if let Err(why) = foreign::claim(&h, &a.sender, &a.from, |id| is_local(&hr, &h, id)) {
+            ledger_refused(&h, &f, &s2, RefusalCode::ForeignSender, now);
+            return Err(why);
+        }
+        Ok(arrivals::claim(&h, &a, now))
+    })
+    .await;
+    let claim = match claimed {
+        Ok(Err(why)) => {
+            let mut w = WireRefusal::code(RefusalCode::ForeignSender);
+            w.foreign = Some(why);
+            return refused_answer(&s, w);
+        }
+        Ok(Ok(c)) => c,
+        // the store did not answer in time: nothing is delivered (a claim it made meanwhile is
+        // settled from the target's log at a retry, after STALE_CLAIM_MS)
+        Err(_) => return refused_answer(&s, WireRefusal::code(RefusalCode::Busy)),
+    };
+    match claim {
+        Ok(arrivals::Claim::New) => {}
+        Ok(arrivals::Claim::Answered(mut ans)) => {
+            ans.repeated = true;
+            return ans;
+        }
+        Ok(arrivals::Claim::InFlight(_)) => {
+            return refused_answer(&s, WireRefusal::code(RefusalCode::Busy))
+        }
+        Ok(arrivals::Claim::Mismatch) => {
+            return refused_answer(&s, WireRefusal::code(RefusalCode::Rejected))
+        }
+        Ok(arrivals::Claim::Stale(old)) => {
+            // its process died between the claim and the answer (or the unsynced answer was lost):
+            // the target's log settles it
+            let (h, rid, t, chain) = (
+                home.clone(),
+                s.request_id.clone(),
+                s.target.clone(),
+                s.chain.clone(),
+            );
+            let hop = s.hop;
+            let settled = tools::blocking(move || {
+                use fate::FateState as F;
+                let v = fate::verify(&h, &rid, Some(&t));
+                let landing = match fate::state_of(&v) {
+                    F::Landed => Landing::Accepted {
+                        woke: false,
+                        waiting: false,
+                    },
+                    // taken, not landed yet (an inbox, a mailbox, a record its next holder re-delivers),
+                    // or taken and removed by the human since: never delivered again
+                    F::Queued | F::Waiting | F::Lost | F::Canceled | F::Removed => {
+                        Landing::Accepted {
+                            woke: false,
+                            waiting: true,
+                        }
+                    }
+                    // the human's to decide (or decided): never delivered past them
+                    F::Held | F::Approved | F::Rejected | F::Expired => Landing::Held,
+                    // refused then, or in no log, mailbox or held store: delivered again
+                    F::Refused | F::Unknown => {
+                        let _ = arrivals::renew(&h, &old, now);
+                        return None;
+                    }
+                };
+                let ans = SendAnswer {
+                    request_id: rid,
+                    landing,
+                    hop: crossing::arriving_hop(&h, chain.as_deref(), hop),
+                    repeated: true,
+                };
+                let _ = arrivals::answer(&h, &old, &ans);
+                Some(ans)
+            })
+            .await;
+            match settled {
+                Ok(Some(ans)) => return ans,
+                Ok(None) => {}
+                Err(_) => return refused_answer(&s, WireRefusal::code(RefusalCode::Busy)),
+            }
+        }
+        // the record cannot be kept: nothing is delivered that could be delivered twice
+        Err(_) => return refused_answer(&s, WireRefusal::code(RefusalCode::Busy)),
+    }
+    let result = begun.finish().await;
+    // the hop counted and the answer kept (not fsynced: `crossing::arrivals`), in one trip
+    let (h, a, landing, chain, hop) = (home, arrival, landing_of(&result), s.chain.clone(), s.hop);
+    let rid = s.request_id.clone();
+    let kept = tools::blocking(move || {
+        let ans = SendAnswer {
+            request_id: rid,
+            landing,
+            hop: crossing::arriving_hop(&h, chain.as_deref(), hop),
+            repeated: false,
+        };
+        let _ = arrivals::answer(&h, &a, &ans);
+        ans
+    })
+    .await;
+    match kept {
+        Ok(ans) => ans,
+        // (the trip did not finish in time: what the send path did is still the answer)
+        Err(_) => SendAnswer {
+            request_id: s.request_id.clone(),
+            landing: landing_of(&result),
+            hop: s.hop.max(1),
+            repeated: false,
+        },
+    }
 }
 
 async fn serve_verify(here: &ToolRequest, from: &Machine, request_id: String) -> Response {
@@ -939,16 +988,10 @@ pub async fn send_to(req: ToolRequest, machines: &dyn Machines, m: Machine) -> S
         }))
     };
     let answer = call(machines, &m.id, Request::Send(sreq.clone()), deadline).await;
-    if let Ok(Response::Send(_)) = &answer {
-        // it answered for this session: a later send goes there even while it is offline
-        let (h, mid, t, now) = (
-            ctx.home.clone(),
-            m.id.clone(),
-            plan.target.clone(),
-            ctx.now_ms,
-        );
-        let _ = tools::blocking(move || crossing::seen::remember(&h, &mid, &[t], now)).await;
-    }
+    // it answered for this session: a later send goes there even while it is offline (remembered in
+    // the ledger line's trip, after the line: one hand-over to the blocking pool, not two)
+    let seen = matches!(&answer, Ok(Response::Send(_)))
+        .then(|| (m.id.clone(), plan.target.clone(), ctx.now_ms));
     let outcome = match answer {
         Ok(Response::Send(a)) => outcome_of(&m, &plan.target, a, &receipt),
         Err(CallError::Unlinked) => SendOutcome::Refused(Refusal::Unlinked {
@@ -997,7 +1040,13 @@ pub async fn send_to(req: ToolRequest, machines: &dyn Machines, m: Machine) -> S
         outcome,
         notes: plan.notes.clone(),
     };
-    let result = attempt.close(&ctx, result).await;
+    let (result, _) = attempt
+        .close_then(&ctx, result, move |home, _| {
+            if let Some((mid, t, now)) = seen {
+                crossing::seen::remember(home, &mid, &[t], now);
+            }
+        })
+        .await;
     drop(plan.reservation);
     result
 }

@@ -669,6 +669,115 @@ async fn a_request_id_delivered_twice_lands_once() {
     assert_eq!(net.homes[1].delivered().len(), 1);
 }
 
+/// A claim on disk without its answer: the receiving process died after delivering, or the
+/// unsynced answer was lost with the system (`crossing::arrivals`).
+#[tokio::test]
+async fn a_claim_left_without_its_answer_is_settled_from_the_targets_log_not_delivered_twice() {
+    let net = Net::new(2).await;
+    net.homes[1].cold(B, "Builder");
+    let (here, from) = (net.homes[1].here(), net.machine(1, 0));
+    let h1 = net.homes[1].path();
+    let req = |rid: &str| wire::SendReq {
+        request_id: rid.into(),
+        sender: A.into(),
+        sender_title: None,
+        target: B.into(),
+        body: "once".into(),
+        mode: wire::WireMode::Queue,
+        tool: wire::WireTool::SendSessionMessage,
+        chain: None,
+        hop: 1,
+    };
+    let claim_at = |rid: &str, at: i64| {
+        let a = arrivals::Arrival {
+            request_id: rid.into(),
+            from: from.id.clone(),
+            target: B.into(),
+            sender: A.into(),
+            claimed_at: at,
+            answer: None,
+        };
+        assert_eq!(arrivals::claim(h1, &a, at).unwrap(), arrivals::Claim::New);
+    };
+    let answer = |s: wire::SendReq| {
+        let (here, from) = (here.clone(), from.clone());
+        async move {
+            match serve(&here, &from, Request::Send(s)).await {
+                Response::Send(a) => a,
+                other => panic!("{other:?}"),
+            }
+        }
+    };
+    let now = base::clock::now_ms();
+    let long_ago = now - arrivals::STALE_CLAIM_MS - 1_000;
+
+    // landed in the target's log: answered as accepted (a repeat), nothing delivered again
+    let landed = "dsh-session-mail:00000000-0000-4000-8000-0000000000d1";
+    claim_at(landed, long_ago);
+    let log = h1.join("sessions").join("-w").join(B).join("session.jsonl");
+    let msg = json!({"id":"m1","role":"user","content":[{"type":"text","text":format!("From {A} ：\nonce")}],"source":{"kind":"user","rpcId":landed}});
+    let line = json!({"type":"user/message","seq":1,"time":2,"data":msg,"surfaceOp":"append"});
+    let mut text = std::fs::read_to_string(&log).unwrap();
+    text.push_str(&format!("{line}\n"));
+    std::fs::write(&log, text).unwrap();
+    let ans = answer(req(landed)).await;
+    assert!(
+        matches!(ans.landing, Landing::Accepted { .. }) && ans.repeated,
+        "{ans:?}"
+    );
+    assert!(net.homes[1].delivered().is_empty());
+    // and the answer is kept: asked again, the same
+    let again = answer(req(landed)).await;
+    assert_eq!(again.landing, ans.landing);
+    assert!(net.homes[1].delivered().is_empty());
+
+    // a fresh claim without an answer: in flight, busy, nothing delivered
+    let fresh = "dsh-session-mail:00000000-0000-4000-8000-0000000000d2";
+    claim_at(fresh, now);
+    let busy = answer(req(fresh)).await;
+    assert_eq!(
+        busy.landing,
+        Landing::Refused(WireRefusal::code(RefusalCode::Busy))
+    );
+    assert!(net.homes[1].delivered().is_empty());
+
+    // stale and not in the log: delivered now, once; asked again, answered from the record
+    let lost = "dsh-session-mail:00000000-0000-4000-8000-0000000000d3";
+    claim_at(lost, long_ago);
+    let first = answer(req(lost)).await;
+    assert!(
+        matches!(first.landing, Landing::Accepted { .. }) && !first.repeated,
+        "{first:?}"
+    );
+    let again = answer(req(lost)).await;
+    assert!(again.repeated);
+    let ids: Vec<String> = net.homes[1]
+        .delivered()
+        .into_iter()
+        .map(|(r, _)| r)
+        .collect();
+    assert_eq!(ids, vec![lost.to_string()]);
+
+    // held for the receiver's human: answered held, never delivered past the human
+    let held = "dsh-session-mail:00000000-0000-4000-8000-0000000000d4";
+    claim_at(held, long_ago);
+    let env = crate::mailbox::Envelope {
+        v: 1,
+        request_id: held.into(),
+        session_id: B.into(),
+        mode: "queue".into(),
+        text: format!("From {A} ：\nonce"),
+        sender: Some(A.into()),
+        owner_pid: 0,
+        owner_started_at: 0,
+        posted_at: now,
+    };
+    crate::policy::held::hold(h1, &env, now + 3_600_000).unwrap();
+    let h = answer(req(held)).await;
+    assert_eq!(h.landing, Landing::Held);
+    assert_eq!(net.homes[1].delivered().len(), 1);
+}
+
 #[tokio::test]
 async fn an_unreachable_machine_gets_its_message_from_the_outbox_once_when_it_is_back() {
     let net = Net::new(2).await;
