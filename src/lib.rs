@@ -126,6 +126,10 @@ pub fn run(
             return promise(env, async move {
                 let lm = LinkMachines::of(&home);
                 let r = mail_core::remote::run_result(req, &lm).await;
+                // as below: a send that moved mail nudges the human's mail index
+                if matches!(&r, ToolResult::Send(s) if s.request_id().is_some()) {
+                    mail_core::mailindex::feed::nudge(&home);
+                }
                 Ok(tool_outcome(r, facts, &live))
             });
         }
