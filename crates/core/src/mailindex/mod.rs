@@ -146,7 +146,7 @@ pub struct MailThread {
 /// The machine a row's id names (the ledger's `fromMachine` / `toMachine`). The core cannot read this
 /// home's names for its links (crates/link, above it), so the name is the id's first 12 characters until
 /// the binding hands the linked machines to the routes; a stored id that is not one reads this home.
-fn machine(id: Option<String>) -> Option<MachineRef> {
+pub(crate) fn machine(id: Option<String>) -> Option<MachineRef> {
     let id = crate::machine::MachineId::parse(id.as_deref()?)?;
     Some(MachineRef {
         name: id.as_str().chars().take(12).collect(),
