@@ -82,6 +82,14 @@ export declare function machinesList(dshHome: string | undefined | null, probe: 
 export declare function machinesRename(dshHome: string | undefined | null, name: string, newName: string): Promise<string>
 
 /**
+ * The `@` locator's sessions on linked machines (issue 31 #6): each machine's own `sessions_list` rows
+ * (its bounds, `query` matched there; a query that is part of the machine's name matches every session
+ * there, as the tool does), all machines asked at once within the listing's deadline. JSON
+ * `{machines: [{id, name, rows: [wire row], error: string | null}]}`; no link, no machines.
+ */
+export declare function machinesSessions(dshHome?: string | undefined | null, query?: string | undefined | null, limit?: number | undefined | null): Promise<string>
+
+/**
  * The plugin's start: keep the home's lease (take it when the home has links and no live holder, take
  * over when the holder goes). Resolves to whether this process holds the endpoint now.
  */

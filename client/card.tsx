@@ -23,17 +23,21 @@ export function makeAgentCard(ctx: HostContext, store: FactStore, t: T, openThre
     const mode = facts.mode || (props.node.kind === 'steering' ? 'steer' : 'queue')
     const hop = facts.hop
     const open = t('card.open', { title })
-    const attrs: Record<string, unknown> = { role: 'article', 'aria-label': t('card.aria', { title }), 'data-request-id': requestId, [CARD_ATTR]: '' }
+    // a sender on a linked machine (the ledger line's fromMachine): named with its machine, not opened here
+    const machine = facts.machine || null
+    const aria = machine ? t('card.ariaMachine', { title, machine: machine.name }) : t('card.aria', { title })
+    const attrs: Record<string, unknown> = { role: 'article', 'aria-label': aria, 'data-request-id': requestId, [CARD_ATTR]: '' }
     const body = bodyOf(text)
     return (
       <div {...attrs}>
         <div className="dsm-card-head">
           <span className="dsm-from">{t('card.from')}</span>
-          {sender
+          {sender && !machine
             ? <button type="button" className="dsm-peer" data-dsh-session-mail-open={sender} title={open} aria-label={open}
               onClick={e => { e.preventDefault(); openSession(ctx, sender) }}>{title}</button>
             : <span className="dsm-peer">{title}</span>}
-          {facts.machine ? <span className="dsm-chip dsm-machine" data-machine={facts.machine.id}>{facts.machine.name}</span> : null}
+          {machine ? <span className="dsm-chip dsm-machine" data-machine={machine.id} data-dsh-session-mail-card-machine={machine.name}
+            title={t('card.machine', { machine: machine.name, id: machine.id })}>{t('card.onMachine', { machine: machine.name })}</span> : null}
           {sender ? <code className="dsm-id" title={sender}>{shortId(sender)}</code> : null}
           <span className="dsm-chip" data-mode={mode}>{t(mode === 'steer' ? 'card.steer' : 'card.queue')}</span>
           {typeof hop === 'number' ? <span className="dsm-chip" data-hop={hop}>{t('card.hop', { hop })}</span> : null}

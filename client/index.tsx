@@ -29,7 +29,7 @@ import type { HostContext } from './host'
 import { createCardFacts } from './facts'
 import { makeAgentCard, type NodeProps } from './card'
 import { makeMailView } from './view'
-import { makeTriggerSource } from './trigger'
+import { makeTriggerSource, remoteMention, remoteSessionsOf } from './trigger'
 import { STYLE } from './style'
 import { createHeldCounts, decorateSessionList, sessionIdOfRow } from './counts'
 import { countsOf, listPayload, machinesOf, mailRow, pageOf, rulesOf, threadOf, timeLeft } from './model'
@@ -124,4 +124,5 @@ export function apply(ctx: HostContext): void {
 export const internals = {
   isAgentMail, senderFromText, bodyOf, textOf, sessionMention, en, zh,
   mailRow, pageOf, threadOf, countsOf, rulesOf, timeLeft, listPayload, machinesOf, sessionIdOfRow, createPageStore, createHeldCounts,
+  remoteSessionsOf, remoteMention,
 }

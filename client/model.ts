@@ -25,12 +25,15 @@ export interface MailRow {
 const str = (v: unknown): string | null => (typeof v === 'string' && v !== '' ? v : null)
 const num = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? v : null)
 
-/** A machine as a route names it: `{id, name}`, or a bare id (named by the links list when it has one). */
+/**
+ * A machine as a route names it: `{id, name}`, or a bare id. The links list's name wins (the human's name for
+ * it now, a rename included); else the route's, else the id's start.
+ */
 export function machineOf(v: unknown, names?: Record<string, string>): Machine | null {
   if (typeof v === 'string' && v !== '') return { id: v, name: (names && names[v]) || v.slice(0, 8) }
   if (v && typeof v === 'object' && typeof (v as Machine).id === 'string') {
     const m = v as Machine
-    return { id: m.id, name: typeof m.name === 'string' && m.name !== '' ? m.name : (names && names[m.id]) || m.id.slice(0, 8) }
+    return { id: m.id, name: (names && names[m.id]) || (typeof m.name === 'string' && m.name !== '' ? m.name : m.id.slice(0, 8)) }
   }
   return null
 }
@@ -163,7 +166,7 @@ export function listPayload(f: Filters, now: number, before: string | null, limi
 
 export interface MachineLink {
   id: string; name: string; relay: string | null; linkedAt: number | null; inbound: Inbound | null
-  online: boolean | null; rttMs: number | null; error: string | null
+  online: boolean | null; rttMs: number | null; lastSeen: number | null; error: string | null
 }
 
 /** The links as `machines.list` gives them (the link crate's `links`: `{links: [{id, name, relay, addrs, linkedAt, online, lastSeen, rttMs, error}]}`). */
@@ -177,6 +180,7 @@ export function machinesOf(v: any): MachineLink[] {
     inbound: INBOUND.indexOf(m.inbound) >= 0 ? m.inbound : null,
     online: typeof m.online === 'boolean' ? m.online : null,
     rttMs: num(m.rttMs),
+    lastSeen: num(m.lastSeen),
     error: str(m.error),
   }))
 }

@@ -17,14 +17,17 @@ import type { CountStore } from './counts'
 import type { Key, T } from './i18n'
 import { FATES, type HeldMessage, type Inbound, type Machine } from './types'
 import {
-  listPayload, machinesOf, pageOf, rulesOf, threadOf, timeLeft,
+  listPayload, machineOf, machinesOf, pageOf, rulesOf, threadOf, timeLeft,
   type Building, type Filters, type MachineLink, type MailRow, type Rules,
 } from './model'
 
 export const PAGE_POLL_MS = 5000
 /** How often the list is asked while the index is being rebuilt (client/model.ts `Building`). */
 export const BUILDING_POLL_MS = 1000
+/** How often the Linked machines section asks each machine for a round trip while the page is shown. */
+export const MACHINES_POLL_MS = 5000
 const PAGE_SIZE = 50
+const MACHINE_NAME = /^[a-z0-9][a-z0-9-]{0,31}$/
 
 // ------------------------------------------------------------------------------------------ open state
 
@@ -105,11 +108,19 @@ export function makePage(ctx: HostContext, page: PageStore, counts: CountStore, 
   function SessionButton({ id, title, machine }: { id: string | null; title?: string | null; machine?: Machine | null }) {
     if (!id) return <span className="dsm-peer">?</span>
     const name = titleOf(sessionRow(ctx, id), title || id)
+    // a session of a linked machine is not in this host's list: named with its machine, nothing to open here
+    if (machine) {
+      return (
+        <span className="dsm-who" data-dsh-session-mail-remote={id}>
+          <span className="dsm-peer" title={t('machines.sessionOn', { id, machine: machine.name })}>{name}</span>
+          <span className="dsm-chip dsm-machine" data-machine={machine.id} title={machine.id}>{machine.name}</span>
+        </span>
+      )
+    }
     return (
       <span className="dsm-who">
         <button type="button" className="dsm-peer" data-dsh-session-mail-open={id} title={t('page.openSession', { title: name })}
           onClick={() => { page.close(); openSession(ctx, id) }}>{name}</button>
-        {machine ? <span className="dsm-chip dsm-machine" data-machine={machine.id} title={machine.id}>{machine.name}</span> : null}
       </span>
     )
   }
@@ -179,13 +190,21 @@ export function makePage(ctx: HostContext, page: PageStore, counts: CountStore, 
     }, [])
 
     const loadRules = useCallback((): Promise<unknown> => call('rules.list', {}).then(r => { if (r.ok) setRules(rulesOf(r.value)) }), [])
-    const loadMachines = useCallback((): Promise<unknown> => call('machines.list', {}).then(r => {
-      if (r.ok) {
-        const ms = machinesOf(r.value)
-        names.current = Object.fromEntries(ms.map(m => [m.id, m.name]))
-        setMachines(ms)
-      } else if (missing(r)) setMachines(null)
-    }), [])
+    // the links, each asked for a round trip (machines.list {probe}: a machine that does not answer costs
+    // the dial's deadline, so one ask at a time); asked again every MACHINES_POLL_MS while the page is shown
+    const machinesAsking = useRef(false)
+    const loadMachines = useCallback((): Promise<unknown> => {
+      if (machinesAsking.current) return Promise.resolve()
+      machinesAsking.current = true
+      return call('machines.list', { probe: true }).then(r => {
+        machinesAsking.current = false
+        if (r.ok) {
+          const ms = machinesOf(r.value)
+          names.current = Object.fromEntries(ms.map(m => [m.id, m.name]))
+          setMachines(ms)
+        } else if (missing(r)) setMachines(null)
+      })
+    }, [])
 
     const refresh = useCallback(() => counts.refresh().then(() => Promise.all([loadList(), loadHeld()])), [loadList, loadHeld])
     useVisiblePoll(refresh, PAGE_POLL_MS, [refresh])
@@ -196,7 +215,8 @@ export function makePage(ctx: HostContext, page: PageStore, counts: CountStore, 
       const id = setInterval(() => { if (typeof document === 'undefined' || !document.hidden) void loadList() }, BUILDING_POLL_MS)
       return () => { clearInterval(id) }
     }, [building, loadList])
-    useEffect(() => { loadRules(); loadMachines() }, [])
+    useEffect(() => { loadRules() }, [])
+    useVisiblePoll(loadMachines, MACHINES_POLL_MS, [loadMachines])
 
     // the thread shown: the page store's (a card or a row asked for it)
     useSubscribe(page.subscribe)
@@ -297,7 +317,7 @@ export function makePage(ctx: HostContext, page: PageStore, counts: CountStore, 
                       <article key={c.target + c.requestId} className="dsm-held" data-dsh-session-mail-held={c.requestId} data-sender={c.sender || ''}
                         aria-label={t('page.heldCard', { sender: who, target: titleOf(sessionRow(ctx, c.target), c.target) })}>
                         <div className="dsm-held-head">
-                          <SessionButton id={c.sender || null} title={c.senderTitle} />
+                          <SessionButton id={c.sender || null} title={c.senderTitle} machine={machineOf(c.machine, names.current)} />
                           <span aria-hidden="true">→</span>
                           <SessionButton id={c.target} />
                           <span className="dsm-chip">{c.mode}</span>
@@ -501,52 +521,79 @@ export function makePage(ctx: HostContext, page: PageStore, counts: CountStore, 
   }
 
   function MachinesSection({ machines, rules, busy, act, reload }: { machines: MachineLink[]; rules: Rules | null; busy: boolean; act: Act; reload: () => Promise<unknown> }) {
-    const [invite, setInvite] = useState<string | null>(null)
+    const [invite, setInvite] = useState<{ text: string; expiresAt: number | null } | null>(null)
     const [paste, setPaste] = useState('')
     const [pasteName, setPasteName] = useState('')
     const [renames, setRenames] = useState<Record<string, string>>({})
     const after = <V,>(p: Promise<Result<V>>) => p.then(r => { reload(); return r })
+    const pasteOk = /^dshm1[A-Za-z0-9_-]+$/.test(paste.trim())
+    const nameOk = MACHINE_NAME.test(pasteName.trim())
     return (
       <section className="dsm-section" aria-labelledby="dsm-machines-h" data-dsh-session-mail-machines="">
         <h2 id="dsm-machines-h">{t('machines.title')}</h2>
-        {machines.length === 0 ? <p className="dsm-muted">{t('machines.none')}</p> : (
-          <ul className="dsm-rules">
+        <p className="dsm-muted">{t('machines.intro')}</p>
+        {machines.length === 0 ? <p className="dsm-muted" data-dsh-session-mail-machines-none="">{t('machines.none')}</p> : (
+          <ul className="dsm-rules dsm-machine-list">
             {machines.map(m => {
               const inbound = rules?.machines[m.id] || ''
+              const draft = renames[m.id] ?? m.name
+              const canRename = !busy && draft !== m.name && MACHINE_NAME.test(draft)
+              const rename = () => {
+                if (!canRename) return
+                after(act('machines.rename', { name: m.name, newName: draft }, () => t('machines.renamed', { name: draft })))
+                  .then(r => { if (r.ok) setRenames(x => { const y = { ...x }; delete y[m.id]; return y }) })
+              }
+              const status = m.online === true ? t('machines.online', { ms: m.rttMs !== null ? Math.max(1, Math.round(m.rttMs)) : '?' })
+                : m.online === false ? t('machines.offline') : t('machines.unknown')
               return (
-                <li key={m.id} data-dsh-session-mail-machine={m.id}>
-                  <input value={renames[m.id] ?? m.name} aria-label={t('machines.name')} size={16} onChange={e => { setRenames(r => ({ ...r, [m.id]: e.target.value })) }} />
-                  <button type="button" className="dsm-btn" disabled={busy || !renames[m.id] || renames[m.id] === m.name}
-                    onClick={() => { after(act('machines.rename', { name: m.name, newName: renames[m.id] }, () => t('machines.renamed'))) }}>{t('machines.rename')}</button>
-                  <code className="dsm-id" title={m.id}>{m.id.slice(0, 12)}…</code>
-                  {m.online !== null ? <span className={'dsm-chip ' + (m.online ? 'dsm-fate-landed' : 'dsm-fate-rejected')} title={m.error || undefined}>
-                    {m.online ? t('machines.online', { ms: m.rttMs ?? '?' }) : t('machines.offline')}</span> : null}
-                  <label>{t('machines.inbound')}{' '}
-                    <select value={inbound} disabled={busy} onChange={e => { act('rules.set', { machine: m.id, inbound: e.target.value === '' ? null : e.target.value }) }}>
-                      <option value="">{t('machines.inboundDefault')}</option>
-                      {(['accept', 'hold', 'refuse'] as const).map(v => <option key={v} value={v}>{t(('rules.inbound.' + v) as Key)}</option>)}
-                    </select>
-                  </label>
-                  <button type="button" className="dsm-btn dsm-danger" disabled={busy}
-                    onClick={() => { if (typeof window === 'undefined' || window.confirm(t('machines.unlinkConfirm', { name: m.name }))) after(act('machines.unlink', { name: m.name }, () => t('machines.unlinked'))) }}>{t('machines.unlink')}</button>
+                <li key={m.id} className="dsm-machine-row" data-dsh-session-mail-machine={m.id} data-name={m.name}>
+                  <div className="dsm-machine-head">
+                    <strong className="dsm-machine-name">{m.name}</strong>
+                    <span className={'dsm-chip ' + (m.online === true ? 'dsm-fate-landed' : m.online === false ? 'dsm-fate-rejected' : '')}
+                      data-dsh-session-mail-machine-online={m.online === null ? 'unknown' : String(m.online)} title={m.error || undefined}>{status}</span>
+                    <span className="dsm-muted" data-dsh-session-mail-machine-seen={m.lastSeen ?? ''}>
+                      {m.lastSeen !== null ? t('machines.lastSeen', { time: new Date(m.lastSeen).toLocaleString() }) : t('machines.neverSeen')}</span>
+                    <code className="dsm-id" title={m.id}>{m.id.slice(0, 12)}…</code>
+                    <span className="dsm-muted">{m.relay === null || m.relay === 'none' ? t('machines.direct') : t('machines.relay', { relay: m.relay })}</span>
+                  </div>
+                  <div className="dsm-actions">
+                    <input value={draft} aria-label={t('machines.renameLabel', { name: m.name })} size={16} data-dsh-session-mail-machine-name={m.id}
+                      onChange={e => { setRenames(r => ({ ...r, [m.id]: e.target.value })) }}
+                      onKeyDown={e => { if (e.key === 'Enter') { e.preventDefault(); rename() } }} />
+                    <button type="button" className="dsm-btn" disabled={!canRename} data-dsh-session-mail-machine-rename={m.id} onClick={rename}>{t('machines.rename')}</button>
+                    <label>{t('machines.inbound')}{' '}
+                      <select value={inbound} disabled={busy} data-dsh-session-mail-machine-inbound={m.id}
+                        onChange={e => { const v = e.target.value; act('rules.set', { machine: m.id, inbound: v === '' ? null : v }, () => t('machines.inboundSaved', { name: m.name })) }}>
+                        <option value="">{t('machines.inboundDefault')}</option>
+                        {(['accept', 'hold', 'refuse'] as const).map(v => <option key={v} value={v}>{t(('rules.inbound.' + v) as Key)}</option>)}
+                      </select>
+                    </label>
+                    <button type="button" className="dsm-btn dsm-danger" disabled={busy} data-dsh-session-mail-machine-unlink={m.id}
+                      onClick={() => { if (typeof window === 'undefined' || window.confirm(t('machines.unlinkConfirm', { name: m.name }))) after(act('machines.unlink', { name: m.name }, () => t('machines.unlinked', { name: m.name }))) }}>{t('machines.unlink')}</button>
+                  </div>
                 </li>
               )
             })}
           </ul>
         )}
+        <h3>{t('machines.addTitle')}</h3>
         <div className="dsm-invite">
           <button type="button" className="dsm-btn" disabled={busy} data-dsh-session-mail-invite=""
-            onClick={() => { act<any>('machines.invite', {}).then(r => { if (r.ok) setInvite(typeof r.value === 'string' ? r.value : String(r.value?.invite ?? '')) }) }}>{t('machines.invite')}</button>
+            onClick={() => { act<any>('machines.invite', {}).then(r => { if (r.ok) setInvite({ text: typeof r.value === 'string' ? r.value : String(r.value?.invite ?? ''), expiresAt: typeof r.value?.expiresAt === 'number' ? r.value.expiresAt : null }) }) }}>{t('machines.invite')}</button>
           {invite !== null ? <>
-            <textarea readOnly value={invite} rows={3} aria-label={t('machines.inviteText')} onFocus={e => { e.target.select() }} />
-            <button type="button" className="dsm-btn" onClick={() => { try { navigator.clipboard.writeText(invite) } catch { /* select and copy by hand */ } }}>{t('machines.copy')}</button>
+            <textarea readOnly value={invite.text} rows={3} aria-label={t('machines.inviteText')} data-dsh-session-mail-invite-text="" onFocus={e => { e.target.select() }} />
+            <button type="button" className="dsm-btn" onClick={() => { try { navigator.clipboard.writeText(invite.text) } catch { /* select and copy by hand */ } }}>{t('machines.copy')}</button>
+            <p className="dsm-muted">{invite.expiresAt !== null ? t('machines.inviteHint', { time: new Date(invite.expiresAt).toLocaleTimeString() }) : null}</p>
           </> : null}
         </div>
         <div className="dsm-invite">
-          <textarea value={paste} rows={2} placeholder={t('machines.paste')} aria-label={t('machines.paste')} onChange={e => { setPaste(e.target.value) }} />
-          <input value={pasteName} placeholder={t('machines.name')} aria-label={t('machines.name')} onChange={e => { setPasteName(e.target.value) }} />
-          <button type="button" className="dsm-btn" disabled={busy || paste.trim() === '' || pasteName.trim() === ''}
-            onClick={() => { after(act('machines.link', { invite: paste.trim(), name: pasteName.trim() }, () => t('machines.linked'))).then(r => { if (r.ok) { setPaste(''); setPasteName('') } }) }}>{t('machines.link')}</button>
+          <textarea value={paste} rows={2} placeholder={t('machines.paste')} aria-label={t('machines.paste')} data-dsh-session-mail-invite-paste=""
+            onChange={e => { setPaste(e.target.value) }} />
+          <input value={pasteName} placeholder={t('machines.name')} aria-label={t('machines.nameNew')} data-dsh-session-mail-link-name=""
+            onChange={e => { setPasteName(e.target.value) }} />
+          <button type="button" className="dsm-btn dsm-primary" disabled={busy || !pasteOk || !nameOk} data-dsh-session-mail-link=""
+            onClick={() => { const name = pasteName.trim(); after(act('machines.link', { invite: paste.trim(), name }, () => t('machines.linked', { name }))).then(r => { if (r.ok) { setPaste(''); setPasteName('') } }) }}>{t('machines.link')}</button>
+          {pasteName !== '' && !nameOk ? <p className="dsm-alert" role="alert">{t('machines.nameRule')}</p> : null}
         </div>
       </section>
     )

@@ -8,6 +8,7 @@ export type Result<T> = { ok: true; value: T } | { ok: false; error: RouteError 
 
 export function call<T = any>(endpoint: string, payload?: object): Promise<Result<T>> {
   const rpcId = 'dsm-' + Math.random().toString(36).slice(2) + Date.now().toString(36)
+  if (typeof fetch !== 'function') return Promise.resolve({ ok: false, error: { code: 'unreachable', message: 'no fetch here' } })
   return fetch(CHANNEL + '/' + endpoint, {
     method: 'POST',
     credentials: 'same-origin',

@@ -28,4 +28,6 @@ export interface HeldMessage {
   mode?: string
   text: string
   state: string
+  /** The machine it came from (`{id, name}`); absent or null: this home. */
+  machine?: Machine | null
 }

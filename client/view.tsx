@@ -95,7 +95,7 @@ export function makeMailView(ctx: HostContext, t: T) {
           ? <p data-dsh-session-mail-held="none">{t('held.none')}</p>
           : held.map(x => (
             <div key={x.requestId} className="dsm-held" data-dsh-session-mail-held={x.requestId}>
-              <div>{t('held.from', { peer: '' })}{x.sender ? peerButton(x.sender, x.senderTitle) : '?'}{' · '}{new Date(x.postedAt).toLocaleString()}{' · '}{x.mode}</div>
+              <div>{t('held.from', { peer: '' })}{x.sender ? (x.machine ? <><span className="dsm-peer" title={x.sender}>{x.senderTitle || x.sender}</span>{' '}<span className="dsm-chip dsm-machine" data-machine={x.machine.id}>{t('card.onMachine', { machine: x.machine.name })}</span></> : peerButton(x.sender, x.senderTitle)) : '?'}{' · '}{new Date(x.postedAt).toLocaleString()}{' · '}{x.mode}</div>
               <pre>{x.text}</pre>
               <button type="button" className="dsm-btn" disabled={busy} data-dsh-session-mail-approve={x.requestId}
                 onClick={() => { act('held.decide', { sessionId, requestId: x.requestId, decision: 'approve' }) }}>{t('held.approve')}</button>
@@ -126,7 +126,9 @@ export function makeMailView(ctx: HostContext, t: T) {
                 {v.rows.map(r => (
                   <tr key={r.requestId + r.direction} data-dsh-session-mail-row={r.requestId} data-fate={r.fate} data-direction={r.direction}>
                     <td>{t(r.direction === 'in' ? 'view.in' : 'view.out')}</td>
-                    <td>{r.peer ? peerButton(r.peer, r.peerTitle) : '—'}{r.machine ? <span className="dsm-chip dsm-machine">{r.machine.name}</span> : null}</td>
+                    <td>{r.peer ? (r.machine ? <span className="dsm-peer" title={r.peer}>{r.peerTitle || r.peer}</span> : peerButton(r.peer, r.peerTitle)) : '—'}
+                      {r.machine ? <span className="dsm-chip dsm-machine" data-machine={r.machine.id} data-dsh-session-mail-row-machine={r.machine.name}
+                        title={t('card.machine', { machine: r.machine.name, id: r.machine.id })}>{t('card.onMachine', { machine: r.machine.name })}</span> : null}</td>
                     <td><time dateTime={new Date(r.timeMs).toISOString()}>{new Date(r.timeMs).toLocaleString()}</time></td>
                     <td>{r.mode || '—'}</td>
                     <td>{typeof r.hop === 'number' ? String(r.hop) : '—'}</td>

@@ -51,6 +51,31 @@ function machines(json) {
   return bad('machines', String(r?.error?.message ?? 'no answer'))
 }
 
+/**
+ * The human's names for the linked machines, `id -> name` (an empty map without links, or from a core
+ * without the machines exports). Read on each call that shows machines, so a rename shows at once.
+ */
+async function linkedNames(core, home) {
+  if (typeof core.machinesList !== 'function') return new Map()
+  let r = null
+  try { r = parse(await core.machinesList(home, false)) } catch { /* no names: the core's stay */ }
+  const links = Array.isArray(r?.links) ? r.links : []
+  return new Map(links.filter(l => typeof l?.id === 'string' && typeof l?.name === 'string').map(l => [l.id, l.name]))
+}
+
+/**
+ * Put the human's name on every machine a core answer names (`{id: <MachineId>, name}`: the core knows only
+ * the id, and names it by its first 12 characters — docs/architecture.md "Machines and the human's overview").
+ * Walks the answer's objects and arrays (bounded depth); a machine no longer linked keeps the core's name.
+ */
+function nameMachines(value, names, depth = 0) {
+  if (names.size === 0 || depth > 6 || value === null || typeof value !== 'object') return value
+  if (Array.isArray(value)) { for (const v of value) nameMachines(v, names, depth + 1); return value }
+  if (typeof value.id === 'string' && MACHINE_ID.test(value.id) && typeof value.name === 'string' && names.has(value.id)) value.name = names.get(value.id)
+  for (const k of Object.keys(value)) { const v = value[k]; if (v !== null && typeof v === 'object') nameMachines(v, names, depth + 1) }
+  return value
+}
+
 const FATES = ['landed', 'queued', 'waiting', 'held', 'approved', 'rejected', 'expired', 'refused', 'canceled', 'lost', 'removed', 'unknown']
 const isTime = v => Number.isSafeInteger(v) && v >= 0
 
@@ -110,12 +135,12 @@ function routeHandler(core, { home = () => resolveDshHome(), promptHost = () => 
       switch (endpoint) {
         case 'card': {
           if (typeof p.requestId !== 'string' || !REQUEST_ID.test(p.requestId)) return bad('bad-request', 'requestId must be a dsh-session-mail request id')
-          return ok(parse(await core.mailCard(home(), p.requestId)))
+          return ok(nameMachines(parse(await core.mailCard(home(), p.requestId)), await linkedNames(core, home())))
         }
         case 'view': {
           if (typeof p.sessionId !== 'string' || !SESSION_ID.test(p.sessionId)) return bad('bad-request', 'sessionId must be a session id')
           const limit = Number.isInteger(p.limit) && p.limit > 0 ? Math.min(p.limit, 200) : 100
-          return ok(parse(await core.mailView(home(), p.sessionId, limit)))
+          return ok(nameMachines(parse(await core.mailView(home(), p.sessionId, limit)), await linkedNames(core, home())))
         }
         case 'policy.set': {
           let change
@@ -190,15 +215,23 @@ function routeHandler(core, { home = () => resolveDshHome(), promptHost = () => 
           if (typeof p.name !== 'string' || !MACHINE_NAME.test(p.name)) return bad('bad-request', 'name: a linked machine\'s name')
           return machines(await core.machinesUnlink(home(), p.name))
         }
+        case 'machines.sessions': {
+          // the `@` locator's sessions of linked machines (issue 31 #6): each machine's own listing
+          if (typeof core.machinesSessions !== 'function') return bad('not-found', 'no machines.sessions in this core')
+          if (p.query != null && (typeof p.query !== 'string' || p.query.length > 200)) return bad('bad-request', 'query: a string of at most 200 characters')
+          const limit = p.limit == null ? 20 : p.limit
+          if (!Number.isInteger(limit) || limit < 1 || limit > 200) return bad('bad-request', 'limit: 1 to 200')
+          return ok(parse(await core.machinesSessions(home(), p.query ?? null, limit)))
+        }
         case 'mail.list': {
           // {filter: {session?, fate?: string[], held?: boolean, since?: ms, until?: ms}, query?, before?, limit?}
           const args = mailListArgs(p)
           if (typeof args === 'string') return bad('bad-request', args)
-          return ok(parse(await core.mailList(home(), JSON.stringify(args))))
+          return ok(nameMachines(parse(await core.mailList(home(), JSON.stringify(args))), await linkedNames(core, home())))
         }
         case 'mail.thread': {
           if (typeof p.requestId !== 'string' || !REQUEST_ID.test(p.requestId)) return bad('bad-request', 'requestId must be a dsh-session-mail request id')
-          return ok(parse(await core.mailThread(home(), p.requestId)))
+          return ok(nameMachines(parse(await core.mailThread(home(), p.requestId)), await linkedNames(core, home())))
         }
         default:
           return bad('not-found', `no endpoint ${JSON.stringify(endpoint)}`)

@@ -1089,6 +1089,57 @@ pub async fn machines_unlink(dsh_home: Option<String>, name: String) -> napi::Re
     )))
 }
 
+/// The `@` locator's sessions on linked machines (issue 31 #6): each machine's own `sessions_list` rows
+/// (its bounds, `query` matched there; a query that is part of the machine's name matches every session
+/// there, as the tool does), all machines asked at once within the listing's deadline. JSON
+/// `{machines: [{id, name, rows: [wire row], error: string | null}]}`; no link, no machines.
+#[napi]
+pub async fn machines_sessions(
+    dsh_home: Option<String>,
+    query: Option<String>,
+    limit: Option<u32>,
+) -> napi::Result<String> {
+    use mail_core::machine::{wire, Machines};
+    let home = home_of(dsh_home.as_deref());
+    let linked = LinkMachines::read_linked(&home);
+    let limit = limit.unwrap_or(20).clamp(1, 200);
+    let query = query
+        .map(|q| q.trim().to_lowercase())
+        .filter(|q| !q.is_empty());
+    let asks = linked.into_iter().map(|m| {
+        let lm = LinkMachines::of(&home);
+        let mut args = serde_json::json!({ "limit": limit });
+        if let Some(q) = query.as_ref().filter(|q| !m.name.contains(q.as_str())) {
+            args["query"] = q.clone().into();
+        }
+        tokio::spawn(async move {
+            let deadline = mail_core::remote::LIST_DEADLINE;
+            let (rows, error) = match lm.call(&m.id, wire::Request::List { args }, deadline).await {
+                Ok(wire::Response::List(l)) => {
+                    (serde_json::to_value(&l.rows).unwrap_or_default(), None)
+                }
+                Ok(wire::Response::Refused(r)) => (
+                    serde_json::json!([]),
+                    Some(format!("refused ({})", r.code.as_str())),
+                ),
+                Ok(_) => (
+                    serde_json::json!([]),
+                    Some("an answer of another kind".to_string()),
+                ),
+                Err(e) => (serde_json::json!([]), Some(e.to_string())),
+            };
+            serde_json::json!({ "id": m.id, "name": m.name, "rows": rows, "error": error })
+        })
+    });
+    let mut out = Vec::new();
+    for a in asks.collect::<Vec<_>>() {
+        if let Ok(v) = a.await {
+            out.push(v);
+        }
+    }
+    Ok(serde_json::json!({ "machines": out }).to_string())
+}
+
 /// `machines rename <name> <new>`: JSON `{ok, link}` or `{ok: false, error}`.
 #[napi]
 pub async fn machines_rename(

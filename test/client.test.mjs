@@ -155,6 +155,70 @@ test('apply shadows the user/steering renderers at priority -1, adds the mail ta
   })
 })
 
+test('the @ source offers the linked machines\' sessions (machines.sessions) after this home\'s, names their machine, and serializes the id with it', async () => {
+  const asked = []
+  const far = { machines: [
+    { id: 'b'.repeat(64), name: 'home-b', rows: [
+      { id: 's-far', title: 'Builder B', live: true, status: 'idle', subagent: false },
+      { id: 's-sub', title: 'a subagent', live: true, subagent: true },
+      { id: 7, title: 'not a row' },
+    ], error: null },
+    { id: 'c'.repeat(64), name: 'home-c', rows: [], error: 'no answer in time' },
+  ] }
+  const fetch = async (url, init) => {
+    asked.push([url, JSON.parse(init.body).payload])
+    return { ok: true, json: async () => ({ result: { ok: true, value: far } }) }
+  }
+  const { exports } = load({ fetch })
+  const sources = []
+  exports.apply({
+    effect: (fn) => { fn() },
+    locale: { register: () => () => {}, bind: () => k => k },
+    sessions: { list: { getSnapshot: () => ({ ids: ['s-a', 's-b'], byId: { 's-a': { id: 's-a', displayTitle: 'A' }, 's-b': { id: 's-b', displayTitle: 'Builder here' } } }), subscribe: () => () => {} } },
+    inputTriggers: { registerSource: s => { sources.push(s); return () => {} } },
+  })
+  const src = sources[0]
+  const c = await src.candidates({ sessionId: 's-a' }, { query: 'build' })
+  assert.deepEqual([...c.map(x => x.name)], ['@Builder here', '@Builder B'], 'this home first, then the machines\' (no subagent, no malformed row)')
+  assert.match(c[1].description, /home-b/)
+  assert.match(c[1].description, /s-far/)
+  assert.notEqual(c[1].section, c[0].section, 'a section of their own')
+  assert.deepEqual(asked.map(a => a[0]), ['/dsh-session-mail/machines.sessions'])
+  await src.candidates({ sessionId: 's-a' }, { query: 'home-b' })
+  assert.equal(asked.length, 1, 'asked once for a few seconds of typing')
+  const byMachine = await src.candidates({ sessionId: 's-a' }, { query: 'home-b' })
+  assert.deepEqual([...byMachine.map(x => x.name)], ['@Builder B'], 'a machine\'s name finds its sessions')
+  const pick = src.onPick({ candidate: c[1] })
+  assert.equal(pick.insert.ref, 's-far')
+  assert.equal(pick.insert.label, '@Builder B · home-b')
+  assert.equal(pick.insert.clipboardText, '@Builder B (session s-far, machine home-b)')
+  assert.equal(await src.codec.serialize('s-far'), '@Builder B (session s-far, machine home-b)', 'the id the send tools take, and where it is')
+  assert.equal(await src.codec.serialize('s-b'), '@Builder here (session s-b)')
+  const { remoteSessionsOf } = exports.internals
+  assert.deepEqual(remoteSessionsOf({ machines: [{ id: 1, name: 'x', rows: [{ id: 's' }] }, null] }).length, 0)
+})
+
+test('card / view / mail.list answers carry this home\'s name for each linked machine; machines.sessions checks its payload', async () => {
+  const mid = 'a'.repeat(64)
+  const core = {
+    mailCard: async () => JSON.stringify({ requestId: 'r', sender: 's-far', machine: { id: mid, name: mid.slice(0, 12) } }),
+    mailList: async () => JSON.stringify({ rows: [{ requestId: 'r', senderMachine: { id: mid, name: mid.slice(0, 12) }, targetMachine: { id: 'f'.repeat(64), name: 'ffffffffffff' } }], next: null }),
+    machinesList: async () => JSON.stringify({ ok: true, links: [{ id: mid, name: 'laptop' }] }),
+    machinesSessions: async (home, query, limit) => JSON.stringify({ machines: [], asked: [query, limit] }),
+  }
+  const handle = routeHandler(core, { home: () => '/h' })
+  const card = await handle('card', { requestId: 'dsh-session-mail:01234567-89ab-cdef-0123-456789abcdef' })
+  assert.deepEqual(card.value.machine, { id: mid, name: 'laptop' })
+  const list = await handle('mail.list', {})
+  assert.equal(list.value.rows[0].senderMachine.name, 'laptop')
+  assert.equal(list.value.rows[0].targetMachine.name, 'ffffffffffff', 'a machine no longer linked keeps the id\'s start')
+  assert.deepEqual((await handle('machines.sessions', { query: 'b' })).value.asked, ['b', 20])
+  assert.equal((await handle('machines.sessions', { query: 5 })).error.code, 'bad-request')
+  assert.equal((await handle('machines.sessions', { limit: 0 })).error.code, 'bad-request')
+  const broken = routeHandler({ ...core, machinesList: async () => { throw new Error('links unreadable') } })
+  assert.equal((await broken('card', { requestId: 'dsh-session-mail:01234567-89ab-cdef-0123-456789abcdef' })).value.machine.name, mid.slice(0, 12), 'no names: the card still answers')
+})
+
 test('apply survives a context without any of its extension points (it degrades to nothing)', () => {
   const { exports } = load()
   assert.doesNotThrow(() => exports.apply({}))

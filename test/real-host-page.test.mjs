@@ -19,7 +19,7 @@ import {
   makeSandbox, packAndInstall, bootWeb, initProfile, callTool, readSessionLog, findSessionLog, userTexts,
   isIdle, turnEndCount, REPO_ROOT, sleep, until, boxCli, requestIdOf, requestIdIn, landedCount,
 } from './real-host/harness.mjs'
-import { launchBrowser, chromiumVersion } from './real-host/browser.mjs'
+import { launchBrowser, chromiumVersion, pluginRoute } from './real-host/browser.mjs'
 
 const TITLES = { A: 'Planner A', B: 'Builder B', C: 'Critic C', D: 'Docs D', E: 'Ops E' }
 
@@ -51,15 +51,7 @@ describe('the home-wide Agent mail page in headless Chromium against rc.8 dsh we
   }
 
   /** A route of ours, called from the page as the bundle calls it (same origin, the host's envelope). */
-  async function route(endpoint, payload) {
-    return page.evaluate(async ([endpoint, payload]) => {
-      const r = await fetch('/dsh-session-mail/' + endpoint, {
-        method: 'POST', credentials: 'same-origin', headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ type: 'client-request', rpcId: 'test-' + Math.random(), method: endpoint, payload }),
-      })
-      return (await r.json()).result
-    }, [endpoint, payload])
-  }
+  const route = (endpoint, payload) => pluginRoute(page, endpoint, payload)
 
   async function dismissNotice() {
     await page.getByText('Ungrouped').first().waitFor({ timeout: 30_000 })

@@ -63,3 +63,17 @@ export async function launchBrowser({ t, locale } = {}) {
   if (t) t.after(() => b.close())
   return b
 }
+
+/**
+ * A route of this plugin called from `page` as the bundle calls it (same origin, the host's Connection envelope,
+ * lib/client-host.js): resolves to the route's `{ok, value}` or `{ok: false, error}`.
+ */
+export async function pluginRoute(page, endpoint, payload) {
+  return page.evaluate(async ([endpoint, payload]) => {
+    const r = await fetch('/dsh-session-mail/' + endpoint, {
+      method: 'POST', credentials: 'same-origin', headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ type: 'client-request', rpcId: 'test-' + Math.random(), method: endpoint, payload }),
+    })
+    return (await r.json()).result
+  }, [endpoint, payload])
+}

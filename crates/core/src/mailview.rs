@@ -37,6 +37,9 @@ pub struct Row {
     pub fate: FateState,
     /// The one line `verify` prints, from the same reading.
     pub fate_text: String,
+    /// The peer's machine (the ledger's `fromMachine` for mail in, `toMachine` for mail out); `None`: this
+    /// home. Named by the id's first 12 characters here; the routes put the human's name for it.
+    pub machine: Option<crate::machine::Machine>,
 }
 
 /// One held message, for the human's decision.
@@ -58,6 +61,8 @@ pub struct Held {
     /// The human's standing rule for its sender, if one exists (the card's "always allow from …" shows
     /// what is set).
     pub sender_rule: Option<policy::Inbound>,
+    /// The machine it came from (its ledger line's `fromMachine`); `None`: this home.
+    pub machine: Option<crate::machine::Machine>,
 }
 
 /// The session's inbound policy as the view shows it.
@@ -96,6 +101,8 @@ pub struct Card {
     pub hop: Option<u32>,
     pub chain: Option<String>,
     pub time: Option<String>,
+    /// The machine the message came from (the ledger's `fromMachine`); `None`: this home.
+    pub machine: Option<crate::machine::Machine>,
 }
 
 pub fn policy_view(home: &Path, session: &str) -> PolicyView {
@@ -228,7 +235,16 @@ pub fn view(home: &Path, session: &str, limit: usize) -> View {
             e.sender.clone()
         };
         let (fate, fate_text) = row_fate(home, &mut titles, e, &rid);
+        let machine = crate::mailindex::machine(
+            if out {
+                e.to_machine.clone()
+            } else {
+                e.from_machine.clone()
+            },
+            &[],
+        );
         rows.push(Row {
+            machine,
             peer_title: peer.as_deref().and_then(|p| titles.title(p)),
             peer,
             direction: if out { "out" } else { "in" },
@@ -249,6 +265,14 @@ pub fn view(home: &Path, session: &str, limit: usize) -> View {
     let held = held::list(home, session, now)
         .into_iter()
         .map(|i| Held {
+            machine: crate::mailindex::machine(
+                entries
+                    .iter()
+                    .rev()
+                    .find(|e| e.request_id.as_deref() == Some(i.envelope.request_id.as_str()))
+                    .and_then(|e| e.from_machine.clone()),
+                &[],
+            ),
             sender_title: i.envelope.sender.as_deref().and_then(|s| titles.title(s)),
             sender_rule: i
                 .envelope
@@ -304,6 +328,7 @@ pub fn card(home: &Path, request_id: &str) -> Card {
         });
     Card {
         request_id: request_id.to_string(),
+        machine: crate::mailindex::machine(e.from_machine.clone(), &[]),
         sender: e.sender,
         sender_title,
         target: e.target,
@@ -446,6 +471,10 @@ mod tests {
         );
         assert_eq!(v.held.len(), 1);
         assert_eq!(v.held[0].state, held::HeldState::Held);
+        assert_eq!(
+            v.held[0].machine, None,
+            "held mail of this home names no machine"
+        );
         assert_eq!(v.policy.inbound, "hold");
         assert_eq!(view(home, "session-a", 10).policy.inbound, "accept");
         assert!(!v.truncated);
@@ -456,6 +485,117 @@ mod tests {
             (Some("session-a"), Some(2), Some("queue"))
         );
         assert_eq!(card(home, "dsh-session-mail:nope").sender, None);
+    }
+
+    /// Mail across a link names the other end's machine (issue 31 #6): a row in names the machine it came
+    /// from (`fromMachine`), a row out the one it went to (`toMachine`), the card its sender's; a line of
+    /// this home names none, and a stored value that is not a machine id reads as this home.
+    #[test]
+    fn rows_and_cards_name_the_other_machine_from_the_ledger_line() {
+        let h = tempfile::tempdir().unwrap();
+        let home = h.path();
+        let (ma, mb) = ("a".repeat(64), "b".repeat(64));
+        let rid = |n: u8| format!("dsh-session-mail:00000000-0000-4000-8000-00000000000{n}");
+        let mut inb = line(
+            "session-far",
+            "session-b",
+            Some(&rid(1)),
+            LedgerOutcome::Accepted,
+            Some(1),
+        );
+        inb.from_machine = Some(ma.clone());
+        let mut out = line(
+            "session-b",
+            "session-far2",
+            Some(&rid(2)),
+            LedgerOutcome::Accepted,
+            Some(1),
+        );
+        out.to_machine = Some(mb.clone());
+        let local = line(
+            "session-c",
+            "session-b",
+            Some(&rid(3)),
+            LedgerOutcome::Accepted,
+            Some(1),
+        );
+        let mut forged = line(
+            "session-d",
+            "session-b",
+            Some(&rid(4)),
+            LedgerOutcome::Accepted,
+            Some(1),
+        );
+        forged.from_machine = Some("not-a-machine".into());
+        for e in [&inb, &out, &local, &forged] {
+            ledger::append(home, e).unwrap();
+        }
+        let v = view(home, "session-b", 10);
+        let got: Vec<(String, Option<String>)> = v
+            .rows
+            .iter()
+            .map(|r| {
+                (
+                    r.request_id.clone(),
+                    r.machine.as_ref().map(|m| m.id.as_str().to_string()),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (rid(4), None),
+                (rid(3), None),
+                (rid(2), Some(mb.clone())),
+                (rid(1), Some(ma.clone()))
+            ]
+        );
+        assert_eq!(
+            v.rows[3].machine.as_ref().unwrap().name,
+            "aaaaaaaaaaaa",
+            "the id's start until the routes name it"
+        );
+        assert_eq!(
+            card(home, &rid(1))
+                .machine
+                .map(|m| m.id.as_str().to_string()),
+            Some(ma.clone())
+        );
+        assert_eq!(card(home, &rid(3)).machine, None);
+        // held mail from a linked machine names it on its held card too
+        let mut h5 = line(
+            "session-far",
+            "session-b",
+            Some(&rid(5)),
+            LedgerOutcome::Held,
+            Some(1),
+        );
+        h5.from_machine = Some(ma.clone());
+        ledger::append(home, &h5).unwrap();
+        held::hold(
+            home,
+            &crate::mailbox::Envelope {
+                v: 1,
+                request_id: rid(5),
+                session_id: "session-b".into(),
+                mode: "queue".into(),
+                text: "From session-far ：\nhi".into(),
+                sender: Some("session-far".into()),
+                posted_at: 5,
+                ..Default::default()
+            },
+            i64::MAX,
+        )
+        .unwrap();
+        let v = view(home, "session-b", 1);
+        assert_eq!(v.held.len(), 1);
+        assert_eq!(
+            v.held[0].machine.as_ref().map(|m| m.id.as_str()),
+            Some(ma.as_str()),
+            "found past the rows shown"
+        );
+        let json = serde_json::to_value(card(home, &rid(3))).unwrap();
+        assert_eq!(json["machine"], serde_json::Value::Null);
     }
 
     /// The row's fate is decided on the ledger outcome's type, never on its string form (issue 30 #4):

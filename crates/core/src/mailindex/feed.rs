@@ -559,6 +559,8 @@ fn sync_in(
             r.chain = r.chain.take().or(old.chain);
             r.sender_title = r.sender_title.take().or(old.sender_title);
             r.target_title = r.target_title.take().or(old.target_title);
+            r.sender_machine = r.sender_machine.take().or(old.sender_machine);
+            r.target_machine = r.target_machine.take().or(old.target_machine);
         }
     }
     // mail that can still move, looked at again: the newest few on every pass, then the others in turn
@@ -577,6 +579,10 @@ fn sync_in(
         );
         e.hop = r.hop;
         e.chain = r.chain.clone();
+        // the row's machines stay: a message to a linked machine is rechecked on every pass (its fate
+        // here is unknown), and a row derived without them would lose where it went
+        e.from_machine = r.sender_machine.clone();
+        e.to_machine = r.target_machine.clone();
         (r.request_id.clone(), r.time, e)
     };
     let mut looked = 0usize;

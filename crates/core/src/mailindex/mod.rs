@@ -160,7 +160,7 @@ pub struct MailThread {
 /// human gave its link (`linked`: the binding reads them from crates/link on each call, so a rename
 /// shows at once); a machine no longer linked keeps its id's first 12 characters as its name. A stored
 /// id that is not one reads this home.
-fn machine(id: Option<String>, linked: &[MachineRef]) -> Option<MachineRef> {
+pub(crate) fn machine(id: Option<String>, linked: &[MachineRef]) -> Option<MachineRef> {
     let id = crate::machine::MachineId::parse(id.as_deref()?)?;
     if let Some(m) = linked.iter().find(|m| m.id == id) {
         return Some(m.clone());

@@ -808,3 +808,38 @@ async fn a_rebuild_runs_in_the_background_and_the_page_shows_the_newest_rows_mea
             .min(200)
     );
 }
+
+/// A message sent to a linked machine has no fate here (its target's log is there), so every pass looks at
+/// it again: the row keeps the machine it went to (the recheck once rebuilt it without it, and the page
+/// showed the target as a session of this home).
+#[test]
+fn a_send_to_a_linked_machine_keeps_its_machine_when_its_row_is_looked_at_again() {
+    let w = World::new();
+    let far = "cd".repeat(32);
+    let mut e = Entry::new(
+        T0,
+        Some("session-a"),
+        Some("session-far"),
+        "send_session_message",
+        Some("queue"),
+        Some(&rid(1)),
+        LedgerOutcome::Accepted,
+        Some("hi"),
+    );
+    e.to_machine = Some(far.clone());
+    ledger::append(w.home.path(), &e).unwrap();
+    w.write_logs();
+    let first = list(w.home.path(), &MailListArgs::default(), &[]);
+    assert_eq!(
+        first.rows[0].fate,
+        FateState::Unknown,
+        "its fate is the far side's"
+    );
+    for _ in 0..2 {
+        std::thread::sleep(feed::RECHECK_EVERY);
+        let p = list(w.home.path(), &MailListArgs::default(), &[]);
+        let m = p.rows[0].target_machine.clone();
+        assert_eq!(m.map(|m| m.id.as_str().to_string()), Some(far.clone()));
+        assert_eq!(p.rows[0].sender_machine, None);
+    }
+}
