@@ -58,12 +58,6 @@ export declare function listSessions(request: string): Promise<Listing>
 export declare function machinesDoctor(dshHome?: string | undefined | null): Promise<string>
 
 /**
- * This process's host facts for what linked machines ask of it (the shim pushes them every few
- * seconds while the plugin is mounted): `request` is a ToolRequest's JSON (tool, args and caller ignored).
- */
-export declare function machinesHere(dshHome: string | undefined | null, request: string): void
-
-/**
  * `link`: a one-time invite (`relay`: `none` or the human's iroh-relay URL; `ttlMinutes` 1-1440, default
  * 10). JSON `{ok, invite, expiresAt}` or `{ok: false, error}`.
  */
@@ -80,6 +74,13 @@ export declare function machinesList(dshHome: string | undefined | null, probe: 
 
 /** `machines rename <name> <new>`: JSON `{ok, link}` or `{ok: false, error}`. */
 export declare function machinesRename(dshHome: string | undefined | null, name: string, newName: string): Promise<string>
+
+/**
+ * How this process's host facts are read when a linked machine's request arrives: `here(home)` resolves
+ * to a ToolRequest's JSON (config, host, the sessions live in this process now). Registered by the shim
+ * while the plugin is mounted (lib/machines.js), dropped by `machinesStop`.
+ */
+export declare function machinesServeWith(dshHome: string | undefined | null, here: (home: string) => Promise<string>): void
 
 /**
  * The plugin's start: keep the home's lease (take it when the home has links and no live holder, take
@@ -730,6 +731,15 @@ export interface RequestFate {
   sessionMissing: boolean
   /** One line for people (`landed in … at seq N (turn T)`, …). */
   text: string
+  /** A message sent to a linked machine: that machine's id (`None`: one of this home's sessions). */
+  machineId: string | null
+  /** This home's name for that machine (`None` when it is not linked now). */
+  machineName: string | null
+  /**
+   * That machine answered this verify: `state` is what became of the message there now (else what
+   * it answered when it took it, or what this home's outbox says).
+   */
+  answeredThere: boolean
 }
 
 /** Whether a session is running in some process (`cold`: only its log). */

@@ -278,6 +278,14 @@ pub async fn verify_request(
     session_id: Option<String>,
 ) -> napi::Result<mail_core::fate::RequestFate> {
     let home = home_of(dsh_home.as_deref());
+    // a message sent to a linked machine: its outbox entry or ledger line here, and that machine asked
+    // what became of it there (core's remote::verify); a home that never linked skips this (one stat)
+    if std::fs::symlink_metadata(link::store::doc_path(&home)).is_ok() {
+        let lm = LinkMachines::of(&home);
+        if let Some(v) = mail_core::remote::verify(&home, &lm, &request_id).await {
+            return Ok(mail_core::render::remote::request_fate(&v));
+        }
+    }
     let f = blocking(move || {
         let v = mail_core::fate::verify(&home, &request_id, session_id.as_deref());
         mail_core::render::fate::request_fate(&v, &request_id, &home)

@@ -405,6 +405,13 @@ pub struct RequestFate {
     pub session_missing: bool,
     /// One line for people (`landed in … at seq N (turn T)`, …).
     pub text: String,
+    /// A message sent to a linked machine: that machine's id (`None`: one of this home's sessions).
+    pub machine_id: Option<String>,
+    /// This home's name for that machine (`None` when it is not linked now).
+    pub machine_name: Option<String>,
+    /// That machine answered this verify: `state` is what became of the message there now (else what
+    /// it answered when it took it, or what this home's outbox says).
+    pub answered_there: bool,
 }
 
 #[cfg(test)]

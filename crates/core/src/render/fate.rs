@@ -156,6 +156,9 @@ pub fn request_fate(v: &Verification, request_id: &str, home: &Path) -> RequestF
         searched: u32::try_from(v.searched).unwrap_or(u32::MAX),
         session_missing: v.session_missing,
         text: line(&reading, v, request_id, home),
+        machine_id: None,
+        machine_name: None,
+        answered_there: false,
     }
 }
 

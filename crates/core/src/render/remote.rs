@@ -248,6 +248,26 @@ pub fn verification(v: &crate::outcome::RemoteVerification) -> String {
     s
 }
 
+/// `verify` of a message sent to a linked machine, as data (the binding's `verifyRequest` returns it):
+/// the state there (or in this home's outbox), the machine, and the line [`verification`] prints.
+pub fn request_fate(v: &crate::outcome::RemoteVerification) -> crate::fate::RequestFate {
+    crate::fate::RequestFate {
+        request_id: v.request_id.clone(),
+        state: v.state,
+        settled: v.state.settled(),
+        session_id: v.target.clone(),
+        seq: None,
+        turn: None,
+        target: None,
+        searched: 0,
+        session_missing: false,
+        text: verification(v),
+        machine_id: Some(v.machine.as_str().to_string()),
+        machine_name: v.machine_name.clone(),
+        answered_there: v.there.is_some(),
+    }
+}
+
 /// The text of a call error in a listing note.
 pub fn call_error(e: &CallError) -> String {
     e.to_string()
