@@ -76,11 +76,12 @@ export declare function machinesList(dshHome: string | undefined | null, probe: 
 export declare function machinesRename(dshHome: string | undefined | null, name: string, newName: string): Promise<string>
 
 /**
- * How this process's host facts are read when a linked machine's request arrives: `here(home)` resolves
- * to a ToolRequest's JSON (config, host, the sessions live in this process now). Registered by the shim
+ * How this process's host facts are read when a linked machine's request arrives: `here(read)` resolves
+ * to a ToolRequest's JSON (config, host, the sessions live in this process now; for a read, `read` is
+ * its session id — '' otherwise — and the request carries `liveSeq` / `liveFlushed` of it). Registered by the shim
  * while the plugin is mounted (lib/machines.js), dropped by `machinesStop`.
  */
-export declare function machinesServeWith(dshHome: string | undefined | null, here: (home: string) => Promise<string>): void
+export declare function machinesServeWith(dshHome: string | undefined | null, here: (read: string) => Promise<string>): void
 
 /**
  * The plugin's start: keep the home's lease (take it when the home has links and no live holder, take

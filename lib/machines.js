@@ -9,7 +9,8 @@ import { resolveDshHome } from './home.js'
 /**
  * Start keeping the lease; returns the stop (the endpoint closed and awaited, the lease released).
  * @param {any} core
- * @param {{ here?: () => Promise<string> }} [opts] - this process's host facts as a ToolRequest's JSON
+ * @param {{ here?: (read: string) => Promise<string> }} [opts] - this process's host facts as a ToolRequest's JSON
+ *   (`read`: the session a linked machine reads, flushed first; '' for any other request)
  */
 export function startMachines(core, { here } = {}) {
   if (typeof core?.machinesStart !== 'function') return () => {}
@@ -17,7 +18,7 @@ export function startMachines(core, { here } = {}) {
   let stopped = false
   // the core calls it on this thread when a linked machine's request arrives (src/lib.rs `here_of`)
   if (here !== undefined && typeof core.machinesServeWith === 'function') {
-    try { core.machinesServeWith(home, () => here()) } catch { /* served from the store, as the command line is */ }
+    try { core.machinesServeWith(home, (read) => here(read)) } catch { /* served from the store, as the command line is */ }
   }
   const started = core.machinesStart(home).catch(() => false)
   return () => {

@@ -864,6 +864,7 @@ const HERE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(3);
 /// `Err`: the host did not answer in time (the request is refused, not answered from stale facts).
 async fn here_of(
     home: &std::path::Path,
+    read: Option<String>,
 ) -> std::result::Result<mail_core::request::ToolRequest, ()> {
     let f = HERE
         .lock()
@@ -871,8 +872,8 @@ async fn here_of(
         .and_then(|h| h.iter().find(|(p, _)| p == home).map(|(_, f)| f.clone()));
     let json = match f {
         Some(f) => {
-            let home_s = home.to_string_lossy().into_owned();
-            let asked = async move { f.call_async_catch(home_s).await?.await };
+            // a read names its session: the host flushes it and reports its length, as for a local read
+            let asked = async move { f.call_async_catch(read.unwrap_or_default()).await?.await };
             match tokio::time::timeout(HERE_DEADLINE, asked).await {
                 Ok(Ok(json)) => json,
                 _ => return Err(()),
@@ -914,7 +915,15 @@ fn machines_handler(home: &std::path::Path) -> link::Handler {
             let Some(machine) = linked_machine(&home, from.as_str()) else {
                 return Err(refused("unlinked", "not a linked machine"));
             };
-            let Ok(here) = here_of(&home).await else {
+            // a read's session (the frame `{v, body: {op: "read", args}}`; decoded strictly by the core)
+            let read = match body.pointer("/body/op").and_then(|v| v.as_str()) {
+                Some("read") => body
+                    .pointer("/body/args/session_id")
+                    .and_then(|v| v.as_str())
+                    .map(str::to_string),
+                _ => None,
+            };
+            let Ok(here) = here_of(&home, read).await else {
                 return Err(refused("unavailable", "this process cannot serve now"));
             };
             Ok(mail_core::remote::serve_value(&here, &machine, body).await)
@@ -990,11 +999,12 @@ fn has_links(home: &std::path::Path) -> bool {
         && !LinkMachines::read_linked(home).is_empty()
 }
 
-/// How this process's host facts are read when a linked machine's request arrives: `here(home)` resolves
-/// to a ToolRequest's JSON (config, host, the sessions live in this process now). Registered by the shim
+/// How this process's host facts are read when a linked machine's request arrives: `here(read)` resolves
+/// to a ToolRequest's JSON (config, host, the sessions live in this process now; for a read, `read` is
+/// its session id — '' otherwise — and the request carries `liveSeq` / `liveFlushed` of it). Registered by the shim
 /// while the plugin is mounted (lib/machines.js), dropped by `machinesStop`.
 #[napi(
-    ts_args_type = "dshHome: string | undefined | null, here: (home: string) => Promise<string>"
+    ts_args_type = "dshHome: string | undefined | null, here: (read: string) => Promise<string>"
 )]
 pub fn machines_serve_with(dsh_home: Option<String>, here: HereFn) {
     let home = home_of(dsh_home.as_deref());

@@ -141,7 +141,11 @@ fn wire_row(c: &Candidate) -> WireRow {
 }
 
 async fn serve_read(here: &ToolRequest, args: Value) -> Response {
-    let r = as_local(here, Tool::SessionsRead, args);
+    let mut r = as_local(here, Tool::SessionsRead, args);
+    // the binding asked the serving host with this read's session: it flushed it and reported its
+    // length, as for a local read (without, a live session's newest turns may not be in its log yet)
+    r.live_seq = here.live_seq;
+    r.live_flushed = here.live_flushed;
     match tools::read::run_result(&r).await {
         Ok(res) => {
             let w = &res.window;
