@@ -56,6 +56,22 @@ describe('two rc.8 homes linked through the CLI on loopback', () => {
     }
   }
 
+  /** A invites (the command holds A's endpoint until the invite is used), B uses it; each dsh web then holds its lease. */
+  async function linkHomes() {
+    const inviting = start(boxA, ['link', '--json', '--ttl-minutes', '5'])
+    let made
+    for (let t0 = Date.now(); made === undefined; await sleep(50)) {
+      try { made = JSON.parse(inviting.out()) } catch { if (Date.now() - t0 > 30_000) throw new Error('no invite') }
+    }
+    assert.equal(made.ok, true, JSON.stringify(made))
+    const joined = await start(boxB, ['link', made.invite, '--name', 'home-a', '--json']).done
+    assert.equal(joined.code, 0, joined.stdout + joined.stderr)
+    assert.equal((await inviting.done).code, 0)
+    // each dsh web takes its home's lease within seconds of the command's exit
+    await heldByHost(boxA.home)
+    await heldByHost(boxB.home)
+  }
+
   before(async () => {
     boxA = await makeSandbox({ env: ENV })
     boxB = await makeSandbox({ env: ENV })
@@ -70,19 +86,7 @@ describe('two rc.8 homes linked through the CLI on loopback', () => {
     await webB.waitFor(B, ev => turnEndCount(ev) >= 1 && isIdle(ev))
     await webA.prompt(A, 'hello from A')
     await webA.waitFor(A, ev => turnEndCount(ev) >= 1 && isIdle(ev))
-    // A invites (the command holds A's endpoint until the invite is used), B uses it
-    const inviting = start(boxA, ['link', '--json', '--ttl-minutes', '5'])
-    let made
-    for (let t0 = Date.now(); made === undefined; await sleep(50)) {
-      try { made = JSON.parse(inviting.out()) } catch { if (Date.now() - t0 > 30_000) throw new Error('no invite') }
-    }
-    assert.equal(made.ok, true, JSON.stringify(made))
-    const joined = await start(boxB, ['link', made.invite, '--name', 'home-a', '--json']).done
-    assert.equal(joined.code, 0, joined.stdout + joined.stderr)
-    assert.equal((await inviting.done).code, 0)
-    // each dsh web takes its home's lease within seconds of the command's exit
-    await heldByHost(boxA.home)
-    await heldByHost(boxB.home)
+    await linkHomes()
     const linksA = JSON.parse(boxCli(boxA, 'links', '--json', '--no-probe').out)
     const linksB = JSON.parse(boxCli(boxB, 'links', '--json', '--no-probe').out)
     nameOfB = linksA.links[0].name
@@ -259,7 +263,7 @@ describe('two rc.8 homes linked through the CLI on loopback', () => {
     assert.deepEqual(refused.map(l => [l.sender, l.target]), [[A, B]], 'the fifth hop is refused in A')
   })
 
-  test('unlink refuses at once both ways: after B unlinks A, a send or a list from either side is refused', async () => {
+  test('unlink refuses at once both ways: after B unlinks A (and, linked again, after A unlinks B), a send or a list from either side is refused', async () => {
     // fresh callers on each side (the harness's callTool counts turn ends in a history window, which a session of
     // 800+ events — A and B after the loop — no longer shows whole)
     const A2 = await webA.createSession(boxA.ws)
@@ -279,5 +283,18 @@ describe('two rc.8 homes linked through the CLI on loopback', () => {
     const listB = await callTool(webB, B2, 'sessions_list', {})
     assert.doesNotMatch(listB.text, new RegExp(`^- ${esc(A)} `, 'm'), listB.text)
     assert.deepEqual(JSON.parse(boxCli(boxA, 'links', '--json', '--no-probe').out).links, [])
+    // linked again, then unlinked from A's side: refused at once both ways again
+    await linkHomes()
+    const back = await callTool(webA, A2, 'sessions_send', { session_id: B, message: 'linked again, from A' })
+    assert.match(back.text, new RegExp(`^accepted for ${esc(B)} on machine `), back.text)
+    const nameNow = JSON.parse(boxCli(boxA, 'links', '--json', '--no-probe').out).links[0].name
+    const u2 = boxCli(boxA, 'unlink', nameNow, '--json')
+    assert.equal(u2.code, 0, u2.out)
+    const fromA2 = await callTool(webA, A2, 'sessions_send', { session_id: B, message: 'after the second unlink, from A' })
+    assert.match(fromA2.text, /^refused \([a-z-]+\): /, fromA2.text)
+    assert.doesNotMatch(fromA2.text, /outbox/)
+    const fromB2 = await callTool(webB, B2, 'sessions_send', { session_id: A, message: 'after the second unlink, from B' })
+    assert.match(fromB2.text, /^refused \([a-z-]+\): /, fromB2.text)
+    assert.deepEqual(JSON.parse(boxCli(boxB, 'links', '--json', '--no-probe').out).links, [])
   })
 })
