@@ -242,7 +242,11 @@ export function apply(ctx, config) {
       const stopRoutes = startClientRoutes(ctx, core, { promptHost })
       // the home's machine lease: this process may hold the endpoint to linked machines (docs/machines.md);
       // what arrives from them runs through this process's own tools, with its host facts (`here`)
-      const here = async () => JSON.stringify(buildRequest(ctx, config, 'sessions_list', {}, null, hostVersion, (await routeSecret()) ?? null, null, host))
+      // asked when each request arrives (src/lib.rs `here_of`); a read's session is flushed first, as for a local read
+      const here = async (read) => {
+        const liveRead = typeof read === 'string' && read !== '' ? await liveReadFacts(ctx, read) : null
+        return JSON.stringify(buildRequest(ctx, config, 'sessions_list', {}, null, hostVersion, (await routeSecret()) ?? null, liveRead, host))
+      }
       const stopMachines = startMachines(core, { here })
       return () => { stopMachines(); stopRoutes(); stopHandBack(); stopMailbox(); stopPresence() }
     })

@@ -865,26 +865,58 @@ fn kick_of(home: &std::path::Path) -> std::sync::Arc<tokio::sync::Notify> {
         .clone()
 }
 
-/// What this process knows of itself for a linked machine's request (its host facts as a ToolRequest,
-/// pushed by the shim: `machinesHere`), per home.
-static HERE: std::sync::Mutex<Vec<(std::path::PathBuf, String)>> =
+/// How this process's host facts are asked for at serve time: the shim's function (`machinesServeWith`),
+/// called on the host's main thread, resolving to a ToolRequest's JSON (tool, args and caller ignored).
+/// Weak: it never keeps the host's event loop alive.
+type HereFn = napi::threadsafe_function::ThreadsafeFunction<
+    String,
+    napi::bindgen_prelude::Promise<String>,
+    String,
+    napi::Status,
+    false,
+    true,
+>;
+
+/// The shim's `here` per home in this process (none: the command line, which hosts no session).
+static HERE: std::sync::Mutex<Vec<(std::path::PathBuf, std::sync::Arc<HereFn>)>> =
     std::sync::Mutex::new(Vec::new());
 
-fn here_of(home: &std::path::Path) -> Option<mail_core::request::ToolRequest> {
-    let json = HERE
+/// How long a linked machine's request waits for this process's host facts.
+const HERE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// What this process knows of itself when a linked machine's request arrives — asked of the host now,
+/// never a copy taken earlier (a session that became live since must be served live, not cold).
+/// `Err`: the host did not answer in time (the request is refused, not answered from stale facts).
+async fn here_of(
+    home: &std::path::Path,
+    read: Option<String>,
+) -> std::result::Result<mail_core::request::ToolRequest, ()> {
+    let f = HERE
         .lock()
-        .ok()?
-        .iter()
-        .find(|(h, _)| h == home)
-        .map(|(_, j)| j.clone())
-        .unwrap_or_else(|| {
-            // a process without a host (the command line holding the endpoint): the store only
+        .ok()
+        .and_then(|h| h.iter().find(|(p, _)| p == home).map(|(_, f)| f.clone()));
+    let json = match f {
+        Some(f) => {
+            // a read names its session: the host flushes it and reports its length, as for a local read
+            let asked = async move { f.call_async_catch(read.unwrap_or_default()).await?.await };
+            match tokio::time::timeout(HERE_DEADLINE, asked).await {
+                Ok(Ok(json)) => json,
+                _ => return Err(()),
+            }
+        }
+        // a process without a host (the command line holding the endpoint): the store and the
+        // presence records of the home's other processes
+        None => {
             serde_json::json!({"tool": "sessions_list", "args": {}, "caller": null, "config": {},
-                "host": {"dshHome": home.to_string_lossy(), "baseUrl": null, "version": null,
-                "secret": null, "profile": null}, "live": []})
+            "host": {"dshHome": home.to_string_lossy(), "baseUrl": null, "version": null,
+            "secret": null, "profile": null}, "live": []})
             .to_string()
-        });
-    mail_core::tools::parse_request(&json).ok()?.ok()
+        }
+    };
+    mail_core::tools::parse_request(&json)
+        .ok()
+        .and_then(|r| r.ok())
+        .ok_or(())
 }
 
 /// The linked machine `id` as the core names it, if this home has it linked.
@@ -908,7 +940,15 @@ fn machines_handler(home: &std::path::Path) -> link::Handler {
             let Some(machine) = linked_machine(&home, from.as_str()) else {
                 return Err(refused("unlinked", "not a linked machine"));
             };
-            let Some(here) = here_of(&home) else {
+            // a read's session (the frame `{v, body: {op: "read", args}}`; decoded strictly by the core)
+            let read = match body.pointer("/body/op").and_then(|v| v.as_str()) {
+                Some("read") => body
+                    .pointer("/body/args/session_id")
+                    .and_then(|v| v.as_str())
+                    .map(str::to_string),
+                _ => None,
+            };
+            let Ok(here) = here_of(&home, read).await else {
                 return Err(refused("unavailable", "this process cannot serve now"));
             };
             Ok(mail_core::remote::serve_value(&here, &machine, body).await)
@@ -993,14 +1033,18 @@ fn has_links(home: &std::path::Path) -> bool {
         && !LinkMachines::read_linked(home).is_empty()
 }
 
-/// This process's host facts for what linked machines ask of it (the shim pushes them every few
-/// seconds while the plugin is mounted): `request` is a ToolRequest's JSON (tool, args and caller ignored).
-#[napi]
-pub fn machines_here(dsh_home: Option<String>, request: String) {
+/// How this process's host facts are read when a linked machine's request arrives: `here(read)` resolves
+/// to a ToolRequest's JSON (config, host, the sessions live in this process now; for a read, `read` is
+/// its session id — '' otherwise — and the request carries `liveSeq` / `liveFlushed` of it). Registered by the shim
+/// while the plugin is mounted (lib/machines.js), dropped by `machinesStop`.
+#[napi(
+    ts_args_type = "dshHome: string | undefined | null, here: (read: string) => Promise<string>"
+)]
+pub fn machines_serve_with(dsh_home: Option<String>, here: HereFn) {
     let home = home_of(dsh_home.as_deref());
     if let Ok(mut h) = HERE.lock() {
         h.retain(|(p, _)| p != &home);
-        h.push((home, request));
+        h.push((home, std::sync::Arc::new(here)));
     }
 }
 
@@ -1218,6 +1262,9 @@ pub async fn machines_start(dsh_home: Option<String>) -> napi::Result<bool> {
 #[napi]
 pub async fn machines_stop(dsh_home: Option<String>) -> napi::Result<()> {
     let home = home_of(dsh_home.as_deref());
+    if let Ok(mut h) = HERE.lock() {
+        h.retain(|(p, _)| p != &home);
+    }
     machines_of(&home).stop().await;
     Ok(())
 }

@@ -12,22 +12,12 @@ import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { makeSandbox, packAndInstall, bootWeb, initProfile, userTexts, requestIdOf, sleep, REPO_ROOT } from './real-host/harness.mjs'
+import { makeSandbox, packAndInstall, bootWeb, initProfile, userTexts, requestIdOf, sleep, REPO_ROOT, clientRoute } from './real-host/harness.mjs'
 
 describe('standing rules, held expiry, counts and bulk decisions in rc.8', () => {
   let box, web, A, B, C
 
-  async function route(endpoint, payload = {}) {
-    const res = await fetch(`${web.base}/dsh-session-mail/${endpoint}`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', origin: web.base },
-      body: JSON.stringify({ type: 'client-request', rpcId: `e2e-${Date.now()}`, method: endpoint, payload }),
-    })
-    assert.equal(res.status, 200)
-    const r = (await res.json()).result
-    assert.equal(r.ok, true, `${endpoint}: ${JSON.stringify(r)}`)
-    return r.value
-  }
+  const route = (endpoint, payload = {}) => clientRoute(web, endpoint, payload)
   const sendTo = async (from, to, message) => {
     const r = await web.callTool(from, 'send_session_message', { toSessionId: to, message })
     return { text: r.text, rid: requestIdOf(r.text) }

@@ -16,7 +16,8 @@
 //   box's home), esc (a RegExp-safe string), requestIdIn / requestIdOf (the
 //   `request:` line of a send result; Of asserts it is there), landedCount (deliveries of one rpcId in a log),
 //   presenceRecords(home), hasLog(home, id), runHeadless(box, task), headlessOwner(home, {notPid, maxAgeMs}),
-//   idleSession(web, cwd, text), webAndHeadless(box), webWithSlowTool(box, m), assertOneHistory(home, id)
+//   idleSession(web, cwd, text), webAndHeadless(box), webWithSlowTool(box, m), assertOneHistory(home, id),
+//   clientRoute(web, endpoint, payload) (a route of the web client half, as the page calls it)
 //
 // Importing this module checks the Node it runs on (>= 22.15: the host's, $DSH_NODE) before anything runs.
 import assert from 'node:assert/strict'
@@ -99,6 +100,22 @@ export function startCli(box, args, env = {}) {
   child.stderr.on('data', (d) => { stderr += d })
   const done = new Promise((resolve) => child.on('close', code => resolve({ code, stdout, stderr })))
   return { done, out: () => stdout }
+}
+
+/**
+ * A route of the web client half on `web` (lib/client-host.js), called as the page calls it (a Connection RPC POST
+ * to /dsh-session-mail/<endpoint>): its `value`; asserts the answer is ok.
+ */
+export async function clientRoute(web, endpoint, payload = {}) {
+  const res = await fetch(`${web.base}/dsh-session-mail/${endpoint}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', origin: web.base },
+    body: JSON.stringify({ type: 'client-request', rpcId: `e2e-${Date.now()}`, method: endpoint, payload }),
+  })
+  assert.equal(res.status, 200)
+  const r = (await res.json()).result
+  assert.equal(r.ok, true, `${endpoint}: ${JSON.stringify(r)}`)
+  return r.value
 }
 
 /** The machine lease record of `home` (docs/machines.md) once a live process other than the command line holds it. */
@@ -674,7 +691,13 @@ export function assistantTexts(events) {
 
 /** True when every turn/start has its turn/end (nothing running; a prompt just accepted may not have started yet). */
 export function isIdle(events) {
-  return events.filter(e => e.type === 'turn/start').length === turnEndCount(events)
+  // the last turn event is an end (not the counts of both: a long session's history — 700+ events in
+  // real-host-machines after the loop across machines — can hold a turn/end whose turn/start it no longer has)
+  for (let i = events.length - 1; i >= 0; i--) {
+    if (events[i].type === 'turn/end') return true
+    if (events[i].type === 'turn/start') return false
+  }
+  return true
 }
 
 /** Number of turn/end events. */

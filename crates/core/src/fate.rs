@@ -411,6 +411,9 @@ pub struct RequestFate {
     pub machine: Option<crate::machine::Machine>,
     /// One line for people (`landed in … at seq N (turn T)`, …).
     pub text: String,
+    /// That machine answered this verify: `state` is what became of the message there now (else what
+    /// it answered when it took it, or what this home's outbox says).
+    pub answered_there: bool,
 }
 
 #[cfg(test)]

@@ -141,7 +141,11 @@ fn wire_row(c: &Candidate) -> WireRow {
 }
 
 async fn serve_read(here: &ToolRequest, args: Value) -> Response {
-    let r = as_local(here, Tool::SessionsRead, args);
+    let mut r = as_local(here, Tool::SessionsRead, args);
+    // the binding asked the serving host with this read's session: it flushed it and reported its
+    // length, as for a local read (without, a live session's newest turns may not be in its log yet)
+    r.live_seq = here.live_seq;
+    r.live_flushed = here.live_flushed;
     match tools::read::run_result(&r).await {
         Ok(res) => {
             let w = &res.window;
@@ -504,13 +508,14 @@ fn verify_here(home: &Path, from: &MachineId, request_id: &str) -> VerifyAnswer 
                 v.state = S::Refused;
                 v.code = Some(w.code);
             }
+            // held for this home's human: what the held store says until it lands (an approved message
+            // is handed to the session's mailbox and lands: then the log says landed, as a local verify
+            // says — `approved` for ever was what a linked machine heard before)
             Landing::Held => {
-                v.state = match crate::policy::held::state_of(home, request_id, Some(&a.target))
-                    .map(|h| h.state)
-                {
-                    Some(crate::policy::held::HeldState::Approved) => S::Approved,
-                    Some(crate::policy::held::HeldState::Rejected) => S::Rejected,
-                    _ => S::Held,
+                let f = fate::verify(home, request_id, Some(&a.target));
+                v.state = match fate::state_of(&f) {
+                    S::Unknown => S::Held,
+                    s => s,
                 }
             }
             Landing::Accepted { .. } | Landing::MayHaveLanded => {

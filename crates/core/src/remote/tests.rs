@@ -461,6 +461,26 @@ async fn the_receivers_human_holds_or_refuses_and_its_machine_rule_applies() {
         .await
         .unwrap();
     assert_eq!(v.state, wire::FateState::Held);
+    // that human approves: `approved` there until it lands, then `landed`, as the log says (it was
+    // `approved` for ever before: real-host-machines' hold case)
+    crate::policy::held::decide(h1, B, &rc.request_id, true, 5).unwrap();
+    let v = verify(net.homes[0].path(), &net.at(0), &rc.request_id)
+        .await
+        .unwrap();
+    assert_eq!(v.state, wire::FateState::Approved);
+    let msg = json!({"id":"m1","role":"user","content":[{"type":"text","text":"one"}],"source":{"kind":"user","rpcId":rc.request_id}});
+    let log = h1.join("sessions").join("-w").join(B).join("session.jsonl");
+    let mut text = std::fs::read_to_string(&log).unwrap();
+    text.push_str(&format!(
+        "{}\n{}\n",
+        json!({"type":"turn/start","seq":1,"time":2,"data":{"turn":1}}),
+        json!({"type":"user/message","seq":2,"time":2,"data":msg,"surfaceOp":"append"})
+    ));
+    std::fs::write(&log, text).unwrap();
+    let v = verify(net.homes[0].path(), &net.at(0), &rc.request_id)
+        .await
+        .unwrap();
+    assert_eq!(v.state, wire::FateState::Landed, "{v:?}");
     // the rule for home 0's machine refuses, over the session's hold
     policy::apply(
         h1,

@@ -157,6 +157,7 @@ pub fn request_fate(v: &Verification, request_id: &str, home: &Path) -> RequestF
         session_missing: v.session_missing,
         machine: None,
         text: line(&reading, v, request_id, home),
+        answered_there: false,
     }
 }
 

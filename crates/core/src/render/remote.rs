@@ -270,6 +270,7 @@ pub fn request_fate(v: &crate::outcome::RemoteVerification) -> crate::fate::Requ
                 .unwrap_or_else(|| v.machine.short().to_string()),
         }),
         text: verification(v),
+        answered_there: v.there.is_some(),
     }
 }
 
