@@ -853,6 +853,7 @@ module.exports.machinesLink = nativeBinding.machinesLink
 module.exports.machinesList = nativeBinding.machinesList
 module.exports.machinesRename = nativeBinding.machinesRename
 module.exports.machinesServeWith = nativeBinding.machinesServeWith
+module.exports.machinesSessions = nativeBinding.machinesSessions
 module.exports.machinesStart = nativeBinding.machinesStart
 module.exports.machinesStop = nativeBinding.machinesStop
 module.exports.machinesUnlink = nativeBinding.machinesUnlink

@@ -84,6 +84,14 @@ export declare function machinesRename(dshHome: string | undefined | null, name:
 export declare function machinesServeWith(dshHome: string | undefined | null, here: (read: string) => Promise<string>): void
 
 /**
+ * The `@` locator's sessions on linked machines (issue 31 #6): each machine's own `sessions_list` rows
+ * (its bounds, `query` matched there; a query that is part of the machine's name matches every session
+ * there, as the tool does), all machines asked at once within the listing's deadline. JSON
+ * `{machines: [{id, name, rows: [wire row], error: string | null}]}`; no link, no machines.
+ */
+export declare function machinesSessions(dshHome?: string | undefined | null, query?: string | undefined | null, limit?: number | undefined | null): Promise<string>
+
+/**
  * The plugin's start: keep the home's lease (take it when the home has links and no live holder, take
  * over when the holder goes). Resolves to whether this process holds the endpoint now.
  */
@@ -253,7 +261,9 @@ export interface ToolOutcome {
 
 /**
  * Look a request id up in `sessionId`'s log, else in the log of the target the ledger names,
- * else in every session's log.
+ * else in every session's log. A message sent to a linked machine is the core's `remote::verify`
+ * (this home's outbox, else that machine asked; `machine` names it), when the home has a `machine/`
+ * folder (one `stat` otherwise).
  */
 export declare function verifyRequest(dshHome: string | undefined | null, requestId: string, sessionId?: string | undefined | null): Promise<RequestFate>
 
@@ -524,6 +534,15 @@ export interface Listing {
   notes: Array<string> | null
 }
 
+/**
+ * A linked machine as this home knows it: its id (the stable key) and the name this home's human
+ * gave it at link time (unique per home, renameable).
+ */
+export interface Machine {
+  id: string
+  name: string
+}
+
 /** One envelope claimed for delivery (the binding's `MailboxEnvelope`: `mailboxDrain()` returns these). */
 export interface MailboxEnvelope {
   requestId: string
@@ -730,12 +749,13 @@ export interface RequestFate {
   searched: number
   /** The named session does not exist or cannot be read. */
   sessionMissing: boolean
+  /**
+   * A message sent to a linked machine: that machine (`{id, name}`, the name this home gave it;
+   * an unlinked one by its id's first 12 characters); `null` for this home's own sessions.
+   */
+  machine: Machine | null
   /** One line for people (`landed in … at seq N (turn T)`, …). */
   text: string
-  /** A message sent to a linked machine: that machine's id (`None`: one of this home's sessions). */
-  machineId: string | null
-  /** This home's name for that machine (`None` when it is not linked now). */
-  machineName: string | null
   /**
    * That machine answered this verify: `state` is what became of the message there now (else what
    * it answered when it took it, or what this home's outbox says).

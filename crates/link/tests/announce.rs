@@ -25,7 +25,10 @@ async fn a_machine_that_comes_back_announces_itself_and_the_other_side_hears_it_
     let b = Node::start(hb.path(), cfg(), refusing_handler())
         .await
         .unwrap();
-    let inv = a.invite(Relay::None, Duration::from_secs(300)).await.unwrap();
+    let inv = a
+        .invite(Relay::None, Duration::from_secs(300))
+        .await
+        .unwrap();
     b.accept_invite(&inv.encode(), "alpha", "beta-host")
         .await
         .unwrap();
