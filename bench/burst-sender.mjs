@@ -6,10 +6,12 @@
 import { createInterface } from 'node:readline'
 import { randomUUID } from 'node:crypto'
 import http from 'node:http'
+import { createRequire } from 'node:module'
 import { core, toolRequest } from '../lib/cli/core.js'
 
 const job = JSON.parse(process.argv[2])
-const c = job.mode === 'send' ? core() : null
+// job.core: another build of the addon (burst.mjs --also), else the package's own
+const c = job.mode !== 'send' ? null : job.core ? createRequire(import.meta.url)(job.core) : core()
 
 const body = i => `burst ${job.tag} ${process.pid} ${i}`
 

@@ -18,7 +18,8 @@
 //
 // Targets: burst stall ≤ 1.25× the raw burst's in the same run and ≤ 60 ms; steady stall ≤ 20 ms.
 // Options: --rounds N (bursts of each kind, default 3), --count N (100), --senders N (5), --inflight N (20),
-//          --steady-secs S (60; 0 skips), --cpu-prof DIR (the host writes a V8 CPU profile at exit; prints where its main
+//          --steady-secs S (60; 0 skips), --also OTHER.node (each round also bursts sends through another build of the
+//          addon — an earlier commit's — from the same sender processes' code: a baseline build in the same run), --cpu-prof DIR (the host writes a V8 CPU profile at exit; prints where its main
 //          thread went per window), --no-eld, --nice N (the sender processes under `nice -n N`: a diagnostic — when
 //          the stall falls with it, the stall is the senders' CPU taken from the host, not work on the host's thread)
 import { spawn } from 'node:child_process'
@@ -42,6 +43,7 @@ const STEADY_SECS = Math.max(0, Number(opt('--steady-secs', 60)))
 const CPU_PROF = opt('--cpu-prof', null)
 const ELD = !argv.includes('--no-eld')
 const NICE = opt('--nice', null)
+const ALSO = opt('--also', null) ? resolve(opt('--also')) : null
 const PROBE_MS = 20
 const SETTLE_MS = 1500
 const log = s => process.stderr.write(`bench-burst: ${s}\n`)
@@ -137,13 +139,13 @@ try {
   const config = { budgetPerPair: 1_000_000, budgetPerSender: 1_000_000, maxStackedPerSender: 0 }
 
   /** Spawn `n` sender processes for one series; resolves once each printed READY. */
-  const senders = async (mode, target, { count, inflight, everyMs = 0, wrap, tag }) => {
+  const senders = async (mode, target, { count, inflight, everyMs = 0, wrap, tag, core }) => {
     const per = Math.ceil(count / SENDERS)
     const procs = []
     for (let k = 0; k < (everyMs > 0 ? 1 : SENDERS); k++) {
       const n = everyMs > 0 ? count : Math.min(per, count - k * per)
       if (n <= 0) break
-      const job = { mode, home: box.home, base: web.base, target, callers: everyMs > 0 ? callers : [callers[k]], count: n, inflight: everyMs > 0 ? 1 : Math.ceil(inflight / SENDERS), everyMs, wrap, config, tag }
+      const job = { mode, home: box.home, base: web.base, target, callers: everyMs > 0 ? callers : [callers[k]], count: n, inflight: everyMs > 0 ? 1 : Math.ceil(inflight / SENDERS), everyMs, wrap, config, tag, core }
       const env = { ...box.env }; delete env.NODE_OPTIONS; delete env.DSH_BENCH_ELD_DIR
       const cmd = [box.host.node, join(HERE, 'burst-sender.mjs'), JSON.stringify(job)]
       if (NICE !== null) cmd.unshift('nice', '-n', String(Number(NICE)))
@@ -220,13 +222,15 @@ try {
     log(`a send delivers ${JSON.stringify(Object.values(wrap)[0]?.[0]?.slice(0, 80))}… + the body + ${Object.values(wrap)[0]?.[1]?.length} chars; the raw POSTs carry the same`)
   }
   const load0 = loadavg()
-  const out = { burst: { raw: [], plugin: [] }, steady: { raw: null, plugin: null } }
+  const out = { burst: { raw: [], plugin: [], ...(ALSO ? { also: [] } : {}) }, steady: { raw: null, plugin: null } }
+  const kinds = Object.keys(out.burst)
   for (let i = 0; i < ROUNDS; i++) {
-    const order = i % 2 === 0 ? ['raw', 'plugin'] : ['plugin', 'raw']
+    // the kinds in turn, the first one changing each round
+    const order = kinds.map((_, j) => kinds[(i + j) % kinds.length])
     for (const kind of order) {
       const T = await freshTarget(`${kind}-${i}`)
       await sleep(500)
-      const r = await measure(kind === 'raw' ? 'raw' : 'send', T, { count: COUNT, inflight: INFLIGHT, wrap, tag: `${kind}${i}` })
+      const r = await measure(kind === 'raw' ? 'raw' : 'send', T, { count: COUNT, inflight: INFLIGHT, wrap, tag: `${kind}${i}`, core: kind === 'also' ? ALSO : undefined })
       r.turns = turnsOf(T)
       out.burst[kind].push(r)
       log(`round ${i} ${kind}: stall ${f1(r.stall)} ms (probe p50 ${f1(r.probeP50)}), in-host max delay ${f1(r.eld?.max)} ms, host CPU main ${f1(r.cpuMain)} / other threads ${f1(r.cpuOther)} ms, senders' CPU ${f1(r.senderCpu)} ms (system ${f1(r.senderSys)}), burst ${f1(r.burstMs)} ms, turns ${r.turns}, call p50 ${f1(r.callP50)} ms`)
@@ -248,14 +252,16 @@ try {
   console.log(`\nthe host's event-loop stall while sends arrive from other processes (rc.8 dsh web, ${ROUNDS} bursts of each kind, ${COUNT} calls from ${SENDERS} processes, ${INFLIGHT} in flight; load ${load0[0].toFixed(1)} → ${load1[0].toFixed(1)})`)
   console.log('| burst | stall (GET / every 20 ms) p50 / p99 / max ms | in-host event-loop delay max, p50 / p99 / max ms | host CPU, main thread / other threads, p50 ms | senders\' CPU p50 ms (system) | burst wall p50 ms | turns run by the window\'s end, p50 | call p50 / p99 / max ms (last burst) |')
   console.log('|---|---|---|---|---|---|---|---|')
-  for (const k of ['raw', 'plugin']) {
+  const label = k => ({ raw: 'raw session.prompt', plugin: 'sends (core, other processes)', also: `sends through ${ALSO} (--also)` })[k]
+  for (const k of kinds) {
     const last = out.burst[k].at(-1)
-    console.log(`| ${k === 'raw' ? 'raw session.prompt' : 'sends (core, other processes)'} | ${ppm(stalls(k))} | ${ppm(elds(k))} | ${f1(q(out.burst[k].map(r => r.cpuMain), 0.5))} / ${f1(q(out.burst[k].map(r => r.cpuOther), 0.5))} | ${f1(q(out.burst[k].map(r => r.senderCpu), 0.5))} (${f1(q(out.burst[k].map(r => r.senderSys), 0.5))}) | ${f1(q(out.burst[k].map(r => r.burstMs), 0.5))} | ${q(out.burst[k].map(r => r.turns), 0.5)} | ${f1(last.callP50)} / ${f1(last.callP99)} / ${f1(last.callMax)} |`)
+    console.log(`| ${label(k)} | ${ppm(stalls(k))} | ${ppm(elds(k))} | ${f1(q(out.burst[k].map(r => r.cpuMain), 0.5))} / ${f1(q(out.burst[k].map(r => r.cpuOther), 0.5))} | ${f1(q(out.burst[k].map(r => r.senderCpu), 0.5))} (${f1(q(out.burst[k].map(r => r.senderSys), 0.5))}) | ${f1(q(out.burst[k].map(r => r.burstMs), 0.5))} | ${q(out.burst[k].map(r => r.turns), 0.5)} | ${f1(last.callP50)} / ${f1(last.callP99)} / ${f1(last.callMax)} |`)
   }
   const rMax = Math.max(...stalls('plugin')) / Math.max(...stalls('raw'))
   const rP50 = q(stalls('plugin'), 0.5) / q(stalls('raw'), 0.5)
   const pMax = Math.max(...stalls('plugin'))
   console.log(`burst stall, sends ÷ raw: max ${rMax.toFixed(2)}×, p50 ${rP50.toFixed(2)}× — target ≤ 1.25× and ≤ 60 ms: ${rMax <= 1.25 && pMax <= 60 ? 'PASS' : 'MISS'} (max ${f1(pMax)} ms)`)
+  if (ALSO) console.log(`burst stall, sends through ${ALSO} ÷ raw: max ${(Math.max(...stalls('also')) / Math.max(...stalls('raw'))).toFixed(2)}×, p50 ${(q(stalls('also'), 0.5) / q(stalls('raw'), 0.5)).toFixed(2)}× (max ${f1(Math.max(...stalls('also')))} ms)`)
   if (STEADY_SECS > 0) {
     for (const k of ['plugin', 'raw']) {
       const r = out.steady[k]
@@ -331,5 +337,6 @@ function attribute (p, out) {
   }
   row('burst, raw session.prompt', out.burst.raw)
   row('burst, sends', out.burst.plugin)
+  if (out.burst.also) row('burst, sends (--also)', out.burst.also)
   for (const k of ['plugin', 'raw']) if (out.steady[k]) row(`steady, ${k === 'raw' ? 'raw session.prompt' : 'sends'}`, [out.steady[k]])
 }

@@ -35,8 +35,10 @@ async function within(ms, p, what) {
 const ledgerDir = () => join(host.dshHome, 'dsh-session-mail')
 const ledgerFile = () => join(ledgerDir(), 'ledger.jsonl')
 function resetLedger() {
-  // a send's background index pass (crates/core mailindex, nudged after the result) may still be writing
-  // index/mail.sqlite: rm retries what it finds not empty (node's rimraf maxRetries)
+  // a send's background index pass (crates/core mailindex, nudged after the result) starts up to 250 ms later
+  // (feed::PASS_EVERY) and may then still be writing index/mail.sqlite: wait for it to start (this thread only:
+  // the pass runs on the core's own threads), then rm retries what it finds not empty (node's rimraf maxRetries)
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 400)
   rmSync(ledgerDir(), { recursive: true, force: true, maxRetries: 10, retryDelay: 50 })
 }
 

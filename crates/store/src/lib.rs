@@ -543,3 +543,22 @@ pub fn find_request(home: &Path, session_id: &str, rpc_id: &str) -> Option<Fate>
     let t = request_trace(home, session_id, rpc_id)?;
     Some(fate::fate_of(&t)).filter(|f| *f != Fate::Unknown)
 }
+
+/// [`find_request`] of several request ids of one session, in their order: the session's log is found
+/// and its fold taken once for all of them (the stacking guard looks up to 16 ids of one target; each
+/// [`find_request`] would look the session's folder up again).
+pub fn find_requests(home: &Path, session_id: &str, rpc_ids: &[String]) -> Vec<Option<Fate>> {
+    match load_session(home, session_id) {
+        Lookup::Found(s) => rpc_ids
+            .iter()
+            .map(|id| {
+                s.fold
+                    .requests
+                    .get(id)
+                    .map(fate::fate_of)
+                    .filter(|f| *f != Fate::Unknown)
+            })
+            .collect(),
+        _ => vec![None; rpc_ids.len()],
+    }
+}

@@ -222,6 +222,42 @@ fn find_request_landed_queued_and_unknown() {
 }
 
 #[test]
+fn find_requests_answers_each_id_as_find_request_does() {
+    // the stacking guard's batch lookup: one fold of the session's log, each id's answer the same
+    let home = fixtures_root();
+    for (sid, ids) in [
+        (
+            MAIN,
+            vec![REQ_LANDED, "22915", REQ_QUEUED, "dsh-session-mail:nope"],
+        ),
+        (
+            FORK,
+            vec!["dsh-session-mail:inherited-1", "dsh-session-mail:fork-own"],
+        ),
+        ("session-nope", vec![REQ_LANDED, REQ_QUEUED]),
+    ] {
+        let ids: Vec<String> = ids.into_iter().map(str::to_string).collect();
+        let one_by_one: Vec<Option<Fate>> =
+            ids.iter().map(|id| find_request(&home, sid, id)).collect();
+        assert_eq!(find_requests(&home, sid, &ids), one_by_one, "{sid}");
+    }
+    assert!(find_requests(&home, MAIN, &[]).is_empty());
+    // (not vacuous: MAIN's answers hold a landed, a queued and a none)
+    let main = find_requests(
+        &home,
+        MAIN,
+        &[
+            REQ_LANDED.to_string(),
+            REQ_QUEUED.to_string(),
+            "x".to_string(),
+        ],
+    );
+    assert!(matches!(main[0], Some(Fate::Landed { .. })));
+    assert!(matches!(main[1], Some(Fate::Queued { .. })));
+    assert_eq!(main[2], None);
+}
+
+#[test]
 fn a_grown_log_is_read_only_from_its_new_frames() {
     let d = tempfile::tempdir().unwrap();
     let mut b = main_v0();

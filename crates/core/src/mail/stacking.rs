@@ -108,7 +108,21 @@ pub fn check(
             }
         }
     }
-    let waiting = pending_from_sender(&ids, live, |id| store::find_request(home, target, id));
+    // (not live here: the newest ids are looked up in the target's log, found and folded once for all)
+    let fates = match live {
+        Some(_) => Vec::new(),
+        None => {
+            let newest: Vec<String> = ids.iter().take(COLD_LOOKUPS).cloned().collect();
+            let fates = store::find_requests(home, target, &newest);
+            newest.into_iter().zip(fates).collect::<Vec<_>>()
+        }
+    };
+    let waiting = pending_from_sender(&ids, live, |id| {
+        fates
+            .iter()
+            .find(|(i, _)| i == id)
+            .and_then(|(_, f)| f.clone())
+    });
     decide(waiting, urgent, limit)
 }
 

@@ -519,13 +519,20 @@ pub struct Claimed {
     pub landed: bool,
 }
 
-/// Whose is an envelope addressed to (`pid`, `started_at`) for `session`, as seen by `me`?
+/// The believed presence record of each live process a pass asked [`is_mine_or_orphan`] about (`None`:
+/// none), read once per pid and pass.
+type Peers = Vec<(u32, Option<presence::Record>)>;
+
+/// Whose is an envelope addressed to (`pid`, `started_at`) for `session`, as seen by `me`? Only that
+/// process's own record is read (`presence::of_pid`, the checks `presence::peers` makes of each record),
+/// never the home's whole listing: a pass over one shard cost a read and a `/proc` check of every
+/// record on the home (~2 system calls a record, the mail index's fate of each queued row included).
 fn is_mine_or_orphan(
     me: &Drainer,
     pid: u32,
     started_at: Option<i64>,
     session: &str,
-    peers: &mut Option<Vec<presence::Record>>,
+    peers: &mut Peers,
     home: &Path,
     now_ms: i64,
 ) -> bool {
@@ -537,11 +544,15 @@ fn is_mine_or_orphan(
         return true;
     }
     // Alive: it still owns the envelope only while its fresh record (same incarnation) lists the session.
-    let peers = peers.get_or_insert_with(|| presence::peers(home, me.pid, now_ms));
-    !peers.iter().any(|r| {
-        r.pid == pid
-            && started_at.is_none_or(|t| t == r.started_at)
-            && r.sessions.iter().any(|s| s.id == session)
+    let i = match peers.iter().position(|(p, _)| *p == pid) {
+        Some(i) => i,
+        None => {
+            peers.push((pid, presence::of_pid(home, me.pid, now_ms, pid)));
+            peers.len() - 1
+        }
+    };
+    !peers[i].1.as_ref().is_some_and(|r| {
+        started_at.is_none_or(|t| t == r.started_at) && r.sessions.iter().any(|s| s.id == session)
     })
 }
 
@@ -642,7 +653,7 @@ pub fn drain_with(
     if fsafe::check_private_dir(&root(home)).is_err() {
         return out;
     }
-    let mut peers = None;
+    let mut peers = Peers::new();
     for session in me.sessions.iter().take(presence::MAX_SESSIONS) {
         let Some(d) = shard(home, session) else {
             continue;

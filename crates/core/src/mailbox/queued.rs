@@ -578,7 +578,7 @@ pub fn recover(home: &Path, me: &Drainer, now_ms: i64) -> Vec<Redelivery> {
     if fsafe::check_private_dir(&super::root(home)).is_err() {
         return out;
     }
-    let mut peers = None;
+    let mut peers = Vec::new();
     for session in me.sessions.iter().take(crate::presence::MAX_SESSIONS) {
         let Some(d) = shard(home, session) else {
             continue;
@@ -825,7 +825,7 @@ pub const SWEEP_LOGS: usize = 16;
 pub fn sweep_landed(home: &Path, me: &Drainer, now_ms: i64) -> Swept {
     let mut out = Swept::default();
     let root = super::root(home);
-    let mut peers = None;
+    let mut peers = Vec::new();
     let mut logs = 0usize;
     for session in shards_of(home) {
         if me.sessions.contains(&session) {
@@ -904,6 +904,9 @@ pub fn wake_candidate(home: &Path, me: &Drainer, now_ms: i64) -> Option<WakeCand
     let root = super::root(home);
     fsafe::check_private_dir(&root).ok()?;
     let peers = crate::presence::peers(home, me.pid, now_ms);
+    // (the records listed above, by pid, for is_mine_or_orphan: the listing is read once)
+    let mut known: Vec<(u32, Option<crate::presence::Record>)> =
+        peers.iter().map(|r| (r.pid, Some(r.clone()))).collect();
     let mut shards: Vec<String> = fs::read_dir(&root)
         .ok()?
         .flatten()
@@ -933,15 +936,7 @@ pub fn wake_candidate(home: &Path, me: &Drainer, now_ms: i64) -> Option<WakeCand
                 let started = (h.holder_started_at != 0).then_some(h.holder_started_at);
                 (h.session_id == session
                     && key_of(&h.request_id) == Some(k)
-                    && is_mine_or_orphan(
-                        me,
-                        pid,
-                        started,
-                        &session,
-                        &mut Some(peers.clone()),
-                        home,
-                        now_ms,
-                    ))
+                    && is_mine_or_orphan(me, pid, started, &session, &mut known, home, now_ms))
                 .then_some(h)
             })
             .collect();
@@ -1114,7 +1109,15 @@ pub fn lookup(home: &Path, session: &str, request_id: &str, now_ms: i64) -> Opti
     // another incarnation or no longer lists the session.
     let nobody = Drainer::default();
     let started = (h.holder_started_at != 0).then_some(h.holder_started_at);
-    let gone = is_mine_or_orphan(&nobody, pid, started, session, &mut None, home, now_ms);
+    let gone = is_mine_or_orphan(
+        &nobody,
+        pid,
+        started,
+        session,
+        &mut Vec::new(),
+        home,
+        now_ms,
+    );
     Some(if gone {
         QueuedState::Lost {
             pid: h.holder_pid,

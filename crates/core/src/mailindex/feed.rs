@@ -13,8 +13,8 @@
 //! Every write is an idempotent upsert, so several processes feeding one index agree.
 //!
 //! Off the host's thread: the routes run it on the blocking pool before they read, and a send hands it
-//! to the blocking pool after its result ([`nudge`]; coalesced: one pass at a time, one more if mail
-//! moved meanwhile). Nothing here is read by a delivery decision.
+//! to the blocking pool after its result ([`nudge`]; coalesced: one pass at a time, at most one started
+//! every [`PASS_EVERY`], one more if mail moved meanwhile). Nothing here is read by a delivery decision.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -895,9 +895,19 @@ pub fn forget(home: &Path) {
 static RUNNING: AtomicBool = AtomicBool::new(false);
 /// Homes waiting for a background pass, and whether it looks at open mail again.
 static PENDING: Mutex<Vec<(PathBuf, bool)>> = Mutex::new(Vec::new());
+/// When this process's last background pass started.
+static LAST_PASS: Mutex<Option<std::time::Instant>> = Mutex::new(None);
+
+/// Background passes start at most this often per process. Every send nudges one; a pass reads the
+/// ledger's new lines, looks their targets up (logs, mailbox, presence) and writes one transaction into
+/// the home's shared WAL — ~150 system calls in a sending process, more than the send's own checks — so
+/// a burst of sends makes one pass for the lines it wrote meanwhile, not one each (bench/README.md, run
+/// B). The page's reads bring the index up to date themselves (`with_index`): nothing waits for a pass.
+pub const PASS_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// Mail moved in `home` (a send was recorded): bring its index up to date on the blocking pool, after
-/// the caller's result. Returns at once; one pass runs at a time, and nudges meanwhile make one more.
+/// the caller's result. Returns at once; one pass runs at a time, at most one starts every
+/// [`PASS_EVERY`] (the first at once), and nudges meanwhile make one more.
 /// Without a tokio runtime (the command line) it does nothing: the page's next read catches up.
 pub fn nudge(home: &Path) {
     if tokio::runtime::Handle::try_current().is_ok() {
@@ -920,15 +930,85 @@ fn schedule(home: &Path, look: bool) {
     if RUNNING.swap(true, Ordering::AcqRel) {
         return;
     }
-    rt.spawn_blocking(|| loop {
-        let homes = std::mem::take(&mut *PENDING.lock().unwrap_or_else(|p| p.into_inner()));
-        for (h, look) in &homes {
-            let _ = with_index_in(&BACKGROUND, h, *look, true, |_| Ok(()));
+    start(&rt);
+}
+
+/// Holds [`RUNNING`] for passes not started yet: dropped unrun (their runtime shut down while they
+/// waited), it lets the next nudge start them.
+struct Held(bool);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if self.0 {
+            RUNNING.store(false, Ordering::Release);
         }
-        RUNNING.store(false, Ordering::Release);
-        let more = !PENDING.lock().unwrap_or_else(|p| p.into_inner()).is_empty();
-        if !more || RUNNING.swap(true, Ordering::AcqRel) {
-            break;
+    }
+}
+
+/// Start the pending passes (the caller holds [`RUNNING`]): at once when none started in the last
+/// [`PASS_EVERY`], else when that time is up (waiting on the runtime's timer, not a blocking thread).
+fn start(rt: &tokio::runtime::Handle) {
+    let wait = LAST_PASS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .map_or(std::time::Duration::ZERO, |t| {
+            PASS_EVERY.saturating_sub(t.elapsed())
+        });
+    let held = Held(true);
+    let run = move || {
+        let mut held = held;
+        held.0 = false;
+        passes();
+    };
+    if wait.is_zero() {
+        drop(rt.spawn_blocking(run));
+    } else {
+        drop(rt.spawn(async move {
+            tokio::time::sleep(wait).await;
+            drop(tokio::task::spawn_blocking(run));
+        }));
+    }
+}
+
+/// Run the pending passes (on the blocking pool, holding [`RUNNING`]); nudges that came meanwhile
+/// start the next ones [`PASS_EVERY`] after.
+fn passes() {
+    *LAST_PASS.lock().unwrap_or_else(|p| p.into_inner()) = Some(std::time::Instant::now());
+    let homes = std::mem::take(&mut *PENDING.lock().unwrap_or_else(|p| p.into_inner()));
+    for (h, look) in &homes {
+        #[cfg(test)]
+        tests_support::count_pass(h);
+        let _ = with_index_in(&BACKGROUND, h, *look, true, |_| Ok(()));
+    }
+    RUNNING.store(false, Ordering::Release);
+    let more = !PENDING.lock().unwrap_or_else(|p| p.into_inner()).is_empty();
+    if more && !RUNNING.swap(true, Ordering::AcqRel) {
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => start(&rt),
+            Err(_) => RUNNING.store(false, Ordering::Release),
         }
-    });
+    }
+}
+
+/// Background passes run per home (tests: a burst of nudges makes few).
+#[cfg(test)]
+pub mod tests_support {
+    use std::path::{Path, PathBuf};
+    use std::sync::Mutex;
+
+    static PASSES: Mutex<Vec<(PathBuf, usize)>> = Mutex::new(Vec::new());
+
+    pub(super) fn count_pass(home: &Path) {
+        let mut p = PASSES.lock().unwrap_or_else(|p| p.into_inner());
+        match p.iter_mut().find(|(h, _)| h == home) {
+            Some((_, n)) => *n += 1,
+            None => p.push((home.to_path_buf(), 1)),
+        }
+    }
+
+    /// The background passes this process ran for `home`.
+    pub fn passes(home: &Path) -> usize {
+        let p = PASSES.lock().unwrap_or_else(|p| p.into_inner());
+        p.iter().find(|(h, _)| h == home).map_or(0, |(_, n)| *n)
+    }
 }

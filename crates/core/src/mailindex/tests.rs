@@ -843,3 +843,54 @@ fn a_send_to_a_linked_machine_keeps_its_machine_when_its_row_is_looked_at_again(
         assert_eq!(p.rows[0].sender_machine, None);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_sends_makes_few_background_passes_and_they_index_every_line() {
+    // every send nudges a background pass (the binding, after its result); 10 sends 50 ms apart — the
+    // pace of a burst from one process — make one pass at once and at most one per PASS_EVERY after it,
+    // not one each (without the throttle: ~10, a pass of this home takes a few ms)
+    let mut w = World::new();
+    w.write_logs();
+    let t0 = std::time::Instant::now();
+    for n in 0..10 {
+        w.add(
+            n,
+            &Msg {
+                from: n % 2,
+                to: 2,
+                kind: Kind::Refused,
+                framed: false,
+                reply_to: None,
+                words: vec!["burst"],
+            },
+        );
+        feed::nudge(w.home.path());
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let spread = t0.elapsed();
+    // the passes index every line (read through a connection of its own: a route's read would catch
+    // up by itself)
+    let home = w.home.path().to_path_buf();
+    let rows = || {
+        index::Index::open(&home)
+            .ok()
+            .and_then(|(ix, _)| ix.state().ok())
+            .map_or(0, |s| s.rows)
+    };
+    for _ in 0..100 {
+        if rows() == 10 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(rows(), 10, "the background passes indexed every line");
+    // one at once, then one per PASS_EVERY while the nudges came, and one for the last of them (a
+    // throttle of some length: 10 nudges would make 10 passes under a bound from a tiny one)
+    assert!(feed::PASS_EVERY >= std::time::Duration::from_millis(100));
+    let bound = 2 + (spread.as_millis() / feed::PASS_EVERY.as_millis()) as usize;
+    let passes = feed::tests_support::passes(&home);
+    assert!(
+        (1..=bound).contains(&passes),
+        "{passes} background passes for 10 nudges within {spread:?} (at most {bound})"
+    );
+}

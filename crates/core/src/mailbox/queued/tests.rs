@@ -718,3 +718,55 @@ fn a_slot_prewritten_with_the_expected_record_names_exactly_the_record_written()
         answered
     );
 }
+
+/// `verify` and the mail index judge a queued message's holder by that process's own presence record
+/// (`presence::of_pid`), not the home's listing: queued while its fresh record of the same incarnation
+/// lists the session — whatever else is planted beside it —, lost once its record is another incarnation or
+/// no longer lists the session, and lost when its pid is dead.
+#[test]
+fn a_queued_messages_holder_is_judged_by_its_own_presence_record() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let holder = std::os::unix::process::parent_id(); // alive, not us
+    crate::presence::verify::testing::trust(holder);
+    let now = base::clock::now_ms();
+    let rec = |pid: u32, started_at: i64, session: &str| crate::presence::Record {
+        v: 1,
+        pid,
+        started_at,
+        sessions: vec![crate::presence::PeerSession {
+            id: session.into(),
+            status: "idle".into(),
+        }],
+        ..Default::default()
+    };
+    crate::presence::publish(h, &rec(holder, 5, S), now).unwrap();
+    // planted beside it: a dead pid's record claiming the session (removed by a listing, never believed)
+    crate::presence::publish(h, &rec(DEAD, 5, S), now).unwrap();
+    record(h, &held(1, holder, None)).unwrap();
+    record(h, &held(2, DEAD, None)).unwrap();
+    assert!(
+        matches!(lookup(h, S, &rid(1), now), Some(QueuedState::Queued { pid, .. }) if pid == holder)
+    );
+    assert!(matches!(
+        lookup(h, S, &rid(2), now),
+        Some(QueuedState::Lost { .. })
+    ));
+    // the holder restarted (another startedAt): its record no longer vouches for the message
+    crate::presence::publish(h, &rec(holder, 6, S), now).unwrap();
+    assert!(matches!(
+        lookup(h, S, &rid(1), now),
+        Some(QueuedState::Lost { .. })
+    ));
+    // the same incarnation, no longer listing the session
+    crate::presence::publish(h, &rec(holder, 5, "session-other"), now).unwrap();
+    assert!(matches!(
+        lookup(h, S, &rid(1), now),
+        Some(QueuedState::Lost { .. })
+    ));
+    crate::presence::publish(h, &rec(holder, 5, S), now).unwrap();
+    assert!(matches!(
+        lookup(h, S, &rid(1), now),
+        Some(QueuedState::Queued { .. })
+    ));
+}
