@@ -8,6 +8,8 @@
 //!   for a machine that is offline waits in the outbox instead of being refused as not found).
 //! - [`outbox`] — the sending side's messages for a machine that could not be reached (`outbox/`,
 //!   fsynced before the receipt says so), delivered by a later drain or expired after `outboxTtlMs`.
+//! - [`sent`] — the sending side's copy of each message it sent to a linked machine (`sent/<day>/`), shown
+//!   to the human only when it hashes to the ledger line's `bodySha256` (the text lands in the far log).
 //!
 //! Every file here is read as hostile (bounded, no links, this user's, sealed where a forgery would
 //! loosen anything) and a record that cannot be read or written fails closed.
@@ -16,6 +18,7 @@ pub mod arrivals;
 pub mod foreign;
 pub mod outbox;
 pub mod seen;
+pub mod sent;
 
 use std::path::{Path, PathBuf};
 

@@ -322,6 +322,12 @@ fn derive(home: &Path, titles: &mut Titles, grouped: &[(String, i64, Entry)]) ->
             rows[i].text = got.remove(&rows[i].request_id);
         }
     }
+    // sent to a linked machine: this home's copy, when it hashes to the ledger line's body
+    for (r, (rid, time, e)) in rows.iter_mut().zip(grouped) {
+        if let (None, Some(_), Some(sha)) = (&r.text, &r.target_machine, &e.body_sha256) {
+            r.text = crate::crossing::sent::text_of(home, rid, sha, *time);
+        }
+    }
     for r in rows.iter_mut().filter(|r| r.text.is_none()) {
         r.text = match r.fate.as_str() {
             "held" | "approved" | "rejected" | "expired" => {

@@ -829,7 +829,10 @@ fn a_send_to_a_linked_machine_keeps_its_machine_when_its_row_is_looked_at_again(
     e.to_machine = Some(far.clone());
     ledger::append(w.home.path(), &e).unwrap();
     w.write_logs();
+    // the sending home's copy of the text (crossing::sent) is the row's text: it hashes to the line's body
+    crate::crossing::sent::record(w.home.path(), &rid(1), "hi", T0).unwrap();
     let first = list(w.home.path(), &MailListArgs::default(), &[]);
+    assert_eq!(first.rows[0].text.as_deref(), Some("hi"));
     assert_eq!(
         first.rows[0].fate,
         FateState::Unknown,

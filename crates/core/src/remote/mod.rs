@@ -992,6 +992,7 @@ pub async fn send_to(req: ToolRequest, machines: &dyn Machines, m: Machine) -> S
             fate,
         }))
     };
+    let body = sreq.body.clone();
     let answer = call(machines, &m.id, Request::Send(sreq.clone()), deadline).await;
     // it answered for this session: a later send goes there even while it is offline (remembered in
     // the ledger line's trip, after the line: one hand-over to the blocking pool, not two)
@@ -1041,6 +1042,9 @@ pub async fn send_to(req: ToolRequest, machines: &dyn Machines, m: Machine) -> S
             }
         }
     };
+    // the human's copy of what went (crossing::sent): not for a refusal, nothing went
+    let copy = (!matches!(outcome, SendOutcome::Refused(_)))
+        .then(|| (plan.request_id.clone(), body, ctx.now_ms));
     let result = SendResult {
         outcome,
         notes: plan.notes.clone(),
@@ -1049,6 +1053,9 @@ pub async fn send_to(req: ToolRequest, machines: &dyn Machines, m: Machine) -> S
         .close_then(&ctx, result, move |home, _| {
             if let Some((mid, t, now)) = seen {
                 crossing::seen::remember(home, &mid, &[t], now);
+            }
+            if let Some((rid, body, now)) = copy {
+                let _ = crossing::sent::record(home, &rid, &body, now);
             }
         })
         .await;

@@ -295,6 +295,17 @@ async fn a_send_lands_on_the_linked_machine_with_seed_003s_header_and_a_reply_go
     let sent = net.homes[0].lines();
     assert_eq!(sent.len(), 1);
     assert_eq!(sent[0].outcome, LedgerOutcome::Accepted);
+    // the sending home keeps its human's copy of the text (crossing::sent), vouched by its ledger line
+    assert_eq!(
+        crate::crossing::sent::text_of(
+            net.homes[0].path(),
+            &rc.request_id,
+            sent[0].body_sha256.as_deref().unwrap(),
+            sent[0].time_ms().unwrap(),
+        )
+        .as_deref(),
+        Some("build it")
+    );
     assert_eq!(
         sent[0].to_machine.as_deref(),
         Some(net.homes[1].id.as_str())
