@@ -982,6 +982,11 @@ fn passes() {
     *LAST_PASS.lock().unwrap_or_else(|p| p.into_inner()) = Some(std::time::Instant::now());
     let homes = std::mem::take(&mut *PENDING.lock().unwrap_or_else(|p| p.into_inner()));
     for (h, look) in &homes {
+        // no ledger (never sent, or the plugin's folder was removed since the nudge): nothing to index,
+        // and a late pass must not make the folder again
+        if std::fs::symlink_metadata(ledger::path(h)).is_err() {
+            continue;
+        }
         #[cfg(test)]
         tests_support::count_pass(h);
         let _ = with_index_in(&BACKGROUND, h, *look, true, |_| Ok(()));

@@ -897,3 +897,17 @@ async fn a_burst_of_sends_makes_few_background_passes_and_they_index_every_line(
         "{passes} background passes for 10 nudges within {spread:?} (at most {bound})"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_pass_for_a_home_whose_ledger_is_gone_makes_nothing() {
+    // the plugin's folder removed after a send nudged a pass (test/hostile.test.mjs's reset did this):
+    // the late pass must neither count nor make the index folder again
+    let h = tempfile::tempdir().unwrap();
+    feed::nudge(h.path());
+    tokio::time::sleep(feed::PASS_EVERY * 2).await;
+    assert_eq!(feed::tests_support::passes(h.path()), 0);
+    assert!(
+        std::fs::symlink_metadata(index::dir(h.path())).is_err(),
+        "no index folder made for a home with no ledger"
+    );
+}
