@@ -955,9 +955,16 @@ impl Node {
         let t0 = Instant::now();
         let dl = self.inner.cfg.request_deadline;
         let mut tries = 0;
+        // a try wrote the whole request before its connection failed: the machine may have run it, so no
+        // later failure may say it did not arrive (the core keeps it as `may have arrived`, same request id)
+        let mut sent = false;
+        let unanswered = |e: CallError, sent: bool| if sent { CallError::Timeout } else { e };
         loop {
             tries += 1;
-            let conn = self.connection(&link, full).await?;
+            let conn = self
+                .connection(&link, full)
+                .await
+                .map_err(|e| unanswered(e, sent))?;
             let r = tokio::time::timeout(dl, async {
                 let (mut send, mut recv) = conn
                     .open_bi()
@@ -970,7 +977,7 @@ impl Node {
                 wire::read_frame::<_, Response>(&mut recv, dl)
                     .await
                     .map_err(|e| match e {
-                        FrameError::Io(s) => Fail::Stale(s),
+                        FrameError::Io(s) => Fail::Lost(s),
                         // the answer's deadline is the request's: a partition mid-request ends here
                         FrameError::Timeout => Fail::Timeout,
                         other => Fail::Garbage(other.to_string()),
@@ -1013,9 +1020,12 @@ impl Node {
                         m.remove(machine);
                     }
                     self.note_down(machine);
+                    sent |= matches!(fail, Fail::Lost(_));
                     match fail {
                         Fail::Garbage(msg) => return Err(CallError::Protocol(msg)),
-                        Fail::Stale(msg) if tries >= 2 => return Err(CallError::Unreachable(msg)),
+                        Fail::Stale(msg) | Fail::Lost(msg) if tries >= 2 => {
+                            return Err(unanswered(CallError::Unreachable(msg), sent))
+                        }
                         // a connection that went stale: once more on a fresh one
                         _ => {}
                     }
@@ -1145,8 +1155,13 @@ impl Node {
 
 /// How one try of a request failed.
 enum Fail {
-    /// The connection failed under it (closed, reset): another try on a fresh one.
+    /// The connection failed under it (closed, reset) before the request was written whole: another try on
+    /// a fresh one.
     Stale(String),
+    /// The connection failed after the request was written, before its answer: the machine may have run
+    /// it. Another try on a fresh one (the receiving core dedups a send by its request id); if that fails
+    /// too, the call is `Timeout` (may have arrived), never `Unreachable`.
+    Lost(String),
     /// The answer is not the protocol's.
     Garbage(String),
     /// No answer within the request's deadline.

@@ -187,3 +187,47 @@ async fn a_dial_slower_than_the_quick_wait_goes_on_and_connects() {
     a.close().await;
     b.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_written_before_the_machine_went_down_is_never_said_not_to_have_arrived() {
+    let (ha, hb) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = Node::start(ha.path(), cfg(), handler()).await.unwrap();
+    // B's handler runs the request, then B's endpoint closes before it answers (a host that stops)
+    let slot: Arc<std::sync::OnceLock<Node>> = Arc::new(std::sync::OnceLock::new());
+    let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (s2, r2) = (slot.clone(), runs.clone());
+    let dying: Handler = Arc::new(move |_, _| {
+        let (n, runs) = (s2.get().cloned(), r2.clone());
+        Box::pin(async move {
+            runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if let Some(n) = n {
+                tokio::spawn(async move { n.close().await });
+            }
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            Ok(json!("too late"))
+        })
+    });
+    let b = Node::start(hb.path(), cfg(), dying).await.unwrap();
+    let _ = slot.set(b.clone());
+    let inv = a
+        .invite(Relay::None, Duration::from_secs(300))
+        .await
+        .unwrap();
+    b.accept_invite(&inv.encode(), "alpha", "beta-host")
+        .await
+        .unwrap();
+    let t = Instant::now();
+    let r = a.call(&b.id(), json!("run then die")).await;
+    println!(
+        "a request B ran before it went down: {r:?} after {:?}",
+        t.elapsed()
+    );
+    assert_eq!(
+        runs.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "B ran it once"
+    );
+    // the connection was lost after the request was written, and the retry found B down: may have arrived
+    assert_eq!(r, Err(CallError::Timeout));
+    a.close().await;
+}
