@@ -33,6 +33,9 @@ use crate::MachineId;
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 
+/// A dial in flight: `None` until it connects or fails (the failure's words).
+type Dialing = tokio::sync::watch::Receiver<Option<Result<Connection, String>>>;
+
 /// What runs a request that arrived from a linked machine (core's `serve`, through the binding). The id is
 /// the one the QUIC/TLS handshake proved.
 pub type Handler =
@@ -60,6 +63,15 @@ pub struct NodeConfig {
     pub frame_deadline: Duration,
     /// Dialing a machine.
     pub connect_deadline: Duration,
+    /// How long a request waits for the dial to a machine not heard from lately (no live connection, and
+    /// its last contact failed or is older than [`NodeConfig::recent`]) before it fails `Unreachable` —
+    /// a send then goes to the outbox at once instead of after the whole dial. The dial itself goes on in
+    /// the background up to [`NodeConfig::connect_deadline`]; when it connects, the `Notify` of
+    /// [`Node::notify_when_heard`] fires (the outbox drain runs).
+    pub quick_dial: Duration,
+    /// A machine heard from within this (an answer, a request it sent, a dial that connected), with no
+    /// failed contact since, gets the whole dial.
+    pub recent: Duration,
     /// Connections served at once (handshakes included).
     pub max_conns: usize,
     /// Requests open at once on one connection.
@@ -73,6 +85,8 @@ impl Default for NodeConfig {
             request_deadline: Duration::from_secs(30),
             frame_deadline: Duration::from_secs(10),
             connect_deadline: Duration::from_secs(10),
+            quick_dial: Duration::from_millis(1500),
+            recent: Duration::from_secs(60),
             max_conns: 64,
             max_streams: 16,
         }
@@ -142,10 +156,18 @@ struct Inner {
     handler: Handler,
     conns: Mutex<HashMap<MachineId, Connection>>,
     seen: Mutex<HashMap<MachineId, (i64, Option<Duration>)>>,
+    /// When a contact with a machine last failed (a dial, a request that timed out, its connection found
+    /// closed): a machine whose last contact failed gets the quick dial ([`Node::dial_wait`]).
+    down: Mutex<HashMap<MachineId, i64>>,
+    /// The dial in flight to each machine (and when it started), shared by every request that waits for
+    /// it — until the machine is heard from after it started (it came back: a dial started while it was
+    /// down may never connect, so the next request dials afresh).
+    dialing: Mutex<HashMap<MachineId, (i64, Dialing)>>,
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Connections being served (tests read it).
     serving: Arc<tokio::sync::Semaphore>,
-    /// Notified whenever a linked machine's request is served ([`Node::notify_when_heard`]).
+    /// Notified whenever a linked machine's request is served, or a dial to one connects
+    /// ([`Node::notify_when_heard`]).
     heard: std::sync::OnceLock<Arc<tokio::sync::Notify>>,
 }
 
@@ -337,6 +359,8 @@ impl Node {
                 handler,
                 conns: Mutex::new(HashMap::new()),
                 seen: Mutex::new(HashMap::new()),
+                down: Mutex::new(HashMap::new()),
+                dialing: Mutex::new(HashMap::new()),
                 task: Mutex::new(None),
                 heard: std::sync::OnceLock::new(),
             }),
@@ -776,34 +800,147 @@ impl Node {
             .unwrap_or(false)
     }
 
-    async fn connection(&self, link: &Link) -> Result<Connection, CallError> {
-        if let Some(c) = self
+    fn note_down(&self, id: &MachineId) {
+        if let Ok(mut m) = self.inner.down.lock() {
+            m.insert(id.clone(), ms_now());
+        }
+    }
+
+    /// How long a request waits for a dial to `id` now: the whole [`NodeConfig::connect_deadline`] when
+    /// the machine was heard from within [`NodeConfig::recent`] and no contact with it failed since, else
+    /// [`NodeConfig::quick_dial`] (never heard from by this process, heard from long ago, or its last
+    /// contact failed). A live connection needs no dial at all.
+    pub fn dial_wait(&self, id: &MachineId) -> Duration {
+        let cfg = &self.inner.cfg;
+        let heard = self.last_seen(id).map(|s| s.0);
+        let down = self.inner.down.lock().ok().and_then(|m| m.get(id).copied());
+        let recent = i64::try_from(cfg.recent.as_millis()).unwrap_or(i64::MAX);
+        match heard {
+            Some(h) if ms_now().saturating_sub(h) <= recent && down.is_none_or(|d| d < h) => {
+                cfg.connect_deadline
+            }
+            _ => cfg.quick_dial.min(cfg.connect_deadline),
+        }
+    }
+
+    /// The dial to `link` in flight (unless the machine was heard from since it started), or a new one.
+    /// It runs in the background up to the connect deadline,
+    /// whoever stops waiting for it: when it connects, the connection is kept for the next request, the
+    /// machine counts as heard from, and the `heard` notify fires (what waits in the outbox goes now);
+    /// when it fails, the machine's contact failed.
+    fn dial(&self, link: &Link) -> Dialing {
+        let heard = self.last_seen(&link.id).map_or(0, |s| s.0);
+        let mut dialing = self.inner.dialing.lock().unwrap();
+        if let Some((started, rx)) = dialing.get(&link.id) {
+            if *started >= heard {
+                return rx.clone();
+            }
+        }
+        let (tx, rx) = tokio::sync::watch::channel(None);
+        dialing.insert(link.id.clone(), (ms_now(), rx.clone()));
+        let mine = rx.clone();
+        let addr = endpoint_addr(&link.id, &link.addrs, &link.relay);
+        let (ep, id, node) = (self.ep(), link.id.clone(), Arc::downgrade(&self.inner));
+        let deadline = self.inner.cfg.connect_deadline;
+        tokio::spawn(async move {
+            let r = match tokio::time::timeout(deadline, ep.connect(addr, wire::ALPN)).await {
+                Err(_) => Err("no answer in time".to_string()),
+                Ok(Err(e)) => Err(e.to_string()),
+                Ok(Ok(c)) => Ok(c),
+            };
+            if let Some(inner) = node.upgrade() {
+                let node = Node { inner };
+                // still the machine's current dial (not one superseded when it was heard from since)
+                let current = node.inner.dialing.lock().is_ok_and(|mut d| {
+                    let cur = d.get(&id).is_some_and(|(_, rx)| rx.same_channel(&mine));
+                    if cur {
+                        d.remove(&id);
+                    }
+                    cur
+                });
+                match &r {
+                    Ok(c) => {
+                        if let Ok(mut m) = node.inner.conns.lock() {
+                            m.insert(id.clone(), c.clone());
+                        }
+                        node.note_seen(&id, None);
+                        if let Some(n) = node.inner.heard.get() {
+                            n.notify_one();
+                        }
+                    }
+                    Err(_) if current => node.note_down(&id),
+                    Err(_) => {}
+                }
+            }
+            let _ = tx.send(Some(r));
+        });
+        rx
+    }
+
+    /// A live connection to `link`, or one dialed now, waited for [`Node::dial_wait`] (`full`: the whole
+    /// connect deadline). Nothing has been written to the machine when this fails.
+    async fn connection(&self, link: &Link, full: bool) -> Result<Connection, CallError> {
+        let found = self
             .inner
             .conns
             .lock()
             .ok()
-            .and_then(|m| m.get(&link.id).cloned())
-        {
+            .and_then(|m| m.get(&link.id).cloned());
+        if let Some(c) = found {
             if c.close_reason().is_none() {
                 return Ok(c);
             }
+            // closed since (by the machine going away, an idle timeout, or this side): its contact failed
+            self.note_down(&link.id);
+            if let Ok(mut m) = self.inner.conns.lock() {
+                m.remove(&link.id);
+            }
         }
-        let addr = endpoint_addr(&link.id, &link.addrs, &link.relay);
-        let c = tokio::time::timeout(
-            self.inner.cfg.connect_deadline,
-            self.ep().connect(addr, wire::ALPN),
-        )
-        .await
-        .map_err(|_| CallError::Unreachable("no answer in time".into()))?
-        .map_err(|e| CallError::Unreachable(e.to_string()))?;
-        if let Ok(mut m) = self.inner.conns.lock() {
-            m.insert(link.id.clone(), c.clone());
+        let wait = if full {
+            self.inner.cfg.connect_deadline
+        } else {
+            self.dial_wait(&link.id)
+        };
+        let mut rx = self.dial(link);
+        let got = tokio::time::timeout(wait, async {
+            rx.wait_for(Option::is_some)
+                .await
+                .ok()
+                .and_then(|r| r.clone())
+        })
+        .await;
+        match got {
+            Ok(Some(Ok(c))) => Ok(c),
+            Ok(Some(Err(e))) => Err(CallError::Unreachable(e)),
+            Ok(None) => Err(CallError::Unreachable("the dial ended".into())),
+            // no connection in the wait: this contact failed (the dial may still connect, which counts as heard)
+            Err(_) => {
+                self.note_down(&link.id);
+                Err(if wait < self.inner.cfg.connect_deadline {
+                    CallError::Unreachable(format!(
+                        "not heard from lately, and no answer within {} ms (still dialing)",
+                        wait.as_millis()
+                    ))
+                } else {
+                    CallError::Unreachable("no answer in time".into())
+                })
+            }
         }
-        Ok(c)
     }
 
     /// Send `req` to a linked machine and wait for its answer (within the request deadline).
     pub async fn request(&self, machine: &MachineId, req: &Request) -> Result<Value, CallError> {
+        self.request_with(machine, req, false).await
+    }
+
+    /// [`Node::request`]; `full`: wait for a dial the whole connect deadline, however long ago the machine
+    /// was heard from (a probe the human asked for).
+    async fn request_with(
+        &self,
+        machine: &MachineId,
+        req: &Request,
+        full: bool,
+    ) -> Result<Value, CallError> {
         let Some(link) = store::read(&self.inner.home, &self.inner.sk)
             .doc()
             .by_id(machine)
@@ -818,9 +955,16 @@ impl Node {
         let t0 = Instant::now();
         let dl = self.inner.cfg.request_deadline;
         let mut tries = 0;
+        // a try wrote the whole request before its connection failed: the machine may have run it, so no
+        // later failure may say it did not arrive (the core keeps it as `may have arrived`, same request id)
+        let mut sent = false;
+        let unanswered = |e: CallError, sent: bool| if sent { CallError::Timeout } else { e };
         loop {
             tries += 1;
-            let conn = self.connection(&link).await?;
+            let conn = self
+                .connection(&link, full)
+                .await
+                .map_err(|e| unanswered(e, sent))?;
             let r = tokio::time::timeout(dl, async {
                 let (mut send, mut recv) = conn
                     .open_bi()
@@ -833,7 +977,7 @@ impl Node {
                 wire::read_frame::<_, Response>(&mut recv, dl)
                     .await
                     .map_err(|e| match e {
-                        FrameError::Io(s) => Fail::Stale(s),
+                        FrameError::Io(s) => Fail::Lost(s),
                         // the answer's deadline is the request's: a partition mid-request ends here
                         FrameError::Timeout => Fail::Timeout,
                         other => Fail::Garbage(other.to_string()),
@@ -843,6 +987,7 @@ impl Node {
             .unwrap_or(Err(Fail::Timeout));
             match r {
                 Err(Fail::Timeout) => {
+                    self.note_down(machine);
                     // a connection that does not answer (its peer killed without a close, a partition) is
                     // not used again: the next call dials afresh
                     if let Some(c) = self
@@ -874,9 +1019,13 @@ impl Node {
                     if let Ok(mut m) = self.inner.conns.lock() {
                         m.remove(machine);
                     }
+                    self.note_down(machine);
+                    sent |= matches!(fail, Fail::Lost(_));
                     match fail {
                         Fail::Garbage(msg) => return Err(CallError::Protocol(msg)),
-                        Fail::Stale(msg) if tries >= 2 => return Err(CallError::Unreachable(msg)),
+                        Fail::Stale(msg) | Fail::Lost(msg) if tries >= 2 => {
+                            return Err(unanswered(CallError::Unreachable(msg), sent))
+                        }
                         // a connection that went stale: once more on a fresh one
                         _ => {}
                     }
@@ -890,8 +1039,9 @@ impl Node {
         self.request(machine, &Request::Call { body }).await
     }
 
-    /// Notify `n` whenever a request of a linked machine is served here (a ping, a call): the process can
-    /// try what waits for that machine at once instead of at its next poll (the binding's outbox drain).
+    /// Notify `n` whenever a request of a linked machine is served here (a ping, a call), or a dial to one
+    /// connects (also one a request stopped waiting for: [`NodeConfig::quick_dial`]): the process can try
+    /// what waits for that machine at once instead of at its next poll (the binding's outbox drain).
     /// Set once; a second call is ignored.
     pub fn notify_when_heard(&self, n: Arc<tokio::sync::Notify>) {
         let _ = self.inner.heard.set(n);
@@ -914,10 +1064,10 @@ impl Node {
         }
     }
 
-    /// One round trip.
+    /// One round trip (a probe: the dial is waited for the whole connect deadline).
     pub async fn ping(&self, machine: &MachineId) -> Result<Duration, CallError> {
         let t = Instant::now();
-        self.request(machine, &Request::Ping).await?;
+        self.request_with(machine, &Request::Ping, true).await?;
         Ok(t.elapsed())
     }
 
@@ -996,14 +1146,22 @@ impl Node {
         if let Ok(mut m) = self.inner.conns.lock() {
             m.clear();
         }
+        if let Ok(mut d) = self.inner.dialing.lock() {
+            d.clear();
+        }
         self.ep().close().await;
     }
 }
 
 /// How one try of a request failed.
 enum Fail {
-    /// The connection failed under it (closed, reset): another try on a fresh one.
+    /// The connection failed under it (closed, reset) before the request was written whole: another try on
+    /// a fresh one.
     Stale(String),
+    /// The connection failed after the request was written, before its answer: the machine may have run
+    /// it. Another try on a fresh one (the receiving core dedups a send by its request id); if that fails
+    /// too, the call is `Timeout` (may have arrived), never `Unreachable`.
+    Lost(String),
     /// The answer is not the protocol's.
     Garbage(String),
     /// No answer within the request's deadline.

@@ -22,6 +22,7 @@ fn cfg() -> NodeConfig {
         connect_deadline: Duration::from_secs(5),
         max_conns: 4,
         max_streams: 4,
+        ..NodeConfig::default()
     }
 }
 

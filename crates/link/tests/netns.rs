@@ -202,6 +202,7 @@ fn cfg(ip: &str) -> NodeConfig {
         connect_deadline: Duration::from_secs(3),
         max_conns: 8,
         max_streams: 4,
+        ..NodeConfig::default()
     }
 }
 

@@ -17,6 +17,7 @@ fn cfg() -> NodeConfig {
         connect_deadline: Duration::from_secs(5),
         max_conns: 8,
         max_streams: 4,
+        ..NodeConfig::default()
     }
 }
 
