@@ -233,8 +233,10 @@ describe('Linked machines in headless Chromium: two rc.8 homes linked from their
       await until(`${machine} on the row`, async () => (await row.locator(`[data-dsh-session-mail-remote="${who}"] [data-machine]`).innerText().catch(() => '')) === machine)
         .catch(async e => { console.log('# mail.list', JSON.stringify(await route(page, 'mail.list', { filter: {}, limit: 5 }))); throw e })
     }
-    // the receiving home has the text (its own log); the sending home keeps only the body's hash
+    // both pages show the text: the receiving home from its own log; the sending home from its copy of what
+    // it sent (crossing::sent), which the page shows only when it hashes to its ledger line's body
     assert.match(await pageB.locator(`[data-dsh-session-mail-message="${rid}"]`).innerText(), /codeword heron/)
+    await until('A\'s row has the text it sent', async () => /codeword heron/.test(await pageA.locator(`[data-dsh-session-mail-message="${rid}"]`).innerText()))
     await pageB.locator(`[data-dsh-session-mail-message="${rid}"]`).screenshot({ path: join(shots, 'page-row-machine.png') })
   })
 
