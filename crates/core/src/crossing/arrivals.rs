@@ -59,6 +59,41 @@ pub enum Claim {
     Stale(Arrival),
     /// The id arrived before from another machine, or for another target: refused.
     Mismatch,
+    /// [`MAX_RECORDS`] records are kept already: nothing is claimed or delivered (the sender's outbox
+    /// tries again later; the hourly [`sweep`] makes room as records pass [`KEEP_MS`]).
+    Full,
+}
+
+/// How often a process sweeps a home's records ([`sweep`], from [`claim`]).
+pub const SWEEP_EVERY_MS: i64 = 3600 * 1000;
+
+/// Per home, in this process: the claim records counted by the last [`sweep`] (plus the claims made
+/// since) and when that sweep ran.
+static COUNTED: std::sync::Mutex<Vec<(PathBuf, usize, i64)>> = std::sync::Mutex::new(Vec::new());
+
+/// The records of `home` as this process counts them, sweeping first when it never did or
+/// [`SWEEP_EVERY_MS`] passed; `add` more are counted.
+fn count(home: &Path, now_ms: i64, add: usize) -> usize {
+    let due = {
+        let c = COUNTED.lock().unwrap_or_else(|p| p.into_inner());
+        c.iter()
+            .find(|(h, ..)| h == home)
+            .is_none_or(|(_, _, at)| now_ms.saturating_sub(*at) >= SWEEP_EVERY_MS)
+    };
+    let swept = due.then(|| sweep(home, now_ms, 2 * MAX_RECORDS + 1024));
+    let mut c = COUNTED.lock().unwrap_or_else(|p| p.into_inner());
+    let i = match c.iter().position(|(h, ..)| h == home) {
+        Some(i) => i,
+        None => {
+            c.push((home.to_path_buf(), 0, now_ms));
+            c.len() - 1
+        }
+    };
+    if let Some(n) = swept {
+        c[i] = (home.to_path_buf(), n, now_ms);
+    }
+    c[i].1 += add;
+    c[i].1
 }
 
 fn dir(home: &Path) -> PathBuf {
@@ -95,14 +130,26 @@ pub fn lookup(home: &Path, request_id: &str) -> Option<Arrival> {
 
 /// Claim `a.request_id` (written and fsynced before the caller delivers anything).
 pub fn claim(home: &Path, a: &Arrival, now_ms: i64) -> std::io::Result<Claim> {
+    claim_within(home, a, now_ms, MAX_RECORDS)
+}
+
+/// [`claim`] with at most `max` records kept.
+fn claim_within(home: &Path, a: &Arrival, now_ms: i64, max: usize) -> std::io::Result<Claim> {
     let d = super::ensure(home, Some("arrivals"))?;
+    // a request id seen before is answered from its record whatever the count: only a new one is refused
+    if count(home, now_ms, 0) >= max && lookup(home, &a.request_id).is_none() {
+        return Ok(Claim::Full);
+    }
     let bytes = serde_json::to_vec(a).map_err(std::io::Error::other)?;
     let put = fsafe::Put {
         sync: true,
         replace: false,
     };
     match fsafe::write_private(&d, &path(home, &a.request_id), &bytes, put) {
-        Ok(()) => Ok(Claim::New),
+        Ok(()) => {
+            count(home, now_ms, 1);
+            Ok(Claim::New)
+        }
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
             let Some(old) = lookup(home, &a.request_id) else {
                 // there, but not a record of ours: never delivered over it
@@ -149,7 +196,7 @@ pub fn renew(home: &Path, a: &Arrival, now_ms: i64) -> std::io::Result<()> {
 }
 
 /// Remove records older than [`KEEP_MS`] (at most `max_scan` names looked at). Returns how many
-/// records are left among those scanned.
+/// claim records (not their answer files) are left among those scanned.
 pub fn sweep(home: &Path, now_ms: i64, max_scan: usize) -> usize {
     let Ok(rd) = std::fs::read_dir(dir(home)) else {
         return 0;
@@ -165,7 +212,7 @@ pub fn sweep(home: &Path, now_ms: i64, max_scan: usize) -> usize {
             .is_some_and(|t| now_ms.saturating_sub(t.as_millis() as i64) > KEEP_MS);
         if old && e.file_type().is_ok_and(|t| t.is_file()) {
             let _ = std::fs::remove_file(p);
-        } else {
+        } else if !e.file_name().to_string_lossy().ends_with(".answer.json") {
             left += 1;
         }
     }
@@ -250,5 +297,43 @@ mod tests {
         std::fs::write(path(h, RID), serde_json::to_vec(&a).unwrap()).unwrap();
         a.answer = None;
         assert_eq!(claim(h, &a, 2_000).unwrap(), Claim::Answered(accepted()));
+    }
+
+    #[test]
+    fn past_the_bound_a_new_request_id_is_refused_full_and_the_sweep_makes_room() {
+        let h = tempfile::tempdir().unwrap();
+        let t0 = 1_765_000_000_000;
+        let with = |n: usize| Arrival {
+            request_id: format!("dsh-session-mail:00000000-0000-4000-8000-{n:012}"),
+            ..arrival(t0)
+        };
+        for n in 0..3 {
+            assert_eq!(claim_within(h.path(), &with(n), t0, 3).unwrap(), Claim::New);
+        }
+        assert_eq!(
+            claim_within(h.path(), &with(3), t0, 3).unwrap(),
+            Claim::Full
+        );
+        // one already claimed is still answered from its record, not refused as full
+        assert!(matches!(
+            claim_within(h.path(), &with(0), t0, 3).unwrap(),
+            Claim::InFlight(_)
+        ));
+        // records past KEEP_MS go at the next sweep (an hour on): room again
+        let old = std::time::UNIX_EPOCH + std::time::Duration::from_millis(t0 as u64);
+        for e in std::fs::read_dir(dir(h.path())).unwrap().flatten() {
+            std::fs::File::options()
+                .write(true)
+                .open(e.path())
+                .unwrap()
+                .set_modified(old)
+                .unwrap();
+        }
+        let later = t0 + KEEP_MS + SWEEP_EVERY_MS;
+        assert_eq!(
+            claim_within(h.path(), &with(3), later, 3).unwrap(),
+            Claim::New
+        );
+        assert_eq!(lookup(h.path(), &with(0).request_id), None, "swept");
     }
 }

@@ -389,7 +389,7 @@ async fn serve_send(here: &ToolRequest, from: &Machine, s: SendReq) -> SendAnswe
             ans.repeated = true;
             return ans;
         }
-        Ok(arrivals::Claim::InFlight(_)) => {
+        Ok(arrivals::Claim::InFlight(_) | arrivals::Claim::Full) => {
             return refused_answer(&s, WireRefusal::code(RefusalCode::Busy))
         }
         Ok(arrivals::Claim::Mismatch) => {
