@@ -235,7 +235,7 @@ pub fn view(home: &Path, session: &str, limit: usize) -> View {
             e.sender.clone()
         };
         let (fate, fate_text) = row_fate(home, &mut titles, e, &rid);
-        let machine = crate::mailindex::machine(
+        let machine = crate::machine::Machine::of_stored(
             if out {
                 e.to_machine.clone()
             } else {
@@ -265,7 +265,7 @@ pub fn view(home: &Path, session: &str, limit: usize) -> View {
     let held = held::list(home, session, now)
         .into_iter()
         .map(|i| Held {
-            machine: crate::mailindex::machine(
+            machine: crate::machine::Machine::of_stored(
                 entries
                     .iter()
                     .rev()
@@ -328,7 +328,7 @@ pub fn card(home: &Path, request_id: &str) -> Card {
         });
     Card {
         request_id: request_id.to_string(),
-        machine: crate::mailindex::machine(e.from_machine.clone(), &[]),
+        machine: crate::machine::Machine::of_stored(e.from_machine.clone(), &[]),
         sender: e.sender,
         sender_title,
         target: e.target,

@@ -106,6 +106,23 @@ pub struct Machine {
     pub name: String,
 }
 
+impl Machine {
+    /// The machine a stored id names (the ledger's `fromMachine` / `toMachine`), by the name this home's
+    /// human gave its link (`linked`: the binding reads them from crates/link on each call, so a rename
+    /// shows at once); a machine no longer linked keeps its id's first 12 characters as its name. A
+    /// stored id that is not one reads this home (`None`).
+    pub fn of_stored(id: Option<String>, linked: &[Machine]) -> Option<Machine> {
+        let id = MachineId::parse(id.as_deref()?)?;
+        if let Some(m) = linked.iter().find(|m| m.id == id) {
+            return Some(m.clone());
+        }
+        Some(Machine {
+            name: id.as_str().chars().take(12).collect(),
+            id,
+        })
+    }
+}
+
 /// Why a call to a linked machine brought back no answer. Nothing here says the far side did or did
 /// not act: a request that may have arrived is answered by asking again with the same request id
 /// (the far side deduplicates sends by it, durably).

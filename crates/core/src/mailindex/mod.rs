@@ -156,21 +156,6 @@ pub struct MailThread {
     pub index: IndexStatus,
 }
 
-/// The machine a row's id names (the ledger's `fromMachine` / `toMachine`), by the name this home's
-/// human gave its link (`linked`: the binding reads them from crates/link on each call, so a rename
-/// shows at once); a machine no longer linked keeps its id's first 12 characters as its name. A stored
-/// id that is not one reads this home.
-pub(crate) fn machine(id: Option<String>, linked: &[MachineRef]) -> Option<MachineRef> {
-    let id = crate::machine::MachineId::parse(id.as_deref()?)?;
-    if let Some(m) = linked.iter().find(|m| m.id == id) {
-        return Some(m.clone());
-    }
-    Some(MachineRef {
-        name: id.as_str().chars().take(12).collect(),
-        id,
-    })
-}
-
 /// A stored fate name as the enum (the index keeps its text; a name this version does not know reads
 /// `unknown`).
 fn fate_of(name: &str) -> FateState {
@@ -188,10 +173,10 @@ impl MailItem {
             time: r.time,
             sender: r.sender,
             sender_title: r.sender_title,
-            sender_machine: machine(r.sender_machine, linked),
+            sender_machine: MachineRef::of_stored(r.sender_machine, linked),
             target: r.target,
             target_title: r.target_title,
-            target_machine: machine(r.target_machine, linked),
+            target_machine: MachineRef::of_stored(r.target_machine, linked),
             tool: r.tool,
             mode: r.mode,
             hop: r.hop,
@@ -266,7 +251,7 @@ pub fn thread(home: &Path, request_id: &str, linked: &[MachineRef]) -> MailThrea
                     sessions.push(ThreadSession {
                         id: id.clone(),
                         title: title.clone(),
-                        machine: machine(m.clone(), linked),
+                        machine: MachineRef::of_stored(m.clone(), linked),
                     });
                 }
             }
