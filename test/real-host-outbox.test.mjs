@@ -123,6 +123,21 @@ describe('outbox, lease and three homes: rc.8 hosts linked through the CLI on lo
     await Promise.all([boxA, boxB, boxC].map(b => b?.cleanup()))
   })
 
+  /** B boots again: the ms from its endpoint being back to `rid` landing in B1, which then lands only once
+   *  (a drain tick of A's holder and more go by first). */
+  async function bootBAndLandOnce (rid) {
+    webB = await bootWeb(boxB)
+    const back = await holds(boxB.home, webB.pid)
+    for (; (await landedIn(webB, B1, rid)) === 0; await sleep(50)) {
+      if (Date.now() - back > 30_000) throw new Error(`${rid} did not land on B within 30 s of B's endpoint being back`)
+    }
+    const ms = Date.now() - back
+    await webB.waitFor(B1, isIdle, { timeout: 30_000 })
+    await sleep(2500)
+    assert.equal(landedCount(await webB.history(B1), rid), 1, 'landed once')
+    return ms
+  }
+
   test('1. B stopped: A\'s send waits in A\'s outbox (receipt, verify: waiting, machine home-b); B back: it lands once and verify says landed on home-b', async () => {
     await webB.stop()
     const s = await callTool(webA, A1, 'sessions_send', { session_id: B1, message: 'OUTBOX-ONE from A' })
@@ -138,15 +153,7 @@ describe('outbox, lease and three homes: rc.8 hosts linked through the CLI on lo
     assert.equal(w.v.sessionId, B1)
     assert.match(w.v.text, /^waiting: .* is in this host's outbox for machine home-b, not delivered yet/)
     // B comes back: its new process takes B's lease (the endpoint is bound), then A's holder delivers
-    webB = await bootWeb(boxB)
-    const back = await holds(boxB.home, webB.pid)
-    for (; (await landedIn(webB, B1, rid)) === 0; await sleep(50)) {
-      if (Date.now() - back > 30_000) throw new Error(`${rid} did not land on B within 30 s of B's endpoint being back`)
-    }
-    m.outboxLandMsAfterBack = Date.now() - back
-    await webB.waitFor(B1, isIdle, { timeout: 30_000 })
-    await sleep(2500) // a drain tick of A's holder and more: nothing lands twice
-    assert.equal(landedCount(await webB.history(B1), rid), 1, 'landed once')
+    m.outboxLandMsAfterBack = await bootBAndLandOnce(rid)
     const l = await verify(boxA, rid)
     assert.equal(l.code, 0, JSON.stringify(l.v))
     assert.equal(l.v.state, 'landed')
@@ -167,15 +174,7 @@ describe('outbox, lease and three homes: rc.8 hosts linked through the CLI on lo
     const w = await verify(boxA, rid)
     assert.equal(w.v.state, 'waiting', w.v.text)
     assert.equal(w.code, 5)
-    webB = await bootWeb(boxB)
-    const back = await holds(boxB.home, webB.pid)
-    for (; (await landedIn(webB, B1, rid)) === 0; await sleep(50)) {
-      if (Date.now() - back > 30_000) throw new Error(`${rid} did not land on B within 30 s of B's endpoint being back`)
-    }
-    m.outboxLandMsAfterBackNewHolder = Date.now() - back
-    await webB.waitFor(B1, isIdle, { timeout: 30_000 })
-    await sleep(2500)
-    assert.equal(landedCount(await webB.history(B1), rid), 1, 'landed once')
+    m.outboxLandMsAfterBackNewHolder = await bootBAndLandOnce(rid)
     const l = await verify(boxA, rid)
     assert.equal(l.v.state, 'landed', l.v.text)
     assert.equal(l.code, 0)

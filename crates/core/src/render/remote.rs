@@ -326,20 +326,25 @@ mod tests {
         );
     }
 
-    #[test]
-    fn verify_lines_across_machines() {
-        use crate::code::FateState as S;
-        let v = crate::outcome::RemoteVerification {
+    /// A message to machine laptop waiting in this host's outbox.
+    fn waiting() -> crate::outcome::RemoteVerification {
+        crate::outcome::RemoteVerification {
             request_id: "dsh-session-mail:r".into(),
             machine: m().id,
             machine_name: Some("laptop".into()),
             target: Some("session-b".into()),
-            state: S::Waiting,
+            state: crate::code::FateState::Waiting,
             expires_at_ms: Some(1_761_741_296_789),
             there: None,
             asked: None,
             in_outbox: true,
-        };
+        }
+    }
+
+    #[test]
+    fn verify_lines_across_machines() {
+        use crate::code::FateState as S;
+        let v = waiting();
         assert_eq!(
             verification(&v),
             "waiting: dsh-session-mail:r for session-b is in this host's outbox for machine laptop, not delivered yet: that machine has not answered. It is delivered once when it does, or expires at 2025-10-29T12:34:56Z."
@@ -380,17 +385,7 @@ mod tests {
     #[test]
     fn verify_data_across_machines() {
         use crate::code::FateState as S;
-        let waiting = crate::outcome::RemoteVerification {
-            request_id: "dsh-session-mail:r".into(),
-            machine: m().id,
-            machine_name: Some("laptop".into()),
-            target: Some("session-b".into()),
-            state: S::Waiting,
-            expires_at_ms: Some(1_761_741_296_789),
-            there: None,
-            asked: None,
-            in_outbox: true,
-        };
+        let waiting = waiting();
         let f = request_fate(&waiting);
         assert_eq!(
             (
