@@ -78,13 +78,7 @@ async fn a_request_written_whole_is_not_written_again_when_its_connection_is_los
         })
     });
     let b = Node::start(hb.path(), fast(), cutting).await.unwrap();
-    let inv = a
-        .invite(Relay::None, Duration::from_secs(300))
-        .await
-        .unwrap();
-    b.accept_invite(&inv.encode(), "alpha", "beta-host")
-        .await
-        .unwrap();
+    common::join(&a, &b).await;
     let idb = b.id();
     // A's endpoint afresh (B dialed A to link: the old one knows B's own address), reaching B only
     // through the path

@@ -26,12 +26,10 @@ fn tagged(tag: &'static str) -> Handler {
     })
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_holder_killed_the_next_process_takes_over_within_seconds() {
-    let (ha, hb) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    // b links with a while the child holds a's endpoint
-    let note = ha.path().join("invite.txt");
-    let mut child = Command::new(std::env::current_exe().unwrap())
+/// A child process of this test ([`child_holder`]) holding `home`'s endpoint, and the invite it made.
+async fn child_holding(home: &std::path::Path) -> (std::process::Child, String) {
+    let note = home.join("invite.txt");
+    let child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
             "child_holder",
@@ -39,17 +37,17 @@ async fn the_holder_killed_the_next_process_takes_over_within_seconds() {
             "--test-threads",
             "1",
         ])
-        .env("DSHM_LINK_CHILD_HOME", ha.path())
+        .env("DSHM_LINK_CHILD_HOME", home)
         .env("DSHM_LINK_CHILD_NOTE", &note)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let t0 = Instant::now();
-    let invite = loop {
+    loop {
         if let Ok(s) = std::fs::read_to_string(&note) {
             if s.ends_with('\n') {
-                break s.trim().to_string();
+                return (child, s.trim().to_string());
             }
         }
         assert!(
@@ -57,7 +55,14 @@ async fn the_holder_killed_the_next_process_takes_over_within_seconds() {
             "the child writes its invite"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_holder_killed_the_next_process_takes_over_within_seconds() {
+    let (ha, hb) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    // b links with a while the child holds a's endpoint
+    let (mut child, invite) = child_holding(ha.path()).await;
     assert_eq!(lease::holder(ha.path()).unwrap().pid, child.id());
     let b = Machines::new(hb.path(), cfg(), tagged("b"));
     let l = b.accept_invite(&invite, "alpha").await.unwrap();
@@ -107,31 +112,7 @@ async fn the_holder_killed_the_next_process_takes_over_within_seconds() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_the_holder_took_before_it_died_is_not_sent_again_by_the_next_holder() {
     let (ha, hb) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let note = ha.path().join("invite.txt");
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_holder",
-            "--ignored",
-            "--test-threads",
-            "1",
-        ])
-        .env("DSHM_LINK_CHILD_HOME", ha.path())
-        .env("DSHM_LINK_CHILD_NOTE", &note)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let t0 = Instant::now();
-    let invite = loop {
-        if let Ok(s) = std::fs::read_to_string(&note) {
-            if s.ends_with('\n') {
-                break s.trim().to_string();
-            }
-        }
-        assert!(t0.elapsed() < Duration::from_secs(30), "the child's invite");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let (mut child, invite) = child_holding(ha.path()).await;
     // B runs each call, and SIGKILLs A's holder (the child) when the body says so, before it answers
     let runs: Arc<Mutex<Vec<Value>>> = Arc::default();
     let (r2, home_a) = (runs.clone(), ha.path().to_path_buf());

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dsh_session_mail_link::node::{Handler, Node, NodeConfig};
-use dsh_session_mail_link::{store, CallError, Relay};
+use dsh_session_mail_link::{store, CallError};
 use serde_json::{json, Value};
 
 const QUICK: Duration = Duration::from_millis(1000);
@@ -45,13 +45,7 @@ async fn linked() -> (tempfile::TempDir, tempfile::TempDir, Node, Node) {
     let (ha, hb) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let a = Node::start(ha.path(), cfg(), handler()).await.unwrap();
     let b = Node::start(hb.path(), cfg(), handler()).await.unwrap();
-    let inv = a
-        .invite(Relay::None, Duration::from_secs(300))
-        .await
-        .unwrap();
-    b.accept_invite(&inv.encode(), "alpha", "beta-host")
-        .await
-        .unwrap();
+    common::join(&a, &b).await;
     (ha, hb, a, b)
 }
 
@@ -187,13 +181,7 @@ async fn a_request_written_before_the_machine_went_down_is_never_said_not_to_hav
     });
     let b = Node::start(hb.path(), cfg(), dying).await.unwrap();
     let _ = slot.set(b.clone());
-    let inv = a
-        .invite(Relay::None, Duration::from_secs(300))
-        .await
-        .unwrap();
-    b.accept_invite(&inv.encode(), "alpha", "beta-host")
-        .await
-        .unwrap();
+    common::join(&a, &b).await;
     let t = Instant::now();
     let r = a.call(&b.id(), json!("run then die")).await;
     println!(

@@ -90,3 +90,14 @@ pub async fn udp_path(
     }
     faces
 }
+
+/// `b` uses an invite of `a` (relay none): both record each other, `a` as "alpha".
+pub async fn join(a: &Node, b: &Node) {
+    let inv = a
+        .invite(Relay::None, std::time::Duration::from_secs(300))
+        .await
+        .unwrap();
+    b.accept_invite(&inv.encode(), "alpha", "beta-host")
+        .await
+        .unwrap();
+}
