@@ -11,6 +11,9 @@
 //!   last packet — and one after that finds the connection closed and fails `Unreachable` after the quick
 //!   dial (nothing written). The peer back on its port is reached again and nothing runs twice.
 //!
+//! - A request whose handler runs longer than the idle timeout (5 s) gets its answer: the keep-alive keeps a
+//!   live peer's connection up (with a keep-alive longer than the idle timeout it fails `Timeout` at 2.6 s).
+//!
 //! Times are printed; the only timed assertion is that the SIGKILLed peer's error comes well before the
 //! request deadline (it came at the deadline before the idle timeout was cut from 20 s).
 
@@ -118,6 +121,38 @@ async fn a_request_written_whole_is_not_written_again_when_its_connection_is_los
         runs.lock().unwrap()
     );
     assert_eq!(count(&runs, &json!("second")), 1);
+    a.close().await;
+    b.close().await;
+}
+
+/// The idle timeout cuts only a silent peer: a request whose handler runs longer than it (the keep-alive's
+/// acks keep the connection up meanwhile) gets its answer, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_slower_than_the_idle_timeout_gets_its_answer() {
+    let (ha, hb) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = Node::start(ha.path(), cfg(), counting(Arc::default()))
+        .await
+        .unwrap();
+    let runs: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let r2 = runs.clone();
+    let slow: Handler = Arc::new(move |_, body: Value| {
+        r2.lock().unwrap().push(body.clone());
+        Box::pin(async move {
+            tokio::time::sleep(cfg().idle_timeout * 2).await;
+            Ok(body)
+        })
+    });
+    let b = Node::start(hb.path(), cfg(), slow).await.unwrap();
+    common::join(&a, &b).await;
+    let t = Instant::now();
+    let r = a.call(&b.id(), json!("slow")).await;
+    println!(
+        "a request whose handler ran {:?}: {r:?} after {:?}",
+        cfg().idle_timeout * 2,
+        t.elapsed()
+    );
+    assert_eq!(r, Ok(json!("slow")));
+    assert_eq!(count(&runs, &json!("slow")), 1);
     a.close().await;
     b.close().await;
 }
