@@ -25,7 +25,7 @@
 //
 // Options: --n N (pairs per row, default 30), --sessions N (generated on B, default 2000), --rtt N (default 20),
 // --pause MS (before each call, default 150), --quick (the big log 10 MiB).
-import { cpSync, existsSync, mkdirSync, readFileSync, renameSync, utimesSync, writeFileSync } from 'node:fs'
+import { cpSync, mkdirSync, readFileSync, utimesSync, writeFileSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { loadavg } from 'node:os'
@@ -35,6 +35,7 @@ const HERE = dirname(fileURLToPath(import.meta.url))
 const REPO = resolve(HERE, '..')
 const H = await import('../test/real-host/harness.mjs')
 const { projectKey, ensureCorpus, TITLE_ONCE, TITLE_ONCE_QUICK } = await import('./gen-corpus.mjs')
+const { addPeersPlugin, jobs } = await import('./peers-jobs.mjs')
 const ENV = { DSH_SESSION_MAIL_LINK_BIND: '127.0.0.1:0' }
 const UNLIMITED = { budgetPerPair: 0, budgetPerSender: 0, budgetPerMachine: 0, maxStackedPerSender: 0, maxRelayHops: 0 }
 
@@ -72,31 +73,6 @@ function generate(home, count) {
     const at = lines[0].createdAt / 1000
     utimesSync(join(dir, 'session.jsonl.zstd'), at, at)
     utimesSync(dir, at, at)
-  }
-}
-
-function addPeersPlugin(pdir) {
-  cpSync(join(HERE, 'peers-plugin'), join(pdir, 'node_modules', 'dsh-session-mail-bench-peers'), { recursive: true })
-  const pkg = JSON.parse(readFileSync(join(pdir, 'package.json'), 'utf8'))
-  pkg.dependencies = { ...pkg.dependencies, 'dsh-session-mail-bench-peers': '0.0.0' }
-  pkg.dsh.profile.bundles = [...pkg.dsh.profile.bundles, 'dsh-session-mail-bench-peers']
-  writeFileSync(join(pdir, 'package.json'), JSON.stringify(pkg, null, 2) + '\n')
-}
-
-/** A job runner for the peers plugin of `box` (files in box.dir/jobs, see bench/peers-plugin). */
-function jobs(box) {
-  const dir = join(box.dir, 'jobs'); mkdirSync(dir)
-  box.env.DSH_BENCH_PEERS_DIR = dir
-  let n = 0
-  return async (j, timeout = 60_000) => {
-    const k = ++n
-    writeFileSync(join(dir, `.job-${k}.tmp`), JSON.stringify(j))
-    renameSync(join(dir, `.job-${k}.tmp`), join(dir, `job-${k}.json`))
-    const file = join(dir, `result-${k}.json`)
-    for (const t0 = Date.now(); !existsSync(file); await sleep(2)) if (Date.now() - t0 > timeout) throw new Error(`job ${j.op} timed out`)
-    const r = JSON.parse(readFileSync(file, 'utf8'))
-    if (r.error) throw new Error(r.error)
-    return r
   }
 }
 

@@ -7,6 +7,10 @@
 //      receipt (outboxReceiptToolMs: B's host stopped, its endpoint closed, so A's link gives the dial 1.5 s, not
 //      the 10 s connect deadline) and the time from B's endpoint back (its new process holds B's lease) to the
 //      landing (issue 31's target: ≤ 2 s); measured, not asserted.
+//   1b. B's host SIGKILLed (no close reaches A; A's connection to it looks alive): A's next send is written to it,
+//      the connection idles out (2.5 s, docs/machines.md Protocol) and the send waits in A's outbox as "may have
+//      arrived"; B back: it lands once. Prints the time to that receipt (deadPeerReceiptToolMs; before the idle
+//      timeout was cut from 20 s, the send waited ~20 s); measured, not asserted.
 //   2. The sending process SIGKILLed right after its receipt (B down, so the parcel is only on disk): the other
 //      `dsh web` of home A takes A's lease and delivers it once when B is back.
 //   3. The lease handed over when its holder exits cleanly: the other process of home A holds within seconds and
@@ -160,6 +164,33 @@ describe('outbox, lease and three homes: rc.8 hosts linked through the CLI on lo
     assert.equal(l.v.settled, true)
     assert.equal(l.v.machine?.name, 'home-b')
     assert.match(l.v.text, /^landed on machine home-b: /)
+  })
+
+  test('1b. B\'s host SIGKILLed (no close reaches A, its connection looks alive): A\'s next send waits in A\'s outbox within seconds as "may have arrived"; B back: it lands once', async () => {
+    // from a session of its own (the pair budget of A1 -> B1 is the other cases'); a live connection from A's holder to B
+    const A3 = await session(webA, boxA.mkdir('ws-a3'))
+    const first = await callTool(webA, A3, 'sessions_send', { session_id: B1, message: 'BEFORE-KILL from A' })
+    assert.match(first.text, /^accepted/, first.text)
+    webB.child.kill('SIGKILL')
+    await new Promise(r => webB.child.exitCode !== null || webB.child.signalCode !== null ? r() : webB.child.once('exit', r))
+    const s = await callTool(webA, A3, 'sessions_send', { session_id: B1, message: 'OUTBOX-KILLED from A' })
+    // written to the connection that looked alive: it idles out (2.5 s) and the send is Timeout -> may have arrived
+    m.deadPeerReceiptToolMs = s.result.time - s.call.time
+    assert.match(s.text, new RegExp(`^waiting in the outbox for ${esc(B1)} on machine home-b \\| mode=queue`), s.text)
+    assert.match(s.text, /no answer came back in time, so it may have arrived already/, s.text)
+    const rid = requestIdOf(s.text)
+    webB = await bootWeb(boxB)
+    const back = await holds(boxB.home, webB.pid)
+    for (; (await landedIn(webB, B1, rid)) === 0; await sleep(50)) {
+      if (Date.now() - back > 30_000) throw new Error(`${rid} did not land on B within 30 s of B's endpoint being back`)
+    }
+    m.deadPeerLandMsAfterBack = Date.now() - back
+    await webB.waitFor(B1, isIdle, { timeout: 30_000 })
+    await sleep(2500)
+    assert.equal(landedCount(await webB.history(B1), rid), 1, 'landed once')
+    const l = await verify(boxA, rid)
+    assert.equal(l.v.state, 'landed', l.v.text)
+    assert.equal(l.code, 0)
   })
 
   test('2. the sending process SIGKILLed right after its receipt (B down): home A\'s other process takes the lease and delivers it once', async () => {

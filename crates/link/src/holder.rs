@@ -156,6 +156,8 @@ pub async fn ask(home: &Path, a: &Ask, deadline: Duration) -> Result<Value, Link
         Ok(c) if c.uid() == my_uid() && c.pid().map(|p| p as u32) == Some(rec.pid) => {}
         _ => return Err(CallError::NoHolder("the socket is not the lease holder's".into()).into()),
     }
+    // not written whole: the holder cannot have it (it reads a whole frame before it runs anything), so the
+    // caller may ask another
     wire::write_frame(&mut s, a)
         .await
         .map_err(|e| LinkError::from(CallError::NoHolder(e.to_string())))?;
@@ -163,6 +165,9 @@ pub async fn ask(home: &Path, a: &Ask, deadline: Duration) -> Result<Value, Link
         Ok(Answer::Ok(v)) => Ok(v),
         Ok(Answer::Err(e)) => Err(e),
         Err(wire::FrameError::Timeout) => Err(CallError::Timeout.into()),
+        // the holder took a call and went (or failed) before answering: it may have reached the machine, so
+        // it is never asked again (a request is written at most once) nor said not to have arrived
+        Err(_) if matches!(a, Ask::Call { .. }) => Err(CallError::Timeout.into()),
         Err(e) => Err(CallError::NoHolder(e.to_string()).into()),
     }
 }

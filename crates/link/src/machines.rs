@@ -128,7 +128,7 @@ impl Machines {
                 match holder::ask(&self.home, &a, deadline).await {
                     Err(LinkError::Call {
                         error: CallError::NoHolder(_),
-                    }) => {} // it went meanwhile: try to take over
+                    }) => {} // it went before it had the ask: try to take over (a call it had ends `Timeout`)
                     r => return r,
                 }
             }

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use iroh::endpoint::{
-    AfterHandshakeOutcome, Connection, ConnectionError, EndpointHooks, IdleTimeout,
+    AfterHandshakeOutcome, ConnectOptions, Connection, ConnectionError, EndpointHooks, IdleTimeout,
     QuicTransportConfig, Side, VarInt,
 };
 use iroh::{Endpoint, EndpointAddr, RelayMap, RelayMode, SecretKey, TransportAddr};
@@ -76,6 +76,15 @@ pub struct NodeConfig {
     pub max_conns: usize,
     /// Requests open at once on one connection.
     pub max_streams: u32,
+    /// QUIC keep-alive: a connection with nothing else to send pings its peer this often, so a live peer is
+    /// heard from (its ack) well within [`NodeConfig::idle_timeout`].
+    pub keep_alive: Duration,
+    /// A connection that hears nothing from its peer for this long is closed (QUIC's idle timeout; the
+    /// smaller of both sides', and never under three of QUIC's probe timeouts on a slow path). A peer
+    /// killed without closing (SIGKILL, a cable pulled) is known gone within it: a request written to it
+    /// fails `Timeout` (it may have run) at most this long after the peer's last packet, and a request
+    /// after that finds the connection closed and gets the quick dial.
+    pub idle_timeout: Duration,
 }
 
 impl Default for NodeConfig {
@@ -89,6 +98,8 @@ impl Default for NodeConfig {
             recent: Duration::from_secs(60),
             max_conns: 64,
             max_streams: 16,
+            keep_alive: Duration::from_millis(750),
+            idle_timeout: Duration::from_millis(2500),
         }
     }
 }
@@ -152,6 +163,8 @@ struct Inner {
     /// One relay change at a time.
     rebinding: tokio::sync::Mutex<()>,
     tc: QuicTransportConfig,
+    /// What a dial of ours runs with ([`Node::dial`]).
+    dial_tc: QuicTransportConfig,
     cfg: NodeConfig,
     handler: Handler,
     conns: Mutex<HashMap<MachineId, Connection>>,
@@ -325,12 +338,18 @@ impl Node {
     pub async fn start(home: &Path, cfg: NodeConfig, handler: Handler) -> Result<Node, LinkError> {
         let sk = crate::identity::load_or_make(home)?;
         let doc = store::read(home, &sk).doc();
-        let tc = QuicTransportConfig::builder()
-            .max_concurrent_bidi_streams(VarInt::from_u32(cfg.max_streams))
-            .max_concurrent_uni_streams(VarInt::from_u32(0))
-            .max_idle_timeout(IdleTimeout::try_from(Duration::from_secs(20)).ok())
-            .keep_alive_interval(Duration::from_secs(5))
-            .build();
+        let transport = |idle: Duration| {
+            QuicTransportConfig::builder()
+                .max_concurrent_bidi_streams(VarInt::from_u32(cfg.max_streams))
+                .max_concurrent_uni_streams(VarInt::from_u32(0))
+                .max_idle_timeout(IdleTimeout::try_from(idle).ok())
+                .keep_alive_interval(cfg.keep_alive)
+                .build()
+        };
+        let tc = transport(cfg.idle_timeout);
+        // a dial hears nothing until the machine answers: its handshake is not given up before the connect
+        // deadline. Once up, the connection idles out at the smaller of both sides' timeouts (ours).
+        let dial_tc = transport(cfg.idle_timeout.max(cfg.connect_deadline));
         // the port the home bound before, so peers find a new holder where they found the old one
         let want = match cfg.bind {
             Some(b) if b.port() != 0 => b,
@@ -354,6 +373,7 @@ impl Node {
                 relays: Mutex::new((!urls.is_empty()).then_some(urls)),
                 rebinding: tokio::sync::Mutex::new(()),
                 tc,
+                dial_tc,
                 serving: Arc::new(tokio::sync::Semaphore::new(cfg.max_conns)),
                 cfg,
                 handler,
@@ -842,11 +862,18 @@ impl Node {
         let addr = endpoint_addr(&link.id, &link.addrs, &link.relay);
         let (ep, id, node) = (self.ep(), link.id.clone(), Arc::downgrade(&self.inner));
         let deadline = self.inner.cfg.connect_deadline;
+        let opts = ConnectOptions::new().with_transport_config(self.inner.dial_tc.clone());
         tokio::spawn(async move {
-            let r = match tokio::time::timeout(deadline, ep.connect(addr, wire::ALPN)).await {
+            let go = async {
+                let connecting = ep
+                    .connect_with_opts(addr, wire::ALPN, opts)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                connecting.await.map_err(|e| e.to_string())
+            };
+            let r = match tokio::time::timeout(deadline, go).await {
                 Err(_) => Err("no answer in time".to_string()),
-                Ok(Err(e)) => Err(e.to_string()),
-                Ok(Ok(c)) => Ok(c),
+                Ok(r) => r,
             };
             if let Some(inner) = node.upgrade() {
                 let node = Node { inner };
@@ -952,32 +979,31 @@ impl Node {
         if body.len() > wire::MAX_FRAME {
             return Err(CallError::TooLarge(body.len()));
         }
+        let mut frame = Vec::with_capacity(4 + body.len());
+        frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
+        frame.extend_from_slice(&body);
         let t0 = Instant::now();
         let dl = self.inner.cfg.request_deadline;
         let mut tries = 0;
-        // a try wrote the whole request before its connection failed: the machine may have run it, so no
-        // later failure may say it did not arrive (the core keeps it as `may have arrived`, same request id)
-        let mut sent = false;
-        let unanswered = |e: CallError, sent: bool| if sent { CallError::Timeout } else { e };
         loop {
             tries += 1;
-            let conn = self
-                .connection(&link, full)
-                .await
-                .map_err(|e| unanswered(e, sent))?;
+            // nothing is written to the machine when this fails
+            let conn = self.connection(&link, full).await?;
             let r = tokio::time::timeout(dl, async {
                 let (mut send, mut recv) = conn
                     .open_bi()
                     .await
                     .map_err(|e| Fail::Stale(e.to_string()))?;
-                wire::write_frame(&mut send, req)
+                // QUIC took less than the whole frame: the machine can never have all of it, and it runs
+                // nothing before its last byte (`wire::read_frame`)
+                send.write_all(&frame)
                     .await
                     .map_err(|e| Fail::Stale(e.to_string()))?;
                 let _ = send.finish();
                 wire::read_frame::<_, Response>(&mut recv, dl)
                     .await
                     .map_err(|e| match e {
-                        FrameError::Io(s) => Fail::Lost(s),
+                        FrameError::Io(_) => Fail::Lost,
                         // the answer's deadline is the request's: a partition mid-request ends here
                         FrameError::Timeout => Fail::Timeout,
                         other => Fail::Garbage(other.to_string()),
@@ -1011,7 +1037,8 @@ impl Node {
                 Err(fail) => {
                     if let Some(code) = conn.close_reason().as_ref().and_then(app_close_code) {
                         if code == close::NOT_LINKED as u64 {
-                            // the peer proved (TLS) it has unlinked this home: the link goes here too
+                            // the peer proved (TLS) it has unlinked this home: the link goes here too (it
+                            // runs nothing of a machine it does not link)
                             self.forget(machine);
                             return Err(CallError::UnlinkedByPeer);
                         }
@@ -1020,14 +1047,17 @@ impl Node {
                         m.remove(machine);
                     }
                     self.note_down(machine);
-                    sent |= matches!(fail, Fail::Lost(_));
                     match fail {
                         Fail::Garbage(msg) => return Err(CallError::Protocol(msg)),
-                        Fail::Stale(msg) | Fail::Lost(msg) if tries >= 2 => {
-                            return Err(unanswered(CallError::Unreachable(msg), sent))
-                        }
-                        // a connection that went stale: once more on a fresh one
-                        _ => {}
+                        // written whole, then the connection failed before the answer (the peer closed or
+                        // went silent past the idle timeout): the machine may have run it. It is written at
+                        // most once — no second try on a fresh connection — and never said not to have
+                        // arrived: the core keeps it as `may have arrived` and settles it by asking later
+                        Fail::Lost => return Err(CallError::Timeout),
+                        Fail::Stale(msg) if tries >= 2 => return Err(CallError::Unreachable(msg)),
+                        // the connection went stale before the request was written whole: once more on a
+                        // fresh one
+                        Fail::Stale(_) | Fail::Timeout => {}
                     }
                 }
             }
@@ -1155,13 +1185,13 @@ impl Node {
 
 /// How one try of a request failed.
 enum Fail {
-    /// The connection failed under it (closed, reset) before the request was written whole: another try on
-    /// a fresh one.
+    /// The connection failed under it (closed, reset) before QUIC took the whole request: the machine cannot
+    /// have run it. Another try on a fresh one.
     Stale(String),
-    /// The connection failed after the request was written, before its answer: the machine may have run
-    /// it. Another try on a fresh one (the receiving core dedups a send by its request id); if that fails
-    /// too, the call is `Timeout` (may have arrived), never `Unreachable`.
-    Lost(String),
+    /// The connection failed after the request was written whole, before its answer: the machine may have
+    /// run it. Never tried again (a request is written at most once); the call is `Timeout` (may have
+    /// arrived), never `Unreachable`.
+    Lost,
     /// The answer is not the protocol's.
     Garbage(String),
     /// No answer within the request's deadline.

@@ -3,11 +3,12 @@
 //! to `notify_when_heard` — the binding's outbox drain runs on it instead of waiting for its 2 s poll
 //! (test/real-host-outbox.test.mjs measures the landing after the machine is back).
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use dsh_session_mail_link::node::{refusing_handler, Node, NodeConfig};
-use dsh_session_mail_link::Relay;
 
 fn cfg() -> NodeConfig {
     NodeConfig {
@@ -25,13 +26,7 @@ async fn a_machine_that_comes_back_announces_itself_and_the_other_side_hears_it_
     let b = Node::start(hb.path(), cfg(), refusing_handler())
         .await
         .unwrap();
-    let inv = a
-        .invite(Relay::None, Duration::from_secs(300))
-        .await
-        .unwrap();
-    b.accept_invite(&inv.encode(), "alpha", "beta-host")
-        .await
-        .unwrap();
+    common::join(&a, &b).await;
     let heard = Arc::new(tokio::sync::Notify::new());
     a.notify_when_heard(heard.clone());
     // nothing was served since: no permit waits

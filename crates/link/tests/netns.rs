@@ -232,6 +232,11 @@ struct Homes {
 
 /// The two homes, linked (B used A's invite) unless `link` is false.
 async fn homes(net: &Net, relay: Relay, link: bool) -> Homes {
+    homes_with(net, relay, link, cfg).await
+}
+
+/// [`homes`], each node with `cfg(its address)`.
+async fn homes_with(net: &Net, relay: Relay, link: bool, cfg: fn(&str) -> NodeConfig) -> Homes {
     let (pa, pb) = (Place::enter(&net.a), Place::enter(&net.b));
     let (ha, hb) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let (h, seen_a) = recording();
@@ -468,6 +473,67 @@ async fn a_partition_mid_conversation_is_a_clear_error_in_time_and_nothing_lands
             assert_eq!(n, 1, "request {seq} ran {n} times: {seen:?}");
         }
     }
+    h.close().await;
+    assert_eq!(
+        net.default_route_packets(),
+        before,
+        "packets left by a default route"
+    );
+}
+
+/// The link goes down while the connection idles (a cable pulled: no close reaches either side). B's next
+/// call is written to a connection that looks alive and fails `Timeout` when it idles out — within the idle
+/// timeout (2.5 s) of A's last packet, not the request deadline (15 s here; before, the 20 s idle timeout
+/// or the deadline); the one after finds no connection and fails `Unreachable` after the quick dial (1.5 s).
+/// When the link is back the conversation goes on, and neither of the two ever runs on A.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_down_mid_idle_costs_a_call_the_idle_timeout_and_nothing_runs_twice_when_it_is_back()
+{
+    let Some(net) = Net::make("idle") else { return };
+    let before = net.default_route_packets();
+    let patient = |ip: &str| NodeConfig {
+        request_deadline: Duration::from_secs(15),
+        ..cfg(ip)
+    };
+    let h = homes_with(&net, Relay::None, true, patient).await;
+    for seq in 1..=3 {
+        assert_eq!(h.b_calls(seq).await.unwrap(), json!({ "seq": seq }));
+    }
+    // idle for a while (keep-alives only), then the link goes down
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    sh(&format!("ip -n {} link set ra down", net.r)).unwrap();
+    let t = Instant::now();
+    let e = h.b_calls(4).await;
+    let took = t.elapsed();
+    eprintln!("the link down mid-idle: {e:?} after {took:?}");
+    assert_eq!(e, Err(CallError::Timeout), "written: it may have arrived");
+    assert!(
+        took < patient(B_IP).request_deadline / 2,
+        "it waited for the request deadline: {took:?}"
+    );
+    let t = Instant::now();
+    let e = h.b_calls(5).await;
+    eprintln!("the next call: {e:?} after {:?}", t.elapsed());
+    assert!(matches!(e, Err(CallError::Unreachable(_))), "{e:?}");
+    sh(&format!("ip -n {} link set ra up", net.r)).unwrap();
+    let t = Instant::now();
+    let mut next = 6;
+    while next <= 8 {
+        match h.b_calls(next).await {
+            Ok(v) => {
+                assert_eq!(v, json!({ "seq": next }));
+                next += 1;
+            }
+            Err(e) if t.elapsed() < Duration::from_secs(20) => {
+                eprintln!("after the link is back: {e}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => panic!("the link did not come back: {e}"),
+        }
+    }
+    eprintln!("answered again {:?} after the link was back", t.elapsed());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(*h.seen_a.lock().unwrap(), vec![1, 2, 3, 6, 7, 8]);
     h.close().await;
     assert_eq!(
         net.default_route_packets(),

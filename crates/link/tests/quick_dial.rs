@@ -7,11 +7,13 @@
 //! dial's failure comes before the connect deadline and a whole dial's not before it (a timer cannot fire
 //! early).
 
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dsh_session_mail_link::node::{Handler, Node, NodeConfig};
-use dsh_session_mail_link::{store, CallError, Relay};
+use dsh_session_mail_link::{store, CallError};
 use serde_json::{json, Value};
 
 const QUICK: Duration = Duration::from_millis(1000);
@@ -43,13 +45,7 @@ async fn linked() -> (tempfile::TempDir, tempfile::TempDir, Node, Node) {
     let (ha, hb) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let a = Node::start(ha.path(), cfg(), handler()).await.unwrap();
     let b = Node::start(hb.path(), cfg(), handler()).await.unwrap();
-    let inv = a
-        .invite(Relay::None, Duration::from_secs(300))
-        .await
-        .unwrap();
-    b.accept_invite(&inv.encode(), "alpha", "beta-host")
-        .await
-        .unwrap();
+    common::join(&a, &b).await;
     (ha, hb, a, b)
 }
 
@@ -124,31 +120,6 @@ async fn a_machine_heard_from_lately_gets_the_whole_dial() {
     a.close().await;
 }
 
-/// Forwards UDP between `a_real` and `b_real` on loopback, holding every datagram `delay` each way: A
-/// reaches B at the first address returned, B sees A at the second.
-async fn slow_path(
-    a_real: std::net::SocketAddr,
-    b_real: std::net::SocketAddr,
-    delay: Duration,
-) -> std::net::SocketAddr {
-    let sa = Arc::new(tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap());
-    let sb = Arc::new(tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap());
-    let face = sa.local_addr().unwrap();
-    for (from, to, dst) in [(sa.clone(), sb.clone(), b_real), (sb, sa, a_real)] {
-        tokio::spawn(async move {
-            let mut buf = vec![0u8; 65536];
-            while let Ok((n, _)) = from.recv_from(&mut buf).await {
-                let (d, to) = (buf[..n].to_vec(), to.clone());
-                tokio::spawn(async move {
-                    tokio::time::sleep(delay).await;
-                    let _ = to.send_to(&d, dst).await;
-                });
-            }
-        });
-    }
-    face
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dial_slower_than_the_quick_wait_goes_on_and_connects() {
     let (ha, _hb, a, b) = linked().await;
@@ -157,7 +128,8 @@ async fn a_dial_slower_than_the_quick_wait_goes_on_and_connects() {
     a.close().await;
     let a = Node::start(ha.path(), cfg(), handler()).await.unwrap();
     // A reaches B only through a path of 1.2 s round trip: a handshake takes longer than the quick wait
-    let face = slow_path(a.addrs()[0], b.addrs()[0], QUICK * 3 / 5).await;
+    let (face, _) =
+        common::udp_path(a.addrs()[0], b.addrs()[0], QUICK * 3 / 5, Arc::default()).await;
     store::update(ha.path(), a.secret_key(), 0, |d| {
         d.links.iter_mut().find(|l| l.id == idb).unwrap().addrs = vec![face];
         Ok(())
@@ -209,13 +181,7 @@ async fn a_request_written_before_the_machine_went_down_is_never_said_not_to_hav
     });
     let b = Node::start(hb.path(), cfg(), dying).await.unwrap();
     let _ = slot.set(b.clone());
-    let inv = a
-        .invite(Relay::None, Duration::from_secs(300))
-        .await
-        .unwrap();
-    b.accept_invite(&inv.encode(), "alpha", "beta-host")
-        .await
-        .unwrap();
+    common::join(&a, &b).await;
     let t = Instant::now();
     let r = a.call(&b.id(), json!("run then die")).await;
     println!(

@@ -54,3 +54,50 @@ pub fn code(c: &iroh::endpoint::Connection) -> Option<u64> {
         _ => None,
     }
 }
+
+/// A UDP path on loopback between `a_real` and `b_real`: A reaches B at the first address returned, B sees A
+/// at the second. Every datagram is held `delay` each way; while `cut` is set, every datagram is dropped
+/// (a partition).
+pub async fn udp_path(
+    a_real: std::net::SocketAddr,
+    b_real: std::net::SocketAddr,
+    delay: std::time::Duration,
+    cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> (std::net::SocketAddr, std::net::SocketAddr) {
+    use std::sync::Arc;
+    let sa = Arc::new(tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap());
+    let sb = Arc::new(tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap());
+    let faces = (sa.local_addr().unwrap(), sb.local_addr().unwrap());
+    for (from, to, dst) in [(sa.clone(), sb.clone(), b_real), (sb, sa, a_real)] {
+        let cut = cut.clone();
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; 65536];
+            while let Ok((n, _)) = from.recv_from(&mut buf).await {
+                if cut.load(std::sync::atomic::Ordering::SeqCst) {
+                    continue;
+                }
+                let (d, to) = (buf[..n].to_vec(), to.clone());
+                if delay.is_zero() {
+                    let _ = to.send_to(&d, dst).await;
+                    continue;
+                }
+                tokio::spawn(async move {
+                    tokio::time::sleep(delay).await;
+                    let _ = to.send_to(&d, dst).await;
+                });
+            }
+        });
+    }
+    faces
+}
+
+/// `b` uses an invite of `a` (relay none): both record each other, `a` as "alpha".
+pub async fn join(a: &Node, b: &Node) {
+    let inv = a
+        .invite(Relay::None, std::time::Duration::from_secs(300))
+        .await
+        .unwrap();
+    b.accept_invite(&inv.encode(), "alpha", "beta-host")
+        .await
+        .unwrap();
+}

@@ -1,0 +1,307 @@
+#!/usr/bin/env node
+// `npm run bench:machines:path` (issue 31): the remote send against the local one with the two rc.8 hosts on
+// two "machines" — network namespaces this bench makes — joined by a path of 0 ms and then 20 ms round trip.
+// The kernel here has no sch_netem (and no iptables/nft), so the path is a delaying UDP bridge
+// (crates/link/examples/udp_bridge.rs, built with `cargo build --example`) that holds each datagram half the
+// round trip each way:
+//
+//   a: host A (dsh web, its fake LLM)      ra            rb      b: host B
+//   va 10.78.1.1 ─── veth ─── xa 10.78.1.254          xb 10.78.2.254 ─── veth ─── vb 10.78.2.1
+//                             lo 10.78.2.1 (B, seen from a)     lo 10.78.1.1 (A, seen from b)
+//                             └────────── udp_bridge (the only path between ra and rb) ──────────┘
+//
+// ra and rb have no route to each other: what A sends to B's address ends at the bridge's socket in ra, and
+// the bridge sends it on from A's address in rb (and back the same way), so both hosts see each other's real
+// address and nothing is rewritten. Every namespace has a default route into a veth that leads nowhere: its
+// packet counter must stay 0 (printed at the end). Each host's endpoint is bound on its namespace's address
+// (DSH_SESSION_MAIL_LINK_BIND, a fixed port: the bridge listens there), relay none; the homes are directories
+// this process sees too, so the tools are driven through bench/peers-plugin's job files, and everything that
+// needs the host's HTTP port (boot, sessions, the CLI) runs in a small child started inside the host's
+// namespace (`ip netns exec`, JSON lines on stdio: this file with --role-host).
+//
+// Rows, for each path: the path's bare round trip (a UDP ping from a to an echo in b through the bridge, Node
+// dgram on both ends); the link's round trip (`links` probes: the holder's QUIC ping); sessions_send from A's
+// session to B's (remote) vs to another session of A (local), alternating; target: remote p50 ≤ local p50 +
+// the link's round trip + 2 ms.
+//
+// Options: --n N (pairs per path, default 60), --rtt N (probes, default 20), --pause MS (default 150),
+// --paths 0,20 (round trips in ms). Skipped, with a line saying why, where `ip netns` is not permitted.
+import { spawn, spawnSync } from 'node:child_process'
+import { writeFileSync } from 'node:fs'
+import { dirname, join, resolve } from 'node:path'
+import { createInterface } from 'node:readline'
+import { fileURLToPath } from 'node:url'
+import { loadavg } from 'node:os'
+import dgram from 'node:dgram'
+
+const HERE = dirname(fileURLToPath(import.meta.url))
+const REPO = resolve(HERE, '..')
+const SELF = fileURLToPath(import.meta.url)
+const sleep = ms => new Promise(r => setTimeout(r, ms))
+const argv = process.argv.slice(2)
+
+const A_IP = '10.78.1.1'
+const B_IP = '10.78.2.1'
+const PORT_A = 47311
+const PORT_B = 47312
+const PORT_ECHO = 47313
+
+if (argv[0] === '--role-host') await hostChild()
+else await main()
+
+/** Inside a host's namespace: JSON lines on stdin ({k, op, ...}), answers on stdout ({k, ok, value | error}). */
+async function hostChild() {
+  const H = await import('../test/real-host/harness.mjs')
+  const { startFakeLlm } = await import('../test/real-host/fake-llm.mjs')
+  let box, web, llm
+  const clis = []
+  const ops = {
+    async boot({ box: b }) {
+      llm = await startFakeLlm({ port: 0 })
+      box = { ...b, host: H.installHost(), webs: [] }
+      web = await H.bootWeb(box, { env: { DEEPSEEK_BASE_URL: llm.baseURL } })
+      return { pid: web.pid }
+    },
+    session: ({ cwd }) => web.createSession(cwd ?? box.ws),
+    async hello({ id }) { await web.prompt(id, 'hello'); await web.waitFor(id, ev => H.turnEndCount(ev) >= 1 && H.isIdle(ev)); return true },
+    cliStart: ({ args }) => clis.push(H.startCli(box, args)) - 1,
+    cliOut: ({ n }) => clis[n].out(),
+    cliDone: ({ n }) => clis[n].done,
+    echo({ at }) {
+      const s = dgram.createSocket('udp4')
+      s.on('message', (m, r) => s.send(m, r.port, r.address))
+      return new Promise((res, rej) => { s.once('error', rej); s.bind(at.port, at.ip, () => res(true)) })
+    },
+    async ping({ to, n, pause }) {
+      const s = dgram.createSocket('udp4')
+      await new Promise(r => s.bind(0, A_IP, r))
+      const out = []
+      for (let i = 0; i < n; i++) {
+        const t = performance.now()
+        const got = new Promise(r => { s.once('message', () => r(performance.now() - t)) })
+        s.send(Buffer.from(`ping ${i}`), to.port, to.ip)
+        out.push(await Promise.race([got, sleep(2000).then(() => NaN)]))
+        await sleep(pause)
+      }
+      s.close()
+      return out
+    },
+    async stop() { await Promise.all(box?.webs.map(w => w.stop().catch(() => {})) ?? []); await llm?.close(); return true },
+  }
+  for await (const line of createInterface({ input: process.stdin })) {
+    const m = JSON.parse(line)
+    try {
+      process.stdout.write(JSON.stringify({ k: m.k, ok: true, value: await ops[m.op](m) }) + '\n')
+    } catch (e) {
+      process.stdout.write(JSON.stringify({ k: m.k, ok: false, error: String(e?.stack ?? e) }) + '\n')
+    }
+  }
+  await ops.stop().catch(() => {})
+  process.exit(0)
+}
+
+function ip(line, { quiet = false } = {}) {
+  const r = spawnSync('ip', line.split(' '), { encoding: 'utf8' })
+  if (r.status !== 0) {
+    const e = new Error(`ip ${line}: ${(r.stderr || r.error?.message || '').trim()}`)
+    if (!quiet) throw e
+    return { error: e }
+  }
+  return { out: r.stdout }
+}
+
+/** The four namespaces (a, ra, rb, b) as drawn at the top; `null` where they cannot be made. */
+function makeNet() {
+  const p = process.pid
+  const ns = { a: `dshm-path-${p}-a`, ra: `dshm-path-${p}-ra`, rb: `dshm-path-${p}-rb`, b: `dshm-path-${p}-b` }
+  const all = Object.values(ns)
+  const made = []
+  const drop = () => { for (const n of made) ip(`netns del ${n}`, { quiet: true }) }
+  for (const n of all) {
+    const r = ip(`netns add ${n}`, { quiet: true })
+    if (r.error) { drop(); return { skip: r.error.message } }
+    made.push(n)
+  }
+  const cmds = []
+  for (const n of all) {
+    cmds.push(
+      `netns exec ${n} sysctl -qw net.ipv6.conf.all.disable_ipv6=1`,
+      `netns exec ${n} sysctl -qw net.ipv6.conf.default.disable_ipv6=1`,
+      `-n ${n} link set lo up`,
+      `-n ${n} link add dz type veth peer name dz2`,
+      `-n ${n} addr add 10.213.78.1/24 dev dz`,
+      `-n ${n} link set dz up`,
+      `-n ${n} link set dz2 up`,
+      `-n ${n} route add default via 10.213.78.2 dev dz`,
+      // the bench's own addresses never fall to the default route: unreachable, answered here
+      `-n ${n} route add unreachable 10.78.0.0/16 metric 1000`,
+    )
+  }
+  cmds.push(
+    `-n ${ns.a} link add va type veth peer name xa netns ${ns.ra}`,
+    `-n ${ns.b} link add vb type veth peer name xb netns ${ns.rb}`,
+    `-n ${ns.a} addr add ${A_IP}/24 dev va`,
+    `-n ${ns.b} addr add ${B_IP}/24 dev vb`,
+    `-n ${ns.ra} addr add 10.78.1.254/24 dev xa`,
+    `-n ${ns.rb} addr add 10.78.2.254/24 dev xb`,
+    `-n ${ns.ra} addr add ${B_IP}/32 dev lo`,
+    `-n ${ns.rb} addr add ${A_IP}/32 dev lo`,
+    `-n ${ns.a} link set va up`,
+    `-n ${ns.b} link set vb up`,
+    `-n ${ns.ra} link set xa up`,
+    `-n ${ns.rb} link set xb up`,
+    `-n ${ns.a} route add 10.78.2.0/24 via 10.78.1.254`,
+    `-n ${ns.b} route add 10.78.1.0/24 via 10.78.2.254`,
+  )
+  for (const c of cmds) {
+    const r = ip(c, { quiet: true })
+    if (r.error) { drop(); return { skip: r.error.message } }
+  }
+  const counters = () => Object.fromEntries(Object.entries(ns).map(([k, n]) =>
+    [k, Number(spawnSync('ip', ['netns', 'exec', n, 'cat', '/sys/class/net/dz/statistics/tx_packets'], { encoding: 'utf8' }).stdout.trim())]))
+  return { ns, drop, counters }
+}
+
+/** A child in namespace `n` running this file's --role-host: call(op, args) -> its answer. */
+function hostIn(n) {
+  const child = spawn('ip', ['netns', 'exec', n, process.execPath, SELF, '--role-host'], { stdio: ['pipe', 'pipe', 'inherit'] })
+  const waiting = new Map()
+  let k = 0
+  createInterface({ input: child.stdout }).on('line', (line) => {
+    let m
+    try { m = JSON.parse(line) } catch { return process.stderr.write(`${n}: ${line}\n`) }
+    const w = waiting.get(m.k); waiting.delete(m.k)
+    if (m.ok) w?.resolve(m.value); else w?.reject(new Error(`${n}: ${m.error}`))
+  })
+  child.on('exit', () => { for (const w of waiting.values()) w.reject(new Error(`${n}: the host child exited`)) })
+  return {
+    call: (op, args = {}) => new Promise((resolve, reject) => {
+      const m = { k: ++k, op, ...args }
+      waiting.set(m.k, { resolve, reject })
+      child.stdin.write(JSON.stringify(m) + '\n')
+    }),
+    async end() { child.stdin.end(); await new Promise(r => child.exitCode !== null ? r() : child.once('exit', r)) },
+  }
+}
+
+async function main() {
+  const log = s => process.stderr.write(`bench-machines-path: ${s}\n`)
+  const opt = (name, dflt) => argv.includes(name) ? argv[argv.indexOf(name) + 1] : dflt
+  const N = Math.max(3, Number(opt('--n', 60)))
+  const RTT_N = Math.max(3, Number(opt('--rtt', 20)))
+  const PAUSE = Math.max(0, Number(opt('--pause', 150)))
+  const PATHS = String(opt('--paths', '0,20')).split(',').map(Number)
+  const q = (xs, p) => { const a = xs.filter(Number.isFinite).sort((x, y) => x - y); return a.length ? a[Math.min(a.length - 1, Math.floor(p * a.length))] : NaN }
+  const med = xs => { const a = xs.filter(Number.isFinite).sort((x, y) => x - y); const m = a.length >> 1; return a.length % 2 ? a[m] : (a[m - 1] + a[m]) / 2 }
+  const f = x => Number.isFinite(x) ? x.toFixed(2) : '—'
+  const ppm = xs => `${f(med(xs))} / ${f(q(xs, 0.99))} / ${f(Math.max(...xs.filter(Number.isFinite)))}`
+
+  const net = makeNet()
+  if (net.skip) {
+    console.log(`bench:machines:path skipped: network namespaces cannot be made here (${net.skip})`)
+    return
+  }
+  let bridge
+  const boxes = []
+  const hosts = []
+  try {
+    const before = net.counters()
+    log('building the bridge (cargo build --example udp_bridge)')
+    const built = spawnSync('cargo', ['build', '-q', '-p', 'dsh-session-mail-link', '--example', 'udp_bridge'], { cwd: REPO, stdio: ['ignore', 'inherit', 'inherit'], env: { CARGO_BUILD_JOBS: '2', ...process.env } })
+    if (built.status !== 0) throw new Error('cargo build --example udp_bridge failed')
+    const target = process.env.CARGO_TARGET_DIR ?? join(REPO, 'target')
+    bridge = spawn(join(target, 'debug', 'examples', 'udp_bridge'),
+      [net.ns.ra, net.ns.rb, `${B_IP}:${PORT_B},${B_IP}:${PORT_ECHO}`, `${A_IP}:${PORT_A}`], { stdio: ['pipe', 'pipe', 'inherit'] })
+    const bridgeLines = createInterface({ input: bridge.stdout })[Symbol.asyncIterator]()
+    const bridgeSays = async (cmd) => { if (cmd) bridge.stdin.write(cmd + '\n'); const r = await bridgeLines.next(); if (r.done || r.value.startsWith('error')) throw new Error(`udp_bridge: ${r.value}`); return r.value }
+    await bridgeSays()
+
+    const H = await import('../test/real-host/harness.mjs')
+    const { addPeersPlugin, jobs } = await import('./peers-jobs.mjs')
+    const UNLIMITED = { budgetPerPair: 0, budgetPerSender: 0, budgetPerMachine: 0, maxStackedPerSender: 0, maxRelayHops: 0 }
+    const made = []
+    for (const [ipAddr, port] of [[A_IP, PORT_A], [B_IP, PORT_B]]) {
+      const box = await H.makeSandbox({ env: { DSH_SESSION_MAIL_LINK_BIND: `${ipAddr}:${port}` } })
+      boxes.push(box)
+      const pdir = H.initProfile(box, 'web')
+      H.packAndInstall(pdir, REPO, { mode: 'manual' })
+      writeFileSync(join(pdir, 'cordis.patch.yml'), `- id: dsh-session-mail\n  config: ${JSON.stringify(UNLIMITED)}\n`)
+      addPeersPlugin(pdir)
+      made.push(jobs(box))
+    }
+    const [boxA, boxB] = boxes
+    const [jobA] = made
+    const wsA2 = boxA.mkdir('ws-a2')
+    const A = hostIn(net.ns.a); hosts.push(A)
+    const B = hostIn(net.ns.b); hosts.push(B)
+    const plain = box => ({ dir: box.dir, home: box.home, ws: box.ws, env: box.env })
+    await A.call('boot', { box: plain(boxA) })
+    await B.call('boot', { box: plain(boxB) })
+    const sa = await A.call('session'); const sa2 = await A.call('session', { cwd: wsA2 }); const sb = await B.call('session')
+    await Promise.all([A.call('hello', { id: sa }), A.call('hello', { id: sa2 }), B.call('hello', { id: sb })])
+    await B.call('echo', { at: { ip: B_IP, port: PORT_ECHO } })
+
+    // the link, through the command line in each namespace
+    const inviting = await A.call('cliStart', { args: ['link', '--relay', 'none', '--json', '--ttl-minutes', '5'] })
+    let invite
+    for (const t = Date.now(); invite === undefined; await sleep(50)) {
+      try { invite = JSON.parse(await A.call('cliOut', { n: inviting })).invite } catch { if (Date.now() - t > 30_000) throw new Error('no invite') }
+    }
+    const addrs = JSON.parse(Buffer.from(invite.slice('dshm1'.length), 'base64url')).addrs
+    if (!addrs.includes(`${A_IP}:${PORT_A}`)) throw new Error(`A's endpoint is not on ${A_IP}:${PORT_A} (the bridge's address): ${addrs}`)
+    const joined = await B.call('cliDone', { n: await B.call('cliStart', { args: ['link', invite, '--name', 'home-a', '--json'] }) })
+    if (joined.code !== 0) throw new Error(`link: ${joined.stdout}${joined.stderr}`)
+    await A.call('cliDone', { n: inviting })
+    const cliA = async args => A.call('cliDone', { n: await A.call('cliStart', { args }) })
+    const asA = JSON.parse((await cliA(['links', '--no-probe', '--json'])).stdout)
+    await cliA(['machines', 'rename', asA.links[0].name, 'home-b'])
+    await Promise.all([H.leaseHeldByHost(boxA.home), H.leaseHeldByHost(boxB.home)])
+    await sleep(3000)
+    const load0 = loadavg()
+
+    const tool = (caller, name, args) => jobA({ op: 'tool', tool: name, args, caller, config: UNLIMITED })
+    const out = []
+    for (const ms of PATHS) {
+      await bridgeSays(`delay ${Math.round(ms * 500)}`)
+      await sleep(1000)
+      const bare = await A.call('ping', { to: { ip: B_IP, port: PORT_ECHO }, n: 50, pause: 20 })
+      const rtt = []
+      for (let i = 0; i < RTT_N; i++) {
+        const l = JSON.parse((await cliA(['links', '--json'])).stdout).links.find(x => x.name === 'home-b')
+        if (l?.online) rtt.push(l.rttMs)
+      }
+      const local = []; const remote = []
+      for (let i = -1; i < N; i++) {
+        const order = i % 2 ? [['local', sa2, local], ['remote', sb, remote]] : [['remote', sb, remote], ['local', sa2, local]]
+        for (const [kind, target, xs] of order) {
+          await sleep(PAUSE)
+          const r = await tool(sa, 'sessions_send', { session_id: target, message: `bench ${kind} ${ms} ms ${i}` })
+          if (!r.text.startsWith('accepted')) throw new Error(`${kind} send over the ${ms} ms path: ${r.text.slice(0, 300)}`)
+          if (i >= 0) xs.push(r.ms)
+        }
+      }
+      const RTT = med(rtt)
+      const d = med(remote) - med(local)
+      out.push({ ms, bare, rtt, RTT, local, remote, d, ok: d <= RTT + 2, load: loadavg()[0] })
+      log(`${ms} ms path: remote ${ppm(remote)}, local ${ppm(local)}, link RTT ${f(RTT)}`)
+    }
+    const through = await bridgeSays('stats')
+    const after = net.counters()
+    const load1 = loadavg()
+    console.log(`\nbench:machines:path — hosts A and B in network namespaces, reached only through a delaying UDP bridge (relay none), N=${N} pairs per path, pause ${PAUSE} ms; load ${load0.map(x => x.toFixed(1)).join(' ')} → ${load1.map(x => x.toFixed(1)).join(' ')}`)
+    console.log('p50 / p99 / max in ms\n')
+    for (const r of out) {
+      console.log(`   ${r.ms} ms path: bare round trip (UDP ping through the bridge, Node dgram) ${ppm(r.bare)}; link round trip (links probe) ${ppm(r.rtt)}`)
+      console.log(`${r.ok ? 'ok  ' : 'MISS'} sessions_send remote (A → B) over the ${r.ms} ms path: ${ppm(r.remote)}\n       baseline: local (A → A2) ${ppm(r.local)}\n       difference: ${r.d >= 0 ? '+' : ''}${f(r.d)} ms (link RTT ${f(r.RTT)})   target ≤ local + RTT + 2 ms   (load ${r.load.toFixed(1)})`)
+    }
+    const sent = Object.entries(after).map(([k, v]) => `${k} ${v - before[k]}`).join(', ')
+    const clean = Object.entries(after).every(([k, v]) => v === before[k])
+    console.log(`${clean ? 'ok  ' : 'FAIL'} packets out of each namespace's default route during the run: ${sent} (the bridge carried ${through.replace('datagrams ', '')} datagrams)`)
+    if (!clean) process.exitCode = 1
+  } finally {
+    for (const h of hosts) await h.end().catch(() => {})
+    if (bridge) { bridge.stdin.end(); bridge.kill() }
+    for (const b of boxes) await b.cleanup().catch(() => {})
+    net.drop()
+  }
+}
