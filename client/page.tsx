@@ -125,8 +125,13 @@ export function makePage(ctx: HostContext, page: PageStore, counts: CountStore, 
     )
   }
 
-  function Fate({ fate }: { fate: string }) {
-    return <span className={'dsm-chip dsm-fate-' + fate} data-fate={fate}>{t(('fate.' + fate) as Key)}</span>
+  function Fate({ fate, answered, machine }: { fate: string; answered?: MailRow['answered']; machine?: Machine | null }) {
+    const chip = <span className={'dsm-chip dsm-fate-' + fate} data-fate={fate}>{t(('fate.' + fate) as Key)}</span>
+    if (!answered) return chip
+    // a remote message's fate is a remembered answer (crossing::fates), never a fresh reading: say whose, and when
+    const args = { machine: machine ? machine.name : '?', time: new Date(answered.at).toLocaleString() }
+    return <>{chip}<span className="dsm-muted dsm-fate-asof" data-dsh-session-mail-fate-as-of={String(answered.at)} data-source={answered.source}>
+      {t(answered.source === 'outbox' ? 'fate.asOfOutbox' : 'fate.asOf', args)}</span></>
   }
 
   function MailHome() {
@@ -407,7 +412,7 @@ export function makePage(ctx: HostContext, page: PageStore, counts: CountStore, 
               <SessionButton id={r.target} title={r.targetTitle} machine={r.targetMachine} />
               {r.mode ? <span className="dsm-chip">{t(r.mode === 'steer' ? 'card.steer' : 'card.queue')}</span> : null}
               {r.hop !== null ? <span className="dsm-chip">{t('card.hop', { hop: r.hop })}</span> : null}
-              <Fate fate={r.fate} />
+              <Fate fate={r.fate} answered={r.answered} machine={r.targetMachine} />
               <time className="dsm-time" dateTime={new Date(r.time).toISOString()}>{new Date(r.time).toLocaleString()}</time>
               <button type="button" className="dsm-btn dsm-thread-btn" data-dsh-session-mail-thread-open={r.requestId} aria-pressed={selected === r.requestId}
                 onClick={() => { onThread(r.requestId) }}>{t('page.thread')}</button>
@@ -436,7 +441,7 @@ export function makePage(ctx: HostContext, page: PageStore, counts: CountStore, 
                   <SessionButton id={r.sender} title={r.senderTitle} machine={r.senderMachine} />
                   <span aria-hidden="true">→</span>
                   <SessionButton id={r.target} title={r.targetTitle} machine={r.targetMachine} />
-                  <Fate fate={r.fate} />
+                  <Fate fate={r.fate} answered={r.answered} machine={r.targetMachine} />
                   <time className="dsm-time" dateTime={new Date(r.time).toISOString()}>{new Date(r.time).toLocaleTimeString()}</time>
                 </div>
                 <pre className="dsm-text">{r.text}</pre>
