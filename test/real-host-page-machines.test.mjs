@@ -241,6 +241,10 @@ describe('Linked machines in headless Chromium: two rc.8 homes linked from their
     const rowA = pageA.locator(`[data-dsh-session-mail-row="${rid}"]`)
     await rowA.waitFor({ timeout: 20_000 })
     assert.equal(await rowA.getAttribute('data-direction'), 'out')
+    // its fate is what home-b answered at the send (crossing::fates), "as of" then
+    await until('A\'s tab row: queued as of the send', async () => (await rowA.getAttribute('data-fate')) === 'queued')
+    assert.equal(await rowA.locator('[data-dsh-session-mail-fate-as-of]').getAttribute('data-source'), 'send')
+    assert.match(await rowA.locator('td[title]').last().getAttribute('title'), /^queued: as that machine answered the send at /)
     assert.equal(await rowA.locator('[data-dsh-session-mail-row-machine]').getAttribute('data-dsh-session-mail-row-machine'), 'home-b')
 
     // both pages' message rows name the other end's machine (A's name for B, B's name for A)

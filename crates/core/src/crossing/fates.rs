@@ -60,6 +60,25 @@ pub struct Answer {
     pub at_ms: i64,
 }
 
+/// When and by whom a remote message's fate was answered, as the human's rows carry it (the page's
+/// `MailItem::answered`, the mail tab's `mailview::Row::answered`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Answered {
+    /// When it was answered (ms since the epoch): the page says "as of" it.
+    pub at: i64,
+    pub source: Source,
+}
+
+impl Answer {
+    pub fn answered(&self) -> Answered {
+        Answered {
+            at: self.at_ms,
+            source: self.source,
+        }
+    }
+}
+
 #[derive(Serialize, Deserialize)]
 struct Sealed {
     answer: Answer,

@@ -100,13 +100,7 @@ pub struct MailItem {
 }
 
 /// When and by whom a remote message's fate was answered (`MailItem::answered`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Answered {
-    /// When it was answered (ms since the epoch): the page says "as of" it.
-    pub at: i64,
-    pub source: crate::crossing::fates::Source,
-}
+pub use crate::crossing::fates::Answered;
 
 /// The remembered answers of the rows sent to linked machines (`crossing::fates`): read when a route
 /// answers, so a `verify` or a delivery since the last index pass shows at once.
@@ -126,10 +120,7 @@ fn with_answers(home: &Path, items: &mut [MailItem]) {
             crate::crossing::fates::read(home, &key, &i.request_id, m.id.as_str(), i.time, now)
         {
             i.fate = a.state;
-            i.answered = Some(Answered {
-                at: a.at_ms,
-                source: a.source,
-            });
+            i.answered = Some(a.answered());
         }
     }
 }

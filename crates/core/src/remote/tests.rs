@@ -488,6 +488,23 @@ async fn the_receivers_human_holds_or_refuses_and_its_machine_rule_applies() {
     };
     use crate::crossing::fates::Source;
     assert_eq!(row(), (FateState::Held, Some(Source::Send)));
+    // the sending session's mail tab says the same, and its line says whose answer it is
+    let tab = crate::mailview::view(net.homes[0].path(), A, 50);
+    let r = tab
+        .rows
+        .iter()
+        .find(|r| r.request_id == rc.request_id)
+        .unwrap();
+    assert_eq!(
+        (r.fate, r.answered.map(|a| a.source)),
+        (FateState::Held, Some(Source::Send))
+    );
+    assert!(
+        r.fate_text
+            .starts_with("held: as that machine answered the send at "),
+        "{}",
+        r.fate_text
+    );
     let v = verify(net.homes[0].path(), &net.at(0), &rc.request_id)
         .await
         .unwrap();
