@@ -58,7 +58,8 @@ export declare function listSessions(request: string): Promise<Listing>
 export declare function machinesDoctor(dshHome?: string | undefined | null): Promise<string>
 
 /**
- * `link`: a one-time invite (`relay`: `none` or the human's iroh-relay URL; `ttlMinutes` 1-1440, default
+ * `link`: a one-time invite (`relay`: `none`, `public` — Iroh's public relays, refused under
+ * `DSH_SESSION_MAIL_NO_PUBLIC_NETWORK=1` — or the human's iroh-relay URL; `ttlMinutes` 1-1440, default
  * 10). JSON `{ok, invite, expiresAt}` or `{ok: false, error}`.
  */
 export declare function machinesInvite(dshHome?: string | undefined | null, relay?: string | undefined | null, ttlMinutes?: number | undefined | null): Promise<string>

@@ -37,6 +37,8 @@ const H = await import('../test/real-host/harness.mjs')
 const { projectKey, ensureCorpus, TITLE_ONCE, TITLE_ONCE_QUICK } = await import('./gen-corpus.mjs')
 const { addPeersPlugin, jobs } = await import('./peers-jobs.mjs')
 const ENV = { DSH_SESSION_MAIL_LINK_BIND: '127.0.0.1:0' }
+// no bench may send a packet to a public relay: the core refuses that choice here and in every process started
+process.env.DSH_SESSION_MAIL_NO_PUBLIC_NETWORK = '1'
 const UNLIMITED = { budgetPerPair: 0, budgetPerSender: 0, budgetPerMachine: 0, maxStackedPerSender: 0, maxRelayHops: 0 }
 
 const argv = process.argv.slice(2)

@@ -18,6 +18,9 @@ export interface MailRow {
   hop: number | null
   chain: string | null
   fate: Fate
+  /** A message sent to a linked machine: the remembered answer its fate comes from (when, and whether the far
+   * side or this home's outbox gave it). `null`: the fate is read here, now. */
+  answered: { at: number; source: string } | null
   text: string
   expiresAt: number | null
 }
@@ -58,6 +61,8 @@ export function mailRow(r: any, names?: Record<string, string>): MailRow | null 
     hop: num(r.hop),
     chain: str(r.chain),
     fate: fateOf(r.fate),
+    answered: r.answered && typeof r.answered === 'object' && num(r.answered.at) !== null && typeof r.answered.source === 'string'
+      ? { at: r.answered.at, source: r.answered.source } : null,
     text: typeof r.text === 'string' ? r.text : '',
     expiresAt: num(r.expiresAt),
   }

@@ -125,8 +125,13 @@ export function makePage(ctx: HostContext, page: PageStore, counts: CountStore, 
     )
   }
 
-  function Fate({ fate }: { fate: string }) {
-    return <span className={'dsm-chip dsm-fate-' + fate} data-fate={fate}>{t(('fate.' + fate) as Key)}</span>
+  function Fate({ fate, answered, machine }: { fate: string; answered?: MailRow['answered']; machine?: Machine | null }) {
+    const chip = <span className={'dsm-chip dsm-fate-' + fate} data-fate={fate}>{t(('fate.' + fate) as Key)}</span>
+    if (!answered) return chip
+    // a remote message's fate is a remembered answer (crossing::fates), never a fresh reading: say whose, and when
+    const args = { machine: machine ? machine.name : '?', time: new Date(answered.at).toLocaleString() }
+    return <>{chip}<span className="dsm-muted dsm-fate-asof" data-dsh-session-mail-fate-as-of={String(answered.at)} data-source={answered.source}>
+      {t(answered.source === 'outbox' ? 'fate.asOfOutbox' : 'fate.asOf', args)}</span></>
   }
 
   function MailHome() {
@@ -407,7 +412,7 @@ export function makePage(ctx: HostContext, page: PageStore, counts: CountStore, 
               <SessionButton id={r.target} title={r.targetTitle} machine={r.targetMachine} />
               {r.mode ? <span className="dsm-chip">{t(r.mode === 'steer' ? 'card.steer' : 'card.queue')}</span> : null}
               {r.hop !== null ? <span className="dsm-chip">{t('card.hop', { hop: r.hop })}</span> : null}
-              <Fate fate={r.fate} />
+              <Fate fate={r.fate} answered={r.answered} machine={r.targetMachine} />
               <time className="dsm-time" dateTime={new Date(r.time).toISOString()}>{new Date(r.time).toLocaleString()}</time>
               <button type="button" className="dsm-btn dsm-thread-btn" data-dsh-session-mail-thread-open={r.requestId} aria-pressed={selected === r.requestId}
                 onClick={() => { onThread(r.requestId) }}>{t('page.thread')}</button>
@@ -436,7 +441,7 @@ export function makePage(ctx: HostContext, page: PageStore, counts: CountStore, 
                   <SessionButton id={r.sender} title={r.senderTitle} machine={r.senderMachine} />
                   <span aria-hidden="true">→</span>
                   <SessionButton id={r.target} title={r.targetTitle} machine={r.targetMachine} />
-                  <Fate fate={r.fate} />
+                  <Fate fate={r.fate} answered={r.answered} machine={r.targetMachine} />
                   <time className="dsm-time" dateTime={new Date(r.time).toISOString()}>{new Date(r.time).toLocaleTimeString()}</time>
                 </div>
                 <pre className="dsm-text">{r.text}</pre>
@@ -523,6 +528,10 @@ export function makePage(ctx: HostContext, page: PageStore, counts: CountStore, 
   function MachinesSection({ machines, rules, busy, act, reload }: { machines: MachineLink[]; rules: Rules | null; busy: boolean; act: Act; reload: () => Promise<unknown> }) {
     const [invite, setInvite] = useState<{ text: string; expiresAt: number | null } | null>(null)
     const [paste, setPaste] = useState('')
+    const [relayKind, setRelayKind] = useState<'none' | 'public' | 'url'>('none')
+    const [relayUrl, setRelayUrl] = useState('')
+    const relayOk = relayKind !== 'url' || /^https?:\/\/\S{1,500}$/.test(relayUrl.trim())
+    const relay = relayKind === 'url' ? relayUrl.trim() : relayKind
     const [pasteName, setPasteName] = useState('')
     const [renames, setRenames] = useState<Record<string, string>>({})
     const after = <V,>(p: Promise<Result<V>>) => p.then(r => { reload(); return r })
@@ -554,7 +563,7 @@ export function makePage(ctx: HostContext, page: PageStore, counts: CountStore, 
                     <span className="dsm-muted" data-dsh-session-mail-machine-seen={m.lastSeen ?? ''}>
                       {m.lastSeen !== null ? t('machines.lastSeen', { time: new Date(m.lastSeen).toLocaleString() }) : t('machines.neverSeen')}</span>
                     <code className="dsm-id" title={m.id}>{m.id.slice(0, 12)}…</code>
-                    <span className="dsm-muted">{m.relay === null || m.relay === 'none' ? t('machines.direct') : t('machines.relay', { relay: m.relay })}</span>
+                    <span className="dsm-muted" data-dsh-session-mail-machine-relay={m.relay ?? 'none'}>{m.relay === null || m.relay === 'none' ? t('machines.direct') : m.relay === 'public' ? t('machines.relayPublicShown') : t('machines.relay', { relay: m.relay })}</span>
                   </div>
                   <div className="dsm-actions">
                     <input value={draft} aria-label={t('machines.renameLabel', { name: m.name })} size={16} data-dsh-session-mail-machine-name={m.id}
@@ -578,8 +587,19 @@ export function makePage(ctx: HostContext, page: PageStore, counts: CountStore, 
         )}
         <h3>{t('machines.addTitle')}</h3>
         <div className="dsm-invite">
-          <button type="button" className="dsm-btn" disabled={busy} data-dsh-session-mail-invite=""
-            onClick={() => { act<any>('machines.invite', {}).then(r => { if (r.ok) setInvite({ text: typeof r.value === 'string' ? r.value : String(r.value?.invite ?? ''), expiresAt: typeof r.value?.expiresAt === 'number' ? r.value.expiresAt : null }) }) }}>{t('machines.invite')}</button>
+          <label>{t('machines.relayChoice')}{' '}
+            <select value={relayKind} disabled={busy} data-dsh-session-mail-invite-relay=""
+              onChange={e => { setRelayKind(e.target.value as 'none' | 'public' | 'url') }}>
+              <option value="none">{t('machines.relayNone')}</option>
+              <option value="public">{t('machines.relayPublic')}</option>
+              <option value="url">{t('machines.relayOwn')}</option>
+            </select>
+          </label>
+          {relayKind === 'url' ? <input value={relayUrl} placeholder={t('machines.relayUrl')} aria-label={t('machines.relayUrl')} size={32} data-dsh-session-mail-invite-relay-url=""
+            onChange={e => { setRelayUrl(e.target.value) }} /> : null}
+          {relayKind === 'public' ? <p className="dsm-muted" data-dsh-session-mail-invite-relay-note="">{t('machines.relayPublicNote')}</p> : null}
+          <button type="button" className="dsm-btn" disabled={busy || !relayOk} data-dsh-session-mail-invite=""
+            onClick={() => { act<any>('machines.invite', relay === 'none' ? {} : { relay }).then(r => { if (r.ok) setInvite({ text: typeof r.value === 'string' ? r.value : String(r.value?.invite ?? ''), expiresAt: typeof r.value?.expiresAt === 'number' ? r.value.expiresAt : null }) }) }}>{t('machines.invite')}</button>
           {invite !== null ? <>
             <textarea readOnly value={invite.text} rows={3} aria-label={t('machines.inviteText')} data-dsh-session-mail-invite-text="" onFocus={e => { e.target.select() }} />
             <button type="button" className="dsm-btn" onClick={() => { try { navigator.clipboard.writeText(invite.text) } catch { /* select and copy by hand */ } }}>{t('machines.copy')}</button>

@@ -22,6 +22,8 @@ interface ViewRow {
   fate: Fate
   fateText?: string
   machine?: { id: string; name: string } | null
+  /** Mail out to a linked machine: the remembered answer the fate comes from (crossing::fates). */
+  answered?: { at: number; source: string } | null
 }
 interface ViewValue { rows: ViewRow[]; held?: HeldMessage[]; policy: Policy; rules?: unknown; truncated?: boolean }
 type ViewState = (Result<ViewValue> & { actionError?: { message?: string } }) | null
@@ -133,7 +135,9 @@ export function makeMailView(ctx: HostContext, t: T) {
                     <td>{r.mode || '—'}</td>
                     <td>{typeof r.hop === 'number' ? String(r.hop) : '—'}</td>
                     <td>{r.outcome}</td>
-                    <td className={'dsm-fate-' + r.fate} title={r.fateText}>{t(('fate.' + r.fate) as 'fate.landed')}</td>
+                    <td className={'dsm-fate-' + r.fate} title={r.fateText}>{t(('fate.' + r.fate) as 'fate.landed')}
+                      {r.answered && typeof r.answered.at === 'number' ? <span className="dsm-muted" data-dsh-session-mail-fate-as-of={String(r.answered.at)} data-source={String(r.answered.source)}>
+                        {' '}{t('fate.asOfShort', { time: new Date(r.answered.at).toLocaleString() })}</span> : null}</td>
                   </tr>
                 ))}
               </tbody>

@@ -197,7 +197,7 @@ function routeHandler(core, { home = () => resolveDshHome(), promptHost = () => 
           return machines(await core.machinesList(home(), p.probe === true))
         case 'machines.invite': {
           const relay = p.relay === undefined ? 'none' : p.relay
-          if (typeof relay !== 'string' || (relay !== 'none' && !/^https?:\/\/\S{1,500}$/.test(relay))) return bad('bad-request', 'relay is none or the URL of your iroh-relay')
+          if (typeof relay !== 'string' || (relay !== 'none' && relay !== 'public' && !/^https?:\/\/\S{1,500}$/.test(relay))) return bad('bad-request', "relay is none, public (Iroh's public relays) or the URL of your iroh-relay")
           const ttl = p.ttlMinutes === undefined ? 10 : p.ttlMinutes
           if (!Number.isInteger(ttl) || ttl < 1 || ttl > 1440) return bad('bad-request', 'ttlMinutes: 1 to 1440')
           return machines(await core.machinesInvite(home(), relay, ttl))

@@ -15,6 +15,8 @@ import {
 } from '../test/real-host/harness.mjs'
 
 const ENV = { DSH_SESSION_MAIL_LINK_BIND: '127.0.0.1:0' }
+// no demo may send a packet to a public relay: the core refuses that choice here and in every process started
+process.env.DSH_SESSION_MAIL_NO_PUBLIC_NETWORK = '1'
 const show = (title, text) => console.log(`\n=== ${title}\n${text}`)
 
 const cli = (box, args) => startCli(box, args, ENV)

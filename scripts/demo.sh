@@ -5,6 +5,8 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
+# the demo links on loopback only: the core refuses Iroh's public relays in every process it starts
+export DSH_SESSION_MAIL_NO_PUBLIC_NETWORK=1
 eval "$(bash test/real-host/install-host.sh)"
 export PATH="$(dirname "$DSH_NODE"):$PATH"
 npm ci --no-audit --no-fund --loglevel=error

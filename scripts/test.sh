@@ -13,6 +13,9 @@ t0=$(date +%s)
 DSH_SESSION_MAIL_CACHE_DIR=$(mktemp -d "${TMPDIR:-/tmp}/dsh-session-mail-test-cache.XXXXXX")
 export DSH_SESSION_MAIL_CACHE_DIR
 trap 'rm -rf "$DSH_SESSION_MAIL_CACHE_DIR"' EXIT
+# No test may send a packet to a public relay: the core refuses the human's choice of Iroh's public relays
+# in every process started below (crates/link/src/store.rs; docs/machines.md "Network").
+export DSH_SESSION_MAIL_NO_PUBLIC_NETWORK=1
 step() { echo "== $* ($(( $(date +%s) - t0 )) s)"; }
 
 step "host toolchain: Node 22, pnpm, DSH 0.1.0-rc.8"

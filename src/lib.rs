@@ -1062,7 +1062,8 @@ fn machines_json(r: std::result::Result<serde_json::Value, link::LinkError>) -> 
     }
 }
 
-/// `link`: a one-time invite (`relay`: `none` or the human's iroh-relay URL; `ttlMinutes` 1-1440, default
+/// `link`: a one-time invite (`relay`: `none`, `public` — Iroh's public relays, refused under
+/// `DSH_SESSION_MAIL_NO_PUBLIC_NETWORK=1` — or the human's iroh-relay URL; `ttlMinutes` 1-1440, default
 /// 10). JSON `{ok, invite, expiresAt}` or `{ok: false, error}`.
 #[napi]
 pub async fn machines_invite(

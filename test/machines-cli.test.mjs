@@ -9,14 +9,15 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
-import { mkdtempSync, rmSync, statSync } from 'node:fs'
+import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { EXIT } from '../lib/cli/args.js'
 
 const BIN = fileURLToPath(new URL('../bin/dsh-session-mail.mjs', import.meta.url))
-const ENV = { DSH_SESSION_MAIL_LINK_BIND: '127.0.0.1:0' }
+// the guard: the core refuses Iroh's public relays in every CLI process this file starts
+const ENV = { DSH_SESSION_MAIL_LINK_BIND: '127.0.0.1:0', DSH_SESSION_MAIL_NO_PUBLIC_NETWORK: '1' }
 
 /** Start the CLI; `.done` resolves to { code, stdout, stderr, json }. */
 function start(args) {
@@ -119,5 +120,37 @@ test('link, links, rename, unlink and doctor across two homes on loopback', asyn
   } finally {
     rmSync(a, { recursive: true, force: true })
     rmSync(b, { recursive: true, force: true })
+  }
+})
+
+test('Iroh\'s public relays are the human\'s explicit choice, refused under DSH_SESSION_MAIL_NO_PUBLIC_NETWORK=1 before anything is made or bound', async () => {
+  const a = mkdtempSync(join(tmpdir(), 'dshm-pub-'))
+  try {
+    assert.match((await cli(['link', '--help'])).stdout, /--relay R +none .*public/s)
+    // making an invite with it: refused (exit 3), typed, and this home has no machine folder: no key, no lease, no socket
+    const made = await cli(['link', '--relay', 'public', '--home', a, '--json'])
+    assert.equal(made.code, EXIT.REFUSED, made.stdout + made.stderr)
+    assert.equal(made.json.error.kind, 'public-network-refused')
+    assert.equal(made.json.error.var, 'DSH_SESSION_MAIL_NO_PUBLIC_NETWORK')
+    assert.equal(made.json.error.refused, true)
+    assert.match(made.json.error.message, /Iroh's public relays are refused here/)
+    assert.equal(existsSync(join(a, 'dsh-session-mail', 'machine')), false)
+    // the words without --json
+    const text = await cli(['link', '--relay', 'public', '--home', a])
+    assert.equal(text.code, EXIT.REFUSED)
+    assert.match(text.stderr, /DSH_SESSION_MAIL_NO_PUBLIC_NETWORK=1 forbids the public network/)
+    // using an invite that carries it (made elsewhere, by a machine without the guard): refused before it is dialed
+    const inv = { id: 'ab'.repeat(32), addrs: ['127.0.0.1:9'], relay: 'public', secret: '07'.repeat(32), exp: Date.now() + 600_000 }
+    const invite = 'dshm1' + Buffer.from(JSON.stringify(inv)).toString('base64url')
+    const used = await cli(['link', invite, '--name', 'alpha', '--home', a, '--json'])
+    assert.equal(used.code, EXIT.REFUSED, used.stdout + used.stderr)
+    assert.equal(used.json.error.kind, 'public-network-refused')
+    assert.equal(existsSync(join(a, 'dsh-session-mail', 'machine')), false)
+    // not a relay choice at all: bad-relay, a refusal too
+    const bogus = await cli(['link', '--relay', 'publik', '--home', a, '--json'])
+    assert.equal(bogus.code, EXIT.REFUSED)
+    assert.equal(bogus.json.error.kind, 'bad-relay')
+  } finally {
+    rmSync(a, { recursive: true, force: true })
   }
 })

@@ -12,6 +12,8 @@ import { join } from 'node:path'
 import { startClientRoutes } from '../lib/client-host.js'
 
 process.env.DSH_SESSION_MAIL_LINK_BIND = '127.0.0.1:0'
+// no test may send a packet to a public relay: the core refuses that choice in this process
+process.env.DSH_SESSION_MAIL_NO_PUBLIC_NETWORK = '1'
 const core = createRequire(import.meta.url)('../binding.cjs')
 
 /** The route handler mounted for `home` (what the host's Connection service would call). */
@@ -36,6 +38,12 @@ test('machines.invite / link / list / rename / unlink across two homes; bad payl
       ['machines.link', { invite: 'hello', name: 'a' }], ['machines.link', { invite: 'dshm1abc', name: 'Not OK' }],
       ['machines.rename', { name: 'a' }], ['machines.unlink', {}],
     ]) assert.equal((await A(route, payload)).error?.code, 'bad-request', `${route} ${JSON.stringify(payload)}`)
+
+    // the public choice passes the route's check and is refused by the core (the guard), typed, nothing bound
+    const pub = await A('machines.invite', { relay: 'public' })
+    assert.equal(pub.ok, false, JSON.stringify(pub))
+    assert.equal(pub.error.code, 'machines')
+    assert.match(pub.error.message, /Iroh's public relays are refused here/)
 
     const inv = await A('machines.invite', { ttlMinutes: 5 })
     assert.equal(inv.ok, true, JSON.stringify(inv))

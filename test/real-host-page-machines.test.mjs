@@ -7,6 +7,10 @@
 // set from the page and enforced on A's next send (hold, then refuse); the machine named on what the human
 // sees (B's agent card, both mail tabs, both pages' rows, the `@` locator offering B's session on A);
 // unlink from B's page refused on both ends at once; the section in Chinese; no console error of ours.
+// The relay choice of the invite (none / Iroh's public relays / my relay URL): public is refused in these
+// sandboxes (DSH_SESSION_MAIL_NO_PUBLIC_NETWORK=1, set by the harness) before anything is bound. The sending
+// home's row of a message to B shows the fate B answered (crossing::fates), "as of" when: held at the send,
+// still held after B's human approves (a remembered answer: the page does not ask), landed after A's `verify`.
 // Screenshots go to $SCREENSHOT_DIR (default: <sandbox>/shots, printed).
 //
 //   eval "$(bash test/real-host/install-host.sh)" && $DSH_NODE --test --test-concurrency=1 test/real-host-page-machines.test.mjs
@@ -132,6 +136,20 @@ describe('Linked machines in headless Chromium: two rc.8 homes linked from their
     const sectionA = pageA.locator('[data-dsh-session-mail-machines]')
     await sectionA.waitFor({ timeout: 20_000 })
     await sectionA.locator('[data-dsh-session-mail-machines-none]').waitFor()
+    // the relay choice: Iroh's public relays say what n0 then sees, and are refused here (the guard) —
+    // nothing bound, no invite
+    const relay = sectionA.locator('[data-dsh-session-mail-invite-relay]')
+    assert.deepEqual(await relay.locator('option').evaluateAll(os => os.map(o => o.value)), ['none', 'public', 'url'])
+    await relay.selectOption('public')
+    assert.match(await sectionA.locator('[data-dsh-session-mail-invite-relay-note]').innerText(), /n0's relay servers then see both machines' IP addresses/)
+    await sectionA.locator('[data-dsh-session-mail-invite]').click()
+    await until('public refused', async () => /Iroh's public relays are refused here/.test(await pageA.locator('[data-dsh-session-mail-page]').innerText()), { timeout: 20_000 })
+    assert.equal(await sectionA.locator('[data-dsh-session-mail-invite-text]').count(), 0, 'no invite made')
+    // my relay URL: the button waits for an http(s) URL
+    await relay.selectOption('url')
+    await sectionA.locator('[data-dsh-session-mail-invite-relay-url]').fill('not a url')
+    assert.equal(await sectionA.locator('[data-dsh-session-mail-invite]').isDisabled(), true)
+    await relay.selectOption('none')
     // keyboard: focus "Make an invite" and press Enter
     await sectionA.locator('[data-dsh-session-mail-invite]').focus()
     await pageA.keyboard.press('Enter')
@@ -223,6 +241,10 @@ describe('Linked machines in headless Chromium: two rc.8 homes linked from their
     const rowA = pageA.locator(`[data-dsh-session-mail-row="${rid}"]`)
     await rowA.waitFor({ timeout: 20_000 })
     assert.equal(await rowA.getAttribute('data-direction'), 'out')
+    // its fate is what home-b answered at the send (crossing::fates), "as of" then
+    await until('A\'s tab row: queued as of the send', async () => (await rowA.getAttribute('data-fate')) === 'queued')
+    assert.equal(await rowA.locator('[data-dsh-session-mail-fate-as-of]').getAttribute('data-source'), 'send')
+    assert.match(await rowA.locator('td[title]').last().getAttribute('title'), /^queued: as that machine answered the send at /)
     assert.equal(await rowA.locator('[data-dsh-session-mail-row-machine]').getAttribute('data-dsh-session-mail-row-machine'), 'home-b')
 
     // both pages' message rows name the other end's machine (A's name for B, B's name for A)
@@ -274,6 +296,43 @@ describe('Linked machines in headless Chromium: two rc.8 homes linked from their
     await until('the machine rule saved', async () => (await route(pageB, 'rules.list', {})).value?.machines?.[idA] === 'hold')
     await pageB.locator(`[data-dsh-session-mail-machine-rule="${idA}"]`).waitFor()
 
+    // the sending home's row: the fate B answered, remembered "as of" its time, refreshed by A's verify
+    const held0 = await sendAtoB('Held, then approved on B (H0).')
+    assert.match(held0.text, /held for the human/i, held0.text)
+    const ridH0 = requestIdOf(held0.text)
+    await openPage(pageA)
+    const rowA0 = pageA.locator(`[data-dsh-session-mail-message="${ridH0}"]`)
+    const fateOfRow = async () => ({
+      fate: await rowA0.getAttribute('data-fate').catch(() => null),
+      asOf: Number(await rowA0.locator('[data-dsh-session-mail-fate-as-of]').getAttribute('data-dsh-session-mail-fate-as-of', { timeout: 1000 }).catch(() => 0)),
+      source: await rowA0.locator('[data-dsh-session-mail-fate-as-of]').getAttribute('data-source', { timeout: 1000 }).catch(() => null),
+      text: await rowA0.innerText().catch(() => ''),
+    })
+    await until('A\'s row: held, as home-b answered', async () => (await fateOfRow()).fate === 'held', { timeout: 30_000 })
+    const atSend = await fateOfRow()
+    assert.equal(atSend.source, 'send')
+    assert.match(atSend.text, /as home-b answered, as of /, atSend.text)
+    // B's human approves: it lands there; A's row still says what B answered at the send (nobody asked since)
+    const heldCard0 = pageB.locator(`[data-dsh-session-mail-page] [data-dsh-session-mail-approve="${ridH0}"]`)
+    await heldCard0.waitFor({ timeout: 30_000 })
+    await heldCard0.click()
+    await until('H0 landed in B', () => landed(boxB.home, B, ridH0) === 1, { timeout: 30_000 })
+    assert.equal((await fateOfRow()).fate, 'held', 'a remembered answer until A asks')
+    // A's verify asks B: landed; A's row follows, as of the verify
+    const v = boxCli(boxA, 'verify', ridH0)
+    assert.match(v.out, /landed/i, v.out)
+    await until('A\'s row: landed, as of the verify', async () => (await fateOfRow()).fate === 'landed', { timeout: 30_000 })
+    const atVerify = await fateOfRow()
+    assert.equal(atVerify.source, 'verify')
+    assert.ok(atVerify.asOf > atSend.asOf, `${atVerify.asOf} > ${atSend.asOf}`)
+    // the thread view says the same
+    await rowA0.locator(`[data-dsh-session-mail-thread-open="${ridH0}"]`).click()
+    const bubble = pageA.locator(`[data-dsh-session-mail-thread-item="${ridH0}"]`)
+    await bubble.waitFor({ timeout: 20_000 })
+    assert.match(await bubble.innerText(), /as home-b answered, as of /)
+    assert.equal(await bubble.locator('[data-fate]').getAttribute('data-fate'), 'landed')
+    await rowA0.screenshot({ path: join(shots, 'page-row-remote-fate.png') })
+
     const held = await sendAtoB('Held by the machine rule (H1).')
     assert.match(held.text, /held for the human/i, held.text)
     const ridH = requestIdOf(held.text)
@@ -281,7 +340,7 @@ describe('Linked machines in headless Chromium: two rc.8 homes linked from their
     await heldCard.waitFor({ timeout: 30_000 })
     await until('the held card names home-a', async () => (await heldCard.locator(`[data-dsh-session-mail-remote="${A}"] [data-machine]`).innerText().catch(() => '')) === 'home-a')
     assert.equal(landed(boxB.home, B, ridH), 0, 'a held message does not land')
-    // the receiving home's verify (A's `verify` does not ask the far side yet: it says unknown — see docs/machines.md)
+    // the receiving home's verify (A's asks B: remote::verify; H0 above shows it on A's page)
     assert.match(boxCli(boxB, 'verify', ridH).out, /held/i)
 
     await select.selectOption('refuse')

@@ -5,7 +5,7 @@ import { EXIT, UsageError, intOption, parse } from './args.js'
 import { core } from './core.js'
 import { resolveDshHome } from '../home.js'
 
-const LINK_HELP = `usage: dsh-session-mail link [--relay none|URL] [--ttl-minutes N] [--no-wait] [--json] [--home DIR]
+const LINK_HELP = `usage: dsh-session-mail link [--relay none|public|URL] [--ttl-minutes N] [--no-wait] [--json] [--home DIR]
        dsh-session-mail link INVITE --name NAME [--json] [--home DIR]
 
 Link this DSH home with another machine's, once; from then on the tools reach its sessions.
@@ -14,8 +14,10 @@ Without INVITE: print a one-time invite for the other machine (its endpoint id, 
 secret, an expiry), then wait until it is used or expires (unless a running DSH on this home holds
 the endpoint, or --no-wait). On the other machine run: dsh-session-mail link INVITE --name NAME.
 
-  --relay R          none (default: direct addresses only: LAN, VPN, Tailscale, loopback) or the URL
-                     of your own iroh-relay
+  --relay R          none (default: direct addresses only: LAN, VPN, Tailscale, loopback), public
+                     (Iroh's public relays, run by n0: they see both machines' IP addresses and
+                     endpoint ids, and carry the encrypted traffic when no direct path works), or the
+                     URL of your own iroh-relay. Refused where DSH_SESSION_MAIL_NO_PUBLIC_NETWORK=1.
   --ttl-minutes N    the invite's life, 1-1440 (default 10)
   --no-wait          print the invite and exit (a DSH process of this home must hold the endpoint)
   --name NAME        what this home calls the other machine: [a-z0-9][a-z0-9-]{0,31}
@@ -57,6 +59,9 @@ function refusal(out, command, r) {
   out.stderr(`dsh-session-mail ${command}: ${r.error?.message ?? 'no answer'}`)
 }
 
+/** A link's relay as the human reads it: `none`, the public choice spelled out, or the relay's URL. */
+const relayText = r => (r === 'public' ? "public (Iroh's public relays, run by n0)" : String(r ?? 'none'))
+
 /** The exit code of a failed command: a refusal (bad input, a rule, the other side's no) or a failure. */
 const failedCode = r => (r.error?.refused === true ? EXIT.REFUSED : EXIT.FAILED)
 
@@ -75,7 +80,7 @@ export async function link(argv, out) {
     if (values.relay !== undefined || values['ttl-minutes'] !== undefined) throw new UsageError('--relay and --ttl-minutes belong to making an invite', 'link')
     const r = JSON.parse(await c.machinesLink(home, positionals[0], values.name))
     if (values.json) out.stdout(JSON.stringify(r, null, 2))
-    else if (r.ok) out.stdout(`linked: ${r.link.name} (${r.link.id}), relay ${r.link.relay}`)
+    else if (r.ok) out.stdout(`linked: ${r.link.name} (${r.link.id}), relay ${relayText(r.link.relay)}`)
     else refusal(out, 'link', r)
     return done(c, home, r.ok ? EXIT.OK : failedCode(r))
   }
@@ -85,7 +90,7 @@ export async function link(argv, out) {
   if (!r.ok) {
     if (values.json) out.stdout(JSON.stringify(r, null, 2))
     else refusal(out, 'link', r)
-    return done(c, home, EXIT.FAILED)
+    return done(c, home, failedCode(r))
   }
   if (values.json) out.stdout(JSON.stringify(r, null, 2))
   else {
@@ -121,7 +126,7 @@ export async function links(argv, out) {
     if (r.links.length === 0) out.stdout('no linked machines (dsh-session-mail link)')
     for (const l of r.links) {
       const state = l.online === true ? `online, ${l.rttMs.toFixed(1)} ms` : l.online === false ? `offline (${l.error})` : '?'
-      out.stdout(`${l.name.padEnd(16)} ${l.id}  ${state}; last seen ${ago(l.lastSeen)}; relay ${l.relay}`)
+      out.stdout(`${l.name.padEnd(16)} ${l.id}  ${state}; last seen ${ago(l.lastSeen)}; relay ${relayText(l.relay)}`)
     }
   }
   return done(c, home, EXIT.OK)

@@ -285,6 +285,8 @@ export async function makeSandbox({ t, host = installHost(), keep = process.env.
       DSH_TELEMETRY_DISABLED: '1',
       // the plugin's read checkpoints (crates/core/src/store/checkpoint.rs) stay in the sandbox
       DSH_SESSION_MAIL_CACHE_DIR: join(dir, 'cache'),
+      // no test may send a packet to a public relay: the core refuses that choice in the sandbox's processes
+      DSH_SESSION_MAIL_NO_PUBLIC_NETWORK: '1',
       ...env,
     },
     webs: [],

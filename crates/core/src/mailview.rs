@@ -40,6 +40,10 @@ pub struct Row {
     /// The peer's machine (the ledger's `fromMachine` for mail in, `toMachine` for mail out); `None`: this
     /// home. Named by the id's first 12 characters here; the routes put the human's name for it.
     pub machine: Option<crate::machine::Machine>,
+    /// Mail out to a linked machine: the remembered answer `fate` comes from (`crossing::fates`: the far
+    /// side's at the send, the delivery or the latest `verify`, or this home's outbox), and when. `None`:
+    /// `fate` is this home's own reading, now.
+    pub answered: Option<crate::crossing::fates::Answered>,
 }
 
 /// One held message, for the human's decision.
@@ -216,6 +220,8 @@ pub fn view(home: &Path, session: &str, limit: usize) -> View {
     };
     // send tools only, one row per request id (its last line), newest first
     let mut seen = std::collections::HashSet::new();
+    let now_ms = base::clock::now_ms();
+    let mut fates_key: Option<Option<base::seal::Key>> = None;
     let mut rows = Vec::new();
     let mut truncated = false;
     for e in entries.iter().rev() {
@@ -234,7 +240,21 @@ pub fn view(home: &Path, session: &str, limit: usize) -> View {
         } else {
             e.sender.clone()
         };
-        let (fate, fate_text) = row_fate(home, &mut titles, e, &rid);
+        let (mut fate, mut fate_text) = row_fate(home, &mut titles, e, &rid);
+        let time_ms = base::clock::parse_utc(&e.time).unwrap_or(0);
+        // mail out to a linked machine: its fate is what that machine (or the outbox) last answered
+        let answer = e
+            .to_machine
+            .as_deref()
+            .filter(|_| out && !rid.is_empty())
+            .and_then(|m| {
+                let key = fates_key.get_or_insert_with(|| crate::crossing::fates::key(home));
+                crate::crossing::fates::read(home, key.as_ref()?, &rid, m, time_ms, now_ms)
+            });
+        if let Some(a) = &answer {
+            fate = a.state;
+            fate_text = crate::render::fate::remembered(a);
+        }
         let machine = crate::machine::Machine::of_stored(
             if out {
                 e.to_machine.clone()
@@ -248,7 +268,7 @@ pub fn view(home: &Path, session: &str, limit: usize) -> View {
             peer_title: peer.as_deref().and_then(|p| titles.title(p)),
             peer,
             direction: if out { "out" } else { "in" },
-            time_ms: base::clock::parse_utc(&e.time).unwrap_or(0),
+            time_ms,
             time: e.time.clone(),
             mode: e.mode.clone(),
             hop: e.hop,
@@ -256,6 +276,7 @@ pub fn view(home: &Path, session: &str, limit: usize) -> View {
             outcome: e.outcome.as_string(),
             fate,
             fate_text,
+            answered: answer.as_ref().map(|a| a.answered()),
             request_id: rid,
         });
     }

@@ -96,8 +96,11 @@ pub enum LinkError {
     NameTaken { name: String },
     /// No linked machine has this name.
     NoSuchLink { name: String },
-    /// Neither `none` nor an http(s) URL of an iroh-relay.
+    /// Neither `none`, `public` nor an http(s) URL of an iroh-relay.
     BadRelay { relay: String, detail: String },
+    /// Iroh's public relays were chosen, and this process forbids the public network (`var` is `1`: tests,
+    /// benchmarks, the demo). Nothing was bound, dialed or looked up.
+    PublicNetworkRefused { var: String },
     /// The other machine refused the link handshake, in words of its own (an older peer).
     PeerRefused { message: String },
     /// Reaching the other machine, or this home's lease holder, failed.
@@ -124,6 +127,7 @@ impl LinkError {
             | E::NameTaken { .. }
             | E::NoSuchLink { .. }
             | E::BadRelay { .. }
+            | E::PublicNetworkRefused { .. }
             | E::PeerRefused { .. } => true,
             E::Call { error } => matches!(
                 error,
@@ -189,6 +193,10 @@ impl std::fmt::Display for LinkError {
             }
             E::NoSuchLink { name } => write!(f, "no machine named '{name}' is linked"),
             E::BadRelay { relay, detail } => write!(f, "relay '{relay}': {detail}"),
+            E::PublicNetworkRefused { var } => write!(
+                f,
+                "Iroh's public relays are refused here: {var}=1 forbids the public network in this process (tests, benchmarks, the demo); nothing was bound or dialed"
+            ),
             E::PeerRefused { message } => write!(f, "the other machine refused: {message}"),
             E::Call { error } => write!(f, "{error}"),
             E::Holder { detail } => write!(f, "the lease holder: {detail}"),

@@ -239,6 +239,8 @@ impl Machines {
 
     /// `link`: a one-time invite made by the home's endpoint (bound here when no process holds it).
     pub async fn invite(&self, relay: crate::Relay, ttl: Duration) -> Result<String, LinkError> {
+        // the public choice under the guard: refused before a key is made or anything bound
+        relay.allowed()?;
         crate::identity::load_or_make(&self.home)?;
         // the holder may bind its endpoint again for a relay it does not run with yet
         let v = self
@@ -278,7 +280,7 @@ impl Machines {
 
     /// `link <invite> --name <name>`: both ends record each other.
     pub async fn accept_invite(&self, invite: &str, name: &str) -> Result<crate::Link, LinkError> {
-        crate::node::Invite::decode(invite)?;
+        crate::node::Invite::decode(invite)?.relay.allowed()?;
         if !crate::valid_name(name) {
             return Err(LinkError::BadName { name: name.into() });
         }
@@ -463,7 +465,10 @@ impl Machines {
         }
         for l in links {
             let name = format!("link {}", l["name"].as_str().unwrap_or("?"));
-            let relay = l["relay"].as_str().unwrap_or("none").to_string();
+            let relay = match l["relay"].as_str().unwrap_or("none") {
+                "public" => "public: Iroh's public relays, run by n0".to_string(),
+                r => r.to_string(),
+            };
             if l["online"] == Value::Bool(true) {
                 rows.push(row(
                     &name,

@@ -1,7 +1,7 @@
 //! The endpoint of a home: bound only by the process that holds the lease ([`crate::lease`]), with this
 //! home's machine key, on [`wire::ALPN`] and [`wire::LINK_ALPN`]. Relays: none unless a link (or a waiting
-//! invite) names the human's relay URL; no address lookup of any kind; Iroh built without portmapper or
-//! metrics.
+//! invite) names the human's relay URL or Iroh's public relays (`store::Relay`, refused under the guard
+//! `store::NO_PUBLIC_NETWORK_VAR`); no address lookup of any kind; Iroh built without portmapper or metrics.
 //!
 //! Incoming connections pass [`Gate`] (Iroh's `after_handshake` hook) before the accept loop sees them: on
 //! the main ALPN only an endpoint this home has linked (its TLS-proved `EndpointId`, read fresh from the
@@ -190,21 +190,23 @@ pub struct Node {
     inner: Arc<Inner>,
 }
 
-/// The relays the home's links and waiting invites name.
-fn relay_urls(doc: &store::Doc) -> Vec<iroh::RelayUrl> {
+/// The relays the home's links and waiting invites name (Iroh's public ones when one chose them: refused
+/// under the guard, `store::NO_PUBLIC_NETWORK_VAR`, before anything is bound).
+fn relay_urls(doc: &store::Doc) -> Result<Vec<iroh::RelayUrl>, LinkError> {
     let mut urls: Vec<iroh::RelayUrl> = vec![];
-    for u in doc
+    for r in doc
         .links
         .iter()
         .map(|l| &l.relay)
         .chain(doc.invites.iter().map(|p| &p.relay))
-        .filter_map(Relay::url)
     {
-        if !urls.contains(&u) {
-            urls.push(u);
+        for u in r.urls()? {
+            if !urls.contains(&u) {
+                urls.push(u);
+            }
         }
     }
-    urls
+    Ok(urls)
 }
 
 fn relay_mode(urls: &[iroh::RelayUrl]) -> RelayMode {
@@ -320,9 +322,15 @@ impl Invite {
 
 fn endpoint_addr(id: &MachineId, addrs: &[SocketAddr], relay: &Relay) -> EndpointAddr {
     let mut t: Vec<TransportAddr> = addrs.iter().map(|a| TransportAddr::Ip(*a)).collect();
-    if let Some(u) = relay.url() {
-        t.push(TransportAddr::Relay(u));
-    }
+    // the public choice names every public relay: with no address lookup, the machine is found on whichever
+    // of them is its home relay (Iroh tries each path)
+    t.extend(
+        relay
+            .urls()
+            .unwrap_or_default()
+            .into_iter()
+            .map(TransportAddr::Relay),
+    );
     EndpointAddr::from_parts(id.endpoint_id(), t)
 }
 
@@ -356,7 +364,7 @@ impl Node {
             Some(b) => SocketAddr::new(b.ip(), doc.port.unwrap_or(0)),
             None => SocketAddr::from(([0, 0, 0, 0], doc.port.unwrap_or(0))),
         };
-        let urls = relay_urls(&doc);
+        let urls = relay_urls(&doc)?;
         let ep = bind(home, &sk, &tc, want, &urls).await?;
         let port = ep.bound_sockets().first().map(|s| s.port());
         if port.is_some() && port != doc.port && cfg.bind.is_none_or(|b| b.port() == 0) {
@@ -436,25 +444,30 @@ impl Node {
     /// `none`, so no relay transport at all) is bound again, on the same port, with the home's relays and
     /// this one. Its open connections close then; peers dial again.
     pub async fn ensure_relay(&self, relay: &Relay) -> Result<(), LinkError> {
-        let Some(url) = relay.url() else {
+        let add = relay.urls()?;
+        if add.is_empty() {
             return Ok(());
-        };
+        }
         let _one = self.inner.rebinding.lock().await;
         let have = self.inner.relays.lock().unwrap().clone();
         match have {
-            Some(v) if v.contains(&url) => return Ok(()),
-            Some(_) => {
-                self.ep()
-                    .insert_relay(url.clone(), Arc::new(iroh::RelayConfig::from(url.clone())))
-                    .await;
-                if let Some(v) = self.inner.relays.lock().unwrap().as_mut() {
-                    v.push(url);
+            Some(v) if add.iter().all(|u| v.contains(u)) => return Ok(()),
+            Some(v) => {
+                let ep = self.ep();
+                for url in add.into_iter().filter(|u| !v.contains(u)) {
+                    ep.insert_relay(url.clone(), Arc::new(iroh::RelayConfig::from(url.clone())))
+                        .await;
+                    if let Some(v) = self.inner.relays.lock().unwrap().as_mut() {
+                        v.push(url);
+                    }
                 }
             }
             None => {
-                let mut urls = relay_urls(&store::read(&self.inner.home, &self.inner.sk).doc());
-                if !urls.contains(&url) {
-                    urls.push(url);
+                let mut urls = relay_urls(&store::read(&self.inner.home, &self.inner.sk).doc())?;
+                for url in add {
+                    if !urls.contains(&url) {
+                        urls.push(url);
+                    }
                 }
                 let old = self.ep();
                 let want = old

@@ -27,35 +27,76 @@ pub const MAX_LINKS: usize = 64;
 /// Most invites waiting at once.
 pub const MAX_INVITES: usize = 16;
 
-/// How a link reaches its machine: direct addresses only, or through the human's relay.
+/// How a link reaches its machine: direct addresses only, Iroh's public relays (run by n0: the human's
+/// explicit choice, never a default), or the human's own relay.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub enum Relay {
     None,
+    Public,
     Url(String),
 }
 
+/// The environment variable that forbids the public choice in this process: `1` makes every use of
+/// [`Relay::Public`] (an invite made or used with it, an endpoint bound for a link that names it) fail with
+/// [`LinkError::PublicNetworkRefused`] before anything is bound, dialed or looked up. scripts/test.sh, the
+/// benchmarks and scripts/demo.sh set it: no test, bench or demo may send a packet to a public relay.
+pub const NO_PUBLIC_NETWORK_VAR: &str = "DSH_SESSION_MAIL_NO_PUBLIC_NETWORK";
+
+/// Whether this process forbids the public network ([`NO_PUBLIC_NETWORK_VAR`] is `1`).
+pub fn public_network_forbidden() -> bool {
+    std::env::var_os(NO_PUBLIC_NETWORK_VAR).is_some_and(|v| v == "1")
+}
+
+/// The one place that maps [`Relay::Public`] to relays: Iroh's own production relay map (its URLs; the
+/// endpoint gives each the default `RelayConfig`, as that map does). Refused when `forbidden` (the guard,
+/// [`public_network_forbidden`]) — before anything is bound or resolved: building the list opens no socket
+/// and looks nothing up. `crates/link/tests/no_public_network.rs` fails if the map is named anywhere else.
+fn public_relay_urls(forbidden: bool) -> Result<Vec<iroh::RelayUrl>, LinkError> {
+    if forbidden {
+        return Err(LinkError::PublicNetworkRefused {
+            var: NO_PUBLIC_NETWORK_VAR.into(),
+        });
+    }
+    Ok(iroh::defaults::prod::default_relay_map().urls())
+}
+
 impl Relay {
-    /// `none`, or an `http(s)://` URL of an iroh-relay (checked by Iroh's own parser).
+    /// `none`, `public`, or an `http(s)://` URL of an iroh-relay (checked by Iroh's own parser: a URL parse,
+    /// no lookup of its host). Parsing is data only: the guard applies where the choice is used
+    /// ([`Relay::allowed`], [`Relay::urls`]).
     pub fn parse(s: &str) -> Result<Relay, LinkError> {
         if s == "none" {
             return Ok(Relay::None);
+        }
+        if s == "public" {
+            return Ok(Relay::Public);
         }
         let bad = |detail: String| LinkError::BadRelay {
             relay: s.chars().take(80).collect(),
             detail,
         };
         if !(s.starts_with("https://") || s.starts_with("http://")) || s.len() > 512 {
-            return Err(bad("neither 'none' nor an http(s) URL".into()));
+            return Err(bad("neither 'none', 'public' nor an http(s) URL".into()));
         }
         s.parse::<iroh::RelayUrl>()
             .map_err(|e| bad(e.to_string()))?;
         Ok(Relay::Url(s.to_string()))
     }
-    pub fn url(&self) -> Option<iroh::RelayUrl> {
+    /// Refused here when it is the public choice and this process forbids the public network.
+    pub fn allowed(&self) -> Result<(), LinkError> {
         match self {
-            Relay::None => None,
-            Relay::Url(u) => u.parse().ok(),
+            Relay::Public => public_relay_urls(public_network_forbidden()).map(|_| ()),
+            _ => Ok(()),
+        }
+    }
+    /// The relay URLs this choice stands for: none; Iroh's public ones (refused under the guard); the
+    /// human's one.
+    pub fn urls(&self) -> Result<Vec<iroh::RelayUrl>, LinkError> {
+        match self {
+            Relay::None => Ok(vec![]),
+            Relay::Public => public_relay_urls(public_network_forbidden()),
+            Relay::Url(u) => Ok(u.parse().ok().into_iter().collect()),
         }
     }
 }
@@ -64,6 +105,7 @@ impl std::fmt::Display for Relay {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Relay::None => f.write_str("none"),
+            Relay::Public => f.write_str("public"),
             Relay::Url(u) => f.write_str(u),
         }
     }
@@ -454,5 +496,43 @@ mod tests {
         assert_eq!(free_name(&d, "!!"), "machine");
         assert!(Relay::parse("ftp://x").is_err());
         assert_eq!(Relay::parse("none").unwrap(), Relay::None);
+    }
+
+    #[test]
+    fn the_public_choice_reads_back_as_itself_and_maps_to_irohs_relays_only_when_allowed() {
+        let p = Relay::parse("public").unwrap();
+        assert_eq!(p, Relay::Public);
+        assert_eq!(p.to_string(), "public");
+        assert_eq!(serde_json::to_string(&p).unwrap(), "\"public\"");
+        assert_eq!(serde_json::from_str::<Relay>("\"public\"").unwrap(), p);
+        // a link that chose it keeps the choice in the sealed document, not the relays it stands for
+        let mut l = link(1, "box");
+        l.relay = Relay::Public;
+        let j = serde_json::to_value(&l).unwrap();
+        assert_eq!(j["relay"], "public");
+        assert_eq!(serde_json::from_value::<Link>(j).unwrap(), l);
+        // the map: Iroh's production relays (https), nothing looked up to make the list
+        let urls = public_relay_urls(false).unwrap();
+        assert!(urls.len() >= 2, "{urls:?}");
+        assert!(urls.iter().all(|u| u.scheme() == "https"), "{urls:?}");
+        // the guard refuses it, typed, as a refusal
+        let e = public_relay_urls(true).unwrap_err();
+        assert_eq!(
+            e,
+            LinkError::PublicNetworkRefused {
+                var: NO_PUBLIC_NETWORK_VAR.into()
+            }
+        );
+        assert!(e.is_refusal());
+        assert_eq!(e.to_json()["kind"], "public-network-refused");
+        // none and the human's URL are never refused by it
+        assert_eq!(Relay::None.urls().unwrap(), vec![]);
+        let own = Relay::parse("http://10.77.3.1:3340").unwrap();
+        assert!(own.allowed().is_ok());
+        assert_eq!(own.urls().unwrap().len(), 1);
+        assert!(matches!(
+            Relay::parse("publik"),
+            Err(LinkError::BadRelay { .. })
+        ));
     }
 }

@@ -1,6 +1,9 @@
 //! No packet leaves the machine (docs/machines.md "Network"): no test of this repository names a public
-//! relay or address-lookup service, Cargo.lock has no port mapper, and two homes linked in a network
-//! namespace this test makes send nothing out of its default route.
+//! relay or address-lookup service, Iroh's public relay map is named in one function only (the human's
+//! explicit choice `public`, `store::Relay::Public`), every test, bench or script that could choose it runs
+//! under the guard (`DSH_SESSION_MAIL_NO_PUBLIC_NETWORK=1`), which refuses it before anything is bound,
+//! Cargo.lock has no port mapper, and two homes linked in a network namespace this test makes send nothing
+//! out of its default route — nor does parsing relay choices or refusing the public one there (no lookup).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -62,6 +65,123 @@ fn no_test_bench_or_script_names_a_public_relay_or_lookup_and_iroh_has_no_port_m
         }
     }
     assert!(hits.is_empty(), "public network named: {hits:#?}");
+
+    // Iroh's public relay map: named in one function of the product, the one the guard stands in front of
+    let map_needles = [
+        concat!("default_relay", "_map"),
+        concat!("defaults::", "prod"),
+        concat!("defaults::", "staging"),
+    ];
+    let home_file = repo().join("crates/link/src/store.rs");
+    let mut named = vec![];
+    for f in &all {
+        let Ok(text) = std::fs::read_to_string(f) else {
+            continue;
+        };
+        for n in map_needles {
+            for (at, _) in text.match_indices(n) {
+                // one entry per line that names it
+                let line = text[..at].rfind('\n').map_or(0, |i| i + 1);
+                if !named.iter().any(|(g, _, l)| g == f && *l == line) {
+                    named.push((f.clone(), n, line));
+                }
+            }
+        }
+    }
+    let store = std::fs::read_to_string(&home_file).unwrap();
+    let start = store
+        .find(concat!("fn public_relay", "_urls("))
+        .expect("store.rs has the one mapping function");
+    let end = start + store[start..].find("\n}\n").unwrap();
+    assert_eq!(
+        named.len(),
+        1,
+        "Iroh's public relay map named other than once: {named:#?}"
+    );
+    let (f, _, at) = &named[0];
+    assert!(
+        f.ends_with("crates/link/src/store.rs") && (start..end).contains(at),
+        "Iroh's public relay map named outside store::public_relay_urls: {named:#?}"
+    );
+    assert!(
+        store[start..end].contains("if forbidden"),
+        "the mapping function checks the guard first"
+    );
+
+    // a test, bench or script that could choose the public relays names the guard (it sets it)
+    let guard = concat!("DSH_SESSION_MAIL_NO_PUBLIC", "_NETWORK");
+    let guard_const = concat!("NO_PUBLIC_NETWORK", "_VAR");
+    let choices = [
+        concat!("Relay::", "Public"),
+        concat!("parse(\"pub", "lic\")"),
+        concat!("--relay pub", "lic"),
+        concat!("'--relay', 'pub", "lic'"),
+        concat!("\"--relay\", \"pub", "lic\""),
+        concat!("relay: 'pub", "lic'"),
+        concat!("relay: \"pub", "lic\""),
+        concat!("\"relay\":\"pub", "lic\""),
+        concat!("\"relay\": \"pub", "lic\""),
+        concat!("relay: \"pub", "lic\".into()"),
+    ];
+    let mut unguarded = vec![];
+    for d in [
+        "test",
+        "bench",
+        "scripts",
+        "crates/link/tests",
+        "crates/core/tests",
+    ] {
+        let mut fs = vec![];
+        files(&repo().join(d), &mut fs);
+        for f in fs {
+            let Ok(text) = std::fs::read_to_string(&f) else {
+                continue;
+            };
+            if choices.iter().any(|c| text.contains(c))
+                && !text.contains(guard)
+                && !text.contains(guard_const)
+            {
+                unguarded.push(f.display().to_string());
+            }
+        }
+    }
+    assert!(
+        unguarded.is_empty(),
+        "these choose Iroh's public relays without the guard: {unguarded:#?}"
+    );
+    // the runners set the guard for everything they start
+    for (file, needle) in [
+        (
+            "scripts/test.sh",
+            concat!("export DSH_SESSION_MAIL_NO_PUBLIC", "_NETWORK=1"),
+        ),
+        (
+            "scripts/demo.sh",
+            concat!("export DSH_SESSION_MAIL_NO_PUBLIC", "_NETWORK=1"),
+        ),
+        (
+            "scripts/demo-machines.mjs",
+            concat!("process.env.DSH_SESSION_MAIL_NO_PUBLIC", "_NETWORK = '1'"),
+        ),
+        (
+            "bench/machines.mjs",
+            concat!("process.env.DSH_SESSION_MAIL_NO_PUBLIC", "_NETWORK = '1'"),
+        ),
+        (
+            "test/real-host/harness.mjs",
+            concat!("DSH_SESSION_MAIL_NO_PUBLIC", "_NETWORK: '1'"),
+        ),
+        (
+            "test/machines-cli.test.mjs",
+            concat!("DSH_SESSION_MAIL_NO_PUBLIC", "_NETWORK: '1'"),
+        ),
+    ] {
+        let text = std::fs::read_to_string(repo().join(file)).unwrap();
+        assert!(
+            text.contains(needle),
+            "{file} does not set the guard ({needle})"
+        );
+    }
     let lock = std::fs::read_to_string(repo().join("Cargo.lock")).unwrap();
     assert!(
         !lock.contains(concat!("name = \"port", "mapper\"")),
@@ -219,6 +339,26 @@ fn inside_the_namespace() {
         let h: dsh_session_mail_link::Handler =
             std::sync::Arc::new(|_, v| Box::pin(async move { Ok(v) }));
         let (ha, hb) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        // relay choices are parsed without a lookup of their host (a DNS query would leave by the default
+        // route: this machine's resolver is not on loopback), and the public one is refused under the guard
+        // before anything is resolved or bound
+        for r in [
+            "https://relay.example.com",
+            "http://dsh-relay.invalid:3340",
+            "public",
+        ] {
+            Relay::parse(r).unwrap();
+        }
+        std::env::set_var(dsh_session_mail_link::store::NO_PUBLIC_NETWORK_VAR, "1");
+        let m = dsh_session_mail_link::Machines::new(
+            ha.path(),
+            cfg.clone(),
+            dsh_session_mail_link::node::refusing_handler(),
+        );
+        assert!(matches!(
+            m.invite(Relay::Public, Duration::from_secs(60)).await,
+            Err(dsh_session_mail_link::LinkError::PublicNetworkRefused { .. })
+        ));
         let a = Node::start(ha.path(), cfg.clone(), h.clone())
             .await
             .unwrap();
@@ -246,4 +386,81 @@ fn inside_the_namespace() {
         a.close().await;
         b.close().await;
     });
+}
+
+/// The guard: with `DSH_SESSION_MAIL_NO_PUBLIC_NETWORK=1` (as every test, bench and the demo run), the
+/// public choice is refused, typed, before a key is made, an endpoint bound or a name looked up: making an
+/// invite with it, using an invite that carries it, and starting the endpoint of a home whose link names it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_public_choice_is_refused_under_the_guard_before_anything_is_bound() {
+    use dsh_session_mail_link::node::{refusing_handler, Invite, Node, NodeConfig};
+    use dsh_session_mail_link::{machine_dir, store, LinkError, MachineId, Machines, Relay};
+    std::env::set_var(store::NO_PUBLIC_NETWORK_VAR, "1");
+    let refused = LinkError::PublicNetworkRefused {
+        var: store::NO_PUBLIC_NETWORK_VAR.into(),
+    };
+    let cfg = NodeConfig {
+        bind: Some("127.0.0.1:0".parse().unwrap()),
+        ..NodeConfig::default()
+    };
+    let h = tempfile::tempdir().unwrap();
+    let m = Machines::new(h.path(), cfg.clone(), refusing_handler());
+    // make an invite with it
+    let e = m
+        .invite(Relay::parse("public").unwrap(), Duration::from_secs(60))
+        .await
+        .unwrap_err();
+    assert_eq!(e, refused);
+    assert!(e.is_refusal());
+    assert!(
+        !machine_dir(h.path()).exists(),
+        "no key made, nothing bound, no lease"
+    );
+    // use an invite that carries it (made by hand: a machine without the guard could have made it)
+    let inv = Invite {
+        id: MachineId::of(&iroh::SecretKey::from_bytes(&[7; 32]).public()),
+        addrs: vec!["127.0.0.1:9".parse().unwrap()],
+        relay: Relay::Public,
+        secret: "07".repeat(32),
+        exp: i64::MAX / 2,
+    };
+    let e = m.accept_invite(&inv.encode(), "alpha").await.unwrap_err();
+    assert_eq!(e, refused);
+    assert!(!machine_dir(h.path()).exists(), "nothing dialed or bound");
+    // a home whose links name it (linked by a process without the guard): its endpoint does not start
+    let sk = dsh_session_mail_link::identity::load_or_make(h.path()).unwrap();
+    store::update(h.path(), &sk, 0, |d| {
+        d.links.push(store::Link {
+            id: inv.id.clone(),
+            name: "alpha".into(),
+            relay: Relay::Public,
+            addrs: inv.addrs.clone(),
+            linked_at: 1,
+        });
+        Ok(())
+    })
+    .unwrap();
+    let e = Node::start(h.path(), cfg, refusing_handler())
+        .await
+        .err()
+        .expect("refused");
+    assert_eq!(e, refused);
+    let e = m.try_hold().await.unwrap_err();
+    assert_eq!(e, refused);
+    assert!(m.node().await.is_none());
+    assert!(!dsh_session_mail_link::holder::socket_path(h.path()).exists());
+    // `doctor` says why
+    let rows = m.doctor().await;
+    let link = rows
+        .iter()
+        .find(|r| r["name"] == "link alpha")
+        .expect("a row for the link");
+    assert_eq!(link["status"], "fail");
+    assert!(
+        link["detail"]
+            .as_str()
+            .unwrap()
+            .contains("Iroh's public relays"),
+        "{link}"
+    );
 }

@@ -10,11 +10,15 @@
 //!   fsynced before the receipt says so), delivered by a later drain or expired after `outboxTtlMs`.
 //! - [`sent`] — the sending side's copy of each message it sent to a linked machine (`sent/<day>/`), shown
 //!   to the human only when it hashes to the ledger line's `bodySha256` (the text lands in the far log).
+//! - [`fates`] — the sending side's memory of what the far side answered about each such message (at the
+//!   send, the outbox's delivery, the latest `verify`) or what its outbox says (`fates/<day>/`, sealed with
+//!   `fates.key`): the mail page's fate for it, "as of" when it was answered.
 //!
 //! Every file here is read as hostile (bounded, no links, this user's, sealed where a forgery would
 //! loosen anything) and a record that cannot be read or written fails closed.
 
 pub mod arrivals;
+pub mod fates;
 pub mod foreign;
 pub mod outbox;
 pub mod seen;

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 pub const KEEP_DAYS: i64 = 7;
 /// Largest copy read or written.
 pub const MAX_BYTES: u64 = 1024 + 4 * crate::machine::wire::MAX_BODY as u64;
-const DAY_MS: i64 = 24 * 3600 * 1000;
+pub(super) const DAY_MS: i64 = 24 * 3600 * 1000;
 /// Names looked at when old day folders are swept.
 const MAX_SWEEP: usize = 64;
 
@@ -79,8 +79,9 @@ pub fn text_of(home: &Path, request_id: &str, body_sha256: &str, time_ms: i64) -
     })
 }
 
-/// Remove the day folders older than [`KEEP_DAYS`] before `today` (never through a link).
-fn sweep(root: &Path, today: i64) {
+/// Remove the day folders older than [`KEEP_DAYS`] before `today` (never through a link); the day folders
+/// of `crossing::fates` too.
+pub(super) fn sweep(root: &Path, today: i64) {
     let Ok(rd) = std::fs::read_dir(root) else {
         return;
     };

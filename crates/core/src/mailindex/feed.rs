@@ -322,6 +322,20 @@ fn derive(home: &Path, titles: &mut Titles, grouped: &[(String, i64, Entry)]) ->
             rows[i].text = got.remove(&rows[i].request_id);
         }
     }
+    // sent to a linked machine: the fate its machine (or this home's outbox) last answered, sealed here
+    // (crossing::fates; the routes read it again when they answer, so a later answer shows at once)
+    if let Some(key) = crate::crossing::fates::key(home) {
+        let now = base::clock::now_ms();
+        for r in rows.iter_mut().filter(|r| r.fate == "unknown") {
+            let Some(m) = r.target_machine.as_deref() else {
+                continue;
+            };
+            if let Some(a) = crate::crossing::fates::read(home, &key, &r.request_id, m, r.time, now)
+            {
+                r.fate = a.state.as_str().to_string();
+            }
+        }
+    }
     // sent to a linked machine: this home's copy, when it hashes to the ledger line's body
     for (r, (rid, time, e)) in rows.iter_mut().zip(grouped) {
         if let (None, Some(_), Some(sha)) = (&r.text, &r.target_machine, &e.body_sha256) {

@@ -84,12 +84,45 @@ pub struct MailItem {
     pub hop: Option<u32>,
     /// The chain it belongs to (its first request id).
     pub chain: Option<String>,
-    /// Its fate, as `verify` reads it (the one enum, `fate::FateState`).
+    /// Its fate, as `verify` reads it (the one enum, `fate::FateState`); for a message sent to a linked
+    /// machine, the answer remembered in `answered`.
     pub fate: FateState,
+    /// For a message sent to a linked machine: the remembered answer `fate` comes from
+    /// (`crossing::fates`, sealed), when it was given and by whom — the far side at the send, at the
+    /// outbox's delivery or to the latest `verify`, or this home's outbox. `null`: `fate` is this home's
+    /// own reading, now (or nothing was answered: `unknown`).
+    #[serde(default)]
+    pub answered: Option<Answered>,
     /// The message as the sender wrote it (the From header or frame taken off): from the target's log
     /// once landed, else from the held envelope, the queued record or the mailbox envelope; `null` when
     /// none of them holds it (refused, or a log that no longer shows it).
     pub text: Option<String>,
+}
+
+/// When and by whom a remote message's fate was answered (`MailItem::answered`).
+pub use crate::crossing::fates::Answered;
+
+/// The remembered answers of the rows sent to linked machines (`crossing::fates`): read when a route
+/// answers, so a `verify` or a delivery since the last index pass shows at once.
+fn with_answers(home: &Path, items: &mut [MailItem]) {
+    if !items.iter().any(|i| i.target_machine.is_some()) {
+        return;
+    }
+    let Some(key) = crate::crossing::fates::key(home) else {
+        return;
+    };
+    let now = base::clock::now_ms();
+    for i in items.iter_mut() {
+        let Some(m) = &i.target_machine else {
+            continue;
+        };
+        if let Some(a) =
+            crate::crossing::fates::read(home, &key, &i.request_id, m.id.as_str(), i.time, now)
+        {
+            i.fate = a.state;
+            i.answered = Some(a.answered());
+        }
+    }
 }
 
 /// The index behind an answer.
@@ -182,6 +215,7 @@ impl MailItem {
             hop: r.hop,
             chain: r.chain,
             fate: fate_of(&r.fate),
+            answered: None,
             text: r.text,
         }
     }
@@ -214,15 +248,19 @@ pub fn list(home: &Path, args: &MailListArgs, linked: &[MachineRef]) -> MailPage
         None => ix.list(&q),
     });
     match got {
-        Some(p) => MailPage {
-            rows: p
+        Some(p) => {
+            let mut rows: Vec<MailItem> = p
                 .rows
                 .into_iter()
                 .map(|r| MailItem::of(r, linked))
-                .collect(),
-            next: p.next.map(|c| c.to_string()),
-            index,
-        },
+                .collect();
+            with_answers(home, &mut rows);
+            MailPage {
+                rows,
+                next: p.next.map(|c| c.to_string()),
+                index,
+            }
+        }
         None => MailPage {
             index,
             ..MailPage::default()
@@ -257,15 +295,17 @@ pub fn thread(home: &Path, request_id: &str, linked: &[MachineRef]) -> MailThrea
             }
         }
     }
+    let mut rows: Vec<MailItem> = t
+        .rows
+        .into_iter()
+        .map(|r| MailItem::of(r, linked))
+        .collect();
+    with_answers(home, &mut rows);
     MailThread {
         request_id: request_id.to_string(),
         found: true,
         chain: Some(t.chain),
-        rows: t
-            .rows
-            .into_iter()
-            .map(|r| MailItem::of(r, linked))
-            .collect(),
+        rows,
         sessions,
         truncated: t.truncated,
         index,

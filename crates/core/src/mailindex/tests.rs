@@ -844,7 +844,51 @@ fn a_send_to_a_linked_machine_keeps_its_machine_when_its_row_is_looked_at_again(
         let m = p.rows[0].target_machine.clone();
         assert_eq!(m.map(|m| m.id.as_str().to_string()), Some(far.clone()));
         assert_eq!(p.rows[0].sender_machine, None);
-    }
+    } // what its machine answered (crossing::fates) is its fate on the page, "as of" when it was answered;
+      // a record that names another machine (copied from another message's) is not believed
+    use crate::crossing::fates::{self, Source};
+    let other = crate::machine::MachineId::parse(&"ab".repeat(32)).unwrap();
+    fates::record(
+        w.home.path(),
+        &rid(1),
+        &other,
+        T0,
+        FateState::Landed,
+        Source::Verify,
+        T0 + 9,
+    )
+    .unwrap();
+    let p = list(w.home.path(), &MailListArgs::default(), &[]);
+    assert_eq!(
+        (p.rows[0].fate, p.rows[0].answered),
+        (FateState::Unknown, None)
+    );
+    let far_id = crate::machine::MachineId::parse(&far).unwrap();
+    fates::record(
+        w.home.path(),
+        &rid(1),
+        &far_id,
+        T0,
+        FateState::Held,
+        Source::Send,
+        T0 + 10,
+    )
+    .unwrap();
+    let p = list(w.home.path(), &MailListArgs::default(), &[]);
+    assert_eq!(p.rows[0].fate, FateState::Held);
+    assert_eq!(
+        p.rows[0].answered,
+        Some(crate::mailindex::Answered {
+            at: T0 + 10,
+            source: Source::Send
+        })
+    );
+    // the thread view shows the same
+    let t = thread(w.home.path(), &rid(1), &[]);
+    assert_eq!(
+        (t.rows[0].fate, t.rows[0].answered.map(|a| a.at)),
+        (FateState::Held, Some(T0 + 10))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -26,8 +26,9 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use crate::code::FateState;
 use crate::code::RefusalCode;
-use crate::crossing::{self, arrivals, foreign, outbox};
+use crate::crossing::{self, arrivals, fates, foreign, outbox};
 use crate::delivery::Mode;
 use crate::fate;
 use crate::machine::wire::{
@@ -1045,6 +1046,16 @@ pub async fn send_to(req: ToolRequest, machines: &dyn Machines, m: Machine) -> S
     // the human's copy of what went (crossing::sent): not for a refusal, nothing went
     let copy = (!matches!(outcome, SendOutcome::Refused(_)))
         .then(|| (plan.request_id.clone(), body, ctx.now_ms));
+    // what it answered (or the outbox keeps), for the human's row (crossing::fates)
+    let answered = sent_state(&outcome).map(|(state, source)| {
+        (
+            plan.request_id.clone(),
+            m.id.clone(),
+            ctx.now_ms,
+            state,
+            source,
+        )
+    });
     let result = SendResult {
         outcome,
         notes: plan.notes.clone(),
@@ -1057,10 +1068,41 @@ pub async fn send_to(req: ToolRequest, machines: &dyn Machines, m: Machine) -> S
             if let Some((rid, body, now)) = copy {
                 let _ = crossing::sent::record(home, &rid, &body, now);
             }
+            if let Some((rid, mid, sent, state, source)) = answered {
+                let at = base::clock::now_ms();
+                let _ = fates::record(home, &rid, &mid, sent, state, source, at);
+            }
         })
         .await;
     drop(plan.reservation);
     result
+}
+
+/// The state a send's receipt says it has, to remember for the human's row (`None`: no clear answer).
+fn sent_state(o: &SendOutcome) -> Option<(FateState, fates::Source)> {
+    let SendOutcome::Remote(r) = o else {
+        return None;
+    };
+    match &r.fate {
+        RemoteFate::Accepted { waiting: true, .. } => {
+            Some((FateState::Waiting, fates::Source::Send))
+        }
+        RemoteFate::Accepted { .. } => Some((FateState::Queued, fates::Source::Send)),
+        RemoteFate::Held => Some((FateState::Held, fates::Source::Send)),
+        RemoteFate::Outbox { .. } => Some((FateState::Waiting, fates::Source::Outbox)),
+        RemoteFate::MayHaveLanded => None,
+    }
+}
+
+/// The state a far side's answer to a send gives it (`None`: no clear answer).
+fn landing_state(l: &Landing) -> Option<FateState> {
+    match l {
+        Landing::Accepted { waiting: true, .. } => Some(FateState::Waiting),
+        Landing::Accepted { .. } => Some(FateState::Queued),
+        Landing::Held => Some(FateState::Held),
+        Landing::Refused(_) => Some(FateState::Refused),
+        Landing::MayHaveLanded => None,
+    }
 }
 
 fn outcome_of(
@@ -1124,9 +1166,28 @@ pub async fn drain(
         .into_iter()
         .filter(|p| p.state == outbox::State::Pending)
     {
+        // settled, and what it now is remembered for the human's row (crossing::fates)
         let settle = |p: outbox::Parcel| {
             let h = home.to_path_buf();
-            async move { tools::blocking(move || outbox::settle(&h, &p)).await }
+            let state = match &p.state {
+                outbox::State::Delivered { answer, .. } => {
+                    landing_state(&answer.landing).map(|s| (s, fates::Source::Delivery))
+                }
+                outbox::State::Expired { .. } => Some((FateState::Expired, fates::Source::Outbox)),
+                outbox::State::Unlinked { .. } => Some((FateState::Refused, fates::Source::Outbox)),
+                outbox::State::Pending => None,
+            };
+            async move {
+                tools::blocking(move || {
+                    let r = outbox::settle(&h, &p);
+                    if let Some((state, source)) = state {
+                        let rid = &p.req.request_id;
+                        let _ = fates::record(&h, rid, &p.to, p.created_at, state, source, now_ms);
+                    }
+                    r
+                })
+                .await
+            }
         };
         if now_ms >= p.expires_at {
             p.state = outbox::State::Expired { at_ms: now_ms };
@@ -1191,7 +1252,6 @@ pub async fn verify(
     machines: &dyn Machines,
     request_id: &str,
 ) -> Option<RemoteVerification> {
-    use wire::FateState as S;
     let (h, rid) = (home.to_path_buf(), request_id.to_string());
     let (parcel, line) = tools::blocking(move || {
         let parcel = outbox::get(&h, &rid);
@@ -1206,6 +1266,39 @@ pub async fn verify(
     })
     .await
     .ok()?;
+    let sent_ms = match (&parcel, &line) {
+        (Some(p), _) => p.created_at,
+        (None, Some(l)) => base::clock::parse_utc(&l.time).unwrap_or(0),
+        (None, None) => 0,
+    };
+    let v = verify_with(machines, request_id, parcel, line).await?;
+    // remembered for the human's row (crossing::fates): the far side's answer, or the outbox's state
+    let source = match (&v.there, v.in_outbox) {
+        (_, true) => Some(fates::Source::Outbox),
+        (Some(a), _) if a.state != wire::FateState::Unknown => Some(fates::Source::Verify),
+        _ => None,
+    };
+    if let Some(source) = source {
+        let (h, rid, mid, state) = (
+            home.to_path_buf(),
+            v.request_id.clone(),
+            v.machine.clone(),
+            v.state,
+        );
+        let at = base::clock::now_ms();
+        let _ = tools::blocking(move || fates::record(&h, &rid, &mid, sent_ms, state, source, at))
+            .await;
+    }
+    Some(v)
+}
+
+async fn verify_with(
+    machines: &dyn Machines,
+    request_id: &str,
+    parcel: Option<outbox::Parcel>,
+    line: Option<crate::ledger::Entry>,
+) -> Option<RemoteVerification> {
+    use wire::FateState as S;
     let (mid, target, known) = match (&parcel, &line) {
         (Some(p), _) => (p.to.clone(), Some(p.req.target.clone()), Some(&p.state)),
         (None, Some(l)) => (

@@ -468,10 +468,48 @@ async fn the_receivers_human_holds_or_refuses_and_its_machine_rule_applies() {
     assert_eq!(rc.fate, RemoteFate::Held);
     assert!(net.homes[1].delivered().is_empty());
     assert_eq!(net.homes[0].lines()[0].outcome, LedgerOutcome::Held);
+    // the sending home's page: the row shows what B answered at the send, as a remembered answer
+    // (read off the runtime, as the command line does: the index is brought up to date before it answers)
+    let (home0, rid0) = (net.homes[0].path().to_path_buf(), rc.request_id.clone());
+    let row = move || {
+        let (h, rid) = (home0.clone(), rid0.clone());
+        std::thread::spawn(move || {
+            let p = crate::mailindex::list(&h, &crate::mailindex::MailListArgs::default(), &[]);
+            let r = p
+                .rows
+                .iter()
+                .find(|r| r.request_id == rid)
+                .cloned()
+                .unwrap_or_else(|| panic!("the row: {:?} {:?}", p.index, p.rows));
+            (r.fate, r.answered.map(|a| a.source))
+        })
+        .join()
+        .unwrap()
+    };
+    use crate::crossing::fates::Source;
+    assert_eq!(row(), (FateState::Held, Some(Source::Send)));
+    // the sending session's mail tab says the same, and its line says whose answer it is
+    let tab = crate::mailview::view(net.homes[0].path(), A, 50);
+    let r = tab
+        .rows
+        .iter()
+        .find(|r| r.request_id == rc.request_id)
+        .unwrap();
+    assert_eq!(
+        (r.fate, r.answered.map(|a| a.source)),
+        (FateState::Held, Some(Source::Send))
+    );
+    assert!(
+        r.fate_text
+            .starts_with("held: as that machine answered the send at "),
+        "{}",
+        r.fate_text
+    );
     let v = verify(net.homes[0].path(), &net.at(0), &rc.request_id)
         .await
         .unwrap();
     assert_eq!(v.state, wire::FateState::Held);
+    assert_eq!(row(), (FateState::Held, Some(Source::Verify)));
     // that human approves: `approved` there until it lands, then `landed`, as the log says (it was
     // `approved` for ever before: real-host-machines' hold case)
     crate::policy::held::decide(h1, B, &rc.request_id, true, 5).unwrap();
@@ -479,6 +517,7 @@ async fn the_receivers_human_holds_or_refuses_and_its_machine_rule_applies() {
         .await
         .unwrap();
     assert_eq!(v.state, wire::FateState::Approved);
+    assert_eq!(row(), (FateState::Approved, Some(Source::Verify)));
     let msg = json!({"id":"m1","role":"user","content":[{"type":"text","text":"one"}],"source":{"kind":"user","rpcId":rc.request_id}});
     let log = h1.join("sessions").join("-w").join(B).join("session.jsonl");
     let mut text = std::fs::read_to_string(&log).unwrap();
@@ -492,6 +531,7 @@ async fn the_receivers_human_holds_or_refuses_and_its_machine_rule_applies() {
         .await
         .unwrap();
     assert_eq!(v.state, wire::FateState::Landed, "{v:?}");
+    assert_eq!(row(), (FateState::Landed, Some(Source::Verify)));
     // the rule for home 0's machine refuses, over the session's hold
     policy::apply(
         h1,
@@ -829,6 +869,22 @@ async fn an_unreachable_machine_gets_its_message_from_the_outbox_once_when_it_is
         .await
         .unwrap();
     assert_eq!((v.state, v.in_outbox), (wire::FateState::Waiting, true));
+    let remembered = || {
+        let h = net.homes[0].path();
+        let k = crate::crossing::fates::key(h).unwrap();
+        let a = crate::crossing::fates::read(
+            h,
+            &k,
+            &rc.request_id,
+            net.homes[1].id.as_str(),
+            p.created_at,
+            base::clock::now_ms(),
+        )
+        .unwrap();
+        (a.state, a.source)
+    };
+    use crate::crossing::fates::Source;
+    assert_eq!(remembered(), (FateState::Waiting, Source::Outbox));
     // a drain while it is down delivers nothing
     let d = drain(
         net.homes[0].path(),
@@ -849,6 +905,8 @@ async fn an_unreachable_machine_gets_its_message_from_the_outbox_once_when_it_is
     )
     .await;
     assert_eq!(d.delivered, 1);
+    // what B answered when the outbox delivered it is remembered for the human's row
+    assert_eq!(remembered(), (FateState::Queued, Source::Delivery));
     drain(
         net.homes[0].path(),
         &net.at(0),

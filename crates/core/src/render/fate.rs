@@ -11,6 +11,27 @@ pub fn describe(v: &Verification, request_id: &str, home: &Path) -> String {
     line(&crate::fate::read(v), v, request_id, home)
 }
 
+/// The line of a message sent to a linked machine whose fate is a remembered answer
+/// (`crossing::fates`): `held: as that machine answered at <time> (to the send); verify asks it again`.
+pub fn remembered(a: &crate::crossing::fates::Answer) -> String {
+    use crate::crossing::fates::Source;
+    let at = base::clock::format_utc_secs(a.at_ms);
+    let state = a.state.as_str();
+    match a.source {
+        Source::Outbox => format!(
+            "{state}: as this home's outbox for that machine said at {at}; verify asks again"
+        ),
+        s => {
+            let to = match s {
+                Source::Send => "the send",
+                Source::Delivery => "the outbox's delivery",
+                _ => "a verify",
+            };
+            format!("{state}: as that machine answered {to} at {at}; verify asks it again")
+        }
+    }
+}
+
 /// The line of one reading (its first word is the fate's, but nothing reads it back: the state is
 /// [`Reading::state`]).
 pub fn line(r: &Reading, v: &Verification, request_id: &str, home: &Path) -> String {
