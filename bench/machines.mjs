@@ -24,7 +24,10 @@
 // one target are the point; the sending side's tools get the same config, as bench/send.mjs's jobs do); the frame, the policy, the header guard and the ledger run as shipped.
 //
 // Options: --n N (pairs per row, default 30), --sessions N (generated on B, default 2000), --rtt N (default 20),
-// --pause MS (before each call, default 150), --quick (the big log 10 MiB).
+// --pause MS (before each call, default 150), --quick (the big log 10 MiB), --only send (the round trip, the idle
+// figures and the send row only: no corpus written, no list or read rows),
+// --addon FILE (run with this addon in both homes instead of the worktree's: a baseline build beside the new one,
+// e.g. `--addon /tmp/base.node` then without, back to back at the same load).
 import { cpSync, existsSync, mkdirSync, readFileSync, renameSync, utimesSync, writeFileSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -44,6 +47,9 @@ const N = Math.max(3, opt('--n', 30))
 const SESSIONS = Math.max(1, opt('--sessions', 2000))
 const RTT_N = Math.max(3, opt('--rtt', 20))
 const PAUSE = Math.max(0, opt('--pause', 150))
+const ONLY = argv.includes('--only') ? new Set(argv[argv.indexOf('--only') + 1].split(',')) : null
+const wants = r => !ONLY || ONLY.has(r)
+const ADDON = argv.includes('--addon') ? resolve(argv[argv.indexOf('--addon') + 1]) : null
 const log = s => process.stderr.write(`bench-machines: ${s}\n`)
 const sleep = ms => new Promise(r => setTimeout(r, ms))
 const q = (xs, p) => { const a = xs.filter(Number.isFinite).sort((x, y) => x - y); return a.length ? a[Math.min(a.length - 1, Math.floor(p * a.length))] : NaN }
@@ -112,6 +118,7 @@ async function idle(pid, ms = 10_000) {
 const boxA = await H.makeSandbox({ env: ENV })
 const boxB = await H.makeSandbox({ env: ENV })
 const rows = []
+const ONLY_DONE = Symbol('the --only rows are done')
 const row = (name, value, base, diff, target, ok) => rows.push({ name, value, base, diff, target, ok })
 try {
   const jobA = jobs(boxA); const jobB = jobs(boxB)
@@ -121,13 +128,17 @@ try {
     // 2N+ sends to one target: no budget, stacking or relay limit on either side (the receiving home runs its own)
     writeFileSync(join(pdir, 'cordis.patch.yml'), `- id: dsh-session-mail\n  config: ${JSON.stringify(UNLIMITED)}\n`)
     addPeersPlugin(pdir)
+    // a baseline build: the same package with another addon
+    if (ADDON) cpSync(ADDON, join(pdir, 'node_modules', 'dsh-session-mail', 'dsh-session-mail.linux-x64-gnu.node'))
   }
-  log(`writing ${SESSIONS} cold sessions on home B`)
-  generate(boxB.home, SESSIONS)
+  if (wants('list')) {
+    log(`writing ${SESSIONS} cold sessions on home B`)
+    generate(boxB.home, SESSIONS)
+  }
   // the big log, copied from its cached corpus into B's sessions
-  const corpus = ensureCorpus(argv.includes('--quick') ? TITLE_ONCE_QUICK : TITLE_ONCE, { log })
-  const bigLog = corpus.big.title1
-  cpSync(join(corpus.home, dirname(bigLog.file)), join(boxB.home, dirname(bigLog.file)), { recursive: true })
+  const corpus = wants('read100') ? ensureCorpus(argv.includes('--quick') ? TITLE_ONCE_QUICK : TITLE_ONCE, { log }) : null
+  const bigLog = corpus?.big.title1
+  if (corpus) cpSync(join(corpus.home, dirname(bigLog.file)), join(boxB.home, dirname(bigLog.file)), { recursive: true })
   const [webA, webB] = await Promise.all([H.bootWeb(boxA), H.bootWeb(boxB)])
   const A = await webA.createSession(boxA.ws)
   const A2 = await webA.createSession(boxA.mkdir('ws-a2'))
@@ -159,13 +170,13 @@ try {
   const tool = (job, caller, name, args) => job({ op: 'tool', tool: name, args, caller, config: UNLIMITED })
   const listLocalPre = []
   let listText
-  for (let i = -1; i < N; i++) {
+  for (let i = -1; i < (wants('list') ? N : -1); i++) {
     await sleep(PAUSE)
     const r = await tool(jobB, B, 'sessions_list', listArgs)
     if (i >= 0) listLocalPre.push(r.ms)
     listText = r.text
   }
-  log(`B's local list: ${listText.split('\n').at(-2)}`)
+  if (listText) log(`B's local list: ${listText.split('\n').at(-2)}`)
 
   // the link, through the command line
   const inviting = cli(boxA, ['link', '--relay', 'none', '--json', '--ttl-minutes', '5'])
@@ -181,6 +192,12 @@ try {
   await Promise.all([H.leaseHeldByHost(boxA.home), H.leaseHeldByHost(boxB.home)])
   await sleep(3000)
 
+  const out = () => {
+    const load1 = loadavg()
+    console.log(`\nbench:machines — direct link on loopback (relay none), N=${N} per row, pause ${PAUSE} ms${ADDON ? `, addon ${ADDON}` : ''}; load ${load0.map(x => x.toFixed(1)).join(' ')} → ${load1.map(x => x.toFixed(1)).join(' ')}`)
+    console.log('p50 / p99 / max in ms\n')
+    for (const r of rows) console.log(`${r.ok ? 'ok  ' : 'MISS'} ${r.name}: ${r.value}\n       baseline: ${r.base}\n       difference: ${r.diff}   target ${r.target}`)
+  }
   // one round trip: the holder's probe over the link (links)
   const rtt = []
   for (let i = 0; i < RTT_N; i++) {
@@ -200,7 +217,7 @@ try {
   // send: local (A -> A2) vs remote (A -> B), alternating pairs
   const local = []; const remote = []
   t0 = performance.now()
-  for (let i = -1; i < N; i++) {
+  for (let i = -1; i < (wants('send') ? N : -1); i++) {
     const order = i % 2 ? [['local', A2, local], ['remote', B, remote]] : [['remote', B, remote], ['local', A2, local]]
     for (const [kind, target, xs] of order) {
       await sleep(PAUSE)
@@ -212,8 +229,14 @@ try {
   const stallSend = worst(t0, performance.now())
   log(`send ms in order: remote ${remote.map(x => x.toFixed(1)).join(' ')}; local ${local.map(x => x.toFixed(1)).join(' ')}`)
   const dSend = med(remote) - med(local)
-  row('sessions_send remote (A → B)', ppm(remote), `local (A → A2) ${ppm(local)}`, `+${f(dSend)} ms (RTT ${f(RTT)})`, '≤ local + RTT + 2 ms', dSend <= RTT + 2)
+  if (wants('send')) row('sessions_send remote (A → B)', ppm(remote), `local (A → A2) ${ppm(local)}`, `+${f(dSend)} ms (RTT ${f(RTT)})`, '≤ local + RTT + 2 ms', dSend <= RTT + 2)
 
+  if (ONLY && !['list', 'read', 'read100', 'idle'].some(wants)) {
+    probing = false
+    await probe
+    out()
+    throw ONLY_DONE
+  }
   // list: remote from A vs local in B (after the link: B's list also asks A)
   const listRemote = []; const listLocalPost = []
   t0 = performance.now()
@@ -277,10 +300,9 @@ try {
   probing = false
   await probe
 
-  const load1 = loadavg()
-  console.log(`\nbench:machines — direct link on loopback (relay none), N=${N} per row, pause ${PAUSE} ms; load ${load0.map(x => x.toFixed(1)).join(' ')} → ${load1.map(x => x.toFixed(1)).join(' ')}`)
-  console.log('p50 / p99 / max in ms\n')
-  for (const r of rows) console.log(`${r.ok ? 'ok  ' : 'MISS'} ${r.name}: ${r.value}\n       baseline: ${r.base}\n       difference: ${r.diff}   target ${r.target}`)
+  out()
+} catch (e) {
+  if (e !== ONLY_DONE) throw e
 } finally {
   await boxA.cleanup()
   await boxB.cleanup()
