@@ -24,8 +24,9 @@
 // one target are the point; the sending side's tools get the same config, as bench/send.mjs's jobs do); the frame, the policy, the header guard and the ledger run as shipped.
 //
 // Options: --n N (pairs per row, default 30), --sessions N (generated on B, default 2000), --rtt N (default 20),
-// --pause MS (before each call, default 150), --quick (the big log 10 MiB), --only send (the round trip, the idle
-// figures and the send row only: no corpus written, no list or read rows),
+// --pause MS (before each call, default 150), --quick (the big log 10 MiB), --only ROWS (a comma-separated subset of
+// send, list, read, read100, idle: the round trip and those rows only; `--only send` writes no corpus, `--only
+// read100` no cold sessions but the big log),
 // --addon FILE (run with this addon in both homes instead of the worktree's: a baseline build beside the new one,
 // e.g. `--addon /tmp/base.node` then without, back to back at the same load).
 import { cpSync, existsSync, mkdirSync, readFileSync, renameSync, utimesSync, writeFileSync } from 'node:fs'
@@ -110,6 +111,7 @@ const webPid = home => [...H.presenceRecords(home).values()].find(r => r.profile
 const cpuTicks = pid => { const s = readFileSync(`/proc/${pid}/stat`, 'utf8'); const v = s.slice(s.lastIndexOf(')') + 2).split(' '); return Number(v[11]) + Number(v[12]) }
 const rssMB = pid => Number(readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmRSS:\s+(\d+)/)[1]) / 1024
 async function idle(pid, ms = 10_000) {
+  if (!wants('idle')) return { corePct: NaN, rss: NaN }
   const c0 = cpuTicks(pid); const t0 = performance.now()
   await sleep(ms)
   return { corePct: ((cpuTicks(pid) - c0) / 100) / ((performance.now() - t0) / 1000) * 100, rss: rssMB(pid) }
@@ -146,6 +148,7 @@ try {
   for (const [web, id] of [[webA, A], [webA, A2], [webB, B]]) { await web.prompt(id, 'hello'); await web.waitFor(id, ev => H.turnEndCount(ev) >= 1 && H.isIdle(ev)) }
   await sleep(1500)
   const pidA = webPid(boxA.home)
+  log(`host pids: A ${pidA}, B ${webPid(boxB.home)}`)
   const load0 = loadavg()
 
   // the stall probe on A's web server
@@ -240,8 +243,8 @@ try {
   // list: remote from A vs local in B (after the link: B's list also asks A)
   const listRemote = []; const listLocalPost = []
   t0 = performance.now()
-  let remoteText
-  for (let i = -1; i < N; i++) {
+  let remoteText = ''
+  for (let i = -1; i < (wants('list') ? N : -1); i++) {
     await sleep(PAUSE)
     const r = await tool(jobA, A, 'sessions_list', listArgs)
     if (i >= 0) listRemote.push(r.ms)
@@ -251,15 +254,15 @@ try {
     if (i >= 0) listLocalPost.push(l.ms)
   }
   const stallList = worst(t0, performance.now())
-  log(`A's remote list: ${remoteText.split('\n').at(-2)}`)
+  if (wants('list')) log(`A's remote list: ${remoteText.split('\n').at(-2)}`)
   const dList = med(listRemote) - med(listLocalPre)
-  row(`sessions_list remote (${SESSIONS} cold sessions on B)`, ppm(listRemote), `local in B before the link ${ppm(listLocalPre)}; after (asks A too) ${ppm(listLocalPost)}`, `+${f(dList)} ms`, '≤ local + RTT + 10 ms', dList <= RTT + 10)
+  if (wants('list')) row(`sessions_list remote (${SESSIONS} cold sessions on B)`, ppm(listRemote), `local in B before the link ${ppm(listLocalPre)}; after (asks A too) ${ppm(listLocalPost)}`, `+${f(dList)} ms`, '≤ local + RTT + 10 ms', dList <= RTT + 10)
 
   // read: B's session (it has taken 2N+ messages) from A vs in B
   const readRemote = []; const readLocal = []
   t0 = performance.now()
-  let readText
-  for (let i = -1; i < N; i++) {
+  let readText = ''
+  for (let i = -1; i < (wants('read') ? N : -1); i++) {
     await sleep(PAUSE)
     const r = await tool(jobA, A, 'sessions_read', { session_id: B, max_messages: 50 })
     if (i >= 0) readRemote.push(r.ms)
@@ -269,15 +272,16 @@ try {
     if (i >= 0) readLocal.push(l.ms)
   }
   let stallRead = worst(t0, performance.now())
-  log(`A's remote read: ${readText.length} characters, first line ${readText.split('\n')[0].slice(0, 120)}`)
+  if (wants('read')) log(`A's remote read: ${readText.length} characters, first line ${readText.split('\n')[0].slice(0, 120)}`)
   const dRead = med(readRemote) - med(readLocal)
-  row('sessions_read remote (B\'s session, 50 messages)', ppm(readRemote), `local in B ${ppm(readLocal)}`, `+${f(dRead)} ms`, '≤ local + RTT + transfer', true)
+  if (wants('read')) row('sessions_read remote (B\'s session, 50 messages)', ppm(readRemote), `local in B ${ppm(readLocal)}`, `+${f(dRead)} ms`, '≤ local + RTT + transfer', true)
 
   // the window read of the big log: remote from A vs in B, alternating (the first of each warms its fold)
+  if (wants('read100')) log('read100 rows start')
   const bigRemote = []; const bigLocal = []
   t0 = performance.now()
   let bigText = ''
-  for (let i = -1; i < N; i++) {
+  for (let i = -1; i < (wants('read100') ? N : -1); i++) {
     const order = i % 2 ? [[jobB, B, bigLocal], [jobA, A, bigRemote]] : [[jobA, A, bigRemote], [jobB, B, bigLocal]]
     for (const [job, caller, xs] of order) {
       await sleep(PAUSE)
@@ -288,13 +292,13 @@ try {
   }
   stallRead = Math.max(stallRead, worst(t0, performance.now()))
   const bigBytes = Buffer.byteLength(bigText)
-  log(`A's remote read of the ${(bigLog.plainBytes / 2 ** 20).toFixed(0)} MiB log: ${bigBytes} bytes, first line ${bigText.split('\n')[0].slice(0, 120)}`)
+  if (wants('read100')) log(`A's remote read of the ${(bigLog.plainBytes / 2 ** 20).toFixed(0)} MiB log: ${bigBytes} bytes, first line ${bigText.split('\n')[0].slice(0, 120)}`)
   const dBig = med(bigRemote) - med(bigLocal)
-  row(`sessions_read remote (a ${(bigLog.plainBytes / 2 ** 20).toFixed(0)} MiB log on B, default window)`, ppm(bigRemote), `local in B ${ppm(bigLocal)}`, `+${f(dBig)} ms (RTT ${f(RTT)}; answer ${bigBytes} bytes)`, '≤ local + RTT + transfer (2 ms on loopback)', dBig <= RTT + 2)
+  if (wants('read100')) row(`sessions_read remote (a ${(bigLog.plainBytes / 2 ** 20).toFixed(0)} MiB log on B, default window)`, ppm(bigRemote), `local in B ${ppm(bigLocal)}`, `+${f(dBig)} ms (RTT ${f(RTT)}; answer ${bigBytes} bytes)`, '≤ local + RTT + transfer (2 ms on loopback)', dBig <= RTT + 2)
 
   const rssEnd = rssMB(pidA)
-  row('idle host A, CPU (% of a core, 10 s)', `linked ${f(idleAfter.corePct)} %`, `before the link ${f(idleBefore.corePct)} %`, `+${f(dCpu)} %`, '< 1 %', dCpu < 1)
-  row('idle host A, RSS', `linked ${f(idleAfter.rss)} MB`, `before the link ${f(idleBefore.rss)} MB (after the rows: ${f(rssEnd)} MB)`, `+${f(dRss)} MB`, '≤ 30 MB', dRss <= 30)
+  if (wants('idle')) row('idle host A, CPU (% of a core, 10 s)', `linked ${f(idleAfter.corePct)} %`, `before the link ${f(idleBefore.corePct)} %`, `+${f(dCpu)} %`, '< 1 %', dCpu < 1)
+  if (wants('idle')) row('idle host A, RSS', `linked ${f(idleAfter.rss)} MB`, `before the link ${f(idleBefore.rss)} MB (after the rows: ${f(rssEnd)} MB)`, `+${f(dRss)} MB`, '≤ 30 MB', dRss <= 30)
   const stallMax = Math.max(stallSend, stallList, stallRead, stallIdleLinked)
   row('host A event-loop stall (worst probe answer)', `send ${f(stallSend)} · list ${f(stallList)} · read ${f(stallRead)} · idle linked ${f(stallIdleLinked)} ms`, `idle before the link ${f(stallIdle)} ms`, '—', '≤ 50 ms', stallMax <= 50)
   probing = false
