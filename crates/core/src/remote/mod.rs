@@ -793,6 +793,12 @@ async fn place_of(
     for (m, a) in linked.iter().zip(answers) {
         if let Ok(Response::List(l)) = a {
             if l.rows.iter().any(|r| r.id == id) {
+                // remembered as a listing is (`crossing::seen`): the next read or send of it goes
+                // straight to that machine instead of asking every linked machine again (a round trip
+                // and a search of its sessions: 2.9 ms of the 100 MiB remote read, bench:machines)
+                let (h, mid, i, now) = (home, m.id.clone(), id.to_string(), base::clock::now_ms());
+                let _ =
+                    tools::blocking(move || crossing::seen::remember(&h, &mid, &[i], now)).await;
                 return Place::There(m.clone());
             }
         }

@@ -1146,3 +1146,55 @@ async fn a_ping_pong_across_two_machines_is_one_chain_stopped_at_max_relay_hops(
     assert_eq!(net.homes[0].delivered().len(), 2);
     assert_eq!(net.sends_arrived(1), 2);
 }
+
+#[tokio::test]
+async fn a_remote_session_found_by_asking_the_machines_is_remembered_and_read_there_directly() {
+    let net = Net::new(2).await;
+    net.homes[0].cold(A, "Planner");
+    net.homes[1].cold(B, "Builder");
+    let lists = || {
+        net.arrived
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(i, r)| *i == 1 && matches!(r, Request::List { .. }))
+            .count()
+    };
+    let read = || async {
+        run_result(
+            net.homes[0].call(A, "sessions_read", json!({"session_id": B})),
+            &net.at(0),
+        )
+        .await
+    };
+    // never listed here: the machines are asked where it is (one listing), then it is read there
+    let ToolResult::Read(r) = read().await else {
+        panic!()
+    };
+    assert_eq!(r.window.head.machine, Some(net.machine(0, 1)));
+    assert_eq!(lists(), 1);
+    // remembered: the next reads go straight to that machine (before, every read asked again)
+    for _ in 0..2 {
+        let ToolResult::Read(r) = read().await else {
+            panic!()
+        };
+        assert_eq!(r.window.head.machine, Some(net.machine(0, 1)));
+    }
+    assert_eq!(lists(), 1, "no listing asked again");
+    let reads = net
+        .arrived
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(i, r)| *i == 1 && matches!(r, Request::Read { .. }))
+        .count();
+    assert_eq!(reads, 3);
+    // a session nowhere is still this home's refusal (and nothing is remembered for it)
+    let r = run_result(
+        net.homes[0].call(A, "sessions_read", json!({"session_id": C})),
+        &net.at(0),
+    )
+    .await;
+    assert_eq!(r.code(), Some(RefusalCode::NotFound));
+    assert_eq!(crossing::seen::machine_of(net.homes[0].path(), C), None);
+}
