@@ -200,6 +200,14 @@ fn fit_read(answer: Response) -> Response {
         return answer;
     };
     let room = wire::MAX_RESPONSE_BYTES - 64 * 1024;
+    // most windows are far under the bound: an upper bound of their JSON, from the lengths alone, spares
+    // serializing every message once more only to measure it
+    let bound = json_bound_head(&a.head)
+        + a.notes.iter().map(|n| json_bound(n) + 3).sum::<usize>()
+        + a.messages.iter().map(json_bound_message).sum::<usize>();
+    if bound <= room {
+        return Response::Read(a);
+    }
     let size = |m: &WireMessage| serde_json::to_vec(m).map_or(usize::MAX, |b| b.len() + 1);
     let mut total: usize = serde_json::to_vec(&a.head).map_or(0, |b| b.len())
         + a.notes.iter().map(|n| n.len() + 3).sum::<usize>()
@@ -211,6 +219,31 @@ fn fit_read(answer: Response) -> Response {
         a.omitted += 1;
     }
     Response::Read(a)
+}
+
+/// At least the bytes of `s` as a JSON string: each byte is at most 6 escaped (`\u001f`), plus quotes.
+fn json_bound(s: &str) -> usize {
+    6 * s.len() + 2
+}
+
+/// An upper bound of [`WireMessage`]'s JSON: its strings escaped at worst, its keys, numbers (20
+/// digits at most) and booleans in a fixed allowance (they take under 160 bytes).
+fn json_bound_message(m: &WireMessage) -> usize {
+    json_bound(&m.role)
+        + json_bound(&m.label)
+        + m.request.as_deref().map_or(0, json_bound)
+        + json_bound(&m.body)
+        + 256
+}
+
+/// An upper bound of [`WireHead`]'s JSON, as [`json_bound_message`].
+fn json_bound_head(h: &WireHead) -> usize {
+    [&h.parent, &h.cwd, &h.title]
+        .into_iter()
+        .map(|s| s.as_deref().map_or(0, json_bound))
+        .sum::<usize>()
+        + json_bound(&h.id)
+        + 256
 }
 
 /// Does `id` name a session of this home (live in this process, listed by another, or in the store)?

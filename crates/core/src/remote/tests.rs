@@ -1198,3 +1198,74 @@ async fn a_remote_session_found_by_asking_the_machines_is_remembered_and_read_th
     assert_eq!(r.code(), Some(RefusalCode::NotFound));
     assert_eq!(crossing::seen::machine_of(net.homes[0].path(), C), None);
 }
+
+#[test]
+fn a_read_answers_json_never_exceeds_the_bound_fit_read_reckons_from_lengths() {
+    // the worst escapes: control characters (6 bytes each), quotes and backslashes, non-ASCII, the
+    // largest numbers
+    let nasty: String = (0u8..32)
+        .map(char::from)
+        .chain("\"\\é€😀 x".chars())
+        .collect();
+    let m = WireMessage {
+        role: nasty.clone(),
+        seq: u64::MAX,
+        label: nasty.repeat(3),
+        request: Some(nasty.clone()),
+        injected: true,
+        replaced: true,
+        error: true,
+        body: nasty.repeat(50),
+    };
+    assert!(serde_json::to_vec(&m).unwrap().len() + 1 <= json_bound_message(&m));
+    let plain = WireMessage {
+        request: None,
+        body: String::new(),
+        label: String::new(),
+        role: String::new(),
+        ..m.clone()
+    };
+    assert!(serde_json::to_vec(&plain).unwrap().len() + 1 <= json_bound_message(&plain));
+    let h = WireHead {
+        id: nasty.clone(),
+        live: true,
+        subagent: true,
+        parent: Some(nasty.clone()),
+        cwd: Some(nasty.clone()),
+        title: Some(nasty.clone()),
+        readable: u64::MAX,
+        captured_through: Some(u64::MAX),
+        since: Some(u64::MAX),
+    };
+    assert!(serde_json::to_vec(&h).unwrap().len() <= json_bound_head(&h));
+    // a window under the bound by its lengths is kept whole; one whose worst case is over the bound but
+    // whose real bytes are not is measured, and kept whole too
+    let answer = |body: &str, n: u64| ReadAnswer {
+        head: WireHead {
+            id: B.into(),
+            parent: None,
+            cwd: None,
+            title: None,
+            ..h.clone()
+        },
+        messages: (1..=n)
+            .rev()
+            .map(|seq| WireMessage {
+                seq,
+                body: body.into(),
+                ..plain.clone()
+            })
+            .collect(),
+        omitted: 0,
+        hidden_injected: 0,
+        hidden_system: 0,
+        notes: vec![],
+    };
+    for (body, n) in [("x".repeat(1000), 100), ("x".repeat(60_000), 40)] {
+        let Response::Read(fit) = fit_read(Response::Read(answer(&body, n))) else {
+            panic!()
+        };
+        assert_eq!((fit.messages.len() as u64, fit.omitted), (n, 0));
+        assert!(wire::encode(&Response::Read(fit)).len() <= wire::MAX_RESPONSE_BYTES);
+    }
+}
