@@ -93,6 +93,76 @@ pub async fn serve_value(here: &ToolRequest, from: &Machine, frame: Value) -> Va
     wire::encode_value(&resp)
 }
 
+/// [`serve_value`] while this process's host facts are still being asked for (`here`, on the host's
+/// thread: the binding's `here_of`). A read starts at once, beside the question, with the facts of the
+/// previous request (`last`) as for a session not live in this process (unless it was live in `last`:
+/// then it most likely is now, and the early read would be thrown away); that answer is kept only when
+/// the host's answer says the same — the session is not live here (nothing to flush: the host flushes a
+/// live one before it answers, and the read is then run again, after the flush, with its length) and the
+/// configuration and home are those of `last`. Otherwise, and for every other request, the request runs
+/// after the host's answer, as [`serve_value`]. `None`: the host did not answer (the request is refused
+/// by the caller, never answered from stale facts).
+pub async fn serve_value_asking<F>(
+    last: Option<ToolRequest>,
+    here: F,
+    from: &Machine,
+    frame: Value,
+) -> Option<Value>
+where
+    F: Future<Output = Option<ToolRequest>>,
+{
+    let req = wire::request_from_value(frame);
+    let id = match &req {
+        Ok(Request::Read { args }) => args
+            .get("session_id")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        _ => None,
+    };
+    let live_last = |l: &ToolRequest| {
+        id.as_deref()
+            .is_some_and(|id| l.live.iter().any(|s| s.id == id))
+    };
+    let early = match (&req, last) {
+        (Ok(Request::Read { args }), Some(mut last)) if !live_last(&last) => {
+            let id = id.clone();
+            let (config, home) = (last.config.clone(), last.host.dsh_home.clone());
+            last.live.clear();
+            last.live_seq = None;
+            last.live_flushed = None;
+            let args = args.clone();
+            let task = tokio::spawn(async move { serve_read(&last, args).await });
+            Some((task, id, config, home))
+        }
+        _ => None,
+    };
+    let Some(here) = here.await else {
+        if let Some((task, ..)) = early {
+            task.abort();
+        }
+        return None;
+    };
+    if let Some((task, id, config, home)) = early {
+        let cold_here = here.live_seq.is_none()
+            && here.live_flushed.is_none()
+            && id
+                .as_deref()
+                .is_none_or(|id| here.live.iter().all(|l| l.id != id));
+        if cold_here && here.config == config && here.host.dsh_home == home {
+            if let Ok(resp) = task.await {
+                return Some(wire::encode_value(&resp));
+            }
+        } else {
+            task.abort();
+        }
+    }
+    let resp = match req {
+        Ok(req) => serve(&here, from, req).await,
+        Err(_) => Response::Refused(WireRefusal::code(RefusalCode::BadArgument)),
+    };
+    Some(wire::encode_value(&resp))
+}
+
 fn as_local(here: &ToolRequest, tool: Tool, args: Value) -> ToolRequest {
     let mut r = here.clone();
     r.tool = tool.name().to_string();

@@ -1269,3 +1269,121 @@ fn a_read_answers_json_never_exceeds_the_bound_fit_read_reckons_from_lengths() {
         assert!(wire::encode(&Response::Read(fit)).len() <= wire::MAX_RESPONSE_BYTES);
     }
 }
+
+/// Session `id` of home `h` with user messages `texts` (seq 0 a turn start, then one per text).
+fn with_messages(h: &Home, id: &str, texts: &[&str]) -> std::path::PathBuf {
+    h.cold(id, "Builder");
+    let log = h
+        .path()
+        .join("sessions")
+        .join("-w")
+        .join(id)
+        .join("session.jsonl");
+    let mut text = std::fs::read_to_string(&log).unwrap();
+    text.push_str(&format!(
+        "{}\n",
+        json!({"type":"turn/start","seq":0,"time":1,"data":{"turn":1}})
+    ));
+    for (i, t) in texts.iter().enumerate() {
+        append_message(&mut text, i as u64 + 1, t);
+    }
+    std::fs::write(&log, text).unwrap();
+    log
+}
+
+fn append_message(text: &mut String, seq: u64, body: &str) {
+    let msg = json!({"id": format!("m{seq}"),"role":"user","content":[{"type":"text","text":body}],"source":{"kind":"user"}});
+    text.push_str(&format!(
+        "{}\n",
+        json!({"type":"user/message","seq":seq,"time":2,"data":msg,"surfaceOp":"append"})
+    ));
+}
+
+fn read_answer(v: Value) -> ReadAnswer {
+    match wire::response_from_value(v).unwrap() {
+        Response::Read(a) => a,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_read_started_beside_the_hosts_answer_is_kept_only_for_a_session_not_live_there() {
+    let net = Net::new(2).await;
+    let h = &net.homes[1];
+    let log = with_messages(h, B, &["one 0123456789abcdef"]);
+    let from = net.machine(1, 0);
+    let frame = || {
+        wire::encode_value(&Request::Read {
+            args: json!({"session_id": B}),
+        })
+    };
+    let plain = read_answer(serve_value(&h.here(), &from, frame()).await);
+    assert_eq!(plain.messages[0].body, "one 0123456789abcdef");
+
+    // not live here: the early read's answer, the same as one run after the host's answer
+    let v = serve_value_asking(Some(h.here()), async { Some(h.here()) }, &from, frame()).await;
+    assert_eq!(read_answer(v.unwrap()), plain);
+
+    // live here: the host flushes its newest turn before it answers (the log gets message "two"),
+    // and the read is the one after the flush, not the early one
+    let flushed = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let mut text = std::fs::read_to_string(&log).unwrap();
+        append_message(&mut text, 2, "two");
+        std::fs::write(&log, text).unwrap();
+        let mut here = h.here();
+        here.live = vec![crate::request::LiveSession {
+            id: B.into(),
+            status: "idle".into(),
+            ..Default::default()
+        }];
+        here.live_seq = Some(3);
+        here.live_flushed = Some(true);
+        Some(here)
+    };
+    let a = read_answer(
+        serve_value_asking(Some(h.here()), flushed, &from, frame())
+            .await
+            .unwrap(),
+    );
+    assert!(a.head.live);
+    assert_eq!(a.messages[0].body, "two", "{a:?}");
+
+    // live at the last request, not now: no early read, the one after the host's answer
+    let mut was_live = h.here();
+    was_live.live = vec![crate::request::LiveSession {
+        id: B.into(),
+        ..Default::default()
+    }];
+    let v = serve_value_asking(Some(was_live), async { Some(h.here()) }, &from, frame()).await;
+    let a = read_answer(v.unwrap());
+    assert!(!a.head.live && a.messages[0].body == "two", "{a:?}");
+
+    // another configuration than the last one's: read again with the host's (its bodies cut at 8)
+    let mut cut = h.here();
+    cut.config.max_message_chars = 8;
+    let a = read_answer(
+        serve_value_asking(Some(h.here()), async { Some(cut) }, &from, frame())
+            .await
+            .unwrap(),
+    );
+    assert!(
+        !a.messages.iter().any(|m| m.body.contains("abcdef")),
+        "{a:?}"
+    );
+
+    // the host does not answer: no answer at all (the binding refuses it `unavailable`)
+    assert!(
+        serve_value_asking(Some(h.here()), async { None }, &from, frame())
+            .await
+            .is_none()
+    );
+    // a request that is not a read waits for the host's answer, as ever
+    let list = wire::encode_value(&Request::List { args: json!({}) });
+    let v = serve_value_asking(Some(h.here()), async { Some(h.here()) }, &from, list)
+        .await
+        .unwrap();
+    assert!(
+        matches!(wire::response_from_value(v).unwrap(), Response::List(l) if l.rows[0].id == B)
+    );
+}
