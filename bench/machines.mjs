@@ -24,8 +24,12 @@
 // one target are the point; the sending side's tools get the same config, as bench/send.mjs's jobs do); the frame, the policy, the header guard and the ledger run as shipped.
 //
 // Options: --n N (pairs per row, default 30), --sessions N (generated on B, default 2000), --rtt N (default 20),
-// --pause MS (before each call, default 150), --quick (the big log 10 MiB).
-import { cpSync, mkdirSync, readFileSync, utimesSync, writeFileSync } from 'node:fs'
+// --pause MS (before each call, default 150), --quick (the big log 10 MiB), --only ROWS (a comma-separated subset of
+// send, list, read, read100, idle: the round trip and those rows only; `--only send` writes no corpus, `--only
+// read100` no cold sessions but the big log),
+// --addon FILE (run with this addon in both homes instead of the worktree's: a baseline build beside the new one,
+// e.g. `--addon /tmp/base.node` then without, back to back at the same load).
+import { cpSync, existsSync, mkdirSync, readFileSync, renameSync, utimesSync, writeFileSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { loadavg } from 'node:os'
@@ -47,6 +51,9 @@ const N = Math.max(3, opt('--n', 30))
 const SESSIONS = Math.max(1, opt('--sessions', 2000))
 const RTT_N = Math.max(3, opt('--rtt', 20))
 const PAUSE = Math.max(0, opt('--pause', 150))
+const ONLY = argv.includes('--only') ? new Set(argv[argv.indexOf('--only') + 1].split(',')) : null
+const wants = r => !ONLY || ONLY.has(r)
+const ADDON = argv.includes('--addon') ? resolve(argv[argv.indexOf('--addon') + 1]) : null
 const log = s => process.stderr.write(`bench-machines: ${s}\n`)
 const sleep = ms => new Promise(r => setTimeout(r, ms))
 const q = (xs, p) => { const a = xs.filter(Number.isFinite).sort((x, y) => x - y); return a.length ? a[Math.min(a.length - 1, Math.floor(p * a.length))] : NaN }
@@ -82,6 +89,7 @@ const webPid = home => [...H.presenceRecords(home).values()].find(r => r.profile
 const cpuTicks = pid => { const s = readFileSync(`/proc/${pid}/stat`, 'utf8'); const v = s.slice(s.lastIndexOf(')') + 2).split(' '); return Number(v[11]) + Number(v[12]) }
 const rssMB = pid => Number(readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmRSS:\s+(\d+)/)[1]) / 1024
 async function idle(pid, ms = 10_000) {
+  if (!wants('idle')) return { corePct: NaN, rss: NaN }
   const c0 = cpuTicks(pid); const t0 = performance.now()
   await sleep(ms)
   return { corePct: ((cpuTicks(pid) - c0) / 100) / ((performance.now() - t0) / 1000) * 100, rss: rssMB(pid) }
@@ -90,6 +98,7 @@ async function idle(pid, ms = 10_000) {
 const boxA = await H.makeSandbox({ env: ENV })
 const boxB = await H.makeSandbox({ env: ENV })
 const rows = []
+const ONLY_DONE = Symbol('the --only rows are done')
 const row = (name, value, base, diff, target, ok) => rows.push({ name, value, base, diff, target, ok })
 try {
   const jobA = jobs(boxA); const jobB = jobs(boxB)
@@ -99,13 +108,17 @@ try {
     // 2N+ sends to one target: no budget, stacking or relay limit on either side (the receiving home runs its own)
     writeFileSync(join(pdir, 'cordis.patch.yml'), `- id: dsh-session-mail\n  config: ${JSON.stringify(UNLIMITED)}\n`)
     addPeersPlugin(pdir)
+    // a baseline build: the same package with another addon
+    if (ADDON) cpSync(ADDON, join(pdir, 'node_modules', 'dsh-session-mail', 'dsh-session-mail.linux-x64-gnu.node'))
   }
-  log(`writing ${SESSIONS} cold sessions on home B`)
-  generate(boxB.home, SESSIONS)
+  if (wants('list')) {
+    log(`writing ${SESSIONS} cold sessions on home B`)
+    generate(boxB.home, SESSIONS)
+  }
   // the big log, copied from its cached corpus into B's sessions
-  const corpus = ensureCorpus(argv.includes('--quick') ? TITLE_ONCE_QUICK : TITLE_ONCE, { log })
-  const bigLog = corpus.big.title1
-  cpSync(join(corpus.home, dirname(bigLog.file)), join(boxB.home, dirname(bigLog.file)), { recursive: true })
+  const corpus = wants('read100') ? ensureCorpus(argv.includes('--quick') ? TITLE_ONCE_QUICK : TITLE_ONCE, { log }) : null
+  const bigLog = corpus?.big.title1
+  if (corpus) cpSync(join(corpus.home, dirname(bigLog.file)), join(boxB.home, dirname(bigLog.file)), { recursive: true })
   const [webA, webB] = await Promise.all([H.bootWeb(boxA), H.bootWeb(boxB)])
   const A = await webA.createSession(boxA.ws)
   const A2 = await webA.createSession(boxA.mkdir('ws-a2'))
@@ -113,6 +126,7 @@ try {
   for (const [web, id] of [[webA, A], [webA, A2], [webB, B]]) { await web.prompt(id, 'hello'); await web.waitFor(id, ev => H.turnEndCount(ev) >= 1 && H.isIdle(ev)) }
   await sleep(1500)
   const pidA = webPid(boxA.home)
+  log(`host pids: A ${pidA}, B ${webPid(boxB.home)}`)
   const load0 = loadavg()
 
   // the stall probe on A's web server
@@ -137,13 +151,13 @@ try {
   const tool = (job, caller, name, args) => job({ op: 'tool', tool: name, args, caller, config: UNLIMITED })
   const listLocalPre = []
   let listText
-  for (let i = -1; i < N; i++) {
+  for (let i = -1; i < (wants('list') ? N : -1); i++) {
     await sleep(PAUSE)
     const r = await tool(jobB, B, 'sessions_list', listArgs)
     if (i >= 0) listLocalPre.push(r.ms)
     listText = r.text
   }
-  log(`B's local list: ${listText.split('\n').at(-2)}`)
+  if (listText) log(`B's local list: ${listText.split('\n').at(-2)}`)
 
   // the link, through the command line
   const inviting = cli(boxA, ['link', '--relay', 'none', '--json', '--ttl-minutes', '5'])
@@ -159,6 +173,12 @@ try {
   await Promise.all([H.leaseHeldByHost(boxA.home), H.leaseHeldByHost(boxB.home)])
   await sleep(3000)
 
+  const out = () => {
+    const load1 = loadavg()
+    console.log(`\nbench:machines — direct link on loopback (relay none), N=${N} per row, pause ${PAUSE} ms${ADDON ? `, addon ${ADDON}` : ''}; load ${load0.map(x => x.toFixed(1)).join(' ')} → ${load1.map(x => x.toFixed(1)).join(' ')}`)
+    console.log('p50 / p99 / max in ms\n')
+    for (const r of rows) console.log(`${r.ok ? 'ok  ' : 'MISS'} ${r.name}: ${r.value}\n       baseline: ${r.base}\n       difference: ${r.diff}   target ${r.target}`)
+  }
   // one round trip: the holder's probe over the link (links)
   const rtt = []
   for (let i = 0; i < RTT_N; i++) {
@@ -178,7 +198,7 @@ try {
   // send: local (A -> A2) vs remote (A -> B), alternating pairs
   const local = []; const remote = []
   t0 = performance.now()
-  for (let i = -1; i < N; i++) {
+  for (let i = -1; i < (wants('send') ? N : -1); i++) {
     const order = i % 2 ? [['local', A2, local], ['remote', B, remote]] : [['remote', B, remote], ['local', A2, local]]
     for (const [kind, target, xs] of order) {
       await sleep(PAUSE)
@@ -190,13 +210,19 @@ try {
   const stallSend = worst(t0, performance.now())
   log(`send ms in order: remote ${remote.map(x => x.toFixed(1)).join(' ')}; local ${local.map(x => x.toFixed(1)).join(' ')}`)
   const dSend = med(remote) - med(local)
-  row('sessions_send remote (A → B)', ppm(remote), `local (A → A2) ${ppm(local)}`, `+${f(dSend)} ms (RTT ${f(RTT)})`, '≤ local + RTT + 2 ms', dSend <= RTT + 2)
+  if (wants('send')) row('sessions_send remote (A → B)', ppm(remote), `local (A → A2) ${ppm(local)}`, `+${f(dSend)} ms (RTT ${f(RTT)})`, '≤ local + RTT + 2 ms', dSend <= RTT + 2)
 
+  if (ONLY && !['list', 'read', 'read100', 'idle'].some(wants)) {
+    probing = false
+    await probe
+    out()
+    throw ONLY_DONE
+  }
   // list: remote from A vs local in B (after the link: B's list also asks A)
   const listRemote = []; const listLocalPost = []
   t0 = performance.now()
-  let remoteText
-  for (let i = -1; i < N; i++) {
+  let remoteText = ''
+  for (let i = -1; i < (wants('list') ? N : -1); i++) {
     await sleep(PAUSE)
     const r = await tool(jobA, A, 'sessions_list', listArgs)
     if (i >= 0) listRemote.push(r.ms)
@@ -206,15 +232,15 @@ try {
     if (i >= 0) listLocalPost.push(l.ms)
   }
   const stallList = worst(t0, performance.now())
-  log(`A's remote list: ${remoteText.split('\n').at(-2)}`)
+  if (wants('list')) log(`A's remote list: ${remoteText.split('\n').at(-2)}`)
   const dList = med(listRemote) - med(listLocalPre)
-  row(`sessions_list remote (${SESSIONS} cold sessions on B)`, ppm(listRemote), `local in B before the link ${ppm(listLocalPre)}; after (asks A too) ${ppm(listLocalPost)}`, `+${f(dList)} ms`, '≤ local + RTT + 10 ms', dList <= RTT + 10)
+  if (wants('list')) row(`sessions_list remote (${SESSIONS} cold sessions on B)`, ppm(listRemote), `local in B before the link ${ppm(listLocalPre)}; after (asks A too) ${ppm(listLocalPost)}`, `+${f(dList)} ms`, '≤ local + RTT + 10 ms', dList <= RTT + 10)
 
   // read: B's session (it has taken 2N+ messages) from A vs in B
   const readRemote = []; const readLocal = []
   t0 = performance.now()
-  let readText
-  for (let i = -1; i < N; i++) {
+  let readText = ''
+  for (let i = -1; i < (wants('read') ? N : -1); i++) {
     await sleep(PAUSE)
     const r = await tool(jobA, A, 'sessions_read', { session_id: B, max_messages: 50 })
     if (i >= 0) readRemote.push(r.ms)
@@ -224,15 +250,16 @@ try {
     if (i >= 0) readLocal.push(l.ms)
   }
   let stallRead = worst(t0, performance.now())
-  log(`A's remote read: ${readText.length} characters, first line ${readText.split('\n')[0].slice(0, 120)}`)
+  if (wants('read')) log(`A's remote read: ${readText.length} characters, first line ${readText.split('\n')[0].slice(0, 120)}`)
   const dRead = med(readRemote) - med(readLocal)
-  row('sessions_read remote (B\'s session, 50 messages)', ppm(readRemote), `local in B ${ppm(readLocal)}`, `+${f(dRead)} ms`, '≤ local + RTT + transfer', true)
+  if (wants('read')) row('sessions_read remote (B\'s session, 50 messages)', ppm(readRemote), `local in B ${ppm(readLocal)}`, `+${f(dRead)} ms`, '≤ local + RTT + transfer', true)
 
   // the window read of the big log: remote from A vs in B, alternating (the first of each warms its fold)
+  if (wants('read100')) log('read100 rows start')
   const bigRemote = []; const bigLocal = []
   t0 = performance.now()
   let bigText = ''
-  for (let i = -1; i < N; i++) {
+  for (let i = -1; i < (wants('read100') ? N : -1); i++) {
     const order = i % 2 ? [[jobB, B, bigLocal], [jobA, A, bigRemote]] : [[jobA, A, bigRemote], [jobB, B, bigLocal]]
     for (const [job, caller, xs] of order) {
       await sleep(PAUSE)
@@ -243,22 +270,21 @@ try {
   }
   stallRead = Math.max(stallRead, worst(t0, performance.now()))
   const bigBytes = Buffer.byteLength(bigText)
-  log(`A's remote read of the ${(bigLog.plainBytes / 2 ** 20).toFixed(0)} MiB log: ${bigBytes} bytes, first line ${bigText.split('\n')[0].slice(0, 120)}`)
+  if (wants('read100')) log(`A's remote read of the ${(bigLog.plainBytes / 2 ** 20).toFixed(0)} MiB log: ${bigBytes} bytes, first line ${bigText.split('\n')[0].slice(0, 120)}`)
   const dBig = med(bigRemote) - med(bigLocal)
-  row(`sessions_read remote (a ${(bigLog.plainBytes / 2 ** 20).toFixed(0)} MiB log on B, default window)`, ppm(bigRemote), `local in B ${ppm(bigLocal)}`, `+${f(dBig)} ms (RTT ${f(RTT)}; answer ${bigBytes} bytes)`, '≤ local + RTT + transfer (2 ms on loopback)', dBig <= RTT + 2)
+  if (wants('read100')) row(`sessions_read remote (a ${(bigLog.plainBytes / 2 ** 20).toFixed(0)} MiB log on B, default window)`, ppm(bigRemote), `local in B ${ppm(bigLocal)}`, `+${f(dBig)} ms (RTT ${f(RTT)}; answer ${bigBytes} bytes)`, '≤ local + RTT + transfer (2 ms on loopback)', dBig <= RTT + 2)
 
   const rssEnd = rssMB(pidA)
-  row('idle host A, CPU (% of a core, 10 s)', `linked ${f(idleAfter.corePct)} %`, `before the link ${f(idleBefore.corePct)} %`, `+${f(dCpu)} %`, '< 1 %', dCpu < 1)
-  row('idle host A, RSS', `linked ${f(idleAfter.rss)} MB`, `before the link ${f(idleBefore.rss)} MB (after the rows: ${f(rssEnd)} MB)`, `+${f(dRss)} MB`, '≤ 30 MB', dRss <= 30)
+  if (wants('idle')) row('idle host A, CPU (% of a core, 10 s)', `linked ${f(idleAfter.corePct)} %`, `before the link ${f(idleBefore.corePct)} %`, `+${f(dCpu)} %`, '< 1 %', dCpu < 1)
+  if (wants('idle')) row('idle host A, RSS', `linked ${f(idleAfter.rss)} MB`, `before the link ${f(idleBefore.rss)} MB (after the rows: ${f(rssEnd)} MB)`, `+${f(dRss)} MB`, '≤ 30 MB', dRss <= 30)
   const stallMax = Math.max(stallSend, stallList, stallRead, stallIdleLinked)
   row('host A event-loop stall (worst probe answer)', `send ${f(stallSend)} · list ${f(stallList)} · read ${f(stallRead)} · idle linked ${f(stallIdleLinked)} ms`, `idle before the link ${f(stallIdle)} ms`, '—', '≤ 50 ms', stallMax <= 50)
   probing = false
   await probe
 
-  const load1 = loadavg()
-  console.log(`\nbench:machines — direct link on loopback (relay none), N=${N} per row, pause ${PAUSE} ms; load ${load0.map(x => x.toFixed(1)).join(' ')} → ${load1.map(x => x.toFixed(1)).join(' ')}`)
-  console.log('p50 / p99 / max in ms\n')
-  for (const r of rows) console.log(`${r.ok ? 'ok  ' : 'MISS'} ${r.name}: ${r.value}\n       baseline: ${r.base}\n       difference: ${r.diff}   target ${r.target}`)
+  out()
+} catch (e) {
+  if (e !== ONLY_DONE) throw e
 } finally {
   await boxA.cleanup()
   await boxB.cleanup()

@@ -919,6 +919,30 @@ async fn here_of(
         .ok_or(())
 }
 
+/// The host facts of the last request served here, per home (only where a host answers: `here_of` asks
+/// it): what a read starts with beside the host's answer (core's `serve_value_asking`).
+static LAST_HERE: std::sync::Mutex<Vec<(std::path::PathBuf, mail_core::request::ToolRequest)>> =
+    std::sync::Mutex::new(Vec::new());
+
+fn last_here(home: &std::path::Path) -> Option<mail_core::request::ToolRequest> {
+    let has_host = HERE
+        .lock()
+        .ok()
+        .is_some_and(|h| h.iter().any(|(p, _)| p == home));
+    if !has_host {
+        return None;
+    }
+    let l = LAST_HERE.lock().ok()?;
+    l.iter().find(|(p, _)| p == home).map(|(_, r)| r.clone())
+}
+
+fn keep_here(home: &std::path::Path, here: &mail_core::request::ToolRequest) {
+    if let Ok(mut l) = LAST_HERE.lock() {
+        l.retain(|(p, _)| p != home);
+        l.push((home.to_path_buf(), here.clone()));
+    }
+}
+
 /// The linked machine `id` as the core names it, if this home has it linked.
 fn linked_machine(home: &std::path::Path, id: &str) -> Option<mail_core::machine::Machine> {
     LinkMachines::read_linked(home)
@@ -948,10 +972,21 @@ fn machines_handler(home: &std::path::Path) -> link::Handler {
                     .map(str::to_string),
                 _ => None,
             };
-            let Ok(here) = here_of(&home, read).await else {
-                return Err(refused("unavailable", "this process cannot serve now"));
+            // a read starts beside the host's answer, with the facts it gave last (kept only when the
+            // host's answer says nothing else: core's `serve_value_asking`)
+            let last = if read.is_some() {
+                last_here(&home)
+            } else {
+                None
             };
-            Ok(mail_core::remote::serve_value(&here, &machine, body).await)
+            let asked = async {
+                let here = here_of(&home, read).await.ok()?;
+                keep_here(&home, &here);
+                Some(here)
+            };
+            mail_core::remote::serve_value_asking(last, asked, &machine, body)
+                .await
+                .ok_or_else(|| refused("unavailable", "this process cannot serve now"))
         })
     })
 }
@@ -1042,6 +1077,10 @@ fn has_links(home: &std::path::Path) -> bool {
 )]
 pub fn machines_serve_with(dsh_home: Option<String>, here: HereFn) {
     let home = home_of(dsh_home.as_deref());
+    // a new host function (the plugin applied again, maybe with another configuration): nothing kept
+    if let Ok(mut l) = LAST_HERE.lock() {
+        l.retain(|(p, _)| p != &home);
+    }
     if let Ok(mut h) = HERE.lock() {
         h.retain(|(p, _)| p != &home);
         h.push((home, std::sync::Arc::new(here)));

@@ -386,11 +386,50 @@ pub fn encode_value<T: Serialize>(body: &T) -> Value {
     serde_json::to_value(FrameOut { v: VERSION, body }).unwrap_or(Value::Null)
 }
 
+/// At least the length of `v`'s JSON, from its strings' lengths (each byte at most 6 escaped) and a fixed
+/// allowance for every number, literal and separator: a walk, nothing serialized.
+fn json_len_bound(v: &Value) -> usize {
+    match v {
+        Value::Null | Value::Bool(_) => 5,
+        // the longest f64 / i64 / u64 as serde_json writes them (without its arbitrary_precision feature,
+        // which this workspace does not enable): 24 characters
+        Value::Number(_) => 24,
+        Value::String(s) => 6 * s.len() + 2,
+        Value::Array(a) => 2 + a.iter().map(|x| json_len_bound(x) + 1).sum::<usize>(),
+        Value::Object(o) => {
+            2 + o
+                .iter()
+                .map(|(k, x)| 6 * k.len() + 4 + json_len_bound(x))
+                .sum::<usize>()
+        }
+    }
+}
+
+/// The length of `v`'s JSON, counted as it is written (no copy of it made).
+fn json_len(v: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0 += b.len();
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Count(0);
+    serde_json::to_writer(&mut c, v).map_or(usize::MAX, |()| c.0)
+}
+
 fn from_value<T: for<'de> Deserialize<'de>>(v: Value, max: usize) -> Result<T, WireError> {
-    // the transport bounded the frame already; the bound here is this side's own
-    let len = serde_json::to_vec(&v).map_or(usize::MAX, |b| b.len());
-    if len > max {
-        return Err(WireError::TooLarge { len, max });
+    // the transport bounded the frame already; the bound here is this side's own. A frame whose upper
+    // bound is under it is not measured: it was serialized whole only to be measured (a read answer of
+    // 82 KB, on every remote read)
+    if json_len_bound(&v) > max {
+        let len = json_len(&v);
+        if len > max {
+            return Err(WireError::TooLarge { len, max });
+        }
     }
     let version = v.get("v").and_then(Value::as_u64).unwrap_or(0);
     if version != u64::from(VERSION) {
@@ -570,6 +609,49 @@ mod tests {
         ));
         let r = Response::Refused(WireRefusal::code(RefusalCode::Busy));
         assert_eq!(response_from_value(encode_value(&r)).unwrap(), r);
+    }
+
+    #[test]
+    fn a_values_length_bound_is_never_under_its_json_and_a_frame_under_it_is_not_measured() {
+        let nasty: String = (0u8..32)
+            .map(char::from)
+            .chain("\"\\é€😀 x".chars())
+            .collect();
+        let v = serde_json::json!({
+            "v": 1, nasty.clone(): [null, true, false, u64::MAX, i64::MIN, -1.7976931348623157e308,
+            f64::MIN_POSITIVE, 0.1, [], {}, nasty.repeat(40)], "": {"a": [[[nasty]]]}
+        });
+        let exact = serde_json::to_vec(&v).unwrap().len();
+        assert_eq!(json_len(&v), exact);
+        assert!(
+            json_len_bound(&v) >= exact,
+            "{} < {exact}",
+            json_len_bound(&v)
+        );
+        for x in [
+            serde_json::json!(null),
+            serde_json::json!(-0.000001234e-300),
+            serde_json::json!(""),
+        ] {
+            assert!(json_len_bound(&x) >= serde_json::to_vec(&x).unwrap().len());
+        }
+        // over the bound by its worst case but not in fact: still decoded (measured exactly)
+        let r = Response::Refused(WireRefusal::code(RefusalCode::Busy));
+        let mut fits = encode_value(&r);
+        fits["pad"] = Value::String("x".repeat(MAX_RESPONSE_BYTES / 2));
+        assert!(json_len_bound(&fits) > MAX_RESPONSE_BYTES);
+        assert_eq!(response_from_value(fits).unwrap(), r);
+        // over it in fact: refused with its length
+        let mut over = encode_value(&r);
+        over["pad"] = Value::String("x".repeat(MAX_RESPONSE_BYTES));
+        let len = serde_json::to_vec(&over).unwrap().len();
+        assert_eq!(
+            response_from_value(over),
+            Err(WireError::TooLarge {
+                len,
+                max: MAX_RESPONSE_BYTES
+            })
+        );
     }
 
     #[test]

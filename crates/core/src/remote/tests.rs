@@ -1204,3 +1204,244 @@ async fn a_ping_pong_across_two_machines_is_one_chain_stopped_at_max_relay_hops(
     assert_eq!(net.homes[0].delivered().len(), 2);
     assert_eq!(net.sends_arrived(1), 2);
 }
+
+#[tokio::test]
+async fn a_remote_session_found_by_asking_the_machines_is_remembered_and_read_there_directly() {
+    let net = Net::new(2).await;
+    net.homes[0].cold(A, "Planner");
+    net.homes[1].cold(B, "Builder");
+    let lists = || {
+        net.arrived
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(i, r)| *i == 1 && matches!(r, Request::List { .. }))
+            .count()
+    };
+    let read = || async {
+        run_result(
+            net.homes[0].call(A, "sessions_read", json!({"session_id": B})),
+            &net.at(0),
+        )
+        .await
+    };
+    // never listed here: the machines are asked where it is (one listing), then it is read there
+    let ToolResult::Read(r) = read().await else {
+        panic!()
+    };
+    assert_eq!(r.window.head.machine, Some(net.machine(0, 1)));
+    assert_eq!(lists(), 1);
+    // remembered: the next reads go straight to that machine (before, every read asked again)
+    for _ in 0..2 {
+        let ToolResult::Read(r) = read().await else {
+            panic!()
+        };
+        assert_eq!(r.window.head.machine, Some(net.machine(0, 1)));
+    }
+    assert_eq!(lists(), 1, "no listing asked again");
+    let reads = net
+        .arrived
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(i, r)| *i == 1 && matches!(r, Request::Read { .. }))
+        .count();
+    assert_eq!(reads, 3);
+    // a session nowhere is still this home's refusal (and nothing is remembered for it)
+    let r = run_result(
+        net.homes[0].call(A, "sessions_read", json!({"session_id": C})),
+        &net.at(0),
+    )
+    .await;
+    assert_eq!(r.code(), Some(RefusalCode::NotFound));
+    assert_eq!(crossing::seen::machine_of(net.homes[0].path(), C), None);
+}
+
+#[test]
+fn a_read_answers_json_never_exceeds_the_bound_fit_read_reckons_from_lengths() {
+    // the worst escapes: control characters (6 bytes each), quotes and backslashes, non-ASCII, the
+    // largest numbers
+    let nasty: String = (0u8..32)
+        .map(char::from)
+        .chain("\"\\é€😀 x".chars())
+        .collect();
+    let m = WireMessage {
+        role: nasty.clone(),
+        seq: u64::MAX,
+        label: nasty.repeat(3),
+        request: Some(nasty.clone()),
+        injected: true,
+        replaced: true,
+        error: true,
+        body: nasty.repeat(50),
+    };
+    assert!(serde_json::to_vec(&m).unwrap().len() + 1 <= json_bound_message(&m));
+    let plain = WireMessage {
+        request: None,
+        body: String::new(),
+        label: String::new(),
+        role: String::new(),
+        ..m.clone()
+    };
+    assert!(serde_json::to_vec(&plain).unwrap().len() + 1 <= json_bound_message(&plain));
+    let h = WireHead {
+        id: nasty.clone(),
+        live: true,
+        subagent: true,
+        parent: Some(nasty.clone()),
+        cwd: Some(nasty.clone()),
+        title: Some(nasty.clone()),
+        readable: u64::MAX,
+        captured_through: Some(u64::MAX),
+        since: Some(u64::MAX),
+    };
+    assert!(serde_json::to_vec(&h).unwrap().len() <= json_bound_head(&h));
+    // a window under the bound by its lengths is kept whole; one whose worst case is over the bound but
+    // whose real bytes are not is measured, and kept whole too
+    let answer = |body: &str, n: u64| ReadAnswer {
+        head: WireHead {
+            id: B.into(),
+            parent: None,
+            cwd: None,
+            title: None,
+            ..h.clone()
+        },
+        messages: (1..=n)
+            .rev()
+            .map(|seq| WireMessage {
+                seq,
+                body: body.into(),
+                ..plain.clone()
+            })
+            .collect(),
+        omitted: 0,
+        hidden_injected: 0,
+        hidden_system: 0,
+        notes: vec![],
+    };
+    for (body, n) in [("x".repeat(1000), 100), ("x".repeat(60_000), 40)] {
+        let Response::Read(fit) = fit_read(Response::Read(answer(&body, n))) else {
+            panic!()
+        };
+        assert_eq!((fit.messages.len() as u64, fit.omitted), (n, 0));
+        assert!(wire::encode(&Response::Read(fit)).len() <= wire::MAX_RESPONSE_BYTES);
+    }
+}
+
+/// Session `id` of home `h` with user messages `texts` (seq 0 a turn start, then one per text).
+fn with_messages(h: &Home, id: &str, texts: &[&str]) -> std::path::PathBuf {
+    h.cold(id, "Builder");
+    let log = h
+        .path()
+        .join("sessions")
+        .join("-w")
+        .join(id)
+        .join("session.jsonl");
+    let mut text = std::fs::read_to_string(&log).unwrap();
+    text.push_str(&format!(
+        "{}\n",
+        json!({"type":"turn/start","seq":0,"time":1,"data":{"turn":1}})
+    ));
+    for (i, t) in texts.iter().enumerate() {
+        append_message(&mut text, i as u64 + 1, t);
+    }
+    std::fs::write(&log, text).unwrap();
+    log
+}
+
+fn append_message(text: &mut String, seq: u64, body: &str) {
+    let msg = json!({"id": format!("m{seq}"),"role":"user","content":[{"type":"text","text":body}],"source":{"kind":"user"}});
+    text.push_str(&format!(
+        "{}\n",
+        json!({"type":"user/message","seq":seq,"time":2,"data":msg,"surfaceOp":"append"})
+    ));
+}
+
+fn read_answer(v: Value) -> ReadAnswer {
+    match wire::response_from_value(v).unwrap() {
+        Response::Read(a) => a,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_read_started_beside_the_hosts_answer_is_kept_only_for_a_session_not_live_there() {
+    let net = Net::new(2).await;
+    let h = &net.homes[1];
+    let log = with_messages(h, B, &["one 0123456789abcdef"]);
+    let from = net.machine(1, 0);
+    let frame = || {
+        wire::encode_value(&Request::Read {
+            args: json!({"session_id": B}),
+        })
+    };
+    let plain = read_answer(serve_value(&h.here(), &from, frame()).await);
+    assert_eq!(plain.messages[0].body, "one 0123456789abcdef");
+
+    // not live here: the early read's answer, the same as one run after the host's answer
+    let v = serve_value_asking(Some(h.here()), async { Some(h.here()) }, &from, frame()).await;
+    assert_eq!(read_answer(v.unwrap()), plain);
+
+    // live here: the host flushes its newest turn before it answers (the log gets message "two"),
+    // and the read is the one after the flush, not the early one
+    let flushed = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let mut text = std::fs::read_to_string(&log).unwrap();
+        append_message(&mut text, 2, "two");
+        std::fs::write(&log, text).unwrap();
+        let mut here = h.here();
+        here.live = vec![crate::request::LiveSession {
+            id: B.into(),
+            status: "idle".into(),
+            ..Default::default()
+        }];
+        here.live_seq = Some(3);
+        here.live_flushed = Some(true);
+        Some(here)
+    };
+    let a = read_answer(
+        serve_value_asking(Some(h.here()), flushed, &from, frame())
+            .await
+            .unwrap(),
+    );
+    assert!(a.head.live);
+    assert_eq!(a.messages[0].body, "two", "{a:?}");
+
+    // live at the last request, not now: no early read, the one after the host's answer
+    let mut was_live = h.here();
+    was_live.live = vec![crate::request::LiveSession {
+        id: B.into(),
+        ..Default::default()
+    }];
+    let v = serve_value_asking(Some(was_live), async { Some(h.here()) }, &from, frame()).await;
+    let a = read_answer(v.unwrap());
+    assert!(!a.head.live && a.messages[0].body == "two", "{a:?}");
+
+    // another configuration than the last one's: read again with the host's (its bodies cut at 8)
+    let mut cut = h.here();
+    cut.config.max_message_chars = 8;
+    let a = read_answer(
+        serve_value_asking(Some(h.here()), async { Some(cut) }, &from, frame())
+            .await
+            .unwrap(),
+    );
+    assert!(
+        !a.messages.iter().any(|m| m.body.contains("abcdef")),
+        "{a:?}"
+    );
+
+    // the host does not answer: no answer at all (the binding refuses it `unavailable`)
+    assert!(
+        serve_value_asking(Some(h.here()), async { None }, &from, frame())
+            .await
+            .is_none()
+    );
+    // a request that is not a read waits for the host's answer, as ever
+    let list = wire::encode_value(&Request::List { args: json!({}) });
+    let v = serve_value_asking(Some(h.here()), async { Some(h.here()) }, &from, list)
+        .await
+        .unwrap();
+    assert!(
+        matches!(wire::response_from_value(v).unwrap(), Response::List(l) if l.rows[0].id == B)
+    );
+}
