@@ -182,6 +182,24 @@ pub fn answer(home: &Path, a: &Arrival, ans: &SendAnswer) -> std::io::Result<()>
     fsafe::write_private(&d, &answer_path(home, &a.request_id), &bytes, put)
 }
 
+/// Take back the claim this process just made for `a` and delivered nothing under (the host's facts did
+/// not come: the request is refused `unavailable`, and the sender's retry may claim it anew). Only a claim
+/// without an answer of the same arrival is removed.
+pub fn release(home: &Path, a: &Arrival) -> std::io::Result<()> {
+    match read_record(&path(home, &a.request_id), &a.request_id) {
+        Some(old)
+            if old.from == a.from
+                && old.target == a.target
+                && old.sender == a.sender
+                && old.claimed_at == a.claimed_at
+                && lookup(home, &a.request_id).is_some_and(|l| l.answer.is_none()) =>
+        {
+            std::fs::remove_file(path(home, &a.request_id))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Retake a stale claim (its process died): the claim is renewed at `now_ms` (fsynced, as a claim).
 pub fn renew(home: &Path, a: &Arrival, now_ms: i64) -> std::io::Result<()> {
     let d = super::ensure(home, Some("arrivals"))?;
