@@ -281,6 +281,29 @@ mod tests {
     }
 
     #[test]
+    fn release_takes_back_only_its_own_unanswered_claim() {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path();
+        let a = arrival(1_000);
+        assert_eq!(claim(h, &a, 1_000).unwrap(), Claim::New);
+        // another arrival's release (another target, another claim time) leaves it
+        let mut other = a.clone();
+        other.target = "session-other".into();
+        release(h, &other).unwrap();
+        release(h, &arrival(999)).unwrap();
+        assert!(lookup(h, RID).is_some());
+        // its own: gone, and the retry claims anew
+        release(h, &a).unwrap();
+        assert!(lookup(h, RID).is_none());
+        let b = arrival(2_000);
+        assert_eq!(claim(h, &b, 2_000).unwrap(), Claim::New);
+        // once answered, a release removes nothing: the answer stays the one given
+        answer(h, &b, &accepted()).unwrap();
+        release(h, &b).unwrap();
+        assert_eq!(claim(h, &b, 3_000).unwrap(), Claim::Answered(accepted()));
+    }
+
+    #[test]
     fn a_lost_or_torn_answer_leaves_a_claim_in_flight_then_stale_never_new() {
         let home = tempfile::tempdir().unwrap();
         let h = home.path();
