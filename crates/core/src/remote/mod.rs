@@ -346,8 +346,8 @@ fn ledger_refused(home: &Path, from: &Machine, s: &SendReq, code: RefusalCode, n
 
 /// What an arriving send's first trip to the blocking pool found.
 enum Early {
-    /// The sender id is recorded as this machine's: claimed (fsynced), with the hop it arrives at.
-    Claimed(std::io::Result<arrivals::Claim>, u32),
+    /// The sender id is recorded as this machine's: claimed (fsynced).
+    Claimed(std::io::Result<arrivals::Claim>),
     /// Refused by the foreign check (its ledger line written).
     Foreign(wire::ForeignWhy),
     /// A sender id not recorded yet: its check asks the host whether it is one of ours.
@@ -374,10 +374,13 @@ where
         claimed_at: now,
         answer: None,
     };
+    // the hop it arrives at (a scan of the ledger for its chain), for the answer: beside everything below
+    let (h, chain, hop) = (home.clone(), s.chain.clone(), s.hop);
+    let hop = base::offload::start(move || crossing::arriving_hop(&h, chain.as_deref(), hop));
     // 1. the sender id: never one of ours, never one another machine used first; then
-    // 2. the request id, claimed durably (fsynced) before anything is delivered — and the hop it arrives
-    //    at, in the same trip. A sender recorded as this machine's (every send of it after its first)
-    //    needs nothing of the host for 1, so the trip starts now, while the host is asked for its facts.
+    // 2. the request id, claimed durably (fsynced) before anything is delivered, in the same trip. A
+    //    sender recorded as this machine's (every send of it after its first) needs nothing of the host
+    //    for 1, so the trip starts now, while the host is asked for its facts.
     let (h, a, f, s2) = (home.clone(), arrival.clone(), from.clone(), s.clone());
     let early = base::offload::start(move || {
         match foreign::recorded(&h, &a.sender, &a.from) {
@@ -388,15 +391,13 @@ where
             }
             None => return Early::Unrecorded,
         }
-        let claim = arrivals::claim(&h, &a, now);
-        let hop = crossing::arriving_hop(&h, s2.chain.as_deref(), s2.hop);
-        Early::Claimed(claim, hop)
+        Early::Claimed(arrivals::claim(&h, &a, now))
     });
     let Some(here) = here.await else {
         // no host facts: nothing is delivered, and a claim made meanwhile is taken back (the retry
         // claims anew)
         match early.finish(tools::STORE_DEADLINE).await {
-            Ok(Early::Claimed(Ok(arrivals::Claim::New), _)) => {
+            Ok(Early::Claimed(Ok(arrivals::Claim::New))) => {
                 let (h, a) = (home.clone(), arrival.clone());
                 let _ = tools::blocking(move || arrivals::release(&h, &a)).await;
             }
@@ -438,7 +439,7 @@ where
     );
     let early = early.finish(tools::STORE_DEADLINE).await.map_err(|_| ());
     let claimed = match early {
-        Ok(Early::Claimed(claim, hop)) => Ok(Ok((claim, hop))),
+        Ok(Early::Claimed(claim)) => Ok(Ok(claim)),
         Ok(Early::Foreign(why)) => Ok(Err(why)),
         // a sender id first seen here: 1 and 2 in one trip, now that the host's live sessions are known
         Ok(Early::Unrecorded) => {
@@ -455,18 +456,14 @@ where
                     ledger_refused(&h, &f, &s2, RefusalCode::ForeignSender, now);
                     return Err(why);
                 }
-                let claim = arrivals::claim(&h, &a, now);
-                Ok((
-                    claim,
-                    crossing::arriving_hop(&h, s2.chain.as_deref(), s2.hop),
-                ))
+                Ok(arrivals::claim(&h, &a, now))
             })
             .await
             .map_err(|_| ())
         }
         Err(()) => Err(()),
     };
-    let (claim, hop) = match claimed {
+    let claim = match claimed {
         Ok(Err(why)) => {
             let mut w = WireRefusal::code(RefusalCode::ForeignSender);
             w.foreign = Some(why);
@@ -488,7 +485,7 @@ async fn serve_claimed(
     s: &SendReq,
     arrival: arrivals::Arrival,
     claim: std::io::Result<arrivals::Claim>,
-    hop: u32,
+    hop: base::offload::Started<u32>,
     now: i64,
     begun: send::Begun,
 ) -> SendAnswer {
@@ -558,11 +555,15 @@ async fn serve_claimed(
         Err(_) => return refused_answer(s, WireRefusal::code(RefusalCode::Busy)),
     }
     let result = begun.finish().await;
-    // the answer kept (not fsynced: `crossing::arrivals`); its hop was counted in the claim's trip
+    // the answer kept (not fsynced: `crossing::arrivals`)
     let ans = SendAnswer {
         request_id: s.request_id.clone(),
         landing: landing_of(&result),
-        hop,
+        // (counted beside the claim; not in time: the hop that travelled, at least 1)
+        hop: hop
+            .finish(tools::STORE_DEADLINE)
+            .await
+            .unwrap_or(s.hop.max(1)),
         repeated: false,
     };
     let (h, kept) = (home, ans.clone());
