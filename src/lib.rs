@@ -119,12 +119,17 @@ pub fn run(
     // A send's checks start on the blocking pool from here, inside napi's runtime (`tools::begin`):
     // they run while napi hands the future below to its runtime.
     // a home with linked machines: the tools reach them (core's remote::run_result over crates/link)
+    let linked = match &parsed {
+        Ok(req) => linked_or_none(&home_of(req.host.dsh_home.as_deref())),
+        Err(_) => Vec::new(),
+    };
     let parsed = match parsed {
-        Ok(req) if has_links(&home_of(req.host.dsh_home.as_deref())) => {
+        Ok(req) if !linked.is_empty() => {
             let home = home_of(req.host.dsh_home.as_deref());
             let live: Vec<String> = req.live.iter().map(|l| l.id.clone()).collect();
             return promise(env, async move {
-                let lm = LinkMachines::of(&home);
+                // (the links just read: `remote::run_result` asks for them first)
+                let lm = LinkMachines::read_now(&home, Some(linked));
                 let r = mail_core::remote::run_result(req, &lm).await;
                 // as below: a send that moved mail nudges the human's mail index
                 if matches!(&r, ToolResult::Send(s) if s.request_id().is_some()) {
@@ -920,7 +925,7 @@ async fn here_of(
 }
 
 /// The host facts of the last request served here, per home (only where a host answers: `here_of` asks
-/// it): what a read starts with beside the host's answer (core's `serve_value_asking`).
+/// it): what a read starts with beside the host's answer (core's `remote::serve_value_at`).
 static LAST_HERE: std::sync::Mutex<Vec<(std::path::PathBuf, mail_core::request::ToolRequest)>> =
     std::sync::Mutex::new(Vec::new());
 
@@ -961,9 +966,6 @@ fn machines_handler(home: &std::path::Path) -> link::Handler {
                 code: code.into(),
                 message: message.into(),
             };
-            let Some(machine) = linked_machine(&home, from.as_str()) else {
-                return Err(refused("unlinked", "not a linked machine"));
-            };
             // a read's session (the frame `{v, body: {op: "read", args}}`; decoded strictly by the core)
             let read = match body.pointer("/body/op").and_then(|v| v.as_str()) {
                 Some("read") => body
@@ -972,19 +974,27 @@ fn machines_handler(home: &std::path::Path) -> link::Handler {
                     .map(str::to_string),
                 _ => None,
             };
-            // a read starts beside the host's answer, with the facts it gave last (kept only when the
-            // host's answer says nothing else: core's `serve_value_asking`)
+            // the host is asked for its facts first: it answers on its own thread while the links are
+            // read here, (a send) the core claims the request id, and (a read) the window read starts
+            // with the facts it gave last (kept only when its answer says nothing else:
+            // `remote::serve_value_at`)
             let last = if read.is_some() {
                 last_here(&home)
             } else {
                 None
             };
-            let asked = async {
-                let here = here_of(&home, read).await.ok()?;
-                keep_here(&home, &here);
+            let h = home.clone();
+            let here = tokio::spawn(async move {
+                let here = here_of(&h, read).await.ok()?;
+                keep_here(&h, &here);
                 Some(here)
+            });
+            let Some(machine) = linked_machine(&home, from.as_str()) else {
+                here.abort();
+                return Err(refused("unlinked", "not a linked machine"));
             };
-            mail_core::remote::serve_value_asking(last, asked, &machine, body)
+            let here = async move { here.await.ok().flatten() };
+            mail_core::remote::serve_value_at(&home, &machine, body, last, here)
                 .await
                 .ok_or_else(|| refused("unavailable", "this process cannot serve now"))
         })
@@ -995,13 +1005,23 @@ fn machines_handler(home: &std::path::Path) -> link::Handler {
 struct LinkMachines {
     home: std::path::PathBuf,
     m: std::sync::Arc<link::Machines>,
+    /// The links as read a moment ago for this same tool call (`run`): the first `linked()` is
+    /// answered from them instead of reading and verifying links.json again; later ones read it.
+    read_now: std::sync::Mutex<Option<Vec<mail_core::machine::Machine>>>,
 }
 
 impl LinkMachines {
     fn of(home: &std::path::Path) -> LinkMachines {
+        LinkMachines::read_now(home, None)
+    }
+    fn read_now(
+        home: &std::path::Path,
+        linked: Option<Vec<mail_core::machine::Machine>>,
+    ) -> LinkMachines {
         LinkMachines {
             home: home.to_path_buf(),
             m: machines_of(home),
+            read_now: std::sync::Mutex::new(linked),
         }
     }
     fn read_linked(home: &std::path::Path) -> Vec<mail_core::machine::Machine> {
@@ -1022,7 +1042,10 @@ impl LinkMachines {
 
 impl mail_core::machine::Machines for LinkMachines {
     fn linked(&self) -> Vec<mail_core::machine::Machine> {
-        LinkMachines::read_linked(&self.home)
+        match self.read_now.lock().ok().and_then(|mut l| l.take()) {
+            Some(l) => l,
+            None => LinkMachines::read_linked(&self.home),
+        }
     }
 
     fn call(
@@ -1060,12 +1083,6 @@ fn linked_or_none(home: &std::path::Path) -> Vec<mail_core::machine::Machine> {
         return Vec::new();
     }
     LinkMachines::read_linked(home)
-}
-
-/// Whether the home has a linked machine (one `stat` when it has none: the send path's common case).
-fn has_links(home: &std::path::Path) -> bool {
-    std::fs::symlink_metadata(link::store::doc_path(home)).is_ok()
-        && !LinkMachines::read_linked(home).is_empty()
 }
 
 /// How this process's host facts are read when a linked machine's request arrives: `here(read)` resolves
@@ -1281,7 +1298,11 @@ pub async fn machines_start(dsh_home: Option<String>) -> napi::Result<bool> {
                 if m.node().await.is_none() {
                     continue;
                 }
-                let lm = LinkMachines { home: h.clone(), m };
+                let lm = LinkMachines {
+                    home: h.clone(),
+                    m,
+                    read_now: std::sync::Mutex::new(None),
+                };
                 // a drain that waits out a dial to a machine that was down when it began starts over
                 // (once) when a machine is heard from meanwhile; a delivery cut short is only asked
                 // again with its request id, which the far side lands once

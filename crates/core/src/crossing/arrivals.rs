@@ -182,6 +182,24 @@ pub fn answer(home: &Path, a: &Arrival, ans: &SendAnswer) -> std::io::Result<()>
     fsafe::write_private(&d, &answer_path(home, &a.request_id), &bytes, put)
 }
 
+/// Take back the claim this process just made for `a` and delivered nothing under (the host's facts did
+/// not come: the request is refused `unavailable`, and the sender's retry may claim it anew). Only a claim
+/// without an answer of the same arrival is removed.
+pub fn release(home: &Path, a: &Arrival) -> std::io::Result<()> {
+    match read_record(&path(home, &a.request_id), &a.request_id) {
+        Some(old)
+            if old.from == a.from
+                && old.target == a.target
+                && old.sender == a.sender
+                && old.claimed_at == a.claimed_at
+                && lookup(home, &a.request_id).is_some_and(|l| l.answer.is_none()) =>
+        {
+            std::fs::remove_file(path(home, &a.request_id))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Retake a stale claim (its process died): the claim is renewed at `now_ms` (fsynced, as a claim).
 pub fn renew(home: &Path, a: &Arrival, now_ms: i64) -> std::io::Result<()> {
     let d = super::ensure(home, Some("arrivals"))?;
@@ -260,6 +278,29 @@ mod tests {
         assert_eq!(std::fs::read(path(h, RID)).unwrap(), claimed);
         assert_eq!(lookup(h, RID).unwrap().answer, Some(accepted()));
         assert_eq!(claim(h, &a, 2_000).unwrap(), Claim::Answered(accepted()));
+    }
+
+    #[test]
+    fn release_takes_back_only_its_own_unanswered_claim() {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path();
+        let a = arrival(1_000);
+        assert_eq!(claim(h, &a, 1_000).unwrap(), Claim::New);
+        // another arrival's release (another target, another claim time) leaves it
+        let mut other = a.clone();
+        other.target = "session-other".into();
+        release(h, &other).unwrap();
+        release(h, &arrival(999)).unwrap();
+        assert!(lookup(h, RID).is_some());
+        // its own: gone, and the retry claims anew
+        release(h, &a).unwrap();
+        assert!(lookup(h, RID).is_none());
+        let b = arrival(2_000);
+        assert_eq!(claim(h, &b, 2_000).unwrap(), Claim::New);
+        // once answered, a release removes nothing: the answer stays the one given
+        answer(h, &b, &accepted()).unwrap();
+        release(h, &b).unwrap();
+        assert_eq!(claim(h, &b, 3_000).unwrap(), Claim::Answered(accepted()));
     }
 
     #[test]

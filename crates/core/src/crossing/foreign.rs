@@ -85,6 +85,27 @@ fn write(home: &Path, doc: &Doc) -> std::io::Result<()> {
     fsafe::write_private(&d, &path(home), &bytes, put)
 }
 
+/// What [`claim`] decides for sender `id` from `from` without asking whether `id` is one of this home's
+/// sessions — as it decides it: `Some(Ok)` when it is recorded for `from` already (every send of a sender
+/// after its first), `Some(Err)` when `claim` refuses it before that question (not an id, another machine's,
+/// a record that does not verify); `None` when it is not recorded yet and only [`claim`] can take it.
+/// Writes nothing. An arriving send runs this beside the question to its host (`remote::serve_value_at`).
+pub fn recorded(home: &Path, id: &str, from: &MachineId) -> Option<Result<(), ForeignWhy>> {
+    if !crate::mailbox::addressable(id) {
+        return Some(Err(ForeignWhy::NotAnId));
+    }
+    let _g = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    let doc = match read(home) {
+        Ok(d) => d,
+        Err(()) => return Some(Err(ForeignWhy::Unrecorded)),
+    };
+    match doc.ids.get(id) {
+        Some(m) if m == from => Some(Ok(())),
+        Some(_) => Some(Err(ForeignWhy::OtherMachine)),
+        None => None,
+    }
+}
+
 /// Take sender `id` arriving from `from`: `Ok` when it is (now) recorded for `from`. `is_local`: does
 /// `id` name a session of this home (the caller asks the store and presence).
 pub fn claim(

@@ -67,12 +67,54 @@ fn home_of(req: &ToolRequest) -> PathBuf {
 /// the serving process knows of itself, as for a tool call of its own (config, host facts, live
 /// sessions); its tool, arguments and caller are ignored.
 pub async fn serve(here: &ToolRequest, from: &Machine, req: Request) -> Response {
-    match req {
-        Request::List { args } => serve_list(here, args).await,
-        Request::Read { args } => serve_read(here, args).await,
-        Request::Send(s) => Response::Send(serve_send(here, from, s).await),
-        Request::Verify { request_id } => serve_verify(here, from, request_id).await,
-    }
+    let home = home_of(here);
+    serve_at(&home, from, req, std::future::ready(Some(here.clone())))
+        .await
+        .unwrap_or_else(|| Response::Refused(WireRefusal::code(RefusalCode::Busy)))
+}
+
+/// [`serve`] in `home` while this process's host facts are still being asked for (`here`: the
+/// binding's question to its host; `None` when it did not answer in time). A send from a sender this
+/// home has recorded as that machine's starts its fsynced claim at once, beside the question (the
+/// claim needs only the home, not the host): the fsync and the host's answer overlap. Anything else
+/// waits for `here`. `None`: the host's facts did not come (nothing was delivered, no claim is left).
+async fn serve_at<F>(
+    home: &Path,
+    from: &Machine,
+    req: Request,
+    last: Option<ToolRequest>,
+    here: F,
+) -> Option<Response>
+where
+    F: Future<Output = Option<ToolRequest>>,
+{
+    Some(match req {
+        Request::Send(s) => Response::Send(serve_send(home, here, from, s).await?),
+        Request::List { args } => serve_list(&here.await?, args).await,
+        Request::Read { args } => serve_read_asking(last, here, args).await?,
+        Request::Verify { request_id } => serve_verify(&here.await?, from, request_id).await,
+    })
+}
+
+/// [`serve_value`] for the binding: the frame of linked machine `from` served in `home`, with this
+/// process's host facts asked for meanwhile (`here`, as [`serve_at`]). `None`: they did not come in
+/// time — the binding refuses the request `unavailable` (nothing delivered, nothing claimed). `last`: the
+/// facts the host gave at the previous request, with which a read starts early ([`serve_read_asking`]).
+pub async fn serve_value_at<F>(
+    home: &Path,
+    from: &Machine,
+    frame: Value,
+    last: Option<ToolRequest>,
+    here: F,
+) -> Option<Value>
+where
+    F: Future<Output = Option<ToolRequest>>,
+{
+    let resp = match wire::request_from_value(frame) {
+        Ok(req) => serve_at(home, from, req, last, here).await?,
+        Err(_) => Response::Refused(WireRefusal::code(RefusalCode::BadArgument)),
+    };
+    Some(wire::encode_value(&resp))
 }
 
 /// [`serve`] over bytes: a frame in, a frame out (a frame that does not decode is answered
@@ -94,46 +136,35 @@ pub async fn serve_value(here: &ToolRequest, from: &Machine, frame: Value) -> Va
     wire::encode_value(&resp)
 }
 
-/// [`serve_value`] while this process's host facts are still being asked for (`here`, on the host's
-/// thread: the binding's `here_of`). A read starts at once, beside the question, with the facts of the
-/// previous request (`last`) as for a session not live in this process (unless it was live in `last`:
-/// then it most likely is now, and the early read would be thrown away); that answer is kept only when
-/// the host's answer says the same — the session is not live here (nothing to flush: the host flushes a
-/// live one before it answers, and the read is then run again, after the flush, with its length) and the
-/// configuration and home are those of `last`. Otherwise, and for every other request, the request runs
-/// after the host's answer, as [`serve_value`]. `None`: the host did not answer (the request is refused
-/// by the caller, never answered from stale facts).
-pub async fn serve_value_asking<F>(
-    last: Option<ToolRequest>,
-    here: F,
-    from: &Machine,
-    frame: Value,
-) -> Option<Value>
+/// A read while this process's host facts are still being asked for (`here`, on the host's thread: the
+/// binding's `here_of`). It starts at once, beside the question, with the facts of the previous request
+/// (`last`) as for a session not live in this process (unless it was live in `last`: then it most likely is
+/// now, and the early read would be thrown away); that answer is kept only when the host's answer says the
+/// same — the session is not live here (nothing to flush: the host flushes a live one before it answers,
+/// and the read is then run again, after the flush, with its length) and the configuration and home are
+/// those of `last`. Otherwise the read runs after the host's answer. `None`: the host did not answer (the
+/// request is refused by the caller, never answered from stale facts).
+async fn serve_read_asking<F>(last: Option<ToolRequest>, here: F, args: Value) -> Option<Response>
 where
     F: Future<Output = Option<ToolRequest>>,
 {
-    let req = wire::request_from_value(frame);
-    let id = match &req {
-        Ok(Request::Read { args }) => args
-            .get("session_id")
-            .and_then(Value::as_str)
-            .map(str::to_string),
-        _ => None,
-    };
+    let id = args
+        .get("session_id")
+        .and_then(Value::as_str)
+        .map(str::to_string);
     let live_last = |l: &ToolRequest| {
         id.as_deref()
             .is_some_and(|id| l.live.iter().any(|s| s.id == id))
     };
-    let early = match (&req, last) {
-        (Ok(Request::Read { args }), Some(mut last)) if !live_last(&last) => {
-            let id = id.clone();
+    let early = match last {
+        Some(mut last) if !live_last(&last) => {
             let (config, home) = (last.config.clone(), last.host.dsh_home.clone());
             last.live.clear();
             last.live_seq = None;
             last.live_flushed = None;
             let args = args.clone();
             let task = tokio::spawn(async move { serve_read(&last, args).await });
-            Some((task, id, config, home))
+            Some((task, config, home))
         }
         _ => None,
     };
@@ -143,7 +174,7 @@ where
         }
         return None;
     };
-    if let Some((task, id, config, home)) = early {
+    if let Some((task, config, home)) = early {
         let cold_here = here.live_seq.is_none()
             && here.live_flushed.is_none()
             && id
@@ -151,17 +182,13 @@ where
                 .is_none_or(|id| here.live.iter().all(|l| l.id != id));
         if cold_here && here.config == config && here.host.dsh_home == home {
             if let Ok(resp) = task.await {
-                return Some(wire::encode_value(&resp));
+                return Some(resp);
             }
         } else {
             task.abort();
         }
     }
-    let resp = match req {
-        Ok(req) => serve(&here, from, req).await,
-        Err(_) => Response::Refused(WireRefusal::code(RefusalCode::BadArgument)),
-    };
-    Some(wire::encode_value(&resp))
+    Some(serve_read(&here, args).await)
 }
 
 fn as_local(here: &ToolRequest, tool: Tool, args: Value) -> ToolRequest {
@@ -419,21 +446,82 @@ fn ledger_refused(home: &Path, from: &Machine, s: &SendReq, code: RefusalCode, n
     let _ = crate::ledger::append(home, &e);
 }
 
-async fn serve_send(here: &ToolRequest, from: &Machine, s: SendReq) -> SendAnswer {
-    let home = home_of(here);
+/// What an arriving send's first trip to the blocking pool found.
+enum Early {
+    /// The sender id is recorded as this machine's: claimed (fsynced).
+    Claimed(std::io::Result<arrivals::Claim>),
+    /// Refused by the foreign check (its ledger line written).
+    Foreign(wire::ForeignWhy),
+    /// A sender id not recorded yet: its check asks the host whether it is one of ours.
+    Unrecorded,
+}
+
+async fn serve_send<F>(home: &Path, here: F, from: &Machine, s: SendReq) -> Option<SendAnswer>
+where
+    F: Future<Output = Option<ToolRequest>>,
+{
+    let home = home.to_path_buf();
     let now = base::clock::now_ms();
     if !s.request_id.starts_with(base::names::REQUEST_ID_PREFIX) {
-        return refused_answer(&s, WireRefusal::code(RefusalCode::BadArgument));
+        return Some(refused_answer(
+            &s,
+            WireRefusal::code(RefusalCode::BadArgument),
+        ));
     }
-    // 3 (started first). This home's own send path, whole: its checks start on the blocking pool now,
-    // beside the claim below — they only read (policy, budgets, the loop guard, the target); nothing
-    // is delivered before `finish`, which runs only once the claim is on disk. A send refused at 1 or
-    // 2 drops them unused.
+    let arrival = arrivals::Arrival {
+        request_id: s.request_id.clone(),
+        from: from.id.clone(),
+        target: s.target.clone(),
+        sender: s.sender.clone(),
+        claimed_at: now,
+        answer: None,
+    };
+    // the hop it arrives at (a scan of the ledger for its chain), for the answer: beside everything below
+    let (h, chain, hop) = (home.clone(), s.chain.clone(), s.hop);
+    let hop = base::offload::start(move || crossing::arriving_hop(&h, chain.as_deref(), hop));
+    // 1. the sender id: never one of ours, never one another machine used first; then
+    // 2. the request id, claimed durably (fsynced) before anything is delivered, in the same trip. A
+    //    sender recorded as this machine's (every send of it after its first) needs nothing of the host
+    //    for 1, so the trip starts now, while the host is asked for its facts.
+    let (h, a, f, s2) = (home.clone(), arrival.clone(), from.clone(), s.clone());
+    let early = base::offload::start(move || {
+        match foreign::recorded(&h, &a.sender, &a.from) {
+            Some(Ok(())) => {}
+            Some(Err(why)) => {
+                ledger_refused(&h, &f, &s2, RefusalCode::ForeignSender, now);
+                return Early::Foreign(why);
+            }
+            None => return Early::Unrecorded,
+        }
+        Early::Claimed(arrivals::claim(&h, &a, now))
+    });
+    let Some(here) = here.await else {
+        // no host facts: nothing is delivered, and a claim made meanwhile is taken back (the retry
+        // claims anew)
+        match early.finish(tools::STORE_DEADLINE).await {
+            Ok(Early::Claimed(Ok(arrivals::Claim::New))) => {
+                let (h, a) = (home.clone(), arrival.clone());
+                let _ = tools::blocking(move || arrivals::release(&h, &a)).await;
+            }
+            // refused by its record: the refusal needs nothing of the host
+            Ok(Early::Foreign(why)) => {
+                let mut w = WireRefusal::code(RefusalCode::ForeignSender);
+                w.foreign = Some(why);
+                return Some(refused_answer(&s, w));
+            }
+            _ => {}
+        }
+        return None;
+    };
+    // 3. This home's own send path, whole: its checks start on the blocking pool now, beside the
+    // claim — they only read (policy, budgets, the loop guard, the target); nothing is delivered
+    // before `finish`, which runs only once the claim is on disk. A send refused at 1 or 2 drops them
+    // unused.
     let tool = match s.tool {
         wire::WireTool::SessionsSend => Tool::SessionsSend,
         wire::WireTool::SendSessionMessage => Tool::SendSessionMessage,
     };
-    let mut req = as_local(here, tool, send_args(&s));
+    let mut req = as_local(&here, tool, send_args(&s));
     req.caller = Some(Caller {
         session_id: Some(s.sender.clone()),
         agent_id: None,
@@ -451,42 +539,58 @@ async fn serve_send(here: &ToolRequest, from: &Machine, s: SendReq) -> SendAnswe
         std::sync::Arc::new(req),
         send::Context::at(home.clone(), now),
     );
-    // 1. the sender id: never one of ours, never one another machine used first; then
-    // 2. the request id, claimed durably (fsynced) before anything is delivered — one trip for both
-    let arrival = arrivals::Arrival {
-        request_id: s.request_id.clone(),
-        from: from.id.clone(),
-        target: s.target.clone(),
-        sender: s.sender.clone(),
-        claimed_at: now,
-        answer: None,
-    };
-    let (h, hr, a, f, s2) = (
-        home.clone(),
-        here.clone(),
-        arrival.clone(),
-        from.clone(),
-        s.clone(),
-    );
-    let claimed = tools::blocking(move || {
-        if let Err(why) = foreign::claim(&h, &a.sender, &a.from, |id| is_local(&hr, &h, id)) {
-            ledger_refused(&h, &f, &s2, RefusalCode::ForeignSender, now);
-            return Err(why);
+    let early = early.finish(tools::STORE_DEADLINE).await.map_err(|_| ());
+    let claimed = match early {
+        Ok(Early::Claimed(claim)) => Ok(Ok(claim)),
+        Ok(Early::Foreign(why)) => Ok(Err(why)),
+        // a sender id first seen here: 1 and 2 in one trip, now that the host's live sessions are known
+        Ok(Early::Unrecorded) => {
+            let (h, hr, a, f, s2) = (
+                home.clone(),
+                here.clone(),
+                arrival.clone(),
+                from.clone(),
+                s.clone(),
+            );
+            tools::blocking(move || {
+                if let Err(why) = foreign::claim(&h, &a.sender, &a.from, |id| is_local(&hr, &h, id))
+                {
+                    ledger_refused(&h, &f, &s2, RefusalCode::ForeignSender, now);
+                    return Err(why);
+                }
+                Ok(arrivals::claim(&h, &a, now))
+            })
+            .await
+            .map_err(|_| ())
         }
-        Ok(arrivals::claim(&h, &a, now))
-    })
-    .await;
+        Err(()) => Err(()),
+    };
     let claim = match claimed {
         Ok(Err(why)) => {
             let mut w = WireRefusal::code(RefusalCode::ForeignSender);
             w.foreign = Some(why);
-            return refused_answer(&s, w);
+            return Some(refused_answer(&s, w));
         }
         Ok(Ok(c)) => c,
         // the store did not answer in time: nothing is delivered (a claim it made meanwhile is
         // settled from the target's log at a retry, after STALE_CLAIM_MS)
-        Err(_) => return refused_answer(&s, WireRefusal::code(RefusalCode::Busy)),
+        Err(()) => return Some(refused_answer(&s, WireRefusal::code(RefusalCode::Busy))),
     };
+    let answered = serve_claimed(home, &s, arrival, claim, hop, now, begun).await;
+    Some(answered)
+}
+
+/// An arriving send after its claim: answered from the record, refused, or delivered by `begun` (this
+/// home's send path, its checks running already) and its answer kept beside the claim.
+async fn serve_claimed(
+    home: PathBuf,
+    s: &SendReq,
+    arrival: arrivals::Arrival,
+    claim: std::io::Result<arrivals::Claim>,
+    hop: base::offload::Started<u32>,
+    now: i64,
+    begun: send::Begun,
+) -> SendAnswer {
     match claim {
         Ok(arrivals::Claim::New) => {}
         Ok(arrivals::Claim::Answered(mut ans)) => {
@@ -494,10 +598,10 @@ async fn serve_send(here: &ToolRequest, from: &Machine, s: SendReq) -> SendAnswe
             return ans;
         }
         Ok(arrivals::Claim::InFlight(_) | arrivals::Claim::Full) => {
-            return refused_answer(&s, WireRefusal::code(RefusalCode::Busy))
+            return refused_answer(s, WireRefusal::code(RefusalCode::Busy))
         }
         Ok(arrivals::Claim::Mismatch) => {
-            return refused_answer(&s, WireRefusal::code(RefusalCode::Rejected))
+            return refused_answer(s, WireRefusal::code(RefusalCode::Rejected))
         }
         Ok(arrivals::Claim::Stale(old)) => {
             // its process died between the claim and the answer (or the unsynced answer was lost):
@@ -546,37 +650,28 @@ async fn serve_send(here: &ToolRequest, from: &Machine, s: SendReq) -> SendAnswe
             match settled {
                 Ok(Some(ans)) => return ans,
                 Ok(None) => {}
-                Err(_) => return refused_answer(&s, WireRefusal::code(RefusalCode::Busy)),
+                Err(_) => return refused_answer(s, WireRefusal::code(RefusalCode::Busy)),
             }
         }
         // the record cannot be kept: nothing is delivered that could be delivered twice
-        Err(_) => return refused_answer(&s, WireRefusal::code(RefusalCode::Busy)),
+        Err(_) => return refused_answer(s, WireRefusal::code(RefusalCode::Busy)),
     }
     let result = begun.finish().await;
-    // the hop counted and the answer kept (not fsynced: `crossing::arrivals`), in one trip
-    let (h, a, landing, chain, hop) = (home, arrival, landing_of(&result), s.chain.clone(), s.hop);
-    let rid = s.request_id.clone();
-    let kept = tools::blocking(move || {
-        let ans = SendAnswer {
-            request_id: rid,
-            landing,
-            hop: crossing::arriving_hop(&h, chain.as_deref(), hop),
-            repeated: false,
-        };
-        let _ = arrivals::answer(&h, &a, &ans);
-        ans
-    })
-    .await;
-    match kept {
-        Ok(ans) => ans,
-        // (the trip did not finish in time: what the send path did is still the answer)
-        Err(_) => SendAnswer {
-            request_id: s.request_id.clone(),
-            landing: landing_of(&result),
-            hop: s.hop.max(1),
-            repeated: false,
-        },
-    }
+    // the answer kept (not fsynced: `crossing::arrivals`)
+    let ans = SendAnswer {
+        request_id: s.request_id.clone(),
+        landing: landing_of(&result),
+        // (counted beside the claim; not in time: the hop that travelled, at least 1)
+        hop: hop
+            .finish(tools::STORE_DEADLINE)
+            .await
+            .unwrap_or(s.hop.max(1)),
+        repeated: false,
+    };
+    let (h, kept) = (home, ans.clone());
+    // (the trip did not finish in time: what the send path did is still the answer)
+    let _ = tools::blocking(move || arrivals::answer(&h, &arrival, &kept)).await;
+    ans
 }
 
 async fn serve_verify(here: &ToolRequest, from: &Machine, request_id: String) -> Response {
@@ -1268,8 +1363,13 @@ pub async fn drain(
     let parcels = tools::blocking(move || outbox::all(&h, now_ms))
         .await
         .unwrap_or_default();
-    let linked = machines.linked();
     let mut out = Drained::default();
+    // nothing waits (the common case: every request a linked machine sends here kicks a drain): the
+    // links are not read
+    if !parcels.iter().any(|p| p.state == outbox::State::Pending) {
+        return out;
+    }
+    let linked = machines.linked();
     let mut down: Vec<MachineId> = Vec::new();
     for mut p in parcels
         .into_iter()

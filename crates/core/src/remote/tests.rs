@@ -740,6 +740,138 @@ async fn a_request_id_delivered_twice_lands_once() {
     assert_eq!(net.homes[1].delivered().len(), 1);
 }
 
+/// The serving binding asks its host for its facts while the core starts a send (`serve_value_at`): a
+/// sender this home recorded as the machine's (its second send on) is claimed — fsynced — while the host
+/// is still asked; a sender seen the first time is not claimed before the host answers (whether its id
+/// is one of this home's sessions is the host's to say); a request whose host facts never come is
+/// refused with no claim left behind, and its retry lands once.
+#[tokio::test]
+async fn a_known_senders_claim_runs_beside_the_question_to_the_host_and_no_facts_leave_no_claim() {
+    let net = Net::new(2).await;
+    net.homes[1].cold(B, "Builder");
+    let (here, from) = (net.homes[1].here(), net.machine(1, 0));
+    let h1 = net.homes[1].path().to_path_buf();
+    let frame = |rid: &str| {
+        wire::encode_value(&Request::Send(wire::SendReq {
+            request_id: rid.into(),
+            sender: A.into(),
+            sender_title: None,
+            target: B.into(),
+            body: "beside".into(),
+            mode: wire::WireMode::Queue,
+            tool: wire::WireTool::SendSessionMessage,
+            chain: None,
+            hop: 1,
+        }))
+    };
+    let landing = |v: Option<Value>| match wire::response_from_value(v.expect("served")).unwrap() {
+        Response::Send(a) => a,
+        other => panic!("{other:?}"),
+    };
+    // the first send of sender A: no claim until the host has answered
+    let first = "dsh-session-mail:00000000-0000-4000-8000-0000000000e1";
+    let (hh, hr) = (h1.clone(), here.clone());
+    let asked = async move {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        assert!(
+            arrivals::lookup(&hh, first).is_none(),
+            "claimed before the host said whether the sender is local"
+        );
+        Some(hr)
+    };
+    let a = landing(serve_value_at(&h1, &from, frame(first), None, asked).await);
+    assert!(matches!(a.landing, Landing::Accepted { .. }), "{a:?}");
+    // its second send: the claim is on disk while the host has not answered yet
+    let second = "dsh-session-mail:00000000-0000-4000-8000-0000000000e2";
+    let (hh, hr) = (h1.clone(), here.clone());
+    let asked = async move {
+        let t0 = std::time::Instant::now();
+        while arrivals::lookup(&hh, second).is_none() {
+            assert!(
+                t0.elapsed() < std::time::Duration::from_secs(10),
+                "the claim waited for the host"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        Some(hr)
+    };
+    let a = landing(serve_value_at(&h1, &from, frame(second), None, asked).await);
+    assert!(
+        matches!(a.landing, Landing::Accepted { .. }) && !a.repeated,
+        "{a:?}"
+    );
+    // the host does not answer: refused (the binding says `unavailable`), no claim left, nothing delivered
+    let third = "dsh-session-mail:00000000-0000-4000-8000-0000000000e3";
+    let none = async { None::<ToolRequest> };
+    assert!(serve_value_at(&h1, &from, frame(third), None, none)
+        .await
+        .is_none());
+    assert!(arrivals::lookup(&h1, third).is_none());
+    assert!(!net.homes[1].delivered().iter().any(|(r, _)| r == third));
+    // its retry, with the host's facts: claimed anew and delivered, once
+    let hr = here.clone();
+    let a = landing(serve_value_at(&h1, &from, frame(third), None, async move { Some(hr) }).await);
+    assert!(
+        matches!(a.landing, Landing::Accepted { .. }) && !a.repeated,
+        "{a:?}"
+    );
+    let hr = here.clone();
+    let again =
+        landing(serve_value_at(&h1, &from, frame(third), None, async move { Some(hr) }).await);
+    assert!(again.repeated);
+    let ids: Vec<String> = net.homes[1]
+        .delivered()
+        .into_iter()
+        .map(|(r, _)| r)
+        .collect();
+    for rid in [first, second, third] {
+        assert_eq!(
+            ids.iter().filter(|r| *r == rid).count(),
+            1,
+            "{rid}: {ids:?}"
+        );
+    }
+}
+
+/// A sender id that another machine used first is refused by its record alone: also when the host's
+/// facts never come (then nothing else could be answered), nothing claimed, nothing delivered.
+#[tokio::test]
+async fn a_sender_recorded_as_another_machines_is_refused_by_its_record_even_without_host_facts() {
+    let net = Net::new(3).await;
+    net.homes[1].cold(B, "Builder");
+    let h1 = net.homes[1].path().to_path_buf();
+    let (here, from_a, from_c) = (net.homes[1].here(), net.machine(1, 0), net.machine(1, 2));
+    let frame = |rid: &str| {
+        wire::encode_value(&Request::Send(wire::SendReq {
+            request_id: rid.into(),
+            sender: A.into(),
+            sender_title: None,
+            target: B.into(),
+            body: "mine".into(),
+            mode: wire::WireMode::Queue,
+            tool: wire::WireTool::SendSessionMessage,
+            chain: None,
+            hop: 1,
+        }))
+    };
+    let rid = "dsh-session-mail:00000000-0000-4000-8000-0000000000e4";
+    let hr = here.clone();
+    let _ = serve_value_at(&h1, &from_a, frame(rid), None, async move { Some(hr) }).await;
+    // C claims A's sender id, and C's request gets no host facts: still refused ForeignSender
+    let rid2 = "dsh-session-mail:00000000-0000-4000-8000-0000000000e5";
+    let none = async { None::<ToolRequest> };
+    let v = serve_value_at(&h1, &from_c, frame(rid2), None, none).await;
+    match wire::response_from_value(v.expect("served")).unwrap() {
+        Response::Send(a) => assert!(
+            matches!(&a.landing, Landing::Refused(w) if w.code == RefusalCode::ForeignSender),
+            "{a:?}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert!(arrivals::lookup(&h1, rid2).is_none());
+    assert_eq!(net.homes[1].delivered().len(), 1);
+}
+
 /// A claim on disk without its answer: the receiving process died after delivering, or the
 /// unsynced answer was lost with the system (`crossing::arrivals`).
 #[tokio::test]
@@ -1379,7 +1511,10 @@ async fn a_read_started_beside_the_hosts_answer_is_kept_only_for_a_session_not_l
     assert_eq!(plain.messages[0].body, "one 0123456789abcdef");
 
     // not live here: the early read's answer, the same as one run after the host's answer
-    let v = serve_value_asking(Some(h.here()), async { Some(h.here()) }, &from, frame()).await;
+    let v = serve_value_at(h.path(), &from, frame(), Some(h.here()), async {
+        Some(h.here())
+    })
+    .await;
     assert_eq!(read_answer(v.unwrap()), plain);
 
     // live here: the host flushes its newest turn before it answers (the log gets message "two"),
@@ -1400,7 +1535,7 @@ async fn a_read_started_beside_the_hosts_answer_is_kept_only_for_a_session_not_l
         Some(here)
     };
     let a = read_answer(
-        serve_value_asking(Some(h.here()), flushed, &from, frame())
+        serve_value_at(h.path(), &from, frame(), Some(h.here()), flushed)
             .await
             .unwrap(),
     );
@@ -1413,7 +1548,10 @@ async fn a_read_started_beside_the_hosts_answer_is_kept_only_for_a_session_not_l
         id: B.into(),
         ..Default::default()
     }];
-    let v = serve_value_asking(Some(was_live), async { Some(h.here()) }, &from, frame()).await;
+    let v = serve_value_at(h.path(), &from, frame(), Some(was_live), async {
+        Some(h.here())
+    })
+    .await;
     let a = read_answer(v.unwrap());
     assert!(!a.head.live && a.messages[0].body == "two", "{a:?}");
 
@@ -1421,9 +1559,11 @@ async fn a_read_started_beside_the_hosts_answer_is_kept_only_for_a_session_not_l
     let mut cut = h.here();
     cut.config.max_message_chars = 8;
     let a = read_answer(
-        serve_value_asking(Some(h.here()), async { Some(cut) }, &from, frame())
-            .await
-            .unwrap(),
+        serve_value_at(h.path(), &from, frame(), Some(h.here()), async {
+            Some(cut)
+        })
+        .await
+        .unwrap(),
     );
     assert!(
         !a.messages.iter().any(|m| m.body.contains("abcdef")),
@@ -1432,15 +1572,17 @@ async fn a_read_started_beside_the_hosts_answer_is_kept_only_for_a_session_not_l
 
     // the host does not answer: no answer at all (the binding refuses it `unavailable`)
     assert!(
-        serve_value_asking(Some(h.here()), async { None }, &from, frame())
+        serve_value_at(h.path(), &from, frame(), Some(h.here()), async { None })
             .await
             .is_none()
     );
     // a request that is not a read waits for the host's answer, as ever
     let list = wire::encode_value(&Request::List { args: json!({}) });
-    let v = serve_value_asking(Some(h.here()), async { Some(h.here()) }, &from, list)
-        .await
-        .unwrap();
+    let v = serve_value_at(h.path(), &from, list, Some(h.here()), async {
+        Some(h.here())
+    })
+    .await
+    .unwrap();
     assert!(
         matches!(wire::response_from_value(v).unwrap(), Response::List(l) if l.rows[0].id == B)
     );
