@@ -68,9 +68,15 @@ fn home_of(req: &ToolRequest) -> PathBuf {
 /// sessions); its tool, arguments and caller are ignored.
 pub async fn serve(here: &ToolRequest, from: &Machine, req: Request) -> Response {
     let home = home_of(here);
-    serve_at(&home, from, req, std::future::ready(Some(here.clone())))
-        .await
-        .unwrap_or_else(|| Response::Refused(WireRefusal::code(RefusalCode::Busy)))
+    serve_at(
+        &home,
+        from,
+        req,
+        None,
+        std::future::ready(Some(here.clone())),
+    )
+    .await
+    .unwrap_or_else(|| Response::Refused(WireRefusal::code(RefusalCode::Busy)))
 }
 
 /// [`serve`] in `home` while this process's host facts are still being asked for (`here`: the
