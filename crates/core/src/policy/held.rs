@@ -19,7 +19,6 @@
 //! cannot approve by writing a file), names and sizes are bounded, nothing follows a link.
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -217,11 +216,18 @@ fn ensure(home: &Path, session: &str) -> Result<PathBuf, HeldError> {
     Ok(d)
 }
 
+/// `exclusive`: `dest` is made whole or not at all — the bytes are written and fsynced under a temp name and
+/// then hard-linked to `dest` (an existing one: `AlreadyExists`). Creating `dest` itself and then writing
+/// into it let a racing decider read it half-written, judge it forged, move it aside and win too: two
+/// deciders of one message could both succeed (human::tests::bulk_decisions_take_each_message_once, flaky
+/// under load; held::tests::racing_deciders_of_one_message_one_wins_every_time).
 fn write_new(dir: &Path, dest: &Path, bytes: &[u8], exclusive: bool) -> std::io::Result<()> {
     if exclusive {
-        let mut f = fsafe::create_private(dest)?;
-        f.write_all(bytes)?;
-        return f.sync_all();
+        let put = fsafe::Put {
+            sync: true,
+            replace: false,
+        };
+        return fsafe::write_private(dir, dest, bytes, put);
     }
     super::write_atomic(dir, dest, bytes)
 }
@@ -776,6 +782,7 @@ pub fn recover(home: &Path, now_ms: i64) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
 
     const B: &str = "session-bbbbbbbb-0000-0000-0000-000000000000";
     fn rid(n: u8) -> String {
@@ -873,6 +880,52 @@ mod tests {
             .filter(|e| e.file_name().to_string_lossy().contains("decision-stale"))
             .count();
         assert_eq!(stale, 0);
+    }
+
+    /// Deciders racing for one message at once (two pages, two processes): exactly one wins, every other
+    /// is told the winner's decision, and the message ends as the winner decided — handed on only if that
+    /// was an approval. A decision file is never visible half-written (it is linked in whole, `write_new`):
+    /// a reader that found it half-written took it for forged, moved it aside and won as well.
+    #[test]
+    fn racing_deciders_of_one_message_one_wins_every_time() {
+        let h = tempfile::tempdir().unwrap();
+        let home = h.path();
+        for n in 1..=24u8 {
+            hold(home, &env(n), i64::MAX).unwrap();
+            let gate = std::sync::Arc::new(std::sync::Barrier::new(6));
+            let racers: Vec<_> = (0..6)
+                .map(|i| {
+                    let (home, gate) = (home.to_path_buf(), gate.clone());
+                    std::thread::spawn(move || {
+                        gate.wait();
+                        (i % 2 == 0, decide(&home, B, &rid(n), i % 2 == 0, 100))
+                    })
+                })
+                .collect();
+            let results: Vec<_> = racers.into_iter().map(|t| t.join().unwrap()).collect();
+            let won: Vec<_> = results.iter().filter(|(_, r)| r.is_ok()).collect();
+            assert_eq!(won.len(), 1, "message {n}: {results:?}");
+            let state = if won[0].0 {
+                HeldState::Approved
+            } else {
+                HeldState::Rejected
+            };
+            for (_, r) in &results {
+                match r {
+                    Ok(i) => assert_eq!(i.state, state),
+                    Err(HeldError::Decided { state: s, .. }) => {
+                        assert_eq!(*s, state, "message {n}")
+                    }
+                    Err(e) => panic!("message {n}: {e:?}"),
+                }
+            }
+            assert_eq!(state_of(home, &rid(n), Some(B)).unwrap().state, state);
+            assert_eq!(
+                mailbox_has(home, n),
+                state == HeldState::Approved,
+                "message {n}"
+            );
+        }
     }
 
     #[test]
