@@ -619,3 +619,45 @@ pub fn write_private_parts(dir: &Path, dest: &Path, parts: &[&[u8]], put: Put) -
     let _ = fs::remove_file(&tmp);
     r
 }
+/// An exclusive `flock` on a file, released when dropped (or when the process dies).
+#[allow(dead_code)]
+pub struct Flock(fs::File);
+
+impl Flock {
+    pub fn open(p: &Path) -> io::Result<fs::File> {
+        use std::os::unix::fs::OpenOptionsExt;
+        fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(p)
+    }
+    /// Wait for the lock (bounded by the holders' short critical sections).
+    pub fn lock(p: &Path) -> io::Result<Flock> {
+        use std::os::fd::AsRawFd;
+        let f = Self::open(p)?;
+        // SAFETY: flock on a descriptor we own.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Flock(f))
+    }
+    /// Take the lock only if it is free now.
+    pub fn try_lock(p: &Path) -> io::Result<Option<Flock>> {
+        use std::os::fd::AsRawFd;
+        let f = Self::open(p)?;
+        // SAFETY: flock on a descriptor we own.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let e = io::Error::last_os_error();
+            return if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                Ok(None)
+            } else {
+                Err(e)
+            };
+        }
+        Ok(Some(Flock(f)))
+    }
+}

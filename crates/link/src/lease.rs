@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use base::fsafe::{self, Follow};
 use serde::{Deserialize, Serialize};
 
-use crate::store::Flock;
+use base::fsafe::Flock;
 
 /// A record not renewed for this long is stale.
 pub const STALE_MS: i64 = 10_000;

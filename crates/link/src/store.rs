@@ -13,7 +13,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use base::fsafe::{self, Follow};
+use base::fsafe::{self, Flock, Follow};
 use base::seal;
 use serde::{Deserialize, Serialize};
 
@@ -320,49 +320,6 @@ impl From<StoreError> for LinkError {
             },
             StoreError::Refused(e) => e,
         }
-    }
-}
-
-/// An exclusive `flock` on a file, released when dropped (or when the process dies).
-#[allow(dead_code)]
-pub(crate) struct Flock(fs::File);
-
-impl Flock {
-    pub(crate) fn open(p: &Path) -> io::Result<fs::File> {
-        use std::os::unix::fs::OpenOptionsExt;
-        fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(p)
-    }
-    /// Wait for the lock (bounded by the holders' short critical sections).
-    pub(crate) fn lock(p: &Path) -> io::Result<Flock> {
-        use std::os::fd::AsRawFd;
-        let f = Self::open(p)?;
-        // SAFETY: flock on a descriptor we own.
-        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(Flock(f))
-    }
-    /// Take the lock only if it is free now.
-    pub(crate) fn try_lock(p: &Path) -> io::Result<Option<Flock>> {
-        use std::os::fd::AsRawFd;
-        let f = Self::open(p)?;
-        // SAFETY: flock on a descriptor we own.
-        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            let e = io::Error::last_os_error();
-            return if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-                Ok(None)
-            } else {
-                Err(e)
-            };
-        }
-        Ok(Some(Flock(f)))
     }
 }
 

@@ -983,41 +983,85 @@ pub fn wake_candidate(home: &Path, me: &Drainer, now_ms: i64) -> Option<WakeCand
 /// within a refresh once it is live).
 pub const WAKE_LOCK_MS: u64 = 10_000;
 
-/// Take `<shard>/.wake-<pid>`'s place as the one waker of this session: created exclusively; one left
-/// by a live process younger than [`WAKE_LOCK_MS`] keeps this process off.
+/// Take `<shard>/.wake`'s place as the one waker of this session. One judge at a time: the judging runs
+/// under a `flock` of `<shard>/.wake.lock` (released on return, or when the process dies), taken only if
+/// free — one held means another process is judging now and will be the waker. Under it, a `.wake` left by
+/// a live process younger than [`WAKE_LOCK_MS`] keeps this process off; otherwise this pid replaces it.
+/// (Before, `.wake` was created and then written, and a stale one removed: a racer that read it empty, or
+/// removed a fresh one taken in between, woke the session too —
+/// `wake_tests::racing_wakers_of_one_session_one_wins_and_a_stale_lock_goes_to_one`.)
 fn wake_lock(d: &Path, pid: u32) -> bool {
+    let Ok(Some(_judging)) = fsafe::Flock::try_lock(&d.join(".wake.lock")) else {
+        return false;
+    };
     let p = d.join(".wake");
-    for _ in 0..2 {
-        match fsafe::create_private(&p) {
-            Ok(mut f) => {
-                let _ = f.write_all(pid.to_string().as_bytes());
-                return true;
+    let keeps_off = fsafe::read_capped(&p, Follow::No, 32)
+        .ok()
+        .and_then(|(b, m)| {
+            let p2 = std::str::from_utf8(&b).ok()?.trim().parse::<u32>().ok()?;
+            let young = m
+                .modified()
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|a| a.as_millis() < u128::from(WAKE_LOCK_MS));
+            Some(young && p2 != pid && crate::presence::pid_alive(p2))
+        })
+        .unwrap_or(false);
+    let put = fsafe::Put {
+        sync: false,
+        replace: true,
+    };
+    !keeps_off && fsafe::write_private(d, &p, pid.to_string().as_bytes(), put).is_ok()
+}
+
+#[cfg(test)]
+mod wake_tests {
+    use super::*;
+
+    /// Racing wakers of one session (processes of one home): exactly one takes the lock each round, and a
+    /// stale lock (a dead pid) is taken over by one of them only.
+    #[test]
+    fn racing_wakers_of_one_session_one_wins_and_a_stale_lock_goes_to_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        // our own test process is the live holder every racer but the winner respects: racers use pids
+        // of processes that are alive (this one's, its parent's) but differ from the lock's
+        let me = std::process::id();
+        let parent = std::os::unix::process::parent_id();
+        for round in 0..40 {
+            let _ = fs::remove_file(d.join(".wake"));
+            if round % 2 == 1 {
+                // a stale lock: a pid that is not running
+                fs::write(d.join(".wake"), b"4194303").unwrap();
             }
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                let holder = fsafe::read_capped(&p, Follow::No, 32)
-                    .ok()
-                    .and_then(|(b, m)| {
-                        let pid = std::str::from_utf8(&b).ok()?.trim().parse::<u32>().ok()?;
-                        let young = m
-                            .modified()
-                            .ok()
-                            .and_then(|t| t.elapsed().ok())
-                            .is_some_and(|a| a.as_millis() < u128::from(WAKE_LOCK_MS));
-                        Some((pid, young))
-                    });
-                match holder {
-                    Some((p2, true)) if p2 != pid && crate::presence::pid_alive(p2) => {
-                        return false
-                    }
-                    _ => {
-                        let _ = fs::remove_file(&p);
-                    }
-                }
-            }
-            Err(_) => return false,
+            let gate = std::sync::Arc::new(std::sync::Barrier::new(6));
+            let racers: Vec<_> = (0..6)
+                .map(|i| {
+                    let (d, gate) = (d.to_path_buf(), gate.clone());
+                    let pid = if i % 2 == 0 { me } else { parent };
+                    std::thread::spawn(move || {
+                        gate.wait();
+                        wake_lock(&d, pid)
+                    })
+                })
+                .collect();
+            let won: Vec<bool> = racers.into_iter().map(|t| t.join().unwrap()).collect();
+            // two racers with the same pid may both pass (a process is its own waker); one pid wins
+            let pids: std::collections::HashSet<u32> = won
+                .iter()
+                .enumerate()
+                .filter(|(_, w)| **w)
+                .map(|(i, _)| if i % 2 == 0 { me } else { parent })
+                .collect();
+            assert_eq!(pids.len(), 1, "round {round}: {won:?}");
+            let held: u32 = fs::read_to_string(d.join(".wake"))
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap();
+            assert!(pids.contains(&held), "round {round}: the lock names {held}");
         }
     }
-    false
 }
 
 /// After the shim delivered a [`Redelivery`] (or found it pending in its inbox already): the record
