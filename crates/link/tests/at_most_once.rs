@@ -1,11 +1,9 @@
 //! A request is written to a machine at most once, and a machine that dies without closing costs a request
 //! the idle timeout (`NodeConfig::idle_timeout`, 2.5 s with a 750 ms keep-alive), not the request deadline.
 //!
-//! - A request written whole whose connection is lost before the answer (here: the far side ran it, then
-//!   the path is cut until both sides' connection idles out, and is back soon after) may have run there:
-//!   it is not written again on a fresh connection — the call is `Timeout` (the core settles it by asking
-//!   later) and the far handler ran it once. Before, `Node::request` tried once more on a fresh connection
-//!   and the far side ran it twice.
+//! - A request written whole whose connection is lost before the answer is not written again: that case
+//!   is `netns::a_request_run_whose_answer_is_lost_is_timeout_and_never_written_again` (on loopback
+//!   iroh finds the direct path beside a test's forwarder now and then, and the answer crossed the cut).
 //! - A peer process SIGKILLed (no close reaches this side; the connection looks alive): a request written
 //!   to it fails `Timeout` when the connection idles out — the bound is the idle timeout after the peer's
 //!   last packet — and one after that finds the connection closed and fails `Unreachable` after the quick
@@ -20,12 +18,11 @@
 mod common;
 
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use dsh_session_mail_link::node::{Handler, Node, NodeConfig};
-use dsh_session_mail_link::{store, CallError, Relay};
+use dsh_session_mail_link::{CallError, Relay};
 use serde_json::{json, Value};
 
 fn cfg() -> NodeConfig {
@@ -47,82 +44,6 @@ fn counting(runs: Arc<Mutex<Vec<Value>>>) -> Handler {
 
 fn count(runs: &Mutex<Vec<Value>>, body: &Value) -> usize {
     runs.lock().unwrap().iter().filter(|b| *b == body).count()
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_request_written_whole_is_not_written_again_when_its_connection_is_lost() {
-    // idle out fast; a retry's dial would wait up to 5 s (the path is back after 3 s)
-    let fast = || NodeConfig {
-        keep_alive: Duration::from_millis(250),
-        idle_timeout: Duration::from_secs(1),
-        quick_dial: Duration::from_secs(5),
-        ..cfg()
-    };
-    let (ha, hb) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let a = Node::start(ha.path(), fast(), counting(Arc::default()))
-        .await
-        .unwrap();
-    // B runs "first", and the path between them is cut for 3 s before its answer goes: both sides'
-    // connection idles out (1 s) with the request run and its answer lost
-    let cut = Arc::new(AtomicBool::new(false));
-    let runs: Arc<Mutex<Vec<Value>>> = Arc::default();
-    let (c2, r2) = (cut.clone(), runs.clone());
-    let cutting: Handler = Arc::new(move |_, body: Value| {
-        r2.lock().unwrap().push(body.clone());
-        let cut = c2.clone();
-        Box::pin(async move {
-            if body == json!("first") && !cut.swap(true, SeqCst) {
-                tokio::spawn(async move {
-                    tokio::time::sleep(Duration::from_secs(3)).await;
-                    cut.store(false, SeqCst);
-                });
-            }
-            Ok(body)
-        })
-    });
-    let b = Node::start(hb.path(), fast(), cutting).await.unwrap();
-    common::join(&a, &b).await;
-    let idb = b.id();
-    // A's endpoint afresh (B dialed A to link: the old one knows B's own address), reaching B only
-    // through the path
-    a.close().await;
-    let a = Node::start(ha.path(), fast(), counting(Arc::default()))
-        .await
-        .unwrap();
-    let (face, _) = common::udp_path(a.addrs()[0], b.addrs()[0], Duration::ZERO, cut.clone()).await;
-    store::update(ha.path(), a.secret_key(), 0, |d| {
-        d.links.iter_mut().find(|l| l.id == idb).unwrap().addrs = vec![face];
-        Ok(())
-    })
-    .unwrap();
-    assert_eq!(a.call(&idb, json!("hello")).await.unwrap(), json!("hello"));
-
-    let t = Instant::now();
-    let r = a.call(&idb, json!("first")).await;
-    println!(
-        "a request whose connection was lost after it was written: {r:?} after {:?}",
-        t.elapsed()
-    );
-    assert_eq!(r, Err(CallError::Timeout), "may have arrived");
-    // the path back: A's next call dials afresh and runs once
-    let t = Instant::now();
-    let mut r = a.call(&idb, json!("second")).await;
-    while r.is_err() && t.elapsed() < Duration::from_secs(20) {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        r = a.call(&idb, json!("second")).await;
-    }
-    assert_eq!(r, Ok(json!("second")), "the path is back");
-    // anything a late retry would bring
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(
-        count(&runs, &json!("first")),
-        1,
-        "{:?}",
-        runs.lock().unwrap()
-    );
-    assert_eq!(count(&runs, &json!("second")), 1);
-    a.close().await;
-    b.close().await;
 }
 
 /// The idle timeout cuts only a silent peer: a request whose handler runs longer than it (the keep-alive's
