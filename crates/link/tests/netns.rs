@@ -305,6 +305,26 @@ impl Homes {
             .run(async move { b.call(&a, json!({ "seq": seq })).await })
             .await
     }
+    /// B calls A with each `seq` of `seqs` in turn, each echoed, waiting out errors while the link comes
+    /// back (at most 20 s).
+    async fn b_calls_until_back(&self, seqs: std::ops::RangeInclusive<u64>) {
+        let t = Instant::now();
+        for seq in seqs {
+            loop {
+                match self.b_calls(seq).await {
+                    Ok(v) => {
+                        assert_eq!(v, json!({ "seq": seq }));
+                        break;
+                    }
+                    Err(e) if t.elapsed() < Duration::from_secs(20) => {
+                        eprintln!("while the link comes back: {e}");
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                    Err(e) => panic!("the link did not come back: {e}"),
+                }
+            }
+        }
+    }
     async fn close(self) {
         let (a, b) = (self.a.clone(), self.b.clone());
         self.pa.run(async move { a.close().await }).await;
@@ -459,21 +479,7 @@ async fn a_partition_mid_conversation_is_a_clear_error_in_time_and_nothing_lands
     eprintln!("partitioned call: {e} after {took:?}");
     // it heals: the conversation goes on (the next call dials afresh)
     sh(&format!("ip -n {} link set ra up", net.r)).unwrap();
-    let t = Instant::now();
-    let mut next = 7;
-    while next <= 10 {
-        match h.b_calls(next).await {
-            Ok(v) => {
-                assert_eq!(v, json!({ "seq": next }));
-                next += 1;
-            }
-            Err(e) if t.elapsed() < Duration::from_secs(20) => {
-                eprintln!("after the heal: {e}");
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            Err(e) => panic!("the link did not come back: {e}"),
-        }
-    }
+    h.b_calls_until_back(7..=10).await;
     // whatever QUIC still held of the partitioned request is not delivered late: give it time to
     tokio::time::sleep(Duration::from_secs(2)).await;
     let seen = h.seen_a.lock().unwrap().clone();
@@ -522,21 +528,7 @@ async fn a_request_run_whose_answer_is_lost_is_timeout_and_never_written_again()
         t.elapsed()
     );
     assert_eq!(lost, Err(CallError::Timeout), "may have arrived");
-    let t = Instant::now();
-    let mut next = 3;
-    while next <= 4 {
-        match h.b_calls(next).await {
-            Ok(v) => {
-                assert_eq!(v, json!({ "seq": next }));
-                next += 1;
-            }
-            Err(e) if t.elapsed() < Duration::from_secs(20) => {
-                eprintln!("while the link is down: {e}");
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            Err(e) => panic!("the link did not come back: {e}"),
-        }
-    }
+    h.b_calls_until_back(3..=4).await;
     // anything a late retry would bring
     tokio::time::sleep(Duration::from_secs(1)).await;
     let seen = h.seen_a.lock().unwrap().clone();
@@ -588,20 +580,7 @@ async fn a_link_down_mid_idle_costs_a_call_the_idle_timeout_and_nothing_runs_twi
     assert!(matches!(e, Err(CallError::Unreachable(_))), "{e:?}");
     sh(&format!("ip -n {} link set ra up", net.r)).unwrap();
     let t = Instant::now();
-    let mut next = 6;
-    while next <= 8 {
-        match h.b_calls(next).await {
-            Ok(v) => {
-                assert_eq!(v, json!({ "seq": next }));
-                next += 1;
-            }
-            Err(e) if t.elapsed() < Duration::from_secs(20) => {
-                eprintln!("after the link is back: {e}");
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            Err(e) => panic!("the link did not come back: {e}"),
-        }
-    }
+    h.b_calls_until_back(6..=8).await;
     eprintln!("answered again {:?} after the link was back", t.elapsed());
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(*h.seen_a.lock().unwrap(), vec![1, 2, 3, 6, 7, 8]);
