@@ -325,6 +325,15 @@ impl Homes {
             }
         }
     }
+    /// [`Homes::close`], then: no packet left a namespace by its default route since `before`.
+    async fn close_and_check(self, net: &Net, before: [u64; 3]) {
+        self.close().await;
+        assert_eq!(
+            net.default_route_packets(),
+            before,
+            "packets left by a default route"
+        );
+    }
     async fn close(self) {
         let (a, b) = (self.a.clone(), self.b.clone());
         self.pa.run(async move { a.close().await }).await;
@@ -491,12 +500,7 @@ async fn a_partition_mid_conversation_is_a_clear_error_in_time_and_nothing_lands
             assert_eq!(n, 1, "request {seq} ran {n} times: {seen:?}");
         }
     }
-    h.close().await;
-    assert_eq!(
-        net.default_route_packets(),
-        before,
-        "packets left by a default route"
-    );
+    h.close_and_check(&net, before).await;
 }
 
 /// A request A ran whose answer is lost (the link goes down after A's handler ran it and before the answer
@@ -536,12 +540,7 @@ async fn a_request_run_whose_answer_is_lost_is_timeout_and_never_written_again()
         let n = seen.iter().filter(|&&s| s == seq).count();
         assert_eq!(n, 1, "request {seq} ran {n} times: {seen:?}");
     }
-    h.close().await;
-    assert_eq!(
-        net.default_route_packets(),
-        before,
-        "packets left by a default route"
-    );
+    h.close_and_check(&net, before).await;
 }
 
 /// The link goes down while the connection idles (a cable pulled: no close reaches either side). B's next
@@ -584,12 +583,7 @@ async fn a_link_down_mid_idle_costs_a_call_the_idle_timeout_and_nothing_runs_twi
     eprintln!("answered again {:?} after the link was back", t.elapsed());
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(*h.seen_a.lock().unwrap(), vec![1, 2, 3, 6, 7, 8]);
-    h.close().await;
-    assert_eq!(
-        net.default_route_packets(),
-        before,
-        "packets left by a default route"
-    );
+    h.close_and_check(&net, before).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -669,12 +663,7 @@ async fn across_the_veth_a_peer_that_stalls_mid_frame_is_dropped_and_a_flood_fro
     );
     assert_eq!(h.b_calls(1).await.unwrap(), json!({"seq": 1}));
     assert_eq!(*h.seen_a.lock().unwrap(), vec![1], "only B's request ran");
-    h.close().await;
-    assert_eq!(
-        net.default_route_packets(),
-        before,
-        "packets left by a default route"
-    );
+    h.close_and_check(&net, before).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
