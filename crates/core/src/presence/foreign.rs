@@ -402,7 +402,10 @@ mod tests {
         let lib = home.path().join("pkg/node_modules/@deepseek-ai/dsh/lib");
         std::fs::create_dir_all(&lib).unwrap();
         let script = lib.join("bin.js");
-        std::fs::write(&script, "sleep 30; :\n").unwrap();
+        // waits on a builtin (`read` of its stdin, held open below): a `sleep` would be forked, and the fork,
+        // until it execs, is a second DSH-like process on this home started later (under load the scan
+        // then took it for the newest writer: a_live_dsh_like_process… failed 2 of 12 runs)
+        std::fs::write(&script, "read -r _\n").unwrap();
         let t0 = base::clock::now_ms();
         // the executable must be a node binary: a shell copied under that name runs the script
         let node = home.path().join("bin/node");
@@ -412,6 +415,7 @@ mod tests {
             .arg(&script)
             .args(["--profile", "plain", "--no-open"])
             .env("DSH_HOME", home.path())
+            .stdin(std::process::Stdio::piped())
             .spawn()
             .unwrap();
         let pid = child.id();
@@ -472,7 +476,10 @@ mod tests {
         let lib = base.path().join("pkg/node_modules/@deepseek-ai/dsh/lib");
         std::fs::create_dir_all(&lib).unwrap();
         let script = lib.join("bin.js");
-        std::fs::write(&script, "sleep 30; :\n").unwrap();
+        // waits on a builtin (`read` of its stdin, held open below): a `sleep` would be forked, and the fork,
+        // until it execs, is a second DSH-like process on this home started later (under load the scan
+        // then took it for the newest writer: a_live_dsh_like_process… failed 2 of 12 runs)
+        std::fs::write(&script, "read -r _\n").unwrap();
         let node = base.path().join("bin/node");
         std::fs::create_dir_all(node.parent().unwrap()).unwrap();
         std::fs::copy("/bin/sh", &node).unwrap();
@@ -488,6 +495,7 @@ mod tests {
             .arg(&script)
             .current_dir(base.path())
             .env("DSH_HOME", "h")
+            .stdin(std::process::Stdio::piped())
             .spawn()
             .unwrap();
         let mut seen = Vec::new();

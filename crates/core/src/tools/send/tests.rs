@@ -712,7 +712,8 @@ async fn a_cold_target_a_dsh_process_without_this_plugin_may_hold_is_refused_bef
         .path()
         .join("pkg/node_modules/@deepseek-ai/dsh/lib");
     std::fs::create_dir_all(&lib).unwrap();
-    std::fs::write(lib.join("bin.js"), "sleep 30; :\n").unwrap();
+    // waits on a builtin with its stdin held open: no forked copy of it is ever a second DSH-like process
+    std::fs::write(lib.join("bin.js"), "read -r _\n").unwrap();
     // the scan checks the executable: a shell copied as `node` runs the script
     let node = env.home.path().join("pkg/bin/node");
     std::fs::create_dir_all(node.parent().unwrap()).unwrap();
@@ -721,6 +722,7 @@ async fn a_cold_target_a_dsh_process_without_this_plugin_may_hold_is_refused_bef
         .arg(lib.join("bin.js"))
         .args(["--profile", "plain"])
         .env("DSH_HOME", env.home.path())
+        .stdin(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(200));
