@@ -251,15 +251,21 @@ impl Numbered {
     /// verified one (a missing folder on the way counts as none). Bounded, never through a link,
     /// never blocking on a FIFO; the owner is checked before `key` is asked for, the key before the
     /// bytes are parsed.
+    ///
+    /// A replay is a document older than the highest this process had seen when the read **began**:
+    /// one that a writer of this process superseded while it was being read was the one in force
+    /// then (comparing with the mark the writer raised meanwhile refused it, and the links of a
+    /// linked peer read as none mid-handshake).
     pub fn read<T: Sequenced, K: AsRef<[u8]>, E>(
         &self,
         home: &Path,
         path: &Path,
         key: impl FnOnce() -> Result<K, E>,
     ) -> Result<Option<T>, Refused<E>> {
+        let seen = self.seen(home);
         match fs::symlink_metadata(path) {
             Err(e) if e.kind() == io::ErrorKind::NotFound || not_a_dir(&e) => {
-                return if self.seen(home) > 0 {
+                return if seen > 0 {
                     Err(Refused::Removed)
                 } else {
                     Ok(None)
@@ -287,7 +293,6 @@ impl Numbered {
         if !check_hex(key.as_ref(), self.domain, &body, &mac) {
             return Err(Refused::BadSeal);
         }
-        let seen = self.seen(home);
         if doc.seq() < seen {
             return Err(Refused::WentBack {
                 seen,
@@ -575,5 +580,55 @@ mod tests {
             std::os::unix::fs::symlink(&elsewhere, &p).unwrap();
             assert!(matches!(read(k), Err(Refused::Unreadable(_))));
         }
+    }
+
+    /// A reader of this process that opened the document just before a writer of this process put
+    /// the next one in its place read the one in force when it began: not a replay. (Before, the
+    /// sequence was compared with the high-water mark as it stood after the read, which the writer
+    /// had raised meanwhile: the links read as none and a linked peer was refused mid-handshake —
+    /// bad_peers' flood let a fifth in when the gate refused one of the four.)
+    #[test]
+    fn a_document_superseded_by_this_process_while_it_is_read_is_not_a_replay() {
+        static KIND: Numbered = Numbered::new("note", "note", 1 << 20);
+        let h = tempfile::tempdir().unwrap();
+        let (home, p) = (h.path().to_path_buf(), h.path().join("note.json"));
+        let k = [7u8; 32];
+        let mut n = Note {
+            seq: 0,
+            // a document big enough that reading and checking it takes a while
+            text: "x".repeat(64 * 1024),
+        };
+        KIND.write(&home, &home, &p, &k, &mut n).unwrap();
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let bad = std::thread::scope(|s| {
+            let readers: Vec<_> = (0..2)
+                .map(|_| {
+                    s.spawn(|| {
+                        let mut bad = vec![];
+                        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                            match KIND.read::<Note, _, ()>(&home, &p, || Ok(k)) {
+                                Ok(Some(_)) => {}
+                                other => bad.push(format!("{other:?}")),
+                            }
+                        }
+                        bad
+                    })
+                })
+                .collect();
+            for _ in 0..40 {
+                KIND.write(&home, &home, &p, &k, &mut n).unwrap();
+            }
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            readers
+                .into_iter()
+                .flat_map(|r| r.join().unwrap())
+                .collect::<Vec<_>>()
+        });
+        assert!(
+            bad.is_empty(),
+            "{} readings refused, first: {}",
+            bad.len(),
+            bad[0].chars().take(120).collect::<String>()
+        );
     }
 }
