@@ -280,19 +280,11 @@ impl Numbered {
             return Err(Refused::ForeignOwner);
         }
         let key = key().map_err(Refused::Key)?;
-        let mut de = serde_json::Deserializer::from_slice(&bytes);
-        let Ok((doc, mac)) = Envelope::<T>::seed(self.field)
-            .deserialize(&mut de)
-            .and_then(|v| de.end().map(|()| v))
-        else {
-            return Err(Refused::NotADocument);
-        };
-        let Ok(body) = serde_json::to_vec(&doc) else {
-            return Err(Refused::NotADocument);
-        };
-        if !check_hex(key.as_ref(), self.domain, &body, &mac) {
-            return Err(Refused::BadSeal);
-        }
+        let doc: T =
+            unseal(key.as_ref(), self.domain, self.field, &bytes).map_err(|u| match u {
+                Unseal::NotADocument => Refused::NotADocument,
+                Unseal::BadSeal => Refused::BadSeal,
+            })?;
         if doc.seq() < seen {
             return Err(Refused::WentBack {
                 seen,
@@ -315,14 +307,8 @@ impl Numbered {
         doc: &mut T,
     ) -> Result<(), WriteError> {
         doc.set_seq(doc.seq().max(self.seen(home)) + 1);
-        let body = serde_json::to_vec(doc).map_err(WriteError::Encode)?;
-        let mac = seal_hex(key, self.domain, &body);
-        let bytes = serde_json::to_vec(&Envelope {
-            field: self.field,
-            doc: &*doc,
-            mac: &mac,
-        })
-        .map_err(WriteError::Encode)?;
+        let bytes =
+            sealed_bytes(key, self.domain, self.field, &*doc).map_err(WriteError::Encode)?;
         let put = fsafe::Put {
             sync: true,
             replace: true,
@@ -331,6 +317,57 @@ impl Numbered {
         self.note_seen(home, doc.seq());
         Ok(())
     }
+}
+
+/// The bytes of `doc` sealed under `key` in `domain`: `{"<field>": doc, "mac": <seal_hex of doc's
+/// JSON>}` (held mail and the human's decisions, foreign sender ids, the numbered documents).
+pub fn sealed_bytes<T: Serialize>(
+    key: &[u8],
+    domain: &str,
+    field: &'static str,
+    doc: &T,
+) -> Result<Vec<u8>, serde_json::Error> {
+    let body = serde_json::to_vec(doc)?;
+    let mac = seal_hex(key, domain, &body);
+    serde_json::to_vec(&Envelope {
+        field,
+        doc,
+        mac: &mac,
+    })
+}
+
+/// The document of [`sealed_bytes`] when its seal checks under `key` in `domain`; `None` when the
+/// bytes are not such a document (or carry more after it) or the seal does not check.
+pub fn open_bytes<T: Serialize + DeserializeOwned>(
+    key: &[u8],
+    domain: &str,
+    field: &'static str,
+    bytes: &[u8],
+) -> Option<T> {
+    unseal(key, domain, field, bytes).ok()
+}
+
+enum Unseal {
+    NotADocument,
+    BadSeal,
+}
+
+fn unseal<T: Serialize + DeserializeOwned>(
+    key: &[u8],
+    domain: &str,
+    field: &'static str,
+    bytes: &[u8],
+) -> Result<T, Unseal> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let (doc, mac) = Envelope::<T>::seed(field)
+        .deserialize(&mut de)
+        .and_then(|v| de.end().map(|()| v))
+        .map_err(|_| Unseal::NotADocument)?;
+    let body = serde_json::to_vec(&doc).map_err(|_| Unseal::NotADocument)?;
+    if !check_hex(key, domain, &body, &mac) {
+        return Err(Unseal::BadSeal);
+    }
+    Ok(doc)
 }
 
 fn not_a_dir(e: &io::Error) -> bool {
@@ -478,6 +515,28 @@ mod tests {
         assert!(!check_hex(&k, "held", b"{}", &s));
         assert!(!check_hex(&k, "policy", b"{ }", &s));
         assert!(!check_hex(&k, "policy", b"{}", &s[..63]));
+        // a sealed document: the derived two-field form; opened only under its key, domain and field
+        let doc = serde_json::json!({"a": 1});
+        let b = sealed_bytes(&k, "held", "body", &doc).unwrap();
+        let mac = seal_hex(&k, "held", b"{\"a\":1}");
+        assert_eq!(
+            b,
+            format!("{{\"body\":{{\"a\":1}},\"mac\":\"{mac}\"}}").into_bytes()
+        );
+        assert_eq!(open_bytes(&k, "held", "body", &b), Some(doc));
+        assert_eq!(
+            open_bytes::<serde_json::Value>(&k, "decision", "body", &b),
+            None
+        );
+        assert_eq!(
+            open_bytes::<serde_json::Value>(&[8; 32], "held", "body", &b),
+            None
+        );
+        assert_eq!(open_bytes::<serde_json::Value>(&k, "held", "doc", &b), None);
+        assert_eq!(
+            open_bytes::<serde_json::Value>(&k, "held", "body", &b[1..]),
+            None
+        );
     }
 
     #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
