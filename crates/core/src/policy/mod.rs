@@ -39,6 +39,8 @@ use crate::machine::MachineId;
 
 /// Largest policy document read.
 pub const MAX_POLICY_BYTES: u64 = 256 * 1024;
+/// How long a change of the policy waits for another one in progress (`policy/policy.lock`).
+pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 /// Most sessions one document names (more is refused at write time); the same bound for sender rules
 /// and for machine rules.
 pub const MAX_SESSIONS: usize = 4096;
@@ -471,6 +473,9 @@ fn set_rule<K: Ord + Clone>(
 pub fn apply(home: &Path, change: &Change, now_ms: i64) -> Result<Policy, PolicyError> {
     let key = key_or_make(home)?;
     let d = ensure_dir(home)?;
+    // One change at a time, across the home's processes: each reads what the last one wrote.
+    let _one =
+        fsafe::Flock::lock_within(&d.join("policy.lock"), LOCK_WAIT).map_err(PolicyError::Write)?;
     let mut p = match read(home) {
         Reading::Verified(p) => p,
         _ => Policy::default(),
@@ -631,6 +636,36 @@ mod tests {
             decide(h.path(), B, A, None),
             Decision::Hold { .. }
         ));
+    }
+
+    /// Two of the human's changes at once (two tabs, two processes of the home) both stay: the
+    /// read-modify-write runs under `policy/policy.lock`. (Before, each read the document, changed its
+    /// copy and wrote it: the later write dropped the other's change.)
+    #[test]
+    fn changes_made_at_once_are_all_kept() {
+        let h = home();
+        apply(h.path(), &Change::StopAll(false), 1).unwrap();
+        let session =
+            |t: usize, i: usize| format!("session-{t:08x}-{i:04x}-0000-0000-000000000000");
+        std::thread::scope(|s| {
+            for t in 0..3 {
+                let home = h.path();
+                s.spawn(move || {
+                    for i in 0..15 {
+                        apply(home, &Change::Session(session(t, i), Inbound::Hold), 2).unwrap();
+                    }
+                });
+            }
+        });
+        let Reading::Verified(p) = read(h.path()) else {
+            panic!("the document verifies");
+        };
+        let lost: Vec<String> = (0..3)
+            .flat_map(|t| (0..15).map(move |i| session(t, i)))
+            .filter(|s| p.inbound(s) != Inbound::Hold)
+            .collect();
+        assert!(lost.is_empty(), "{} of 45 changes lost", lost.len());
+        assert_eq!(p.seq, 46);
     }
 
     #[test]
