@@ -20,6 +20,9 @@ use crate::MachineId;
 
 /// Largest document read.
 pub const MAX_DOC_BYTES: u64 = 256 * 1024;
+/// How long a change waits for another one in progress (`machine/links.lock`, in the home: any process
+/// of the user can take it and keep it).
+pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 /// Most links one home keeps.
 pub const MAX_LINKS: usize = 64;
 /// Most invites waiting at once.
@@ -293,7 +296,7 @@ pub fn update<R>(
     f: impl FnOnce(&mut Doc) -> Result<R, StoreError>,
 ) -> Result<R, StoreError> {
     let dir = crate::ensure_machine_dir(home).map_err(StoreError::Io)?;
-    let _lock = Flock::lock(&lock_path(home)).map_err(StoreError::Io)?;
+    let _lock = Flock::lock_within(&lock_path(home), LOCK_WAIT).map_err(StoreError::Io)?;
     let mut doc = read(home, sk).doc();
     doc.prune(now_ms);
     let r = f(&mut doc)?;
@@ -401,6 +404,32 @@ mod tests {
             read(h.path(), &other),
             Reading::Unverified(Unverified::BadSeal)
         );
+    }
+
+    /// links.lock taken and kept by another process of the user: a change fails after
+    /// [`LOCK_WAIT`] instead of waiting for ever, and the document is as it was.
+    #[test]
+    fn a_change_waits_for_a_kept_lock_only_so_long() {
+        let h = tempfile::tempdir().unwrap();
+        let sk = crate::identity::load_or_make(h.path()).unwrap();
+        update(h.path(), &sk, 0, |d| {
+            d.links.push(link(1, "laptop"));
+            Ok(())
+        })
+        .unwrap();
+        let kept = Flock::lock(&lock_path(h.path())).unwrap();
+        let t0 = std::time::Instant::now();
+        let r = update(h.path(), &sk, 0, |d| {
+            d.links.clear();
+            Ok(())
+        });
+        assert!(
+            matches!(&r, Err(StoreError::Io(e)) if e.kind() == io::ErrorKind::TimedOut),
+            "{r:?}"
+        );
+        assert!(t0.elapsed() >= LOCK_WAIT);
+        assert_eq!(links(h.path(), &sk).len(), 1);
+        drop(kept);
     }
 
     #[test]
