@@ -197,7 +197,8 @@ pub enum Refused<E> {
     NotADocument,
     /// Its seal does not verify.
     BadSeal,
-    /// Its sequence is older than one this process verified.
+    /// Its sequence is older than the highest this process had verified or written when the read
+    /// began (a replayed older copy).
     WentBack {
         seen: u64,
         seq: u64,
