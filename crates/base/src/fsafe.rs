@@ -437,6 +437,22 @@ mod tests {
             "is a symbolic link (not followed)"
         );
     }
+
+    #[test]
+    fn a_lock_held_elsewhere_is_waited_for_only_so_long() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("x.lock");
+        let held = Flock::lock(&p).unwrap();
+        let t0 = std::time::Instant::now();
+        let e = Flock::lock_within(&p, std::time::Duration::from_millis(60))
+            .err()
+            .expect("held elsewhere: not taken");
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+        assert!(t0.elapsed() >= std::time::Duration::from_millis(60));
+        assert!(Flock::try_lock(&p).unwrap().is_none());
+        drop(held);
+        let _l = Flock::lock_within(&p, std::time::Duration::from_millis(60)).unwrap();
+    }
 }
 
 /// A new file only this user can read or write (0600), created exclusively and never through a link
@@ -644,6 +660,23 @@ impl Flock {
             return Err(io::Error::last_os_error());
         }
         Ok(Flock(f))
+    }
+    /// Wait for the lock at most `within` (the file lies in the home, where any process of the user
+    /// can take it and keep it): `TimedOut` past it.
+    pub fn lock_within(p: &Path, within: std::time::Duration) -> io::Result<Flock> {
+        let t0 = std::time::Instant::now();
+        loop {
+            if let Some(l) = Self::try_lock(p)? {
+                return Ok(l);
+            }
+            if t0.elapsed() >= within {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("its lock stayed taken for {} ms", within.as_millis()),
+                ));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
     }
     /// Take the lock only if it is free now.
     pub fn try_lock(p: &Path) -> io::Result<Option<Flock>> {

@@ -11,6 +11,32 @@
 //! printers); `cli`, `human`, `remote` (a linked machine's requests served, and the tools across
 //! machines).
 
+/// To JS as a string: the `napi` conversions of a type the binding returns as its string form
+/// (`MachineId`, `LedgerOutcome`); `$str` turns the value into its `String`.
+#[cfg(feature = "napi")]
+macro_rules! napi_as_string {
+    ($t:ty, |$v:ident| $str:expr) => {
+        impl napi::bindgen_prelude::TypeName for $t {
+            fn type_name() -> &'static str {
+                "String"
+            }
+            fn value_type() -> napi::ValueType {
+                napi::ValueType::String
+            }
+        }
+
+        impl napi::bindgen_prelude::ToNapiValue for $t {
+            unsafe fn to_napi_value(
+                env: napi::sys::napi_env,
+                $v: Self,
+            ) -> napi::Result<napi::sys::napi_value> {
+                // SAFETY: forwarded as is to String's conversion, with the env napi handed us.
+                unsafe { String::to_napi_value(env, $str) }
+            }
+        }
+    };
+}
+
 pub mod cli;
 pub mod code;
 pub mod config;

@@ -384,11 +384,7 @@ impl Machines {
         for t in tasks {
             results.push(t.await.unwrap_or((false, None, Some("failed".into()))));
         }
-        let seen = if let Some(n) = self.node().await {
-            Some(n)
-        } else {
-            None
-        };
+        let seen = self.node().await;
         for (i, l) in links.iter().enumerate() {
             let (online, rtt, error) = results
                 .get(i)

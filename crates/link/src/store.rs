@@ -1,19 +1,17 @@
 //! The sealed links document, `machine/links.json`: the machines this home's human linked, the invites not
 //! yet used (their secrets kept only hashed), and the port the endpoint binds (so a new lease holder is found
-//! at the address the peers know). Sealed as the policy is (crates/core/src/policy): HMAC-SHA256 under a key
-//! derived from the machine key, with a sequence number raised on every write. A document that does not
-//! verify — forged, torn, oversized, a link, a foreign owner, or older than one this process already read —
-//! reads as **no links and no invites** (nothing can be reached or accepted through it); the human links
-//! again to re-seal. Read-modify-write goes under `flock` of `machine/links.lock`, so two processes of the
-//! home never lose each other's change. Written only by the human's commands (CLI, web routes) and the
-//! link handshake the human started; never by a tool.
+//! at the address the peers know). Sealed as the policy is, by the one reader and writer
+//! (`base::seal::Numbered`): HMAC-SHA256 under a key derived from the machine key, with a sequence number
+//! raised on every write. A document that does not verify — forged, torn, oversized, a link, a foreign owner,
+//! or older than one this process already read — reads as **no links and no invites** (nothing can be
+//! reached or accepted through it); the human links again to re-seal. Read-modify-write goes under `flock`
+//! of `machine/links.lock`, so two processes of the home never lose each other's change. Written only by
+//! the human's commands (CLI, web routes) and the link handshake the human started; never by a tool.
 
-use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
-use base::fsafe::{self, Flock, Follow};
+use base::fsafe::Flock;
 use base::seal;
 use serde::{Deserialize, Serialize};
 
@@ -22,6 +20,9 @@ use crate::MachineId;
 
 /// Largest document read.
 pub const MAX_DOC_BYTES: u64 = 256 * 1024;
+/// How long a change waits for another one in progress (`machine/links.lock`, in the home: any process
+/// of the user can take it and keep it).
+pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 /// Most links one home keeps.
 pub const MAX_LINKS: usize = 64;
 /// Most invites waiting at once.
@@ -170,12 +171,6 @@ impl Doc {
     }
 }
 
-#[derive(Serialize, Deserialize)]
-struct Sealed {
-    doc: Doc,
-    mac: String,
-}
-
 /// Why a document is not believed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Unverified {
@@ -229,66 +224,35 @@ fn lock_path(home: &Path) -> PathBuf {
     crate::machine_dir(home).join("links.lock")
 }
 
-/// The highest sequence this process read or wrote per home: a lower one is a replayed copy.
-static SEEN: Mutex<Vec<(PathBuf, u64)>> = Mutex::new(Vec::new());
+/// The links document's kind: sealed in the domain "links", the document under "doc"; the highest
+/// sequence this process read or wrote per home (a lower one is a replayed copy).
+static DOC: seal::Numbered = seal::Numbered::new("links", "doc", MAX_DOC_BYTES);
 
-fn seen(home: &Path) -> u64 {
-    SEEN.lock()
-        .ok()
-        .and_then(|v| v.iter().find(|(p, _)| p == home).map(|(_, s)| *s))
-        .unwrap_or(0)
-}
-fn note_seen(home: &Path, seq: u64) {
-    if let Ok(mut v) = SEEN.lock() {
-        match v.iter_mut().find(|(p, _)| p == home) {
-            Some(e) => e.1 = e.1.max(seq),
-            None => v.push((home.to_path_buf(), seq)),
-        }
+impl seal::Sequenced for Doc {
+    fn seq(&self) -> u64 {
+        self.seq
+    }
+    fn set_seq(&mut self, seq: u64) {
+        self.seq = seq;
     }
 }
 
 /// Read the document (bounded, never through a link, never blocking on a FIFO).
 pub fn read(home: &Path, sk: &iroh::SecretKey) -> Reading {
-    let p = doc_path(home);
-    match fs::symlink_metadata(&p) {
-        Err(e)
-            if e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR) =>
-        {
-            return if seen(home) > 0 {
-                Reading::Unverified(Unverified::Unreadable("removed".into()))
-            } else {
-                Reading::Absent
-            };
-        }
-        Err(e) => return Reading::Unverified(Unverified::Unreadable(e.to_string())),
-        Ok(_) => {}
+    let key = || Ok::<_, std::convert::Infallible>(crate::identity::seal_key(sk));
+    match DOC.read(home, &doc_path(home), key) {
+        Ok(None) => Reading::Absent,
+        Ok(Some(doc)) => Reading::Verified(doc),
+        Err(why) => Reading::Unverified(match why {
+            seal::Refused::Removed => Unverified::Unreadable("removed".into()),
+            seal::Refused::Unreadable(e) => Unverified::Unreadable(e.to_string()),
+            seal::Refused::ForeignOwner => Unverified::ForeignOwner,
+            seal::Refused::Key(never) => match never {},
+            seal::Refused::NotADocument => Unverified::NotADocument,
+            seal::Refused::BadSeal => Unverified::BadSeal,
+            seal::Refused::WentBack { seen, seq } => Unverified::WentBack { seen, seq },
+        }),
     }
-    let (bytes, m) = match fsafe::read_capped(&p, Follow::No, MAX_DOC_BYTES) {
-        Ok(v) => v,
-        Err(e) => return Reading::Unverified(Unverified::Unreadable(e.to_string())),
-    };
-    if fsafe::foreign_owner(&m).is_some() {
-        return Reading::Unverified(Unverified::ForeignOwner);
-    }
-    let Ok(sealed) = serde_json::from_slice::<Sealed>(&bytes) else {
-        return Reading::Unverified(Unverified::NotADocument);
-    };
-    let Ok(body) = serde_json::to_vec(&sealed.doc) else {
-        return Reading::Unverified(Unverified::NotADocument);
-    };
-    let key = crate::identity::seal_key(sk);
-    if !seal::check_hex(&key, "links", &body, &sealed.mac) {
-        return Reading::Unverified(Unverified::BadSeal);
-    }
-    let s = seen(home);
-    if sealed.doc.seq < s {
-        return Reading::Unverified(Unverified::WentBack {
-            seen: s,
-            seq: sealed.doc.seq,
-        });
-    }
-    note_seen(home, sealed.doc.seq);
-    Reading::Verified(sealed.doc)
 }
 
 /// The links in force.
@@ -332,25 +296,24 @@ pub fn update<R>(
     f: impl FnOnce(&mut Doc) -> Result<R, StoreError>,
 ) -> Result<R, StoreError> {
     let dir = crate::ensure_machine_dir(home).map_err(StoreError::Io)?;
-    let _lock = Flock::lock(&lock_path(home)).map_err(StoreError::Io)?;
+    let _lock = Flock::lock_within(&lock_path(home), LOCK_WAIT).map_err(StoreError::Io)?;
     let mut doc = read(home, sk).doc();
     doc.prune(now_ms);
     let r = f(&mut doc)?;
     doc.v = 1;
-    doc.seq = doc.seq.max(seen(home)) + 1;
-    let body = serde_json::to_vec(&doc).map_err(|e| StoreError::Io(io::Error::other(e)))?;
-    let mac = seal::seal_hex(&crate::identity::seal_key(sk), "links", &body);
-    let bytes = serde_json::to_vec(&Sealed {
-        doc: doc.clone(),
-        mac,
-    })
-    .map_err(|e| StoreError::Io(io::Error::other(e)))?;
-    let put = fsafe::Put {
-        sync: true,
-        replace: true,
-    };
-    fsafe::write_private(&dir, &doc_path(home), &bytes, put).map_err(StoreError::Io)?;
-    note_seen(home, doc.seq);
+    DOC.write(
+        home,
+        &dir,
+        &doc_path(home),
+        &crate::identity::seal_key(sk),
+        &mut doc,
+    )
+    .map_err(|e| {
+        StoreError::Io(match e {
+            seal::WriteError::Encode(e) => io::Error::other(e),
+            seal::WriteError::Io(e) => e,
+        })
+    })?;
     Ok(r)
 }
 
@@ -386,6 +349,7 @@ pub fn free_name(doc: &Doc, want: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     fn link(id: u8, name: &str) -> Link {
         Link {
@@ -440,6 +404,32 @@ mod tests {
             read(h.path(), &other),
             Reading::Unverified(Unverified::BadSeal)
         );
+    }
+
+    /// links.lock taken and kept by another process of the user: a change fails after
+    /// [`LOCK_WAIT`] instead of waiting for ever, and the document is as it was.
+    #[test]
+    fn a_change_waits_for_a_kept_lock_only_so_long() {
+        let h = tempfile::tempdir().unwrap();
+        let sk = crate::identity::load_or_make(h.path()).unwrap();
+        update(h.path(), &sk, 0, |d| {
+            d.links.push(link(1, "laptop"));
+            Ok(())
+        })
+        .unwrap();
+        let kept = Flock::lock(&lock_path(h.path())).unwrap();
+        let t0 = std::time::Instant::now();
+        let r = update(h.path(), &sk, 0, |d| {
+            d.links.clear();
+            Ok(())
+        });
+        assert!(
+            matches!(&r, Err(StoreError::Io(e)) if e.kind() == io::ErrorKind::TimedOut),
+            "{r:?}"
+        );
+        assert!(t0.elapsed() >= LOCK_WAIT);
+        assert_eq!(links(h.path(), &sk).len(), 1);
+        drop(kept);
     }
 
     #[test]

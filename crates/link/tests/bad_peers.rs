@@ -84,25 +84,48 @@ async fn a_peer_that_stalls_mid_frame_is_dropped_within_the_frame_deadline() {
     a.close().await;
 }
 
+/// The promise is "at most `max_conns` served at once" (node.rs, `accept_loop`): a served connection that
+/// ends frees its place for the next, so the count below is exact only while none of the four ends. Two
+/// things ended one under load and let a fifth in: (1) the gate refused a linked rogue as "not linked"
+/// when its check read links.json just as the test linked the next rogue (a real race, fixed in
+/// `base::seal::Numbered::read`: the superseded document was taken for a replay); (2) with the default
+/// 2.5 s idle timeout a machine stalled past it (reproduced by stopping the test process for 3.5 s
+/// mid-flood) idled the four out on both sides, while `serving()` never passed 4. Here no connection
+/// can idle out or miss its handshake deadline during the flood, and the four are asserted open, served
+/// at once, after it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flood_of_connections_is_bounded_and_the_endpoint_serves_after_it() {
     let (h, hb) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let a = Node::start(h.path(), cfg(), ok_handler()).await.unwrap();
-    // 12 linked endpoints each hold a connection open without a request: only max_conns (4) are served
+    let long = Duration::from_secs(120);
+    let flood_cfg = NodeConfig {
+        idle_timeout: long,
+        connect_deadline: long,
+        ..cfg()
+    };
+    let a = Node::start(h.path(), flood_cfg, ok_handler())
+        .await
+        .unwrap();
+    // 12 linked endpoints each hold a connection open without a request: only max_conns (4) are served;
+    // past the bound the refusal comes at once (the wait is only for a slow machine's handshakes)
     let mut rogues = vec![];
     let mut held = vec![];
     for i in 0..12 {
         let r = rogue().await;
         link(h.path(), &a, &r, &format!("r{i}"));
-        if let Ok(Ok(c)) =
-            tokio::time::timeout(Duration::from_secs(3), r.connect(addr_of(&a), wire::ALPN)).await
-        {
+        if let Ok(Ok(c)) = tokio::time::timeout(long, r.connect(addr_of(&a), wire::ALPN)).await {
             held.push(c);
         }
         rogues.push(r);
     }
     assert_eq!(held.len(), 4, "only max_conns connections were let in");
-    assert!(a.serving() <= 4, "served {}", a.serving());
+    for c in &held {
+        assert_eq!(
+            c.close_reason(),
+            None,
+            "the four are still open, served at once"
+        );
+    }
+    assert_eq!(a.serving(), 4);
     // unlinked endpoints flooding: refused, nothing served for them
     for _ in 0..8 {
         let r = rogue().await;

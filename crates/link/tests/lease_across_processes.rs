@@ -44,10 +44,10 @@ async fn child_holding(home: &std::path::Path) -> (std::process::Child, String) 
         .spawn()
         .unwrap();
     let t0 = Instant::now();
-    loop {
+    let invite = loop {
         if let Ok(s) = std::fs::read_to_string(&note) {
             if s.ends_with('\n') {
-                return (child, s.trim().to_string());
+                break s.trim().to_string();
             }
         }
         if t0.elapsed() > Duration::from_secs(30) {
@@ -56,7 +56,8 @@ async fn child_holding(home: &std::path::Path) -> (std::process::Child, String) 
             panic!("the child wrote no invite within 30 s");
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    };
+    (child, invite)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

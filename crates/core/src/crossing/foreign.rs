@@ -27,12 +27,6 @@ struct Doc {
     ids: BTreeMap<String, MachineId>,
 }
 
-#[derive(Serialize, Deserialize)]
-struct Sealed {
-    doc: Doc,
-    mac: String,
-}
-
 fn path(home: &Path) -> PathBuf {
     super::dir(home).join("foreign.json")
 }
@@ -56,14 +50,11 @@ fn read(home: &Path) -> Result<Doc, ()> {
         return Err(());
     }
     let key = seal::read_key(&key_path(home)).ok().flatten().ok_or(())?;
-    let sealed: Sealed = serde_json::from_slice(&bytes).map_err(|_| ())?;
-    let body = serde_json::to_vec(&sealed.doc).map_err(|_| ())?;
-    if !seal::check_hex(key.bytes(), "foreign", &body, &sealed.mac)
-        || sealed.doc.ids.len() > MAX_IDS
-    {
+    let doc: Doc = seal::open_bytes(key.bytes(), "foreign", "doc", &bytes).ok_or(())?;
+    if doc.ids.len() > MAX_IDS {
         return Err(());
     }
-    Ok(sealed.doc)
+    Ok(doc)
 }
 
 fn write(home: &Path, doc: &Doc) -> std::io::Result<()> {
@@ -72,12 +63,8 @@ fn write(home: &Path, doc: &Doc) -> std::io::Result<()> {
         seal::KeyError::Io(e) => e,
         other => std::io::Error::other(format!("foreign.key{other}")),
     })?;
-    let body = serde_json::to_vec(doc).map_err(std::io::Error::other)?;
-    let sealed = Sealed {
-        doc: doc.clone(),
-        mac: seal::seal_hex(key.bytes(), "foreign", &body),
-    };
-    let bytes = serde_json::to_vec(&sealed).map_err(std::io::Error::other)?;
+    let bytes =
+        seal::sealed_bytes(key.bytes(), "foreign", "doc", doc).map_err(std::io::Error::other)?;
     let put = fsafe::Put {
         sync: true,
         replace: true,

@@ -137,27 +137,9 @@ impl From<LedgerOutcome> for String {
     }
 }
 
-/// To JS as its on-disk string (the binding's `LedgerEntry.outcome`).
+// To JS as its on-disk string (the binding's `LedgerEntry.outcome`).
 #[cfg(feature = "napi")]
-impl napi::bindgen_prelude::TypeName for LedgerOutcome {
-    fn type_name() -> &'static str {
-        "String"
-    }
-    fn value_type() -> napi::ValueType {
-        napi::ValueType::String
-    }
-}
-
-#[cfg(feature = "napi")]
-impl napi::bindgen_prelude::ToNapiValue for LedgerOutcome {
-    unsafe fn to_napi_value(
-        env: napi::sys::napi_env,
-        val: Self,
-    ) -> napi::Result<napi::sys::napi_value> {
-        // SAFETY: forwarded as is to String's conversion, with the env napi handed us.
-        unsafe { String::to_napi_value(env, val.as_string()) }
-    }
-}
+napi_as_string!(LedgerOutcome, |val| val.as_string());
 
 /// One ledger line. Declared once for the binding too: `readLedger()`'s `entries` are these (napi
 /// object `LedgerEntry`, an absent field `null`; `outcome` its on-disk string).

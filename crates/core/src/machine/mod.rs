@@ -52,27 +52,9 @@ impl<'de> Deserialize<'de> for MachineId {
     }
 }
 
-/// To JS as its string (the binding's `Machine.id`, e.g. in `verifyRequest`'s `machine`).
+// To JS as its string (the binding's `Machine.id`, e.g. in `verifyRequest`'s `machine`).
 #[cfg(feature = "napi")]
-impl napi::bindgen_prelude::TypeName for MachineId {
-    fn type_name() -> &'static str {
-        "String"
-    }
-    fn value_type() -> napi::ValueType {
-        napi::ValueType::String
-    }
-}
-
-#[cfg(feature = "napi")]
-impl napi::bindgen_prelude::ToNapiValue for MachineId {
-    unsafe fn to_napi_value(
-        env: napi::sys::napi_env,
-        val: Self,
-    ) -> napi::Result<napi::sys::napi_value> {
-        // SAFETY: forwarded as is to String's conversion, with the env napi handed us.
-        unsafe { String::to_napi_value(env, val.0) }
-    }
-}
+napi_as_string!(MachineId, |val| val.0);
 
 impl std::fmt::Display for MachineId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

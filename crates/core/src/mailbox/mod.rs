@@ -557,12 +557,15 @@ fn is_mine_or_orphan(
 }
 
 /// How long ago the file was last written; a file dated in the future (or without a time) counts as
-/// old, so dating a file ahead cannot keep it young.
+/// old, so dating a file ahead cannot keep it young. The one age of a mailbox file: the drain's
+/// envelopes and receipts, the waker's `.wake` (`queued::wake_lock`).
 fn age_ms(m: &fs::Metadata) -> u64 {
     m.modified()
         .ok()
         .and_then(|t| t.elapsed().ok())
-        .map_or(u64::MAX, |d| d.as_millis() as u64)
+        .map_or(u64::MAX, |d| {
+            u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+        })
 }
 
 /// Read and check one envelope file; None (and the file removed) when it is not a valid envelope

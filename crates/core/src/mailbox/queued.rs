@@ -999,11 +999,7 @@ fn wake_lock(d: &Path, pid: u32) -> bool {
         .ok()
         .and_then(|(b, m)| {
             let p2 = std::str::from_utf8(&b).ok()?.trim().parse::<u32>().ok()?;
-            let young = m
-                .modified()
-                .ok()
-                .and_then(|t| t.elapsed().ok())
-                .is_some_and(|a| a.as_millis() < u128::from(WAKE_LOCK_MS));
+            let young = super::age_ms(&m) < WAKE_LOCK_MS;
             Some(young && p2 != pid && crate::presence::pid_alive(p2))
         })
         .unwrap_or(false);
@@ -1060,6 +1056,36 @@ mod wake_tests {
                 .parse()
                 .unwrap();
             assert!(pids.contains(&held), "round {round}: the lock names {held}");
+        }
+    }
+
+    /// Only a young `.wake` of a live other process keeps a waker off: one older than
+    /// [`WAKE_LOCK_MS`], or dated ahead (dating it ahead cannot keep it young), is taken over.
+    #[test]
+    fn a_live_wakers_lock_keeps_others_off_only_while_it_is_young() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let other = std::os::unix::process::parent_id();
+        let lock = d.join(".wake");
+        let now = std::time::SystemTime::now();
+        let ms = std::time::Duration::from_millis;
+        for (dated, kept_off) in [
+            (now, true),
+            (now - ms(WAKE_LOCK_MS - 2_000), true),
+            (now - ms(WAKE_LOCK_MS + 1_000), false),
+            (now + ms(60_000), false),
+        ] {
+            fs::write(&lock, other.to_string()).unwrap();
+            fs::File::options()
+                .write(true)
+                .open(&lock)
+                .unwrap()
+                .set_modified(dated)
+                .unwrap();
+            let me = std::process::id();
+            assert_eq!(wake_lock(d, me), !kept_off, "dated {dated:?}");
+            let named = fs::read_to_string(&lock).unwrap();
+            assert_eq!(named, if kept_off { other } else { me }.to_string());
         }
     }
 }

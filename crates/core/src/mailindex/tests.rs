@@ -747,7 +747,7 @@ async fn a_rebuild_runs_in_the_background_and_the_page_shows_the_newest_rows_mea
     w.write_logs();
     // newest first, as the page lists them
     let mut newest: Vec<&Row> = w.expected.values().collect();
-    newest.sort_by(|a, b| b.time.cmp(&a.time));
+    newest.sort_by_key(|r| std::cmp::Reverse(r.time));
     let args = MailListArgs {
         limit: Some(50),
         ..Default::default()

@@ -105,12 +105,6 @@ struct Decided {
     at: i64,
 }
 
-#[derive(Serialize, Deserialize)]
-struct Sealed<T> {
-    body: T,
-    mac: String,
-}
-
 pub fn root(home: &Path) -> PathBuf {
     home.join("dsh-session-mail").join("awaiting-human")
 }
@@ -232,11 +226,10 @@ fn write_new(dir: &Path, dest: &Path, bytes: &[u8], exclusive: bool) -> std::io:
     super::write_atomic(dir, dest, bytes)
 }
 
+/// A held message or a decision, sealed (`base::seal::sealed_bytes`, the document under "body").
 fn sealed_bytes<T: Serialize>(key: &[u8], domain: &str, body: T) -> Result<Vec<u8>, HeldError> {
-    let encode = |e| HeldError::Policy(PolicyError::Encode(e));
-    let raw = serde_json::to_vec(&body).map_err(encode)?;
-    let mac = seal::seal_hex(key, domain, &raw);
-    serde_json::to_vec(&Sealed { body, mac }).map_err(encode)
+    seal::sealed_bytes(key, domain, "body", &body)
+        .map_err(|e| HeldError::Policy(PolicyError::Encode(e)))
 }
 
 fn open_sealed<T: Serialize + for<'de> Deserialize<'de>>(
@@ -248,9 +241,7 @@ fn open_sealed<T: Serialize + for<'de> Deserialize<'de>>(
     if fsafe::foreign_owner(&m).is_some() {
         return None;
     }
-    let s: Sealed<T> = serde_json::from_slice(&bytes).ok()?;
-    let raw = serde_json::to_vec(&s.body).ok()?;
-    seal::check_hex(key, domain, &raw, &s.mac).then_some(s.body)
+    seal::open_bytes(key, domain, "body", &bytes)
 }
 
 /// Keep `env` for the human instead of delivering it (the sender's side), until `expires_at` (ms since

@@ -29,17 +29,18 @@ pub mod held;
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use base::seal;
 use serde::{Deserialize, Serialize};
 
-use base::fsafe::{self, Follow};
+use base::fsafe;
 
 use crate::machine::MachineId;
 
 /// Largest policy document read.
 pub const MAX_POLICY_BYTES: u64 = 256 * 1024;
+/// How long a change of the policy waits for another one in progress (`policy/policy.lock`).
+pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 /// Most sessions one document names (more is refused at write time); the same bound for sender rules
 /// and for machine rules.
 pub const MAX_SESSIONS: usize = 4096;
@@ -244,12 +245,6 @@ pub enum Decision {
     Stopped,
 }
 
-#[derive(Serialize, Deserialize)]
-struct Sealed {
-    policy: Policy,
-    mac: String,
-}
-
 pub fn dir(home: &Path) -> PathBuf {
     home.join("dsh-session-mail").join("policy")
 }
@@ -260,20 +255,16 @@ fn key_path(home: &Path) -> PathBuf {
     dir(home).join("key")
 }
 
-/// Highest sequence verified per home, in this process (rolls a replayed older document back to hold).
-static SEEN: Mutex<Vec<(PathBuf, u64)>> = Mutex::new(Vec::new());
+/// The policy's kind: sealed in the domain "policy", the document under "policy"; the highest
+/// sequence verified per home, in this process (rolls a replayed older document back to hold).
+static DOC: seal::Numbered = seal::Numbered::new("policy", "policy", MAX_POLICY_BYTES);
 
-fn seen(home: &Path) -> u64 {
-    SEEN.lock()
-        .map(|v| v.iter().find(|(p, _)| p == home).map_or(0, |(_, s)| *s))
-        .unwrap_or(0)
-}
-fn note_seen(home: &Path, seq: u64) {
-    if let Ok(mut v) = SEEN.lock() {
-        match v.iter_mut().find(|(p, _)| p == home) {
-            Some(e) => e.1 = e.1.max(seq),
-            None => v.push((home.to_path_buf(), seq)),
-        }
+impl seal::Sequenced for Policy {
+    fn seq(&self) -> u64 {
+        self.seq
+    }
+    fn set_seq(&mut self, seq: u64) {
+        self.seq = seq;
     }
 }
 
@@ -372,52 +363,29 @@ pub(crate) fn key_or_make(home: &Path) -> Result<seal::Key, PolicyError> {
 
 /// Read the document (never blocks on it, never follows a link, bounded).
 pub fn read(home: &Path) -> Reading {
-    let p = doc_path(home);
-    match fs::symlink_metadata(&p) {
-        Err(e)
-            if e.kind() == std::io::ErrorKind::NotFound
-                || e.raw_os_error() == Some(libc::ENOTDIR) =>
-        {
-            // Gone, while this process saw one verified or the home's key says one was written: deleting
-            // it must not loosen. (A home where neither exists never had a policy: the defaults.)
-            return if seen(home) > 0 || fs::symlink_metadata(key_path(home)).is_ok() {
-                Reading::Unverified(Unverified::Removed)
-            } else {
-                Reading::Absent
-            };
+    let key = || match seal::read_key(&key_path(home)) {
+        Ok(Some(k)) => Ok(k),
+        Ok(None) => Err(Unverified::NoKey),
+        Err(e) => Err(Unverified::Key(e.into())),
+    };
+    match DOC.read(home, &doc_path(home), key) {
+        // Gone, while the home's key says one was written: deleting it must not loosen. (A home where
+        // neither this process saw one nor a key exists never had a policy: the defaults.)
+        Ok(None) if fs::symlink_metadata(key_path(home)).is_ok() => {
+            Reading::Unverified(Unverified::Removed)
         }
-        Err(e) => return Reading::Unverified(Unverified::Unreadable(e.into())),
-        Ok(_) => {}
+        Ok(None) => Reading::Absent,
+        Ok(Some(p)) => Reading::Verified(p),
+        Err(why) => Reading::Unverified(match why {
+            seal::Refused::Removed => Unverified::Removed,
+            seal::Refused::Unreadable(e) => Unverified::Unreadable(e.into()),
+            seal::Refused::ForeignOwner => Unverified::ForeignOwner,
+            seal::Refused::Key(u) => u,
+            seal::Refused::NotADocument => Unverified::NotADocument,
+            seal::Refused::BadSeal => Unverified::BadSeal,
+            seal::Refused::WentBack { seen, seq } => Unverified::WentBack { seen, seq },
+        }),
     }
-    let (bytes, m) = match fsafe::read_capped(&p, Follow::No, MAX_POLICY_BYTES) {
-        Ok(v) => v,
-        Err(e) => return Reading::Unverified(Unverified::Unreadable(e.into())),
-    };
-    if fsafe::foreign_owner(&m).is_some() {
-        return Reading::Unverified(Unverified::ForeignOwner);
-    }
-    let key = match seal::read_key(&key_path(home)) {
-        Ok(Some(k)) => k,
-        Ok(None) => return Reading::Unverified(Unverified::NoKey),
-        Err(e) => return Reading::Unverified(Unverified::Key(e.into())),
-    };
-    let Ok(sealed) = serde_json::from_slice::<Sealed>(&bytes) else {
-        return Reading::Unverified(Unverified::NotADocument);
-    };
-    let Ok(body) = serde_json::to_vec(&sealed.policy) else {
-        return Reading::Unverified(Unverified::NotADocument);
-    };
-    if !seal::check_hex(key.bytes(), "policy", &body, &sealed.mac) {
-        return Reading::Unverified(Unverified::BadSeal);
-    }
-    if sealed.policy.seq < seen(home) {
-        return Reading::Unverified(Unverified::WentBack {
-            seen: seen(home),
-            seq: sealed.policy.seq,
-        });
-    }
-    note_seen(home, sealed.policy.seq);
-    Reading::Verified(sealed.policy)
 }
 
 /// What a message from `sender` (of `sender_machine`, `None` for this home) to `target` must do now:
@@ -505,6 +473,9 @@ fn set_rule<K: Ord + Clone>(
 pub fn apply(home: &Path, change: &Change, now_ms: i64) -> Result<Policy, PolicyError> {
     let key = key_or_make(home)?;
     let d = ensure_dir(home)?;
+    // One change at a time, across the home's processes: each reads what the last one wrote.
+    let _one =
+        fsafe::Flock::lock_within(&d.join("policy.lock"), LOCK_WAIT).map_err(PolicyError::Write)?;
     let mut p = match read(home) {
         Reading::Verified(p) => p,
         _ => Policy::default(),
@@ -539,17 +510,12 @@ pub fn apply(home: &Path, change: &Change, now_ms: i64) -> Result<Policy, Policy
         }
     }
     p.v = 1;
-    p.seq = p.seq.max(seen(home)) + 1;
     p.updated_at = now_ms;
-    let body = serde_json::to_vec(&p).map_err(PolicyError::Encode)?;
-    let mac = seal::seal_hex(key.bytes(), "policy", &body);
-    let bytes = serde_json::to_vec(&Sealed {
-        policy: p.clone(),
-        mac,
-    })
-    .map_err(PolicyError::Encode)?;
-    write_atomic(&d, &doc_path(home), &bytes).map_err(PolicyError::Write)?;
-    note_seen(home, p.seq);
+    DOC.write(home, &d, &doc_path(home), key.bytes(), &mut p)
+        .map_err(|e| match e {
+            seal::WriteError::Encode(e) => PolicyError::Encode(e),
+            seal::WriteError::Io(e) => PolicyError::Write(e),
+        })?;
     Ok(p)
 }
 
@@ -577,9 +543,7 @@ mod tests {
         let h = home();
         apply(h.path(), &Change::Session(B.into(), Inbound::Refuse), 1).unwrap();
         fs::remove_file(doc_path(h.path())).unwrap();
-        if let Ok(mut v) = SEEN.lock() {
-            v.retain(|(p, _)| p != h.path()); // as a process that never read it
-        }
+        DOC.forget(h.path()); // as a process that never read it
         assert!(matches!(
             decide(h.path(), B, A, None),
             Decision::Hold {
@@ -672,6 +636,36 @@ mod tests {
             decide(h.path(), B, A, None),
             Decision::Hold { .. }
         ));
+    }
+
+    /// Two of the human's changes at once (two tabs, two processes of the home) both stay: the
+    /// read-modify-write runs under `policy/policy.lock`. (Before, each read the document, changed its
+    /// copy and wrote it: the later write dropped the other's change.)
+    #[test]
+    fn changes_made_at_once_are_all_kept() {
+        let h = home();
+        apply(h.path(), &Change::StopAll(false), 1).unwrap();
+        let session =
+            |t: usize, i: usize| format!("session-{t:08x}-{i:04x}-0000-0000-000000000000");
+        std::thread::scope(|s| {
+            for t in 0..3 {
+                let home = h.path();
+                s.spawn(move || {
+                    for i in 0..15 {
+                        apply(home, &Change::Session(session(t, i), Inbound::Hold), 2).unwrap();
+                    }
+                });
+            }
+        });
+        let Reading::Verified(p) = read(h.path()) else {
+            panic!("the document verifies");
+        };
+        let lost: Vec<String> = (0..3)
+            .flat_map(|t| (0..15).map(move |i| session(t, i)))
+            .filter(|s| p.inbound(s) != Inbound::Hold)
+            .collect();
+        assert!(lost.is_empty(), "{} of 45 changes lost", lost.len());
+        assert_eq!(p.seq, 46);
     }
 
     #[test]

@@ -509,7 +509,7 @@ fn owner_checked(
     believe: impl Fn(&Record) -> bool,
 ) -> Option<(Record, PeerSession)> {
     let lists = |r: &Record| r.sessions.iter().any(|s| s.id == session);
-    let r = located(home, self_pid, now_ms, session, &lists, &believe)
+    let r = located(home, self_pid, now_ms, session, lists, &believe)
         .or_else(|| find_checked(home, self_pid, now_ms, lists, &believe))?;
     let s = r.sessions.iter().find(|s| s.id == session)?.clone();
     Some((r, s))
