@@ -14,6 +14,12 @@
 //! (tested: `remote::tests::a_claim_left_without_its_answer_is_settled_from_the_targets_log_not_delivered_twice`).
 //! The answer lives in its own file so that no write after the claim can tear the claim itself.
 //!
+//! The answer leaves before its record is written ([`answering`], then [`answer`] on a blocking task of
+//! its own: the record is off the arriving send's critical path). Meanwhile a repeat served by this
+//! process is answered from memory ([`given`]); one served by another process of the home sees the
+//! claim in flight and answers `busy` (its sender tries again later) — never delivered twice either way
+//! (tested: `remote::tests::the_answer_leaves_before_its_record_and_a_repeat_in_between_is_never_delivered_twice`).
+//!
 //! Records are bounded (≤ 64 KiB each, [`MAX_RECORDS`]) and kept [`KEEP_MS`] (longer than any outbox
 //! lives), then swept.
 
@@ -168,9 +174,52 @@ fn claim_within(home: &Path, a: &Arrival, now_ms: i64, max: usize) -> std::io::R
     }
 }
 
+/// Answers this process gave and has not recorded yet ([`answering`] until [`answer`] wrote them), per
+/// home. Bounded: past [`MAX_GIVEN`] the oldest is forgotten (its repeat is then `busy` until its record
+/// is on disk, as in another process).
+static GIVEN: std::sync::Mutex<Vec<(PathBuf, Arrival)>> = std::sync::Mutex::new(Vec::new());
+/// Answers kept in memory at most while their records are written.
+pub const MAX_GIVEN: usize = 4096;
+
+/// `ans` was given to `a` and its record is about to be written: until [`answer`] has written it, a
+/// repeat served by this process is answered from memory ([`given`]).
+pub fn answering(home: &Path, a: &Arrival, ans: &SendAnswer) {
+    let mut rec = a.clone();
+    rec.answer = Some(ans.clone());
+    let mut g = GIVEN.lock().unwrap_or_else(|p| p.into_inner());
+    if g.len() >= MAX_GIVEN {
+        g.remove(0);
+    }
+    g.push((home.to_path_buf(), rec));
+}
+
+/// The answer this process gave to the arrival `a` claimed (the same request id, machine, target and
+/// sender) whose record is still being written; `None` once it is on disk, or never given here.
+pub fn given(home: &Path, a: &Arrival) -> Option<SendAnswer> {
+    let g = GIVEN.lock().unwrap_or_else(|p| p.into_inner());
+    g.iter()
+        .rev()
+        .find(|(h, r)| {
+            h == home
+                && r.request_id == a.request_id
+                && r.from == a.from
+                && r.target == a.target
+                && r.sender == a.sender
+        })
+        .and_then(|(_, r)| r.answer.clone())
+}
+
 /// Record the answer given to `a`, beside its claim (not fsynced: a lost answer is a claim without
-/// one, settled from the target's log — the module's note).
+/// one, settled from the target's log — the module's note); from then on it is no longer [`given`]
+/// from memory (written or not: a record that could not be written leaves the claim in flight).
 pub fn answer(home: &Path, a: &Arrival, ans: &SendAnswer) -> std::io::Result<()> {
+    let r = write_answer(home, a, ans);
+    let mut g = GIVEN.lock().unwrap_or_else(|p| p.into_inner());
+    g.retain(|(h, x)| !(h == home && x.request_id == a.request_id));
+    r
+}
+
+fn write_answer(home: &Path, a: &Arrival, ans: &SendAnswer) -> std::io::Result<()> {
     let d = super::ensure(home, Some("arrivals"))?;
     let mut rec = a.clone();
     rec.answer = Some(ans.clone());

@@ -603,7 +603,17 @@ async fn serve_claimed(
             ans.repeated = true;
             return ans;
         }
-        Ok(arrivals::Claim::InFlight(_) | arrivals::Claim::Full) => {
+        // answered by this process a moment ago, its record still being written: the same answer
+        Ok(arrivals::Claim::InFlight(old)) => {
+            return match arrivals::given(&home, &old) {
+                Some(mut ans) => {
+                    ans.repeated = true;
+                    ans
+                }
+                None => refused_answer(s, WireRefusal::code(RefusalCode::Busy)),
+            }
+        }
+        Ok(arrivals::Claim::Full) => {
             return refused_answer(s, WireRefusal::code(RefusalCode::Busy))
         }
         Ok(arrivals::Claim::Mismatch) => {
@@ -674,9 +684,16 @@ async fn serve_claimed(
             .unwrap_or(s.hop.max(1)),
         repeated: false,
     };
+    // the answer leaves now and its record is written after it, on a blocking task of its own (not
+    // awaited: what the send path did is the answer whether or not the record is kept); until it is on
+    // disk a repeat here is answered from memory, one in another process is `busy` (`crossing::arrivals`)
     let (h, kept) = (home, ans.clone());
-    // (the trip did not finish in time: what the send path did is still the answer)
-    let _ = tools::blocking(move || arrivals::answer(&h, &arrival, &kept)).await;
+    arrivals::answering(&h, &arrival, &kept);
+    let _ = base::offload::start(move || {
+        #[cfg(test)]
+        tests::hold_record(&h);
+        arrivals::answer(&h, &arrival, &kept)
+    });
     ans
 }
 
@@ -699,9 +716,13 @@ fn verify_here(home: &Path, from: &MachineId, request_id: &str) -> VerifyAnswer 
         target: None,
         code: None,
     };
-    let Some(a) = arrivals::lookup(home, request_id).filter(|a| &a.from == from) else {
+    let Some(mut a) = arrivals::lookup(home, request_id).filter(|a| &a.from == from) else {
         return unknown;
     };
+    // answered here a moment ago, its record still being written
+    if a.answer.is_none() {
+        a.answer = arrivals::given(home, &a);
+    }
     let mut v = VerifyAnswer {
         target: Some(a.target.clone()),
         ..unknown
