@@ -123,6 +123,54 @@ where
     Some(wire::encode_value(&resp))
 }
 
+/// What the binding asks its host for when a frame arrives (`here`, the shim's answer on its own thread),
+/// read from the frame before the core decodes the same value: a read names its session (the host flushes
+/// it and reports its length, as for a local read); a send names its target and sender — the facts a local
+/// send reads (the target's live entry alone, no file activity of every live session), plus the sender's
+/// entry when it is live there (a foreign sender id must never be a session of this home); anything else
+/// (a listing, a verify, a frame that does not decode) asks for every live session. JSON for the shim
+/// (lib/machines.js), empty fields left out.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Ask {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub send: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sender: Option<String>,
+}
+
+impl Ask {
+    /// The ask of a frame `{v, body: {op, ...}}` (as [`serve_value_at`] decodes it).
+    pub fn of(frame: &Value) -> Ask {
+        let body = frame.get("body");
+        let op = body.and_then(|b| b.get("op")).and_then(Value::as_str);
+        let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
+        match op {
+            Some("read") => Ask {
+                read: text(body.and_then(|b| b.pointer("/args/session_id"))),
+                ..Ask::default()
+            },
+            Some("send") => match text(body.and_then(|b| b.get("target"))) {
+                Some(target) => Ask {
+                    send: Some(target),
+                    sender: text(body.and_then(|b| b.get("sender"))),
+                    ..Ask::default()
+                },
+                None => Ask::default(),
+            },
+            _ => Ask::default(),
+        }
+    }
+    /// Asks for a send's facts alone (not what a later read may start with).
+    pub fn is_send(&self) -> bool {
+        self.send.is_some()
+    }
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|_| "{}".into())
+    }
+}
+
 /// [`serve`] over bytes: a frame in, a frame out (a frame that does not decode is answered
 /// `bad-argument`, nothing run).
 pub async fn serve_bytes(here: &ToolRequest, from: &Machine, bytes: &[u8]) -> Vec<u8> {

@@ -1651,3 +1651,50 @@ async fn a_read_started_beside_the_hosts_answer_is_kept_only_for_a_session_not_l
         matches!(wire::response_from_value(v).unwrap(), Response::List(l) if l.rows[0].id == B)
     );
 }
+
+/// What the binding asks its host for, read from the frame the core then decodes: a send its target and
+/// sender (a local send's facts), a read its session, anything else every live session.
+#[test]
+fn the_host_is_asked_for_what_the_arriving_request_needs() {
+    let send = send_frame("dsh-session-mail:00000000-0000-4000-8000-0000000000f2", "x");
+    let ask = Ask::of(&send);
+    assert_eq!(
+        (
+            ask.send.as_deref(),
+            ask.sender.as_deref(),
+            ask.read.as_deref()
+        ),
+        (Some(B), Some(A), None)
+    );
+    assert!(ask.is_send());
+    assert_eq!(
+        serde_json::from_str::<Value>(&ask.to_json()).unwrap(),
+        json!({"send": B, "sender": A})
+    );
+    let read = wire::encode_value(&Request::Read {
+        args: json!({"session_id": B}),
+    });
+    assert_eq!(
+        Ask::of(&read),
+        Ask {
+            read: Some(B.into()),
+            ..Ask::default()
+        }
+    );
+    // a listing, a verify, and frames that do not decode (no target, not a string): every live session
+    let list = wire::encode_value(&Request::List { args: json!({}) });
+    let verify = wire::encode_value(&Request::Verify {
+        request_id: "dsh-session-mail:x".into(),
+    });
+    for v in [
+        list,
+        verify,
+        json!({"v": 1, "body": {"op": "send", "sender": A}}),
+        json!({"v": 1, "body": {"op": "send", "target": 7}}),
+        json!({"v": 1}),
+        json!(null),
+    ] {
+        assert_eq!(Ask::of(&v), Ask::default(), "{v}");
+        assert_eq!(Ask::of(&v).to_json(), "{}");
+    }
+}
