@@ -77,12 +77,14 @@ export declare function machinesList(dshHome: string | undefined | null, probe: 
 export declare function machinesRename(dshHome: string | undefined | null, name: string, newName: string): Promise<string>
 
 /**
- * How this process's host facts are read when a linked machine's request arrives: `here(read)` resolves
- * to a ToolRequest's JSON (config, host, the sessions live in this process now; for a read, `read` is
- * its session id — '' otherwise — and the request carries `liveSeq` / `liveFlushed` of it). Registered by the shim
- * while the plugin is mounted (lib/machines.js), dropped by `machinesStop`.
+ * How this process's host facts are read when a linked machine's request arrives: `here(ask)` resolves
+ * to a ToolRequest's JSON (config, host, the sessions live in this process now). `ask` is core
+ * `remote::Ask` as JSON: `{"read": id}` — the request carries `liveSeq` / `liveFlushed` of that session —,
+ * `{"send": target, "sender": id}` — the live entries of those two alone, as a local send reads its
+ * target —, or `{}` — every live session. Registered by the shim while the plugin is mounted
+ * (lib/machines.js), dropped by `machinesStop`.
  */
-export declare function machinesServeWith(dshHome: string | undefined | null, here: (read: string) => Promise<string>): void
+export declare function machinesServeWith(dshHome: string | undefined | null, here: (ask: string) => Promise<string>): void
 
 /**
  * The `@` locator's sessions on linked machines (issue 31 #6): each machine's own `sessions_list` rows

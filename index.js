@@ -242,10 +242,18 @@ export function apply(ctx, config) {
       const stopRoutes = startClientRoutes(ctx, core, { promptHost })
       // the home's machine lease: this process may hold the endpoint to linked machines (docs/machines.md);
       // what arrives from them runs through this process's own tools, with its host facts (`here`)
-      // asked when each request arrives (src/lib.rs `here_of`); a read's session is flushed first, as for a local read
-      const here = async (read) => {
-        const liveRead = typeof read === 'string' && read !== '' ? await liveReadFacts(ctx, read) : null
-        return JSON.stringify(buildRequest(ctx, config, 'sessions_list', {}, null, hostVersion, (await routeSecret()) ?? null, liveRead, host))
+      // asked when each request arrives (src/lib.rs `here_of`), for what it needs (lib/machines.js `askOf`):
+      // a read's session is flushed first, as for a local read; a send's facts are a local send's (its
+      // target's live entry alone, no file activity), plus the sender's entry should that id be live here
+      const here = async ({ read, send, sender }) => {
+        const secret = (await routeSecret()) ?? null
+        if (send !== null) {
+          const request = buildRequest(ctx, config, 'sessions_send', { session_id: send }, null, hostVersion, secret, null, host)
+          if (sender !== null && sender !== send) request.live.push(...liveAgents(ctx, { activity: false, files: false, only: sender, registryOf: host.agents }))
+          return JSON.stringify(request)
+        }
+        const liveRead = read !== null ? await liveReadFacts(ctx, read) : null
+        return JSON.stringify(buildRequest(ctx, config, 'sessions_list', {}, null, hostVersion, secret, liveRead, host))
       }
       const stopMachines = startMachines(core, { here })
       return () => { stopMachines(); stopRoutes(); stopHandBack(); stopMailbox(); stopPresence() }

@@ -7,10 +7,30 @@
 import { resolveDshHome } from './home.js'
 
 /**
+ * What the core asks of this process's host for a request from a linked machine (core `remote::Ask`, as
+ * JSON): `read` — the session a linked machine reads (flushed first); `send` and `sender` — a send's target
+ * and sender id (the facts a local send reads: their live entries alone); neither — every live session.
+ * A string that is not such JSON (an older addon passed a read's session id, '' for any other) is read so.
+ * @param {string} asked
+ * @returns {{ read: string | null, send: string | null, sender: string | null }}
+ */
+export function askOf(asked) {
+  const text = v => (typeof v === 'string' ? v : null)
+  let q
+  try { q = JSON.parse(asked) } catch {
+    // an older addon's read id ('' for any other request)
+    return { read: typeof asked === 'string' && asked !== '' ? asked : null, send: null, sender: null }
+  }
+  if (q === null || typeof q !== 'object' || Array.isArray(q)) return { read: null, send: null, sender: null }
+  const send = text(q.send)
+  return { read: send === null ? text(q.read) : null, send, sender: send === null ? null : text(q.sender) }
+}
+
+/**
  * Start keeping the lease; returns the stop (the endpoint closed and awaited, the lease released).
  * @param {any} core
- * @param {{ here?: (read: string) => Promise<string> }} [opts] - this process's host facts as a ToolRequest's JSON
- *   (`read`: the session a linked machine reads, flushed first; '' for any other request)
+ * @param {{ here?: (ask: ReturnType<typeof askOf>) => Promise<string> }} [opts] - this process's host facts as a
+ *   ToolRequest's JSON, for what the request needs (`askOf`)
  */
 export function startMachines(core, { here } = {}) {
   if (typeof core?.machinesStart !== 'function') return () => {}
@@ -18,7 +38,7 @@ export function startMachines(core, { here } = {}) {
   let stopped = false
   // the core calls it on this thread when a linked machine's request arrives (src/lib.rs `here_of`)
   if (here !== undefined && typeof core.machinesServeWith === 'function') {
-    try { core.machinesServeWith(home, (read) => here(read)) } catch { /* served from the store, as the command line is */ }
+    try { core.machinesServeWith(home, (asked) => here(askOf(asked))) } catch { /* served from the store, as the command line is */ }
   }
   const started = core.machinesStart(home).catch(() => false)
   return () => {

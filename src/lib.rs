@@ -890,11 +890,13 @@ static HERE: std::sync::Mutex<Vec<(std::path::PathBuf, std::sync::Arc<HereFn>)>>
 const HERE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// What this process knows of itself when a linked machine's request arrives — asked of the host now,
-/// never a copy taken earlier (a session that became live since must be served live, not cold).
+/// never a copy taken earlier (a session that became live since must be served live, not cold). `ask`:
+/// what the request needs (core `remote::Ask`: a read's session, flushed first; a send's target and
+/// sender alone, as a local send reads them; else every live session).
 /// `Err`: the host did not answer in time (the request is refused, not answered from stale facts).
 async fn here_of(
     home: &std::path::Path,
-    read: Option<String>,
+    ask: mail_core::remote::Ask,
 ) -> std::result::Result<mail_core::request::ToolRequest, ()> {
     let f = HERE
         .lock()
@@ -903,7 +905,7 @@ async fn here_of(
     let json = match f {
         Some(f) => {
             // a read names its session: the host flushes it and reports its length, as for a local read
-            let asked = async move { f.call_async_catch(read.unwrap_or_default()).await?.await };
+            let asked = async move { f.call_async_catch(ask.to_json()).await?.await };
             match tokio::time::timeout(HERE_DEADLINE, asked).await {
                 Ok(Ok(json)) => json,
                 _ => return Err(()),
@@ -966,27 +968,26 @@ fn machines_handler(home: &std::path::Path) -> link::Handler {
                 code: code.into(),
                 message: message.into(),
             };
-            // a read's session (the frame `{v, body: {op: "read", args}}`; decoded strictly by the core)
-            let read = match body.pointer("/body/op").and_then(|v| v.as_str()) {
-                Some("read") => body
-                    .pointer("/body/args/session_id")
-                    .and_then(|v| v.as_str())
-                    .map(str::to_string),
-                _ => None,
-            };
+            // what the request needs of the host (a read's session, a send's target and sender; read
+            // from the frame the core then decodes strictly)
+            let ask = mail_core::remote::Ask::of(&body);
             // the host is asked for its facts first: it answers on its own thread while the links are
             // read here, (a send) the core claims the request id, and (a read) the window read starts
             // with the facts it gave last (kept only when its answer says nothing else:
             // `remote::serve_value_at`)
-            let last = if read.is_some() {
+            let last = if ask.read.is_some() {
                 last_here(&home)
             } else {
                 None
             };
             let h = home.clone();
             let here = tokio::spawn(async move {
-                let here = here_of(&h, read).await.ok()?;
-                keep_here(&h, &here);
+                // a send's facts name its target alone: never what a later read starts with
+                let whole = !ask.is_send();
+                let here = here_of(&h, ask).await.ok()?;
+                if whole {
+                    keep_here(&h, &here);
+                }
                 Some(here)
             });
             let Some(machine) = linked_machine(&home, from.as_str()) else {
@@ -1085,13 +1086,13 @@ fn linked_or_none(home: &std::path::Path) -> Vec<mail_core::machine::Machine> {
     LinkMachines::read_linked(home)
 }
 
-/// How this process's host facts are read when a linked machine's request arrives: `here(read)` resolves
-/// to a ToolRequest's JSON (config, host, the sessions live in this process now; for a read, `read` is
-/// its session id — '' otherwise — and the request carries `liveSeq` / `liveFlushed` of it). Registered by the shim
-/// while the plugin is mounted (lib/machines.js), dropped by `machinesStop`.
-#[napi(
-    ts_args_type = "dshHome: string | undefined | null, here: (read: string) => Promise<string>"
-)]
+/// How this process's host facts are read when a linked machine's request arrives: `here(ask)` resolves
+/// to a ToolRequest's JSON (config, host, the sessions live in this process now). `ask` is core
+/// `remote::Ask` as JSON: `{"read": id}` — the request carries `liveSeq` / `liveFlushed` of that session —,
+/// `{"send": target, "sender": id}` — the live entries of those two alone, as a local send reads its
+/// target —, or `{}` — every live session. Registered by the shim while the plugin is mounted
+/// (lib/machines.js), dropped by `machinesStop`.
+#[napi(ts_args_type = "dshHome: string | undefined | null, here: (ask: string) => Promise<string>")]
 pub fn machines_serve_with(dsh_home: Option<String>, here: HereFn) {
     let home = home_of(dsh_home.as_deref());
     // a new host function (the plugin applied again, maybe with another configuration): nothing kept

@@ -123,6 +123,54 @@ where
     Some(wire::encode_value(&resp))
 }
 
+/// What the binding asks its host for when a frame arrives (`here`, the shim's answer on its own thread),
+/// read from the frame before the core decodes the same value: a read names its session (the host flushes
+/// it and reports its length, as for a local read); a send names its target and sender — the facts a local
+/// send reads (the target's live entry alone, no file activity of every live session), plus the sender's
+/// entry when it is live there (a foreign sender id must never be a session of this home); anything else
+/// (a listing, a verify, a frame that does not decode) asks for every live session. JSON for the shim
+/// (lib/machines.js), empty fields left out.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Ask {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub send: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sender: Option<String>,
+}
+
+impl Ask {
+    /// The ask of a frame `{v, body: {op, ...}}` (as [`serve_value_at`] decodes it).
+    pub fn of(frame: &Value) -> Ask {
+        let body = frame.get("body");
+        let op = body.and_then(|b| b.get("op")).and_then(Value::as_str);
+        let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
+        match op {
+            Some("read") => Ask {
+                read: text(body.and_then(|b| b.pointer("/args/session_id"))),
+                ..Ask::default()
+            },
+            Some("send") => match text(body.and_then(|b| b.get("target"))) {
+                Some(target) => Ask {
+                    send: Some(target),
+                    sender: text(body.and_then(|b| b.get("sender"))),
+                    ..Ask::default()
+                },
+                None => Ask::default(),
+            },
+            _ => Ask::default(),
+        }
+    }
+    /// Asks for a send's facts alone (not what a later read may start with).
+    pub fn is_send(&self) -> bool {
+        self.send.is_some()
+    }
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|_| "{}".into())
+    }
+}
+
 /// [`serve`] over bytes: a frame in, a frame out (a frame that does not decode is answered
 /// `bad-argument`, nothing run).
 pub async fn serve_bytes(here: &ToolRequest, from: &Machine, bytes: &[u8]) -> Vec<u8> {
@@ -603,7 +651,17 @@ async fn serve_claimed(
             ans.repeated = true;
             return ans;
         }
-        Ok(arrivals::Claim::InFlight(_) | arrivals::Claim::Full) => {
+        // answered by this process a moment ago, its record still being written: the same answer
+        Ok(arrivals::Claim::InFlight(old)) => {
+            return match arrivals::given(&home, &old) {
+                Some(mut ans) => {
+                    ans.repeated = true;
+                    ans
+                }
+                None => refused_answer(s, WireRefusal::code(RefusalCode::Busy)),
+            }
+        }
+        Ok(arrivals::Claim::Full) => {
             return refused_answer(s, WireRefusal::code(RefusalCode::Busy))
         }
         Ok(arrivals::Claim::Mismatch) => {
@@ -674,9 +732,16 @@ async fn serve_claimed(
             .unwrap_or(s.hop.max(1)),
         repeated: false,
     };
+    // the answer leaves now and its record is written after it, on a blocking task of its own (not
+    // awaited: what the send path did is the answer whether or not the record is kept); until it is on
+    // disk a repeat here is answered from memory, one in another process is `busy` (`crossing::arrivals`)
     let (h, kept) = (home, ans.clone());
-    // (the trip did not finish in time: what the send path did is still the answer)
-    let _ = tools::blocking(move || arrivals::answer(&h, &arrival, &kept)).await;
+    arrivals::answering(&h, &arrival, &kept);
+    let _ = base::offload::start(move || {
+        #[cfg(test)]
+        tests::hold_record(&h);
+        arrivals::answer(&h, &arrival, &kept)
+    });
     ans
 }
 
@@ -699,9 +764,13 @@ fn verify_here(home: &Path, from: &MachineId, request_id: &str) -> VerifyAnswer 
         target: None,
         code: None,
     };
-    let Some(a) = arrivals::lookup(home, request_id).filter(|a| &a.from == from) else {
+    let Some(mut a) = arrivals::lookup(home, request_id).filter(|a| &a.from == from) else {
         return unknown;
     };
+    // answered here a moment ago, its record still being written
+    if a.answer.is_none() {
+        a.answer = arrivals::given(home, &a);
+    }
     let mut v = VerifyAnswer {
         target: Some(a.target.clone()),
         ..unknown

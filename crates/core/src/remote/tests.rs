@@ -229,6 +229,49 @@ fn send_msg(to: &str, message: &str) -> Value {
     json!({"toSessionId": to, "message": message})
 }
 
+/// A `send_session_message` from A (of home 0) to B (of home 1) as it arrives on the wire.
+fn send_req(request_id: &str, body: &str) -> wire::SendReq {
+    wire::SendReq {
+        request_id: request_id.into(),
+        sender: A.into(),
+        sender_title: None,
+        target: B.into(),
+        body: body.into(),
+        mode: wire::WireMode::Queue,
+        tool: wire::WireTool::SendSessionMessage,
+        chain: None,
+        hop: 1,
+    }
+}
+
+/// [`send_req`] as the frame the binding hands to `serve_value_at`.
+fn send_frame(request_id: &str, body: &str) -> Value {
+    wire::encode_value(&Request::Send(send_req(request_id, body)))
+}
+
+/// Homes whose next answer record waits (`remote::serve_claimed` writes it after the answer left) until
+/// the test sends on, or drops, the sender [`hold_record_of`] gave.
+static HELD_RECORDS: Mutex<Vec<(std::path::PathBuf, std::sync::mpsc::Receiver<()>)>> =
+    Mutex::new(Vec::new());
+
+/// Hold the next answer record written in `home`.
+fn hold_record_of(home: &std::path::Path) -> std::sync::mpsc::Sender<()> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    HELD_RECORDS.lock().unwrap().push((home.to_path_buf(), rx));
+    tx
+}
+
+/// The answer record's task, before it writes: waits while the test holds `home`'s record.
+pub(super) fn hold_record(home: &std::path::Path) {
+    let rx = {
+        let mut g = HELD_RECORDS.lock().unwrap_or_else(|p| p.into_inner());
+        g.iter().position(|(h, _)| h == home).map(|i| g.remove(i).1)
+    };
+    if let Some(rx) = rx {
+        let _ = rx.recv_timeout(Duration::from_secs(30));
+    }
+}
+
 #[track_caller]
 fn remote(r: &ToolResult) -> &RemoteReceipt {
     match r {
@@ -625,15 +668,9 @@ async fn the_hop_that_arrives_is_never_counted_lower_than_the_receivers_ledger_k
     ledger::append(h1, &e).unwrap();
     let from = net.machine(1, 0);
     let send = |hop: u32, rid: &str| wire::SendReq {
-        request_id: format!("dsh-session-mail:{rid}"),
-        sender: A.into(),
-        sender_title: None,
-        target: B.into(),
-        body: "x".into(),
-        mode: wire::WireMode::Queue,
-        tool: wire::WireTool::SendSessionMessage,
         chain: Some("dsh-session-mail:k".into()),
         hop,
+        ..send_req(&format!("dsh-session-mail:{rid}"), "x")
     };
     let here = net.homes[1].here();
     let Response::Send(a) = serve(
@@ -705,17 +742,10 @@ async fn a_machine_has_a_budget_of_its_own_on_top_of_the_pair_and_sender_budgets
 async fn a_request_id_delivered_twice_lands_once() {
     let net = Net::new(2).await;
     net.homes[1].cold(B, "Builder");
-    let s = wire::SendReq {
-        request_id: "dsh-session-mail:00000000-0000-4000-8000-0000000000aa".into(),
-        sender: A.into(),
-        sender_title: None,
-        target: B.into(),
-        body: "once".into(),
-        mode: wire::WireMode::Queue,
-        tool: wire::WireTool::SendSessionMessage,
-        chain: None,
-        hop: 1,
-    };
+    let s = send_req(
+        "dsh-session-mail:00000000-0000-4000-8000-0000000000aa",
+        "once",
+    );
     let (here, from) = (net.homes[1].here(), net.machine(1, 0));
     let Response::Send(first) = serve(&here, &from, Request::Send(s.clone())).await else {
         panic!()
@@ -740,6 +770,74 @@ async fn a_request_id_delivered_twice_lands_once() {
     assert_eq!(net.homes[1].delivered().len(), 1);
 }
 
+/// The answer leaves before its record is written (`serve_claimed` writes it on a blocking task of its
+/// own): a repeat in between is never delivered again — another process of the home finds the claim on
+/// disk without an answer (in flight: `busy`, its sender tries later), this process answers it from
+/// memory (repeated) —, and once the record is written a repeat is answered from it.
+#[tokio::test]
+async fn the_answer_leaves_before_its_record_and_a_repeat_in_between_is_never_delivered_twice() {
+    let net = Net::new(2).await;
+    net.homes[1].cold(B, "Builder");
+    let (here, from) = (net.homes[1].here(), net.machine(1, 0));
+    let h1 = net.homes[1].path().to_path_buf();
+    let rid = "dsh-session-mail:00000000-0000-4000-8000-0000000000f1";
+    let served = || {
+        let (here, from) = (here.clone(), from.clone());
+        async move {
+            match serve(&here, &from, Request::Send(send_req(rid, "early"))).await {
+                Response::Send(a) => a,
+                other => panic!("{other:?}"),
+            }
+        }
+    };
+    let record = hold_record_of(&h1);
+    let first = tokio::time::timeout(Duration::from_secs(10), served())
+        .await
+        .expect("answered while its record waits");
+    assert!(
+        matches!(first.landing, Landing::Accepted { .. }) && !first.repeated,
+        "{first:?}"
+    );
+    // on disk: the claim alone — what another process of the home reads is a claim in flight
+    let arrival = arrivals::lookup(&h1, rid).expect("claimed");
+    assert_eq!(
+        arrival.answer, None,
+        "the record was written before the answer left"
+    );
+    assert!(matches!(
+        arrivals::claim(&h1, &arrival, base::clock::now_ms()).unwrap(),
+        arrivals::Claim::InFlight(_)
+    ));
+    // this process answers the repeat from memory, delivering nothing
+    let again = served().await;
+    assert!(
+        again.repeated && again.landing == first.landing,
+        "{again:?}"
+    );
+    assert_eq!(net.homes[1].delivered().len(), 1);
+    // the record written: a repeat is answered from it
+    record.send(()).unwrap();
+    let t0 = std::time::Instant::now();
+    while arrivals::lookup(&h1, rid).and_then(|a| a.answer).is_none() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the record never came"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(arrivals::given(&h1, &arrival), None, "still kept in memory");
+    assert!(matches!(
+        arrivals::claim(&h1, &arrival, base::clock::now_ms()).unwrap(),
+        arrivals::Claim::Answered(a) if a.landing == first.landing
+    ));
+    let third = served().await;
+    assert!(
+        third.repeated && third.landing == first.landing,
+        "{third:?}"
+    );
+    assert_eq!(net.homes[1].delivered().len(), 1);
+}
+
 /// The serving binding asks its host for its facts while the core starts a send (`serve_value_at`): a
 /// sender this home recorded as the machine's (its second send on) is claimed — fsynced — while the host
 /// is still asked; a sender seen the first time is not claimed before the host answers (whether its id
@@ -751,19 +849,7 @@ async fn a_known_senders_claim_runs_beside_the_question_to_the_host_and_no_facts
     net.homes[1].cold(B, "Builder");
     let (here, from) = (net.homes[1].here(), net.machine(1, 0));
     let h1 = net.homes[1].path().to_path_buf();
-    let frame = |rid: &str| {
-        wire::encode_value(&Request::Send(wire::SendReq {
-            request_id: rid.into(),
-            sender: A.into(),
-            sender_title: None,
-            target: B.into(),
-            body: "beside".into(),
-            mode: wire::WireMode::Queue,
-            tool: wire::WireTool::SendSessionMessage,
-            chain: None,
-            hop: 1,
-        }))
-    };
+    let frame = |rid: &str| send_frame(rid, "beside");
     let landing = |v: Option<Value>| match wire::response_from_value(v.expect("served")).unwrap() {
         Response::Send(a) => a,
         other => panic!("{other:?}"),
@@ -841,19 +927,7 @@ async fn a_sender_recorded_as_another_machines_is_refused_by_its_record_even_wit
     net.homes[1].cold(B, "Builder");
     let h1 = net.homes[1].path().to_path_buf();
     let (here, from_a, from_c) = (net.homes[1].here(), net.machine(1, 0), net.machine(1, 2));
-    let frame = |rid: &str| {
-        wire::encode_value(&Request::Send(wire::SendReq {
-            request_id: rid.into(),
-            sender: A.into(),
-            sender_title: None,
-            target: B.into(),
-            body: "mine".into(),
-            mode: wire::WireMode::Queue,
-            tool: wire::WireTool::SendSessionMessage,
-            chain: None,
-            hop: 1,
-        }))
-    };
+    let frame = |rid: &str| send_frame(rid, "mine");
     let rid = "dsh-session-mail:00000000-0000-4000-8000-0000000000e4";
     let hr = here.clone();
     let _ = serve_value_at(&h1, &from_a, frame(rid), None, async move { Some(hr) }).await;
@@ -880,17 +954,7 @@ async fn a_claim_left_without_its_answer_is_settled_from_the_targets_log_not_del
     net.homes[1].cold(B, "Builder");
     let (here, from) = (net.homes[1].here(), net.machine(1, 0));
     let h1 = net.homes[1].path();
-    let req = |rid: &str| wire::SendReq {
-        request_id: rid.into(),
-        sender: A.into(),
-        sender_title: None,
-        target: B.into(),
-        body: "once".into(),
-        mode: wire::WireMode::Queue,
-        tool: wire::WireTool::SendSessionMessage,
-        chain: None,
-        hop: 1,
-    };
+    let req = |rid: &str| send_req(rid, "once");
     let claim_at = |rid: &str, at: i64| {
         let a = arrivals::Arrival {
             request_id: rid.into(),
@@ -1586,4 +1650,51 @@ async fn a_read_started_beside_the_hosts_answer_is_kept_only_for_a_session_not_l
     assert!(
         matches!(wire::response_from_value(v).unwrap(), Response::List(l) if l.rows[0].id == B)
     );
+}
+
+/// What the binding asks its host for, read from the frame the core then decodes: a send its target and
+/// sender (a local send's facts), a read its session, anything else every live session.
+#[test]
+fn the_host_is_asked_for_what_the_arriving_request_needs() {
+    let send = send_frame("dsh-session-mail:00000000-0000-4000-8000-0000000000f2", "x");
+    let ask = Ask::of(&send);
+    assert_eq!(
+        (
+            ask.send.as_deref(),
+            ask.sender.as_deref(),
+            ask.read.as_deref()
+        ),
+        (Some(B), Some(A), None)
+    );
+    assert!(ask.is_send());
+    assert_eq!(
+        serde_json::from_str::<Value>(&ask.to_json()).unwrap(),
+        json!({"send": B, "sender": A})
+    );
+    let read = wire::encode_value(&Request::Read {
+        args: json!({"session_id": B}),
+    });
+    assert_eq!(
+        Ask::of(&read),
+        Ask {
+            read: Some(B.into()),
+            ..Ask::default()
+        }
+    );
+    // a listing, a verify, and frames that do not decode (no target, not a string): every live session
+    let list = wire::encode_value(&Request::List { args: json!({}) });
+    let verify = wire::encode_value(&Request::Verify {
+        request_id: "dsh-session-mail:x".into(),
+    });
+    for v in [
+        list,
+        verify,
+        json!({"v": 1, "body": {"op": "send", "sender": A}}),
+        json!({"v": 1, "body": {"op": "send", "target": 7}}),
+        json!({"v": 1}),
+        json!(null),
+    ] {
+        assert_eq!(Ask::of(&v), Ask::default(), "{v}");
+        assert_eq!(Ask::of(&v).to_json(), "{}");
+    }
 }

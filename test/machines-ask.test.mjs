@@ -1,0 +1,42 @@
+// What the core asks this process's host when a linked machine's request arrives (src/lib.rs `here_of`,
+// core `remote::Ask`), as the shim reads it (lib/machines.js `askOf`): a send's facts are its target's and
+// sender's live entries alone (a local send's), a read names its session, anything else asks for all.
+//
+//   node --test test/machines-ask.test.mjs
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { askOf, startMachines } from '../lib/machines.js'
+
+test('askOf: the core\'s JSON ask, an older addon\'s read id, and junk', () => {
+  assert.deepEqual(askOf('{"send":"session-t","sender":"session-s"}'), { read: null, send: 'session-t', sender: 'session-s' })
+  assert.deepEqual(askOf('{"send":"session-t"}'), { read: null, send: 'session-t', sender: null })
+  assert.deepEqual(askOf('{"read":"session-r"}'), { read: 'session-r', send: null, sender: null })
+  assert.deepEqual(askOf('{}'), { read: null, send: null, sender: null })
+  // a send is never a read too, whatever else the JSON holds
+  assert.deepEqual(askOf('{"send":"session-t","read":"session-r"}'), { read: null, send: 'session-t', sender: null })
+  // fields that are not strings are left out: the whole facts are asked for
+  assert.deepEqual(askOf('{"send":7,"read":["x"],"sender":{}}'), { read: null, send: null, sender: null })
+  // an older addon passed a read's session id, '' for any other request
+  assert.deepEqual(askOf('session-r'), { read: 'session-r', send: null, sender: null })
+  assert.deepEqual(askOf(''), { read: null, send: null, sender: null })
+  for (const junk of ['null', '[]', '"x"', '3']) assert.deepEqual(askOf(junk), { read: null, send: null, sender: null }, junk)
+})
+
+test('startMachines hands the shim\'s here the ask the core sent, parsed', async () => {
+  let served = null
+  const core = {
+    machinesStart: async () => true,
+    machinesStop: async () => {},
+    machinesServeWith: (_home, fn) => { served = fn },
+  }
+  const asks = []
+  const stop = startMachines(core, { here: async (ask) => { asks.push(ask); return '{}' } })
+  assert.equal(typeof served, 'function')
+  assert.equal(await served('{"send":"session-t","sender":"session-s"}'), '{}')
+  await served('{"read":"session-r"}')
+  assert.deepEqual(asks, [
+    { read: null, send: 'session-t', sender: 'session-s' },
+    { read: 'session-r', send: null, sender: null },
+  ])
+  stop()
+})
