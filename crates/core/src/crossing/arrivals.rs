@@ -14,8 +14,10 @@
 //! and `fdatasync`ed under a `flock` of the journal: an append to a file that exists costs about a third
 //! of a new file's fsync (0.21 vs 0.66 ms here). A system crash may lose the unsynced claim file but not
 //! its journal line: each process, before its first claim in a home, puts back every claim the journal
-//! holds whose file is missing (durably: [`recover`]); the hourly [`sweep`] flushes the file system
-//! (`syncfs`) and only then empties the journal. The journal is a claim like any file of the home: read
+//! holds whose file is missing (durably: [`recover`]). Once the journal has grown to [`CHECKPOINT_AT`],
+//! the hourly [`sweep`] starts a checkpoint on a thread of its own (no claim waits for it): the journal is
+//! set aside under its lock (appends go to a new one), the file system flushed (`syncfs`), the set-aside
+//! journal removed; a crash in between leaves it for [`recover`]. The journal is a claim like any file of the home: read
 //! bounded ([`JOURNAL_CAP`]), never through a link or of another owner, and a line that does not read
 //! as an arrival is skipped. An answer lost in a crash of the system (a process crash loses
 //! nothing: the page cache keeps it) or torn leaves a claim without an answer — exactly what a process
@@ -121,37 +123,58 @@ fn answer_path(home: &Path, request_id: &str) -> PathBuf {
     dir(home).join(format!("{}.answer.json", super::file_key(request_id)))
 }
 
+const JOURNAL: &str = "claims.journal";
+
 fn journal_path(home: &Path) -> PathBuf {
-    dir(home).join("claims.journal")
+    dir(home).join(JOURNAL)
 }
 
-/// The largest claim journal read ([`recover`]; the hourly [`sweep`] empties it: ~300 bytes a claim).
-pub const JOURNAL_CAP: u64 = 64 * 1024 * 1024;
+/// A journal a checkpoint set aside (`claims.journal.<uuid>.old`): removed once the file system is
+/// flushed; one a crash left behind is read by [`recover`].
+fn is_set_aside(name: &str) -> bool {
+    name.len() <= 64 && name.starts_with("claims.journal.") && name.ends_with(".old")
+}
+
+/// The most journals [`recover`] reads (the current one and those set aside).
+pub const MAX_JOURNALS: usize = 16;
+
+/// The most of one journal read ([`recover`]: its last `JOURNAL_CAP` bytes, where the newest claims
+/// are); a checkpoint sets it aside once it reaches [`CHECKPOINT_AT`] ([`sweep`]): ~300 bytes a claim.
+pub const JOURNAL_CAP: u64 = 16 * 1024 * 1024;
 
 /// The journal opened for appending (created 0600, never through a link, a regular file of this user)
-/// and locked (`flock`, exclusive; released when the file is dropped).
+/// and locked (`flock`, exclusive; released when the file is dropped) — the file at its name once the
+/// lock is held (a checkpoint may set it aside between the open and the lock: then opened again).
 fn journal_locked(home: &Path) -> std::io::Result<std::fs::File> {
     use std::os::fd::AsRawFd;
-    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let p = journal_path(home);
-    let f = std::fs::OpenOptions::new()
-        .append(true)
-        .read(true)
-        .create(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
-        .open(&p)?;
-    let m = f.metadata()?;
-    if !m.is_file() || fsafe::foreign_owner(&m).is_some() {
-        return Err(std::io::Error::other(
-            "the claim journal is not a file of ours",
-        ));
+    for _ in 0..8 {
+        let f = std::fs::OpenOptions::new()
+            .append(true)
+            .read(true)
+            .create(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+            .open(&p)?;
+        let m = f.metadata()?;
+        if !m.is_file() || fsafe::foreign_owner(&m).is_some() {
+            return Err(std::io::Error::other(
+                "the claim journal is not a file of ours",
+            ));
+        }
+        // SAFETY: flock on a descriptor we own.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let now = std::fs::symlink_metadata(&p).ok();
+        if now.is_some_and(|n| n.dev() == m.dev() && n.ino() == m.ino()) {
+            return Ok(f);
+        }
     }
-    // SAFETY: flock on a descriptor we own.
-    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(f)
+    Err(std::io::Error::other(
+        "the claim journal kept being set aside",
+    ))
 }
 
 /// Append `a`'s record to the journal and flush it to the disk (`fdatasync`).
@@ -173,10 +196,32 @@ fn journal_append(home: &Path, a: &Arrival) -> std::io::Result<()> {
     f.sync_data()
 }
 
+/// The last [`JOURNAL_CAP`] bytes of the journal at `p` (never through a link, only a regular file of
+/// this user), from its first whole line.
+fn journal_tail(p: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::{Read, Seek};
+    let (mut f, m) = fsafe::open_regular(p, Follow::No, None)?;
+    if fsafe::foreign_owner(&m).is_some() {
+        return Err(std::io::Error::other("the claim journal is not ours"));
+    }
+    let from = m.len().saturating_sub(JOURNAL_CAP);
+    f.seek(std::io::SeekFrom::Start(from))?;
+    let mut bytes = Vec::new();
+    f.take(JOURNAL_CAP).read_to_end(&mut bytes)?;
+    if from > 0 {
+        let cut = bytes
+            .iter()
+            .position(|b| *b == b'\n')
+            .map_or(bytes.len(), |i| i + 1);
+        bytes.drain(..cut);
+    }
+    Ok(bytes)
+}
+
 /// Homes whose claim journal this process has recovered ([`recover`], once per home).
 static RECOVERED: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
 
-/// Put back, durably, every claim the journal holds whose file is missing (a system crash lost it
+/// Put back, durably, every claim the journals hold whose file is missing (a system crash lost it
 /// before it reached the disk); once per home in this process, before its first claim there. Returns
 /// how many were put back.
 pub fn recover(home: &Path) -> std::io::Result<usize> {
@@ -191,50 +236,100 @@ pub fn recover(home: &Path) -> std::io::Result<usize> {
 
 fn recover_now(home: &Path) -> std::io::Result<usize> {
     let d = super::ensure(home, Some("arrivals"))?;
-    // (locked: no append is half-written while it is read)
+    // (locked: no append is half-written while it is read, and no checkpoint sets one aside)
     let _lock = journal_locked(home)?;
-    let bytes = match fsafe::read_capped(&journal_path(home), Follow::No, JOURNAL_CAP) {
-        Ok((b, m)) if fsafe::foreign_owner(&m).is_none() => b,
-        Ok(_) => return Err(std::io::Error::other("the claim journal is not ours")),
-        Err(e) => return Err(e),
-    };
+    // the journals a checkpoint set aside and did not get to remove (a crash between), then the current
+    let mut aside: Vec<PathBuf> = std::fs::read_dir(&d)?
+        .flatten()
+        .filter(|e| e.file_name().to_str().is_some_and(is_set_aside))
+        .map(|e| e.path())
+        .take(MAX_JOURNALS - 1)
+        .collect();
+    aside.sort();
     let mut put_back = 0;
-    for line in bytes.split(|b| *b == b'\n') {
-        let Ok(a) = serde_json::from_slice::<Arrival>(line) else {
+    for p in aside.iter().chain(std::iter::once(&journal_path(home))) {
+        // unreadable (not ours, a link, gone): nothing of it is believed or put back
+        let Ok(bytes) = journal_tail(p) else {
             continue;
         };
-        if !a.request_id.starts_with(base::names::REQUEST_ID_PREFIX) || a.answer.is_some() {
-            continue;
+        for line in bytes.split(|b| *b == b'\n') {
+            let Ok(a) = serde_json::from_slice::<Arrival>(line) else {
+                continue;
+            };
+            if !a.request_id.starts_with(base::names::REQUEST_ID_PREFIX) || a.answer.is_some() {
+                continue;
+            }
+            let p = path(home, &a.request_id);
+            // there and of this arrival (a renewed claim has a later time): nothing to do
+            let there = read_record(&p, &a.request_id);
+            if there
+                .is_some_and(|o| o.from == a.from && o.target == a.target && o.sender == a.sender)
+            {
+                continue;
+            }
+            // missing, or torn or emptied by the crash (linked before its bytes reached the disk)
+            let rec = serde_json::to_vec(&a).map_err(std::io::Error::other)?;
+            let put = fsafe::Put {
+                sync: true,
+                replace: true,
+            };
+            fsafe::write_private(&d, &p, &rec, put)?;
+            put_back += 1;
         }
-        let p = path(home, &a.request_id);
-        // there and of this arrival (a renewed claim has a later time): nothing to do
-        let there = read_record(&p, &a.request_id);
-        if there.is_some_and(|o| o.from == a.from && o.target == a.target && o.sender == a.sender) {
-            continue;
+    }
+    // what they held is on the disk now (put back above, or there: flushed with the file system)
+    if !aside.is_empty() && syncfs(&d).is_ok() {
+        for p in &aside {
+            let _ = std::fs::remove_file(p);
         }
-        // missing, or torn or emptied by the crash (linked before its bytes reached the disk)
-        let rec = serde_json::to_vec(&a).map_err(std::io::Error::other)?;
-        let put = fsafe::Put {
-            sync: true,
-            replace: true,
-        };
-        fsafe::write_private(&d, &p, &rec, put)?;
-        put_back += 1;
     }
     Ok(put_back)
 }
 
-/// Flush the file system the arrivals live on (every claim file linked so far is then on the disk) and
-/// empty the journal, under its lock (no claim is appended meanwhile).
-fn checkpoint(home: &Path) -> std::io::Result<()> {
+/// Flush the file system `d` lives on.
+fn syncfs(d: &Path) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
-    let f = journal_locked(home)?;
+    let f = std::fs::File::open(d)?;
     // SAFETY: syncfs on a descriptor we own.
     if unsafe { libc::syncfs(f.as_raw_fd()) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
-    f.set_len(0)?;
-    f.sync_data()
+    Ok(())
+}
+
+/// Set the journal aside (under its lock: appends go to a new journal from then on), flush the file
+/// system (outside the lock: no claim waits for it; every claim file named in the set-aside journal was
+/// linked before it was set aside, so it is on the disk after), then remove it. A crash in between
+/// leaves it for [`recover`].
+fn checkpoint(home: &Path) -> std::io::Result<()> {
+    let aside = {
+        let f = journal_locked(home)?;
+        if f.metadata()?.len() == 0 {
+            return Ok(());
+        }
+        let aside = dir(home).join(format!("{JOURNAL}.{}.old", uuid::Uuid::new_v4().simple()));
+        std::fs::rename(journal_path(home), &aside)?;
+        aside
+    };
+    syncfs(&dir(home))?;
+    std::fs::remove_file(&aside)
+}
+
+/// How long the journal grows before the hourly [`sweep`] sets it aside (~3,000 claims): what
+/// [`recover`] reads stays small, and the file system is flushed for it rarely.
+pub const CHECKPOINT_AT: u64 = 1024 * 1024;
+
+/// [`checkpoint`] on a thread of its own once the journal has reached [`CHECKPOINT_AT`]: the flush may
+/// take seconds on a busy disk, and the sweep runs inside a claim's trip.
+fn checkpoint_aside(home: &Path) {
+    let big = std::fs::symlink_metadata(journal_path(home)).is_ok_and(|m| m.len() >= CHECKPOINT_AT);
+    if !big {
+        return;
+    }
+    let h = home.to_path_buf();
+    let _ = std::thread::Builder::new()
+        .name("dsh-session-mail-claims-checkpoint".into())
+        .spawn(move || checkpoint(&h));
 }
 
 fn read_record(p: &Path, request_id: &str) -> Option<Arrival> {
@@ -397,14 +492,15 @@ pub fn renew(home: &Path, a: &Arrival, now_ms: i64) -> std::io::Result<()> {
     fsafe::write_private(&d, &path(home, &a.request_id), &bytes, put)
 }
 
-/// Remove records older than [`KEEP_MS`] (at most `max_scan` names looked at), after the claims
-/// journal's checkpoint (the claims on the disk, the journal emptied; left as it is when that fails).
+/// Remove records older than [`KEEP_MS`] (at most `max_scan` names looked at), and start the claims
+/// journal's checkpoint when it has grown ([`checkpoint_aside`]: the journal set aside, the claims
+/// flushed, the journal removed).
 /// Returns how many claim records (not their answer files) are left among those scanned.
 pub fn sweep(home: &Path, now_ms: i64, max_scan: usize) -> usize {
     let Ok(rd) = std::fs::read_dir(dir(home)) else {
         return 0;
     };
-    let _ = checkpoint(home);
+    checkpoint_aside(home);
     let mut left = 0;
     for e in rd.flatten().take(max_scan) {
         let p = e.path();
@@ -414,8 +510,12 @@ pub fn sweep(home: &Path, now_ms: i64, max_scan: usize) -> usize {
             .and_then(|m| m.modified().ok())
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
             .is_some_and(|t| now_ms.saturating_sub(t.as_millis() as i64) > KEEP_MS);
-        // (never the journal: a process may be about to append to it)
-        if old && e.file_type().is_ok_and(|t| t.is_file()) && e.file_name() != "claims.journal" {
+        // (never a journal: a process may be about to append to it, a checkpoint to remove it)
+        let journal = e
+            .file_name()
+            .to_str()
+            .is_some_and(|n| n == JOURNAL || is_set_aside(n));
+        if old && e.file_type().is_ok_and(|t| t.is_file()) && !journal {
             let _ = std::fs::remove_file(p);
         } else if e.file_name().to_string_lossy().ends_with(".json")
             && !e.file_name().to_string_lossy().ends_with(".answer.json")
@@ -594,27 +694,104 @@ mod tests {
     }
 
     #[test]
-    fn the_sweep_empties_the_journal_after_flushing_and_the_claims_still_answer() {
+    fn a_checkpoint_sets_the_journal_aside_flushes_and_removes_it_and_the_claims_still_answer() {
         let home = tempfile::tempdir().unwrap();
         let h = home.path();
         let a = arrival(1_000);
         assert_eq!(claim(h, &a, 1_000).unwrap(), Claim::New);
         assert_eq!(journal_lines(h).len(), 1);
-        sweep(h, 2_000, 1024);
-        assert_eq!(std::fs::metadata(journal_path(h)).unwrap().len(), 0);
+        checkpoint(h).unwrap();
+        assert!(journal_lines(h).is_empty());
+        let left: Vec<_> = std::fs::read_dir(dir(h))
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_str().is_some_and(is_set_aside))
+            .collect();
+        assert!(left.is_empty(), "the set-aside journal is removed");
         assert!(matches!(claim(h, &a, 1_500).unwrap(), Claim::InFlight(_)));
         as_a_new_process(h);
         assert_eq!(recover(h).unwrap(), 0);
-        // the journal is never swept as an old record (a process may be appending to it)
+        // the next claim goes to a new journal
+        let mut b = arrival(1_000);
+        b.request_id = "dsh-session-mail:00000000-0000-4000-8000-0000000000c4".into();
+        assert_eq!(claim(h, &b, 1_000).unwrap(), Claim::New);
+        assert_eq!(journal_lines(h), vec![b]);
+        // a journal is never swept as an old record (a process may be appending to it)
+        checkpoint(h).unwrap();
         let old = std::time::UNIX_EPOCH + std::time::Duration::from_millis(1_000);
         std::fs::File::options()
-            .write(true)
+            .append(true)
+            .create(true)
             .open(journal_path(h))
             .unwrap()
             .set_modified(old)
             .unwrap();
         sweep(h, 1_000 + KEEP_MS + 1, 1024);
         assert!(journal_path(h).exists());
+    }
+
+    #[test]
+    fn the_sweep_checkpoints_a_grown_journal_on_its_own_thread_and_leaves_a_small_one() {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path();
+        let a = arrival(1_000);
+        assert_eq!(claim(h, &a, 1_000).unwrap(), Claim::New);
+        sweep(h, 2_000, 1024);
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert_eq!(journal_lines(h), vec![a.clone()], "a small journal stays");
+        // grown past CHECKPOINT_AT: set aside, flushed, removed (the sweep returns before)
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(journal_path(h))
+            .unwrap();
+        std::io::Write::write_all(&mut f, &vec![b'\n'; CHECKPOINT_AT as usize]).unwrap();
+        sweep(h, 3_000, 1024);
+        let set_aside = || {
+            std::fs::read_dir(dir(h))
+                .unwrap()
+                .flatten()
+                .any(|e| e.file_name().to_str().is_some_and(is_set_aside))
+        };
+        let t = std::time::Instant::now();
+        while (journal_lines(h).len() + usize::from(set_aside()) > 0)
+            && t.elapsed() < std::time::Duration::from_secs(20)
+        {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(journal_lines(h).is_empty() && !set_aside());
+        // the claim it named still answers
+        assert!(matches!(claim(h, &a, 1_500).unwrap(), Claim::InFlight(_)));
+    }
+
+    #[test]
+    fn a_journal_a_crash_left_set_aside_is_read_back_then_removed() {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path();
+        let a = arrival(1_000);
+        assert_eq!(claim(h, &a, 1_000).unwrap(), Claim::New);
+        // the checkpoint set the journal aside and the system crashed before the flush: the claim
+        // file is lost, the set-aside journal is there
+        let aside = dir(h).join("claims.journal.0123456789abcdef0123456789abcdef.old");
+        std::fs::rename(journal_path(h), &aside).unwrap();
+        std::fs::remove_file(path(h, &a.request_id)).unwrap();
+        as_a_new_process(h);
+        assert!(matches!(claim(h, &a, 1_500).unwrap(), Claim::InFlight(o) if o == a));
+        assert!(!aside.exists(), "removed once what it held is on the disk");
+    }
+
+    #[test]
+    fn an_oversized_journal_is_read_from_its_last_cap_bytes() {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path();
+        crate::crossing::ensure(h, Some("arrivals")).unwrap();
+        let a = arrival(1_000);
+        let mut text = vec![b'x'; JOURNAL_CAP as usize + 10];
+        text.push(b'\n');
+        text.extend(serde_json::to_vec(&a).unwrap());
+        text.push(b'\n');
+        std::fs::write(journal_path(h), &text).unwrap();
+        assert_eq!(recover(h).unwrap(), 1, "the newest claim is put back");
+        assert_eq!(lookup(h, &a.request_id), Some(a));
     }
 
     #[test]
