@@ -315,9 +315,9 @@ fn checkpoint(home: &Path) -> std::io::Result<()> {
     std::fs::remove_file(&aside)
 }
 
-/// How long the journal grows before the hourly [`sweep`] sets it aside (~3,000 claims): what
+/// How long the journal grows before the hourly [`sweep`] sets it aside (~800 claims): what
 /// [`recover`] reads stays small, and the file system is flushed for it rarely.
-pub const CHECKPOINT_AT: u64 = 1024 * 1024;
+pub const CHECKPOINT_AT: u64 = 256 * 1024;
 
 /// [`checkpoint`] on a thread of its own once the journal has reached [`CHECKPOINT_AT`]: the flush may
 /// take seconds on a busy disk, and the sweep runs inside a claim's trip.
