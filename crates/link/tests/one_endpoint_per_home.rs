@@ -28,6 +28,33 @@ fn tagged(tag: &'static str) -> Handler {
     })
 }
 
+/// An invite of `a`'s home (made by its holder, asked through `a`).
+async fn invite(a: &Machines) -> Value {
+    a.ask(
+        Ask::Invite {
+            relay: Relay::None,
+            ttl_ms: 60_000,
+        },
+        Duration::from_secs(5),
+    )
+    .await
+    .unwrap()
+}
+
+/// `b` accepts `inv`, naming that home "alpha" and itself "beta": the link.
+async fn accept(b: &Machines, inv: &Value) -> Value {
+    b.ask(
+        Ask::Accept {
+            invite: inv.as_str().unwrap().into(),
+            name: "alpha".into(),
+            my_name: "beta".into(),
+        },
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_non_holder_calls_through_the_holder_and_takes_over_when_it_stops() {
     let (ha, hb) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
@@ -47,29 +74,10 @@ async fn a_non_holder_calls_through_the_holder_and_takes_over_when_it_stops() {
     assert!(a1.try_hold().await.unwrap());
     assert!(!a2.try_hold().await.unwrap(), "one endpoint per home");
     // a2 asks for the invite: the holder (a1) makes it
-    let inv = a2
-        .ask(
-            Ask::Invite {
-                relay: Relay::None,
-                ttl_ms: 60_000,
-            },
-            Duration::from_secs(5),
-        )
-        .await
-        .unwrap();
+    let inv = invite(&a2).await;
     assert!(a2.node().await.is_none());
     b.try_hold().await.unwrap();
-    let l = b
-        .ask(
-            Ask::Accept {
-                invite: inv.as_str().unwrap().into(),
-                name: "alpha".into(),
-                my_name: "beta".into(),
-            },
-            Duration::from_secs(10),
-        )
-        .await
-        .unwrap();
+    let l = accept(&b, &inv).await;
     let a_id: MachineId = serde_json::from_value(l["id"].clone()).unwrap();
     let b_node = b.node().await.unwrap();
     let b_id = b_node.id();
@@ -149,26 +157,8 @@ async fn a_call_by_the_links_read_a_moment_ago_refuses_what_they_do_not_link_and
     );
     assert!(a1.try_hold().await.unwrap());
     b.try_hold().await.unwrap();
-    let inv = a1
-        .ask(
-            Ask::Invite {
-                relay: Relay::None,
-                ttl_ms: 60_000,
-            },
-            Duration::from_secs(5),
-        )
-        .await
-        .unwrap();
-    b.ask(
-        Ask::Accept {
-            invite: inv.as_str().unwrap().into(),
-            name: "alpha".into(),
-            my_name: "beta".into(),
-        },
-        Duration::from_secs(10),
-    )
-    .await
-    .unwrap();
+    let inv = invite(&a1).await;
+    accept(&b, &inv).await;
     let b_id = b.node().await.unwrap().id();
     let a_id = a1.node().await.unwrap().id();
     // a reading from before the link does not stand for long: past FRESH it is read again
