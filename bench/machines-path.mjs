@@ -25,9 +25,10 @@
 // the link's round trip + 2 ms.
 //
 // Options: --n N (pairs per path, default 60), --rtt N (probes, default 20), --pause MS (default 150),
-// --paths 0,20 (round trips in ms). Skipped, with a line saying why, where `ip netns` is not permitted.
+// --paths 0,20 (round trips in ms), --addon FILE (this addon in both homes instead of the worktree's: a
+// baseline build beside the new one, back to back). Skipped, with a line saying why, where `ip netns` is not permitted.
 import { spawn, spawnSync } from 'node:child_process'
-import { writeFileSync } from 'node:fs'
+import { cpSync, writeFileSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
@@ -191,6 +192,7 @@ async function main() {
   const RTT_N = Math.max(3, Number(opt('--rtt', 20)))
   const PAUSE = Math.max(0, Number(opt('--pause', 150)))
   const PATHS = String(opt('--paths', '0,20')).split(',').map(Number)
+  const ADDON = argv.includes('--addon') ? resolve(opt('--addon')) : null
   const q = (xs, p) => { const a = xs.filter(Number.isFinite).sort((x, y) => x - y); return a.length ? a[Math.min(a.length - 1, Math.floor(p * a.length))] : NaN }
   const med = xs => { const a = xs.filter(Number.isFinite).sort((x, y) => x - y); const m = a.length >> 1; return a.length % 2 ? a[m] : (a[m - 1] + a[m]) / 2 }
   const f = x => Number.isFinite(x) ? x.toFixed(2) : '—'
@@ -225,6 +227,7 @@ async function main() {
       boxes.push(box)
       const pdir = H.initProfile(box, 'web')
       H.packAndInstall(pdir, REPO, { mode: 'manual' })
+      if (ADDON) cpSync(ADDON, join(pdir, 'node_modules', 'dsh-session-mail', 'dsh-session-mail.linux-x64-gnu.node'))
       writeFileSync(join(pdir, 'cordis.patch.yml'), `- id: dsh-session-mail\n  config: ${JSON.stringify(UNLIMITED)}\n`)
       addPeersPlugin(pdir)
       made.push(jobs(box))
@@ -288,7 +291,7 @@ async function main() {
     const through = await bridgeSays('stats')
     const after = net.counters()
     const load1 = loadavg()
-    console.log(`\nbench:machines:path — hosts A and B in network namespaces, reached only through a delaying UDP bridge (relay none), N=${N} pairs per path, pause ${PAUSE} ms; load ${load0.map(x => x.toFixed(1)).join(' ')} → ${load1.map(x => x.toFixed(1)).join(' ')}`)
+    console.log(`\nbench:machines:path — hosts A and B in network namespaces, reached only through a delaying UDP bridge (relay none), N=${N} pairs per path, pause ${PAUSE} ms${ADDON ? `, addon ${ADDON}` : ''}; load ${load0.map(x => x.toFixed(1)).join(' ')} → ${load1.map(x => x.toFixed(1)).join(' ')}`)
     console.log('p50 / p99 / max in ms\n')
     for (const r of out) {
       console.log(`   ${r.ms} ms path: bare round trip (UDP ping through the bridge, Node dgram) ${ppm(r.bare)}; link round trip (links probe) ${ppm(r.rtt)}`)

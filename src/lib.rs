@@ -120,16 +120,16 @@ pub fn run(
     // they run while napi hands the future below to its runtime.
     // a home with linked machines: the tools reach them (core's remote::run_result over crates/link)
     let linked = match &parsed {
-        Ok(req) => linked_or_none(&home_of(req.host.dsh_home.as_deref())),
-        Err(_) => Vec::new(),
+        Ok(req) => checked_or_none(&home_of(req.host.dsh_home.as_deref())),
+        Err(_) => None,
     };
     let parsed = match parsed {
-        Ok(req) if !linked.is_empty() => {
+        Ok(req) if linked.is_some() => {
             let home = home_of(req.host.dsh_home.as_deref());
             let live: Vec<String> = req.live.iter().map(|l| l.id.clone()).collect();
             return promise(env, async move {
                 // (the links just read: `remote::run_result` asks for them first)
-                let lm = LinkMachines::read_now(&home, Some(linked));
+                let lm = LinkMachines::read_now(&home, linked);
                 let r = mail_core::remote::run_result(req, &lm).await;
                 // as below: a send that moved mail nudges the human's mail index
                 if matches!(&r, ToolResult::Send(s) if s.request_id().is_some()) {
@@ -1006,39 +1006,42 @@ fn machines_handler(home: &std::path::Path) -> link::Handler {
 struct LinkMachines {
     home: std::path::PathBuf,
     m: std::sync::Arc<link::Machines>,
-    /// The links as read a moment ago for this same tool call (`run`): the first `linked()` is
-    /// answered from them instead of reading and verifying links.json again; later ones read it.
+    /// The links as read and verified a moment ago for this same tool call (`run`): the first
+    /// `linked()` is answered from them instead of reading and verifying links.json again (later ones
+    /// read it), and a call made while the reading is fresh goes by it (`link::Machines::call_checked`:
+    /// a machine not in it refused at once, one in it called without a third reading).
     read_now: std::sync::Mutex<Option<Vec<mail_core::machine::Machine>>>,
+    checked: Option<link::store::Checked>,
 }
 
 impl LinkMachines {
     fn of(home: &std::path::Path) -> LinkMachines {
         LinkMachines::read_now(home, None)
     }
-    fn read_now(
-        home: &std::path::Path,
-        linked: Option<Vec<mail_core::machine::Machine>>,
-    ) -> LinkMachines {
+    fn read_now(home: &std::path::Path, checked: Option<link::store::Checked>) -> LinkMachines {
         LinkMachines {
             home: home.to_path_buf(),
             m: machines_of(home),
-            read_now: std::sync::Mutex::new(linked),
+            read_now: std::sync::Mutex::new(checked.as_ref().map(machines_in)),
+            checked,
         }
     }
     fn read_linked(home: &std::path::Path) -> Vec<mail_core::machine::Machine> {
-        let Ok(Some(sk)) = link::identity::read(home) else {
-            return Vec::new();
-        };
-        link::store::links(home, &sk)
-            .into_iter()
-            .filter_map(|l| {
-                Some(mail_core::machine::Machine {
-                    id: mail_core::machine::MachineId::parse(l.id.as_str())?,
-                    name: l.name,
-                })
-            })
-            .collect()
+        machines_in(&link::store::checked(home))
     }
+}
+
+/// The machines of a reading of the links, as the core names them.
+fn machines_in(c: &link::store::Checked) -> Vec<mail_core::machine::Machine> {
+    c.links()
+        .iter()
+        .filter_map(|l| {
+            Some(mail_core::machine::Machine {
+                id: mail_core::machine::MachineId::parse(l.id.as_str())?,
+                name: l.name.clone(),
+            })
+        })
+        .collect()
 }
 
 impl mail_core::machine::Machines for LinkMachines {
@@ -1060,7 +1063,13 @@ impl mail_core::machine::Machines for LinkMachines {
         Box::pin(async move {
             let id = link::MachineId::parse(to.as_str()).ok_or(E::Unlinked)?;
             let frame = mail_core::machine::wire::encode_value(&req);
-            match tokio::time::timeout(deadline, self.m.call(&id, frame)).await {
+            let call = async {
+                match &self.checked {
+                    Some(c) => self.m.call_checked(c, &id, frame).await,
+                    None => self.m.call(&id, frame).await,
+                }
+            };
+            match tokio::time::timeout(deadline, call).await {
                 Err(_) => Err(E::Timeout),
                 Ok(Ok(v)) => mail_core::machine::wire::response_from_value(v)
                     .map_err(|e| E::Protocol(e.to_string())),
@@ -1080,10 +1089,17 @@ impl mail_core::machine::Machines for LinkMachines {
 /// The home's linked machines, by the names its human gave them (the page's rows name them so); one
 /// `stat` when it has none.
 fn linked_or_none(home: &std::path::Path) -> Vec<mail_core::machine::Machine> {
+    checked_or_none(home)
+        .as_ref()
+        .map_or_else(Vec::new, machines_in)
+}
+
+/// [`linked_or_none`] as read (`None` without a links document, or with no link in it).
+fn checked_or_none(home: &std::path::Path) -> Option<link::store::Checked> {
     if std::fs::symlink_metadata(link::store::doc_path(home)).is_err() {
-        return Vec::new();
+        return None;
     }
-    LinkMachines::read_linked(home)
+    Some(link::store::checked(home)).filter(|c| !c.links().is_empty())
 }
 
 /// How this process's host facts are read when a linked machine's request arrives: `here(ask)` resolves
@@ -1303,6 +1319,7 @@ pub async fn machines_start(dsh_home: Option<String>) -> napi::Result<bool> {
                     home: h.clone(),
                     m,
                     read_now: std::sync::Mutex::new(None),
+                    checked: None,
                 };
                 // a drain that waits out a dial to a machine that was down when it began starts over
                 // (once) when a machine is heard from meanwhile; a delivery cut short is only asked

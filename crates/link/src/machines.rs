@@ -171,6 +171,26 @@ impl Machines {
         })
     }
 
+    /// [`Machines::call`] by the links `checked` read a moment ago for this same call: within
+    /// [`Checked::FRESH`] of that reading a machine not in it is `NotLinked` at once, and one in it is
+    /// called without reading and verifying the document again (by this process's own endpoint; the
+    /// holder of another process checks it itself). An older reading: [`Machines::call`].
+    pub async fn call_checked(
+        &self,
+        checked: &crate::store::Checked,
+        machine: &crate::MachineId,
+        body: Value,
+    ) -> Result<Value, CallError> {
+        match checked.fresh(machine) {
+            Some(None) => Err(CallError::NotLinked),
+            Some(Some(link)) => match self.node().await {
+                Some(n) => n.call_link(link, body).await,
+                None => self.call(machine, body).await,
+            },
+            None => self.call(machine, body).await,
+        }
+    }
+
     /// Typed [`Machines::call`].
     pub async fn call_typed<Q: serde::Serialize, R: serde::de::DeserializeOwned>(
         &self,

@@ -988,6 +988,17 @@ impl Node {
         else {
             return Err(CallError::NotLinked);
         };
+        self.request_link(&link, req, full).await
+    }
+
+    /// [`Node::request_with`] to `link`, the links in force as read by the caller.
+    async fn request_link(
+        &self,
+        link: &Link,
+        req: &Request,
+        full: bool,
+    ) -> Result<Value, CallError> {
+        let machine = &link.id;
         let body = serde_json::to_vec(req).map_err(|e| CallError::Protocol(e.to_string()))?;
         if body.len() > wire::MAX_FRAME {
             return Err(CallError::TooLarge(body.len()));
@@ -1001,7 +1012,7 @@ impl Node {
         loop {
             tries += 1;
             // nothing is written to the machine when this fails
-            let conn = self.connection(&link, full).await?;
+            let conn = self.connection(link, full).await?;
             let r = tokio::time::timeout(dl, async {
                 let (mut send, mut recv) = conn
                     .open_bi()
@@ -1080,6 +1091,13 @@ impl Node {
     /// Run `body` on a linked machine's handler.
     pub async fn call(&self, machine: &MachineId, body: Value) -> Result<Value, CallError> {
         self.request(machine, &Request::Call { body }).await
+    }
+
+    /// [`Node::call`] on `link`, read from the links in force a moment ago by the caller
+    /// ([`crate::Machines::call_checked`]): not read and verified again.
+    pub async fn call_link(&self, link: &Link, body: Value) -> Result<Value, CallError> {
+        self.request_link(link, &Request::Call { body }, false)
+            .await
     }
 
     /// Notify `n` whenever a request of a linked machine is served here (a ping, a call), or a dial to one

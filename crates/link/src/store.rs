@@ -260,6 +260,43 @@ pub fn links(home: &Path, sk: &iroh::SecretKey) -> Vec<Link> {
     read(home, sk).doc().links
 }
 
+/// The links in force as read and verified at one moment ([`checked`]). A call made within
+/// [`Checked::FRESH`] of it may go by them ([`crate::Machines::call_checked`]) instead of reading and
+/// verifying the document again: the binding reads them as a tool call begins and hands them down.
+#[derive(Debug, Clone)]
+pub struct Checked {
+    links: Vec<Link>,
+    at: std::time::Instant,
+}
+
+impl Checked {
+    /// How long a reading stands for the links in force (a tool call's own checks before its call; a
+    /// longer one, such as a lookup that asks every machine, reads them again).
+    pub const FRESH: std::time::Duration = std::time::Duration::from_millis(200);
+
+    pub fn links(&self) -> &[Link] {
+        &self.links
+    }
+
+    /// `Some(Some(link))`: `id` was linked when read, `Some(None)`: it was not; `None`: the reading is
+    /// older than [`Checked::FRESH`] (read again).
+    pub fn fresh(&self, id: &MachineId) -> Option<Option<&Link>> {
+        (self.at.elapsed() <= Self::FRESH).then(|| self.links.iter().find(|l| &l.id == id))
+    }
+}
+
+/// The links in force now: the home's key read, the document read and verified (none without a key).
+pub fn checked(home: &Path) -> Checked {
+    let links = match crate::identity::read(home) {
+        Ok(Some(sk)) => links(home, &sk),
+        _ => Vec::new(),
+    };
+    Checked {
+        links,
+        at: std::time::Instant::now(),
+    }
+}
+
 #[derive(Debug)]
 pub enum StoreError {
     Io(io::Error),

@@ -144,45 +144,74 @@ pub fn record(
     source: Source,
     at_ms: i64,
 ) -> std::io::Result<bool> {
+    ready(home, sent_ms)?.record(request_id, machine, state, source, at_ms)
+}
+
+/// What [`record`] needs before it knows the answer: the home's key (made on first use) and the day
+/// folder of a send at `sent_ms` (made, and the old ones swept, when it is new). A send to a linked
+/// machine gets it ready while its request is in flight (`remote::send_to`).
+pub fn ready(home: &Path, sent_ms: i64) -> std::io::Result<Ready> {
     let r = super::ensure(home, Some("fates"))?;
     let key = seal::key_or_make(&key_path(home)).map_err(|e| match e {
         seal::KeyError::Io(e) => e,
         other => std::io::Error::other(format!("fates.key{other}")),
     })?;
     let day = sent_ms.div_euclid(DAY_MS);
-    let p = path(home, day, request_id);
-    if let Some(old) = open(&key, &p) {
-        if old.request_id == request_id && old.at_ms > at_ms {
-            return Ok(false);
-        }
-    }
-    let answer = Answer {
-        request_id: request_id.to_string(),
-        machine: machine.as_str().to_string(),
-        state,
-        source,
-        at_ms,
-    };
-    let raw = serde_json::to_vec(&answer).map_err(std::io::Error::other)?;
-    let bytes = serde_json::to_vec(&Sealed {
-        mac: seal::seal_hex(key.bytes(), DOMAIN, &raw),
-        answer,
-    })
-    .map_err(std::io::Error::other)?;
-    if bytes.len() as u64 > MAX_BYTES {
-        return Err(std::io::Error::other("over the bound"));
-    }
     let d = r.join(day.to_string());
     if std::fs::symlink_metadata(&d).is_err() {
         fsafe::ensure_private_dirs([d.clone()]).map_err(|(_, e)| e)?;
         super::sent::sweep(&r, day);
     }
-    let put = fsafe::Put {
-        sync: false,
-        replace: true,
-    };
-    fsafe::write_private(&d, &p, &bytes, put)?;
-    Ok(true)
+    Ok(Ready { key, dir: d })
+}
+
+/// [`ready`]'s key and day folder.
+pub struct Ready {
+    key: seal::Key,
+    dir: PathBuf,
+}
+
+impl Ready {
+    /// [`record`], in this day folder.
+    pub fn record(
+        &self,
+        request_id: &str,
+        machine: &MachineId,
+        state: FateState,
+        source: Source,
+        at_ms: i64,
+    ) -> std::io::Result<bool> {
+        let p = self
+            .dir
+            .join(format!("{}.json", super::file_key(request_id)));
+        if let Some(old) = open(&self.key, &p) {
+            if old.request_id == request_id && old.at_ms > at_ms {
+                return Ok(false);
+            }
+        }
+        let answer = Answer {
+            request_id: request_id.to_string(),
+            machine: machine.as_str().to_string(),
+            state,
+            source,
+            at_ms,
+        };
+        let raw = serde_json::to_vec(&answer).map_err(std::io::Error::other)?;
+        let bytes = serde_json::to_vec(&Sealed {
+            mac: seal::seal_hex(self.key.bytes(), DOMAIN, &raw),
+            answer,
+        })
+        .map_err(std::io::Error::other)?;
+        if bytes.len() as u64 > MAX_BYTES {
+            return Err(std::io::Error::other("over the bound"));
+        }
+        let put = fsafe::Put {
+            sync: false,
+            replace: true,
+        };
+        fsafe::write_private(&self.dir, &p, &bytes, put)?;
+        Ok(true)
+    }
 }
 
 #[cfg(test)]

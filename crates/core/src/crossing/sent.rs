@@ -39,7 +39,8 @@ fn path(home: &Path, day: i64, request_id: &str) -> PathBuf {
         .join(format!("{}.json", super::file_key(request_id)))
 }
 
-/// Keep `body` as sent under `request_id` at `now_ms` (after the send's ledger line).
+/// Keep `body` as sent under `request_id` at `now_ms` (while the request is in flight: shown only
+/// once the send's ledger line vouches for it, [`text_of`]).
 pub fn record(home: &Path, request_id: &str, body: &str, now_ms: i64) -> std::io::Result<()> {
     let bytes = serde_json::to_vec(&Copy {
         request_id: request_id.to_string(),
@@ -61,6 +62,12 @@ pub fn record(home: &Path, request_id: &str, body: &str, now_ms: i64) -> std::io
         replace: true,
     };
     fsafe::write_private(&d, &path(home, day, request_id), &bytes, put)
+}
+
+/// Remove the copy kept under `request_id` at `now_ms` (its send was refused: nothing went). A copy is
+/// written while the request is in flight (`remote::send_to`), before its answer is known.
+pub fn forget(home: &Path, request_id: &str, now_ms: i64) {
+    let _ = std::fs::remove_file(path(home, now_ms.div_euclid(DAY_MS), request_id));
 }
 
 /// The text sent under `request_id`, if a copy is kept and hashes to `body_sha256` (the ledger line's);

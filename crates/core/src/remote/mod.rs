@@ -1014,6 +1014,44 @@ enum Place {
     Unlinked(MachineId),
 }
 
+/// What this home's files say of where `id` lives (blocking; the session is not live in this
+/// process): `Some(Here)` a session of this home, `Some(There)` / `Some(Unlinked)` the machine its id
+/// came from (a reply goes back, linked or not) or the linked machine that listed it (then `listed`:
+/// that machine is remembered for it already), `None` nothing known (the linked machines are asked).
+fn place_known(req: &ToolRequest, home: &Path, linked: &[Machine], id: &str) -> Option<Known> {
+    if is_local(req, home, id) {
+        return Some(Known {
+            place: Place::Here,
+            listed: false,
+        });
+    }
+    // a sender id that came from a machine: a reply goes back there (linked or not)
+    if let Some(mid) = foreign::machine_of(home, id) {
+        let place = match linked.iter().find(|m| m.id == mid) {
+            Some(m) => Place::There(m.clone()),
+            None => Place::Unlinked(mid),
+        };
+        return Some(Known {
+            place,
+            listed: false,
+        });
+    }
+    // a session a linked machine listed: there, even while it is offline (then the outbox)
+    let m =
+        crossing::seen::machine_of(home, id).and_then(|mid| linked.iter().find(|m| m.id == mid))?;
+    Some(Known {
+        place: Place::There(m.clone()),
+        listed: true,
+    })
+}
+
+/// [`place_known`]'s answer.
+struct Known {
+    place: Place,
+    /// `crossing::seen` names this place's machine for the session already.
+    listed: bool,
+}
+
 /// Find the session `id`: this home first (live, presence, the store), then the machine its id came
 /// from (a reply goes back), then — bounded — the linked machines' listings.
 async fn place_of(
@@ -1027,32 +1065,16 @@ async fn place_of(
         return Place::Here;
     }
     let home = home_of(req);
-    let (h, r, i) = (home.clone(), req.clone(), id.to_string());
-    let found = tools::blocking(move || {
-        if is_local(&r, &h, &i) {
-            return None;
-        }
-        Some((
-            foreign::machine_of(&h, &i),
-            crossing::seen::machine_of(&h, &i),
-        ))
-    })
-    .await
-    .unwrap_or(None);
-    let Some((came_from, listed_by)) = found else {
-        return Place::Here;
-    };
-    // a sender id that came from a machine: a reply goes back there (linked or not)
-    if let Some(mid) = came_from {
-        return match linked.iter().find(|m| m.id == mid) {
-            Some(m) => Place::There(m.clone()),
-            None => Place::Unlinked(mid),
-        };
+    let (h, r, l, i) = (home.clone(), req.clone(), linked.to_vec(), id.to_string());
+    match tools::blocking(move || place_known(&r, &h, &l, &i)).await {
+        Ok(Some(k)) => k.place,
+        Ok(None) => ask_place(home, machines, linked, id).await,
+        Err(_) => Place::Here,
     }
-    // a session a linked machine listed: there, even while it is offline (then the outbox)
-    if let Some(m) = listed_by.and_then(|mid| linked.iter().find(|m| m.id == mid)) {
-        return Place::There(m.clone());
-    }
+}
+
+/// Ask the linked machines' listings for the session `id` (bounded); found, it is remembered.
+async fn ask_place(home: PathBuf, machines: &dyn Machines, linked: &[Machine], id: &str) -> Place {
     let futs = linked
         .iter()
         .map(|m| {
@@ -1194,16 +1216,48 @@ async fn send_across(
     else {
         return tools::run_result(req).await;
     };
-    match place_of(&req, machines, &linked, &target).await {
+    // live in this process: no file is read for it
+    if req.live.iter().any(|l| l.id == target) {
+        return tools::run_result(req).await;
+    }
+    // One trip to the blocking pool: where the target lives and, when this home's files place it on a
+    // linked machine (every send after the first to a session), this side's checks of the send too
+    // (`send::check_remote`; nothing has left this home until they pass).
+    let ctx = send::Context::of(&req);
+    let (r, c, l, t) = (req.clone(), ctx.clone(), linked.clone(), target.clone());
+    let found = tools::blocking(move || {
+        let known = place_known(&r, &c.home, &l, &t)?;
+        let checked = match known.place {
+            Place::Here => None,
+            Place::There(_) | Place::Unlinked(_) => Some(send::check_remote(&r, &c)),
+        };
+        Some((known, checked))
+    })
+    .await;
+    let (place, checked, listed) = match found {
+        Ok(Some((k, checked))) => (k.place, checked, k.listed),
+        Ok(None) => (
+            ask_place(ctx.home.clone(), machines, &linked, &target).await,
+            None,
+            false,
+        ),
+        Err(_) => (Place::Here, None, false),
+    };
+    match place {
         Place::Here => tools::run_result(req).await,
-        Place::There(m) => ToolResult::Send(send_to(req, machines, m).await),
+        Place::There(m) => {
+            let to = Sending { m, checked, listed };
+            ToolResult::Send(send_checked(req, ctx, machines, to).await)
+        }
         Place::Unlinked(mid) => {
-            let ctx = send::Context::of(&req);
-            let (attempt, _) = {
-                let (r, c) = (req.clone(), ctx.clone());
-                match tools::blocking(move || send::check_remote(&r, &c)).await {
-                    Ok(v) => v,
-                    Err(refusal) => return ToolResult::Refused(refusal),
+            let (attempt, _) = match checked {
+                Some(v) => v,
+                None => {
+                    let (r, c) = (req.clone(), ctx.clone());
+                    match tools::blocking(move || send::check_remote(&r, &c)).await {
+                        Ok(v) => v,
+                        Err(refusal) => return ToolResult::Refused(refusal),
+                    }
                 }
             };
             let result = SendResult {
@@ -1218,20 +1272,54 @@ async fn send_across(
     }
 }
 
+/// A send to a session of linked machine `m`, as far as [`send_across`] got: this side's checks, when
+/// they ran in the place's trip, and whether `crossing::seen` names `m` for the target already.
+struct Sending {
+    m: Machine,
+    checked: Option<(send::record::Attempt, Result<send::Plan, Refusal>)>,
+    listed: bool,
+}
+
 /// Send to a session of linked machine `m`: this side's checks, then the far side's whole send path;
 /// no answer → the outbox. One ledger line here (`toMachine`).
 pub async fn send_to(req: ToolRequest, machines: &dyn Machines, m: Machine) -> SendResult {
     let ctx = send::Context::of(&req);
-    let (r, c) = (req.clone(), ctx.clone());
-    let (mut attempt, plan) = match tools::blocking(move || send::check_remote(&r, &c)).await {
-        Ok(v) => v,
-        Err(refusal) => {
-            return SendResult {
-                outcome: SendOutcome::Refused(refusal),
-                notes: Vec::new(),
+    let to = Sending {
+        m,
+        checked: None,
+        listed: false,
+    };
+    send_checked(req, ctx, machines, to).await
+}
+
+/// [`send_to`] with what [`send_across`] found: the checks run already (else they run here), whether
+/// `crossing::seen` names the machine for the target already (then it is not remembered again). What
+/// does not depend on the answer — the human's copy of the text, the fates' key and day folder — is done
+/// on the blocking pool while the request is in flight; the ledger line, and what the answer decides,
+/// in one trip after it, before the tool returns.
+async fn send_checked(
+    req: ToolRequest,
+    ctx: send::Context,
+    machines: &dyn Machines,
+    to: Sending,
+) -> SendResult {
+    let Sending { m, checked, listed } = to;
+    let checked = match checked {
+        Some(v) => v,
+        None => {
+            let (r, c) = (req.clone(), ctx.clone());
+            match tools::blocking(move || send::check_remote(&r, &c)).await {
+                Ok(v) => v,
+                Err(refusal) => {
+                    return SendResult {
+                        outcome: SendOutcome::Refused(refusal),
+                        notes: Vec::new(),
+                    }
+                }
             }
         }
     };
+    let (mut attempt, plan) = checked;
     attempt.to_machine = Some(m.id.as_str().to_string());
     let plan = match plan {
         Ok(p) => p,
@@ -1272,11 +1360,26 @@ pub async fn send_to(req: ToolRequest, machines: &dyn Machines, m: Machine) -> S
             fate,
         }))
     };
-    let body = sreq.body.clone();
+    // Beside the request's flight: the human's copy of the text (crossing::sent: shown only once the
+    // ledger line with its hash is in, so a crash before that line leaves nothing shown; removed again
+    // if the send is refused) and the fates' key and day folder (crossing::fates).
+    let beside = {
+        let (h, rid, body, now) = (
+            ctx.home.clone(),
+            plan.request_id.clone(),
+            sreq.body.clone(),
+            ctx.now_ms,
+        );
+        base::offload::start(move || {
+            let copied = crossing::sent::record(&h, &rid, &body, now).is_ok();
+            (copied, fates::ready(&h, now).ok())
+        })
+    };
     let answer = call(machines, &m.id, Request::Send(sreq.clone()), deadline).await;
     // it answered for this session: a later send goes there even while it is offline (remembered in
-    // the ledger line's trip, after the line: one hand-over to the blocking pool, not two)
-    let seen = matches!(&answer, Ok(Response::Send(_)))
+    // the ledger line's trip, after the line: one hand-over to the blocking pool, not two); not when
+    // this home remembers that machine for it already
+    let seen = (!listed && matches!(&answer, Ok(Response::Send(_))))
         .then(|| (m.id.clone(), plan.target.clone(), ctx.now_ms));
     let outcome = match answer {
         Ok(Response::Send(a)) => outcome_of(&m, &plan.target, a, &receipt),
@@ -1322,34 +1425,32 @@ pub async fn send_to(req: ToolRequest, machines: &dyn Machines, m: Machine) -> S
             }
         }
     };
+    // (done long since, unless the disk is stuck: then no copy and the fate the slow way)
+    let (copied, ready) = beside.finish(ctx.deadline).await.unwrap_or((false, None));
     // the human's copy of what went (crossing::sent): not for a refusal, nothing went
-    let copy = (!matches!(outcome, SendOutcome::Refused(_)))
-        .then(|| (plan.request_id.clone(), body, ctx.now_ms));
+    let forget = (copied && matches!(outcome, SendOutcome::Refused(_))).then_some(ctx.now_ms);
+    let rid = plan.request_id.clone();
     // what it answered (or the outbox keeps), for the human's row (crossing::fates)
-    let answered = sent_state(&outcome).map(|(state, source)| {
-        (
-            plan.request_id.clone(),
-            m.id.clone(),
-            ctx.now_ms,
-            state,
-            source,
-        )
-    });
+    let answered = sent_state(&outcome)
+        .map(|(state, source)| (m.id.clone(), ctx.now_ms, state, source, ready));
     let result = SendResult {
         outcome,
         notes: plan.notes.clone(),
     };
     let (result, _) = attempt
         .close_then(&ctx, result, move |home, _| {
+            if let Some(now) = forget {
+                crossing::sent::forget(home, &rid, now);
+            }
             if let Some((mid, t, now)) = seen {
                 crossing::seen::remember(home, &mid, &[t], now);
             }
-            if let Some((rid, body, now)) = copy {
-                let _ = crossing::sent::record(home, &rid, &body, now);
-            }
-            if let Some((rid, mid, sent, state, source)) = answered {
+            if let Some((mid, sent, state, source, ready)) = answered {
                 let at = base::clock::now_ms();
-                let _ = fates::record(home, &rid, &mid, sent, state, source, at);
+                let _ = match ready {
+                    Some(r) => r.record(&rid, &mid, state, source, at),
+                    None => fates::record(home, &rid, &mid, sent, state, source, at),
+                };
             }
         })
         .await;

@@ -126,6 +126,8 @@ struct Net {
     lose_answers: Mutex<HashSet<MachineId>>,
     /// Requests that reached each machine.
     arrived: Mutex<Vec<(usize, Request)>>,
+    /// Machines that take a request and never answer (its caller waits until it is dropped).
+    hang: Mutex<HashSet<MachineId>>,
 }
 
 impl Net {
@@ -152,6 +154,7 @@ impl Net {
             down: Mutex::new(HashSet::new()),
             lose_answers: Mutex::new(HashSet::new()),
             arrived: Mutex::new(Vec::new()),
+            hang: Mutex::new(HashSet::new()),
         })
     }
     fn at(self: &Arc<Self>, i: usize) -> Link {
@@ -216,6 +219,9 @@ impl Machines for Link {
             let bytes = wire::encode(&req);
             let req = wire::decode_request(&bytes).expect("a request frame");
             net.arrived.lock().unwrap().push((far, req));
+            if net.hang.lock().unwrap().contains(&to) {
+                return std::future::pending().await;
+            }
             let answer = serve_bytes(&net.homes[far].here(), &from, &bytes).await;
             if net.lose_answers.lock().unwrap().contains(&to) {
                 return Err(CallError::Timeout);
@@ -1122,6 +1128,111 @@ async fn an_unreachable_machine_gets_its_message_from_the_outbox_once_when_it_is
         .unwrap();
     assert!(!v.in_outbox);
     assert_eq!(v.there.unwrap().target.as_deref(), Some(B));
+}
+
+/// The request ids of the copies home `h` keeps of what it sent (crossing::sent's files, any day).
+fn sent_copies(h: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let root = crossing::dir(h).join("sent");
+    let mut out = Vec::new();
+    for d in std::fs::read_dir(root).into_iter().flatten().flatten() {
+        out.extend(
+            std::fs::read_dir(d.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.path()),
+        );
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sender_that_dies_while_its_send_is_in_flight_leaves_nothing_that_claims_it_went() {
+    let net = Net::new(2).await;
+    net.homes[1].cold(B, "Builder");
+    list_from_0(&net).await;
+    net.hang.lock().unwrap().insert(net.homes[1].id.clone());
+    // the human's copy of the text is written while the request is in flight (remote::send_checked);
+    // the sending process dies then: its send's future is dropped before any answer
+    let n = Arc::clone(&net);
+    let t = tokio::spawn(async move { a_to_b(&n, "in flight").await });
+    let h0 = net.homes[0].path().to_path_buf();
+    for _ in 0..500 {
+        if net.sends_arrived(1) == 1 && !sent_copies(&h0).is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    t.abort();
+    assert!(t.await.unwrap_err().is_cancelled());
+    assert_eq!(net.sends_arrived(1), 1);
+    let rid = net
+        .arrived
+        .lock()
+        .unwrap()
+        .iter()
+        .find_map(|(_, r)| match r {
+            Request::Send(s) => Some(s.request_id.clone()),
+            _ => None,
+        })
+        .unwrap();
+    // the copy is there, and nothing vouches for it: no ledger line, so the human's page shows no
+    // message and no fate for it (a copy is shown only with the line that hashes to it)
+    assert_eq!(sent_copies(&h0).len(), 1);
+    assert!(net.homes[0].lines().is_empty());
+    let h = h0.clone();
+    let p = std::thread::spawn(move || {
+        crate::mailindex::list(&h, &crate::mailindex::MailListArgs::default(), &[])
+    })
+    .join()
+    .unwrap();
+    assert!(p.rows.iter().all(|r| r.request_id != rid), "{:?}", p.rows);
+    let tab = crate::mailview::view(&h0, A, 50);
+    assert!(tab.rows.iter().all(|r| r.request_id != rid));
+    assert!(crossing::fates::key(&h0).map_or(true, |k| {
+        crossing::fates::read(
+            &h0,
+            &k,
+            &rid,
+            net.homes[1].id.as_str(),
+            base::clock::now_ms(),
+            base::clock::now_ms(),
+        )
+        .is_none()
+    }));
+    // a send the far side refuses leaves no copy either: the one written in flight is removed
+    net.hang.lock().unwrap().clear();
+    crossing::seen::remember(
+        &h0,
+        &net.homes[1].id,
+        &[C.to_string()],
+        base::clock::now_ms(),
+    );
+    let r = run_result(
+        net.homes[0].call(A, "send_session_message", send_msg(C, "nobody")),
+        &net.at(0),
+    )
+    .await;
+    let refused = remote_refusal(&r);
+    assert_eq!(refused.refusal.code, RefusalCode::NotFound);
+    assert_eq!(net.sends_arrived(1), 2);
+    assert_eq!(sent_copies(&h0).len(), 1, "only the dead send's copy");
+    assert_eq!(net.homes[0].lines().len(), 1);
+    // and an accepted one keeps its copy, vouched by its line
+    let r = a_to_b(&net, "landed").await;
+    let rc = remote(&r);
+    assert_eq!(sent_copies(&h0).len(), 2);
+    let line = net.homes[0].lines().pop().unwrap();
+    assert_eq!(
+        crossing::sent::text_of(
+            &h0,
+            &rc.request_id,
+            line.body_sha256.as_deref().unwrap(),
+            line.time_ms().unwrap()
+        )
+        .as_deref(),
+        Some("landed")
+    );
 }
 
 #[tokio::test]
