@@ -79,11 +79,8 @@ impl Answer {
     }
 }
 
-#[derive(Serialize, Deserialize)]
-struct Sealed {
-    answer: Answer,
-    mac: String,
-}
+/// The record's field in its sealed envelope (`{"answer": …, "mac": …}`, [`seal::sealed_bytes`]).
+const FIELD: &str = "answer";
 
 fn root(home: &Path) -> PathBuf {
     super::dir(home).join("fates")
@@ -107,9 +104,7 @@ fn open(key: &seal::Key, p: &Path) -> Option<Answer> {
     if fsafe::foreign_owner(&m).is_some() {
         return None;
     }
-    let s: Sealed = serde_json::from_slice(&bytes).ok()?;
-    let raw = serde_json::to_vec(&s.answer).ok()?;
-    seal::check_hex(key.bytes(), DOMAIN, &raw, &s.mac).then_some(s.answer)
+    seal::open_bytes(key.bytes(), DOMAIN, FIELD, &bytes)
 }
 
 /// The remembered answer for `request_id`, sent to `machine` at `sent_ms` (the ledger line's time), if a
@@ -196,12 +191,8 @@ impl Ready {
             source,
             at_ms,
         };
-        let raw = serde_json::to_vec(&answer).map_err(std::io::Error::other)?;
-        let bytes = serde_json::to_vec(&Sealed {
-            mac: seal::seal_hex(self.key.bytes(), DOMAIN, &raw),
-            answer,
-        })
-        .map_err(std::io::Error::other)?;
+        let bytes = seal::sealed_bytes(self.key.bytes(), DOMAIN, FIELD, &answer)
+            .map_err(std::io::Error::other)?;
         if bytes.len() as u64 > MAX_BYTES {
             return Err(std::io::Error::other("over the bound"));
         }
