@@ -1189,7 +1189,7 @@ async fn a_sender_that_dies_while_its_send_is_in_flight_leaves_nothing_that_clai
     assert!(p.rows.iter().all(|r| r.request_id != rid), "{:?}", p.rows);
     let tab = crate::mailview::view(&h0, A, 50);
     assert!(tab.rows.iter().all(|r| r.request_id != rid));
-    assert!(crossing::fates::key(&h0).map_or(true, |k| {
+    assert!(crossing::fates::key(&h0).is_none_or(|k| {
         crossing::fates::read(
             &h0,
             &k,
