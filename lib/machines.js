@@ -14,7 +14,7 @@ import { resolveDshHome } from './home.js'
  * @param {string} asked
  * @returns {{ read: string | null, send: string | null, sender: string | null }}
  */
-export function askOf(asked) {
+function askOf(asked) {
   const text = v => (typeof v === 'string' ? v : null)
   let q
   try { q = JSON.parse(asked) } catch {

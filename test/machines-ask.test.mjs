@@ -1,25 +1,36 @@
 // What the core asks this process's host when a linked machine's request arrives (src/lib.rs `here_of`,
-// core `remote::Ask`), as the shim reads it (lib/machines.js `askOf`): a send's facts are its target's and
+// core `remote::Ask`), as the shim reads it (lib/machines.js `askOf`, module-private: read through `startMachines`): a send's facts are its target's and
 // sender's live entries alone (a local send's), a read names its session, anything else asks for all.
 //
 //   node --test test/machines-ask.test.mjs
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { askOf, startMachines } from '../lib/machines.js'
+import { startMachines } from '../lib/machines.js'
 
-test('askOf: the core\'s JSON ask, an older addon\'s read id, and junk', () => {
-  assert.deepEqual(askOf('{"send":"session-t","sender":"session-s"}'), { read: null, send: 'session-t', sender: 'session-s' })
-  assert.deepEqual(askOf('{"send":"session-t"}'), { read: null, send: 'session-t', sender: null })
-  assert.deepEqual(askOf('{"read":"session-r"}'), { read: 'session-r', send: null, sender: null })
-  assert.deepEqual(askOf('{}'), { read: null, send: null, sender: null })
+/** The ask `here` receives when the core serves with `asked` (startMachines → askOf). */
+async function askOf(asked) {
+  let served = null
+  const core = { machinesStart: async () => true, machinesStop: async () => {}, machinesServeWith: (_home, fn) => { served = fn } }
+  let got
+  const stop = startMachines(core, { here: async (ask) => { got = ask; return '{}' } })
+  await served(asked)
+  stop()
+  return got
+}
+
+test('askOf: the core\'s JSON ask, an older addon\'s read id, and junk', async () => {
+  assert.deepEqual(await askOf('{"send":"session-t","sender":"session-s"}'), { read: null, send: 'session-t', sender: 'session-s' })
+  assert.deepEqual(await askOf('{"send":"session-t"}'), { read: null, send: 'session-t', sender: null })
+  assert.deepEqual(await askOf('{"read":"session-r"}'), { read: 'session-r', send: null, sender: null })
+  assert.deepEqual(await askOf('{}'), { read: null, send: null, sender: null })
   // a send is never a read too, whatever else the JSON holds
-  assert.deepEqual(askOf('{"send":"session-t","read":"session-r"}'), { read: null, send: 'session-t', sender: null })
+  assert.deepEqual(await askOf('{"send":"session-t","read":"session-r"}'), { read: null, send: 'session-t', sender: null })
   // fields that are not strings are left out: the whole facts are asked for
-  assert.deepEqual(askOf('{"send":7,"read":["x"],"sender":{}}'), { read: null, send: null, sender: null })
+  assert.deepEqual(await askOf('{"send":7,"read":["x"],"sender":{}}'), { read: null, send: null, sender: null })
   // an older addon passed a read's session id, '' for any other request
-  assert.deepEqual(askOf('session-r'), { read: 'session-r', send: null, sender: null })
-  assert.deepEqual(askOf(''), { read: null, send: null, sender: null })
-  for (const junk of ['null', '[]', '"x"', '3']) assert.deepEqual(askOf(junk), { read: null, send: null, sender: null }, junk)
+  assert.deepEqual(await askOf('session-r'), { read: 'session-r', send: null, sender: null })
+  assert.deepEqual(await askOf(''), { read: null, send: null, sender: null })
+  for (const junk of ['null', '[]', '"x"', '3']) assert.deepEqual(await askOf(junk), { read: null, send: null, sender: null }, junk)
 })
 
 test('startMachines hands the shim\'s here the ask the core sent, parsed', async () => {
