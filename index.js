@@ -245,15 +245,21 @@ export function apply(ctx, config) {
       // asked when each request arrives (src/lib.rs `here_of`), for what it needs (lib/machines.js `askOf`):
       // a read's session is flushed first, as for a local read; a send's facts are a local send's (its
       // target's live entry alone, no file activity), plus the sender's entry should that id be live here
-      const here = async ({ read, send, sender }) => {
-        const secret = (await routeSecret()) ?? null
-        if (send !== null) {
-          const request = buildRequest(ctx, config, 'sessions_send', { session_id: send }, null, hostVersion, secret, null, host)
-          if (sender !== null && sender !== send) request.live.push(...liveAgents(ctx, { activity: false, files: false, only: sender, registryOf: host.agents }))
-          return JSON.stringify(request)
-        }
-        const liveRead = read !== null ? await liveReadFacts(ctx, read) : null
-        return JSON.stringify(buildRequest(ctx, config, 'sessions_list', {}, null, hostVersion, secret, liveRead, host))
+      const sendFacts = (secret, send, sender) => {
+        const request = buildRequest(ctx, config, 'sessions_send', { session_id: send }, null, hostVersion, secret, null, host)
+        if (sender !== null && sender !== send) request.live.push(...liveAgents(ctx, { activity: false, files: false, only: sender, registryOf: host.agents }))
+        return JSON.stringify(request)
+      }
+      // a send's facts at once when the secret needs no wait (rc.8: none; src/lib.rs `HereFn`), else a Promise
+      const here = ({ read, send, sender }) => {
+        const asked = routeSecret()
+        if (send !== null && typeof asked?.then !== 'function') return sendFacts(asked ?? null, send, sender)
+        return (async () => {
+          const secret = (await asked) ?? null
+          if (send !== null) return sendFacts(secret, send, sender)
+          const liveRead = read !== null ? await liveReadFacts(ctx, read) : null
+          return JSON.stringify(buildRequest(ctx, config, 'sessions_list', {}, null, hostVersion, secret, liveRead, host))
+        })()
       }
       const stopMachines = startMachines(core, { here })
       return () => { stopMachines(); stopRoutes(); stopHandBack(); stopMailbox(); stopPresence() }

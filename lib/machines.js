@@ -29,8 +29,8 @@ function askOf(asked) {
 /**
  * Start keeping the lease; returns the stop (the endpoint closed and awaited, the lease released).
  * @param {any} core
- * @param {{ here?: (ask: ReturnType<typeof askOf>) => Promise<string> }} [opts] - this process's host facts as a
- *   ToolRequest's JSON, for what the request needs (`askOf`)
+ * @param {{ here?: (ask: ReturnType<typeof askOf>) => string | Promise<string> }} [opts] - this process's host facts as a
+ *   ToolRequest's JSON (at once, or a Promise of it), for what the request needs (`askOf`)
  */
 export function startMachines(core, { here } = {}) {
   if (typeof core?.machinesStart !== 'function') return () => {}

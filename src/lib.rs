@@ -871,11 +871,13 @@ fn kick_of(home: &std::path::Path) -> std::sync::Arc<tokio::sync::Notify> {
 }
 
 /// How this process's host facts are asked for at serve time: the shim's function (`machinesServeWith`),
-/// called on the host's main thread, resolving to a ToolRequest's JSON (tool, args and caller ignored).
+/// called on the host's main thread, returning a ToolRequest's JSON (tool, args and caller ignored) — at
+/// once when it has everything at hand (a send's facts on a host whose secret needs no wait: no second
+/// trip through the host's event loop for a Promise), else a Promise of it.
 /// Weak: it never keeps the host's event loop alive.
 type HereFn = napi::threadsafe_function::ThreadsafeFunction<
     String,
-    napi::bindgen_prelude::Promise<String>,
+    napi::bindgen_prelude::Either<String, napi::bindgen_prelude::Promise<String>>,
     String,
     napi::Status,
     false,
@@ -905,7 +907,12 @@ async fn here_of(
     let json = match f {
         Some(f) => {
             // a read names its session: the host flushes it and reports its length, as for a local read
-            let asked = async move { f.call_async_catch(ask.to_json()).await?.await };
+            let asked = async move {
+                match f.call_async_catch(ask.to_json()).await? {
+                    napi::bindgen_prelude::Either::A(json) => Ok(json),
+                    napi::bindgen_prelude::Either::B(later) => later.await,
+                }
+            };
             match tokio::time::timeout(HERE_DEADLINE, asked).await {
                 Ok(Ok(json)) => json,
                 _ => return Err(()),

@@ -51,3 +51,11 @@ test('startMachines hands the shim\'s here the ask the core sent, parsed', async
   ])
   stop()
 })
+
+test('a here that answers at once is handed back at once, not as a Promise (src/lib.rs HereFn: no second trip)', () => {
+  let served = null
+  const core = { machinesStart: async () => true, machinesStop: async () => {}, machinesServeWith: (_home, fn) => { served = fn } }
+  const stop = startMachines(core, { here: (ask) => JSON.stringify({ facts: ask.send }) })
+  assert.equal(served('{"send":"session-t"}'), '{"facts":"session-t"}')
+  stop()
+})
