@@ -36,7 +36,8 @@ step "npm ci (napi CLI, playwright-core)"
 npm ci --no-audit --no-fund --loglevel=error
 
 step "cargo test"
-cargo test --workspace --quiet 2>&1 | tail -n 30
+# (no backtrace: a failing test's own message stays inside the tail)
+RUST_BACKTRACE=0 cargo test --workspace --quiet 2>&1 | tail -n 30
 
 step "fuzz/ (its own workspace): rustfmt-clean, and its lockfile in step with the core's dependencies"
 # fuzz/Cargo.lock goes stale whenever crates/core's dependency set changes, and cargo would then rewrite it
