@@ -63,6 +63,14 @@ pub struct Arrival {
     pub answer: Option<SendAnswer>,
 }
 
+impl Arrival {
+    /// The same arrival as `o`: from the same machine, for the same target, from the same sender (a
+    /// record of another is never believed for this one, whatever its request id).
+    pub fn same_as(&self, o: &Arrival) -> bool {
+        self.from == o.from && self.target == o.target && self.sender == o.sender
+    }
+}
+
 /// What claiming a request id found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Claim {
@@ -262,9 +270,7 @@ fn recover_now(home: &Path) -> std::io::Result<usize> {
             let p = path(home, &a.request_id);
             // there and of this arrival (a renewed claim has a later time): nothing to do
             let there = read_record(&p, &a.request_id);
-            if there
-                .is_some_and(|o| o.from == a.from && o.target == a.target && o.sender == a.sender)
-            {
+            if there.is_some_and(|o| o.same_as(&a)) {
                 continue;
             }
             // missing, or torn or emptied by the crash (linked before its bytes reached the disk)
@@ -348,7 +354,7 @@ pub fn lookup(home: &Path, request_id: &str) -> Option<Arrival> {
     let mut a = read_record(&path(home, request_id), request_id)?;
     if a.answer.is_none() {
         a.answer = read_record(&answer_path(home, request_id), request_id)
-            .filter(|x| x.from == a.from && x.target == a.target && x.sender == a.sender)
+            .filter(|x| x.same_as(&a))
             .and_then(|x| x.answer);
     }
     Some(a)
@@ -391,7 +397,7 @@ fn claim_within(home: &Path, a: &Arrival, now_ms: i64, max: usize) -> std::io::R
                 // there, but not a record of ours: never delivered over it
                 return Ok(Claim::Mismatch);
             };
-            if old.from != a.from || old.target != a.target || old.sender != a.sender {
+            if !old.same_as(a) {
                 return Ok(Claim::Mismatch);
             }
             Ok(match old.answer {
@@ -429,14 +435,20 @@ pub fn given(home: &Path, a: &Arrival) -> Option<SendAnswer> {
     let g = GIVEN.lock().unwrap_or_else(|p| p.into_inner());
     g.iter()
         .rev()
-        .find(|(h, r)| {
-            h == home
-                && r.request_id == a.request_id
-                && r.from == a.from
-                && r.target == a.target
-                && r.sender == a.sender
-        })
+        .find(|(h, r)| h == home && r.request_id == a.request_id && r.same_as(a))
         .and_then(|(_, r)| r.answer.clone())
+}
+
+/// The answer given to the arrival `a` whose claim was found in flight: from this process's memory
+/// while its record is being written ([`given`]), else from the record. In this order: [`answer`]
+/// forgets what it gave only once the record is written, so a record the claim's look missed just
+/// before it was written is on disk by the time memory no longer has it.
+pub fn answered(home: &Path, a: &Arrival) -> Option<SendAnswer> {
+    given(home, a).or_else(|| {
+        lookup(home, &a.request_id)
+            .filter(|x| x.same_as(a))
+            .and_then(|x| x.answer)
+    })
 }
 
 /// Record the answer given to `a`, beside its claim (not fsynced: a lost answer is a claim without
@@ -467,9 +479,7 @@ fn write_answer(home: &Path, a: &Arrival, ans: &SendAnswer) -> std::io::Result<(
 pub fn release(home: &Path, a: &Arrival) -> std::io::Result<()> {
     match read_record(&path(home, &a.request_id), &a.request_id) {
         Some(old)
-            if old.from == a.from
-                && old.target == a.target
-                && old.sender == a.sender
+            if old.same_as(a)
                 && old.claimed_at == a.claimed_at
                 && lookup(home, &a.request_id).is_some_and(|l| l.answer.is_none()) =>
         {
@@ -625,6 +635,14 @@ mod tests {
             .retain(|x| x != h);
     }
 
+    /// Is a set-aside journal there (a checkpoint between its rename and its removal, or a crash's)?
+    fn set_aside(h: &Path) -> bool {
+        std::fs::read_dir(dir(h))
+            .unwrap()
+            .flatten()
+            .any(|e| e.file_name().to_str().is_some_and(is_set_aside))
+    }
+
     fn journal_lines(h: &Path) -> Vec<Arrival> {
         std::fs::read(journal_path(h))
             .unwrap_or_default()
@@ -702,12 +720,7 @@ mod tests {
         assert_eq!(journal_lines(h).len(), 1);
         checkpoint(h).unwrap();
         assert!(journal_lines(h).is_empty());
-        let left: Vec<_> = std::fs::read_dir(dir(h))
-            .unwrap()
-            .flatten()
-            .filter(|e| e.file_name().to_str().is_some_and(is_set_aside))
-            .collect();
-        assert!(left.is_empty(), "the set-aside journal is removed");
+        assert!(!set_aside(h), "the set-aside journal is removed");
         assert!(matches!(claim(h, &a, 1_500).unwrap(), Claim::InFlight(_)));
         as_a_new_process(h);
         assert_eq!(recover(h).unwrap(), 0);
@@ -746,19 +759,13 @@ mod tests {
             .unwrap();
         std::io::Write::write_all(&mut f, &vec![b'\n'; CHECKPOINT_AT as usize]).unwrap();
         sweep(h, 3_000, 1024);
-        let set_aside = || {
-            std::fs::read_dir(dir(h))
-                .unwrap()
-                .flatten()
-                .any(|e| e.file_name().to_str().is_some_and(is_set_aside))
-        };
         let t = std::time::Instant::now();
-        while (journal_lines(h).len() + usize::from(set_aside()) > 0)
+        while (journal_lines(h).len() + usize::from(set_aside(h)) > 0)
             && t.elapsed() < std::time::Duration::from_secs(20)
         {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
-        assert!(journal_lines(h).is_empty() && !set_aside());
+        assert!(journal_lines(h).is_empty() && !set_aside(h));
         // the claim it named still answers
         assert!(matches!(claim(h, &a, 1_500).unwrap(), Claim::InFlight(_)));
     }

@@ -653,16 +653,7 @@ async fn serve_claimed(
         }
         // answered by this process a moment ago, its record still being written: the same answer
         Ok(arrivals::Claim::InFlight(old)) => {
-            // (in this order: `answer` forgets what it gave only once the record is written, so a
-            // record missed by the claim's look and then forgotten is on disk by now)
-            let given = arrivals::given(&home, &old).or_else(|| {
-                arrivals::lookup(&home, &old.request_id)
-                    .filter(|a| {
-                        a.from == old.from && a.target == old.target && a.sender == old.sender
-                    })
-                    .and_then(|a| a.answer)
-            });
-            return match given {
+            return match arrivals::answered(&home, &old) {
                 Some(mut ans) => {
                     ans.repeated = true;
                     ans
@@ -778,12 +769,7 @@ fn verify_here(home: &Path, from: &MachineId, request_id: &str) -> VerifyAnswer 
     };
     // answered here a moment ago, its record still being written
     if a.answer.is_none() {
-        // (given first, then the record again: it is forgotten only once written)
-        a.answer = arrivals::given(home, &a).or_else(|| {
-            arrivals::lookup(home, &a.request_id)
-                .filter(|x| x.from == a.from && x.target == a.target && x.sender == a.sender)
-                .and_then(|x| x.answer)
-        });
+        a.answer = arrivals::answered(home, &a);
     }
     let mut v = VerifyAnswer {
         target: Some(a.target.clone()),
