@@ -10,7 +10,7 @@ import { baseUrlOf, browserSessionSecret, callerOf, detectHostVersion, followSes
 import { IdleNotices } from './lib/notice.js'
 import { installOverlapNotice } from './lib/overlap.js'
 import { startPresence } from './lib/presence.js'
-import { startMachines } from './lib/machines.js'
+import { sendFactsOf, startMachines } from './lib/machines.js'
 import { canDrain, startHandBack, startMailbox } from './lib/mailbox.js'
 import { startClientRoutes } from './lib/client-host.js'
 
@@ -245,18 +245,29 @@ export function apply(ctx, config) {
       // asked when each request arrives (src/lib.rs `here_of`), for what it needs (lib/machines.js `askOf`):
       // a read's session is flushed first, as for a local read; a send's facts are a local send's (its
       // target's live entry alone, no file activity), plus the sender's entry should that id be live here
-      const sendFacts = (secret, send, sender) => {
-        const request = buildRequest(ctx, config, 'sessions_send', { session_id: send }, null, hostVersion, secret, null, host)
-        if (sender !== null && sender !== send) request.live.push(...liveAgents(ctx, { activity: false, files: false, only: sender, registryOf: host.agents }))
-        return JSON.stringify(request)
+      // (the request's unchanging part made once: lib/machines.js `sendFactsOf`; `dshHome`: the home the core
+      // serves, as lib/machines.js registered it)
+      const sendHead = sendFactsOf(({ dshHome, baseUrl, secret }) => ({
+        tool: 'sessions_send',
+        args: {},
+        caller: null,
+        config: coreConfig(config),
+        host: { dshHome, baseUrl, version: config.hostApi === 'auto' ? hostVersion : null, secret, profile: null, startedAt },
+        liveSeq: null,
+        liveFlushed: null,
+      }))
+      const sendFacts = (secret, send, sender, home) => {
+        const live = liveAgents(ctx, { activity: true, files: false, only: send, registryOf: host.agents })
+        if (sender !== null && sender !== send) live.push(...liveAgents(ctx, { activity: false, files: false, only: sender, registryOf: host.agents }))
+        return sendHead({ dshHome: home ?? resolveDshHome(), baseUrl: host.baseUrl(), secret }, live)
       }
       // a send's facts at once when the secret needs no wait (rc.8: none; src/lib.rs `HereFn`), else a Promise
-      const here = ({ read, send, sender }) => {
+      const here = ({ read, send, sender }, home) => {
         const asked = routeSecret()
-        if (send !== null && typeof asked?.then !== 'function') return sendFacts(asked ?? null, send, sender)
+        if (send !== null && typeof asked?.then !== 'function') return sendFacts(asked ?? null, send, sender, home)
         return (async () => {
           const secret = (await asked) ?? null
-          if (send !== null) return sendFacts(secret, send, sender)
+          if (send !== null) return sendFacts(secret, send, sender, home)
           const liveRead = read !== null ? await liveReadFacts(ctx, read) : null
           return JSON.stringify(buildRequest(ctx, config, 'sessions_list', {}, null, hostVersion, secret, liveRead, host))
         })()

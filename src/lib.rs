@@ -895,42 +895,63 @@ const HERE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(3);
 /// never a copy taken earlier (a session that became live since must be served live, not cold). `ask`:
 /// what the request needs (core `remote::Ask`: a read's session, flushed first; a send's target and
 /// sender alone, as a local send reads them; else every live session).
+/// The question is queued on the host's thread when this is called, not when the future is first
+/// polled: the host's event loop wakes and answers while the caller reads the links and claims.
 /// `Err`: the host did not answer in time (the request is refused, not answered from stale facts).
-async fn here_of(
+fn here_of(
     home: &std::path::Path,
     ask: mail_core::remote::Ask,
-) -> std::result::Result<mail_core::request::ToolRequest, ()> {
+) -> impl std::future::Future<Output = std::result::Result<mail_core::request::ToolRequest, ()>>
+       + Send
+       + 'static {
+    use napi::bindgen_prelude::Either;
     let f = HERE
         .lock()
         .ok()
         .and_then(|h| h.iter().find(|(p, _)| p == home).map(|(_, f)| f.clone()));
-    let json = match f {
-        Some(f) => {
-            // a read names its session: the host flushes it and reports its length, as for a local read
-            let asked = async move {
-                match f.call_async_catch(ask.to_json()).await? {
-                    napi::bindgen_prelude::Either::A(json) => Ok(json),
-                    napi::bindgen_prelude::Either::B(later) => later.await,
+    // a read names its session: the host flushes it and reports its length, as for a local read
+    let asked = f.map(|f| {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let queued = f.call_with_return_value(
+            ask.to_json(),
+            napi::threadsafe_function::ThreadsafeFunctionCallMode::NonBlocking,
+            move |r, _| {
+                let _ = tx.send(r);
+                Ok(())
+            },
+        );
+        (queued == napi::Status::Ok).then_some(rx)
+    });
+    let home = home.to_path_buf();
+    async move {
+        let json = match asked {
+            // the host's thread is closing (or its queue refused the call)
+            Some(None) => return Err(()),
+            Some(Some(rx)) => {
+                let answer = async move {
+                    match rx.await {
+                        Ok(Ok(Either::A(json))) => Ok(json),
+                        Ok(Ok(Either::B(later))) => later.await.map_err(|_| ()),
+                        _ => Err(()),
+                    }
+                };
+                match tokio::time::timeout(HERE_DEADLINE, answer).await {
+                    Ok(Ok(json)) => json,
+                    _ => return Err(()),
                 }
-            };
-            match tokio::time::timeout(HERE_DEADLINE, asked).await {
-                Ok(Ok(json)) => json,
-                _ => return Err(()),
             }
-        }
-        // a process without a host (the command line holding the endpoint): the store and the
-        // presence records of the home's other processes
-        None => {
-            serde_json::json!({"tool": "sessions_list", "args": {}, "caller": null, "config": {},
-            "host": {"dshHome": home.to_string_lossy(), "baseUrl": null, "version": null,
-            "secret": null, "profile": null}, "live": []})
-            .to_string()
-        }
-    };
-    mail_core::tools::parse_request(&json)
-        .ok()
-        .and_then(|r| r.ok())
-        .ok_or(())
+            // a process without a host (the command line holding the endpoint): the store and the
+            // presence records of the home's other processes
+            None => serde_json::json!({"tool": "sessions_list", "args": {}, "caller": null,
+            "config": {}, "host": {"dshHome": home.to_string_lossy(), "baseUrl": null,
+            "version": null, "secret": null, "profile": null}, "live": []})
+            .to_string(),
+        };
+        mail_core::tools::parse_request(&json)
+            .ok()
+            .and_then(|r| r.ok())
+            .ok_or(())
+    }
 }
 
 /// The host facts of the last request served here, per home (only where a host answers: `here_of` asks
@@ -988,10 +1009,12 @@ fn machines_handler(home: &std::path::Path) -> link::Handler {
                 None
             };
             let h = home.clone();
+            // a send's facts name its target alone: never what a later read starts with
+            let whole = !ask.is_send();
+            // asked now, on the host's thread, before this task is spawned (`here_of`)
+            let asked = here_of(&home, ask);
             let here = tokio::spawn(async move {
-                // a send's facts name its target alone: never what a later read starts with
-                let whole = !ask.is_send();
-                let here = here_of(&h, ask).await.ok()?;
+                let here = asked.await.ok()?;
                 if whole {
                     keep_here(&h, &here);
                 }

@@ -5,7 +5,7 @@
 //   node --test test/machines-ask.test.mjs
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { startMachines } from '../lib/machines.js'
+import { sendFactsOf, startMachines } from '../lib/machines.js'
 
 /** The ask `here` receives when the core serves with `asked` (startMachines → askOf). */
 async function askOf(asked) {
@@ -58,4 +58,47 @@ test('a here that answers at once is handed back at once, not as a Promise (src/
   const stop = startMachines(core, { here: (ask) => JSON.stringify({ facts: ask.send }) })
   assert.equal(served('{"send":"session-t"}'), '{"facts":"session-t"}')
   stop()
+})
+
+test('startMachines hands here the home the core serves (the one it registered), not the home the environment names now', async () => {
+  const before = process.env.DSH_HOME
+  let registered = null
+  let served = null
+  const core = { machinesStart: async () => true, machinesStop: async () => {}, machinesServeWith: (home, fn) => { registered = home; served = fn } }
+  const homes = []
+  try {
+    process.env.DSH_HOME = '/nonexistent/served-home'
+    const stop = startMachines(core, { here: (_ask, home) => { homes.push(home); return '{}' } })
+    process.env.DSH_HOME = '/nonexistent/another-home'
+    served('{"send":"session-t"}')
+    stop()
+  } finally {
+    if (before === undefined) delete process.env.DSH_HOME
+    else process.env.DSH_HOME = before
+  }
+  assert.equal(registered, '/nonexistent/served-home')
+  assert.deepEqual(homes, ['/nonexistent/served-home'])
+})
+
+test('sendFactsOf: the request a send\'s facts make, its unchanging part made again only when a host field changes, the live entries read each time', () => {
+  const made = []
+  const facts = sendFactsOf((host) => {
+    made.push(host)
+    // a `live` the request carries is replaced by the entries of the arrival
+    return { tool: 'sessions_send', args: {}, config: { maxSendChars: 10 }, host: { ...host, profile: null }, live: ['stale'], liveSeq: null }
+  })
+  const host = { dshHome: '/h', baseUrl: 'http://127.0.0.1:1', secret: null }
+  const a = [{ id: 'session-t', status: 'idle', header: { cwd: '/w' } }]
+  const parsed = JSON.parse(facts(host, a))
+  assert.deepEqual(parsed, { tool: 'sessions_send', args: {}, config: { maxSendChars: 10 }, host: { ...host, profile: null }, liveSeq: null, live: a })
+  // the next arrival: the same host, a live entry changed since (never a copy of the last)
+  const b = [{ id: 'session-t', status: 'running', header: { cwd: '/w' } }, { id: 'session-s', status: 'idle', header: {} }]
+  assert.deepEqual(JSON.parse(facts({ ...host }, b)).live, b)
+  assert.equal(made.length, 1)
+  // a changed secret, web server URL or home is in the next facts at once
+  assert.equal(JSON.parse(facts({ ...host, secret: 's3cret' }, a)).host.secret, 's3cret')
+  assert.equal(JSON.parse(facts({ ...host, secret: 's3cret', baseUrl: 'http://127.0.0.1:2' }, a)).host.baseUrl, 'http://127.0.0.1:2')
+  assert.equal(JSON.parse(facts({ ...host, secret: 's3cret', baseUrl: 'http://127.0.0.1:2', dshHome: '/h2' }, a)).host.dshHome, '/h2')
+  assert.equal(JSON.parse(facts(host, [])).host.secret, null)
+  assert.equal(made.length, 5)
 })
