@@ -344,29 +344,28 @@ impl Machines {
     }
 
     /// `machines rename <name> <new>`: this home's name for a linked machine (the id stays).
-    pub fn rename(&self, name: &str, new: &str) -> Result<crate::Link, LinkError> {
+    pub async fn rename(&self, name: &str, new: &str) -> Result<crate::Link, LinkError> {
         if !crate::valid_name(new) {
             return Err(LinkError::BadName { name: new.into() });
         }
         let sk = self.key()?;
         use crate::store::StoreError::Refused;
-        Ok(crate::store::update(
-            &self.home,
-            &sk,
-            base::clock::now_ms(),
-            |d| {
-                if d.by_name(new).is_some() {
-                    return Err(Refused(LinkError::NameTaken { name: new.into() }));
+        let (name, new) = (name.to_string(), new.to_string());
+        Ok(
+            crate::store::update_off(&self.home, &sk, base::clock::now_ms(), move |d| {
+                if d.by_name(&new).is_some() {
+                    return Err(Refused(LinkError::NameTaken { name: new }));
                 }
                 let l = d
                     .links
                     .iter_mut()
                     .find(|l| l.name == name)
-                    .ok_or_else(|| Refused(LinkError::NoSuchLink { name: name.into() }))?;
-                l.name = new.to_string();
+                    .ok_or_else(|| Refused(LinkError::NoSuchLink { name: name.clone() }))?;
+                l.name = new;
                 Ok(l.clone())
-            },
-        )?)
+            })
+            .await?,
+        )
     }
 
     /// `links`: every link with, when `probe`, whether it answers now and its round trip (asked in
