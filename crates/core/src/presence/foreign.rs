@@ -426,14 +426,8 @@ mod tests {
     #[test]
     fn a_hosts_fork_before_its_exec_is_not_a_second_host() {
         let home = tempfile::tempdir().unwrap();
-        let lib = home.path().join("pkg/node_modules/@deepseek-ai/dsh/lib");
-        std::fs::create_dir_all(&lib).unwrap();
-        let script = lib.join("bin.js");
         // the subshell is a fork that never execs (`read` and `:` are builtins); both wait on the held stdin
-        std::fs::write(&script, "( read -r _; : )\nread -r _\n").unwrap();
-        let node = home.path().join("bin/node");
-        std::fs::create_dir_all(node.parent().unwrap()).unwrap();
-        std::fs::copy("/bin/sh", &node).unwrap();
+        let (node, script) = dsh_like(home.path(), "( read -r _; : )\nread -r _\n");
         let mut host = std::process::Command::new(&node)
             .arg(&script)
             .args(["--profile", "plain"])
@@ -492,6 +486,21 @@ mod tests {
         assert_eq!(holder.map(|h| (h.host.pid, h.others)), Some((pid, 0)));
     }
 
+    /// A DSH-like host's files under `dir`: `…/@deepseek-ai/dsh/lib/bin.js` holding `script`, and `bin/node`,
+    /// a copy of the shell (the executable must be a node binary: the shell under that name runs the script).
+    /// Returns (node, bin.js).
+    #[cfg(target_os = "linux")]
+    fn dsh_like(dir: &Path, script: &str) -> (PathBuf, PathBuf) {
+        let lib = dir.join("pkg/node_modules/@deepseek-ai/dsh/lib");
+        std::fs::create_dir_all(&lib).unwrap();
+        let bin = lib.join("bin.js");
+        std::fs::write(&bin, script).unwrap();
+        let node = dir.join("bin/node");
+        std::fs::create_dir_all(node.parent().unwrap()).unwrap();
+        std::fs::copy("/bin/sh", &node).unwrap();
+        (node, bin)
+    }
+
     /// A real process of this user run as `<interpreter> …/@deepseek-ai/dsh/lib/bin.js --profile plain` (as
     /// `node` runs the DSH CLI) on a temp home is found, with its profile and a start time of about now; on
     /// another home, or when it publishes presence, it is not.
@@ -500,18 +509,9 @@ mod tests {
     fn a_live_dsh_like_process_on_this_home_is_found_in_proc() {
         let home = tempfile::tempdir().unwrap();
         let other = tempfile::tempdir().unwrap();
-        let lib = home.path().join("pkg/node_modules/@deepseek-ai/dsh/lib");
-        std::fs::create_dir_all(&lib).unwrap();
-        let script = lib.join("bin.js");
-        // waits on a builtin (`read` of its stdin, held open below): a `sleep` would be forked, and the fork,
-        // until it execs, is a second DSH-like process on this home started later (under load the scan
-        // then took it for the newest writer: a_live_dsh_like_process… failed 2 of 12 runs)
-        std::fs::write(&script, "read -r _\n").unwrap();
+        // waits on a builtin (`read` of its stdin, held open below), so nothing forks
+        let (node, script) = dsh_like(home.path(), "read -r _\n");
         let t0 = base::clock::now_ms();
-        // the executable must be a node binary: a shell copied under that name runs the script
-        let node = home.path().join("bin/node");
-        std::fs::create_dir_all(node.parent().unwrap()).unwrap();
-        std::fs::copy("/bin/sh", &node).unwrap();
         let mut child = std::process::Command::new(&node)
             .arg(&script)
             .args(["--profile", "plain", "--no-open"])
@@ -574,16 +574,8 @@ mod tests {
         let base = tempfile::tempdir().unwrap();
         let home = base.path().join("h");
         std::fs::create_dir_all(&home).unwrap();
-        let lib = base.path().join("pkg/node_modules/@deepseek-ai/dsh/lib");
-        std::fs::create_dir_all(&lib).unwrap();
-        let script = lib.join("bin.js");
-        // waits on a builtin (`read` of its stdin, held open below): a `sleep` would be forked, and the fork,
-        // until it execs, is a second DSH-like process on this home started later (under load the scan
-        // then took it for the newest writer: a_live_dsh_like_process… failed 2 of 12 runs)
-        std::fs::write(&script, "read -r _\n").unwrap();
-        let node = base.path().join("bin/node");
-        std::fs::create_dir_all(node.parent().unwrap()).unwrap();
-        std::fs::copy("/bin/sh", &node).unwrap();
+        // waits on a builtin (`read` of its stdin, held open below), so nothing forks
+        let (node, script) = dsh_like(base.path(), "read -r _\n");
         // a sleep dressed as dsh on this home
         let mut fake = std::process::Command::new("sleep")
             .arg0("dsh")
