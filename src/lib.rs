@@ -1296,7 +1296,7 @@ pub async fn machines_rename(
     new_name: String,
 ) -> napi::Result<String> {
     let home = home_of(dsh_home.as_deref());
-    let r = machines_of(&home).rename(&name, &new_name);
+    let r = machines_of(&home).rename(&name, &new_name).await;
     Ok(machines_json(r.map(|l| serde_json::json!({"link": l}))))
 }
 

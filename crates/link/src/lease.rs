@@ -78,24 +78,25 @@ pub fn try_take(home: &Path) -> io::Result<Option<Lease>> {
 impl Lease {
     /// Write the record again with the time now.
     pub fn renew(&self) -> io::Result<()> {
-        let pid = std::process::id();
-        let r = Record {
-            pid,
-            start: start_ticks(pid),
-            renewed_at: base::clock::now_ms(),
-        };
-        let bytes = serde_json::to_vec(&r).map_err(io::Error::other)?;
-        let put = fsafe::Put {
-            sync: false,
-            replace: true,
-        };
-        fsafe::write_private(
-            &crate::machine_dir(&self.home),
-            &record_path(&self.home),
-            &bytes,
-            put,
-        )
+        renew_record(&self.home)
     }
+}
+
+/// Write this process's record with the time now (what [`Lease::renew`] does): for its holder only, on the
+/// blocking pool (a file write and a rename: the file system can stall them).
+pub(crate) fn renew_record(home: &Path) -> io::Result<()> {
+    let pid = std::process::id();
+    let r = Record {
+        pid,
+        start: start_ticks(pid),
+        renewed_at: base::clock::now_ms(),
+    };
+    let bytes = serde_json::to_vec(&r).map_err(io::Error::other)?;
+    let put = fsafe::Put {
+        sync: false,
+        replace: true,
+    };
+    fsafe::write_private(&crate::machine_dir(home), &record_path(home), &bytes, put)
 }
 
 /// The record as written (bounded, never through a link), unchecked.

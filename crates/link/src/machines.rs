@@ -26,6 +26,13 @@ pub struct Machines {
     cfg: NodeConfig,
     handler: Handler,
     held: Mutex<Option<Held>>,
+    /// The node of [`Machines::held`], while held: what a call goes by, read without waiting for `held`,
+    /// which the lease's renewal (every second) and a takeover keep while they run.
+    now: std::sync::Mutex<Option<Node>>,
+    /// Whether the lease's record is this process's to write: a renewal (on the blocking pool) writes it only
+    /// while set, and `stop` unsets it before it removes the record, so a renewal whose watcher was
+    /// aborted mid-write never puts the record back after it.
+    recording: Arc<std::sync::Mutex<bool>>,
     watcher: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Handed to every node this process binds ([`Node::notify_when_heard`]).
     heard: std::sync::OnceLock<Arc<tokio::sync::Notify>>,
@@ -47,6 +54,8 @@ impl Machines {
             cfg,
             handler,
             held: Mutex::new(None),
+            now: std::sync::Mutex::new(None),
+            recording: Arc::new(std::sync::Mutex::new(false)),
             watcher: std::sync::Mutex::new(None),
             heard: std::sync::OnceLock::new(),
         })
@@ -75,8 +84,12 @@ impl Machines {
         }
     }
 
-    /// This process's node, if it holds the lease.
+    /// This process's node, if it holds the lease. Held: at once, never behind the lease's renewal (a
+    /// file write, which the file system can stall). Not held: once a takeover in progress is done.
     pub async fn node(&self) -> Option<Node> {
+        if let Some(n) = self.now.lock().ok().and_then(|n| n.clone()) {
+            return Some(n);
+        }
         self.held.lock().await.as_ref().map(|h| h.node.clone())
     }
 
@@ -107,6 +120,12 @@ impl Machines {
         }
         // the machines this home is linked to hear that it is (back) up: what waits there for it goes now
         node.announce();
+        if let Ok(mut now) = self.now.lock() {
+            *now = Some(node.clone());
+        }
+        if let Ok(mut r) = self.recording.lock() {
+            *r = true;
+        }
         *g = Some(Held {
             node,
             lease,
@@ -211,8 +230,20 @@ impl Machines {
                 tokio::time::sleep(Duration::from_millis(lease::RENEW_MS)).await;
                 let Some(m) = weak.upgrade() else { break };
                 let g = m.held.lock().await;
-                if let Some(h) = g.as_ref() {
-                    let _ = h.lease.renew();
+                if g.is_some() {
+                    // on the blocking pool, never on a worker the endpoint and the calls need; `held`
+                    // kept meanwhile, so `stop` clears the record only after it (a call does not wait
+                    // for it: `node`)
+                    let (home, recording) = (m.home.clone(), m.recording.clone());
+                    let _ =
+                        base::offload::run(base::offload::FILE_DEADLINE, move || {
+                            match recording.lock() {
+                                Ok(r) if *r => lease::renew_record(&home),
+                                _ => Ok(()),
+                            }
+                        })
+                        .await;
+                    drop(g);
                     continue;
                 }
                 drop(g);
@@ -233,11 +264,22 @@ impl Machines {
         if let Some(t) = self.watcher.lock().ok().and_then(|mut w| w.take()) {
             t.abort();
         }
-        if let Some(h) = self.held.lock().await.take() {
+        let mut g = self.held.lock().await;
+        if let Ok(mut now) = self.now.lock() {
+            *now = None;
+        }
+        if let Some(h) = g.take() {
             h.server.abort();
             h.node.close().await;
             let _ = std::fs::remove_file(holder::socket_path(&self.home));
-            lease::clear(&self.home);
+            let (home, recording) = (self.home.clone(), self.recording.clone());
+            let _ = base::offload::run(base::offload::FILE_DEADLINE, move || {
+                if let Ok(mut r) = recording.lock() {
+                    *r = false;
+                }
+                lease::clear(&home);
+            })
+            .await;
             drop(h.lease);
         }
     }
@@ -344,29 +386,28 @@ impl Machines {
     }
 
     /// `machines rename <name> <new>`: this home's name for a linked machine (the id stays).
-    pub fn rename(&self, name: &str, new: &str) -> Result<crate::Link, LinkError> {
+    pub async fn rename(&self, name: &str, new: &str) -> Result<crate::Link, LinkError> {
         if !crate::valid_name(new) {
             return Err(LinkError::BadName { name: new.into() });
         }
         let sk = self.key()?;
         use crate::store::StoreError::Refused;
-        Ok(crate::store::update(
-            &self.home,
-            &sk,
-            base::clock::now_ms(),
-            |d| {
-                if d.by_name(new).is_some() {
-                    return Err(Refused(LinkError::NameTaken { name: new.into() }));
+        let (name, new) = (name.to_string(), new.to_string());
+        Ok(
+            crate::store::update_off(&self.home, &sk, base::clock::now_ms(), move |d| {
+                if d.by_name(&new).is_some() {
+                    return Err(Refused(LinkError::NameTaken { name: new }));
                 }
                 let l = d
                     .links
                     .iter_mut()
                     .find(|l| l.name == name)
-                    .ok_or_else(|| Refused(LinkError::NoSuchLink { name: name.into() }))?;
-                l.name = new.to_string();
+                    .ok_or_else(|| Refused(LinkError::NoSuchLink { name: name.clone() }))?;
+                l.name = new;
                 Ok(l.clone())
-            },
-        )?)
+            })
+            .await?,
+        )
     }
 
     /// `links`: every link with, when `probe`, whether it answers now and its round trip (asked in
@@ -506,5 +547,37 @@ impl Machines {
             }
         }
         rows
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The lease's renewal keeps `held` while it writes the record (every second; a file write and a
+    /// rename the file system can stall): a call takes this process's node without waiting for it — the
+    /// node is there at the first poll of `node()` while `held` is taken. After `stop`, no node and no record.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_call_finds_the_held_node_while_the_lease_is_renewed() {
+        let h = tempfile::tempdir().unwrap();
+        let cfg = NodeConfig {
+            bind: Some("127.0.0.1:0".parse().unwrap()),
+            ..NodeConfig::default()
+        };
+        let m = Machines::new(h.path(), cfg, crate::node::refusing_handler());
+        assert!(m.try_hold().await.unwrap());
+        let id = m.node().await.expect("held").id();
+        let renewing = m.held.lock().await;
+        let mut asked = std::pin::pin!(m.node());
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        match std::future::Future::poll(asked.as_mut(), &mut cx) {
+            std::task::Poll::Ready(n) => assert_eq!(n.map(|n| n.id()), Some(id)),
+            std::task::Poll::Pending => panic!("node() waited for the lease's renewal"),
+        }
+        drop(renewing);
+        assert!(lease::read_record(h.path()).is_some());
+        m.stop().await;
+        assert!(m.node().await.is_none());
+        assert!(lease::read_record(h.path()).is_none());
     }
 }

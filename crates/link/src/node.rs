@@ -368,10 +368,11 @@ impl Node {
         let ep = bind(home, &sk, &tc, want, &urls).await?;
         let port = ep.bound_sockets().first().map(|s| s.port());
         if port.is_some() && port != doc.port && cfg.bind.is_none_or(|b| b.port() == 0) {
-            let _ = store::update(home, &sk, ms_now(), |d| {
+            let _ = store::update_off(home, &sk, ms_now(), move |d| {
                 d.port = port;
                 Ok(())
-            });
+            })
+            .await;
         }
         let node = Node {
             inner: Arc::new(Inner {
@@ -549,7 +550,8 @@ impl Node {
         let now = ms_now();
         let exp = now + ttl.as_millis().min(24 * 3600 * 1000) as i64;
         let hash = invite_hash(&self.inner.sk, &secret);
-        store::update(&self.inner.home, &self.inner.sk, now, |d| {
+        let relay2 = relay.clone();
+        store::update_off(&self.inner.home, &self.inner.sk, now, move |d| {
             if d.invites.len() >= store::MAX_INVITES {
                 return Err(StoreError::Refused(LinkError::TooManyInvites {
                     max: store::MAX_INVITES,
@@ -558,10 +560,11 @@ impl Node {
             d.invites.push(Pending {
                 hash,
                 expires_at: exp,
-                relay: relay.clone(),
+                relay: relay2,
             });
             Ok(())
-        })?;
+        })
+        .await?;
         Ok(Invite {
             id: self.id(),
             addrs: self.addrs(),
@@ -591,7 +594,7 @@ impl Node {
         let secret = crate::unhex::<32>(&join.secret);
         let hash = secret.map(|s| invite_hash(&self.inner.sk, &s));
         let now = ms_now();
-        let res = store::update(&self.inner.home, &self.inner.sk, now, |d| {
+        let res = store::update_off(&self.inner.home, &self.inner.sk, now, move |d| {
             let Some(i) = hash
                 .as_ref()
                 .and_then(|h| d.invites.iter().position(|p| &p.hash == h))
@@ -619,7 +622,8 @@ impl Node {
                 linked_at: now,
             });
             Ok(name)
-        });
+        })
+        .await;
         let answer = match res {
             Ok(name) => Joined {
                 ok: true,
@@ -718,14 +722,15 @@ impl Node {
             linked_at: now,
         };
         let l2 = link.clone();
-        store::update(&self.inner.home, &self.inner.sk, now, |d| {
+        store::update_off(&self.inner.home, &self.inner.sk, now, move |d| {
             d.links.retain(|l| l.id != l2.id);
             if d.by_name(&l2.name).is_some() {
                 return Err(StoreError::Refused(LinkError::NameTaken { name: l2.name }));
             }
             d.links.push(l2);
             Ok(())
-        })?;
+        })
+        .await?;
         Ok(link)
     }
 
@@ -768,10 +773,16 @@ impl Node {
                     Request::Ping => Response::Ok(Value::Null),
                     Request::Unlink => {
                         let f = from.clone();
-                        let r = store::update(&node.inner.home, &node.inner.sk, ms_now(), |d| {
-                            d.links.retain(|l| l.id != f);
-                            Ok(())
-                        });
+                        let r = store::update_off(
+                            &node.inner.home,
+                            &node.inner.sk,
+                            ms_now(),
+                            move |d| {
+                                d.links.retain(|l| l.id != f);
+                                Ok(())
+                            },
+                        )
+                        .await;
                         match r {
                             Ok(()) => Response::Ok(Value::Null),
                             Err(e) => Response::Err(WireError {
@@ -1063,7 +1074,7 @@ impl Node {
                         if code == close::NOT_LINKED as u64 {
                             // the peer proved (TLS) it has unlinked this home: the link goes here too (it
                             // runs nothing of a machine it does not link)
-                            self.forget(machine);
+                            self.forget(machine).await;
                             return Err(CallError::UnlinkedByPeer);
                         }
                     }
@@ -1132,12 +1143,13 @@ impl Node {
         Ok(t.elapsed())
     }
 
-    fn forget(&self, machine: &MachineId) {
+    async fn forget(&self, machine: &MachineId) {
         let m = machine.clone();
-        let _ = store::update(&self.inner.home, &self.inner.sk, ms_now(), |d| {
+        let _ = store::update_off(&self.inner.home, &self.inner.sk, ms_now(), move |d| {
             d.links.retain(|l| l.id != m);
             Ok(())
-        });
+        })
+        .await;
         if let Some(c) = self
             .inner
             .conns
@@ -1160,10 +1172,11 @@ impl Node {
         // tell it first on a connection opened while still linked, but never wait for it before refusing:
         // the local removal comes first
         let id = link.id.clone();
-        store::update(&self.inner.home, &self.inner.sk, ms_now(), |d| {
+        store::update_off(&self.inner.home, &self.inner.sk, ms_now(), move |d| {
             d.links.retain(|l| l.id != id);
             Ok(())
-        })?;
+        })
+        .await?;
         if let Some(c) = self
             .inner
             .conns

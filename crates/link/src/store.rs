@@ -354,6 +354,32 @@ pub fn update<R>(
     Ok(r)
 }
 
+/// [`update`] from async code: the wait for `links.lock` (up to [`LOCK_WAIT`]: any process of the user can take
+/// it and keep it) and the document's read and write run on the blocking pool (`base::offload`), never on a
+/// runtime worker, so a kept lock never parks a worker the endpoint serves other machines' requests on.
+pub async fn update_off<R: Send + 'static>(
+    home: &Path,
+    sk: &iroh::SecretKey,
+    now_ms: i64,
+    f: impl FnOnce(&mut Doc) -> Result<R, StoreError> + Send + 'static,
+) -> Result<R, StoreError> {
+    let (home, sk) = (home.to_path_buf(), sk.clone());
+    match base::offload::run(base::offload::FILE_DEADLINE, move || {
+        update(&home, &sk, now_ms, f)
+    })
+    .await
+    {
+        Ok(r) => r,
+        Err(base::offload::Offload::TimedOut(d)) => Err(StoreError::Io(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("links.json not changed within {d:?}"),
+        ))),
+        Err(base::offload::Offload::Panicked) => Err(StoreError::Io(io::Error::other(
+            "the change of links.json panicked",
+        ))),
+    }
+}
+
 /// A name not yet used in `doc`, from `want` (sanitized: `[a-z0-9-]`, at most 32): `want`, `want-2`, …
 pub fn free_name(doc: &Doc, want: &str) -> String {
     let mut base: String = want

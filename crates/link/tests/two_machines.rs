@@ -258,3 +258,44 @@ async fn a_request_over_the_bound_is_refused_before_it_is_sent() {
     a.close().await;
     b.close().await;
 }
+
+/// A change of links.json waits for `links.lock` (any process of the user can keep it, up to
+/// `store::LOCK_WAIT`) on the blocking pool, not on a runtime worker: on a runtime of ONE thread, a handshake
+/// whose change waits for a kept lock does not stop the endpoint from serving another linked machine's
+/// request meanwhile, and it lands once the lock is free. (Waiting on the worker, the thread is parked until
+/// LOCK_WAIT and the handshake is refused.)
+#[tokio::test(flavor = "current_thread")]
+async fn a_kept_links_lock_holds_a_handshake_but_not_another_machines_request() {
+    let (ha, _hb, a, b) = linked().await;
+    let hd = tempfile::tempdir().unwrap();
+    let d = node(&hd).await;
+    let inv = a
+        .invite(Relay::None, Duration::from_secs(300))
+        .await
+        .unwrap();
+    let lock = dsh_session_mail_link::machine_dir(ha.path()).join("links.lock");
+    let kept = base::fsafe::Flock::lock(&lock).unwrap();
+    let join = tokio::spawn(async move {
+        let r = d.accept_invite(&inv.encode(), "alpha", "delta").await;
+        (d, r)
+    });
+    // the joiner's handshake reaches a's side, whose change of links.json waits for the kept lock
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let r = b.call(&a.id(), json!("meanwhile")).await.unwrap();
+    assert_eq!(r["echo"], json!("meanwhile"));
+    assert!(
+        !join.is_finished(),
+        "the handshake did not wait for the kept lock"
+    );
+    drop(kept);
+    let (d, r) = join.await.unwrap();
+    assert_eq!(r.unwrap().id, a.id());
+    let la = store::links(ha.path(), a.secret_key());
+    assert!(
+        la.iter().any(|l| l.id == d.id() && l.name == "delta"),
+        "{la:?}"
+    );
+    a.close().await;
+    b.close().await;
+    d.close().await;
+}

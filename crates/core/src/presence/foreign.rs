@@ -24,6 +24,10 @@
 //! another process wrote after the foreign one started) — the refusal says "may be live" and names the
 //! process so the user can decide; it never lets a fork through for a session that process does hold.
 //!
+//! A process whose parent runs the same executable with the same command line is that parent's fork
+//! between `fork` and `exec` (node's `child_process`, a shell's subshell): not a second host. Started
+//! later than its parent, it would otherwise be taken for the newest writer of a log written in that instant.
+//!
 //! Bounded: at most [`MAX_PIDS`] `/proc` entries, only processes of this user, `cmdline` read up to
 //! [`MAX_CMDLINE`] bytes and `environ` up to [`MAX_ENVIRON`] bytes, and only when a send is about to wake a
 //! cold session. Elsewhere than Linux, or without `/proc`, nothing is found (the documented limit).
@@ -135,6 +139,12 @@ pub fn start_ticks_of(stat: &str) -> Option<u64> {
     rest.split_whitespace().nth(19)?.parse().ok()
 }
 
+/// Field 4 of `/proc/<pid>/stat` (`ppid`), read after the last `)` as [`start_ticks_of`] reads its field.
+pub fn parent_of(stat: &str) -> Option<u32> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
 /// Two paths name the same directory (as written, or once resolved).
 pub fn same_path(a: &Path, b: &Path) -> bool {
     a == b
@@ -233,6 +243,12 @@ mod linux {
         }
     }
 
+    /// The process at `dir` runs `exe` with the command line `cmdline` (read as bounded as the scan's own).
+    fn same_program(dir: &Path, exe: &Path, cmdline: &[u8]) -> bool {
+        fs::read_link(dir.join("exe")).is_ok_and(|e| e == exe)
+            && read_capped(&dir.join("cmdline"), MAX_CMDLINE).is_some_and(|c| c == cmdline)
+    }
+
     pub(super) fn hosts_on(proc_root: &Path, home: &Path, known: &[u32]) -> Vec<Host> {
         let Ok(rd) = fs::read_dir(proc_root) else {
             return Vec::new();
@@ -269,10 +285,10 @@ mod linux {
             if !super::super::verify::is_js_runtime(&exe) {
                 continue;
             }
-            let Some(cmdline) = read_capped(&dir.join("cmdline"), MAX_CMDLINE) else {
+            let Some(raw) = read_capped(&dir.join("cmdline"), MAX_CMDLINE) else {
                 continue;
             };
-            let cmdline = String::from_utf8_lossy(&cmdline);
+            let cmdline = String::from_utf8_lossy(&raw);
             let args: Vec<&str> = cmdline.split('\0').filter(|a| !a.is_empty()).collect();
             let Some(profile) = dsh_host_profile(&args) else {
                 continue;
@@ -284,11 +300,19 @@ mod linux {
             if !same_path(&its_home, home) {
                 continue;
             }
-            let Some(ticks) = read_capped(&dir.join("stat"), 4096)
-                .and_then(|s| start_ticks_of(&String::from_utf8_lossy(&s)))
-            else {
+            let Some(stat) = read_capped(&dir.join("stat"), 4096) else {
                 continue;
             };
+            let stat = String::from_utf8_lossy(&stat);
+            let Some(ticks) = start_ticks_of(&stat) else {
+                continue;
+            };
+            // a host's fork before its exec: the host is its parent, not it
+            if parent_of(&stat).is_some_and(|pp| {
+                pp > 1 && same_program(&proc_root.join(pp.to_string()), &exe, &raw)
+            }) {
+                continue;
+            }
             out.push(Host {
                 pid,
                 profile,
@@ -385,10 +409,96 @@ mod tests {
 
     #[cfg(target_os = "linux")]
     #[test]
-    fn start_ticks_survive_a_command_name_with_spaces_and_parentheses() {
-        let stat = "4242 (dsh (web) x) S 1 4242 4242 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 11 0 987654 1000 100";
+    fn start_ticks_and_parent_survive_a_command_name_with_spaces_and_parentheses() {
+        let stat = "4242 (dsh (web) 7) S 77 4242 4242 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 11 0 987654 1000 100";
         assert_eq!(start_ticks_of(stat), Some(987_654));
+        assert_eq!(parent_of(stat), Some(77));
         assert_eq!(start_ticks_of("garbage"), None);
+        assert_eq!(parent_of("garbage"), None);
+        assert_eq!(parent_of("1 (x) S"), None);
+    }
+
+    /// A host that forks (a shell's subshell here, as node's `child_process` forks before its exec): the
+    /// fork runs the same executable with the same command line and started later, so without the parent
+    /// check it was a second host on this home and, for a log written in that instant, the newest writer.
+    /// The scan names the parent only.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_hosts_fork_before_its_exec_is_not_a_second_host() {
+        let home = tempfile::tempdir().unwrap();
+        // the subshell is a fork that never execs (`read` and `:` are builtins); both wait on the held stdin
+        let (node, script) = dsh_like(home.path(), "( read -r _; : )\nread -r _\n");
+        let mut host = std::process::Command::new(&node)
+            .arg(&script)
+            .args(["--profile", "plain"])
+            .env("DSH_HOME", home.path())
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = host.id();
+        let ppid = |p: u32| {
+            std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .ok()
+                .and_then(|s| parent_of(&s))
+        };
+        let fork_of = |parent: u32| {
+            std::fs::read_dir("/proc").ok().and_then(|rd| {
+                rd.flatten()
+                    .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+                    .find(|p| ppid(*p) == Some(parent))
+            })
+        };
+        // the fork is there once the host ran the script's first line (and the host has exec'd by then)
+        let mut fork = None;
+        for _ in 0..100 {
+            fork = fork_of(pid);
+            if fork.is_some() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let seen = linux::hosts_on(Path::new("/proc"), home.path(), &[]);
+        let log = home.path().join("fresh.jsonl");
+        std::fs::write(&log, b"x").unwrap();
+        let holder = holder_of(home.path(), &log, &[]);
+        let same = fork.map(|f| {
+            let d = |p: u32| Path::new("/proc").join(p.to_string());
+            (
+                std::fs::read_link(d(f).join("exe")).ok()
+                    == std::fs::read_link(d(pid).join("exe")).ok(),
+                std::fs::read(d(f).join("cmdline")).ok()
+                    == std::fs::read(d(pid).join("cmdline")).ok(),
+            )
+        });
+        let _ = host.kill();
+        let _ = host.wait();
+        if let Some(f) = fork {
+            // reap nothing: the fork is the host's child, ends when its stdin closes with the host
+            let _ = std::process::Command::new("kill")
+                .arg(f.to_string())
+                .status();
+        }
+        let fork = fork.expect("the host's fork");
+        // the fixture is what it claims: a fork with its parent's executable and command line
+        assert_eq!(same, Some((true, true)), "the fork runs as its parent does");
+        assert!(seen.iter().any(|h| h.pid == pid), "the host: {seen:?}");
+        assert!(seen.iter().all(|h| h.pid != fork), "the fork: {seen:?}");
+        assert_eq!(holder.map(|h| (h.host.pid, h.others)), Some((pid, 0)));
+    }
+
+    /// A DSH-like host's files under `dir`: `…/@deepseek-ai/dsh/lib/bin.js` holding `script`, and `bin/node`,
+    /// a copy of the shell (the executable must be a node binary: the shell under that name runs the script).
+    /// Returns (node, bin.js).
+    #[cfg(target_os = "linux")]
+    fn dsh_like(dir: &Path, script: &str) -> (PathBuf, PathBuf) {
+        let lib = dir.join("pkg/node_modules/@deepseek-ai/dsh/lib");
+        std::fs::create_dir_all(&lib).unwrap();
+        let bin = lib.join("bin.js");
+        std::fs::write(&bin, script).unwrap();
+        let node = dir.join("bin/node");
+        std::fs::create_dir_all(node.parent().unwrap()).unwrap();
+        std::fs::copy("/bin/sh", &node).unwrap();
+        (node, bin)
     }
 
     /// A real process of this user run as `<interpreter> …/@deepseek-ai/dsh/lib/bin.js --profile plain` (as
@@ -399,18 +509,9 @@ mod tests {
     fn a_live_dsh_like_process_on_this_home_is_found_in_proc() {
         let home = tempfile::tempdir().unwrap();
         let other = tempfile::tempdir().unwrap();
-        let lib = home.path().join("pkg/node_modules/@deepseek-ai/dsh/lib");
-        std::fs::create_dir_all(&lib).unwrap();
-        let script = lib.join("bin.js");
-        // waits on a builtin (`read` of its stdin, held open below): a `sleep` would be forked, and the fork,
-        // until it execs, is a second DSH-like process on this home started later (under load the scan
-        // then took it for the newest writer: a_live_dsh_like_process… failed 2 of 12 runs)
-        std::fs::write(&script, "read -r _\n").unwrap();
+        // waits on a builtin (`read` of its stdin, held open below), so nothing forks
+        let (node, script) = dsh_like(home.path(), "read -r _\n");
         let t0 = base::clock::now_ms();
-        // the executable must be a node binary: a shell copied under that name runs the script
-        let node = home.path().join("bin/node");
-        std::fs::create_dir_all(node.parent().unwrap()).unwrap();
-        std::fs::copy("/bin/sh", &node).unwrap();
         let mut child = std::process::Command::new(&node)
             .arg(&script)
             .args(["--profile", "plain", "--no-open"])
@@ -473,16 +574,8 @@ mod tests {
         let base = tempfile::tempdir().unwrap();
         let home = base.path().join("h");
         std::fs::create_dir_all(&home).unwrap();
-        let lib = base.path().join("pkg/node_modules/@deepseek-ai/dsh/lib");
-        std::fs::create_dir_all(&lib).unwrap();
-        let script = lib.join("bin.js");
-        // waits on a builtin (`read` of its stdin, held open below): a `sleep` would be forked, and the fork,
-        // until it execs, is a second DSH-like process on this home started later (under load the scan
-        // then took it for the newest writer: a_live_dsh_like_process… failed 2 of 12 runs)
-        std::fs::write(&script, "read -r _\n").unwrap();
-        let node = base.path().join("bin/node");
-        std::fs::create_dir_all(node.parent().unwrap()).unwrap();
-        std::fs::copy("/bin/sh", &node).unwrap();
+        // waits on a builtin (`read` of its stdin, held open below), so nothing forks
+        let (node, script) = dsh_like(base.path(), "read -r _\n");
         // a sleep dressed as dsh on this home
         let mut fake = std::process::Command::new("sleep")
             .arg0("dsh")
