@@ -734,13 +734,16 @@ async fn serve_claimed(
     };
     // the answer leaves now and its record is written after it, on a blocking task of its own (not
     // awaited: what the send path did is the answer whether or not the record is kept); until it is on
-    // disk a repeat here is answered from memory, one in another process is `busy` (`crossing::arrivals`)
+    // disk a repeat here is answered from memory, one in another process is `busy` (`crossing::arrivals`);
+    // then the file the next claim names is made (`arrivals::prepare`), off that claim's path
     let (h, kept) = (home, ans.clone());
     arrivals::answering(&h, &arrival, &kept);
     let _ = base::offload::start(move || {
         #[cfg(test)]
         tests::hold_record(&h);
-        arrivals::answer(&h, &arrival, &kept)
+        let r = arrivals::answer(&h, &arrival, &kept);
+        arrivals::prepare(&h);
+        r
     });
     ans
 }
