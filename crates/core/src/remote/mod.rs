@@ -530,9 +530,6 @@ where
         claimed_at: now,
         answer: None,
     };
-    // the hop it arrives at (a scan of the ledger for its chain), for the answer: beside everything below
-    let (h, chain, hop) = (home.clone(), s.chain.clone(), s.hop);
-    let hop = base::offload::start(move || crossing::arriving_hop(&h, chain.as_deref(), hop));
     // 1. the sender id: never one of ours, never one another machine used first; then
     // 2. the request id, claimed durably (fsynced) before anything is delivered, in the same trip. A
     //    sender recorded as this machine's (every send of it after its first) needs nothing of the host
@@ -549,6 +546,10 @@ where
         }
         Early::Claimed(arrivals::claim(&h, &a, now))
     });
+    // the hop it arrives at (a scan of the ledger for its chain), for the answer: beside everything
+    // above and below (started after the claim's trip, which the delivery waits for)
+    let (h, chain, hop) = (home.clone(), s.chain.clone(), s.hop);
+    let hop = base::offload::start(move || crossing::arriving_hop(&h, chain.as_deref(), hop));
     let Some(here) = here.await else {
         // no host facts: nothing is delivered, and a claim made meanwhile is taken back (the retry
         // claims anew)
