@@ -431,6 +431,16 @@ pub fn prepare(home: &Path) {
     }
 }
 
+/// Is a spare file waiting for the next claim in `home` (for the tests)?
+#[cfg(test)]
+pub(crate) fn spare_waiting(home: &Path) -> bool {
+    SPARE
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .any(|(h, _)| h == home)
+}
+
 fn take_spare(home: &Path) -> Option<fsafe::Unnamed> {
     let mut s = SPARE.lock().unwrap_or_else(|p| p.into_inner());
     let i = s.iter().position(|(h, _)| h == home)?;
@@ -622,14 +632,6 @@ mod tests {
         assert_eq!(std::fs::read(path(h, RID)).unwrap(), claimed);
         assert_eq!(lookup(h, RID).unwrap().answer, Some(accepted()));
         assert_eq!(claim(h, &a, 2_000).unwrap(), Claim::Answered(accepted()));
-    }
-
-    fn spare_waiting(h: &Path) -> bool {
-        SPARE
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .any(|(x, _)| x == h)
     }
 
     #[test]
