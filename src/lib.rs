@@ -978,29 +978,34 @@ fn keep_here(home: &std::path::Path, here: &mail_core::request::ToolRequest) {
     }
 }
 
-/// The linked machine `id` as the core names it, if this home has it linked.
-fn linked_machine(home: &std::path::Path, id: &str) -> Option<mail_core::machine::Machine> {
-    LinkMachines::read_linked(home)
-        .into_iter()
-        .find(|m| m.id.as_str() == id)
+/// The linked machine of link `l` as the core names it.
+fn machine_of_link(l: &link::Link) -> Option<mail_core::machine::Machine> {
+    Some(mail_core::machine::Machine {
+        id: mail_core::machine::MachineId::parse(l.id.as_str())?,
+        name: l.name.clone(),
+    })
 }
 
 /// What runs a request arriving from a linked machine: the core's own tools (`remote::serve`), with this
-/// process's host facts. The id is the one the connection's handshake proved (crates/link).
+/// process's host facts. `from` is its link as crates/link's accept path found it in the verified links
+/// after reading the request (the id the connection's handshake proved): not read again here.
 fn machines_handler(home: &std::path::Path) -> link::Handler {
     let home = home.to_path_buf();
-    std::sync::Arc::new(move |from: link::MachineId, body: serde_json::Value| {
+    std::sync::Arc::new(move |from: link::Link, body: serde_json::Value| {
         let home = home.clone();
         Box::pin(async move {
             let refused = |code: &str, message: &str| link::wire::WireError {
                 code: code.into(),
                 message: message.into(),
             };
+            let Some(machine) = machine_of_link(&from) else {
+                return Err(refused("unlinked", "not a linked machine"));
+            };
             // what the request needs of the host (a read's session, a send's target and sender; read
             // from the frame the core then decodes strictly)
             let ask = mail_core::remote::Ask::of(&body);
-            // the host is asked for its facts first: it answers on its own thread while the links are
-            // read here, (a send) the core claims the request id, and (a read) the window read starts
+            // the host is asked for its facts first: it answers on its own thread while (a send) the
+            // core claims the request id, and (a read) the window read starts
             // with the facts it gave last (kept only when its answer says nothing else:
             // `remote::serve_value_at`)
             let last = if ask.read.is_some() {
@@ -1020,10 +1025,6 @@ fn machines_handler(home: &std::path::Path) -> link::Handler {
                 }
                 Some(here)
             });
-            let Some(machine) = linked_machine(&home, from.as_str()) else {
-                here.abort();
-                return Err(refused("unlinked", "not a linked machine"));
-            };
             let here = async move { here.await.ok().flatten() };
             mail_core::remote::serve_value_at(&home, &machine, body, last, here)
                 .await
@@ -1063,15 +1064,7 @@ impl LinkMachines {
 
 /// The machines of a reading of the links, as the core names them.
 fn machines_in(c: &link::store::Checked) -> Vec<mail_core::machine::Machine> {
-    c.links()
-        .iter()
-        .filter_map(|l| {
-            Some(mail_core::machine::Machine {
-                id: mail_core::machine::MachineId::parse(l.id.as_str())?,
-                name: l.name.clone(),
-            })
-        })
-        .collect()
+    c.links().iter().filter_map(machine_of_link).collect()
 }
 
 impl mail_core::machine::Machines for LinkMachines {

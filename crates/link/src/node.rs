@@ -36,10 +36,11 @@ type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 /// A dial in flight: `None` until it connects or fails (the failure's words).
 type Dialing = tokio::sync::watch::Receiver<Option<Result<Connection, String>>>;
 
-/// What runs a request that arrived from a linked machine (core's `serve`, through the binding). The id is
-/// the one the QUIC/TLS handshake proved.
-pub type Handler =
-    Arc<dyn Fn(MachineId, Value) -> BoxFuture<Result<Value, WireError>> + Send + Sync>;
+/// What runs a request that arrived from a linked machine (core's `serve`, through the binding): handed
+/// the machine's link as the accept path found it in the verified links after reading the request (its
+/// id the one the QUIC/TLS handshake proved), so the handler need not read the links again. A machine not
+/// linked then never reaches it.
+pub type Handler = Arc<dyn Fn(Link, Value) -> BoxFuture<Result<Value, WireError>> + Send + Sync>;
 
 /// A handler that refuses everything (a process that only relays for others, or a test).
 pub fn refusing_handler() -> Handler {
@@ -756,15 +757,16 @@ impl Node {
                             return;
                         }
                     };
-                // unlinked meanwhile: refused at once, the connection closed
-                if store::read(&node.inner.home, &node.inner.sk)
+                // unlinked meanwhile: refused at once, the connection closed (the links are read after
+                // the request: an unlink that finished before it arrived is always seen)
+                let Some(link) = store::read(&node.inner.home, &node.inner.sk)
                     .doc()
                     .by_id(&from)
-                    .is_none()
-                {
+                    .cloned()
+                else {
                     conn2.close(VarInt::from_u32(close::NOT_LINKED), b"not linked");
                     return;
-                }
+                };
                 node.note_seen(&from, None);
                 if let Some(n) = node.inner.heard.get() {
                     n.notify_one();
@@ -792,7 +794,7 @@ impl Node {
                         }
                     }
                     Request::Call { body } => {
-                        let h = (node.inner.handler)(from.clone(), body);
+                        let h = (node.inner.handler)(link, body);
                         match tokio::time::timeout(node.inner.cfg.request_deadline, h).await {
                             Ok(Ok(v)) => Response::Ok(v),
                             Ok(Err(e)) => Response::Err(e),

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use std::sync::{Arc, Mutex};
 
 use dsh_session_mail_link::node::{Handler, NodeConfig};
-use dsh_session_mail_link::{lease, CallError, MachineId, Machines, Relay};
+use dsh_session_mail_link::{lease, CallError, Machines, Relay};
 use serde_json::{json, Value};
 
 fn cfg() -> NodeConfig {
@@ -21,7 +21,7 @@ fn cfg() -> NodeConfig {
 }
 
 fn tagged(tag: &'static str) -> Handler {
-    std::sync::Arc::new(move |_: MachineId, v: Value| {
+    std::sync::Arc::new(move |_: dsh_session_mail_link::Link, v: Value| {
         Box::pin(async move { Ok(json!({"by": tag, "v": v})) })
     })
 }

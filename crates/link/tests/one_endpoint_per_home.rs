@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use dsh_session_mail_link::holder::Ask;
 use dsh_session_mail_link::node::{Handler, NodeConfig};
+use dsh_session_mail_link::store::Link;
 use dsh_session_mail_link::{lease, store, CallError, MachineId, Machines, Relay};
 use serde_json::{json, Value};
 
@@ -23,8 +24,8 @@ fn cfg() -> NodeConfig {
 }
 
 fn tagged(tag: &'static str) -> Handler {
-    Arc::new(move |from: MachineId, v: Value| {
-        Box::pin(async move { Ok(json!({"by": tag, "from": from.as_str(), "v": v})) })
+    Arc::new(move |from: Link, v: Value| {
+        Box::pin(async move { Ok(json!({"by": tag, "from": from.id.as_str(), "v": v})) })
     })
 }
 

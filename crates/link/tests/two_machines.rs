@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use dsh_session_mail_link::node::{Handler, Invite, Node, NodeConfig};
 use dsh_session_mail_link::wire::{self, WireError};
-use dsh_session_mail_link::{store, CallError, LinkError, MachineId, Relay};
+use dsh_session_mail_link::{store, CallError, LinkError, Relay};
 use serde_json::{json, Value};
 
 fn cfg() -> NodeConfig {
@@ -21,9 +21,9 @@ fn cfg() -> NodeConfig {
     }
 }
 
-/// A handler that answers `{"echo": body, "from": <proved sender>}`.
+/// A handler that answers `{"echo": body, "from": <proved sender>, "name": <its link's name here>}`.
 fn echo() -> Handler {
-    Arc::new(|from: MachineId, body: Value| {
+    Arc::new(|from: store::Link, body: Value| {
         Box::pin(async move {
             if body == json!("refuse") {
                 return Err(WireError {
@@ -31,7 +31,7 @@ fn echo() -> Handler {
                     message: "no".into(),
                 });
             }
-            Ok(json!({"echo": body, "from": from.as_str()}))
+            Ok(json!({"echo": body, "from": from.id.as_str(), "name": from.name}))
         })
     })
 }
@@ -65,11 +65,16 @@ async fn an_invite_links_both_ends_and_each_proves_who_calls() {
     assert_eq!(la[0].id, b.id());
     assert_eq!(la[0].name, "beta-host");
     assert_eq!(store::links(hb.path(), b.secret_key())[0].name, "alpha");
-    // a call each way; the handler sees the id the handshake proved
+    // a call each way; the handler is handed the link the accept path found: the id the handshake
+    // proved, the name this home gave it
     let r = b.call(&a.id(), json!({"x": 1})).await.unwrap();
-    assert_eq!(r, json!({"echo": {"x": 1}, "from": b.id().as_str()}));
+    assert_eq!(
+        r,
+        json!({"echo": {"x": 1}, "from": b.id().as_str(), "name": "beta-host"})
+    );
     let r = a.call(&b.id(), json!("hi")).await.unwrap();
     assert_eq!(r["from"], json!(a.id().as_str()));
+    assert_eq!(r["name"], json!("alpha"));
     // a refusal comes back as data, not as a success
     assert_eq!(
         b.call(&a.id(), json!("refuse")).await,
@@ -219,6 +224,50 @@ async fn unlink_is_refused_at_once_on_both_ends() {
     assert!(store::links(ha.path(), a.secret_key()).is_empty());
     assert_eq!(b.call(&a.id(), json!(1)).await, Err(CallError::NotLinked));
     assert_eq!(a.call(&b.id(), json!(1)).await, Err(CallError::NotLinked));
+    a.close().await;
+    b.close().await;
+}
+
+/// The handler is handed the link the accept path read after the request arrived (the binding reads
+/// the links no more): a machine unlinked here while its connection stays open — by another process of
+/// the home, which tells no node — is refused at its next request, and no handler runs for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_machine_unlinked_while_its_connection_stays_open_is_refused_at_its_next_request_unhandled(
+) {
+    let (ha, hb) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let c2 = calls.clone();
+    let counting: Handler = Arc::new(move |_, v: Value| {
+        c2.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Box::pin(async move { Ok(v) })
+    });
+    let a = Node::start(ha.path(), cfg(), counting).await.unwrap();
+    let b = node(&hb).await;
+    let inv = a
+        .invite(Relay::None, Duration::from_secs(300))
+        .await
+        .unwrap();
+    b.accept_invite(&inv.encode(), "alpha", "beta")
+        .await
+        .unwrap();
+    assert_eq!(b.call(&a.id(), json!(1)).await, Ok(json!(1)));
+    assert!(b.connected(&a.id()), "the connection stays open");
+    let served = calls.load(std::sync::atomic::Ordering::SeqCst);
+    let b_id = b.id();
+    store::update(ha.path(), a.secret_key(), 1, |d| {
+        d.links.retain(|l| l.id != b_id);
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(
+        b.call(&a.id(), json!(2)).await,
+        Err(CallError::UnlinkedByPeer)
+    );
+    assert_eq!(
+        calls.load(std::sync::atomic::Ordering::SeqCst),
+        served,
+        "no handler ran for it"
+    );
     a.close().await;
     b.close().await;
 }

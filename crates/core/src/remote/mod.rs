@@ -530,9 +530,6 @@ where
         claimed_at: now,
         answer: None,
     };
-    // the hop it arrives at (a scan of the ledger for its chain), for the answer: beside everything below
-    let (h, chain, hop) = (home.clone(), s.chain.clone(), s.hop);
-    let hop = base::offload::start(move || crossing::arriving_hop(&h, chain.as_deref(), hop));
     // 1. the sender id: never one of ours, never one another machine used first; then
     // 2. the request id, claimed durably (fsynced) before anything is delivered, in the same trip. A
     //    sender recorded as this machine's (every send of it after its first) needs nothing of the host
@@ -549,6 +546,10 @@ where
         }
         Early::Claimed(arrivals::claim(&h, &a, now))
     });
+    // the hop it arrives at (a scan of the ledger for its chain), for the answer: beside everything
+    // above and below (started after the claim's trip, which the delivery waits for)
+    let (h, chain, hop) = (home.clone(), s.chain.clone(), s.hop);
+    let hop = base::offload::start(move || crossing::arriving_hop(&h, chain.as_deref(), hop));
     let Some(here) = here.await else {
         // no host facts: nothing is delivered, and a claim made meanwhile is taken back (the retry
         // claims anew)
@@ -734,13 +735,16 @@ async fn serve_claimed(
     };
     // the answer leaves now and its record is written after it, on a blocking task of its own (not
     // awaited: what the send path did is the answer whether or not the record is kept); until it is on
-    // disk a repeat here is answered from memory, one in another process is `busy` (`crossing::arrivals`)
+    // disk a repeat here is answered from memory, one in another process is `busy` (`crossing::arrivals`);
+    // then the file the next claim names is made (`arrivals::prepare`), off that claim's path
     let (h, kept) = (home, ans.clone());
     arrivals::answering(&h, &arrival, &kept);
     let _ = base::offload::start(move || {
         #[cfg(test)]
         tests::hold_record(&h);
-        arrivals::answer(&h, &arrival, &kept)
+        let r = arrivals::answer(&h, &arrival, &kept);
+        arrivals::prepare(&h);
+        r
     });
     ans
 }

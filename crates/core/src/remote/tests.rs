@@ -844,6 +844,54 @@ async fn the_answer_leaves_before_its_record_and_a_repeat_in_between_is_never_de
     assert_eq!(net.homes[1].delivered().len(), 1);
 }
 
+/// After a send's answer has left, its record's task makes the file the next claim names
+/// (`arrivals::prepare`): the next arriving send's claim is that file, not a new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_served_send_leaves_the_next_claims_file_made_and_the_next_send_names_it() {
+    let net = Net::new(2).await;
+    net.homes[1].cold(B, "Builder");
+    let (here, from) = (net.homes[1].here(), net.machine(1, 0));
+    let h1 = net.homes[1].path().to_path_buf();
+    let serve_one = |rid: &'static str| {
+        let (here, from) = (here.clone(), from.clone());
+        async move {
+            match serve(&here, &from, Request::Send(send_req(rid, "spare"))).await {
+                Response::Send(a) => a,
+                other => panic!("{other:?}"),
+            }
+        }
+    };
+    assert!(!arrivals::spare_waiting(&h1));
+    let first = serve_one("dsh-session-mail:00000000-0000-4000-8000-0000000000f7").await;
+    assert!(
+        matches!(first.landing, Landing::Accepted { .. }),
+        "{first:?}"
+    );
+    let t0 = std::time::Instant::now();
+    while !arrivals::spare_waiting(&h1) {
+        assert!(t0.elapsed() < Duration::from_secs(10), "no spare was made");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let rid = "dsh-session-mail:00000000-0000-4000-8000-0000000000f8";
+    // the second's record task held (it makes the next spare after the record): the spare is gone once
+    // the second is answered, named by its claim
+    let record = hold_record_of(&h1);
+    let second = serve_one(rid).await;
+    assert!(
+        matches!(second.landing, Landing::Accepted { .. }),
+        "{second:?}"
+    );
+    assert!(arrivals::lookup(&h1, rid).is_some(), "claimed");
+    assert!(!arrivals::spare_waiting(&h1), "the claim named the spare");
+    assert_eq!(net.homes[1].delivered().len(), 2);
+    record.send(()).unwrap();
+    let t0 = std::time::Instant::now();
+    while !arrivals::spare_waiting(&h1) {
+        assert!(t0.elapsed() < Duration::from_secs(10), "no next spare");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 /// The serving binding asks its host for its facts while the core starts a send (`serve_value_at`): a
 /// sender this home recorded as the machine's (its second send on) is claimed — fsynced — while the host
 /// is still asked; a sender seen the first time is not claimed before the host answers (whether its id
