@@ -1016,16 +1016,16 @@ fn machines_handler(home: &std::path::Path) -> link::Handler {
             let h = home.clone();
             // a send's facts name its target alone: never what a later read starts with
             let whole = !ask.is_send();
-            // asked now, on the host's thread, before this task is spawned (`here_of`)
+            // asked now, on the host's thread (`here_of`); its answer waits in a channel until the core
+            // awaits it (no task of its own: that would only add a wake before the core sees it)
             let asked = here_of(&home, ask);
-            let here = tokio::spawn(async move {
+            let here = async move {
                 let here = asked.await.ok()?;
                 if whole {
                     keep_here(&h, &here);
                 }
                 Some(here)
-            });
-            let here = async move { here.await.ok().flatten() };
+            };
             mail_core::remote::serve_value_at(&home, &machine, body, last, here)
                 .await
                 .ok_or_else(|| refused("unavailable", "this process cannot serve now"))
