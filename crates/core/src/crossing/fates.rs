@@ -139,13 +139,24 @@ pub fn record(
     source: Source,
     at_ms: i64,
 ) -> std::io::Result<bool> {
-    ready(home, sent_ms)?.record(request_id, machine, state, source, at_ms)
+    ready_dir(home, sent_ms)?.record(request_id, machine, state, source, at_ms)
 }
 
-/// What [`record`] needs before it knows the answer: the home's key (made on first use) and the day
-/// folder of a send at `sent_ms` (made, and the old ones swept, when it is new). A send to a linked
-/// machine gets it ready while its request is in flight (`remote::send_to`).
+/// What [`record`] needs before it knows the answer: the home's key (made on first use), the day
+/// folder of a send at `sent_ms` (made, and the old ones swept, when it is new) and the record's file,
+/// made there without a name ([`fsafe::Unnamed`]: its inode is most of a small write's cost). A send to
+/// a linked machine gets it ready while its request is in flight (`remote::send_to`), so what is left
+/// after the answer — in the ledger line's trip, before the tool returns — is the seal, the write and
+/// the link instead of a new temp file made, written and renamed (docs/machines.md "Known issues").
+/// Dropped unused, it leaves nothing.
 pub fn ready(home: &Path, sent_ms: i64) -> std::io::Result<Ready> {
+    let mut r = ready_dir(home, sent_ms)?;
+    r.file = fsafe::Unnamed::create_in(&r.dir);
+    Ok(r)
+}
+
+/// [`ready`] without the file ([`record`]'s, which writes at once).
+fn ready_dir(home: &Path, sent_ms: i64) -> std::io::Result<Ready> {
     let r = super::ensure(home, Some("fates"))?;
     let key = seal::key_or_make(&key_path(home)).map_err(|e| match e {
         seal::KeyError::Io(e) => e,
@@ -157,19 +168,25 @@ pub fn ready(home: &Path, sent_ms: i64) -> std::io::Result<Ready> {
         fsafe::ensure_private_dirs([d.clone()]).map_err(|(_, e)| e)?;
         super::sent::sweep(&r, day);
     }
-    Ok(Ready { key, dir: d })
+    Ok(Ready {
+        key,
+        dir: d,
+        file: None,
+    })
 }
 
-/// [`ready`]'s key and day folder.
+/// [`ready`]'s key, day folder and unnamed file.
 pub struct Ready {
     key: seal::Key,
     dir: PathBuf,
+    /// The record's file, made without a name (`None`: none could be made, or [`record`]'s).
+    file: Option<fsafe::Unnamed>,
 }
 
 impl Ready {
-    /// [`record`], in this day folder.
+    /// [`record`], in this day folder (into the file [`ready`] made, when it could make one).
     pub fn record(
-        &self,
+        self,
         request_id: &str,
         machine: &MachineId,
         state: FateState,
@@ -195,6 +212,13 @@ impl Ready {
             .map_err(std::io::Error::other)?;
         if bytes.len() as u64 > MAX_BYTES {
             return Err(std::io::Error::other("over the bound"));
+        }
+        // the file made beforehand takes the name when none is there (a send's first answer); a record
+        // there already (older: see above) is replaced through a new temp file
+        if let Some(f) = self.file {
+            if f.link(&p, &bytes).is_ok() {
+                return Ok(true);
+            }
         }
         let put = fsafe::Put {
             sync: false,
@@ -271,6 +295,56 @@ mod tests {
             read(h.path(), &k, rid2, m.as_str(), midnight + 2, midnight + 10).map(|a| a.state),
             Some(FateState::Queued)
         );
+    }
+
+    /// The names in the day folder of a send at `T` (the records and any temp file left).
+    fn names(h: &Path) -> Vec<String> {
+        let d = root(h).join(T.div_euclid(DAY_MS).to_string());
+        let mut v: Vec<String> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn a_ready_record_takes_the_file_made_before_the_answer_and_leaves_nothing_else() {
+        let h = tempfile::tempdir().unwrap();
+        let m = far();
+        let r = ready(h.path(), T).unwrap();
+        #[cfg(target_os = "linux")]
+        assert!(
+            r.file.is_some(),
+            "the record's file is made before the answer"
+        );
+        // made, not seen: no name in the folder until the record
+        assert!(names(h.path()).is_empty());
+        assert!(r
+            .record(RID, &m, FateState::Queued, Source::Send, T + 5)
+            .unwrap());
+        let k = key(h.path()).unwrap();
+        let state = || read(h.path(), &k, RID, m.as_str(), T, T + 1000).map(|a| a.state);
+        assert_eq!(state(), Some(FateState::Queued));
+        let one = vec![format!("{}.json", super::super::file_key(RID))];
+        assert_eq!(names(h.path()), one);
+        // a newer answer of the same request: its made file cannot take the name, the record is
+        // replaced all the same (a new temp file, renamed), and nothing else is left
+        let r = ready(h.path(), T).unwrap();
+        assert!(r
+            .record(RID, &m, FateState::Landed, Source::Verify, T + 9)
+            .unwrap());
+        assert_eq!(state(), Some(FateState::Landed));
+        assert_eq!(names(h.path()), one);
+        // an older one is not written, and its made file is gone with it
+        let r = ready(h.path(), T).unwrap();
+        assert!(!r
+            .record(RID, &m, FateState::Held, Source::Delivery, T + 7)
+            .unwrap());
+        assert_eq!(state(), Some(FateState::Landed));
+        // one made and never used (a send refused before its answer) leaves nothing either
+        drop(ready(h.path(), T).unwrap());
+        assert_eq!(names(h.path()), one);
     }
 
     #[test]
