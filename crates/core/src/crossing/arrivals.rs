@@ -152,21 +152,41 @@ pub const JOURNAL_CAP: u64 = 16 * 1024 * 1024;
 
 /// The journal opened for appending (created 0600, never through a link, a regular file of this user)
 /// and locked (`flock`, exclusive; released when the file is dropped) — the file at its name once the
-/// lock is held (a checkpoint may set it aside between the open and the lock: then opened again).
+/// lock is held (a checkpoint may set it aside between the open and the lock: then opened again). A name
+/// taken by anything else (a link, a folder, a pipe, another user's file) is never followed or written:
+/// it is moved aside once ([`heal_journal`]) and a fresh journal started, so it does not refuse every
+/// arriving send `busy` until someone removes it.
 fn journal_locked(home: &Path) -> std::io::Result<std::fs::File> {
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let p = journal_path(home);
+    let mut healed = false;
     for _ in 0..8 {
-        let f = std::fs::OpenOptions::new()
+        let opened = std::fs::OpenOptions::new()
             .append(true)
             .read(true)
             .create(true)
             .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
-            .open(&p)?;
+            .open(&p);
+        let f = match opened {
+            Ok(f) => f,
+            // a link (ELOOP under O_NOFOLLOW), a folder, a file we may not write
+            Err(e) if !healed && not_a_journal(&e) => {
+                heal_journal(home)?;
+                healed = true;
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         let m = f.metadata()?;
         if !m.is_file() || fsafe::foreign_owner(&m).is_some() {
+            drop(f);
+            if !healed {
+                heal_journal(home)?;
+                healed = true;
+                continue;
+            }
             return Err(std::io::Error::other(
                 "the claim journal is not a file of ours",
             ));
@@ -184,6 +204,47 @@ fn journal_locked(home: &Path) -> std::io::Result<std::fs::File> {
         "the claim journal kept being set aside",
     ))
 }
+
+/// The open of the journal's name failed because what is there is no journal of ours.
+fn not_a_journal(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ELOOP | libc::EISDIR | libc::EACCES | libc::EPERM | libc::ENXIO)
+    )
+}
+
+/// What `claims.journal`'s name holds when it is no journal of ours is moved to `claims.journal.bad`
+/// (replacing an earlier one; never read: only `.old` journals are read back), under a lock on the
+/// `arrivals/` folder, and only if the name still holds something that is not a regular file of this
+/// user once the lock is held — a journal another process started meanwhile is never moved. Nothing is
+/// followed: rename moves a link itself, not what it names.
+fn heal_journal(home: &Path) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let d = dir(home);
+    let folder = std::fs::File::open(&d)?;
+    // SAFETY: flock on a descriptor we own (released when `folder` is dropped).
+    if unsafe { libc::flock(folder.as_raw_fd(), libc::LOCK_EX) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let p = journal_path(home);
+    match std::fs::symlink_metadata(&p) {
+        Ok(m) if m.is_file() && fsafe::foreign_owner(&m).is_none() => Ok(()),
+        Ok(_) => {
+            let bad = d.join(BAD_JOURNAL);
+            std::fs::rename(&p, &bad).or_else(|_| {
+                // an earlier one of another kind (a folder cannot replace a file, nor a file a folder):
+                // it goes if it is a file, a link or an empty folder, then this one takes its name
+                let _ = std::fs::remove_file(&bad).or_else(|_| std::fs::remove_dir(&bad));
+                std::fs::rename(&p, &bad)
+            })
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Where [`heal_journal`] moves what took the journal's name.
+const BAD_JOURNAL: &str = "claims.journal.bad";
 
 /// Append `a`'s record to the journal and flush it to the disk (`fdatasync`).
 fn journal_append(home: &Path, a: &Arrival) -> std::io::Result<()> {
@@ -895,7 +956,7 @@ mod tests {
     }
 
     #[test]
-    fn a_hostile_journal_is_never_followed_and_its_junk_is_skipped() {
+    fn a_hostile_journal_is_never_followed_but_moved_aside_and_its_junk_is_skipped() {
         let home = tempfile::tempdir().unwrap();
         let h = home.path();
         let d = crate::crossing::ensure(h, Some("arrivals")).unwrap();
@@ -915,7 +976,8 @@ mod tests {
         // a claim appended after the torn line is read whole
         assert_eq!(claim(h, &arrival(1_000), 1_000).unwrap(), Claim::New);
         assert!(journal_lines(h).contains(&arrival(1_000)));
-        // a link in the journal's place: never followed; no claim is made (nothing can be delivered)
+        // a link in the journal's place: never followed, never written through — moved aside and a fresh
+        // journal started, so the claim is made (before: every arriving send refused `busy` until removed)
         let other = tempfile::tempdir().unwrap();
         let outside = other.path().join("elsewhere");
         std::fs::write(&outside, b"").unwrap();
@@ -923,12 +985,52 @@ mod tests {
         std::os::unix::fs::symlink(&outside, journal_path(h)).unwrap();
         let mut b = arrival(1_000);
         b.request_id = "dsh-session-mail:00000000-0000-4000-8000-0000000000c3".into();
-        assert!(claim(h, &b, 1_000).is_err());
-        assert!(
-            lookup(h, &b.request_id).is_none(),
-            "a claim left without its journal line"
+        assert_eq!(claim(h, &b, 1_000).unwrap(), Claim::New);
+        assert_eq!(lookup(h, &b.request_id), Some(b.clone()));
+        assert_eq!(
+            std::fs::read(&outside).unwrap(),
+            b"",
+            "never written through"
         );
-        assert_eq!(std::fs::read(&outside).unwrap(), b"");
+        let bad = d.join(BAD_JOURNAL);
+        assert!(std::fs::symlink_metadata(&bad)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        let fresh = std::fs::symlink_metadata(journal_path(h)).unwrap();
+        assert!(fresh.file_type().is_file());
+        assert_eq!(journal_lines(h), vec![b.clone()]);
+        // a folder, then a pipe, in its place: the same
+        for (n, make) in [
+            (
+                0xc4u32,
+                &(|p: &Path| std::fs::create_dir(p).unwrap()) as &dyn Fn(&Path),
+            ),
+            (0xc6, &|p: &Path| {
+                let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+                // SAFETY: a NUL-terminated path.
+                assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+            }),
+        ] {
+            std::fs::remove_file(journal_path(h)).unwrap();
+            make(&journal_path(h));
+            let mut c = arrival(1_000);
+            c.request_id = format!("dsh-session-mail:00000000-0000-4000-8000-0000000000{n:x}");
+            assert_eq!(claim(h, &c, 1_000).unwrap(), Claim::New, "{n:x}");
+            assert_eq!(journal_lines(h), vec![c.clone()]);
+            assert!(std::fs::symlink_metadata(journal_path(h))
+                .unwrap()
+                .is_file());
+            // what was moved aside is never read back as a journal
+            assert!(!is_set_aside(BAD_JOURNAL));
+        }
+        // the journal of ours is never moved by a heal
+        let _ = std::fs::remove_dir(&bad).or_else(|_| std::fs::remove_file(&bad));
+        heal_journal(h).unwrap();
+        assert!(std::fs::symlink_metadata(journal_path(h))
+            .unwrap()
+            .is_file());
+        assert!(std::fs::symlink_metadata(&bad).is_err());
         let _ = d;
     }
 
