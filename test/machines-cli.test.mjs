@@ -8,45 +8,13 @@
 // Needs the built addon (npm run build:test).
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
 import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { EXIT } from '../lib/cli/args.js'
+import { startCli as start, until } from './helpers/cli.mjs'
 
-const BIN = fileURLToPath(new URL('../bin/dsh-session-mail.mjs', import.meta.url))
-// the guard: the core refuses Iroh's public relays in every CLI process this file starts
-const ENV = { DSH_SESSION_MAIL_LINK_BIND: '127.0.0.1:0', DSH_SESSION_MAIL_NO_PUBLIC_NETWORK: '1' }
-
-/** Start the CLI; `.done` resolves to { code, stdout, stderr, json }. */
-function start(args) {
-  const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...ENV }, stdio: ['ignore', 'pipe', 'pipe'] })
-  let stdout = ''
-  let stderr = ''
-  child.stdout.on('data', (d) => { stdout += d })
-  child.stderr.on('data', (d) => { stderr += d })
-  const done = new Promise((resolve, reject) => {
-    child.on('error', reject)
-    child.on('close', (code) => {
-      let json
-      try { json = JSON.parse(stdout) } catch { /* text */ }
-      resolve({ code, stdout, stderr, json })
-    })
-  })
-  return { child, done, out: () => stdout }
-}
 const cli = args => start(args).done
-
-async function until(f, ms = 20_000) {
-  const t = Date.now()
-  for (;;) {
-    const v = f()
-    if (v) return v
-    if (Date.now() - t > ms) throw new Error('timed out')
-    await new Promise(r => setTimeout(r, 50))
-  }
-}
 
 test('link, links, rename, unlink and doctor across two homes on loopback', async () => {
   const a = mkdtempSync(join(tmpdir(), 'dshm-a-'))

@@ -14,40 +14,14 @@
 // Needs the built addon (npm run build:test).
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { loadCore } from '../lib/native.js'
+import { CLI_ENV, startCli as start, until } from './helpers/cli.mjs'
 
-const BIN = fileURLToPath(new URL('../bin/dsh-session-mail.mjs', import.meta.url))
-const ENV = { DSH_SESSION_MAIL_LINK_BIND: '127.0.0.1:0', DSH_SESSION_MAIL_NO_PUBLIC_NETWORK: '1' }
-process.env.DSH_SESSION_MAIL_LINK_BIND = ENV.DSH_SESSION_MAIL_LINK_BIND
-process.env.DSH_SESSION_MAIL_NO_PUBLIC_NETWORK = ENV.DSH_SESSION_MAIL_NO_PUBLIC_NETWORK
-
-function start(args) {
-  const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...ENV }, stdio: ['ignore', 'pipe', 'pipe'] })
-  let stdout = ''
-  let stderr = ''
-  child.stdout.on('data', (d) => { stdout += d })
-  child.stderr.on('data', (d) => { stderr += d })
-  const done = new Promise((resolve, reject) => {
-    child.on('error', reject)
-    child.on('close', (code) => resolve({ code, stdout, stderr }))
-  })
-  return { done, out: () => stdout }
-}
-
-async function until(f, ms = 20_000) {
-  const t = Date.now()
-  for (;;) {
-    const v = await f()
-    if (v) return v
-    if (Date.now() - t > ms) throw new Error('timed out')
-    await new Promise(r => setTimeout(r, 50))
-  }
-}
+process.env.DSH_SESSION_MAIL_LINK_BIND = CLI_ENV.DSH_SESSION_MAIL_LINK_BIND
+process.env.DSH_SESSION_MAIL_NO_PUBLIC_NETWORK = CLI_ENV.DSH_SESSION_MAIL_NO_PUBLIC_NETWORK
 
 test('a here that throws, rejects or answers garbage refuses the request (unavailable) and the process goes on', async (t) => {
   const { core, error } = loadCore()
