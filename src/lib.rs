@@ -896,7 +896,7 @@ const HERE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(3);
 /// what the request needs (core `remote::Ask`: a read's session, flushed first; a send's target and
 /// sender alone, as a local send reads them; else every live session).
 /// The question is queued on the host's thread when this is called, not when the future is first
-/// polled: the host's event loop wakes and answers while the caller reads the links and claims.
+/// polled: the host's event loop wakes and answers while the caller decodes the frame and claims.
 /// `Err`: the host did not answer in time (the request is refused, not answered from stale facts).
 fn here_of(
     home: &std::path::Path,
