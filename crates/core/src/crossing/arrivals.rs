@@ -214,18 +214,14 @@ fn not_a_journal(e: &std::io::Error) -> bool {
 }
 
 /// What `claims.journal`'s name holds when it is no journal of ours is moved to `claims.journal.bad`
-/// (replacing an earlier one; never read: only `.old` journals are read back), under a lock on the
-/// `arrivals/` folder, and only if the name still holds something that is not a regular file of this
+/// (replacing an earlier one; never read: only `.old` journals are read back), under [`HEAL_LOCK`]
+/// (`fsafe::Flock::lock_within`), and only if the name still holds something that is not a regular file of this
 /// user once the lock is held — a journal another process started meanwhile is never moved. Nothing is
 /// followed: rename moves a link itself, not what it names.
 fn heal_journal(home: &Path) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
     let d = dir(home);
-    let folder = std::fs::File::open(&d)?;
-    // SAFETY: flock on a descriptor we own (released when `folder` is dropped).
-    if unsafe { libc::flock(folder.as_raw_fd(), libc::LOCK_EX) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    // (any process of the user can take it: waited for at most HEAL_WAIT, then the claim fails as before)
+    let _lock = fsafe::Flock::lock_within(&d.join(HEAL_LOCK), HEAL_WAIT)?;
     let p = journal_path(home);
     match std::fs::symlink_metadata(&p) {
         Ok(m) if m.is_file() && fsafe::foreign_owner(&m).is_none() => Ok(()),
@@ -245,6 +241,10 @@ fn heal_journal(home: &Path) -> std::io::Result<()> {
 
 /// Where [`heal_journal`] moves what took the journal's name.
 const BAD_JOURNAL: &str = "claims.journal.bad";
+/// The lock [`heal_journal`] moves it under (never swept: [`sweep`] keeps the journal's names).
+const HEAL_LOCK: &str = "claims.journal.lock";
+/// How long [`heal_journal`] waits for [`HEAL_LOCK`].
+const HEAL_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Append `a`'s record to the journal and flush it to the disk (`fdatasync`).
 fn journal_append(home: &Path, a: &Arrival) -> std::io::Result<()> {
@@ -640,7 +640,7 @@ pub fn sweep(home: &Path, now_ms: i64, max_scan: usize) -> usize {
         let journal = e
             .file_name()
             .to_str()
-            .is_some_and(|n| n == JOURNAL || is_set_aside(n));
+            .is_some_and(|n| n == JOURNAL || n == HEAL_LOCK || is_set_aside(n));
         if old && e.file_type().is_ok_and(|t| t.is_file()) && !journal {
             let _ = std::fs::remove_file(p);
         } else if e.file_name().to_string_lossy().ends_with(".json")
