@@ -172,9 +172,12 @@ fn no_test_bench_or_script_names_a_public_relay_or_lookup_and_iroh_has_no_port_m
             concat!("DSH_SESSION_MAIL_NO_PUBLIC", "_NETWORK: '1'"),
         ),
         (
-            "test/machines-cli.test.mjs",
+            "test/helpers/cli.mjs",
             concat!("DSH_SESSION_MAIL_NO_PUBLIC", "_NETWORK: '1'"),
         ),
+        // the CLI tests start it through that helper (test/helpers/cli.mjs)
+        ("test/machines-cli.test.mjs", "from './helpers/cli.mjs'"),
+        ("test/machines-here.test.mjs", "from './helpers/cli.mjs'"),
     ] {
         let text = std::fs::read_to_string(repo().join(file)).unwrap();
         assert!(
