@@ -271,7 +271,7 @@ export async function makeSandbox({ t, host = installHost(), keep = process.env.
   const dir = mkdtempSync(join(tmpdir(), 'dsh-e2e-'))
   const home = join(dir, 'home')
   const ws = join(dir, 'ws')
-  for (const d of [home, ws, join(dir, 'agents')]) mkdirSync(d, { recursive: true })
+  for (const d of [home, ws, join(dir, 'agents'), join(dir, 'tmp')]) mkdirSync(d, { recursive: true })
   const llm = await startFakeLlmProcess(host.node, join(dir, 'fake-llm.jsonl'))
   const box = {
     dir, home, ws, host, llm,
@@ -287,6 +287,9 @@ export async function makeSandbox({ t, host = installHost(), keep = process.env.
       DSH_SESSION_MAIL_CACHE_DIR: join(dir, 'cache'),
       // no test may send a packet to a public relay: the core refuses that choice in the sandbox's processes
       DSH_SESSION_MAIL_NO_PUBLIC_NETWORK: '1',
+      // the host's spill folder (rc.8 packages/spill/spill-local/src/store.ts: mkdtemp in os.tmpdir(), never
+      // removed) and any other temp file of the sandbox's processes go with the sandbox
+      TMPDIR: join(dir, 'tmp'),
       ...env,
     },
     webs: [],
