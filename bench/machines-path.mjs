@@ -20,9 +20,10 @@
 // namespace (`ip netns exec`, JSON lines on stdio: this file with --role-host).
 //
 // Rows, for each path: the path's bare round trip (a UDP ping from a to an echo in b through the bridge, Node
-// dgram on both ends); the link's round trip (`links` probes: the holder's QUIC ping); sessions_send from A's
-// session to B's (remote) vs to another session of A (local), alternating; target: remote p50 ≤ local p50 +
-// the link's round trip + 2 ms.
+// dgram on both ends); the link's round trip (`links` probes: the holder's QUIC ping); sessions_send both ways,
+// each against a local send into the same session from another session of its host (A → B vs B2 → B, B → A vs
+// A2 → A), the four in a rotating order, the difference the mean of the two directions' (remote p50 − local
+// p50), as in bench/machines.mjs; target: that difference ≤ the link's round trip + 2 ms.
 //
 // Options: --n N (pairs per path, default 60), --rtt N (probes, default 20), --pause MS (default 150),
 // --paths 0,20 (round trips in ms), --addon FILE (this addon in both homes instead of the worktree's: a
@@ -233,15 +234,16 @@ async function main() {
       made.push(jobs(box))
     }
     const [boxA, boxB] = boxes
-    const [jobA] = made
-    const wsA2 = boxA.mkdir('ws-a2')
+    const [jobA, jobB] = made
+    const wsA2 = boxA.mkdir('ws-a2'); const wsB2 = boxB.mkdir('ws-b2')
     const A = hostIn(net.ns.a); hosts.push(A)
     const B = hostIn(net.ns.b); hosts.push(B)
     const plain = box => ({ dir: box.dir, home: box.home, ws: box.ws, env: box.env })
     await A.call('boot', { box: plain(boxA) })
     await B.call('boot', { box: plain(boxB) })
     const sa = await A.call('session'); const sa2 = await A.call('session', { cwd: wsA2 }); const sb = await B.call('session')
-    await Promise.all([A.call('hello', { id: sa }), A.call('hello', { id: sa2 }), B.call('hello', { id: sb })])
+    const sb2 = await B.call('session', { cwd: wsB2 })
+    await Promise.all([A.call('hello', { id: sa }), A.call('hello', { id: sa2 }), B.call('hello', { id: sb }), B.call('hello', { id: sb2 })])
     await B.call('echo', { at: { ip: B_IP, port: PORT_ECHO } })
 
     // the link, through the command line in each namespace
@@ -262,7 +264,7 @@ async function main() {
     await sleep(3000)
     const load0 = loadavg()
 
-    const tool = (caller, name, args) => jobA({ op: 'tool', tool: name, args, caller, config: UNLIMITED })
+    const tool = (job, caller, name, args) => job({ op: 'tool', tool: name, args, caller, config: UNLIMITED })
     const out = []
     for (const ms of PATHS) {
       await bridgeSays(`delay ${Math.round(ms * 500)}`)
@@ -273,29 +275,33 @@ async function main() {
         const l = JSON.parse((await cliA(['links', '--json'])).stdout).links.find(x => x.name === 'home-b')
         if (l?.online) rtt.push(l.rttMs)
       }
-      const local = []; const remote = []
+      // both ways, each remote send against a local send into the same session (bench/machines.mjs)
+      const rAB = []; const lB = []; const rBA = []; const lA = []
+      const kinds = [['remote A → B', jobA, sa, sb, rAB], ['local B2 → B', jobB, sb2, sb, lB], ['remote B → A', jobB, sb, sa, rBA], ['local A2 → A', jobA, sa2, sa, lA]]
       for (let i = -1; i < N; i++) {
-        const order = i % 2 ? [['local', sa2, local], ['remote', sb, remote]] : [['remote', sb, remote], ['local', sa2, local]]
-        for (const [kind, target, xs] of order) {
+        for (let k = 0; k < kinds.length; k++) {
+          const [kind, job, caller, target, xs] = kinds[(k + Math.max(0, i)) % kinds.length]
           await sleep(PAUSE)
-          const r = await tool(sa, 'sessions_send', { session_id: target, message: `bench ${kind} ${ms} ms ${i}` })
+          const r = await tool(job, caller, 'sessions_send', { session_id: target, message: `bench ${kind} ${ms} ms ${i}` })
           if (!r.text.startsWith('accepted')) throw new Error(`${kind} send over the ${ms} ms path: ${r.text.slice(0, 300)}`)
           if (i >= 0) xs.push(r.ms)
         }
       }
       const RTT = med(rtt)
-      const d = med(remote) - med(local)
-      out.push({ ms, bare, rtt, RTT, local, remote, d, ok: d <= RTT + 2, load: loadavg()[0] })
-      log(`${ms} ms path: remote ${ppm(remote)}, local ${ppm(local)}, link RTT ${f(RTT)}`)
+      const dAB = med(rAB) - med(lB); const dBA = med(rBA) - med(lA)
+      const d = (dAB + dBA) / 2
+      out.push({ ms, bare, rtt, RTT, rAB, lB, rBA, lA, dAB, dBA, d, ok: d <= RTT + 2, load: loadavg()[0] })
+      log(`${ms} ms path: A → B ${ppm(rAB)} vs B2 → B ${ppm(lB)}; B → A ${ppm(rBA)} vs A2 → A ${ppm(lA)}; link RTT ${f(RTT)}`)
     }
     const through = await bridgeSays('stats')
     const after = net.counters()
     const load1 = loadavg()
-    console.log(`\nbench:machines:path — hosts A and B in network namespaces, reached only through a delaying UDP bridge (relay none), N=${N} pairs per path, pause ${PAUSE} ms${ADDON ? `, addon ${ADDON}` : ''}; load ${load0.map(x => x.toFixed(1)).join(' ')} → ${load1.map(x => x.toFixed(1)).join(' ')}`)
+    console.log(`\nbench:machines:path — hosts A and B in network namespaces, reached only through a delaying UDP bridge (relay none), N=${N} rounds (of four sends) per path, pause ${PAUSE} ms${ADDON ? `, addon ${ADDON}` : ''}; load ${load0.map(x => x.toFixed(1)).join(' ')} → ${load1.map(x => x.toFixed(1)).join(' ')}`)
     console.log('p50 / p99 / max in ms\n')
     for (const r of out) {
       console.log(`   ${r.ms} ms path: bare round trip (UDP ping through the bridge, Node dgram) ${ppm(r.bare)}; link round trip (links probe) ${ppm(r.rtt)}`)
-      console.log(`${r.ok ? 'ok  ' : 'MISS'} sessions_send remote (A → B) over the ${r.ms} ms path: ${ppm(r.remote)}\n       baseline: local (A → A2) ${ppm(r.local)}\n       difference: ${r.d >= 0 ? '+' : ''}${f(r.d)} ms (link RTT ${f(r.RTT)})   target ≤ local + RTT + 2 ms   (load ${r.load.toFixed(1)})`)
+      const sign = x => `${x >= 0 ? '+' : ''}${f(x)}`
+      console.log(`${r.ok ? 'ok  ' : 'MISS'} sessions_send remote, both ways, over the ${r.ms} ms path: A → B ${ppm(r.rAB)} · B → A ${ppm(r.rBA)}\n       baseline: local into the same session: B2 → B ${ppm(r.lB)} · A2 → A ${ppm(r.lA)}\n       difference: ${sign(r.d)} ms, the mean of A → B ${sign(r.dAB)} and B → A ${sign(r.dBA)} (link RTT ${f(r.RTT)})   target ≤ local + RTT + 2 ms   (load ${r.load.toFixed(1)})`)
     }
     const sent = Object.entries(after).map(([k, v]) => `${k} ${v - before[k]}`).join(', ')
     const clean = Object.entries(after).every(([k, v]) => v === before[k])
