@@ -248,8 +248,22 @@ const HEAL_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Append `a`'s record to the journal and flush it to the disk (`fdatasync`).
 fn journal_append(home: &Path, a: &Arrival) -> std::io::Result<()> {
+    journal_append_line(home, a, true)
+}
+
+/// A released claim's line in the journal ([`release`]): [`recover`] puts back no claim of that request id
+/// and claim time. (A line an older build reads as no arrival, and skips.)
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Released {
+    released: String,
+    claimed_at: i64,
+}
+
+/// Append `line`'s JSON to the journal, flushed to the disk (`fdatasync`) when `sync`.
+fn journal_append_line<T: Serialize>(home: &Path, rec: &T, sync: bool) -> std::io::Result<()> {
     use std::io::Write;
-    let mut line = serde_json::to_vec(a).map_err(std::io::Error::other)?;
+    let mut line = serde_json::to_vec(rec).map_err(std::io::Error::other)?;
     line.push(b'\n');
     let mut f = journal_locked(home)?;
     // a torn last line (a crash mid-append) would swallow this one: a newline first
@@ -262,7 +276,10 @@ fn journal_append(home: &Path, a: &Arrival) -> std::io::Result<()> {
         }
     }
     f.write_all(&line)?;
-    f.sync_data()
+    if sync {
+        f.sync_data()?;
+    }
+    Ok(())
 }
 
 /// The last [`JOURNAL_CAP`] bytes of the journal at `p` (never through a link, only a regular file of
@@ -315,8 +332,25 @@ fn recover_now(home: &Path) -> std::io::Result<usize> {
         .take(MAX_JOURNALS - 1)
         .collect();
     aside.sort();
+    let journals: Vec<PathBuf> = aside
+        .iter()
+        .cloned()
+        .chain(std::iter::once(journal_path(home)))
+        .collect();
+    // the claims released since (a line after the claim's, in its journal or a later one): not put back
+    let mut released = std::collections::HashSet::new();
+    for p in &journals {
+        let Ok(bytes) = journal_tail(p) else {
+            continue;
+        };
+        for line in bytes.split(|b| *b == b'\n') {
+            if let Ok(r) = serde_json::from_slice::<Released>(line) {
+                released.insert((r.released, r.claimed_at));
+            }
+        }
+    }
     let mut put_back = 0;
-    for p in aside.iter().chain(std::iter::once(&journal_path(home))) {
+    for p in &journals {
         // unreadable (not ours, a link, gone): nothing of it is believed or put back
         let Ok(bytes) = journal_tail(p) else {
             continue;
@@ -326,6 +360,9 @@ fn recover_now(home: &Path) -> std::io::Result<usize> {
                 continue;
             };
             if !a.request_id.starts_with(base::names::REQUEST_ID_PREFIX) || a.answer.is_some() {
+                continue;
+            }
+            if released.contains(&(a.request_id.clone(), a.claimed_at)) {
                 continue;
             }
             let p = path(home, &a.request_id);
@@ -591,7 +628,10 @@ fn write_answer(home: &Path, a: &Arrival, ans: &SendAnswer) -> std::io::Result<(
 
 /// Take back the claim this process just made for `a` and delivered nothing under (the host's facts did
 /// not come: the request is refused `unavailable`, and the sender's retry may claim it anew). Only a claim
-/// without an answer of the same arrival is removed.
+/// without an answer of the same arrival is removed; the journal is told (a line naming the request id and
+/// claim time, not flushed), so that a process started afterwards does not put the claim back from its
+/// journal line and answer the retry `busy` until the claim is stale. (Lost in a crash of the system, the
+/// line leaves that: busy, then settled from the target's log — never a second delivery.)
 pub fn release(home: &Path, a: &Arrival) -> std::io::Result<()> {
     match read_record(&path(home, &a.request_id), &a.request_id) {
         Some(old)
@@ -599,7 +639,12 @@ pub fn release(home: &Path, a: &Arrival) -> std::io::Result<()> {
                 && old.claimed_at == a.claimed_at
                 && lookup(home, &a.request_id).is_some_and(|l| l.answer.is_none()) =>
         {
-            std::fs::remove_file(path(home, &a.request_id))
+            std::fs::remove_file(path(home, &a.request_id))?;
+            let line = Released {
+                released: a.request_id.clone(),
+                claimed_at: a.claimed_at,
+            };
+            journal_append_line(home, &line, false)
         }
         _ => Ok(()),
     }
@@ -803,6 +848,44 @@ mod tests {
             .split(|b| *b == b'\n')
             .filter_map(|l| serde_json::from_slice(l).ok())
             .collect()
+    }
+
+    #[test]
+    fn a_released_claim_is_not_put_back_by_the_next_process_so_its_retry_is_claimed_anew_not_busy() {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path();
+        let a = arrival(1_000);
+        assert_eq!(claim(h, &a, 1_000).unwrap(), Claim::New);
+        release(h, &a).unwrap();
+        // a process started afterwards recovers the home: the released claim stays released
+        as_a_new_process(h);
+        assert_eq!(recover(h).unwrap(), 0);
+        assert!(lookup(h, RID).is_none());
+        // the sender's retry claims it anew at once (before the journal's release line: `InFlight`, busy
+        // until the claim was stale)
+        let b = arrival(2_000);
+        assert_eq!(claim(h, &b, 2_000).unwrap(), Claim::New);
+        // that new claim (another claim time) is one the release line does not cover: a crash that
+        // loses its file has it put back
+        std::fs::remove_file(path(h, RID)).unwrap();
+        as_a_new_process(h);
+        assert_eq!(recover(h).unwrap(), 1);
+        assert_eq!(lookup(h, RID).map(|l| l.claimed_at), Some(2_000));
+        // a release line in a later journal than its claim's (a checkpoint set the claim's journal aside
+        // in between, and a crash kept it): still not put back
+        let mut c = arrival(3_000);
+        c.request_id = "dsh-session-mail:00000000-0000-4000-8000-0000000000c7".into();
+        assert_eq!(claim(h, &c, 3_000).unwrap(), Claim::New);
+        std::fs::rename(
+            journal_path(h),
+            dir(h).join("claims.journal.00000000-0000-4000-8000-000000000001.old"),
+        )
+        .unwrap();
+        release(h, &c).unwrap();
+        assert!(set_aside(h));
+        as_a_new_process(h);
+        assert_eq!(recover(h).unwrap(), 0);
+        assert!(lookup(h, &c.request_id).is_none());
     }
 
     #[test]
