@@ -851,7 +851,8 @@ mod tests {
     }
 
     #[test]
-    fn a_released_claim_is_not_put_back_by_the_next_process_so_its_retry_is_claimed_anew_not_busy() {
+    fn a_released_claim_is_not_put_back_by_the_next_process_so_its_retry_is_claimed_anew_not_busy()
+    {
         let home = tempfile::tempdir().unwrap();
         let h = home.path();
         let a = arrival(1_000);
