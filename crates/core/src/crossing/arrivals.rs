@@ -949,6 +949,99 @@ mod tests {
         }
     }
 
+    /// One racer of [`racing_claimers_in_three_processes_one_wins_each_request_id_and_it_alone_is_journaled`]:
+    /// run by that test as a process of its own (this test binary, this test alone); a no-op otherwise.
+    #[test]
+    fn claim_racer_process() {
+        let Ok(home) = std::env::var("ARRIVALS_RACER_HOME") else {
+            return;
+        };
+        let h = PathBuf::from(home);
+        let go = h.join("go");
+        println!("RACER ready");
+        let t = std::time::Instant::now();
+        while !go.exists() {
+            assert!(
+                t.elapsed() < std::time::Duration::from_secs(30),
+                "never told to go"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        for round in 0..RACER_ROUNDS {
+            let mut a = arrival(1_000);
+            a.request_id = format!("dsh-session-mail:00000000-0000-4000-8000-{round:012}");
+            let c = claim(&h, &a, 1_000).unwrap();
+            println!("RACER {round} {}", matches!(c, Claim::New));
+        }
+    }
+
+    const RACER_ROUNDS: usize = 40;
+
+    #[test]
+    fn racing_claimers_in_three_processes_one_wins_each_request_id_and_it_alone_is_journaled() {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path();
+        let racers: Vec<_> = (0..3)
+            .map(|_| {
+                std::process::Command::new(std::env::current_exe().unwrap())
+                    .args([
+                        "--exact",
+                        "crossing::arrivals::tests::claim_racer_process",
+                        "--nocapture",
+                        "--test-threads",
+                        "1",
+                    ])
+                    .env("ARRIVALS_RACER_HOME", h)
+                    .stdout(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        // each racer up (its binary loaded) before any claims: then they race
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        std::fs::write(h.join("go"), b"").unwrap();
+        let mut won = vec![0usize; RACER_ROUNDS];
+        let mut by = Vec::new();
+        for r in racers {
+            let out = r.wait_with_output().unwrap();
+            assert!(out.status.success());
+            let text = String::from_utf8(out.stdout).unwrap();
+            let lines: Vec<&str> = text
+                .lines()
+                .filter_map(|l| l.strip_prefix("RACER "))
+                .filter(|l| *l != "ready")
+                .collect();
+            assert_eq!(lines.len(), RACER_ROUNDS, "{text}");
+            by.push(lines.iter().filter(|l| l.ends_with("true")).count());
+            for l in lines {
+                let (round, new) = l.split_once(' ').unwrap();
+                if new == "true" {
+                    won[round.parse::<usize>().unwrap()] += 1;
+                }
+            }
+        }
+        // (`by`: how many each process won — they do race: e.g. [11, 13, 16] here)
+        assert!(
+            won.iter().all(|n| *n == 1),
+            "{won:?} (won by process: {by:?})"
+        );
+        // every journal line whole (no append torn by another process's) and each request id once
+        let journaled = journal_lines(h);
+        let raw = std::fs::read(journal_path(h)).unwrap();
+        assert_eq!(
+            raw.split(|b| *b == b'\n').filter(|l| !l.is_empty()).count(),
+            RACER_ROUNDS
+        );
+        for round in 0..RACER_ROUNDS {
+            let rid = format!("dsh-session-mail:00000000-0000-4000-8000-{round:012}");
+            assert_eq!(
+                journaled.iter().filter(|j| j.request_id == rid).count(),
+                1,
+                "{rid}"
+            );
+        }
+    }
+
     #[test]
     fn a_checkpoint_sets_the_journal_aside_flushes_and_removes_it_and_the_claims_still_answer() {
         let home = tempfile::tempdir().unwrap();
