@@ -694,3 +694,31 @@ impl Flock {
         Ok(Some(Flock(f)))
     }
 }
+
+/// Lock the open file `f` (`flock`, exclusive) waiting at most `within` — for a lock file that lies in the
+/// home, where any process of the user can take it and keep it: `TimedOut` past it. Free: taken at once
+/// (one call); taken: tried again after 50 µs, doubling up to 2 ms, so a holder's short critical section
+/// (an append and its flush) costs its waiters about as much as a blocking `flock` would.
+pub fn flock_within(f: &fs::File, within: std::time::Duration) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let t0 = std::time::Instant::now();
+    let mut pause = std::time::Duration::from_micros(50);
+    loop {
+        // SAFETY: flock on a descriptor the caller owns.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
+            return Err(e);
+        }
+        if t0.elapsed() >= within {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("its lock stayed taken for {} ms", within.as_millis()),
+            ));
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(std::time::Duration::from_millis(2));
+    }
+}

@@ -151,13 +151,13 @@ pub const MAX_JOURNALS: usize = 16;
 pub const JOURNAL_CAP: u64 = 16 * 1024 * 1024;
 
 /// The journal opened for appending (created 0600, never through a link, a regular file of this user)
-/// and locked (`flock`, exclusive; released when the file is dropped) — the file at its name once the
+/// and locked (`flock`, exclusive, waited for at most [`JOURNAL_LOCK_WAIT`]; released when the file is
+/// dropped) — the file at its name once the
 /// lock is held (a checkpoint may set it aside between the open and the lock: then opened again). A name
 /// taken by anything else (a link, a folder, a pipe, another user's file) is never followed or written:
 /// it is moved aside once ([`heal_journal`]) and a fresh journal started, so it does not refuse every
 /// arriving send `busy` until someone removes it.
 fn journal_locked(home: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::fd::AsRawFd;
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let p = journal_path(home);
     let mut healed = false;
@@ -191,10 +191,8 @@ fn journal_locked(home: &Path) -> std::io::Result<std::fs::File> {
                 "the claim journal is not a file of ours",
             ));
         }
-        // SAFETY: flock on a descriptor we own.
-        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
+        // (bounded: any process of the user may take this lock and keep it; the claim is then `busy`)
+        fsafe::flock_within(&f, JOURNAL_LOCK_WAIT)?;
         let now = std::fs::symlink_metadata(&p).ok();
         if now.is_some_and(|n| n.dev() == m.dev() && n.ino() == m.ino()) {
             return Ok(f);
@@ -245,6 +243,13 @@ const BAD_JOURNAL: &str = "claims.journal.bad";
 const HEAL_LOCK: &str = "claims.journal.lock";
 /// How long [`heal_journal`] waits for [`HEAL_LOCK`].
 const HEAL_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long a claim waits for the journal's lock (held by others for an append and its flush, ~0.2 ms;
+/// past it — a process keeping it — the claim fails and the send is answered `busy`, its thread freed).
+const JOURNAL_LOCK_WAIT: std::time::Duration = if cfg!(test) {
+    std::time::Duration::from_millis(400)
+} else {
+    std::time::Duration::from_secs(5)
+};
 
 /// Append `a`'s record to the journal and flush it to the disk (`fdatasync`).
 fn journal_append(home: &Path, a: &Arrival) -> std::io::Result<()> {
@@ -1040,6 +1045,32 @@ mod tests {
                 "{rid}"
             );
         }
+    }
+
+    #[test]
+    fn a_journal_lock_kept_by_another_process_fails_the_claim_in_bounded_time_then_it_claims() {
+        use std::os::fd::AsRawFd;
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path();
+        let a = arrival(1_000);
+        let mut b = arrival(1_000);
+        b.request_id = "dsh-session-mail:00000000-0000-4000-8000-0000000000c9".into();
+        assert_eq!(claim(h, &b, 1_000).unwrap(), Claim::New);
+        // any process of the user may open the journal and keep its lock (its own open file: a lock of
+        // another open file description, as another process's would be)
+        let keeper = std::fs::File::open(journal_path(h)).unwrap();
+        // SAFETY: flock on a descriptor we own.
+        assert_eq!(unsafe { libc::flock(keeper.as_raw_fd(), libc::LOCK_EX) }, 0);
+        let t = std::time::Instant::now();
+        let kept = claim(h, &a, 1_000);
+        let waited = t.elapsed();
+        assert!(kept.is_err(), "{kept:?}");
+        assert!(waited >= JOURNAL_LOCK_WAIT, "{waited:?}");
+        assert!(waited < JOURNAL_LOCK_WAIT * 10, "{waited:?}");
+        // nothing of it stays claimed: once the lock is let go the same arrival claims anew
+        assert!(lookup(h, RID).is_none());
+        drop(keeper);
+        assert_eq!(claim(h, &a, 1_000).unwrap(), Claim::New);
     }
 
     #[test]
