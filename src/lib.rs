@@ -118,7 +118,7 @@ pub fn run(
         notice.map(|n| parse(&n, "idle notice facts")).transpose()?;
     // A send's checks start on the blocking pool from here, inside napi's runtime (`tools::begin`):
     // they run while napi hands the future below to its runtime.
-    // a home with linked machines: the tools reach them (core's remote::run_result over crates/link)
+    // a home with linked machines: the tools reach them (core's remote::begin over crates/link)
     let linked = match &parsed {
         Ok(req) => checked_or_none(&home_of(req.host.dsh_home.as_deref())),
         Err(_) => None,
@@ -127,10 +127,15 @@ pub fn run(
         Ok(req) if linked.is_some() => {
             let home = home_of(req.host.dsh_home.as_deref());
             let live: Vec<String> = req.live.iter().map(|l| l.id.clone()).collect();
+            // (the links just read: `remote::begin` asks for them first)
+            let lm = LinkMachines::read_now(&home, linked);
+            // a send's place lookup and checks start on the blocking pool from here, as a local send's
+            // checks do below
+            let begun = napi::bindgen_prelude::within_runtime_if_available(|| {
+                mail_core::remote::begin(req, &lm)
+            });
             return promise(env, async move {
-                // (the links just read: `remote::run_result` asks for them first)
-                let lm = LinkMachines::read_now(&home, linked);
-                let r = mail_core::remote::run_result(req, &lm).await;
+                let r = begun.result(&lm).await;
                 // as below: a send that moved mail nudges the human's mail index
                 if matches!(&r, ToolResult::Send(s) if s.request_id().is_some()) {
                     mail_core::mailindex::feed::nudge(&home);

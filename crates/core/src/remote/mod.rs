@@ -860,22 +860,73 @@ async fn call(
     }
 }
 
-/// Run one tool call that may reach linked machines (the binding's entry point when it has a
-/// [`Machines`]; with none linked it is `tools::run_result`).
+/// Run one tool call that may reach linked machines (with none linked it is `tools::run_result`):
+/// [`begin`] then [`Begun::result`].
 pub async fn run_result(req: ToolRequest, machines: &dyn Machines) -> ToolResult {
+    begin(req, machines).result(machines).await
+}
+
+/// A tool call that may reach linked machines, begun ([`begin`]).
+pub struct Begun {
+    req: ToolRequest,
+    linked: Vec<Machine>,
+    /// A send to a session not live in this process: its place lookup (and checks), on the blocking
+    /// pool since [`begin`].
+    placing: Option<Placing>,
+}
+
+/// A send's place lookup under way: where `target` lives and, when this home's files place it on a
+/// linked machine, this side's checks of the send ([`send::check_remote`]).
+struct Placing {
+    target: String,
+    ctx: send::Context,
+    found: base::offload::Started<Option<(Known, Option<Checked>)>>,
+}
+
+/// [`send::check_remote`]'s answer.
+type Checked = (send::record::Attempt, Result<send::Plan, Refusal>);
+
+/// Begin one tool call that may reach linked machines (the binding's entry point when it has a
+/// [`Machines`]; it calls this from the napi entry, inside napi's runtime): a send's place lookup and
+/// checks start on the blocking pool at once, so they run while napi hands the call's future to its
+/// runtime — one hand-over less on a remote send's path than starting them from that future, as
+/// `tools::begin` does for a local send. Without a tokio runtime they run inline.
+pub fn begin(req: ToolRequest, machines: &dyn Machines) -> Begun {
     let linked = machines.linked();
-    match Tool::parse(&req.tool) {
-        // nothing linked: this home alone (a send to an id that came from a machine unlinked since is
-        // still refused as such, by `send_across`)
-        Some(Tool::SessionsList | Tool::SessionsRead) if linked.is_empty() => {
-            tools::run_result(req).await
+    let placing = match Tool::parse(&req.tool) {
+        Some(Tool::SessionsSend | Tool::SendSessionMessage) => placing(&req, &linked),
+        _ => None,
+    };
+    Begun {
+        req,
+        linked,
+        placing,
+    }
+}
+
+impl Begun {
+    /// The call's result as data.
+    pub async fn result(self, machines: &dyn Machines) -> ToolResult {
+        let Begun {
+            req,
+            linked,
+            placing,
+        } = self;
+        match Tool::parse(&req.tool) {
+            // nothing linked: this home alone (a send to an id that came from a machine unlinked since
+            // is still refused as such, by `send_placed`)
+            Some(Tool::SessionsList | Tool::SessionsRead) if linked.is_empty() => {
+                tools::run_result(req).await
+            }
+            Some(Tool::SessionsList) => list_across(req, machines, linked).await,
+            Some(Tool::SessionsRead) => read_across(req, machines, linked).await,
+            Some(Tool::SessionsSend | Tool::SendSessionMessage) => match placing {
+                Some(p) => send_placed(req, machines, linked, p).await,
+                // no target, or one live in this process: this home's send, as locally
+                None => tools::run_result(req).await,
+            },
+            None => tools::run_result(req).await,
         }
-        Some(Tool::SessionsList) => list_across(req, machines, linked).await,
-        Some(Tool::SessionsRead) => read_across(req, machines, linked).await,
-        Some(Tool::SessionsSend | Tool::SendSessionMessage) => {
-            send_across(req, machines, linked).await
-        }
-        None => tools::run_result(req).await,
     }
 }
 
@@ -1206,39 +1257,50 @@ fn read_result(a: ReadAnswer, m: Machine) -> ReadResult {
     }
 }
 
-async fn send_across(
-    req: ToolRequest,
-    machines: &dyn Machines,
-    linked: Vec<Machine>,
-) -> ToolResult {
+/// A send's place lookup started on the blocking pool (`None`: no target argument, or a target live in
+/// this process — no file is read for it).
+fn placing(req: &ToolRequest, linked: &[Machine]) -> Option<Placing> {
     let tool = SendTool::from_name(&req.tool);
-    let Some(target) = req
-        .args
-        .get(tool.target_arg())
-        .and_then(Value::as_str)
-        .map(str::to_string)
-    else {
-        return tools::run_result(req).await;
-    };
+    let target = req.args.get(tool.target_arg()).and_then(Value::as_str)?;
     // live in this process: no file is read for it
     if req.live.iter().any(|l| l.id == target) {
-        return tools::run_result(req).await;
+        return None;
     }
     // One trip to the blocking pool: where the target lives and, when this home's files place it on a
     // linked machine (every send after the first to a session), this side's checks of the send too
     // (`send::check_remote`; nothing has left this home until they pass).
-    let ctx = send::Context::of(&req);
-    let (r, c, l, t) = (req.clone(), ctx.clone(), linked.clone(), target.clone());
-    let found = tools::blocking(move || {
+    let ctx = send::Context::of(req);
+    let (r, c, l, t) = (
+        req.clone(),
+        ctx.clone(),
+        linked.to_vec(),
+        target.to_string(),
+    );
+    let found = base::offload::start(move || {
         let known = place_known(&r, &c.home, &l, &t)?;
         let checked = match known.place {
             Place::Here => None,
             Place::There(_) | Place::Unlinked(_) => Some(send::check_remote(&r, &c)),
         };
         Some((known, checked))
+    });
+    Some(Placing {
+        target: target.to_string(),
+        ctx,
+        found,
     })
-    .await;
-    let (place, checked, listed) = match found {
+}
+
+/// A send whose place lookup [`placing`] started: this home's send, a linked machine's, or a refusal
+/// (an unlinked machine's session).
+async fn send_placed(
+    req: ToolRequest,
+    machines: &dyn Machines,
+    linked: Vec<Machine>,
+    placing: Placing,
+) -> ToolResult {
+    let Placing { target, ctx, found } = placing;
+    let (place, checked, listed) = match found.finish(tools::STORE_DEADLINE).await {
         Ok(Some((k, checked))) => (k.place, checked, k.listed),
         Ok(None) => (
             ask_place(ctx.home.clone(), machines, &linked, &target).await,
@@ -1276,11 +1338,11 @@ async fn send_across(
     }
 }
 
-/// A send to a session of linked machine `m`, as far as [`send_across`] got: this side's checks, when
+/// A send to a session of linked machine `m`, as far as [`send_placed`] got: this side's checks, when
 /// they ran in the place's trip, and whether `crossing::seen` names `m` for the target already.
 struct Sending {
     m: Machine,
-    checked: Option<(send::record::Attempt, Result<send::Plan, Refusal>)>,
+    checked: Option<Checked>,
     listed: bool,
 }
 
@@ -1296,7 +1358,7 @@ pub async fn send_to(req: ToolRequest, machines: &dyn Machines, m: Machine) -> S
     send_checked(req, ctx, machines, to).await
 }
 
-/// [`send_to`] with what [`send_across`] found: the checks run already (else they run here), whether
+/// [`send_to`] with what [`send_placed`] found: the checks run already (else they run here), whether
 /// `crossing::seen` names the machine for the target already (then it is not remembered again). What
 /// does not depend on the answer — the human's copy of the text, the fates' key and day folder — is done
 /// on the blocking pool while the request is in flight; the ledger line, and what the answer decides,

@@ -1857,3 +1857,63 @@ fn the_host_is_asked_for_what_the_arriving_request_needs() {
         assert_eq!(Ask::of(&v).to_json(), "{}");
     }
 }
+
+/// The binding begins a call from the napi entry (`begin`) and awaits it in napi's future
+/// (`Begun::result`): a send's place lookup and checks are on the blocking pool from `begin`, before
+/// that future is first polled — one hand-over less on a remote send's path (branch aplace's timing
+/// marks). Seen here by what the lookup does on the way: it reads this home's presence and removes a
+/// dead process's record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sends_place_lookup_runs_from_begin_before_its_future_is_polled() {
+    let net = Net::new(2).await;
+    net.homes[0].cold(A, "Planner");
+    net.homes[1].cold(B, "Builder");
+    list_from_0(&net).await;
+    // a process that has ended: its presence record can never be true again
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let dead = child.id();
+    child.wait().unwrap();
+    let folder = crate::presence::dir(net.homes[0].path());
+    std::fs::create_dir_all(&folder).unwrap();
+    let record = folder.join(format!("{dead}.json"));
+    std::fs::write(&record, "{}").unwrap();
+    let mut req = net.homes[0].call(A, "send_session_message", send_msg(B, "early"));
+    // presence read from the home, as the shim's requests have it
+    req.peers = None;
+    let link = net.at(0);
+    let begun = begin(req, &link);
+    let waited = std::time::Instant::now();
+    while record.exists() && waited.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(
+        !record.exists(),
+        "the lookup ran before the future was polled"
+    );
+    assert_eq!(
+        net.sends_arrived(1),
+        0,
+        "nothing sent before the future runs"
+    );
+    let r = begun.result(&link).await;
+    let rc = remote(&r);
+    assert_eq!(
+        (rc.machine.clone(), rc.target.as_str()),
+        (net.machine(0, 1), B)
+    );
+    assert_eq!(net.sends_arrived(1), 1);
+    let texts: Vec<String> = net.homes[1]
+        .delivered()
+        .into_iter()
+        .map(|(_, t)| t)
+        .collect();
+    assert_eq!(texts.len(), 1);
+    assert!(texts[0].contains("early"));
+    // a session live in this process: nothing looked up from `begin` (this home's send, as locally)
+    let mut req = net.homes[0].call(A, "send_session_message", send_msg(B, "x"));
+    req.live = vec![crate::request::LiveSession {
+        id: B.into(),
+        ..Default::default()
+    }];
+    assert!(begin(req, &link).placing.is_none());
+}
