@@ -82,8 +82,9 @@ pub async fn serve(here: &ToolRequest, from: &Machine, req: Request) -> Response
 /// [`serve`] in `home` while this process's host facts are still being asked for (`here`: the
 /// binding's question to its host; `None` when it did not answer in time). A send from a sender this
 /// home has recorded as that machine's starts its fsynced claim at once, beside the question (the
-/// claim needs only the home, not the host): the fsync and the host's answer overlap. Anything else
-/// waits for `here`. `None`: the host's facts did not come (nothing was delivered, no claim is left).
+/// claim needs only the home, not the host): the fsync and the host's answer overlap; its checks begin
+/// then too, with `last` (the previous send's facts), kept only when `here` equals them. A read starts
+/// with `last` ([`serve_read_asking`]); anything else waits for `here`. `None`: the host's facts did not come (nothing was delivered, no claim is left).
 async fn serve_at<F>(
     home: &Path,
     from: &Machine,
@@ -602,8 +603,6 @@ where
         }
         Early::Claimed(arrivals::claim(&h, &a, now))
     });
-    // the hop it arrives at (a scan of the ledger for its chain), for the answer: beside everything
-    // above and below (started after the claim's trip, which the delivery waits for)
     // 3. This home's own send path, whole: its checks (policy, budgets, the loop guard, the target) go
     // to the blocking pool now, beside the claim and the question, with the facts the host gave for the
     // previous send (`last`); they only read (the budget slot they reserve is in memory), and nothing is
@@ -620,6 +619,8 @@ where
         let begun = begin(&last);
         (last, begun)
     });
+    // the hop it arrives at (a scan of the ledger for its chain), for the answer: beside everything
+    // above and below (started after the claim's trip and the checks, which the delivery waits for)
     let (h, chain, hop) = (home.clone(), s.chain.clone(), s.hop);
     let hop = base::offload::start(move || crossing::arriving_hop(&h, chain.as_deref(), hop));
     let Some(here) = here.await else {
