@@ -1858,33 +1858,38 @@ fn the_host_is_asked_for_what_the_arriving_request_needs() {
     }
 }
 
-/// The landing of a served send frame.
-#[track_caller]
-fn served_landing(v: Option<Value>) -> SendAnswer {
-    match wire::response_from_value(v.expect("served")).unwrap() {
+/// Send `rid` from machine `from` into `home` with facts `kept` from the previous send, the host answering
+/// `now` once the send's checks have begun (they must begin before it answers: not within 10 s fails
+/// the test) and had time to make their plan: the answer, and how many times the checks ran for it.
+async fn served_with_kept(
+    home: &std::path::Path,
+    from: &Machine,
+    rid: &str,
+    kept: ToolRequest,
+    now: ToolRequest,
+) -> (SendAnswer, usize) {
+    let before = send::tests::checks_run(home);
+    let h = home.to_path_buf();
+    let asked = async move {
+        let t0 = std::time::Instant::now();
+        while send::tests::checks_run(&h) <= before {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "the send's checks waited for the host's facts"
+            );
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        // (their plan made, not only begun)
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        Some(now)
+    };
+    let frame = send_frame(rid, "kept facts");
+    let v = serve_value_at(home, from, frame, Some(kept), asked).await;
+    let a = match wire::response_from_value(v.expect("served")).unwrap() {
         Response::Send(a) => a,
         other => panic!("{other:?}"),
-    }
-}
-
-/// The host's facts, given once the send checks in `home` have run `runs` times in all: they began
-/// before the host answered (not within 10 s: the test fails).
-async fn answered_after_checks(
-    home: std::path::PathBuf,
-    runs: usize,
-    here: ToolRequest,
-) -> Option<ToolRequest> {
-    let t0 = std::time::Instant::now();
-    while send::tests::checks_run(&home) < runs {
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "the send's checks waited for the host's facts"
-        );
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
-    // (their plan made, not only begun)
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    Some(here)
+    };
+    (a, send::tests::checks_run(home) - before)
 }
 
 /// B live in this process, idle, with `header`.
@@ -1908,25 +1913,13 @@ async fn an_arriving_sends_checks_begin_with_the_last_facts_and_are_kept_when_th
     let (here, from) = (net.homes[1].here(), net.machine(1, 0));
     let h1 = net.homes[1].path().to_path_buf();
     let rid = "dsh-session-mail:00000000-0000-4000-8000-0000000000d1";
-    let before = send::tests::checks_run(&h1);
-    let asked = answered_after_checks(h1.clone(), before + 1, here.clone());
-    let a = served_landing(
-        serve_value_at(
-            &h1,
-            &from,
-            send_frame(rid, "early"),
-            Some(here.clone()),
-            asked,
-        )
-        .await,
-    );
+    let (a, runs) = served_with_kept(&h1, &from, rid, here.clone(), here).await;
     assert!(
         matches!(a.landing, Landing::Accepted { .. }) && !a.repeated,
         "{a:?}"
     );
     assert_eq!(
-        send::tests::checks_run(&h1),
-        before + 1,
+        runs, 1,
         "the checks ran again although the host's facts were the kept ones"
     );
     let ids: Vec<String> = net.homes[1]
@@ -1984,11 +1977,7 @@ async fn an_early_plan_made_from_other_facts_than_the_hosts_answer_is_dropped_an
     ];
     for (i, (kept, now, verdict)) in cases.into_iter().enumerate() {
         let rid = format!("dsh-session-mail:00000000-0000-4000-8000-0000000000c{i}");
-        let before = send::tests::checks_run(&h1);
-        let asked = answered_after_checks(h1.clone(), before + 1, now);
-        let a = served_landing(
-            serve_value_at(&h1, &from, send_frame(&rid, "changed"), Some(kept), asked).await,
-        );
+        let (a, runs) = served_with_kept(&h1, &from, &rid, kept, now).await;
         let landed = net.homes[1]
             .delivered()
             .iter()
@@ -2011,8 +2000,7 @@ async fn an_early_plan_made_from_other_facts_than_the_hosts_answer_is_dropped_an
             }
         }
         assert_eq!(
-            send::tests::checks_run(&h1),
-            before + 2,
+            runs, 2,
             "case {i}: the early plan was not dropped and made again"
         );
     }
@@ -2034,18 +2022,7 @@ async fn a_dropped_early_plan_leaves_no_budget_slot_behind() {
     kept.host.profile = Some("desktop".into());
     for i in 0..4 {
         let rid = format!("dsh-session-mail:00000000-0000-4000-8000-0000000000b{i}");
-        let before = send::tests::checks_run(&h1);
-        let asked = answered_after_checks(h1.clone(), before + 1, here.clone());
-        let a = served_landing(
-            serve_value_at(
-                &h1,
-                &from,
-                send_frame(&rid, "budget"),
-                Some(kept.clone()),
-                asked,
-            )
-            .await,
-        );
+        let (a, runs) = served_with_kept(&h1, &from, &rid, kept.clone(), here.clone()).await;
         if i < 3 {
             assert!(
                 matches!(a.landing, Landing::Accepted { .. }),
@@ -2057,6 +2034,6 @@ async fn a_dropped_early_plan_leaves_no_budget_slot_behind() {
                 "send {i}: {a:?}"
             );
         }
-        assert_eq!(send::tests::checks_run(&h1), before + 2, "send {i}");
+        assert_eq!(runs, 2, "send {i}");
     }
 }
