@@ -1009,20 +1009,22 @@ fn machines_handler(home: &std::path::Path) -> link::Handler {
             // from the frame the core then decodes strictly)
             let ask = mail_core::remote::Ask::of(&body);
             // the host is asked for its facts first: it answers on its own thread while (a send) the
-            // core claims the request id, and (a read) the window read starts
-            // with the facts it gave last, and (a send) its checks begin with the previous send's facts
-            // (kept only when its answer says nothing else: `remote::serve_value_at`)
+            // core claims the request id and its checks begin with the previous send's facts, and (a
+            // read) the window read starts with the facts it gave last (kept only when its answer says
+            // nothing else: `remote::serve_value_at`)
             let h = home.clone();
             // a send's facts name its target alone: never what a later read starts with
             let whole = !ask.is_send();
-            let last = if ask.read.is_some() || !whole {
+            let starts_early = ask.read.is_some() || !whole;
+            // asked now, on the host's thread (`here_of`), before the kept facts are copied out; its
+            // answer waits in a channel until the core awaits it (no task of its own: that would only
+            // add a wake before the core sees it)
+            let asked = here_of(&home, ask);
+            let last = if starts_early {
                 last_here(&home, whole)
             } else {
                 None
             };
-            // asked now, on the host's thread (`here_of`); its answer waits in a channel until the core
-            // awaits it (no task of its own: that would only add a wake before the core sees it)
-            let asked = here_of(&home, ask);
             let here = async move {
                 let here = asked.await.ok()?;
                 keep_here(&h, whole, &here);
