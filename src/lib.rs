@@ -959,12 +959,14 @@ fn here_of(
     }
 }
 
-/// The host facts of the last request served here, per home (only where a host answers: `here_of` asks
-/// it): what a read starts with beside the host's answer (core's `remote::serve_value_at`).
-static LAST_HERE: std::sync::Mutex<Vec<(std::path::PathBuf, mail_core::request::ToolRequest)>> =
-    std::sync::Mutex::new(Vec::new());
+/// The host facts of the last request served here, per home and kind (only where a host answers:
+/// `here_of` asks it): what a read starts with (the facts of every live session, `whole`) or a send's
+/// checks begin with (a send's: its target's and sender's entries alone) beside the host's answer (core's
+/// `remote::serve_value_at`, which keeps what they made only when the answer equals them).
+type Kept = (std::path::PathBuf, bool, mail_core::request::ToolRequest);
+static LAST_HERE: std::sync::Mutex<Vec<Kept>> = std::sync::Mutex::new(Vec::new());
 
-fn last_here(home: &std::path::Path) -> Option<mail_core::request::ToolRequest> {
+fn last_here(home: &std::path::Path, whole: bool) -> Option<mail_core::request::ToolRequest> {
     let has_host = HERE
         .lock()
         .ok()
@@ -973,13 +975,15 @@ fn last_here(home: &std::path::Path) -> Option<mail_core::request::ToolRequest> 
         return None;
     }
     let l = LAST_HERE.lock().ok()?;
-    l.iter().find(|(p, _)| p == home).map(|(_, r)| r.clone())
+    l.iter()
+        .find(|(p, w, _)| p == home && *w == whole)
+        .map(|(_, _, r)| r.clone())
 }
 
-fn keep_here(home: &std::path::Path, here: &mail_core::request::ToolRequest) {
+fn keep_here(home: &std::path::Path, whole: bool, here: &mail_core::request::ToolRequest) {
     if let Ok(mut l) = LAST_HERE.lock() {
-        l.retain(|(p, _)| p != home);
-        l.push((home.to_path_buf(), here.clone()));
+        l.retain(|(p, w, _)| !(p == home && *w == whole));
+        l.push((home.to_path_buf(), whole, here.clone()));
     }
 }
 
@@ -1010,25 +1014,25 @@ fn machines_handler(home: &std::path::Path) -> link::Handler {
             // from the frame the core then decodes strictly)
             let ask = mail_core::remote::Ask::of(&body);
             // the host is asked for its facts first: it answers on its own thread while (a send) the
-            // core claims the request id, and (a read) the window read starts
-            // with the facts it gave last (kept only when its answer says nothing else:
-            // `remote::serve_value_at`)
-            let last = if ask.read.is_some() {
-                last_here(&home)
-            } else {
-                None
-            };
+            // core claims the request id and its checks begin with the previous send's facts, and (a
+            // read) the window read starts with the facts it gave last (kept only when its answer says
+            // nothing else: `remote::serve_value_at`)
             let h = home.clone();
             // a send's facts name its target alone: never what a later read starts with
             let whole = !ask.is_send();
-            // asked now, on the host's thread (`here_of`); its answer waits in a channel until the core
-            // awaits it (no task of its own: that would only add a wake before the core sees it)
+            let starts_early = ask.read.is_some() || !whole;
+            // asked now, on the host's thread (`here_of`), before the kept facts are copied out; its
+            // answer waits in a channel until the core awaits it (no task of its own: that would only
+            // add a wake before the core sees it)
             let asked = here_of(&home, ask);
+            let last = if starts_early {
+                last_here(&home, whole)
+            } else {
+                None
+            };
             let here = async move {
                 let here = asked.await.ok()?;
-                if whole {
-                    keep_here(&h, &here);
-                }
+                keep_here(&h, whole, &here);
                 Some(here)
             };
             mail_core::remote::serve_value_at(&home, &machine, body, last, here)
@@ -1141,7 +1145,7 @@ pub fn machines_serve_with(dsh_home: Option<String>, here: HereFn) {
     let home = home_of(dsh_home.as_deref());
     // a new host function (the plugin applied again, maybe with another configuration): nothing kept
     if let Ok(mut l) = LAST_HERE.lock() {
-        l.retain(|(p, _)| p != &home);
+        l.retain(|(p, _, _)| p != &home);
     }
     if let Ok(mut h) = HERE.lock() {
         h.retain(|(p, _)| p != &home);

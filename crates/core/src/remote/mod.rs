@@ -82,8 +82,9 @@ pub async fn serve(here: &ToolRequest, from: &Machine, req: Request) -> Response
 /// [`serve`] in `home` while this process's host facts are still being asked for (`here`: the
 /// binding's question to its host; `None` when it did not answer in time). A send from a sender this
 /// home has recorded as that machine's starts its fsynced claim at once, beside the question (the
-/// claim needs only the home, not the host): the fsync and the host's answer overlap. Anything else
-/// waits for `here`. `None`: the host's facts did not come (nothing was delivered, no claim is left).
+/// claim needs only the home, not the host): the fsync and the host's answer overlap; its checks begin
+/// then too, with `last` (the previous send's facts), kept only when `here` equals them. A read starts
+/// with `last` ([`serve_read_asking`]); anything else waits for `here`. `None`: the host's facts did not come (nothing was delivered, no claim is left).
 async fn serve_at<F>(
     home: &Path,
     from: &Machine,
@@ -95,7 +96,7 @@ where
     F: Future<Output = Option<ToolRequest>>,
 {
     Some(match req {
-        Request::Send(s) => Response::Send(serve_send(home, here, from, s).await?),
+        Request::Send(s) => Response::Send(serve_send(home, last, here, from, s).await?),
         Request::List { args } => serve_list(&here.await?, args).await,
         Request::Read { args } => serve_read_asking(last, here, args).await?,
         Request::Verify { request_id } => serve_verify(&here.await?, from, request_id).await,
@@ -105,7 +106,9 @@ where
 /// [`serve_value`] for the binding: the frame of linked machine `from` served in `home`, with this
 /// process's host facts asked for meanwhile (`here`, as [`serve_at`]). `None`: they did not come in
 /// time — the binding refuses the request `unavailable` (nothing delivered, nothing claimed). `last`: the
-/// facts the host gave at the previous request, with which a read starts early ([`serve_read_asking`]).
+/// facts the host gave at the previous request of its kind, with which a read starts early
+/// ([`serve_read_asking`]) and a send's checks begin at arrival ([`serve_send`]: the previous send's
+/// facts), kept only when the host's answer equals them.
 pub async fn serve_value_at<F>(
     home: &Path,
     from: &Machine,
@@ -243,6 +246,54 @@ where
         }
     }
     Some(serve_read(&here, args).await)
+}
+
+/// Do facts `a` and `b` make the same arriving send's request ([`local_send`])? Every field of the
+/// request but those [`local_send`] sets from the frame itself (tool, arguments, caller, the arrival) or
+/// clears (a read's length): the configuration, the host's fields (home, secret, web server, version,
+/// profile, startedAt) and the live entries (the target's and the sender's: status, pending ids,
+/// header), the presence given. Destructured whole, so a field added to the request is a compile error
+/// here until it is compared or shown to be set from the frame: a missed one would let a send be
+/// planned from stale facts.
+fn same_send_facts(a: &ToolRequest, b: &ToolRequest) -> bool {
+    let ToolRequest {
+        tool: _,
+        args: _,
+        caller: _,
+        config,
+        host,
+        live,
+        live_seq: _,
+        live_flushed: _,
+        peers,
+        incoming: _,
+    } = a;
+    *config == b.config && *host == b.host && *live == b.live && *peers == b.peers
+}
+
+/// The request this home's send path runs for arriving send `s`, with facts `here`: the frame's
+/// arguments as a model would have written them, its sender as the caller, its machine, request id,
+/// chain and hop.
+fn local_send(here: &ToolRequest, from: &Machine, s: &SendReq) -> ToolRequest {
+    let tool = match s.tool {
+        wire::WireTool::SessionsSend => Tool::SessionsSend,
+        wire::WireTool::SendSessionMessage => Tool::SendSessionMessage,
+    };
+    let mut req = as_local(here, tool, send_args(s));
+    req.caller = Some(Caller {
+        session_id: Some(s.sender.clone()),
+        agent_id: None,
+        // the sender's title as its machine gave it (the frame's `from-session`); never looked up here
+        title: Some(s.sender_title.clone().unwrap_or_default()),
+        turn: None,
+    });
+    req.incoming = Some(Incoming {
+        machine: from.id.clone(),
+        request_id: s.request_id.clone(),
+        chain: s.chain.clone(),
+        hop: s.hop,
+    });
+    req
 }
 
 fn as_local(here: &ToolRequest, tool: Tool, args: Value) -> ToolRequest {
@@ -510,7 +561,13 @@ enum Early {
     Unrecorded,
 }
 
-async fn serve_send<F>(home: &Path, here: F, from: &Machine, s: SendReq) -> Option<SendAnswer>
+async fn serve_send<F>(
+    home: &Path,
+    last: Option<ToolRequest>,
+    here: F,
+    from: &Machine,
+    s: SendReq,
+) -> Option<SendAnswer>
 where
     F: Future<Output = Option<ToolRequest>>,
 {
@@ -546,13 +603,32 @@ where
         }
         Early::Claimed(arrivals::claim(&h, &a, now))
     });
+    // 3. This home's own send path, whole: its checks (policy, budgets, the loop guard, the target) go
+    // to the blocking pool now, beside the claim and the question, with the facts the host gave for the
+    // previous send (`last`); they only read (the budget slot they reserve is in memory), and nothing is
+    // delivered before `finish`, which runs only once the claim is on disk and only when the host's
+    // answer equals those facts in everything the request carries (`same_send_facts`). Else they are
+    // dropped (waited for: their slot is free again) and run again with the host's answer.
+    let begin = |facts: &ToolRequest| {
+        send::begin(
+            std::sync::Arc::new(local_send(facts, from, &s)),
+            send::Context::at(home.clone(), now),
+        )
+    };
+    let planned = last.map(|last| {
+        let begun = begin(&last);
+        (last, begun)
+    });
     // the hop it arrives at (a scan of the ledger for its chain), for the answer: beside everything
-    // above and below (started after the claim's trip, which the delivery waits for)
+    // above and below (started after the claim's trip and the checks, which the delivery waits for)
     let (h, chain, hop) = (home.clone(), s.chain.clone(), s.hop);
     let hop = base::offload::start(move || crossing::arriving_hop(&h, chain.as_deref(), hop));
     let Some(here) = here.await else {
         // no host facts: nothing is delivered, and a claim made meanwhile is taken back (the retry
         // claims anew)
+        if let Some((_, begun)) = planned {
+            begun.discard().await;
+        }
         match early.finish(tools::STORE_DEADLINE).await {
             Ok(Early::Claimed(Ok(arrivals::Claim::New))) => {
                 let (h, a) = (home.clone(), arrival.clone());
@@ -568,32 +644,16 @@ where
         }
         return None;
     };
-    // 3. This home's own send path, whole: its checks start on the blocking pool now, beside the
-    // claim — they only read (policy, budgets, the loop guard, the target); nothing is delivered
-    // before `finish`, which runs only once the claim is on disk. A send refused at 1 or 2 drops them
-    // unused.
-    let tool = match s.tool {
-        wire::WireTool::SessionsSend => Tool::SessionsSend,
-        wire::WireTool::SendSessionMessage => Tool::SendSessionMessage,
+    // the early checks are kept only when the host's facts are those they ran with; else (or with no
+    // facts kept) they run now, beside the claim. A send refused at 1 or 2 drops them unused.
+    let begun = match planned {
+        Some((last, begun)) if same_send_facts(&last, &here) => begun,
+        Some((_, stale)) => {
+            stale.discard().await;
+            begin(&here)
+        }
+        None => begin(&here),
     };
-    let mut req = as_local(&here, tool, send_args(&s));
-    req.caller = Some(Caller {
-        session_id: Some(s.sender.clone()),
-        agent_id: None,
-        // the sender's title as its machine gave it (the frame's `from-session`); never looked up here
-        title: Some(s.sender_title.clone().unwrap_or_default()),
-        turn: None,
-    });
-    req.incoming = Some(Incoming {
-        machine: from.id.clone(),
-        request_id: s.request_id.clone(),
-        chain: s.chain.clone(),
-        hop: s.hop,
-    });
-    let begun = send::begin(
-        std::sync::Arc::new(req),
-        send::Context::at(home.clone(), now),
-    );
     let early = early.finish(tools::STORE_DEADLINE).await.map_err(|_| ());
     let claimed = match early {
         Ok(Early::Claimed(claim)) => Ok(Ok(claim)),

@@ -1917,3 +1917,183 @@ async fn a_sends_place_lookup_runs_from_begin_before_its_future_is_polled() {
     }];
     assert!(begin(req, &link).placing.is_none());
 }
+
+/// Send `rid` from machine `from` into `home` with facts `kept` from the previous send, the host answering
+/// `now` once the send's checks have begun (they must begin before it answers: not within 10 s fails
+/// the test) and had time to make their plan: the answer, and how many times the checks ran for it.
+async fn served_with_kept(
+    home: &std::path::Path,
+    from: &Machine,
+    rid: &str,
+    kept: ToolRequest,
+    now: ToolRequest,
+) -> (SendAnswer, usize) {
+    let before = send::tests::checks_run(home);
+    let h = home.to_path_buf();
+    let asked = async move {
+        let t0 = std::time::Instant::now();
+        while send::tests::checks_run(&h) <= before {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "the send's checks waited for the host's facts"
+            );
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        // (their plan made, not only begun)
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        Some(now)
+    };
+    let frame = send_frame(rid, "kept facts");
+    let v = serve_value_at(home, from, frame, Some(kept), asked).await;
+    let a = match wire::response_from_value(v.expect("served")).unwrap() {
+        Response::Send(a) => a,
+        other => panic!("{other:?}"),
+    };
+    (a, send::tests::checks_run(home) - before)
+}
+
+/// B live in this process, idle, with `header`.
+fn live_b(here: &mut ToolRequest, header: Value) {
+    here.live = vec![crate::request::LiveSession {
+        id: B.into(),
+        status: "idle".into(),
+        header,
+        ..Default::default()
+    }];
+}
+
+/// An arriving send's checks begin at arrival with the facts the host gave for the previous send (the
+/// binding keeps them), beside the question to the host: when the host's answer is the same, that plan
+/// is delivered and the checks never run a second time.
+#[tokio::test]
+async fn an_arriving_sends_checks_begin_with_the_last_facts_and_are_kept_when_the_host_says_the_same(
+) {
+    let net = Net::new(2).await;
+    net.homes[1].cold(B, "Builder");
+    let (here, from) = (net.homes[1].here(), net.machine(1, 0));
+    let h1 = net.homes[1].path().to_path_buf();
+    let rid = "dsh-session-mail:00000000-0000-4000-8000-0000000000d1";
+    let (a, runs) = served_with_kept(&h1, &from, rid, here.clone(), here).await;
+    assert!(
+        matches!(a.landing, Landing::Accepted { .. }) && !a.repeated,
+        "{a:?}"
+    );
+    assert_eq!(
+        runs, 1,
+        "the checks ran again although the host's facts were the kept ones"
+    );
+    let ids: Vec<String> = net.homes[1]
+        .delivered()
+        .into_iter()
+        .map(|(r, _)| r)
+        .collect();
+    assert_eq!(ids.iter().filter(|r| *r == rid).count(), 1, "{ids:?}");
+}
+
+/// An early plan is dropped when the host's answer differs from the facts it was made with, and the
+/// answer's verdict wins: the target's live entry (live → not live, not live → live, its header), the
+/// configuration, the host's web server and home. Each time the checks run again.
+#[tokio::test]
+async fn an_early_plan_made_from_other_facts_than_the_hosts_answer_is_dropped_and_the_answer_decides(
+) {
+    let net = Net::new(2).await;
+    net.homes[1].cold(B, "Builder");
+    let from = net.machine(1, 0);
+    let h1 = net.homes[1].path().to_path_buf();
+    let mut no_resume = net.homes[1].here();
+    no_resume.config.allow_resume = false;
+    let mut live = no_resume.clone();
+    live_b(&mut live, json!({"type": "session", "id": B, "cwd": "/w"}));
+    let mut subagent = no_resume.clone();
+    live_b(
+        &mut subagent,
+        json!({"type": "session", "id": B, "cwd": "/w", "origin": "subagent", "parentSession": C}),
+    );
+    let mut short = live.clone();
+    short.config.max_send_chars = 3;
+    let mut dead_url = live.clone();
+    dead_url.host.base_url = Some("http://127.0.0.1:9".into());
+    let other = tempfile::tempdir().unwrap();
+    let mut other_home = live.clone();
+    other_home.host.dsh_home = Some(other.path().to_string_lossy().into_owned());
+    // (kept, the host's answer, what must come of it)
+    let cases: Vec<(ToolRequest, ToolRequest, Option<RefusalCode>)> = vec![
+        // live when kept, cold now with allowResume off: never delivered
+        (
+            live.clone(),
+            no_resume.clone(),
+            Some(RefusalCode::ResumeDisabled),
+        ),
+        // cold when kept (refused then), live now: delivered
+        (no_resume.clone(), live.clone(), None),
+        // the live header now says subagent: not messageable
+        (live.clone(), subagent, Some(RefusalCode::NotMessageable)),
+        // the configuration now allows 3 characters
+        (live.clone(), short, Some(RefusalCode::TooLong)),
+        // another web server when kept: delivered through the host's own
+        (dead_url, live.clone(), None),
+        // another home when kept: planned again in this one
+        (other_home, live.clone(), None),
+    ];
+    for (i, (kept, now, verdict)) in cases.into_iter().enumerate() {
+        let rid = format!("dsh-session-mail:00000000-0000-4000-8000-0000000000c{i}");
+        let (a, runs) = served_with_kept(&h1, &from, &rid, kept, now).await;
+        let landed = net.homes[1]
+            .delivered()
+            .iter()
+            .filter(|(r, _)| *r == rid)
+            .count();
+        match verdict {
+            Some(code) => {
+                assert!(
+                    matches!(&a.landing, Landing::Refused(w) if w.code == code),
+                    "case {i}: {a:?}"
+                );
+                assert_eq!(landed, 0, "case {i}");
+            }
+            None => {
+                assert!(
+                    matches!(a.landing, Landing::Accepted { .. }),
+                    "case {i}: {a:?}"
+                );
+                assert_eq!(landed, 1, "case {i}");
+            }
+        }
+        assert_eq!(
+            runs, 2,
+            "case {i}: the early plan was not dropped and made again"
+        );
+    }
+}
+
+/// A dropped early plan holds no budget slot: with a pair budget of 3, three sends whose kept facts
+/// differ from the host's all land (each one's early plan reserved a slot, then was dropped), and the
+/// fourth is refused by the budget.
+#[tokio::test]
+async fn a_dropped_early_plan_leaves_no_budget_slot_behind() {
+    let net = Net::new(2).await;
+    net.homes[1].cold(B, "Builder");
+    let from = net.machine(1, 0);
+    let h1 = net.homes[1].path().to_path_buf();
+    let mut here = net.homes[1].here();
+    here.config.budget_per_pair = 3;
+    here.config.budget_window_secs = 600;
+    let mut kept = here.clone();
+    kept.host.profile = Some("desktop".into());
+    for i in 0..4 {
+        let rid = format!("dsh-session-mail:00000000-0000-4000-8000-0000000000b{i}");
+        let (a, runs) = served_with_kept(&h1, &from, &rid, kept.clone(), here.clone()).await;
+        if i < 3 {
+            assert!(
+                matches!(a.landing, Landing::Accepted { .. }),
+                "send {i}: {a:?}"
+            );
+        } else {
+            assert!(
+                matches!(&a.landing, Landing::Refused(w) if w.code == RefusalCode::Budget),
+                "send {i}: {a:?}"
+            );
+        }
+        assert_eq!(runs, 2, "send {i}");
+    }
+}

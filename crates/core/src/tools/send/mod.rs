@@ -25,7 +25,7 @@ pub mod record;
 pub mod route;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -117,6 +117,8 @@ type Checked = (record::Attempt, Result<Plan, Refusal>);
 
 /// The arguments and [`checks::CHECKS`] of one call, in that order (one trip to the blocking pool).
 fn check(req: &ToolRequest, ctx: &Context, title: plan::Title) -> Checked {
+    #[cfg(test)]
+    tests::count_check(ctx.home());
     let tool = SendTool::from_name(&req.tool);
     // The validator is pure: every refused call's ledger line records the typed values it read, never
     // a second reading of the raw arguments.
@@ -177,6 +179,14 @@ pub async fn run(req: &ToolRequest, ctx: &Context) -> SendResult {
 }
 
 impl Begun {
+    /// Drop a send begun from facts that turned out not to be the host's (`remote::serve`'s early
+    /// checks): its checks are waited for (within the context's deadline) and their plan dropped, so the
+    /// budget slot it reserved is free before the send's checks run again; nothing was delivered or
+    /// recorded (the ledger line is written only by [`Begun::finish`]).
+    pub async fn discard(self) {
+        drop(self.checked.finish(self.ctx.deadline).await);
+    }
+
     /// Wait for the checks (within the context's deadline: past it the call is `busy`), then deliver
     /// and record. The outcome as data.
     pub async fn finish(self) -> SendResult {

@@ -21,6 +21,25 @@ use base::fsafe::Refused;
 use serde_json::{json, Value};
 use std::path::Path;
 
+/// How many times each home's send checks ran ([`super::check`]): what `remote::serve`'s tests count to
+/// tell an early plan kept from one dropped and run again.
+static CHECK_RUNS: std::sync::Mutex<Vec<(std::path::PathBuf, usize)>> =
+    std::sync::Mutex::new(Vec::new());
+
+pub(crate) fn count_check(home: &Path) {
+    let mut g = CHECK_RUNS.lock().unwrap_or_else(|p| p.into_inner());
+    match g.iter_mut().find(|(h, _)| h == home) {
+        Some((_, n)) => *n += 1,
+        None => g.push((home.to_path_buf(), 1)),
+    }
+}
+
+/// How many times the send checks ran in `home`.
+pub(crate) fn checks_run(home: &Path) -> usize {
+    let g = CHECK_RUNS.lock().unwrap_or_else(|p| p.into_inner());
+    g.iter().find(|(h, _)| h == home).map_or(0, |(_, n)| *n)
+}
+
 /// A send now, on the request's home.
 async fn send(req: &ToolRequest) -> SendResult {
     run(req, &Context::of(req)).await
