@@ -615,10 +615,14 @@ where
             send::Context::at(home.clone(), now),
         )
     };
-    let planned = last.map(|last| {
-        let begun = begin(&last);
-        (last, begun)
-    });
+    // (facts that name a live session other than this send's target and sender — the previous send went
+    // elsewhere — can never equal the host's answer for this one: nothing is begun from them)
+    let planned = last
+        .filter(|l| l.live.iter().all(|e| e.id == s.target || e.id == s.sender))
+        .map(|last| {
+            let begun = begin(&last);
+            (last, begun)
+        });
     // the hop it arrives at (a scan of the ledger for its chain), for the answer: beside everything
     // above and below (started after the claim's trip and the checks, which the delivery waits for)
     let (h, chain, hop) = (home.clone(), s.chain.clone(), s.hop);

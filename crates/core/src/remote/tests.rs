@@ -1990,6 +1990,43 @@ async fn an_arriving_sends_checks_begin_with_the_last_facts_and_are_kept_when_th
     assert_eq!(ids.iter().filter(|r| *r == rid).count(), 1, "{ids:?}");
 }
 
+/// The facts kept from a send to another live session can never be the host's answer for this one
+/// (they name a session it does not ask about): no early plan is begun from them, the checks run once,
+/// with the host's answer.
+#[tokio::test]
+async fn no_early_plan_is_begun_from_facts_kept_for_a_send_to_another_session() {
+    let net = Net::new(2).await;
+    net.homes[1].cold(B, "Builder");
+    let (here, from) = (net.homes[1].here(), net.machine(1, 0));
+    let h1 = net.homes[1].path().to_path_buf();
+    let mut kept = here.clone();
+    kept.live = vec![crate::request::LiveSession {
+        id: C.into(),
+        status: "idle".into(),
+        ..Default::default()
+    }];
+    let before = send::tests::checks_run(&h1);
+    let rid = "dsh-session-mail:00000000-0000-4000-8000-0000000000d7";
+    let v = serve_value_at(
+        &h1,
+        &from,
+        send_frame(rid, "elsewhere before"),
+        Some(kept),
+        async {
+            // (time for an early plan to have begun, were one begun)
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            Some(here)
+        },
+    )
+    .await;
+    let a = match wire::response_from_value(v.expect("served")).unwrap() {
+        Response::Send(a) => a,
+        other => panic!("{other:?}"),
+    };
+    assert!(matches!(a.landing, Landing::Accepted { .. }), "{a:?}");
+    assert_eq!(send::tests::checks_run(&h1) - before, 1);
+}
+
 /// An early plan is dropped when the host's answer differs from the facts it was made with, and the
 /// answer's verdict wins: the target's live entry (live → not live, not live → live, its header), the
 /// configuration, the host's web server and home. Each time the checks run again.
