@@ -937,6 +937,9 @@ pub struct Begun {
     /// A send to a session not live in this process: its place lookup (and checks), on the blocking
     /// pool since [`begin`].
     placing: Option<Placing>,
+    /// A send to a session live in this process (or with no target): this home's send, its checks on
+    /// the blocking pool since [`begin`], as an unlinked home's (`tools::begin`).
+    here: Option<tools::Begun>,
 }
 
 /// A send's place lookup under way: where `target` lives and, when this home's files place it on a
@@ -957,14 +960,17 @@ type Checked = (send::record::Attempt, Result<send::Plan, Refusal>);
 /// `tools::begin` does for a local send. Without a tokio runtime they run inline.
 pub fn begin(req: ToolRequest, machines: &dyn Machines) -> Begun {
     let linked = machines.linked();
-    let placing = match Tool::parse(&req.tool) {
-        Some(Tool::SessionsSend | Tool::SendSessionMessage) => placing(&req, &linked),
-        _ => None,
-    };
+    let sends = matches!(
+        Tool::parse(&req.tool),
+        Some(Tool::SessionsSend | Tool::SendSessionMessage)
+    );
+    let placing = if sends { placing(&req, &linked) } else { None };
+    let here = (sends && placing.is_none()).then(|| tools::begin(req.clone()));
     Begun {
         req,
         linked,
         placing,
+        here,
     }
 }
 
@@ -975,6 +981,7 @@ impl Begun {
             req,
             linked,
             placing,
+            here,
         } = self;
         match Tool::parse(&req.tool) {
             // nothing linked: this home alone (a send to an id that came from a machine unlinked since
@@ -984,10 +991,11 @@ impl Begun {
             }
             Some(Tool::SessionsList) => list_across(req, machines, linked).await,
             Some(Tool::SessionsRead) => read_across(req, machines, linked).await,
-            Some(Tool::SessionsSend | Tool::SendSessionMessage) => match placing {
-                Some(p) => send_placed(req, machines, linked, p).await,
+            Some(Tool::SessionsSend | Tool::SendSessionMessage) => match (placing, here) {
+                (Some(p), _) => send_placed(req, machines, linked, p).await,
                 // no target, or one live in this process: this home's send, as locally
-                None => tools::run_result(req).await,
+                (None, Some(b)) => b.result().await,
+                (None, None) => tools::run_result(req).await,
             },
             None => tools::run_result(req).await,
         }

@@ -1918,6 +1918,46 @@ async fn a_sends_place_lookup_runs_from_begin_before_its_future_is_polled() {
     assert!(begin(req, &link).placing.is_none());
 }
 
+/// A send to a session live in this process, in a home with linked machines, starts this home's checks
+/// from `begin` too (as an unlinked home's send does, `tools::begin`): they run before the call's future
+/// is polled, once, and the send is this home's.
+#[tokio::test]
+async fn a_linked_homes_send_to_a_session_live_here_starts_its_checks_from_begin() {
+    let net = Net::new(2).await;
+    net.homes[0].cold(A, "Planner");
+    net.homes[0].cold(C, "Reviewer");
+    let h0 = net.homes[0].path().to_path_buf();
+    let mut req = net.homes[0].call(A, "send_session_message", send_msg(C, "live here"));
+    req.live = vec![crate::request::LiveSession {
+        id: C.into(),
+        status: "idle".into(),
+        ..Default::default()
+    }];
+    let link = net.at(0);
+    let before = send::tests::checks_run(&h0);
+    let begun = begin(req, &link);
+    let waited = std::time::Instant::now();
+    while send::tests::checks_run(&h0) == before && waited.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert_eq!(
+        send::tests::checks_run(&h0) - before,
+        1,
+        "the checks ran before the future was polled"
+    );
+    let r = begun.result(&link).await;
+    assert!(
+        matches!(&r, ToolResult::Send(s) if s.request_id().is_some()),
+        "{r:?}"
+    );
+    assert_eq!(send::tests::checks_run(&h0) - before, 1);
+    assert_eq!(
+        net.sends_arrived(1),
+        0,
+        "this home's send, not a remote one"
+    );
+}
+
 /// Send `rid` from machine `from` into `home` with facts `kept` from the previous send, the host answering
 /// `now` once the send's checks have begun (they must begin before it answers: not within 10 s fails
 /// the test) and had time to make their plan: the answer, and how many times the checks ran for it.
