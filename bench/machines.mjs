@@ -283,8 +283,8 @@ try {
   if (wants('read100')) row(`sessions_read remote (a ${(bigLog.plainBytes / 2 ** 20).toFixed(0)} MiB log on B, default window)`, ppm(bigRemote), `local in B ${ppm(bigLocal)}`, `+${f(dBig)} ms (RTT ${f(RTT)}; answer ${bigBytes} bytes)`, '≤ local + RTT + transfer (2 ms on loopback)', dBig <= RTT + 2)
 
   const rssEnd = rssMB(pidA)
-  if (wants('idle')) row('idle host A, CPU (% of a core, 10 s)', `linked ${f(idleAfter.corePct)} %`, `before the link ${f(idleBefore.corePct)} %`, `+${f(dCpu)} %`, '< 1 %', dCpu < 1)
-  if (wants('idle')) row('idle host A, RSS', `linked ${f(idleAfter.rss)} MB`, `before the link ${f(idleBefore.rss)} MB (after the rows: ${f(rssEnd)} MB)`, `+${f(dRss)} MB`, '≤ 30 MB', dRss <= 30)
+  if (wants('idle')) row('idle host A, CPU (% of a core, 10 s)', `linked ${f(idleAfter.corePct)} %`, `before the link ${f(idleBefore.corePct)} %`, `${dCpu >= 0 ? '+' : ''}${f(dCpu)} %`, '< 1 %', dCpu < 1)
+  if (wants('idle')) row('idle host A, RSS', `linked ${f(idleAfter.rss)} MB`, `before the link ${f(idleBefore.rss)} MB (after the rows: ${f(rssEnd)} MB)`, `${dRss >= 0 ? '+' : ''}${f(dRss)} MB`, '≤ 30 MB', dRss <= 30)
   const stallMax = Math.max(stallSend, stallList, stallRead, stallIdleLinked)
   row('host A event-loop stall (worst probe answer)', `send ${f(stallSend)} · list ${f(stallList)} · read ${f(stallRead)} · idle linked ${f(stallIdleLinked)} ms`, `idle before the link ${f(stallIdle)} ms`, '—', '≤ 50 ms', stallMax <= 50)
   probing = false
