@@ -664,19 +664,9 @@ impl Flock {
     /// Wait for the lock at most `within` (the file lies in the home, where any process of the user
     /// can take it and keep it): `TimedOut` past it.
     pub fn lock_within(p: &Path, within: std::time::Duration) -> io::Result<Flock> {
-        let t0 = std::time::Instant::now();
-        loop {
-            if let Some(l) = Self::try_lock(p)? {
-                return Ok(l);
-            }
-            if t0.elapsed() >= within {
-                return Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    format!("its lock stayed taken for {} ms", within.as_millis()),
-                ));
-            }
-            std::thread::sleep(std::time::Duration::from_millis(2));
-        }
+        let f = Self::open(p)?;
+        flock_within(&f, within)?;
+        Ok(Flock(f))
     }
     /// Take the lock only if it is free now.
     pub fn try_lock(p: &Path) -> io::Result<Option<Flock>> {
