@@ -932,14 +932,20 @@ pub async fn run_result(req: ToolRequest, machines: &dyn Machines) -> ToolResult
 
 /// A tool call that may reach linked machines, begun ([`begin`]).
 pub struct Begun {
-    req: ToolRequest,
     linked: Vec<Machine>,
+    call: Call,
+}
+
+/// What [`begin`] started.
+enum Call {
     /// A send to a session not live in this process: its place lookup (and checks), on the blocking
     /// pool since [`begin`].
-    placing: Option<Placing>,
+    Placing(Box<(ToolRequest, Placing)>),
     /// A send to a session live in this process (or with no target): this home's send, its checks on
     /// the blocking pool since [`begin`], as an unlinked home's (`tools::begin`).
-    here: Option<tools::Begun>,
+    Here(tools::Begun),
+    /// A listing, a read or an unknown tool: run by [`Begun::result`].
+    Other(Box<ToolRequest>),
 }
 
 /// A send's place lookup under way: where `target` lives and, when this home's files place it on a
@@ -960,29 +966,29 @@ type Checked = (send::record::Attempt, Result<send::Plan, Refusal>);
 /// `tools::begin` does for a local send. Without a tokio runtime they run inline.
 pub fn begin(req: ToolRequest, machines: &dyn Machines) -> Begun {
     let linked = machines.linked();
-    let sends = matches!(
-        Tool::parse(&req.tool),
-        Some(Tool::SessionsSend | Tool::SendSessionMessage)
-    );
-    let placing = if sends { placing(&req, &linked) } else { None };
-    let here = (sends && placing.is_none()).then(|| tools::begin(req.clone()));
-    Begun {
-        req,
-        linked,
-        placing,
-        here,
-    }
+    let call = match Tool::parse(&req.tool) {
+        Some(Tool::SessionsSend | Tool::SendSessionMessage) => match placing(&req, &linked) {
+            Some(p) => Call::Placing(Box::new((req, p))),
+            None => Call::Here(tools::begin(req)),
+        },
+        _ => Call::Other(Box::new(req)),
+    };
+    Begun { linked, call }
 }
 
 impl Begun {
     /// The call's result as data.
     pub async fn result(self, machines: &dyn Machines) -> ToolResult {
-        let Begun {
-            req,
-            linked,
-            placing,
-            here,
-        } = self;
+        let Begun { linked, call } = self;
+        let req = match call {
+            Call::Placing(b) => {
+                let (req, p) = *b;
+                return send_placed(req, machines, linked, p).await;
+            }
+            // no target, or one live in this process: this home's send, as locally
+            Call::Here(b) => return b.result().await,
+            Call::Other(req) => *req,
+        };
         match Tool::parse(&req.tool) {
             // nothing linked: this home alone (a send to an id that came from a machine unlinked since
             // is still refused as such, by `send_placed`)
@@ -991,13 +997,10 @@ impl Begun {
             }
             Some(Tool::SessionsList) => list_across(req, machines, linked).await,
             Some(Tool::SessionsRead) => read_across(req, machines, linked).await,
-            Some(Tool::SessionsSend | Tool::SendSessionMessage) => match (placing, here) {
-                (Some(p), _) => send_placed(req, machines, linked, p).await,
-                // no target, or one live in this process: this home's send, as locally
-                (None, Some(b)) => b.result().await,
-                (None, None) => tools::run_result(req).await,
-            },
-            None => tools::run_result(req).await,
+            // (sends are begun as `Placing` or `Here`)
+            Some(Tool::SessionsSend | Tool::SendSessionMessage) | None => {
+                tools::run_result(req).await
+            }
         }
     }
 }

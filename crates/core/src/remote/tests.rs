@@ -1915,7 +1915,7 @@ async fn a_sends_place_lookup_runs_from_begin_before_its_future_is_polled() {
         id: B.into(),
         ..Default::default()
     }];
-    assert!(begin(req, &link).placing.is_none());
+    assert!(matches!(begin(req, &link).call, super::Call::Here(_)));
 }
 
 /// A send to a session live in this process, in a home with linked machines, starts this home's checks
