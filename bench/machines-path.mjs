@@ -20,20 +20,26 @@
 // namespace (`ip netns exec`, JSON lines on stdio: this file with --role-host).
 //
 // Rows, for each path: the path's bare round trip (a UDP ping from a to an echo in b through the bridge, Node
-// dgram on both ends); the link's round trip (`links` probes: the holder's QUIC ping); sessions_send both ways,
-// each against a local send into the same session from another session of its host (A → B vs B2 → B, B → A vs
-// A2 → A), the four in a rotating order, the difference the mean of the two directions' (remote p50 − local
-// p50), as in bench/machines.mjs; target: that difference ≤ the link's round trip + 2 ms.
+// dgram on both ends); then, with each host on a core of its own (host A's process tree, every thread, on CPU 0,
+// B's on CPU 1: `taskset -a`, what they start later inherits it — the two machines the path models) and then
+// with both hosts on all the cores: the link's round trip (`links` probes: the holder's QUIC ping);
+// sessions_send both ways, each against a local send into the same session from another session of its host
+// (A → B vs B2 → B, B → A vs A2 → A), the four in a rotating order, the difference the mean of the two
+// directions' (remote p50 − local p50), as in bench/machines.mjs; target: that difference ≤ the link's round
+// trip + 2 ms, judged on the core-per-host rows. On shared cores the turn a message starts on B (its host, its
+// fake LLM) runs on the cores A takes the answer on — two machines do not share that (bench/README.md runs
+// C39): those rows are printed, not judged.
 //
 // Options: --n N (pairs per path, default 60), --rtt N (probes, default 20), --pause MS (default 150),
-// --paths 0,20 (round trips in ms), --addon FILE (this addon in both homes instead of the worktree's: a
-// baseline build beside the new one, back to back). Skipped, with a line saying why, where `ip netns` is not permitted.
+// --paths 0,20 (round trips in ms), --cores own,shared (which rows; also `one`: both hosts on CPU 0, the control
+// with as many cores per host as `own` but shared), --addon FILE (this addon in both homes
+// instead of the worktree's: a baseline build beside the new one, back to back). Skipped, with a line saying why, where `ip netns` is not permitted.
 import { spawn, spawnSync } from 'node:child_process'
-import { cpSync, writeFileSync } from 'node:fs'
+import { cpSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
-import { loadavg } from 'node:os'
+import { cpus, loadavg } from 'node:os'
 import dgram from 'node:dgram'
 
 const HERE = dirname(fileURLToPath(import.meta.url))
@@ -87,6 +93,32 @@ async function hostChild() {
       }
       s.close()
       return out
+    },
+    // this child and every process under it (the host, a CLI run), all their threads, on `cpus` (taskset -a);
+    // what they start later inherits it. Answers how many processes and threads, and the threads not on it.
+    pin({ cpus }) {
+      const parent = new Map()
+      for (const d of readdirSync('/proc')) {
+        if (!/^[0-9]+$/.test(d)) continue
+        try { const st = readFileSync(`/proc/${d}/stat`, 'utf8'); parent.set(Number(d), Number(st.slice(st.lastIndexOf(')') + 2).split(' ')[1])) } catch {}
+      }
+      const tree = [process.pid]
+      for (let i = 0; i < tree.length; i++) for (const [pid, pp] of parent) if (pp === tree[i]) tree.push(pid)
+      let threads = 0; const off = []
+      for (const pid of tree) {
+        const r = spawnSync('taskset', ['-a', '-p', '-c', cpus, String(pid)], { encoding: 'utf8' })
+        if (r.status !== 0 && parent.has(pid)) throw new Error(`taskset ${pid}: ${r.stderr || r.error?.message}`)
+        let tasks = []
+        try { tasks = readdirSync(`/proc/${pid}/task`) } catch {}
+        for (const t of tasks) {
+          try {
+            const on = /Cpus_allowed_list:\s*(\S+)/.exec(readFileSync(`/proc/${pid}/task/${t}/status`, 'utf8'))?.[1]
+            threads++
+            if (on !== cpus) off.push(`${pid}/${t} on ${on}`)
+          } catch {}
+        }
+      }
+      return { processes: tree.length, threads, off }
     },
     async stop() { await Promise.all(box?.webs.map(w => w.stop().catch(() => {})) ?? []); await llm?.close(); return true },
   }
@@ -194,6 +226,13 @@ async function main() {
   const PAUSE = Math.max(0, Number(opt('--pause', 150)))
   const PATHS = String(opt('--paths', '0,20')).split(',').map(Number)
   const ADDON = argv.includes('--addon') ? resolve(opt('--addon')) : null
+  const CORES = String(opt('--cores', 'own,shared')).split(',')
+  const CPU_OF = { own: ['0', '1'], one: ['0', '0'] }
+  if (!CORES.length || CORES.some(c => c !== 'own' && c !== 'shared' && c !== 'one')) throw new Error('--cores: own, shared and/or one, comma-separated')
+  const CPUS = cpus().length
+  // a core per host needs two
+  const MODES = CPUS >= 2 ? CORES : CORES.filter(c => c === 'shared')
+  if (!MODES.length) { console.log('bench:machines:path skipped: a core per host needs two cores, this machine has one (--cores shared runs here)'); return }
   const q = (xs, p) => { const a = xs.filter(Number.isFinite).sort((x, y) => x - y); return a.length ? a[Math.min(a.length - 1, Math.floor(p * a.length))] : NaN }
   const med = xs => { const a = xs.filter(Number.isFinite).sort((x, y) => x - y); const m = a.length >> 1; return a.length % 2 ? a[m] : (a[m - 1] + a[m]) / 2 }
   const f = x => Number.isFinite(x) ? x.toFixed(2) : '—'
@@ -266,42 +305,60 @@ async function main() {
 
     const tool = (job, caller, name, args) => job({ op: 'tool', tool: name, args, caller, config: UNLIMITED })
     const out = []
-    for (const ms of PATHS) {
+    for (const [pi, ms] of PATHS.entries()) {
       await bridgeSays(`delay ${Math.round(ms * 500)}`)
       await sleep(1000)
       const bare = await A.call('ping', { to: { ip: B_IP, port: PORT_ECHO }, n: 50, pause: 20 })
-      const rtt = []
-      for (let i = 0; i < RTT_N; i++) {
-        const l = JSON.parse((await cliA(['links', '--json'])).stdout).links.find(x => x.name === 'home-b')
-        if (l?.online) rtt.push(l.rttMs)
-      }
-      // both ways, each remote send against a local send into the same session (bench/machines.mjs)
-      const rAB = []; const lB = []; const rBA = []; const lA = []
-      const kinds = [['remote A → B', jobA, sa, sb, rAB], ['local B2 → B', jobB, sb2, sb, lB], ['remote B → A', jobB, sb, sa, rBA], ['local A2 → A', jobA, sa2, sa, lA]]
-      for (let i = -1; i < N; i++) {
-        for (let k = 0; k < kinds.length; k++) {
-          const [kind, job, caller, target, xs] = kinds[(k + Math.max(0, i)) % kinds.length]
-          await sleep(PAUSE)
-          const r = await tool(job, caller, 'sessions_send', { session_id: target, message: `bench ${kind} ${ms} ms ${i}` })
-          if (!r.text.startsWith('accepted')) throw new Error(`${kind} send over the ${ms} ms path: ${r.text.slice(0, 300)}`)
-          if (i >= 0) xs.push(r.ms)
+      // own then shared, shared then own on the next path: drift within a run favours neither
+      for (const cores of pi % 2 ? [...MODES].reverse() : MODES) {
+        // own: each host (its process tree, every thread) on a core of its own, as two machines would be
+        // — B's turn, started by the message, cannot take A's core as A takes the answer; shared: both hosts
+        // on all of this machine's cores
+        const all = `0-${CPUS - 1}`
+        const [ca, cb] = CPU_OF[cores] ?? [all, all]
+        const [pa, pb] = await Promise.all([A.call('pin', { cpus: ca }), B.call('pin', { cpus: cb })])
+        if (pa.off.length || pb.off.length) throw new Error(`threads not pinned: ${[...pa.off, ...pb.off].join(', ')}`)
+        await sleep(500)
+        const rtt = []
+        for (let i = 0; i < RTT_N; i++) {
+          const l = JSON.parse((await cliA(['links', '--json'])).stdout).links.find(x => x.name === 'home-b')
+          if (l?.online) rtt.push(l.rttMs)
         }
+        // both ways, each remote send against a local send into the same session (bench/machines.mjs)
+        const rAB = []; const lB = []; const rBA = []; const lA = []
+        const kinds = [['remote A → B', jobA, sa, sb, rAB], ['local B2 → B', jobB, sb2, sb, lB], ['remote B → A', jobB, sb, sa, rBA], ['local A2 → A', jobA, sa2, sa, lA]]
+        for (let i = -1; i < N; i++) {
+          for (let k = 0; k < kinds.length; k++) {
+            const [kind, job, caller, target, xs] = kinds[(k + Math.max(0, i)) % kinds.length]
+            await sleep(PAUSE)
+            const r = await tool(job, caller, 'sessions_send', { session_id: target, message: `bench ${kind} ${ms} ms ${cores} ${i}` })
+            if (!r.text.startsWith('accepted')) throw new Error(`${kind} send over the ${ms} ms path: ${r.text.slice(0, 300)}`)
+            if (i >= 0) xs.push(r.ms)
+          }
+        }
+        const RTT = med(rtt)
+        const dAB = med(rAB) - med(lB); const dBA = med(rBA) - med(lA)
+        const d = (dAB + dBA) / 2
+        out.push({ ms, cores, pinned: [pa, pb], bare, rtt, RTT, rAB, lB, rBA, lA, dAB, dBA, d, ok: d <= RTT + 2, load: loadavg()[0] })
+        log(`${ms} ms path, ${cores} cores: A → B ${ppm(rAB)} vs B2 → B ${ppm(lB)}; B → A ${ppm(rBA)} vs A2 → A ${ppm(lA)}; link RTT ${f(RTT)}`)
       }
-      const RTT = med(rtt)
-      const dAB = med(rAB) - med(lB); const dBA = med(rBA) - med(lA)
-      const d = (dAB + dBA) / 2
-      out.push({ ms, bare, rtt, RTT, rAB, lB, rBA, lA, dAB, dBA, d, ok: d <= RTT + 2, load: loadavg()[0] })
-      log(`${ms} ms path: A → B ${ppm(rAB)} vs B2 → B ${ppm(lB)}; B → A ${ppm(rBA)} vs A2 → A ${ppm(lA)}; link RTT ${f(RTT)}`)
     }
     const through = await bridgeSays('stats')
     const after = net.counters()
     const load1 = loadavg()
     console.log(`\nbench:machines:path — hosts A and B in network namespaces, reached only through a delaying UDP bridge (relay none), N=${N} rounds (of four sends) per path, pause ${PAUSE} ms${ADDON ? `, addon ${ADDON}` : ''}; load ${load0.map(x => x.toFixed(1)).join(' ')} → ${load1.map(x => x.toFixed(1)).join(' ')}`)
     console.log('p50 / p99 / max in ms\n')
+    if (MODES.length < CORES.length) console.log('MISS a core per host: this machine has one core, so no row is judged\n')
+    if (MODES.includes('own')) console.log(`The target is judged on the rows with a core per host (host A's processes and threads on CPU 0, B's on CPU 1: two machines, as the path models); the rows on shared cores (both hosts on all ${CPUS}) are printed beside them, not judged: there the turn the message starts on B runs on the cores A takes the answer on.\n`)
+    out.sort((x, y) => PATHS.indexOf(x.ms) - PATHS.indexOf(y.ms) || CORES.indexOf(x.cores) - CORES.indexOf(y.cores))
     for (const r of out) {
-      console.log(`   ${r.ms} ms path: bare round trip (UDP ping through the bridge, Node dgram) ${ppm(r.bare)}; link round trip (links probe) ${ppm(r.rtt)}`)
+      const where = r.cores === 'own' ? `a core per host (A on CPU 0: ${r.pinned[0].processes} processes, ${r.pinned[0].threads} threads; B on CPU 1: ${r.pinned[1].processes}, ${r.pinned[1].threads})`
+        : r.cores === 'one' ? 'one core for both hosts (CPU 0)' : `shared cores (both hosts on all ${CPUS})`
+      console.log(`   ${r.ms} ms path, ${where}: bare round trip (UDP ping through the bridge, Node dgram) ${ppm(r.bare)}; link round trip (links probe) ${ppm(r.rtt)}`)
       const sign = x => `${x >= 0 ? '+' : ''}${f(x)}`
-      console.log(`${r.ok ? 'ok  ' : 'MISS'} sessions_send remote, both ways, over the ${r.ms} ms path: A → B ${ppm(r.rAB)} · B → A ${ppm(r.rBA)}\n       baseline: local into the same session: B2 → B ${ppm(r.lB)} · A2 → A ${ppm(r.lA)}\n       difference: ${sign(r.d)} ms, the mean of A → B ${sign(r.dAB)} and B → A ${sign(r.dBA)} (link RTT ${f(r.RTT)})   target ≤ local + RTT + 2 ms   (load ${r.load.toFixed(1)})`)
+      const verdict = r.cores === 'own' ? (r.ok ? 'ok  ' : 'MISS') : 'info'
+      const over = r.cores === 'own' ? '' : `, ${sign(r.d - r.RTT)} over the RTT: ${r.ok ? 'within' : 'over'} the target's bound, not judged`
+      console.log(`${verdict} sessions_send remote, both ways, over the ${r.ms} ms path, ${r.cores} cores: A → B ${ppm(r.rAB)} · B → A ${ppm(r.rBA)}\n       baseline: local into the same session: B2 → B ${ppm(r.lB)} · A2 → A ${ppm(r.lA)}\n       difference: ${sign(r.d)} ms, the mean of A → B ${sign(r.dAB)} and B → A ${sign(r.dBA)} (link RTT ${f(r.RTT)}${over})   target ≤ local + RTT + 2 ms   (load ${r.load.toFixed(1)})`)
     }
     const sent = Object.entries(after).map(([k, v]) => `${k} ${v - before[k]}`).join(', ')
     const clean = Object.entries(after).every(([k, v]) => v === before[k])
