@@ -20,26 +20,27 @@
 // namespace (`ip netns exec`, JSON lines on stdio: this file with --role-host).
 //
 // Rows, for each path: the path's bare round trip (a UDP ping from a to an echo in b through the bridge, Node
-// dgram on both ends); then, with each host on a core of its own (host A's process tree, every thread, on CPU 0,
-// B's on CPU 1: `taskset -a`, what they start later inherits it — the two machines the path models) and then
-// with both hosts on all the cores: the link's round trip (`links` probes: the holder's QUIC ping);
+// dgram on both ends); then, with each host on cores of its own (host A's process tree, every thread, on the
+// first half of the CPUs this process may use, B's on the second: `taskset -a` after the boot, what they start
+// later inherits it — two machines, the path's model; one core each on a machine of two) and with both hosts on
+// all of them: the link's round trip (`links` probes: the holder's QUIC ping);
 // sessions_send both ways, each against a local send into the same session from another session of its host
 // (A → B vs B2 → B, B → A vs A2 → A), the four in a rotating order, the difference the mean of the two
 // directions' (remote p50 − local p50), as in bench/machines.mjs; target: that difference ≤ the link's round
-// trip + 2 ms, judged on the core-per-host rows. On shared cores the turn a message starts on B (its host, its
-// fake LLM) runs on the cores A takes the answer on — two machines do not share that (bench/README.md runs
-// C39): those rows are printed, not judged.
+// trip + 2 ms, judged on the cores-per-host rows. On shared cores the turn a message starts on B (its host, its
+// fake LLM) runs on the cores A takes the answer on (bench/README.md runs M39): those rows are printed, not
+// judged. Each model has its bias — fewer cores per host slow the local baseline — so both are printed.
 //
 // Options: --n N (pairs per path, default 60), --rtt N (probes, default 20), --pause MS (default 150),
-// --paths 0,20 (round trips in ms), --cores own,shared (which rows; also `one`: both hosts on CPU 0, the control
-// with as many cores per host as `own` but shared), --addon FILE (this addon in both homes
+// --paths 0,20 (round trips in ms), --cores own,shared (which rows; also `one`: both hosts pinned to the same
+// single core, the control for `own` on a machine of two), --addon FILE (this addon in both homes
 // instead of the worktree's: a baseline build beside the new one, back to back). Skipped, with a line saying why, where `ip netns` is not permitted.
 import { spawn, spawnSync } from 'node:child_process'
 import { cpSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
-import { cpus, loadavg } from 'node:os'
+import { loadavg } from 'node:os'
 import dgram from 'node:dgram'
 
 const HERE = dirname(fileURLToPath(import.meta.url))
@@ -58,7 +59,21 @@ if (argv[0] === '--role-host') await hostChild()
 else await main()
 
 /** Inside a host's namespace: JSON lines on stdin ({k, op, ...}), answers on stdout ({k, ok, value | error}). */
+/** The CPUs a CPU list names ("0-3,6" → [0, 1, 2, 3, 6]), as /proc's Cpus_allowed_list and taskset -c write it. */
+function cpuList(list) {
+  const out = []
+  for (const part of String(list).split(',')) {
+    const [a, b = a] = part.split('-').map(Number)
+    for (let c = a; c <= b; c++) out.push(c)
+  }
+  return out
+}
+/** The Cpus_allowed_list of a /proc status file. */
+function allowedOf(file) { return /Cpus_allowed_list:\s*(\S+)/.exec(readFileSync(file, 'utf8'))?.[1] }
+
 async function hostChild() {
+  // the CPUs this child may run on before any pinning (a cgroup's cpuset may allow fewer than the machine has)
+  const startedOn = cpuList(allowedOf('/proc/self/status'))
   const H = await import('../test/real-host/harness.mjs')
   const { startFakeLlm } = await import('../test/real-host/fake-llm.mjs')
   let box, web, llm
@@ -96,7 +111,9 @@ async function hostChild() {
     },
     // this child and every process under it (the host, a CLI run), all their threads, on `cpus` (taskset -a);
     // what they start later inherits it. Answers how many processes and threads, and the threads not on it.
+    cpus: () => startedOn,
     pin({ cpus }) {
+      const want = cpuList(cpus).join(',')
       const parent = new Map()
       for (const d of readdirSync('/proc')) {
         if (!/^[0-9]+$/.test(d)) continue
@@ -107,14 +124,15 @@ async function hostChild() {
       let threads = 0; const off = []
       for (const pid of tree) {
         const r = spawnSync('taskset', ['-a', '-p', '-c', cpus, String(pid)], { encoding: 'utf8' })
-        if (r.status !== 0 && parent.has(pid)) throw new Error(`taskset ${pid}: ${r.stderr || r.error?.message}`)
+        // (a process gone meanwhile is no failure: its threads are not counted below)
+        if (r.status !== 0 && readdirSync('/proc').includes(String(pid))) throw new Error(`taskset ${pid}: ${r.stderr || r.error?.message}`)
         let tasks = []
         try { tasks = readdirSync(`/proc/${pid}/task`) } catch {}
         for (const t of tasks) {
           try {
-            const on = /Cpus_allowed_list:\s*(\S+)/.exec(readFileSync(`/proc/${pid}/task/${t}/status`, 'utf8'))?.[1]
+            const on = allowedOf(`/proc/${pid}/task/${t}/status`)
             threads++
-            if (on !== cpus) off.push(`${pid}/${t} on ${on}`)
+            if (cpuList(on).join(',') !== want) off.push(`${pid}/${t} on ${on}`)
           } catch {}
         }
       }
@@ -227,12 +245,20 @@ async function main() {
   const PATHS = String(opt('--paths', '0,20')).split(',').map(Number)
   const ADDON = argv.includes('--addon') ? resolve(opt('--addon')) : null
   const CORES = String(opt('--cores', 'own,shared')).split(',')
-  const CPU_OF = { own: ['0', '1'], one: ['0', '0'] }
   if (!CORES.length || CORES.some(c => c !== 'own' && c !== 'shared' && c !== 'one')) throw new Error('--cores: own, shared and/or one, comma-separated')
-  const CPUS = cpus().length
+  // the CPUs this process may use (a cgroup's cpuset may allow fewer than the machine has): own gives each
+  // host half of them, one the first to both, shared all to both
+  const SET = cpuList(allowedOf('/proc/self/status'))
+  const HALF = SET.length >> 1
+  const CPU_OF = {
+    own: [SET.slice(0, HALF).join(','), SET.slice(HALF, 2 * HALF).join(',')],
+    one: [String(SET[0]), String(SET[0])],
+    shared: [SET.join(','), SET.join(',')],
+  }
+  const named = cs => cs.length === 1 ? `CPU ${cs}` : `CPUs ${cs}`
   // a core per host needs two
-  const MODES = CPUS >= 2 ? CORES : CORES.filter(c => c === 'shared')
-  if (!MODES.length) { console.log('bench:machines:path skipped: a core per host needs two cores, this machine has one (--cores shared runs here)'); return }
+  const MODES = SET.length >= 2 ? CORES : CORES.filter(c => c !== 'own')
+  if (!MODES.length) { console.log('bench:machines:path skipped: a core per host needs two cores, this process may use one (--cores shared runs here)'); return }
   const q = (xs, p) => { const a = xs.filter(Number.isFinite).sort((x, y) => x - y); return a.length ? a[Math.min(a.length - 1, Math.floor(p * a.length))] : NaN }
   const med = xs => { const a = xs.filter(Number.isFinite).sort((x, y) => x - y); const m = a.length >> 1; return a.length % 2 ? a[m] : (a[m - 1] + a[m]) / 2 }
   const f = x => Number.isFinite(x) ? x.toFixed(2) : '—'
@@ -311,11 +337,10 @@ async function main() {
       const bare = await A.call('ping', { to: { ip: B_IP, port: PORT_ECHO }, n: 50, pause: 20 })
       // own then shared, shared then own on the next path: drift within a run favours neither
       for (const cores of pi % 2 ? [...MODES].reverse() : MODES) {
-        // own: each host (its process tree, every thread) on a core of its own, as two machines would be
-        // — B's turn, started by the message, cannot take A's core as A takes the answer; shared: both hosts
-        // on all of this machine's cores
-        const all = `0-${CPUS - 1}`
-        const [ca, cb] = CPU_OF[cores] ?? [all, all]
+        // own: each host (its process tree, every thread) on cores of its own, as two machines would be —
+        // B's turn, started by the message, cannot take A's core as A takes the answer; shared: both hosts
+        // on all the cores; one: both on one
+        const [ca, cb] = CPU_OF[cores]
         const [pa, pb] = await Promise.all([A.call('pin', { cpus: ca }), B.call('pin', { cpus: cb })])
         if (pa.off.length || pb.off.length) throw new Error(`threads not pinned: ${[...pa.off, ...pb.off].join(', ')}`)
         await sleep(500)
@@ -339,26 +364,30 @@ async function main() {
         const RTT = med(rtt)
         const dAB = med(rAB) - med(lB); const dBA = med(rBA) - med(lA)
         const d = (dAB + dBA) / 2
-        out.push({ ms, cores, pinned: [pa, pb], bare, rtt, RTT, rAB, lB, rBA, lA, dAB, dBA, d, ok: d <= RTT + 2, load: loadavg()[0] })
+        out.push({ pi, ms, cores, on: [ca, cb], pinned: [pa, pb], bare, rtt, RTT, rAB, lB, rBA, lA, dAB, dBA, d, ok: d <= RTT + 2, load: loadavg()[0] })
         log(`${ms} ms path, ${cores} cores: A → B ${ppm(rAB)} vs B2 → B ${ppm(lB)}; B → A ${ppm(rBA)} vs A2 → A ${ppm(lA)}; link RTT ${f(RTT)}`)
       }
     }
     const through = await bridgeSays('stats')
     const after = net.counters()
     const load1 = loadavg()
-    console.log(`\nbench:machines:path — hosts A and B in network namespaces, reached only through a delaying UDP bridge (relay none), N=${N} rounds (of four sends) per path, pause ${PAUSE} ms${ADDON ? `, addon ${ADDON}` : ''}; load ${load0.map(x => x.toFixed(1)).join(' ')} → ${load1.map(x => x.toFixed(1)).join(' ')}`)
+    console.log(`\nbench:machines:path — hosts A and B in network namespaces, reached only through a delaying UDP bridge (relay none), N=${N} rounds (of four sends) per path and cores, pause ${PAUSE} ms${ADDON ? `, addon ${ADDON}` : ''}; load ${load0.map(x => x.toFixed(1)).join(' ')} → ${load1.map(x => x.toFixed(1)).join(' ')}`)
     console.log('p50 / p99 / max in ms\n')
-    if (MODES.length < CORES.length) console.log('MISS a core per host: this machine has one core, so no row is judged\n')
-    if (MODES.includes('own')) console.log(`The target is judged on the rows with a core per host (host A's processes and threads on CPU 0, B's on CPU 1: two machines, as the path models); the rows on shared cores (both hosts on all ${CPUS}) are printed beside them, not judged: there the turn the message starts on B runs on the cores A takes the answer on.\n`)
-    out.sort((x, y) => PATHS.indexOf(x.ms) - PATHS.indexOf(y.ms) || CORES.indexOf(x.cores) - CORES.indexOf(y.cores))
+    if (CORES.includes('own') && !MODES.includes('own')) console.log('MISS cores per host: this process may use one core, so no row is judged\n')
+    if (MODES.includes('own')) console.log(`The target is judged on the rows with cores per host (A on ${named(CPU_OF.own[0])}, B on ${named(CPU_OF.own[1])}, each host's processes and threads: two machines of ${HALF} core${HALF > 1 ? 's' : ''} each, the model of the path; pinned after the boot, so each host's thread pools keep the sizes they took for ${SET.length} CPUs). The rows on shared cores (both hosts on ${named(CPU_OF.shared[0])}: one machine) are printed beside them, not judged: there the turn a message starts on B runs on the cores A takes the answer on. Each model has its bias: fewer cores per host slow the local baseline (a host's parallel work, and the turn a local send starts, share its cores); shared cores charge the remote send with the other host's work (bench/README.md runs M39).\n`)
+    out.sort((x, y) => x.pi - y.pi || CORES.indexOf(x.cores) - CORES.indexOf(y.cores))
+    let shown = -1
     for (const r of out) {
-      const where = r.cores === 'own' ? `a core per host (A on CPU 0: ${r.pinned[0].processes} processes, ${r.pinned[0].threads} threads; B on CPU 1: ${r.pinned[1].processes}, ${r.pinned[1].threads})`
-        : r.cores === 'one' ? 'one core for both hosts (CPU 0)' : `shared cores (both hosts on all ${CPUS})`
-      console.log(`   ${r.ms} ms path, ${where}: bare round trip (UDP ping through the bridge, Node dgram) ${ppm(r.bare)}; link round trip (links probe) ${ppm(r.rtt)}`)
+      const where = r.cores === 'own' ? `cores per host (A on ${named(r.on[0])}: ${r.pinned[0].processes} processes, ${r.pinned[0].threads} threads; B on ${named(r.on[1])}: ${r.pinned[1].processes}, ${r.pinned[1].threads})`
+        : r.cores === 'one' ? `one core for both hosts (${named(r.on[0])})` : `shared cores (both hosts on ${named(r.on[0])})`
+      // the bare round trip is the path's, taken once before its first rows
+      const bare = r.pi !== shown ? `bare round trip (UDP ping through the bridge, Node dgram, once before the path's rows) ${ppm(r.bare)}; ` : ''
+      shown = r.pi
+      console.log(`   ${r.ms} ms path, ${where}: ${bare}link round trip (links probe) ${ppm(r.rtt)}`)
       const sign = x => `${x >= 0 ? '+' : ''}${f(x)}`
       const verdict = r.cores === 'own' ? (r.ok ? 'ok  ' : 'MISS') : 'info'
       const over = r.cores === 'own' ? '' : `, ${sign(r.d - r.RTT)} over the RTT: ${r.ok ? 'within' : 'over'} the target's bound, not judged`
-      console.log(`${verdict} sessions_send remote, both ways, over the ${r.ms} ms path, ${r.cores} cores: A → B ${ppm(r.rAB)} · B → A ${ppm(r.rBA)}\n       baseline: local into the same session: B2 → B ${ppm(r.lB)} · A2 → A ${ppm(r.lA)}\n       difference: ${sign(r.d)} ms, the mean of A → B ${sign(r.dAB)} and B → A ${sign(r.dBA)} (link RTT ${f(r.RTT)}${over})   target ≤ local + RTT + 2 ms   (load ${r.load.toFixed(1)})`)
+      console.log(`${verdict} sessions_send remote, both ways, over the ${r.ms} ms path, ${{ own: 'cores per host', one: 'one core for both', shared: 'shared cores' }[r.cores]}: A → B ${ppm(r.rAB)} · B → A ${ppm(r.rBA)}\n       baseline: local into the same session: B2 → B ${ppm(r.lB)} · A2 → A ${ppm(r.lA)}\n       difference: ${sign(r.d)} ms, the mean of A → B ${sign(r.dAB)} and B → A ${sign(r.dBA)} (link RTT ${f(r.RTT)}${over})   target ≤ local + RTT + 2 ms   (load ${r.load.toFixed(1)})`)
     }
     const sent = Object.entries(after).map(([k, v]) => `${k} ${v - before[k]}`).join(', ')
     const clean = Object.entries(after).every(([k, v]) => v === before[k])
