@@ -36,7 +36,7 @@
 // single core, the control for `own` on a machine of two), --addon FILE (this addon in both homes
 // instead of the worktree's: a baseline build beside the new one, back to back). Skipped, with a line saying why, where `ip netns` is not permitted.
 import { spawn, spawnSync } from 'node:child_process'
-import { cpSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { cpSync, existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
@@ -58,7 +58,6 @@ const PORT_ECHO = 47313
 if (argv[0] === '--role-host') await hostChild()
 else await main()
 
-/** Inside a host's namespace: JSON lines on stdin ({k, op, ...}), answers on stdout ({k, ok, value | error}). */
 /** The CPUs a CPU list names ("0-3,6" → [0, 1, 2, 3, 6]), as /proc's Cpus_allowed_list and taskset -c write it. */
 function cpuList(list) {
   const out = []
@@ -71,9 +70,8 @@ function cpuList(list) {
 /** The Cpus_allowed_list of a /proc status file. */
 function allowedOf(file) { return /Cpus_allowed_list:\s*(\S+)/.exec(readFileSync(file, 'utf8'))?.[1] }
 
+/** Inside a host's namespace: JSON lines on stdin ({k, op, ...}), answers on stdout ({k, ok, value | error}). */
 async function hostChild() {
-  // the CPUs this child may run on before any pinning (a cgroup's cpuset may allow fewer than the machine has)
-  const startedOn = cpuList(allowedOf('/proc/self/status'))
   const H = await import('../test/real-host/harness.mjs')
   const { startFakeLlm } = await import('../test/real-host/fake-llm.mjs')
   let box, web, llm
@@ -111,7 +109,6 @@ async function hostChild() {
     },
     // this child and every process under it (the host, a CLI run), all their threads, on `cpus` (taskset -a);
     // what they start later inherits it. Answers how many processes and threads, and the threads not on it.
-    cpus: () => startedOn,
     pin({ cpus }) {
       const want = cpuList(cpus).join(',')
       const parent = new Map()
@@ -125,7 +122,7 @@ async function hostChild() {
       for (const pid of tree) {
         const r = spawnSync('taskset', ['-a', '-p', '-c', cpus, String(pid)], { encoding: 'utf8' })
         // (a process gone meanwhile is no failure: its threads are not counted below)
-        if (r.status !== 0 && readdirSync('/proc').includes(String(pid))) throw new Error(`taskset ${pid}: ${r.stderr || r.error?.message}`)
+        if (r.status !== 0 && existsSync(`/proc/${pid}`)) throw new Error(`taskset ${pid}: ${r.stderr || r.error?.message}`)
         let tasks = []
         try { tasks = readdirSync(`/proc/${pid}/task`) } catch {}
         for (const t of tasks) {
